@@ -1,0 +1,50 @@
+#include "util/clock.h"
+
+#include <time.h>
+
+static int64_t real_wall(const clk *c)
+{
+	struct timespec ts;
+	(void)c;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * PRD_NS_PER_SEC + ts.tv_nsec;
+}
+
+static int64_t real_mono(const clk *c)
+{
+	struct timespec ts;
+	(void)c;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * PRD_NS_PER_SEC + ts.tv_nsec;
+}
+
+static const clk real_clock = { real_wall, real_mono, 0, 0 };
+
+const clk *clk_real(void)
+{
+	return &real_clock;
+}
+
+static int64_t fake_wall(const clk *c) { return c->fake_wall; }
+static int64_t fake_mono(const clk *c) { return c->fake_mono; }
+
+void clk_fake_init(clk *c, int64_t start_wall_ns)
+{
+	c->wall_ns = fake_wall;
+	c->mono_ns = fake_mono;
+	c->fake_wall = start_wall_ns;
+	c->fake_mono = 0;
+}
+
+void clk_fake_advance(clk *c, int64_t delta_ns)
+{
+	c->fake_wall += delta_ns;
+	c->fake_mono += delta_ns;
+}
+
+void clk_fake_set(clk *c, int64_t wall_ns)
+{
+	if(wall_ns > c->fake_wall)
+		c->fake_mono += wall_ns - c->fake_wall;
+	c->fake_wall = wall_ns;
+}
