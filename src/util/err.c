@@ -18,17 +18,27 @@ int prd_err_set(prd_err *e, int code, const char *fmt, ...)
 
 int prd_err_prefix(prd_err *e, const char *fmt, ...)
 {
-	char prefix[PRD_ERR_MSG_MAX];
 	char old[PRD_ERR_MSG_MAX];
 	va_list ap;
+	int n;
 
 	if(!e)
 		return PRD_EINTERNAL;
-	va_start(ap, fmt);
-	vsnprintf(prefix, sizeof(prefix), fmt, ap);
-	va_end(ap);
 	memcpy(old, e->msg, sizeof(old));
-	snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+	old[sizeof(old) - 1] = '\0';
+	va_start(ap, fmt);
+	n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	/* Append ": old" to whatever room the prefix left; cut if needed. */
+	if(n >= 0 && (size_t)n < sizeof(e->msg) - 3) {
+		size_t used = (size_t)n, room = sizeof(e->msg) - used - 3;
+		size_t ol = strlen(old);
+		if(ol > room)
+			ol = room;
+		memcpy(e->msg + used, ": ", 2);
+		memcpy(e->msg + used + 2, old, ol);
+		e->msg[used + 2 + ol] = '\0';
+	}
 	return e->code;
 }
 
