@@ -1,0 +1,44 @@
+# shellcheck shell=bash
+# Shared helpers for the e2e scripts. Sourced, never run.
+
+E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# Bump when the way binaries are built changes (flags, layout), so caches
+# made by an older recipe are not reused.
+E2E_BUILD_RECIPE=1
+
+# shellcheck source=versions.env
+. "$E2E_DIR/versions.env"
+
+e2e_log() { printf '%s %s\n' "[$(date +%H:%M:%S)]" "$*" >&2; }
+e2e_die() { e2e_log "error: $*"; exit 1; }
+
+e2e_goarch() {
+	case "$(uname -m)" in
+	x86_64 | amd64) echo amd64 ;;
+	aarch64 | arm64) echo arm64 ;;
+	*) e2e_die "unsupported machine $(uname -m)" ;;
+	esac
+}
+
+e2e_cache_root() {
+	printf '%s\n' "${PROVREQD_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/provreqd-e2e}"
+}
+
+# The pinned values (not the comments) of versions.env, the build recipe and
+# the architecture name the cache directory of one set of binaries.
+e2e_versions_hash() {
+	{
+		grep -E '^[A-Z0-9_]+=' "$E2E_DIR/versions.env" | sort
+		echo "E2E_BUILD_RECIPE=$E2E_BUILD_RECIPE"
+		echo "GOARCH=$(e2e_goarch)"
+	} | sha256sum | cut -c1-12
+}
+
+e2e_bindir() {
+	printf '%s/%s/bin\n' "$(e2e_cache_root)" "$(e2e_versions_hash)"
+}
+
+# The binaries build-binaries.sh builds.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+E2E_BINARIES=(etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
