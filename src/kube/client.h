@@ -1,0 +1,170 @@
+/* REST client for kube-apiserver over libcurl.
+ *
+ * One kube_client is shared by every thread of the process: each call uses
+ * its own curl easy handle taken from a small pool (connection reuse
+ * through a shared connection cache), so calls may run concurrently. A
+ * client-side token bucket (qps/burst) paces requests. Idempotent calls
+ * (GET, LIST, DELETE with preconditions, PUT with a resourceVersion) are
+ * retried on 429 (honouring Retry-After) and 5xx with backoff; others are
+ * not retried.
+ *
+ * Errors: every call returns 0 or a PRD_E* code decoded from the
+ * apiserver's Status object (or the HTTP status when the body is not a
+ * Status):
+ *   404 NotFound → PRD_ENOTFOUND     409 AlreadyExists → PRD_EEXIST
+ *   409 Conflict → PRD_ECONFLICT     410 Gone/Expired  → PRD_EGONE
+ *   401/403      → PRD_EPERM         422 Invalid, 400  → PRD_EINVAL
+ *   429/5xx after retries → PRD_EAGAIN
+ *   timeouts → PRD_ETIMEDOUT         connection/TLS failure → PRD_EIO
+ * and fills kube_status (if given) and err with "verb path: code reason:
+ * message". */
+#ifndef PRD_KUBE_CLIENT_H
+#define PRD_KUBE_CLIENT_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kube/config.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+/* Which collection a call is about. Static descriptors for the kinds the
+ * controller uses are below; drivers may build their own. */
+typedef struct kube_resource {
+	const char *group;     /* "" for the core group */
+	const char *version;   /* "v1" */
+	const char *resource;  /* plural, e.g. "pods" */
+	const char *kind;      /* "Pod" */
+	bool namespaced;
+} kube_resource;
+
+extern const kube_resource KUBE_NODES, KUBE_PODS, KUBE_PODTEMPLATES, KUBE_EVENTS,
+	KUBE_CONFIGMAPS, KUBE_NAMESPACES, KUBE_LEASES, KUBE_PROVREQS, KUBE_RESOURCEPOOLS;
+
+typedef struct kube_client_opts {
+	double qps;                  /* default 50 */
+	int burst;                   /* default 100 */
+	long connect_timeout_ms;     /* default 10000 */
+	long request_timeout_ms;     /* default 60000 (not applied to watches) */
+	int max_retries;             /* default 5 */
+	const char *user_agent;      /* default "provreqd/<version>" */
+	const clk *clock;            /* default clk_real() */
+	/* Observe every request (metrics): verb, resource, HTTP code (0 on
+	 * transport failure), latency. Called from the calling thread. */
+	void (*observe)(void *ud, const char *verb, const char *resource, long code, int64_t latency_ns);
+	void *observe_ud;
+} kube_client_opts;
+
+typedef struct kube_client kube_client;
+
+/* Details of a failed call, from the apiserver's Status object. */
+typedef struct kube_status {
+	long http_code;        /* 0 when the request never got an answer */
+	char reason[64];       /* "NotFound", "Conflict", "AlreadyExists", ... */
+	char message[512];
+	int retry_after_s;     /* from Retry-After or details.retryAfterSeconds */
+} kube_status;
+
+/* Create a client. The config is borrowed and must outlive the client.
+ * Caller frees with kube_client_free(). */
+int kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client **out, prd_err *err);
+void kube_client_free(kube_client *c);
+kube_config *kube_client_config(kube_client *c);
+
+/* Path of a collection or an object: ns may be NULL for cluster-scoped
+ * kinds (and for "all namespaces" lists), name NULL for the collection,
+ * subresource NULL or e.g. "status", "scale". Caller frees. */
+char *kube_path(const kube_resource *r, const char *ns, const char *name, const char *subresource);
+
+/* Low level: one request. `body` may be NULL. On success *out (if given)
+ * holds the parsed JSON answer (caller puts it; NULL for an empty body). */
+int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,
+		 const char *body, size_t body_len, json_object **out, kube_status *st, prd_err *err);
+
+/* Verbs. Objects passed in are borrowed; objects returned in *out are new
+ * references the caller puts (out may be NULL when the answer is not
+ * needed). */
+int kube_get(kube_client *c, const kube_resource *r, const char *ns, const char *name,
+	     json_object **out, kube_status *st, prd_err *err);
+
+typedef struct kube_list_opts {
+	const char *label_selector;
+	const char *field_selector;
+	long limit;                 /* page size; 0 = 500 */
+	const char *resource_version; /* for the first page; NULL = most recent */
+} kube_list_opts;
+
+/* Called for every item of every page, in order. Return non-zero to stop
+ * (that value is returned by kube_list). `item` is borrowed. */
+typedef int (*kube_item_fn)(void *ud, json_object *item);
+
+/* List all pages (limit/continue). *resource_version (if given) receives
+ * the list's resourceVersion (caller frees). A continue token that expired
+ * (410) restarts from the beginning once, as client-go does. */
+int kube_list(kube_client *c, const kube_resource *r, const char *ns, const kube_list_opts *o,
+	      kube_item_fn fn, void *ud, char **resource_version, kube_status *st, prd_err *err);
+
+int kube_create(kube_client *c, const kube_resource *r, const char *ns, json_object *obj,
+		json_object **out, kube_status *st, prd_err *err);
+/* PUT. metadata.resourceVersion in obj gives optimistic concurrency
+ * (409 → PRD_ECONFLICT). subresource: NULL or "status". */
+int kube_update(kube_client *c, const kube_resource *r, const char *ns, const char *name,
+		const char *subresource, json_object *obj, json_object **out, kube_status *st, prd_err *err);
+
+typedef struct kube_delete_opts {
+	const char *uid;              /* precondition */
+	const char *resource_version; /* precondition */
+	const char *propagation;      /* "Background", "Foreground", "Orphan" or NULL */
+	long grace_period_s;          /* -1 = server default */
+} kube_delete_opts;
+
+int kube_delete(kube_client *c, const kube_resource *r, const char *ns, const char *name,
+		const kube_delete_opts *o, kube_status *st, prd_err *err);
+
+typedef enum kube_patch_type {
+	KUBE_PATCH_MERGE,     /* application/merge-patch+json */
+	KUBE_PATCH_JSON,      /* application/json-patch+json */
+	KUBE_PATCH_STRATEGIC, /* application/strategic-merge-patch+json (built-in kinds only) */
+	KUBE_PATCH_APPLY      /* application/apply-patch+yaml, fieldManager=provreqd */
+} kube_patch_type;
+
+/* PATCH. `patch` is the raw patch document (JSON text; for APPLY, JSON is
+ * valid YAML). `force` applies to server-side apply only. */
+int kube_patch(kube_client *c, const kube_resource *r, const char *ns, const char *name,
+	       const char *subresource, kube_patch_type type, const char *patch, bool force,
+	       json_object **out, kube_status *st, prd_err *err);
+
+/* Scale subresource (autoscaling/v1 Scale). */
+int kube_get_scale(kube_client *c, const kube_resource *r, const char *ns, const char *name,
+		   int32_t *replicas, kube_status *st, prd_err *err);
+int kube_set_scale(kube_client *c, const kube_resource *r, const char *ns, const char *name,
+		   int32_t replicas, kube_status *st, prd_err *err);
+
+/* Watch events as they arrive. type is "ADDED", "MODIFIED", "DELETED",
+ * "BOOKMARK" (obj borrowed). Return non-zero to stop the watch (returned by
+ * kube_watch). */
+typedef int (*kube_event_fn)(void *ud, const char *type, json_object *obj);
+
+typedef struct kube_watch_opts {
+	const char *label_selector;
+	const char *field_selector;
+	const char *resource_version; /* start after this version */
+	long timeout_s;               /* server-side timeoutSeconds; 0 = none */
+	bool bookmarks;               /* allowWatchBookmarks */
+	/* Polled about once a second; return true to end the watch early
+	 * (shutdown, lost leadership). May be NULL. */
+	bool (*cancelled)(void *ud);
+	void *cancel_ud;
+} kube_watch_opts;
+
+/* Run one watch until the server closes it (returns 0), the callback stops
+ * it, it is cancelled (0), or an error: 410 as HTTP status or as an ERROR
+ * event in the stream → PRD_EGONE; other ERROR events → the decoded code.
+ * Events are delivered in order; the stream is split on newlines as bytes
+ * arrive, never re-scanning what was already consumed. */
+int kube_watch(kube_client *c, const kube_resource *r, const char *ns, const kube_watch_opts *o,
+	       kube_event_fn fn, void *ud, kube_status *st, prd_err *err);
+
+#endif
