@@ -215,16 +215,20 @@ void state__rollback(state_db *db)
 }
 
 /* Create the file with mode 0600 ourselves before SQLite sees it: SQLite
- * would create it with 0644 & ~umask. An existing file readable or
- * writable by group or others is tightened to 0600. The WAL and shared
- * memory files SQLite creates later copy the main file's mode. */
-static int prepare_file(const char *path, prd_err *err)
+ * would create it with 0644 & ~umask. The WAL and shared-memory files
+ * SQLite creates later copy the main file's mode. *loose says an existing
+ * file grants group or others access; the caller tightens it only once the
+ * file has proved to be a provreqd database, so a mistyped --state-db
+ * pointing at some other file never has its mode changed. Our descriptor
+ * is closed before SQLite opens the file: closing a descriptor later would
+ * drop SQLite's POSIX locks on it. */
+static int prepare_file(const char *path, bool *loose, prd_err *err)
 {
 	struct stat st;
 	bool created = true;
-	int fd, e;
-	int rc = 0;
+	int fd, e, rc = 0;
 
+	*loose = false;
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if(fd < 0 && errno == EEXIST) {
 		created = false;
@@ -246,17 +250,36 @@ static int prepare_file(const char *path, prd_err *err)
 		rc = prd_err_set(err, PRD_EINVAL, "state database %s: not a regular file", path);
 		goto done;
 	}
-	if((created || (st.st_mode & 077)) && (st.st_mode & 0777) != 0600 && fchmod(fd, 0600) != 0) {
-		rc = prd_err_set(err, PRD_EPERM,
-		                 "state database %s: mode %04o lets other users read or write it "
-		                 "and it cannot be changed to 0600: %s",
-		                 path, (unsigned)(st.st_mode & 07777), strerror(errno));
+	/* A umask can only have removed bits from a new file; put them back. */
+	if(created && (st.st_mode & 0777) != 0600 && fchmod(fd, 0600) != 0) {
+		rc = prd_err_set(err, PRD_EPERM, "state database %s: cannot set mode 0600: %s",
+		                 path, strerror(errno));
 		goto done;
 	}
+	*loose = !created && (st.st_mode & 077) != 0;
 done:
 	if(fd >= 0)
 		close(fd);
 	return rc;
+}
+
+/* Set mode 0600 on a validated database file and on the WAL and
+ * shared-memory files SQLite created with the old mode. */
+static int tighten_mode(state_db *db, prd_err *err)
+{
+	static const char *const suffix[] = { "", "-wal", "-shm" };
+	char p[4096];
+	size_t i;
+
+	for(i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		if((size_t)snprintf(p, sizeof(p), "%s%s", db->path, suffix[i]) >= sizeof(p))
+			return prd_err_set(err, PRD_EINVAL, "state database %s: path too long", db->path);
+		if(chmod(p, 0600) != 0 && !(i > 0 && errno == ENOENT))
+			return prd_err_set(err, PRD_EPERM,
+			                   "state database %s: other users may read or write it and "
+			                   "its mode cannot be changed to 0600: %s", p, strerror(errno));
+	}
+	return 0;
 }
 
 /* A single integer from a one-row query such as a PRAGMA. */
@@ -412,7 +435,7 @@ int state_open(const char *path, const clk *clock, const state_config *cfg,
                state_db **out, prd_err *err)
 {
 	state_db *db = NULL;
-	bool memory;
+	bool memory, loose = false;
 	int src, rc = 0;
 
 	if(out)
@@ -437,7 +460,7 @@ int state_open(const char *path, const clk *clock, const state_config *cfg,
 	}
 	memory = strcmp(path, MEMORY_PATH) == 0;
 	if(!memory) {
-		rc = prepare_file(path, err);
+		rc = prepare_file(path, &loose, err);
 		if(rc)
 			goto done;
 	}
@@ -461,6 +484,8 @@ int state_open(const char *path, const clk *clock, const state_config *cfg,
 		rc = set_wal(db, memory, err);
 	if(!rc)
 		rc = migrate(db, err);
+	if(!rc && loose)
+		rc = tighten_mode(db, err);
 done:
 	if(rc) {
 		state_close(db);

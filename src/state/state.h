@@ -68,8 +68,10 @@ void state_config_default(state_config *cfg);
  * A file database is created with mode 0600. An existing file whose mode
  * grants any access to group or others is tightened to 0600 (the store
  * holds no secrets, but it is nobody else's business and a world-writable
- * file would let anyone corrupt the controller's memory); if it cannot be
- * tightened the open fails with PRD_EPERM. The path must be a regular file.
+ * file would let anyone corrupt the controller's memory) — only after it
+ * has been checked and migrated, so a wrong path naming some other file
+ * never has its mode changed; if it cannot be tightened the open fails
+ * with PRD_EPERM. The path must be a regular file.
  *
  * On open the connection gets WAL journaling, the busy timeout, foreign
  * keys, and a `PRAGMA quick_check`; then pending schema migrations run, all

@@ -191,12 +191,27 @@ static void test_file_mode_and_wal(void)
 		sqlite3_close(h);
 	}
 
-	/* An existing database readable by others is tightened. */
+	/* An existing database readable by others is tightened, and so are
+	 * the WAL files SQLite created from its old mode. */
 	CU_ASSERT_EQUAL_FATAL(chmod(path, 0644), 0);
 	OK(state_open(path, &c, NULL, &db, &e));
 	CU_ASSERT_EQUAL_FATAL(stat(path, &st), 0);
 	CU_ASSERT_EQUAL(st.st_mode & 07777, 0600);
+	OK(state_request_ensure(db, "u2", "ns", "n", NULL, &e));
+	CU_ASSERT_EQUAL_FATAL(stat(tpath("mode.db-wal"), &st), 0);
+	CU_ASSERT_EQUAL(st.st_mode & 07777, 0600);
+	CU_ASSERT_EQUAL_FATAL(stat(tpath("mode.db-shm"), &st), 0);
+	CU_ASSERT_EQUAL(st.st_mode & 07777, 0600);
 	state_close(db);
+
+	/* A file that is not a database is refused without touching its mode. */
+	snprintf(path, sizeof(path), "%s", tpath("notmine.txt"));
+	CU_ASSERT_EQUAL_FATAL(write_bytes(path, "hello, not a database at all\n", 29, 0, O_TRUNC), 0);
+	CU_ASSERT_EQUAL_FATAL(chmod(path, 0644), 0);
+	FAILS(PRD_ECORRUPT, state_open(path, &c, NULL, &db, &e));
+	CU_ASSERT_PTR_NULL(db);
+	CU_ASSERT_EQUAL_FATAL(stat(path, &st), 0);
+	CU_ASSERT_EQUAL(st.st_mode & 07777, 0644);
 
 	/* So is a pre-created empty file, which becomes a fresh database. */
 	snprintf(path, sizeof(path), "%s", tpath("precreated.db"));
