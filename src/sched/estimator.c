@@ -40,8 +40,10 @@ static int check_input(const sched_snapshot *s, const sched_node_spec *tmpl,
 		if(sets[i].count < 0 || sets[i].count > SCHED_COUNT_MAX)
 			return prd_err_set(e, PRD_EINVAL, "podSet %zu: count %lld out of range [0, %lld]",
 			                   i, (long long)sets[i].count, (long long)SCHED_COUNT_MAX);
-		if((rc = sched_pod_validate(sets[i].pod, e)))
-			return prd_err_prefix(e, "podSet %zu", i);
+		if((rc = sched_pod_validate(sets[i].pod, e))) {
+			prd_err_prefix(e, "podSet %zu", i);
+			return rc;
+		}
 	}
 	return 0;
 }

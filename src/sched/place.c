@@ -763,8 +763,10 @@ static int check_sets(const sched_podset *sets, size_t n, prd_err *e)
 		if(sets[i].count < 0 || sets[i].count > SCHED_COUNT_MAX)
 			return prd_err_set(e, PRD_EINVAL, "podSet %zu: count %lld out of range [0, %lld]",
 			                   i, (long long)sets[i].count, (long long)SCHED_COUNT_MAX);
-		if((rc = sched_pod_validate(sets[i].pod, e)))
-			return prd_err_prefix(e, "podSet %zu", i);
+		if((rc = sched_pod_validate(sets[i].pod, e))) {
+			prd_err_prefix(e, "podSet %zu", i);
+			return rc;
+		}
 	}
 	return 0;
 }
