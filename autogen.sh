@@ -3,4 +3,4 @@
 set -e
 cd "$(dirname "$0")"
 mkdir -p m4 build-aux
-autoreconf --install --force --warnings=all
+autoreconf --install --warnings=all

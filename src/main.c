@@ -1,6 +1,7 @@
 /* provreqd command line. Each subcommand parses its own flags; this file
  * only dispatches and prints help. */
 #include "config.h"
+#include "cmd.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -20,11 +21,14 @@ static const char usage[] =
 	"\n"
 	"Commands:\n"
 	"  version        print the version and the library versions it was built with\n"
+	"  check-driver   load a cloud driver .so, check its ABI and list its node groups\n"
 	"  help           print this help\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help     print this help\n"
 	"  -V, --version  print the version\n"
+	"\n"
+	"Run 'provreqd COMMAND --help' for a command's options.\n"
 	"\n"
 	"Commands still being built (see the project's issues): run, simulate,\n"
 	"check-config.\n";
@@ -67,6 +71,8 @@ int main(int argc, char **argv)
 	}
 	if(!strcmp(argv[optind], "version"))
 		return cmd_version();
+	if(!strcmp(argv[optind], "check-driver"))
+		return cmd_check_driver(argc - optind, argv + optind);
 	if(!strcmp(argv[optind], "help")) {
 		fputs(usage, stdout);
 		return 0;

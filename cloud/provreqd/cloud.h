@@ -1,0 +1,209 @@
+/* provreqd cloud node-group driver ABI.
+ *
+ * A driver is a shared object that exports exactly one symbol,
+ * PRD_CLOUD_ENTRY_SYMBOL, a function returning a pointer to a constant
+ * prd_cloud_driver descriptor. provreqd loads it with dlopen(RTLD_NOW |
+ * RTLD_LOCAL), checks the ABI version, and then calls it only from its single
+ * controller worker thread: a driver needs no locking of its own unless it
+ * starts threads itself.
+ *
+ * Versioning: the major version changes when an existing field changes
+ * meaning or position; the host refuses a driver whose major differs. The
+ * minor version grows when fields are appended to the end of a struct; the
+ * host refuses a driver built against a newer minor than its own, and reads
+ * appended fields only when the driver's `struct_size` says they exist.
+ *
+ * Memory: whoever allocates frees. Everything a driver hands out (groups,
+ * instances, strings) is released by the host through the driver's own
+ * release functions; everything the host hands out (a kube_request answer)
+ * is released by the driver through host->free.
+ *
+ * Errors: functions return 0 or a negative PRD_CLOUD_E* code and fill the
+ * prd_cloud_error they were given with a human-readable message.
+ *
+ * This header needs only the C standard library. */
+#ifndef PROVREQD_CLOUD_H
+#define PROVREQD_CLOUD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PRD_CLOUD_ABI_MAJOR 1
+#define PRD_CLOUD_ABI_MINOR 0
+
+/* The one symbol a driver exports. */
+#define PRD_CLOUD_ENTRY_SYMBOL "provreqd_cloud_driver"
+
+enum prd_cloud_rc {
+	PRD_CLOUD_OK = 0,
+	PRD_CLOUD_ENOMEM = -1,
+	PRD_CLOUD_EINVAL = -2,       /* bad arguments or configuration */
+	PRD_CLOUD_EIO = -3,          /* the cloud or apiserver call failed */
+	PRD_CLOUD_ENOTFOUND = -4,    /* unknown node group or node */
+	PRD_CLOUD_ERANGE = -7,       /* the size would leave [min, max] */
+	PRD_CLOUD_EAGAIN = -11,      /* transient; retry later */
+	PRD_CLOUD_EUNSUPPORTED = -12 /* the operation is not available */
+};
+
+enum prd_cloud_log_level {
+	PRD_CLOUD_LOG_ERROR = 0,
+	PRD_CLOUD_LOG_WARN = 1,
+	PRD_CLOUD_LOG_INFO = 2,
+	PRD_CLOUD_LOG_DEBUG = 3
+};
+
+#define PRD_CLOUD_MSG_MAX 512
+
+typedef struct prd_cloud_error {
+	int code;
+	char message[PRD_CLOUD_MSG_MAX];
+} prd_cloud_error;
+
+typedef struct prd_cloud_node_group {
+	char *id;               /* stable, unique across loaded drivers */
+	int32_t min_size;
+	int32_t max_size;
+	int32_t target_size;    /* the size the cloud is asked to reach */
+} prd_cloud_node_group;
+
+enum prd_cloud_instance_state {
+	PRD_CLOUD_INSTANCE_RUNNING = 1,
+	PRD_CLOUD_INSTANCE_CREATING = 2,
+	PRD_CLOUD_INSTANCE_DELETING = 3
+};
+
+enum prd_cloud_error_class {
+	PRD_CLOUD_ERRCLASS_NONE = 0,
+	PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES = 1, /* stockout, quota: back the group off */
+	PRD_CLOUD_ERRCLASS_OTHER = 2
+};
+
+typedef struct prd_cloud_instance {
+	char *id;               /* provider ID, e.g. "kwok://gold-abc12" */
+	char *node_name;        /* the Node's name once known, else NULL */
+	int32_t state;          /* prd_cloud_instance_state */
+	int32_t error_class;    /* prd_cloud_error_class */
+	char *error_code;       /* NULL when error_class is NONE */
+	char *error_message;
+} prd_cloud_instance;
+
+/* Services the host offers a driver. All pointers stay valid from init
+ * until fini returns. */
+typedef struct prd_cloud_host {
+	uint32_t struct_size;   /* sizeof(prd_cloud_host) as the host built it */
+	void *ctx;              /* pass back as the first argument */
+	/* One log line attributed to the driver. */
+	void (*log)(void *ctx, int level, const char *message);
+	/* An authenticated request to kube-apiserver. `path` starts with "/"
+	 * (e.g. "/api/v1/nodes"); body/content_type may be NULL. On return
+	 * *http_status holds the HTTP status (0 if no answer) and *resp_body
+	 * (NUL-terminated, *resp_len bytes) the answer, released with
+	 * host->free. Returns 0 for a 2xx answer, else a PRD_CLOUD_E* code with
+	 * the apiserver's message in err. */
+	int (*kube_request)(void *ctx, const char *method, const char *path,
+			    const char *content_type, const char *body, size_t body_len,
+			    long *http_status, char **resp_body, size_t *resp_len,
+			    prd_cloud_error *err);
+	/* Wall-clock time in nanoseconds since the Unix epoch; follows the
+	 * host's clock, which tests and `provreqd simulate` move by hand. */
+	int64_t (*now_ns)(void *ctx);
+	/* Release memory the host handed to the driver. */
+	void (*free)(void *ctx, void *ptr);
+} prd_cloud_host;
+
+enum prd_cloud_outcome_state {
+	PRD_CLOUD_OUTCOME_PENDING = 0,     /* still working; call again later */
+	PRD_CLOUD_OUTCOME_PROVISIONED = 1, /* capacity is there */
+	PRD_CLOUD_OUTCOME_NOT_PROVISIONED = 2, /* not now; retry with backoff */
+	PRD_CLOUD_OUTCOME_FAILED = 3       /* final */
+};
+
+typedef struct prd_cloud_outcome {
+	int32_t state;                     /* prd_cloud_outcome_state */
+	char reason[64];                   /* CamelCase condition reason */
+	char message[PRD_CLOUD_MSG_MAX];
+} prd_cloud_outcome;
+
+typedef struct prd_cloud_driver {
+	uint32_t abi_major;     /* PRD_CLOUD_ABI_MAJOR */
+	uint32_t abi_minor;     /* PRD_CLOUD_ABI_MINOR */
+	uint32_t struct_size;   /* sizeof(prd_cloud_driver) */
+	const char *name;       /* short unique name, [a-z0-9-]{1,63} */
+
+	/* Optional. Parse `config` (the contents of --cloud-config, may be
+	 * NULL) and create the driver's state, returned in *state. */
+	int (*init)(const prd_cloud_host *host, const char *config, void **state,
+		    prd_cloud_error *err);
+	/* Optional. Release the state. */
+	void (*fini)(void *state);
+
+	/* Re-read the cloud's view; called once per controller loop before
+	 * the other functions. */
+	int (*refresh)(void *state, prd_cloud_error *err);
+
+	/* All node groups. Release with release_node_groups. */
+	int (*node_groups)(void *state, prd_cloud_node_group **groups, size_t *count,
+			   prd_cloud_error *err);
+	void (*release_node_groups)(void *state, prd_cloud_node_group *groups, size_t count);
+
+	/* The group a Node belongs to, given the Node as JSON. *group_id is
+	 * NULL (and 0 returned) when the node belongs to no group of this
+	 * driver. Release the string with release_string. */
+	int (*node_group_for_node)(void *state, const char *node_json, char **group_id,
+				   prd_cloud_error *err);
+
+	/* Instances of a group. Release with release_instances. */
+	int (*instances)(void *state, const char *group_id, prd_cloud_instance **instances,
+			 size_t *count, prd_cloud_error *err);
+	void (*release_instances)(void *state, prd_cloud_instance *instances, size_t count);
+
+	/* What a new node of the group looks like: a Kubernetes Node as JSON
+	 * (labels, taints, status.capacity and status.allocatable). Release
+	 * with release_string. */
+	int (*template_node)(void *state, const char *group_id, char **node_json,
+			     prd_cloud_error *err);
+
+	/* Grow the group by delta > 0 nodes. May create fewer: instances()
+	 * then reports the missing ones with their error. */
+	int (*increase_size)(void *state, const char *group_id, int32_t delta,
+			     prd_cloud_error *err);
+	/* Optional (NULL if absent). All delta nodes or none. */
+	int (*atomic_increase_size)(void *state, const char *group_id, int32_t delta,
+				    prd_cloud_error *err);
+	/* Delete these nodes (by Node name) from the group and lower its
+	 * target size accordingly. */
+	int (*delete_nodes)(void *state, const char *group_id, const char *const *node_names,
+			    size_t count, prd_cloud_error *err);
+	/* Lower the target size by delta > 0 without deleting existing
+	 * nodes (cancels requested nodes not yet created). */
+	int (*decrease_target_size)(void *state, const char *group_id, int32_t delta,
+				    prd_cloud_error *err);
+
+	void (*release_string)(void *state, char *s);
+
+	/* Optional: extra provisioning class names this driver serves (a
+	 * NULL-terminated list owned by the driver, valid until fini) and the
+	 * function that serves them. `request_json` is the ProvisioningRequest,
+	 * `templates_json` a JSON array of its PodTemplates. The driver fills
+	 * the outcome; the host writes conditions from it. */
+	const char *const *(*provisioning_classes)(void *state);
+	int (*provision)(void *state, const char *class_name, const char *request_json,
+			 const char *templates_json, struct prd_cloud_outcome *outcome,
+			 prd_cloud_error *err);
+} prd_cloud_driver;
+
+/* The entry point every driver exports (defined by the driver):
+ *
+ *   const prd_cloud_driver *provreqd_cloud_driver(void);
+ */
+typedef const prd_cloud_driver *(*prd_cloud_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,8 @@
+/* Subcommands of the provreqd binary. Each takes the arguments after the
+ * command name (argv[0] is the command) and returns the exit status. */
+#ifndef PRD_CMD_H
+#define PRD_CMD_H
+
+int cmd_check_driver(int argc, char **argv);
+
+#endif

@@ -1,0 +1,216 @@
+#include "driver/loader.h"
+#include "util/str.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Size of the descriptor as ABI 1.0 defines it: every field up to and
+ * including `provision`. Drivers built against 1.0 or later have at least
+ * this much. */
+#define DRIVER_SIZE_1_0 (offsetof(prd_cloud_driver, provision) + sizeof(void (*)(void)))
+
+void cloud_drivers_init(cloud_drivers *set)
+{
+	set->v = NULL;
+	set->n = 0;
+}
+
+static void driver_free(cloud_driver *d)
+{
+	if(!d)
+		return;
+	if(d->api && d->api->fini && d->state)
+		d->api->fini(d->state);
+	if(d->handle)
+		dlclose(d->handle);
+	free(d->path);
+	free(d);
+}
+
+void cloud_drivers_free(cloud_drivers *set)
+{
+	size_t i;
+	/* Unload in reverse order of loading. */
+	for(i = set->n; i > 0; i--)
+		driver_free(set->v[i - 1]);
+	free(set->v);
+	set->v = NULL;
+	set->n = 0;
+}
+
+cloud_driver *cloud_drivers_find(const cloud_drivers *set, const char *name)
+{
+	size_t i;
+	for(i = 0; i < set->n; i++)
+		if(strcmp(set->v[i]->api->name, name) == 0)
+			return set->v[i];
+	return NULL;
+}
+
+static bool valid_name(const char *s)
+{
+	size_t i, n;
+	if(!s)
+		return false;
+	n = strlen(s);
+	if(n == 0 || n > 63)
+		return false;
+	for(i = 0; i < n; i++)
+		if(!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return false;
+	return true;
+}
+
+/* The functions every driver must provide, with their names for the
+ * message when one is missing. */
+static const char *missing_function(const prd_cloud_driver *a)
+{
+	if(!a->refresh) return "refresh";
+	if(!a->node_groups) return "node_groups";
+	if(!a->release_node_groups) return "release_node_groups";
+	if(!a->node_group_for_node) return "node_group_for_node";
+	if(!a->instances) return "instances";
+	if(!a->release_instances) return "release_instances";
+	if(!a->template_node) return "template_node";
+	if(!a->increase_size) return "increase_size";
+	if(!a->delete_nodes) return "delete_nodes";
+	if(!a->decrease_target_size) return "decrease_target_size";
+	if(!a->release_string) return "release_string";
+	if(!a->provisioning_classes != !a->provision)
+		return "provisioning_classes and provision (both or neither)";
+	return NULL;
+}
+
+/* Check the descriptor against the host's ABI. */
+static int check_api(const char *path, const prd_cloud_driver *a, prd_err *err)
+{
+	const char *miss;
+	if(!a)
+		return prd_err_set(err, PRD_EINVAL, "cloud driver %s: entry point returned no descriptor", path);
+	if(a->abi_major != PRD_CLOUD_ABI_MAJOR)
+		return prd_err_set(err, PRD_EUNSUPPORTED,
+				   "cloud driver %s: ABI major version %u, provreqd speaks %u "
+				   "(rebuild the driver against this provreqd's cloud.h)",
+				   path, a->abi_major, PRD_CLOUD_ABI_MAJOR);
+	if(a->abi_minor > PRD_CLOUD_ABI_MINOR)
+		return prd_err_set(err, PRD_EUNSUPPORTED,
+				   "cloud driver %s: built for ABI %u.%u, newer than provreqd's %u.%u "
+				   "(upgrade provreqd or rebuild the driver)",
+				   path, a->abi_major, a->abi_minor, PRD_CLOUD_ABI_MAJOR, PRD_CLOUD_ABI_MINOR);
+	if(a->struct_size < DRIVER_SIZE_1_0)
+		return prd_err_set(err, PRD_EINVAL,
+				   "cloud driver %s: descriptor is %u bytes, ABI %u.0 needs at least %zu",
+				   path, a->struct_size, PRD_CLOUD_ABI_MAJOR, (size_t)DRIVER_SIZE_1_0);
+	if(!valid_name(a->name))
+		return prd_err_set(err, PRD_EINVAL,
+				   "cloud driver %s: invalid driver name (want 1-63 of [a-z0-9-])", path);
+	miss = missing_function(a);
+	if(miss)
+		return prd_err_set(err, PRD_EINVAL, "cloud driver %s (%s): required function %s is missing",
+				   path, a->name, miss);
+	return 0;
+}
+
+int cloud_drivers_load(cloud_drivers *set, const char *path, const prd_cloud_host *host,
+		       const char *config, cloud_driver **out, prd_err *err)
+{
+	struct stat st;
+	cloud_driver *d = NULL, *dup;
+	cloud_driver **nv;
+	prd_cloud_entry_fn entry;
+	prd_cloud_error derr;
+	void *sym;
+	int rc = 0;
+
+	if(stat(path, &st) != 0)
+		return prd_err_set(err, errno == ENOENT ? PRD_ENOTFOUND : PRD_EIO,
+				   "cloud driver %s: %s", path, strerror(errno));
+	if(!S_ISREG(st.st_mode))
+		return prd_err_set(err, PRD_EINVAL, "cloud driver %s: not a regular file", path);
+	if(st.st_mode & (S_IWGRP | S_IWOTH))
+		return prd_err_set(err, PRD_EPERM,
+				   "cloud driver %s: refusing a file writable by %s (mode %04o; chmod go-w)",
+				   path, (st.st_mode & S_IWOTH) ? "others" : "its group",
+				   (unsigned)(st.st_mode & 07777));
+
+	d = calloc(1, sizeof(*d));
+	if(!d || !(d->path = str_dup(path))) {
+		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		goto done;
+	}
+	d->host = host;
+	dlerror();
+	d->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if(!d->handle) {
+		const char *e = dlerror();
+		rc = prd_err_set(err, PRD_EINVAL, "cloud driver %s: cannot load: %s", path, e ? e : "unknown error");
+		goto done;
+	}
+	dlerror();
+	sym = dlsym(d->handle, PRD_CLOUD_ENTRY_SYMBOL);
+	if(!sym) {
+		rc = prd_err_set(err, PRD_EINVAL,
+				 "cloud driver %s: no entry symbol '%s' (is it a provreqd driver?)",
+				 path, PRD_CLOUD_ENTRY_SYMBOL);
+		goto done;
+	}
+	/* POSIX guarantees a data pointer from dlsym converts to a function
+	 * pointer; the memcpy keeps ISO C quiet about it. */
+	memcpy(&entry, &sym, sizeof(entry));
+	d->api = entry();
+	rc = check_api(path, d->api, err);
+	if(rc)
+		goto done;
+	dup = cloud_drivers_find(set, d->api->name);
+	if(dup) {
+		rc = prd_err_set(err, PRD_EEXIST, "cloud driver %s: a driver named '%s' is already loaded from %s",
+				 path, d->api->name, dup->path);
+		goto done;
+	}
+	if(d->api->init) {
+		memset(&derr, 0, sizeof(derr));
+		rc = d->api->init(host, config, &d->state, &derr);
+		if(rc) {
+			rc = cloud_driver_error(d, "init", rc, &derr, NULL);
+			prd_err_set(err, rc, "cloud driver %s (%s): init: %.*s", path, d->api->name,
+				    (int)(PRD_CLOUD_MSG_MAX - 1),
+				    derr.message[0] ? derr.message : "failed without a message");
+			d->state = NULL;
+			goto done;
+		}
+	}
+	nv = realloc(set->v, (set->n + 1) * sizeof(*nv));
+	if(!nv) {
+		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		goto done;
+	}
+	set->v = nv;
+	set->v[set->n++] = d;
+	if(out)
+		*out = d;
+	d = NULL;
+done:
+	driver_free(d);
+	return rc;
+}
+
+int cloud_driver_error(const cloud_driver *d, const char *op, int rc,
+		       const prd_cloud_error *derr, prd_err *err)
+{
+	int code;
+	switch(rc) {
+	case PRD_CLOUD_ENOMEM: code = PRD_ENOMEM; break;
+	case PRD_CLOUD_EINVAL: code = PRD_EINVAL; break;
+	case PRD_CLOUD_ENOTFOUND: code = PRD_ENOTFOUND; break;
+	case PRD_CLOUD_ERANGE: code = PRD_ERANGE; break;
+	case PRD_CLOUD_EAGAIN: code = PRD_EAGAIN; break;
+	case PRD_CLOUD_EUNSUPPORTED: code = PRD_EUNSUPPORTED; break;
+	default: code = PRD_EIO; break;
+	}
+	return prd_err_set(err, code, "cloud driver %s: %s: %.*s", d->api ? d->api->name : d->path, op,
+			   (int)(PRD_CLOUD_MSG_MAX - 1),
+			   derr && derr->message[0] ? derr->message : "failed without a message");
+}

@@ -1,0 +1,54 @@
+/* Loading node-group drivers (.so files built against provreqd/cloud.h).
+ *
+ * A cloud_drivers set owns the loaded modules: it refuses files that are
+ * writable by group or others, files without the entry symbol, ABI
+ * mismatches (different major, newer minor, struct too small, required
+ * functions missing), invalid and duplicate driver names — each with a
+ * message that names the file and the reason. Functions here are called
+ * from the controller's worker thread only. */
+#ifndef PRD_DRIVER_LOADER_H
+#define PRD_DRIVER_LOADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "provreqd/cloud.h"
+#include "util/err.h"
+
+typedef struct cloud_driver {
+	char *path;
+	void *handle;                 /* from dlopen */
+	const prd_cloud_driver *api;  /* the driver's descriptor */
+	void *state;                  /* from api->init, or NULL */
+	const prd_cloud_host *host;   /* borrowed; outlives the driver */
+} cloud_driver;
+
+typedef struct cloud_drivers {
+	cloud_driver **v;
+	size_t n;
+} cloud_drivers;
+
+/* True when the driver's descriptor is large enough to hold `field`. */
+#define CLOUD_DRIVER_HAS(api, field) \
+	((api)->struct_size >= offsetof(prd_cloud_driver, field) + sizeof((api)->field))
+
+void cloud_drivers_init(cloud_drivers *set);
+/* Call every driver's fini, dlclose them and free the set's memory. */
+void cloud_drivers_free(cloud_drivers *set);
+
+/* Load the driver at `path`, check it, and call its init with `config`
+ * (may be NULL). `host` is borrowed and must outlive the set. On success
+ * the driver is added to the set and, if `out` is given, returned there
+ * (owned by the set). */
+int cloud_drivers_load(cloud_drivers *set, const char *path, const prd_cloud_host *host,
+		       const char *config, cloud_driver **out, prd_err *err);
+
+/* The loaded driver with this name, or NULL. */
+cloud_driver *cloud_drivers_find(const cloud_drivers *set, const char *name);
+
+/* Turn a driver's error into a prd_err message prefixed with the driver's
+ * name and the operation. Returns a PRD_E* code. */
+int cloud_driver_error(const cloud_driver *d, const char *op, int rc,
+		       const prd_cloud_error *derr, prd_err *err);
+
+#endif
