@@ -48,8 +48,9 @@ typedef struct kube_client_opts {
 	int burst;                   /* default 100 */
 	long connect_timeout_ms;     /* default 10000 */
 	long request_timeout_ms;     /* default 60000 (not applied to watches) */
-	int max_retries;             /* default 5 */
+	int max_retries;             /* default 5; negative = never retry */
 	const char *user_agent;      /* default "provreqd/<version>" */
+	const char *field_manager;   /* for apply/create/update; default "provreqd" */
 	const clk *clock;            /* default clk_real() */
 	/* Observe every request (metrics): verb, resource, HTTP code (0 on
 	 * transport failure), latency. Called from the calling thread. */
@@ -72,6 +73,9 @@ typedef struct kube_status {
 int kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client **out, prd_err *err);
 void kube_client_free(kube_client *c);
 kube_config *kube_client_config(kube_client *c);
+/* HTTP requests sent (every attempt) and how many of them had to wait for
+ * the QPS/burst token bucket. Either pointer may be NULL. */
+void kube_client_stats(kube_client *c, unsigned long *requests, unsigned long *throttled);
 
 /* Path of a collection or an object: ns may be NULL for cluster-scoped
  * kinds (and for "all namespaces" lists), name NULL for the collection,
@@ -94,6 +98,10 @@ typedef struct kube_list_opts {
 	const char *field_selector;
 	long limit;                 /* page size; 0 = 500 */
 	const char *resource_version; /* for the first page; NULL = most recent */
+	/* Called (with kube_list's ud) when an expired continue token makes
+	 * the list start over, before items are delivered again: the caller
+	 * drops what it collected. NULL = nothing to drop. */
+	void (*restart)(void *ud);
 } kube_list_opts;
 
 /* Called for every item of every page, in order. Return non-zero to stop

@@ -21,6 +21,8 @@ typedef struct kube_exec_config {
 	char **args;           /* NULL-terminated */
 	char **env;            /* NULL-terminated "NAME=value" added to the environment */
 	char *install_hint;
+	bool provide_cluster_info; /* put spec.cluster into KUBERNETES_EXEC_INFO */
+	long timeout_ms;       /* kill the plugin after this long (default 60000) */
 } kube_exec_config;
 
 typedef struct kube_config {
@@ -80,5 +82,8 @@ void kube_config_free(kube_config *cfg);
 int kube_config_credentials(kube_config *cfg, const clk *clock, bool force,
 			    kube_credentials *out, prd_err *err);
 void kube_credentials_clear(kube_credentials *c);
+
+/* How many times the exec plugin has been run (observability, tests). */
+unsigned kube_config_exec_runs(const kube_config *cfg);
 
 #endif

@@ -1,0 +1,48 @@
+/* A tiny loopback HTTP server (libmicrohttpd) for the kube client's unit
+ * tests: each request is handed to a handler that fills in the answer,
+ * optionally as a stream of chunks sent with pauses (watches). */
+#ifndef PRD_TEST_KUBE_FAKESRV_H
+#define PRD_TEST_KUBE_FAKESRV_H
+
+#include <stddef.h>
+
+typedef struct fake_req {
+	char method[16];
+	char url[2048];          /* path?query, query values decoded */
+	char auth[512];          /* Authorization header or "" */
+	char content_type[128];
+	char *body;              /* NUL-terminated request body (borrowed) */
+	size_t body_len;
+} fake_req;
+
+#define FAKE_MAX_CHUNKS 32
+
+typedef struct fake_resp {
+	int status;              /* default 200 */
+	char *body;              /* malloc'd; the server frees it */
+	char retry_after[16];    /* Retry-After header if non-empty */
+	/* Streaming: when nchunks > 0 the body is ignored and these are sent
+	 * one by one, chunk_delay_ms apart, then the stream is held open for
+	 * hold_ms (or until the server stops) and closed. */
+	char *chunks[FAKE_MAX_CHUNKS]; /* malloc'd; the server frees them */
+	int nchunks;
+	int chunk_delay_ms;
+	int hold_ms;
+} fake_resp;
+
+typedef void (*fake_handler)(void *ud, const fake_req *req, fake_resp *resp);
+
+typedef struct fake_srv fake_srv;
+
+fake_srv *fake_start(fake_handler h, void *ud);
+int fake_port(const fake_srv *s);
+/* "http://127.0.0.1:PORT" (static buffer inside s). */
+const char *fake_url(const fake_srv *s);
+/* Requests handled so far. */
+int fake_count(fake_srv *s);
+void fake_stop(fake_srv *s);
+
+/* strdup that aborts the test program on failure. */
+char *fake_strdup(const char *s);
+
+#endif
