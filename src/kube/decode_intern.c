@@ -1,0 +1,189 @@
+#include "kube/objects.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/str.h"
+
+/* One string: the caller sees `s`; the header sits just before it. */
+typedef struct istr {
+	uint64_t hash;
+	uint32_t refs;
+	uint32_t len;
+	char s[];
+} istr;
+
+struct kube_intern {
+	pthread_mutex_t mu;
+	istr **slots;   /* open addressing, linear probing, no tombstones */
+	size_t cap;     /* power of two or 0 */
+	size_t len;
+	size_t bytes;
+};
+
+static istr *hdr(const char *s)
+{
+	return (istr *)(uintptr_t)(s - offsetof(istr, s));
+}
+
+kube_intern *kube_intern_new(void)
+{
+	kube_intern *t = calloc(1, sizeof(*t));
+	if(!t)
+		return NULL;
+	if(pthread_mutex_init(&t->mu, NULL)) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+void kube_intern_free(kube_intern *t)
+{
+	size_t i;
+	if(!t)
+		return;
+	for(i = 0; i < t->cap; i++)
+		free(t->slots[i]);
+	free(t->slots);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
+static int grow(kube_intern *t)
+{
+	size_t ncap = t->cap ? t->cap * 2 : 256, i;
+	istr **n = calloc(ncap, sizeof(*n));
+	if(!n)
+		return -1;
+	for(i = 0; i < t->cap; i++) {
+		istr *e = t->slots[i];
+		size_t j;
+		if(!e)
+			continue;
+		for(j = e->hash & (ncap - 1); n[j]; j = (j + 1) & (ncap - 1))
+			;
+		n[j] = e;
+	}
+	free(t->slots);
+	t->slots = n;
+	t->cap = ncap;
+	return 0;
+}
+
+const char *kube_intern_getn(kube_intern *t, const char *s, size_t n)
+{
+	uint64_t h = str_hash(s, n);
+	size_t i;
+	istr *e;
+	const char *out = NULL;
+
+	if(n > UINT32_MAX)
+		return NULL;
+	pthread_mutex_lock(&t->mu);
+	if(t->cap) {
+		for(i = h & (t->cap - 1); (e = t->slots[i]) != NULL; i = (i + 1) & (t->cap - 1)) {
+			if(e->hash == h && e->len == n && memcmp(e->s, s, n) == 0) {
+				e->refs++;
+				out = e->s;
+				goto done;
+			}
+		}
+	}
+	if((t->len + 1) * 4 > t->cap * 3 && grow(t))
+		goto done;
+	e = malloc(sizeof(*e) + n + 1);
+	if(!e)
+		goto done;
+	e->hash = h;
+	e->refs = 1;
+	e->len = (uint32_t)n;
+	memcpy(e->s, s, n);
+	e->s[n] = '\0';
+	for(i = h & (t->cap - 1); t->slots[i]; i = (i + 1) & (t->cap - 1))
+		;
+	t->slots[i] = e;
+	t->len++;
+	t->bytes += sizeof(*e) + n + 1;
+	out = e->s;
+done:
+	pthread_mutex_unlock(&t->mu);
+	return out;
+}
+
+const char *kube_intern_get(kube_intern *t, const char *s)
+{
+	return kube_intern_getn(t, s, strlen(s));
+}
+
+const char *kube_intern_ref(kube_intern *t, const char *s)
+{
+	if(!s)
+		return NULL;
+	pthread_mutex_lock(&t->mu);
+	hdr(s)->refs++;
+	pthread_mutex_unlock(&t->mu);
+	return s;
+}
+
+/* Remove slot i and shift later members of its probe run back, so lookups
+ * never need tombstones. */
+static void remove_slot(kube_intern *t, size_t i)
+{
+	size_t mask = t->cap - 1, j = i;
+	t->slots[i] = NULL;
+	for(;;) {
+		size_t home;
+		j = (j + 1) & mask;
+		if(!t->slots[j])
+			return;
+		home = t->slots[j]->hash & mask;
+		/* Move slots[j] into the hole at i unless its home lies
+		 * cyclically in (i, j]. */
+		if((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
+			t->slots[i] = t->slots[j];
+			t->slots[j] = NULL;
+			i = j;
+		}
+	}
+}
+
+void kube_intern_put(kube_intern *t, const char *s)
+{
+	istr *e;
+	size_t i;
+	if(!s)
+		return;
+	e = hdr(s);
+	pthread_mutex_lock(&t->mu);
+	if(--e->refs == 0) {
+		for(i = e->hash & (t->cap - 1); t->slots[i] != e; i = (i + 1) & (t->cap - 1))
+			;
+		remove_slot(t, i);
+		t->len--;
+		t->bytes -= sizeof(*e) + e->len + 1;
+		free(e);
+	}
+	pthread_mutex_unlock(&t->mu);
+}
+
+size_t kube_intern_count(kube_intern *t)
+{
+	size_t n;
+	pthread_mutex_lock(&t->mu);
+	n = t->len;
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}
+
+size_t kube_intern_bytes(kube_intern *t)
+{
+	size_t n;
+	pthread_mutex_lock(&t->mu);
+	n = t->bytes;
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}

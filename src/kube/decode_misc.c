@@ -1,0 +1,308 @@
+/* The small kinds: PodTemplate, ProvisioningRequest, ResourcePool,
+ * ConfigMap, Lease. */
+#include "kube/objects.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/str.h"
+
+/* ---------------------------------------------------------- PodTemplate */
+
+int kube__decode_podtemplate(kube__dctx *c, json_object *obj, kube_meta **out)
+{
+	kube_podtemplate *t = calloc(1, sizeof(*t));
+	json_object *tmpl;
+	int rc;
+
+	if(!t)
+		return kube__fail(c, PRD_ENOMEM, NULL, "out of memory");
+	t->meta.kind = KUBE_KIND_PODTEMPLATE;
+	if((rc = kube__meta(c, obj, true, &t->meta)) != 0) {
+		free(t);
+		return rc;
+	}
+	if((rc = kube__obj(c, obj, "template", "", &tmpl)) != 0)
+		goto fail;
+	if(!tmpl) {
+		rc = kube__fail(c, PRD_EINVAL, "template", "missing");
+		goto fail;
+	}
+	/* A deep copy, so the cache never shares nodes (or reference counts)
+	 * with the page of the list it came from. */
+	if(json_object_deep_copy(tmpl, &t->tmpl, NULL) != 0) {
+		t->tmpl = NULL;
+		rc = kube__fail(c, PRD_ENOMEM, "template", "out of memory");
+		goto fail;
+	}
+	*out = &t->meta;
+	return PRD_OK;
+fail:
+	kube__free_podtemplate(c->in, &t->meta);
+	return rc;
+}
+
+void kube__free_podtemplate(kube_intern *in, kube_meta *m)
+{
+	kube_podtemplate *t = (kube_podtemplate *)m;
+	kube__meta_free(in, m);
+	if(t->tmpl)
+		json_object_put(t->tmpl);
+	free(t);
+}
+
+/* ---------------------------------------------------- ProvisioningRequest */
+
+static int pr_podsets(kube__dctx *c, kube_provreq *pr, json_object *spec)
+{
+	json_object *arr;
+	size_t i, len;
+	char p[48];
+	int rc;
+
+	if((rc = kube__arr(c, spec, "podSets", "spec", &arr)) != 0 || !arr)
+		return rc;
+	len = json_object_array_length(arr);
+	if(len > UINT16_MAX)
+		return kube__fail(c, PRD_EINVAL, "spec.podSets", "too many");
+	if(!len)
+		return PRD_OK;
+	pr->pod_sets = calloc(len, sizeof(*pr->pod_sets));
+	if(!pr->pod_sets)
+		return kube__fail(c, PRD_ENOMEM, "spec.podSets", "out of memory");
+	for(i = 0; i < len; i++) {
+		json_object *ps = json_object_array_get_idx(arr, i), *ref;
+		kube_pr_podset *o = &pr->pod_sets[i];
+		int64_t count = 0;
+		bool has = false;
+		snprintf(p, sizeof(p), "spec.podSets[%zu]", i);
+		if(!ps || !json_object_is_type(ps, json_type_object))
+			return kube__fail(c, PRD_EINVAL, p, "expected an object");
+		pr->npod_sets++;
+		if((rc = kube__int(c, ps, "count", p, &count, &has)) != 0 ||
+		   (rc = kube__obj(c, ps, "podTemplateRef", p, &ref)) != 0)
+			return rc;
+		if(!has || count < 1 || count > INT32_MAX)
+			return kube__fail(c, PRD_EINVAL, p, "count must be a positive 32-bit integer");
+		o->count = (int32_t)count;
+		if((rc = kube__istr(c, ref, "name", p, &o->template_name)) != 0)
+			return rc;
+		if(!o->template_name || !*o->template_name)
+			return kube__fail(c, PRD_EINVAL, p, "podTemplateRef.name is required");
+	}
+	return PRD_OK;
+}
+
+static int pr_conditions(kube__dctx *c, kube_provreq *pr, json_object *st)
+{
+	json_object *arr;
+	size_t i, len;
+	char p[48];
+	int rc;
+
+	if((rc = kube__arr(c, st, "conditions", "status", &arr)) != 0 || !arr)
+		return rc;
+	len = json_object_array_length(arr);
+	if(len > UINT16_MAX)
+		return kube__fail(c, PRD_EINVAL, "status.conditions", "too many");
+	if(!len)
+		return PRD_OK;
+	pr->conditions = calloc(len, sizeof(*pr->conditions));
+	if(!pr->conditions)
+		return kube__fail(c, PRD_ENOMEM, "status.conditions", "out of memory");
+	for(i = 0; i < len; i++) {
+		json_object *cd = json_object_array_get_idx(arr, i);
+		kube_condition *o = &pr->conditions[i];
+		snprintf(p, sizeof(p), "status.conditions[%zu]", i);
+		if(!cd || !json_object_is_type(cd, json_type_object))
+			return kube__fail(c, PRD_EINVAL, p, "expected an object");
+		pr->nconditions++;
+		if((rc = kube__istr(c, cd, "type", p, &o->type)) || (rc = kube__istr(c, cd, "status", p, &o->status)) ||
+		   (rc = kube__istr(c, cd, "reason", p, &o->reason)) ||
+		   (rc = kube__istr(c, cd, "message", p, &o->message)) ||
+		   (rc = kube__time(c, cd, "lastTransitionTime", p, &o->last_transition_ns)) ||
+		   (rc = kube__int(c, cd, "observedGeneration", p, &o->observed_generation, NULL)))
+			return rc;
+		if(!o->type || !*o->type || !o->status)
+			return kube__fail(c, PRD_EINVAL, p, "type and status are required");
+	}
+	return PRD_OK;
+}
+
+int kube__decode_provreq(kube__dctx *c, json_object *obj, kube_meta **out)
+{
+	kube_provreq *pr = calloc(1, sizeof(*pr));
+	json_object *spec, *st, *v;
+	int rc;
+
+	if(!pr)
+		return kube__fail(c, PRD_ENOMEM, NULL, "out of memory");
+	pr->meta.kind = KUBE_KIND_PROVREQ;
+	if((rc = kube__meta(c, obj, true, &pr->meta)) != 0) {
+		free(pr);
+		return rc;
+	}
+	if((rc = kube__obj(c, obj, "spec", "", &spec)))
+		goto fail;
+	if(!spec) {
+		rc = kube__fail(c, PRD_EINVAL, "spec", "missing");
+		goto fail;
+	}
+	if((rc = kube__istr(c, spec, "provisioningClassName", "spec", &pr->class_name)) || (rc = pr_podsets(c, pr, spec)) ||
+	   (rc = kube__obj(c, spec, "parameters", "spec", &v)) ||
+	   (rc = kube__kvs(c, v, "spec.parameters", NULL, &pr->parameters, &pr->nparameters)) ||
+	   (rc = kube__obj(c, obj, "status", "", &st)) || (rc = pr_conditions(c, pr, st)) ||
+	   (rc = kube__obj(c, st, "provisioningClassDetails", "status", &v)) ||
+	   (rc = kube__kvs(c, v, "status.provisioningClassDetails", NULL, &pr->class_details, &pr->nclass_details)))
+		goto fail;
+	*out = &pr->meta;
+	return PRD_OK;
+fail:
+	kube__free_provreq(c->in, &pr->meta);
+	return rc;
+}
+
+void kube__free_provreq(kube_intern *in, kube_meta *m)
+{
+	kube_provreq *pr = (kube_provreq *)m;
+	size_t i;
+	kube__meta_free(in, m);
+	kube_intern_put(in, pr->class_name);
+	for(i = 0; i < pr->npod_sets; i++)
+		kube_intern_put(in, pr->pod_sets[i].template_name);
+	free(pr->pod_sets);
+	for(i = 0; i < pr->nconditions; i++) {
+		kube_intern_put(in, pr->conditions[i].type);
+		kube_intern_put(in, pr->conditions[i].status);
+		kube_intern_put(in, pr->conditions[i].reason);
+		kube_intern_put(in, pr->conditions[i].message);
+	}
+	free(pr->conditions);
+	kube__kvs_free(in, pr->parameters, pr->nparameters);
+	kube__kvs_free(in, pr->class_details, pr->nclass_details);
+	free(pr);
+}
+
+/* ----------------------------------------------------------- ResourcePool */
+
+static bool keep_pool_annotation(const char *key)
+{
+	return strcmp(key, "kubectl.kubernetes.io/last-applied-configuration") != 0;
+}
+
+int kube__decode_resourcepool(kube__dctx *c, json_object *obj, kube_meta **out)
+{
+	kube_resourcepool *p = calloc(1, sizeof(*p));
+	json_object *md = NULL, *v, *spec, *quota, *st, *alloc;
+	int rc;
+
+	if(!p)
+		return kube__fail(c, PRD_ENOMEM, NULL, "out of memory");
+	p->meta.kind = KUBE_KIND_RESOURCEPOOL;
+	if((rc = kube__meta(c, obj, false, &p->meta)) != 0) {
+		free(p);
+		return rc;
+	}
+	json_object_object_get_ex(obj, "metadata", &md);
+	if((rc = kube__obj(c, md, "annotations", "metadata", &v)) ||
+	   (rc = kube__kvs(c, v, "metadata.annotations", keep_pool_annotation, &p->annotations, &p->nannotations)) ||
+	   (rc = kube__obj(c, obj, "spec", "", &spec)) || (rc = kube__obj(c, spec, "quota", "spec", &quota)) ||
+	   (rc = kube__obj(c, quota, "hard", "spec.quota", &v)) ||
+	   (rc = kube__res(c, v, "spec.quota.hard", &p->hard, &p->nhard)) ||
+	   (rc = kube__obj(c, obj, "status", "", &st)) || (rc = kube__obj(c, st, "allocation", "status", &alloc)) ||
+	   (rc = kube__obj(c, alloc, "used", "status.allocation", &v)) ||
+	   (rc = kube__res(c, v, "status.allocation.used", &p->used, &p->nused)) ||
+	   (rc = kube__obj(c, alloc, "hard", "status.allocation", &v)) ||
+	   (rc = kube__res(c, v, "status.allocation.hard", &p->alloc_hard, &p->nalloc_hard))) {
+		kube__free_resourcepool(c->in, &p->meta);
+		return rc;
+	}
+	*out = &p->meta;
+	return PRD_OK;
+}
+
+void kube__free_resourcepool(kube_intern *in, kube_meta *m)
+{
+	kube_resourcepool *p = (kube_resourcepool *)m;
+	kube__meta_free(in, m);
+	kube__kvs_free(in, p->annotations, p->nannotations);
+	kube__res_free(in, p->hard, p->nhard);
+	kube__res_free(in, p->used, p->nused);
+	kube__res_free(in, p->alloc_hard, p->nalloc_hard);
+	free(p);
+}
+
+/* -------------------------------------------------------------- ConfigMap */
+
+int kube__decode_configmap(kube__dctx *c, json_object *obj, kube_meta **out)
+{
+	kube_configmap *cm = calloc(1, sizeof(*cm));
+	json_object *v;
+	int rc;
+
+	if(!cm)
+		return kube__fail(c, PRD_ENOMEM, NULL, "out of memory");
+	cm->meta.kind = KUBE_KIND_CONFIGMAP;
+	if((rc = kube__meta(c, obj, true, &cm->meta)) != 0) {
+		free(cm);
+		return rc;
+	}
+	if((rc = kube__obj(c, obj, "data", "", &v)) || (rc = kube__kvs(c, v, "data", NULL, &cm->data, &cm->ndata))) {
+		kube__free_configmap(c->in, &cm->meta);
+		return rc;
+	}
+	*out = &cm->meta;
+	return PRD_OK;
+}
+
+void kube__free_configmap(kube_intern *in, kube_meta *m)
+{
+	kube_configmap *cm = (kube_configmap *)m;
+	kube__meta_free(in, m);
+	kube__kvs_free(in, cm->data, cm->ndata);
+	free(cm);
+}
+
+/* ------------------------------------------------------------------ Lease */
+
+int kube__decode_lease(kube__dctx *c, json_object *obj, kube_meta **out)
+{
+	kube_lease *l = calloc(1, sizeof(*l));
+	json_object *spec;
+	int64_t dur = 0, tr = 0;
+	int rc;
+
+	if(!l)
+		return kube__fail(c, PRD_ENOMEM, NULL, "out of memory");
+	l->meta.kind = KUBE_KIND_LEASE;
+	if((rc = kube__meta(c, obj, true, &l->meta)) != 0) {
+		free(l);
+		return rc;
+	}
+	if((rc = kube__obj(c, obj, "spec", "", &spec)) || (rc = kube__istr(c, spec, "holderIdentity", "spec", &l->holder)) ||
+	   (rc = kube__int(c, spec, "leaseDurationSeconds", "spec", &dur, NULL)) ||
+	   (rc = kube__int(c, spec, "leaseTransitions", "spec", &tr, NULL)) ||
+	   (rc = kube__time(c, spec, "acquireTime", "spec", &l->acquire_ns)) ||
+	   (rc = kube__time(c, spec, "renewTime", "spec", &l->renew_ns)))
+		goto fail;
+	if(dur < 0 || dur > INT32_MAX || tr < 0 || tr > INT32_MAX) {
+		rc = kube__fail(c, PRD_EINVAL, "spec", "leaseDurationSeconds/leaseTransitions out of range");
+		goto fail;
+	}
+	l->duration_s = (int32_t)dur;
+	l->transitions = (int32_t)tr;
+	*out = &l->meta;
+	return PRD_OK;
+fail:
+	kube__free_lease(c->in, &l->meta);
+	return rc;
+}
+
+void kube__free_lease(kube_intern *in, kube_meta *m)
+{
+	kube_lease *l = (kube_lease *)m;
+	kube__meta_free(in, m);
+	kube_intern_put(in, l->holder);
+	free(l);
+}
