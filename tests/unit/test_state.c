@@ -106,6 +106,7 @@ static state_db *open_mem(clk *c)
 static void test_config(void)
 {
 	state_config cfg, bad;
+	/* Non-NULL on purpose: a failed open must reset *out to NULL. */
 	state_db *db = (state_db *)&cfg;
 	clk c;
 	prd_err e;
