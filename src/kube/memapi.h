@@ -1,0 +1,73 @@
+/* An in-memory Kubernetes API: a test double of kube-apiserver's REST
+ * behaviour for `provreqd simulate` and integration tests. It is never a
+ * substitute for the end-to-end tests against a real apiserver (e2e/).
+ *
+ * It speaks the same paths, verbs, Status objects and resourceVersion rules
+ * as kube-apiserver for the kinds provreqd uses: create (name or
+ * generateName; uid, creationTimestamp, generation filled in), get, list
+ * (labelSelector, fieldSelector on metadata.name/metadata.namespace/
+ * spec.nodeName, limit/continue), update with optimistic concurrency (409
+ * Conflict on a stale resourceVersion), the status subresource (spec changes
+ * through it are ignored and status changes through the main resource are
+ * ignored, generation bumps on spec changes), JSON merge patch (also used
+ * for strategic-merge and apply patches, which it approximates), delete with
+ * uid/resourceVersion preconditions, and watch from a resourceVersion with
+ * 410 Gone once the event log has moved past it.
+ *
+ * Thread-safe: one mutex guards everything, so reflector threads and the
+ * controller worker may call it concurrently. */
+#ifndef PRD_KUBE_MEMAPI_H
+#define PRD_KUBE_MEMAPI_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kube/client.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+typedef struct memapi memapi;
+
+/* A new store knowing the built-in kinds (nodes, pods, podtemplates,
+ * events, configmaps, namespaces, leases, ProvisioningRequests v1 and
+ * v1beta1, ResourcePools). `clock` is borrowed (NULL = real clock). The
+ * event log keeps the last `log_cap` events (0 = 100000). Caller frees with
+ * memapi_free(). */
+int memapi_new(const clk *clock, size_t log_cap, memapi **out);
+void memapi_free(memapi *m);
+
+/* Serve one REST request. `path` may carry a query string. On return
+ * *status is the HTTP status and *resp (caller frees) the JSON answer.
+ * Returns 0 for 2xx, else the PRD_E* code matching the Status reason. */
+int memapi_request(memapi *m, const char *method, const char *path, const char *content_type,
+		   const char *body, size_t body_len, long *status, char **resp, size_t *resp_len);
+
+/* Events after `since_rv` for one resource (ns NULL = all namespaces),
+ * delivered in order to fn (objects borrowed for the call). *last_rv gets
+ * the newest resourceVersion seen. PRD_EGONE when since_rv is older than
+ * the oldest event kept. */
+int memapi_events_since(memapi *m, const kube_resource *r, const char *ns, uint64_t since_rv,
+			kube_event_fn fn, void *ud, uint64_t *last_rv);
+
+/* The current resourceVersion of the store. */
+uint64_t memapi_resource_version(memapi *m);
+
+/* Create every object in the array (as `kubectl create -f`); objects
+ * whose kind is unknown are an error naming the object. */
+int memapi_load(memapi *m, json_object *objs, prd_err *err);
+
+/* The descriptor for apiVersion+kind, or NULL. */
+const kube_resource *memapi_resource_for_kind(const char *api_version, const char *kind);
+
+/* Fault injection for tests: the next `count` requests whose method
+ * matches (NULL = any) and whose path starts with `path_prefix` are
+ * answered with `http_status` and a matching Status, without effect. */
+void memapi_inject_fault(memapi *m, const char *method, const char *path_prefix, long http_status,
+			 int count);
+
+/* Drop events up to the current resourceVersion, as etcd compaction does:
+ * later watches from older versions get 410 Gone. */
+void memapi_compact(memapi *m);
+
+#endif
