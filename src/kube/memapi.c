@@ -15,25 +15,27 @@ typedef struct mem_kind {
 	bool status;      /* has a status subresource */
 	bool generation;  /* bumps metadata.generation on spec changes */
 	int store;        /* index of the object store (versions share one) */
+	bool scale;       /* has a scale subresource on spec.replicas */
 } mem_kind;
 
 /* Kinds provreqd uses. ProvisioningRequest v1beta1 shares v1's store, as
  * both versions of a CRD are views of the same objects. */
 static const mem_kind kinds[] = {
-	{ { "", "v1", "nodes", "Node", false }, true, false, 0 },
-	{ { "", "v1", "pods", "Pod", true }, true, false, 1 },
-	{ { "", "v1", "podtemplates", "PodTemplate", true }, false, false, 2 },
-	{ { "", "v1", "events", "Event", true }, false, false, 3 },
-	{ { "", "v1", "configmaps", "ConfigMap", true }, false, false, 4 },
-	{ { "", "v1", "namespaces", "Namespace", false }, true, false, 5 },
-	{ { "coordination.k8s.io", "v1", "leases", "Lease", true }, false, false, 6 },
-	{ { "autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", true }, true, true, 7 },
-	{ { "autoscaling.x-k8s.io", "v1beta1", "provisioningrequests", "ProvisioningRequest", true }, true, true, 7 },
-	{ { "capsule.clastix.io", "v1beta2", "resourcepools", "ResourcePool", false }, true, true, 8 },
-	{ { "events.k8s.io", "v1", "events", "Event", true }, false, false, 3 },
+	{ { "", "v1", "nodes", "Node", false }, true, false, 0, false },
+	{ { "", "v1", "pods", "Pod", true }, true, false, 1, false },
+	{ { "", "v1", "podtemplates", "PodTemplate", true }, false, false, 2, false },
+	{ { "", "v1", "events", "Event", true }, false, false, 3, false },
+	{ { "", "v1", "configmaps", "ConfigMap", true }, false, false, 4, false },
+	{ { "", "v1", "namespaces", "Namespace", false }, true, false, 5, false },
+	{ { "coordination.k8s.io", "v1", "leases", "Lease", true }, false, false, 6, false },
+	{ { "autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", true }, true, true, 7, false },
+	{ { "autoscaling.x-k8s.io", "v1beta1", "provisioningrequests", "ProvisioningRequest", true }, true, true, 7, false },
+	{ { "capsule.clastix.io", "v1beta2", "resourcepools", "ResourcePool", false }, true, true, 8, false },
+	{ { "events.k8s.io", "v1", "events", "Event", true }, false, false, 3, false },
 };
-#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
-#define NSTORES 9
+#define NBUILTIN (sizeof(kinds) / sizeof(kinds[0]))
+#define NBUILTIN_STORES 9
+#define MAX_KINDS 64
 
 typedef struct mem_event {
 	uint64_t rv;
@@ -53,7 +55,10 @@ typedef struct mem_fault {
 struct memapi {
 	pthread_mutex_t mu;
 	const clk *clock;
-	hmap stores[NSTORES];  /* "ns/name" → json_object (owned) */
+	mem_kind kinds[MAX_KINDS];
+	size_t nkinds;
+	hmap stores[MAX_KINDS]; /* "ns/name" → json_object (owned) */
+	int nstores;
 	uint64_t rv;
 	mem_event *log;        /* ring buffer of the last log_cap events */
 	size_t log_cap, log_len, log_head;
@@ -97,7 +102,10 @@ int memapi_new(const clk *clock, size_t log_cap, memapi **out)
 	}
 	pthread_mutex_init(&m->mu, NULL);
 	m->clock = clock ? clock : clk_real();
-	for(i = 0; i < NSTORES; i++)
+	memcpy(m->kinds, kinds, sizeof(kinds));
+	m->nkinds = NBUILTIN;
+	m->nstores = NBUILTIN_STORES;
+	for(i = 0; i < MAX_KINDS; i++)
 		hmap_init(&m->stores[i], put_obj);
 	m->rv = 1;
 	*out = m;
@@ -110,7 +118,7 @@ void memapi_free(memapi *m)
 	mem_fault *f, *n;
 	if(!m)
 		return;
-	for(i = 0; i < NSTORES; i++)
+	for(i = 0; i < MAX_KINDS; i++)
 		hmap_free(&m->stores[i]);
 	for(i = 0; i < m->log_len; i++)
 		json_object_put(m->log[(m->log_head + i) % m->log_cap].obj);
@@ -133,33 +141,62 @@ static void api_version_of(const kube_resource *r, char *out, size_t n)
 		snprintf(out, n, "%s", r->version);
 }
 
-const kube_resource *memapi_resource_for_kind(const char *api_version, const char *kind)
+/* Kinds are only added before use (memapi_add_kind's contract), so
+ * reading the table needs no lock. */
+const kube_resource *memapi_resource_for_kind(const memapi *m, const char *api_version, const char *kind)
 {
 	size_t i;
 	char av[128];
 	if(!api_version || !kind)
 		return NULL;
-	for(i = 0; i < NKINDS; i++) {
-		api_version_of(&kinds[i].r, av, sizeof(av));
-		if(strcmp(av, api_version) == 0 && strcmp(kinds[i].r.kind, kind) == 0)
-			return &kinds[i].r;
+	for(i = 0; i < m->nkinds; i++) {
+		api_version_of(&m->kinds[i].r, av, sizeof(av));
+		if(strcmp(av, api_version) == 0 && strcmp(m->kinds[i].r.kind, kind) == 0)
+			return &m->kinds[i].r;
 	}
 	return NULL;
 }
 
-static const mem_kind *kind_for(const char *group, const char *version, const char *resource)
+static const mem_kind *kind_for(const memapi *m, const char *group, const char *version, const char *resource)
 {
 	size_t i;
-	for(i = 0; i < NKINDS; i++)
-		if(!strcmp(kinds[i].r.group, group) && !strcmp(kinds[i].r.version, version) &&
-		   !strcmp(kinds[i].r.resource, resource))
-			return &kinds[i];
+	for(i = 0; i < m->nkinds; i++)
+		if(!strcmp(m->kinds[i].r.group, group) && !strcmp(m->kinds[i].r.version, version) &&
+		   !strcmp(m->kinds[i].r.resource, resource))
+			return &m->kinds[i];
 	return NULL;
 }
 
-static const mem_kind *kind_for_resource(const kube_resource *r)
+static const mem_kind *kind_for_resource(const memapi *m, const kube_resource *r)
 {
-	return kind_for(r->group, r->version, r->resource);
+	return kind_for(m, r->group, r->version, r->resource);
+}
+
+int memapi_add_kind(memapi *m, const kube_resource *r, unsigned flags)
+{
+	size_t i;
+	mem_kind *k;
+	if(kind_for_resource(m, r))
+		return PRD_EEXIST;
+	if(m->nkinds == MAX_KINDS || m->nstores == MAX_KINDS)
+		return PRD_ERANGE;
+	k = &m->kinds[m->nkinds];
+	k->r = *r;
+	k->status = flags & MEMAPI_STATUS;
+	k->generation = flags & MEMAPI_GENERATION;
+	k->scale = flags & MEMAPI_SCALE;
+	/* Another version of an already known group/resource shares its store. */
+	k->store = m->nstores;
+	for(i = 0; i < m->nkinds; i++) {
+		if(!strcmp(m->kinds[i].r.group, r->group) && !strcmp(m->kinds[i].r.resource, r->resource)) {
+			k->store = m->kinds[i].store;
+			break;
+		}
+	}
+	if(k->store == m->nstores)
+		m->nstores++;
+	m->nkinds++;
+	return 0;
 }
 
 /* ---- Status answers ---------------------------------------------------- */
@@ -322,7 +359,7 @@ static int parse_query(mem_req *q, const char *qs)
 }
 
 /* Split "/api/v1/namespaces/ns/pods/name/status?x=y" into q. */
-static int parse_path(const char *path, mem_req *q)
+static int parse_path(const memapi *m, const char *path, mem_req *q)
 {
 	char pbuf[1024], *seg[10], *save = NULL, *t, *qs;
 	const char *group = "", *version;
@@ -354,7 +391,7 @@ static int parse_path(const char *path, mem_req *q)
 	}
 	if(i >= n)
 		return PRD_ENOTFOUND;
-	q->kind = kind_for(group, version, seg[i]);
+	q->kind = kind_for(m, group, version, seg[i]);
 	if(!q->kind)
 		return PRD_ENOTFOUND;
 	if(i + 1 < n)
@@ -692,6 +729,70 @@ static int do_delete(memapi *m, mem_req *q, json_object *opts, long *status, cha
 	}
 }
 
+/* The scale subresource: an autoscaling/v1 Scale view of spec.replicas. */
+static int do_scale(memapi *m, mem_req *q, const char *method, json_object *body, long *status, char **resp,
+		    size_t *resp_len)
+{
+	char key[600];
+	json_object *cur, *sc, *md, *spec, *st, *v;
+	int64_t replicas = 0;
+	int rc;
+	store_key(key, sizeof(key), q->kind->r.namespaced ? q->ns : NULL, q->name);
+	cur = hmap_get(&m->stores[q->kind->store], key);
+	if(!cur)
+		return not_found(q, status, resp, resp_len);
+	if(strcmp(method, "GET")) {
+		json_object *next = NULL, *want;
+		if(strcmp(method, "PUT") && strcmp(method, "PATCH"))
+			return status_answer(405, NULL, "method not allowed on scale", status, resp, resp_len);
+		want = body ? json_object_object_get(json_object_object_get(body, "spec"), "replicas") : NULL;
+		if(!want || !json_object_is_type(want, json_type_int) || json_object_get_int64(want) < 0)
+			return status_answer(422, NULL, "spec.replicas: Invalid value: must be a non-negative integer",
+					     status, resp, resp_len);
+		json_object_deep_copy(cur, &next, NULL);
+		if(!next)
+			return status_answer(500, NULL, "out of memory", status, resp, resp_len);
+		spec = json_object_object_get(next, "spec");
+		if(!spec) {
+			spec = json_object_new_object();
+			json_object_object_add(next, "spec", spec);
+		}
+		json_object_object_add(spec, "replicas", json_object_new_int64(json_object_get_int64(want)));
+		{
+			mem_req mq = *q;
+			mq.sub[0] = '\0';
+			rc = commit_update(m, &mq, cur, next, status, resp, resp_len);
+		}
+		if(rc)
+			return rc;
+		free(*resp);
+		*resp = NULL;
+		cur = hmap_get(&m->stores[q->kind->store], key);
+	}
+	if(json_object_object_get_ex(json_object_object_get(cur, "spec"), "replicas", &v))
+		replicas = json_object_get_int64(v);
+	sc = json_object_new_object();
+	set_str(sc, "apiVersion", "autoscaling/v1");
+	set_str(sc, "kind", "Scale");
+	md = json_object_new_object();
+	set_str(md, "name", q->name);
+	if(q->kind->r.namespaced)
+		set_str(md, "namespace", q->ns);
+	set_str(md, "resourceVersion", get_str(meta_of(cur), "resourceVersion"));
+	set_str(md, "uid", get_str(meta_of(cur), "uid"));
+	json_object_object_add(sc, "metadata", md);
+	spec = json_object_new_object();
+	json_object_object_add(spec, "replicas", json_object_new_int64(replicas));
+	json_object_object_add(sc, "spec", spec);
+	st = json_object_new_object();
+	v = json_object_object_get(json_object_object_get(cur, "status"), "replicas");
+	json_object_object_add(st, "replicas", json_object_new_int64(v ? json_object_get_int64(v) : 0));
+	json_object_object_add(sc, "status", st);
+	rc = ok_answer(200, sc, status, resp, resp_len);
+	json_object_put(sc);
+	return rc;
+}
+
 typedef struct field_sel {
 	char *field;
 	char *value;
@@ -838,18 +939,18 @@ int memapi_request(memapi *m, const char *method, const char *path, const char *
 		rc = status_answer(fstatus, NULL, "injected fault", status, resp, resp_len);
 		goto done;
 	}
-	rc = parse_path(path, &q);
+	rc = parse_path(m, path, &q);
 	if(rc) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "the server could not find the requested resource (%.200s)", path);
 		rc = status_answer(404, NULL, msg, status, resp, resp_len);
 		goto done;
 	}
-	if(q.sub[0] && strcmp(q.sub, "status")) {
+	if(q.sub[0] && strcmp(q.sub, "status") && !(q.kind->scale && !strcmp(q.sub, "scale"))) {
 		rc = status_answer(404, NULL, "subresource not supported by the in-memory API", status, resp, resp_len);
 		goto done;
 	}
-	if(q.sub[0] && !q.kind->status) {
+	if(!strcmp(q.sub, "status") && !q.kind->status) {
 		rc = status_answer(404, NULL, "this kind has no status subresource", status, resp, resp_len);
 		goto done;
 	}
@@ -865,7 +966,9 @@ int memapi_request(memapi *m, const char *method, const char *path, const char *
 		}
 		json_tokener_free(tok);
 	}
-	if(!strcmp(method, "GET")) {
+	if(!strcmp(q.sub, "scale")) {
+		rc = do_scale(m, &q, method, obj, status, resp, resp_len);
+	} else if(!strcmp(method, "GET")) {
 		if(q.watch) {
 			rc = status_answer(405, NULL, "use memapi_events_since for watches", status, resp, resp_len);
 		} else if(q.name[0]) {
@@ -910,7 +1013,7 @@ done:
 int memapi_events_since(memapi *m, const kube_resource *r, const char *ns, uint64_t since_rv,
 			kube_event_fn fn, void *ud, uint64_t *last_rv)
 {
-	const mem_kind *k = kind_for_resource(r);
+	const mem_kind *k = kind_for_resource(m, r);
 	json_object **objs = NULL;
 	char (*types)[12] = NULL;
 	size_t i, n = 0;
@@ -1001,7 +1104,7 @@ int memapi_load(memapi *m, json_object *objs, prd_err *err)
 	size_t i;
 	for(i = 0; i < json_object_array_length(objs); i++) {
 		json_object *o = json_object_array_get_idx(objs, i);
-		const kube_resource *r = memapi_resource_for_kind(get_str(o, "apiVersion"), get_str(o, "kind"));
+		const kube_resource *r = memapi_resource_for_kind(m, get_str(o, "apiVersion"), get_str(o, "kind"));
 		const char *name = get_str(json_object_object_get(o, "metadata"), "name");
 		const char *ns = get_str(json_object_object_get(o, "metadata"), "namespace");
 		char *path, *resp = NULL;

@@ -11,8 +11,9 @@
  * through it are ignored and status changes through the main resource are
  * ignored, generation bumps on spec changes), JSON merge patch (also used
  * for strategic-merge and apply patches, which it approximates), delete with
- * uid/resourceVersion preconditions, and watch from a resourceVersion with
- * 410 Gone once the event log has moved past it.
+ * uid/resourceVersion preconditions, the scale subresource (for kinds added
+ * with MEMAPI_SCALE), and watch from a resourceVersion with 410 Gone once
+ * the event log has moved past it.
  *
  * Thread-safe: one mutex guards everything, so reflector threads and the
  * controller worker may call it concurrently. */
@@ -58,7 +59,19 @@ uint64_t memapi_resource_version(memapi *m);
 int memapi_load(memapi *m, json_object *objs, prd_err *err);
 
 /* The descriptor for apiVersion+kind, or NULL. */
-const kube_resource *memapi_resource_for_kind(const char *api_version, const char *kind);
+const kube_resource *memapi_resource_for_kind(const memapi *m, const char *api_version, const char *kind);
+
+enum {
+	MEMAPI_STATUS = 1,     /* a status subresource */
+	MEMAPI_GENERATION = 2, /* metadata.generation bumps on spec changes (CRDs) */
+	MEMAPI_SCALE = 4       /* a scale subresource on spec.replicas */
+};
+
+/* Teach the store another kind (e.g. Cluster API MachineDeployments).
+ * Call before the store is used from other threads; the strings of `r`
+ * must outlive the store. Another version of a known group/resource shares
+ * its objects. PRD_EEXIST if known, PRD_ERANGE past 64 kinds. */
+int memapi_add_kind(memapi *m, const kube_resource *r, unsigned flags);
 
 /* Fault injection for tests: the next `count` requests whose method
  * matches (NULL = any) and whose path starts with `path_prefix` are

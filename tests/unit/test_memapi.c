@@ -304,7 +304,45 @@ static void test_faults_and_load(void)
 	m = NULL;
 }
 
+static void test_extra_kind_scale(void)
+{
+	static const kube_resource md = { "cluster.x-k8s.io", "v1beta1", "machinedeployments", "MachineDeployment", true };
+	long st;
+	int rc;
+	json_object *o;
+	setup();
+	CU_ASSERT_EQUAL(memapi_add_kind(m, &md, MEMAPI_STATUS | MEMAPI_SCALE | MEMAPI_GENERATION), 0);
+	CU_ASSERT_EQUAL(memapi_add_kind(m, &md, 0), PRD_EEXIST);
+	CU_ASSERT_PTR_EQUAL(memapi_resource_for_kind(m, "cluster.x-k8s.io/v1beta1", "MachineDeployment")->resource,
+			    md.resource);
+	json_object_put(req("POST", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments", NULL,
+			    "{\"metadata\":{\"name\":\"md1\"},\"spec\":{\"replicas\":2}}", &st, &rc));
+	CU_ASSERT_EQUAL(rc, 0);
+	o = req("GET", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md1/scale", NULL, NULL, &st, &rc);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_STRING_EQUAL(s(o, "kind", NULL), "Scale");
+	CU_ASSERT_EQUAL(json_object_get_int(json_object_object_get(json_object_object_get(o, "spec"), "replicas")), 2);
+	json_object_put(o);
+	o = req("PATCH", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md1/scale",
+		"application/merge-patch+json", "{\"spec\":{\"replicas\":0}}", &st, &rc);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_EQUAL(json_object_get_int(json_object_object_get(json_object_object_get(o, "spec"), "replicas")), 0);
+	json_object_put(o);
+	o = req("GET", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md1", NULL, NULL, &st, &rc);
+	CU_ASSERT_EQUAL(json_object_get_int(json_object_object_get(json_object_object_get(o, "spec"), "replicas")), 0);
+	CU_ASSERT_EQUAL(json_object_get_int(json_object_object_get(json_object_object_get(o, "metadata"), "generation")), 2);
+	json_object_put(o);
+	o = req("PATCH", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md1/scale",
+		"application/merge-patch+json", "{\"spec\":{\"replicas\":-1}}", &st, &rc);
+	CU_ASSERT_EQUAL(st, 422);
+	json_object_put(o);
+	o = req("GET", "/api/v1/nodes/x/scale", NULL, NULL, &st, &rc);
+	CU_ASSERT_EQUAL(st, 404);
+	json_object_put(o);
+}
+
 static const test_case cases[] = {
+	{ "extra kind with scale", test_extra_kind_scale },
 	{ "create, get, conflicts", test_create_get_conflicts },
 	{ "update, status subresource, generation", test_update_status_generation },
 	{ "delete preconditions", test_delete_preconditions },
