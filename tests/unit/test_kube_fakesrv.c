@@ -232,3 +232,264 @@ void fake_stop(fake_srv *s)
 	MHD_stop_daemon(s->d);
 	free(s);
 }
+
+/* ---- in-memory object store ---------------------------------------------- */
+
+#include <json-c/json.h>
+
+#define STORE_MAX 512
+
+struct fake_store {
+	pthread_mutex_t mu;
+	char *paths[STORE_MAX];
+	json_object *objs[STORE_MAX];
+	int n;
+	long rv;
+	int counts[5];
+	int fail_status, fail_n;
+	char fail_method[8];
+};
+
+static const char *methods[5] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+
+fake_store *fake_store_new(void)
+{
+	fake_store *st = calloc(1, sizeof(*st));
+	if(!st)
+		abort();
+	pthread_mutex_init(&st->mu, NULL);
+	return st;
+}
+
+void fake_store_free(fake_store *st)
+{
+	for(int i = 0; i < st->n; i++) {
+		free(st->paths[i]);
+		json_object_put(st->objs[i]);
+	}
+	pthread_mutex_destroy(&st->mu);
+	free(st);
+}
+
+static int store_find(fake_store *st, const char *path)
+{
+	for(int i = 0; i < st->n; i++)
+		if(strcmp(st->paths[i], path) == 0)
+			return i;
+	return -1;
+}
+
+static char *store_status(int code, const char *reason, const char *msg)
+{
+	char b[512];
+	snprintf(b, sizeof(b), "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+			       "\"message\":\"%s\",\"reason\":\"%s\",\"code\":%d}", msg, reason, code);
+	return fake_strdup(b);
+}
+
+static void set_rv(fake_store *st, json_object *o)
+{
+	json_object *meta;
+	char rv[32];
+	if(!json_object_object_get_ex(o, "metadata", &meta)) {
+		meta = json_object_new_object();
+		json_object_object_add(o, "metadata", meta);
+	}
+	snprintf(rv, sizeof(rv), "%ld", ++st->rv);
+	json_object_object_add(meta, "resourceVersion", json_object_new_string(rv));
+}
+
+static void merge(json_object *dst, json_object *patch)
+{
+	json_object_object_foreach(patch, k, v) {
+		json_object *cur;
+		if(json_object_is_type(v, json_type_null))
+			json_object_object_del(dst, k);
+		else if(json_object_is_type(v, json_type_object) && json_object_object_get_ex(dst, k, &cur) &&
+			json_object_is_type(cur, json_type_object))
+			merge(cur, v);
+		else
+			json_object_object_add(dst, k, json_object_get(v));
+	}
+}
+
+void fake_store_handler(void *ud, const fake_req *rq, fake_resp *r)
+{
+	fake_store *st = ud;
+	char path[2048], *q;
+	json_object *body = NULL;
+	int i;
+
+	snprintf(path, sizeof(path), "%s", rq->url);
+	q = strchr(path, '?');
+	if(q)
+		*q = '\0';
+	pthread_mutex_lock(&st->mu);
+	for(int m = 0; m < 5; m++)
+		if(strcmp(rq->method, methods[m]) == 0)
+			st->counts[m]++;
+	if(st->fail_n > 0 && (!st->fail_method[0] || strcmp(st->fail_method, rq->method) == 0)) {
+		st->fail_n--;
+		r->status = st->fail_status;
+		r->body = store_status(st->fail_status,
+				       st->fail_status == 500 ? "InternalError" : st->fail_status == 409 ? "Conflict" : "Failure",
+				       "injected");
+		goto done;
+	}
+	if(rq->body_len)
+		body = json_tokener_parse(rq->body);
+	if(strcmp(rq->method, "POST") == 0) {
+		json_object *meta, *name;
+		char full[2300];
+		if(!body || !json_object_object_get_ex(body, "metadata", &meta) ||
+		   !json_object_object_get_ex(meta, "name", &name)) {
+			r->status = 422;
+			r->body = store_status(422, "Invalid", "metadata.name: Required value");
+			goto done;
+		}
+		snprintf(full, sizeof(full), "%s/%s", path, json_object_get_string(name));
+		if(store_find(st, full) >= 0) {
+			r->status = 409;
+			r->body = store_status(409, "AlreadyExists", "already exists");
+			goto done;
+		}
+		if(st->n == STORE_MAX)
+			abort();
+		set_rv(st, body);
+		st->paths[st->n] = fake_strdup(full);
+		st->objs[st->n++] = json_object_get(body);
+		r->status = 201;
+		r->body = fake_strdup(json_object_to_json_string(body));
+		goto done;
+	}
+	i = store_find(st, path);
+	if(i < 0) {
+		r->status = 404;
+		r->body = store_status(404, "NotFound", "not found");
+		goto done;
+	}
+	if(strcmp(rq->method, "GET") == 0) {
+		r->body = fake_strdup(json_object_to_json_string(st->objs[i]));
+	} else if(strcmp(rq->method, "PUT") == 0) {
+		json_object *m1, *m2, *rv1, *rv2;
+		if(!body) {
+			r->status = 400;
+			r->body = store_status(400, "BadRequest", "no body");
+			goto done;
+		}
+		json_object_object_get_ex(body, "metadata", &m1);
+		json_object_object_get_ex(st->objs[i], "metadata", &m2);
+		if(json_object_object_get_ex(m1, "resourceVersion", &rv1) &&
+		   json_object_object_get_ex(m2, "resourceVersion", &rv2) &&
+		   strcmp(json_object_get_string(rv1), json_object_get_string(rv2)) != 0) {
+			r->status = 409;
+			r->body = store_status(409, "Conflict", "the object has been modified");
+			goto done;
+		}
+		set_rv(st, body);
+		json_object_put(st->objs[i]);
+		st->objs[i] = json_object_get(body);
+		r->body = fake_strdup(json_object_to_json_string(body));
+	} else if(strcmp(rq->method, "PATCH") == 0) {
+		if(!body) {
+			r->status = 400;
+			r->body = store_status(400, "BadRequest", "no body");
+			goto done;
+		}
+		merge(st->objs[i], body);
+		set_rv(st, st->objs[i]);
+		r->body = fake_strdup(json_object_to_json_string(st->objs[i]));
+	} else if(strcmp(rq->method, "DELETE") == 0) {
+		free(st->paths[i]);
+		json_object_put(st->objs[i]);
+		st->paths[i] = st->paths[st->n - 1];
+		st->objs[i] = st->objs[st->n - 1];
+		st->n--;
+		r->body = fake_strdup("{\"kind\":\"Status\",\"status\":\"Success\"}");
+	}
+done:
+	pthread_mutex_unlock(&st->mu);
+	json_object_put(body);
+}
+
+int fake_store_count(fake_store *st, const char *method)
+{
+	int n = 0;
+	pthread_mutex_lock(&st->mu);
+	for(int m = 0; m < 5; m++)
+		if(strcmp(method, methods[m]) == 0)
+			n = st->counts[m];
+	pthread_mutex_unlock(&st->mu);
+	return n;
+}
+
+void fake_store_fail(fake_store *st, int status, int n)
+{
+	pthread_mutex_lock(&st->mu);
+	st->fail_status = status;
+	st->fail_n = n;
+	st->fail_method[0] = '\0';
+	pthread_mutex_unlock(&st->mu);
+}
+
+void fake_store_fail_on(fake_store *st, const char *method, int status, int n)
+{
+	pthread_mutex_lock(&st->mu);
+	st->fail_status = status;
+	st->fail_n = n;
+	snprintf(st->fail_method, sizeof(st->fail_method), "%s", method);
+	pthread_mutex_unlock(&st->mu);
+}
+
+char *fake_store_get(fake_store *st, const char *path)
+{
+	char *s = NULL;
+	int i;
+	pthread_mutex_lock(&st->mu);
+	i = store_find(st, path);
+	if(i >= 0)
+		s = fake_strdup(json_object_to_json_string(st->objs[i]));
+	pthread_mutex_unlock(&st->mu);
+	return s;
+}
+
+int fake_store_len(fake_store *st, const char *prefix)
+{
+	int n = 0;
+	pthread_mutex_lock(&st->mu);
+	for(int i = 0; i < st->n; i++)
+		if(strncmp(st->paths[i], prefix, strlen(prefix)) == 0)
+			n++;
+	pthread_mutex_unlock(&st->mu);
+	return n;
+}
+
+#include "kube/client.h"
+#include "testutil.h"
+
+int fake_client(const fake_srv *s, const kube_client_opts *o, kube_config **cfg, kube_client **c)
+{
+	static int seq;
+	char kc[700];
+	prd_err e;
+	FILE *fp;
+	int rc;
+
+	snprintf(kc, sizeof(kc), "%s/fake-client-%d", test_tmpdir(), ++seq);
+	fp = fopen(kc, "w");
+	if(!fp)
+		return PRD_EIO;
+	fprintf(fp, "current-context: c\nclusters:\n- name: a\n  cluster: {server: '%s'}\n"
+		    "users:\n- name: u\n  user: {token: unit-test-token}\n"
+		    "contexts:\n- name: c\n  context: {cluster: a, user: u}\n", s->url);
+	fclose(fp);
+	rc = kube_config_load(kc, NULL, cfg, &e);
+	if(rc)
+		return rc;
+	rc = kube_client_new(*cfg, o, c, &e);
+	if(rc) {
+		kube_config_free(*cfg);
+		*cfg = NULL;
+	}
+	return rc;
+}

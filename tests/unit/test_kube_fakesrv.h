@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "kube/client.h"
+
 typedef struct fake_req {
 	char method[16];
 	char url[2048];          /* path?query, query values decoded */
@@ -44,5 +46,31 @@ void fake_stop(fake_srv *s);
 
 /* strdup that aborts the test program on failure. */
 char *fake_strdup(const char *s);
+
+
+/* An in-memory object store behind the fake server: enough of the
+ * apiserver's semantics for the recorder and lease tests (create with
+ * AlreadyExists, get with NotFound, PUT with resourceVersion Conflict,
+ * merge PATCH, DELETE). Objects are keyed by their URL path. */
+typedef struct fake_store fake_store;
+
+fake_store *fake_store_new(void);
+void fake_store_free(fake_store *st);
+/* The handler to pass to fake_start with the store as ud. */
+void fake_store_handler(void *ud, const fake_req *req, fake_resp *resp);
+/* Requests by method ("GET", "POST", "PUT", "PATCH", "DELETE"). */
+int fake_store_count(fake_store *st, const char *method);
+/* Answer the next `n` requests with `status` (a Status body). */
+void fake_store_fail(fake_store *st, int status, int n);
+/* Like fake_store_fail, but only requests with this method fail. */
+void fake_store_fail_on(fake_store *st, const char *method, int status, int n);
+/* A copy of the stored object as JSON text (caller frees) or NULL. */
+char *fake_store_get(fake_store *st, const char *path);
+/* Number of stored objects whose path starts with prefix. */
+int fake_store_len(fake_store *st, const char *prefix);
+
+/* A kubeconfig (token auth) pointing at the fake server, loaded into a
+ * config and a client. 0 or a PRD_E* code. */
+int fake_client(const fake_srv *s, const kube_client_opts *o, kube_config **cfg, kube_client **c);
 
 #endif

@@ -1,0 +1,384 @@
+/* core/v1 Event recorder: aggregation of repeats and a per-object spam
+ * filter, both kept in bounded in-memory maps. */
+#include "kube/events.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ops/log.h"
+#include "util/hmap.h"
+#include "util/rfc3339.h"
+#include "util/str.h"
+
+#define EVENT_MESSAGE_MAX 1024
+
+typedef struct agg_entry {
+	char *ns;          /* namespace of the Event object */
+	char *name;        /* name of the Event object */
+	long count;
+	int64_t first_wall;
+	int64_t last_mono;
+} agg_entry;
+
+typedef struct spam_entry {
+	double tokens;
+	int64_t last_mono;
+} spam_entry;
+
+/* A map that forgets its oldest insertions beyond `cap` entries. */
+typedef struct bounded_map {
+	hmap m;
+	char **ring;       /* insertion order of live keys */
+	size_t cap, head, len;
+} bounded_map;
+
+struct kube_recorder {
+	kube_client *c;
+	kube_recorder_opts o;
+	char *component;
+	char *instance;
+	pthread_mutex_t mu;
+	bounded_map agg;
+	bounded_map spam;
+	kube_recorder_stats stats;
+};
+
+static void agg_free(void *p)
+{
+	agg_entry *e = p;
+	if(e) {
+		free(e->ns);
+		free(e->name);
+		free(e);
+	}
+}
+
+static int bmap_init(bounded_map *b, size_t cap, void (*free_value)(void *))
+{
+	hmap_init(&b->m, free_value);
+	b->ring = calloc(cap, sizeof(char *));
+	b->cap = cap;
+	b->head = b->len = 0;
+	return b->ring ? 0 : PRD_ENOMEM;
+}
+
+static void bmap_free(bounded_map *b)
+{
+	for(size_t i = 0; b->ring && i < b->cap; i++)
+		free(b->ring[i]);
+	free(b->ring);
+	hmap_free(&b->m);
+}
+
+/* Insert a new key (the caller checked it is absent), evicting the oldest
+ * entry when full. On failure the value is destroyed. */
+static int bmap_insert(bounded_map *b, const char *key, void *value)
+{
+	char *k = str_dup(key);
+	size_t slot;
+	int rc;
+
+	if(!k) {
+		if(b->m.free_value)
+			b->m.free_value(value);
+		return PRD_ENOMEM;
+	}
+	if(b->len == b->cap) {
+		hmap_del(&b->m, b->ring[b->head]);
+		free(b->ring[b->head]);
+		b->ring[b->head] = NULL;
+		b->head = (b->head + 1) % b->cap;
+		b->len--;
+	}
+	rc = hmap_put(&b->m, key, value);
+	if(rc) {
+		free(k);
+		if(b->m.free_value)
+			b->m.free_value(value);
+		return rc;
+	}
+	slot = (b->head + b->len) % b->cap;
+	b->ring[slot] = k;
+	b->len++;
+	return 0;
+}
+
+int kube_recorder_new(kube_client *c, const kube_recorder_opts *o, kube_recorder **out, prd_err *err)
+{
+	kube_recorder *r = calloc(1, sizeof(*r));
+	char host[256];
+
+	*out = NULL;
+	if(!r)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	r->c = c;
+	if(o)
+		r->o = *o;
+	if(!r->o.clock)
+		r->o.clock = clk_real();
+	if(r->o.aggregate_window_ns <= 0)
+		r->o.aggregate_window_ns = 10 * 60 * PRD_NS_PER_SEC;
+	if(r->o.spam_burst <= 0)
+		r->o.spam_burst = 25;
+	if(r->o.spam_refill_ns <= 0)
+		r->o.spam_refill_ns = 5 * 60 * PRD_NS_PER_SEC;
+	if(r->o.cache_size == 0)
+		r->o.cache_size = 4096;
+	if(gethostname(host, sizeof(host)) != 0)
+		str_copy(host, sizeof(host), "unknown");
+	host[sizeof(host) - 1] = '\0';
+	r->component = str_dup(r->o.component ? r->o.component : "provreqd");
+	r->instance = str_dup(r->o.instance ? r->o.instance : host);
+	r->o.component = r->o.instance = NULL;
+	pthread_mutex_init(&r->mu, NULL);
+	if(!r->component || !r->instance || bmap_init(&r->agg, r->o.cache_size, agg_free) ||
+	   bmap_init(&r->spam, r->o.cache_size, free)) {
+		kube_recorder_free(r);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	*out = r;
+	return 0;
+}
+
+void kube_recorder_free(kube_recorder *r)
+{
+	if(!r)
+		return;
+	bmap_free(&r->agg);
+	bmap_free(&r->spam);
+	pthread_mutex_destroy(&r->mu);
+	free(r->component);
+	free(r->instance);
+	free(r);
+}
+
+void kube_recorder_get_stats(kube_recorder *r, kube_recorder_stats *out)
+{
+	pthread_mutex_lock(&r->mu);
+	*out = r->stats;
+	pthread_mutex_unlock(&r->mu);
+}
+
+static const char *nz(const char *s)
+{
+	return s ? s : "";
+}
+
+void kube_events_ref_from(json_object *obj, const kube_resource *res, kube_object_ref *out)
+{
+	json_object *meta = NULL, *v;
+	memset(out, 0, sizeof(*out));
+	if(json_object_object_get_ex(obj, "kind", &v))
+		out->kind = json_object_get_string(v);
+	if(json_object_object_get_ex(obj, "apiVersion", &v))
+		out->api_version = json_object_get_string(v);
+	if(!out->kind && res)
+		out->kind = res->kind;
+	if(json_object_object_get_ex(obj, "metadata", &meta)) {
+		if(json_object_object_get_ex(meta, "namespace", &v))
+			out->namespace_ = json_object_get_string(v);
+		if(json_object_object_get_ex(meta, "name", &v))
+			out->name = json_object_get_string(v);
+		if(json_object_object_get_ex(meta, "uid", &v))
+			out->uid = json_object_get_string(v);
+		if(json_object_object_get_ex(meta, "resourceVersion", &v))
+			out->resource_version = json_object_get_string(v);
+	}
+}
+
+/* Cut at `max` bytes without splitting a UTF-8 sequence. */
+static void utf8_cut(char *s, size_t max)
+{
+	size_t n = strlen(s);
+	if(n <= max)
+		return;
+	n = max;
+	while(n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	s[n] = '\0';
+}
+
+/* Take a token from the object's bucket. Lock held. */
+static bool spam_allow(kube_recorder *r, const char *objkey, int64_t now)
+{
+	spam_entry *e = hmap_get(&r->spam.m, objkey);
+	if(!e) {
+		e = calloc(1, sizeof(*e));
+		if(!e)
+			return true; /* out of memory: do not lose the event for it */
+		e->tokens = r->o.spam_burst;
+		e->last_mono = now;
+		if(bmap_insert(&r->spam, objkey, e))
+			return true;
+	}
+	e->tokens += (double)(now - e->last_mono) / (double)r->o.spam_refill_ns;
+	if(e->tokens > r->o.spam_burst)
+		e->tokens = r->o.spam_burst;
+	e->last_mono = now;
+	if(e->tokens < 1.0)
+		return false;
+	e->tokens -= 1.0;
+	return true;
+}
+
+static json_object *event_body(kube_recorder *r, const kube_object_ref *obj, const char *ns,
+			       const char *name, const char *type, const char *reason, const char *msg,
+			       const char *ts)
+{
+	json_object *ev = json_object_new_object(), *meta, *inv, *src;
+	if(!ev)
+		return NULL;
+	meta = json_object_new_object();
+	inv = json_object_new_object();
+	src = json_object_new_object();
+	json_object_object_add(ev, "apiVersion", json_object_new_string("v1"));
+	json_object_object_add(ev, "kind", json_object_new_string("Event"));
+	json_object_object_add(ev, "metadata", meta);
+	json_object_object_add(meta, "name", json_object_new_string(name));
+	json_object_object_add(meta, "namespace", json_object_new_string(ns));
+	json_object_object_add(ev, "involvedObject", inv);
+	json_object_object_add(inv, "kind", json_object_new_string(nz(obj->kind)));
+	if(obj->api_version)
+		json_object_object_add(inv, "apiVersion", json_object_new_string(obj->api_version));
+	if(obj->namespace_)
+		json_object_object_add(inv, "namespace", json_object_new_string(obj->namespace_));
+	json_object_object_add(inv, "name", json_object_new_string(nz(obj->name)));
+	if(obj->uid)
+		json_object_object_add(inv, "uid", json_object_new_string(obj->uid));
+	if(obj->resource_version)
+		json_object_object_add(inv, "resourceVersion", json_object_new_string(obj->resource_version));
+	json_object_object_add(ev, "reason", json_object_new_string(reason));
+	json_object_object_add(ev, "message", json_object_new_string(msg));
+	json_object_object_add(ev, "type", json_object_new_string(type));
+	json_object_object_add(ev, "source", src);
+	json_object_object_add(src, "component", json_object_new_string(r->component));
+	json_object_object_add(src, "host", json_object_new_string(r->instance));
+	json_object_object_add(ev, "firstTimestamp", json_object_new_string(ts));
+	json_object_object_add(ev, "lastTimestamp", json_object_new_string(ts));
+	json_object_object_add(ev, "count", json_object_new_int(1));
+	json_object_object_add(ev, "reportingComponent", json_object_new_string(r->component));
+	json_object_object_add(ev, "reportingInstance", json_object_new_string(r->instance));
+	return ev;
+}
+
+/* PATCH count and lastTimestamp of the Event we wrote earlier. */
+static int bump(kube_recorder *r, const char *ns, const char *name, long count, const char *ts,
+		prd_err *err)
+{
+	char body[256];
+	snprintf(body, sizeof(body), "{\"count\":%ld,\"lastTimestamp\":\"%s\"}", count, ts);
+	return kube_patch(r->c, &KUBE_EVENTS, ns, name, NULL, KUBE_PATCH_MERGE, body, false, NULL, NULL,
+			  err);
+}
+
+void kube_recorder_event(kube_recorder *r, const kube_object_ref *obj, const char *type,
+			 const char *reason, const char *fmt, ...)
+{
+	char msg[EVENT_MESSAGE_MAX + 8], ts[RFC3339_MAX], evname[320];
+	char *objkey = NULL, *aggkey = NULL, *agg_ns = NULL, *agg_name = NULL;
+	const char *ns = obj->namespace_ && *obj->namespace_ ? obj->namespace_ : "default";
+	int64_t now_mono, now_wall;
+	long count = 0;
+	json_object *ev = NULL;
+	prd_err err = {0};
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	utf8_cut(msg, EVENT_MESSAGE_MAX);
+	now_mono = clk_mono(r->o.clock);
+	now_wall = clk_wall(r->o.clock);
+	rfc3339_format(now_wall, ts, sizeof(ts));
+	objkey = str_printf("%s\x1f%s\x1f%s\x1f%s", nz(obj->kind), nz(obj->namespace_), nz(obj->name),
+			    nz(obj->uid));
+	aggkey = objkey ? str_printf("%s\x1f%s\x1f%s\x1f%s", objkey, type, reason, msg) : NULL;
+	if(!aggkey) {
+		log_warn("event not recorded: out of memory", "reason", reason);
+		goto done;
+	}
+
+	pthread_mutex_lock(&r->mu);
+	if(!spam_allow(r, objkey, now_mono)) {
+		r->stats.dropped++;
+		pthread_mutex_unlock(&r->mu);
+		log_debug("event dropped by the spam filter", "kind", obj->kind, "namespace", obj->namespace_,
+			  "name", obj->name, "reason", reason);
+		goto done;
+	}
+	{
+		agg_entry *e = hmap_get(&r->agg.m, aggkey);
+		if(e && now_mono - e->last_mono <= r->o.aggregate_window_ns) {
+			agg_ns = str_dup(e->ns);
+			agg_name = str_dup(e->name);
+			count = e->count + 1;
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+
+	if(agg_ns && agg_name) {
+		rc = bump(r, agg_ns, agg_name, count, ts, &err);
+		if(rc == 0) {
+			pthread_mutex_lock(&r->mu);
+			agg_entry *e = hmap_get(&r->agg.m, aggkey);
+			if(e && e->count < count) {
+				e->count = count;
+				e->last_mono = now_mono;
+			}
+			r->stats.aggregated++;
+			pthread_mutex_unlock(&r->mu);
+			goto done;
+		}
+		if(rc != PRD_ENOTFOUND) {
+			log_warn("event not recorded", "kind", obj->kind, "name", obj->name, "reason", reason,
+				 "error", err.msg);
+			pthread_mutex_lock(&r->mu);
+			r->stats.failed++;
+			pthread_mutex_unlock(&r->mu);
+			goto done;
+		}
+		/* The Event was deleted (TTL): write a fresh one. */
+	}
+
+	snprintf(evname, sizeof(evname), "%.253s.%llx", nz(obj->name), (unsigned long long)now_wall);
+	ev = event_body(r, obj, ns, evname, type, reason, msg, ts);
+	rc = ev ? kube_create(r->c, &KUBE_EVENTS, ns, ev, NULL, NULL, &err) : PRD_ENOMEM;
+	pthread_mutex_lock(&r->mu);
+	if(rc == 0) {
+		agg_entry *e = calloc(1, sizeof(*e));
+		r->stats.created++;
+		if(e) {
+			e->ns = str_dup(ns);
+			e->name = str_dup(evname);
+			e->count = 1;
+			e->first_wall = now_wall;
+			e->last_mono = now_mono;
+			if(!e->ns || !e->name)
+				agg_free(e);
+			else if(hmap_has(&r->agg.m, aggkey))
+				hmap_put(&r->agg.m, aggkey, e); /* replaces an expired entry */
+			else
+				bmap_insert(&r->agg, aggkey, e);
+		}
+	} else {
+		r->stats.failed++;
+	}
+	pthread_mutex_unlock(&r->mu);
+	if(rc)
+		log_warn("event not recorded", "kind", obj->kind, "name", obj->name, "reason", reason,
+			 "error", rc == PRD_ENOMEM ? "out of memory" : err.msg);
+	else
+		log_debug("event recorded", "kind", obj->kind, "namespace", obj->namespace_, "name", obj->name,
+			  "type", type, "reason", reason);
+done:
+	json_object_put(ev);
+	free(objkey);
+	free(aggkey);
+	free(agg_ns);
+	free(agg_name);
+}

@@ -1,0 +1,65 @@
+/* Leader election with a coordination.k8s.io/v1 Lease, as client-go's
+ * leaderelection package does it.
+ *
+ * A candidate holds the lease while it renews it (renewTime) more often
+ * than leaseDurationSeconds. Others only take the lease over when they have
+ * seen the same lease record unchanged for a full lease duration on their
+ * own clock (no clock comparison across machines), or when the holder
+ * cleared holderIdentity on shutdown. Every write is a PUT with the
+ * resourceVersion read just before, so two candidates never both win.
+ *
+ * Drive it either by calling kube_lease_step() from your own loop every
+ * retry period, or with kube_lease_start(), which runs that loop on a
+ * thread. Callbacks run on the thread that calls step. */
+#ifndef PRD_KUBE_LEASE_H
+#define PRD_KUBE_LEASE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kube/client.h"
+#include "util/clock.h"
+
+typedef struct kube_lease_opts {
+	const char *namespace_;       /* required */
+	const char *name;             /* required */
+	const char *identity;         /* required: unique per process (host name + pid) */
+	int64_t lease_duration_ns;    /* default 15 s */
+	int64_t renew_deadline_ns;    /* default 10 s: give up leading after failing to renew this long */
+	int64_t retry_period_ns;      /* default 2 s */
+	const clk *clock;             /* default clk_real() */
+	/* Called once when this process becomes leader / stops being leader
+	 * (lost the lease, failed to renew within the deadline, or released).
+	 * A controller must stop writing when told it is no longer leader. */
+	void (*on_started)(void *ud);
+	void (*on_stopped)(void *ud);
+	/* Called when the observed holder changes (may be NULL/"" = none). */
+	void (*on_new_leader)(void *ud, const char *identity);
+	void *ud;
+} kube_lease_opts;
+
+typedef struct kube_lease kube_lease;
+
+/* Strings in opts are copied. The client is borrowed. */
+int kube_lease_new(kube_client *c, const kube_lease_opts *o, kube_lease **out, prd_err *err);
+/* Stops the helper thread if running (releasing the lease), then frees. */
+void kube_lease_free(kube_lease *le);
+
+/* One try-acquire-or-renew. Returns 0 and sets *leading; a non-zero code
+ * means the apiserver could not be asked (the state machine already
+ * accounted for it: leadership is kept until the renew deadline passes).
+ * *next_ns (may be NULL) is the suggested delay before the next step. */
+int kube_lease_step(kube_lease *le, bool *leading, int64_t *next_ns, prd_err *err);
+
+/* Give the lease up if held: clear holderIdentity so another candidate
+ * takes over at once, and call on_stopped. */
+int kube_lease_release(kube_lease *le, prd_err *err);
+
+bool kube_lease_is_leader(kube_lease *le);
+
+/* Run step() on a thread every retry period (with jitter) until
+ * kube_lease_stop(), which releases the lease and joins the thread. */
+int kube_lease_start(kube_lease *le, prd_err *err);
+void kube_lease_stop(kube_lease *le);
+
+#endif

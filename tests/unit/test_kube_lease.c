@@ -1,0 +1,290 @@
+/* Leader election against the fake store, with a fake clock. */
+#include "testutil.h"
+
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube/client.h"
+#include "kube/lease.h"
+#include "test_kube_fakesrv.h"
+
+#define LEASE_PATH "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/provreqd"
+
+typedef struct cand {
+	kube_lease *le;
+	clk fc;
+	int started, stopped, new_leader;
+	char leader[64];
+} cand;
+
+static void on_started(void *ud) { ((cand *)ud)->started++; }
+static void on_stopped(void *ud) { ((cand *)ud)->stopped++; }
+static void on_new_leader(void *ud, const char *id)
+{
+	cand *c = ud;
+	c->new_leader++;
+	snprintf(c->leader, sizeof(c->leader), "%s", id ? id : "");
+}
+
+static void cand_init(cand *c, kube_client *cl, const char *id)
+{
+	kube_lease_opts o = {.namespace_ = "kube-system", .name = "provreqd", .identity = id,
+			     .on_started = on_started, .on_stopped = on_stopped,
+			     .on_new_leader = on_new_leader};
+	prd_err e;
+	memset(c, 0, sizeof(*c));
+	clk_fake_init(&c->fc, 1700000000LL * PRD_NS_PER_SEC);
+	o.clock = &c->fc;
+	o.ud = c;
+	CU_ASSERT_EQUAL_FATAL(kube_lease_new(cl, &o, &c->le, &e), 0);
+}
+
+static bool step(cand *c)
+{
+	bool leading = false;
+	prd_err e;
+	int64_t next;
+	kube_lease_step(c->le, &leading, &next, &e);
+	CU_ASSERT_EQUAL(next, 2 * PRD_NS_PER_SEC);
+	return leading;
+}
+
+static void advance(cand *a, cand *b, int64_t ns)
+{
+	clk_fake_advance(&a->fc, ns);
+	clk_fake_advance(&b->fc, ns);
+}
+
+static json_object *lease_spec(fake_store *st)
+{
+	char *t = fake_store_get(st, LEASE_PATH);
+	json_object *o, *spec;
+	if(!t)
+		return NULL;
+	o = json_tokener_parse(t);
+	free(t);
+	spec = json_object_get(json_object_object_get(o, "spec"));
+	json_object_put(o);
+	return spec;
+}
+
+static const char *sget(json_object *o, const char *k)
+{
+	json_object *v;
+	return json_object_object_get_ex(o, k, &v) ? json_object_get_string(v) : NULL;
+}
+
+static void test_acquire_takeover_release(void)
+{
+	fake_store *st = fake_store_new();
+	fake_srv *srv = fake_start(fake_store_handler, st);
+	kube_config *cfg;
+	kube_client *cl;
+	cand a, b;
+	json_object *spec;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_EQUAL_FATAL(fake_client(srv, NULL, &cfg, &cl), 0);
+	cand_init(&a, cl, "host-a_1");
+	cand_init(&b, cl, "host-b_2");
+
+	/* a creates the Lease and leads; b sees it held. */
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_EQUAL(a.started, 1);
+	CU_ASSERT_FALSE(step(&b));
+	CU_ASSERT_STRING_EQUAL(b.leader, "host-a_1");
+	spec = lease_spec(st);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(spec);
+	CU_ASSERT_STRING_EQUAL(sget(spec, "holderIdentity"), "host-a_1");
+	CU_ASSERT_STRING_EQUAL(sget(spec, "leaseDurationSeconds"), "15");
+	CU_ASSERT_STRING_EQUAL(sget(spec, "leaseTransitions"), "0");
+	/* MicroTime: six fractional digits. */
+	CU_ASSERT_STRING_EQUAL(sget(spec, "acquireTime"), "2023-11-14T22:13:20.000000Z");
+	json_object_put(spec);
+
+	/* a renews every retry period; b never gets it. */
+	for(int i = 0; i < 10; i++) {
+		advance(&a, &b, 2 * PRD_NS_PER_SEC);
+		CU_ASSERT_TRUE(step(&a));
+		CU_ASSERT_FALSE(step(&b));
+	}
+	CU_ASSERT_EQUAL(a.started, 1);
+	spec = lease_spec(st);
+	CU_ASSERT_STRING_EQUAL(sget(spec, "acquireTime"), "2023-11-14T22:13:20.000000Z");
+	CU_ASSERT_STRING_EQUAL(sget(spec, "renewTime"), "2023-11-14T22:13:40.000000Z");
+	json_object_put(spec);
+
+	/* a stops renewing (dies). b waits one lease duration from the last
+	 * change it saw, then takes over. */
+	advance(&a, &b, 14 * PRD_NS_PER_SEC);
+	CU_ASSERT_FALSE(step(&b));
+	advance(&a, &b, 2 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&b));
+	CU_ASSERT_EQUAL(b.started, 1);
+	spec = lease_spec(st);
+	CU_ASSERT_STRING_EQUAL(sget(spec, "holderIdentity"), "host-b_2");
+	CU_ASSERT_STRING_EQUAL(sget(spec, "leaseTransitions"), "1");
+	json_object_put(spec);
+
+	/* a comes back: sees b, stops leading at once. */
+	CU_ASSERT_FALSE(step(&a));
+	CU_ASSERT_EQUAL(a.stopped, 1);
+	CU_ASSERT_FALSE(kube_lease_is_leader(a.le));
+
+	/* b releases on shutdown: a takes over on its next step without
+	 * waiting for expiry. */
+	CU_ASSERT_EQUAL(kube_lease_release(b.le, NULL), 0);
+	CU_ASSERT_EQUAL(b.stopped, 1);
+	spec = lease_spec(st);
+	CU_ASSERT_PTR_NULL(sget(spec, "holderIdentity"));
+	json_object_put(spec);
+	advance(&a, &b, 2 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_EQUAL(a.started, 2);
+	spec = lease_spec(st);
+	CU_ASSERT_STRING_EQUAL(sget(spec, "leaseTransitions"), "2");
+	json_object_put(spec);
+
+	kube_lease_free(a.le);
+	kube_lease_free(b.le);
+	kube_client_free(cl);
+	kube_config_free(cfg);
+	fake_stop(srv);
+	fake_store_free(st);
+}
+
+static void test_renew_deadline(void)
+{
+	fake_store *st = fake_store_new();
+	fake_srv *srv = fake_start(fake_store_handler, st);
+	kube_config *cfg;
+	kube_client *cl;
+	kube_client_opts co = {.max_retries = -1};
+	cand a;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_EQUAL_FATAL(fake_client(srv, &co, &cfg, &cl), 0);
+	cand_init(&a, cl, "host-a");
+	CU_ASSERT_TRUE(step(&a));
+	/* The apiserver fails; leadership holds until the renew deadline. */
+	fake_store_fail(st, 500, 100);
+	for(int i = 1; i <= 4; i++) {
+		clk_fake_advance(&a.fc, 2 * PRD_NS_PER_SEC);
+		CU_ASSERT_TRUE(step(&a));
+	}
+	clk_fake_advance(&a.fc, 2 * PRD_NS_PER_SEC); /* 10 s since the last renewal */
+	CU_ASSERT_FALSE(step(&a));
+	CU_ASSERT_EQUAL(a.stopped, 1);
+	fake_store_fail(st, 500, 0);
+	/* Our own unexpired record: we re-acquire it (same holder). */
+	clk_fake_advance(&a.fc, 2 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_EQUAL(a.started, 2);
+	kube_lease_free(a.le);
+	kube_client_free(cl);
+	kube_config_free(cfg);
+	fake_stop(srv);
+	fake_store_free(st);
+}
+
+static void test_conflict_loses(void)
+{
+	fake_store *st = fake_store_new();
+	fake_srv *srv = fake_start(fake_store_handler, st);
+	kube_config *cfg;
+	kube_client *cl;
+	cand a, b;
+	prd_err e;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_EQUAL_FATAL(fake_client(srv, NULL, &cfg, &cl), 0);
+	cand_init(&a, cl, "a");
+	cand_init(&b, cl, "b");
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_EQUAL(kube_lease_release(a.le, &e), 0);
+	/* The lease is free, but another writer got in between b's read and
+	 * its write: the PUT (with the resourceVersion b read) conflicts and
+	 * b does not lead. */
+	fake_store_fail_on(st, "PUT", 409, 1);
+	CU_ASSERT_FALSE(step(&b));
+	CU_ASSERT_EQUAL(b.started, 0);
+	CU_ASSERT_TRUE(step(&b));
+	CU_ASSERT_EQUAL(b.started, 1);
+	/* A holder seen for the first time is respected for a full lease
+	 * duration, whatever its renewTime says. */
+	CU_ASSERT_EQUAL(kube_patch(cl, &KUBE_LEASES, "kube-system", "provreqd", NULL, KUBE_PATCH_MERGE,
+				   "{\"spec\":{\"holderIdentity\":\"c\"}}", false, NULL, NULL, &e), 0);
+	CU_ASSERT_FALSE(step(&a));
+	CU_ASSERT_STRING_EQUAL(a.leader, "c");
+	clk_fake_advance(&a.fc, 14 * PRD_NS_PER_SEC);
+	CU_ASSERT_FALSE(step(&a));
+	clk_fake_advance(&a.fc, 2 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&a));
+	/* Invalid timing is refused. */
+	{
+		kube_lease *bad = NULL;
+		kube_lease_opts o = {.namespace_ = "n", .name = "l", .identity = "i",
+				     .renew_deadline_ns = 20 * PRD_NS_PER_SEC};
+		CU_ASSERT_EQUAL(kube_lease_new(cl, &o, &bad, &e), PRD_EINVAL);
+		CU_ASSERT_PTR_NULL(bad);
+	}
+	kube_lease_free(a.le);
+	kube_lease_free(b.le);
+	kube_client_free(cl);
+	kube_config_free(cfg);
+	fake_stop(srv);
+	fake_store_free(st);
+}
+
+static void test_thread(void)
+{
+	fake_store *st = fake_store_new();
+	fake_srv *srv = fake_start(fake_store_handler, st);
+	kube_config *cfg;
+	kube_client *cl;
+	kube_lease *le;
+	kube_lease_opts o = {.namespace_ = "kube-system", .name = "provreqd", .identity = "t",
+			     .lease_duration_ns = 3 * PRD_NS_PER_SEC,
+			     .renew_deadline_ns = 2 * PRD_NS_PER_SEC,
+			     .retry_period_ns = 100 * PRD_NS_PER_MS,
+			     .on_started = on_started, .on_stopped = on_stopped};
+	cand c;
+	prd_err e;
+	json_object *spec;
+
+	memset(&c, 0, sizeof(c));
+	o.ud = &c;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_EQUAL_FATAL(fake_client(srv, NULL, &cfg, &cl), 0);
+	CU_ASSERT_EQUAL_FATAL(kube_lease_new(cl, &o, &le, &e), 0);
+	CU_ASSERT_EQUAL(kube_lease_start(le, &e), 0);
+	for(int i = 0; i < 100 && !kube_lease_is_leader(le); i++) {
+		struct timespec ts = {0, 20000000};
+		nanosleep(&ts, NULL);
+	}
+	CU_ASSERT_TRUE(kube_lease_is_leader(le));
+	kube_lease_stop(le);
+	CU_ASSERT_FALSE(kube_lease_is_leader(le));
+	CU_ASSERT_EQUAL(c.started, 1);
+	CU_ASSERT_EQUAL(c.stopped, 1);
+	spec = lease_spec(st);
+	CU_ASSERT_PTR_NULL(sget(spec, "holderIdentity"));
+	json_object_put(spec);
+	kube_lease_free(le);
+	kube_client_free(cl);
+	kube_config_free(cfg);
+	fake_stop(srv);
+	fake_store_free(st);
+}
+
+static const test_case cases[] = {
+	{"acquire, renew, take over after expiry, release", test_acquire_takeover_release},
+	{"renew deadline ends leadership", test_renew_deadline},
+	{"a conflicting write loses; a new holder is respected", test_conflict_loses},
+	{"helper thread acquires and releases on stop", test_thread},
+	{NULL, NULL}
+};
+
+TEST_MAIN("kube_lease", cases)
