@@ -1,0 +1,71 @@
+#include "util/arena.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARENA_CHUNK 16384
+#define ARENA_ALIGN 16
+
+struct arena_chunk {
+	arena_chunk *next;
+	size_t cap;
+	_Alignas(ARENA_ALIGN) unsigned char data[];
+};
+
+void arena_init(arena *a)
+{
+	memset(a, 0, sizeof(*a));
+}
+
+void arena_free(arena *a)
+{
+	arena_chunk *c = a->head, *n;
+	while(c) {
+		n = c->next;
+		free(c);
+		c = n;
+	}
+	memset(a, 0, sizeof(*a));
+}
+
+void *arena_alloc(arena *a, size_t n)
+{
+	size_t need = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+	void *p;
+	if(need < n)
+		return NULL;
+	if(!need)
+		need = ARENA_ALIGN;
+	if(!a->head || a->head->cap - a->used < need) {
+		size_t cap = need > ARENA_CHUNK ? need : ARENA_CHUNK;
+		arena_chunk *c = malloc(sizeof(*c) + cap);
+		if(!c)
+			return NULL;
+		c->cap = cap;
+		c->next = a->head;
+		a->head = c;
+		a->used = 0;
+	}
+	p = a->head->data + a->used;
+	a->used += need;
+	a->total += need;
+	memset(p, 0, need);
+	return p;
+}
+
+void *arena_array(arena *a, size_t n, size_t sz)
+{
+	if(sz && n > SIZE_MAX / sz)
+		return NULL;
+	return arena_alloc(a, n * sz);
+}
+
+char *arena_strdup(arena *a, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = arena_alloc(a, n);
+	if(p)
+		memcpy(p, s, n);
+	return p;
+}
