@@ -1,0 +1,107 @@
+/* Informer: a reflector feeding a cache of compact typed objects (one kind
+ * per informer), with indexes and change handlers.
+ *
+ * Indexes kept for every informer: namespace/name. For pods also: by
+ * spec.nodeName, and by the ProvisioningRequest they consume (the
+ * `autoscaling.x-k8s.io/consume-provisioning-request` annotation, or the
+ * deprecated `cluster-autoscaler.kubernetes.io/` form, resolved in the pod's
+ * namespace). For nodes and pods: by the value of each label key named in
+ * the options (e.g. the node-group label).
+ *
+ * Relist: a full list builds a new table and new indexes beside the old
+ * ones and swaps them in under the write lock, so a reader sees either the
+ * old contents or the new, never a mix. Objects whose resourceVersion did
+ * not change are carried over (not decoded again, no handler call);
+ * changed ones get on_update, new ones on_add, vanished ones on_delete.
+ *
+ * Threads and data — who may touch what:
+ *  - The reflector thread is the only writer. It decodes outside the lock
+ *    and takes the write lock only to link or unlink objects.
+ *  - Cached objects are immutable once inserted. A pointer obtained under
+ *    the read lock (kube_informer_rdlock) stays valid until the matching
+ *    kube_informer_rdunlock; after that it may be freed at any time.
+ *    Readers copy what they need to keep.
+ *  - Handlers run on the reflector thread, in event order, without the
+ *    lock held. The objects they receive stay valid until the handler
+ *    returns (an old object is freed only after every handler saw it). A
+ *    handler may take the read lock; it must not block for long, since it
+ *    holds up the watch. The usual handler computes a key and calls
+ *    wq_add().
+ *  - has_synced and the counters may be read from any thread.
+ *  - Handlers are registered before kube_informer_start(). */
+#ifndef PRD_KUBE_INFORMER_H
+#define PRD_KUBE_INFORMER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kube/objects.h"
+#include "kube/reflector.h"
+#include "kube/workqueue.h"
+#include "util/err.h"
+
+typedef struct kube_handler {
+	void (*on_add)(void *ud, const kube_meta *obj);
+	void (*on_update)(void *ud, const kube_meta *old_obj, const kube_meta *new_obj);
+	void (*on_delete)(void *ud, const kube_meta *old_obj);
+	void *ud;
+} kube_handler;
+
+typedef struct kube_informer_opts {
+	kube_kind kind;
+	kube_intern *intern;                /* borrowed; shared between informers */
+	const char *const *label_indexes;   /* NULL-terminated label keys; copied */
+	kube_reflector_opts reflector;      /* name defaults to the kind */
+} kube_informer_opts;
+
+typedef struct kube_informer kube_informer;
+
+/* Create an informer (not yet running). Caller frees with
+ * kube_informer_free(). */
+int kube_informer_new(const kube_informer_opts *o, kube_informer **out, prd_err *err);
+/* Register a handler (copied). Only before start. */
+int kube_informer_add_handler(kube_informer *inf, const kube_handler *h);
+/* Start the reflector over lw (copied; lw->ud borrowed). */
+int kube_informer_start(kube_informer *inf, const kube_listwatch *lw, prd_err *err);
+/* Stop the reflector (idempotent). The cache stays readable. */
+void kube_informer_stop(kube_informer *inf);
+/* Stop and free every cached object. */
+void kube_informer_free(kube_informer *inf);
+
+/* True once the first list was committed and its handlers ran. */
+bool kube_informer_has_synced(kube_informer *inf);
+/* Block until has_synced or the informer is stopped; returns has_synced. */
+bool kube_informer_wait_synced(kube_informer *inf);
+void kube_informer_get_stats(kube_informer *inf, kube_reflector_stats *out);
+/* The store interface, for driving the cache without a reflector thread
+ * (benchmarks, tests, the in-memory API): pass inf as the ud. */
+const kube_store_ops *kube_informer_store_ops(void);
+
+/* ---- reads: only between rdlock and rdunlock ---- */
+void kube_informer_rdlock(kube_informer *inf);
+void kube_informer_rdunlock(kube_informer *inf);
+
+/* Iteration callbacks return non-zero to stop; that value is returned. */
+typedef int (*kube_obj_fn)(void *ud, const kube_meta *obj);
+
+size_t kube_informer_len(kube_informer *inf);
+/* ns is "" (or NULL) for cluster-scoped kinds. NULL if absent. */
+const kube_meta *kube_informer_get(kube_informer *inf, const char *ns, const char *name);
+int kube_informer_foreach(kube_informer *inf, kube_obj_fn fn, void *ud);
+/* Pods bound to node `node`. */
+int kube_informer_by_node(kube_informer *inf, const char *node, kube_obj_fn fn, void *ud);
+size_t kube_informer_count_by_node(kube_informer *inf, const char *node);
+/* Pods in namespace ns that consume the ProvisioningRequest ns/name. */
+int kube_informer_by_consumer(kube_informer *inf, const char *ns, const char *name, kube_obj_fn fn, void *ud);
+size_t kube_informer_count_by_consumer(kube_informer *inf, const char *ns, const char *name);
+/* Objects whose label `key` (one of opts.label_indexes) is `value`.
+ * PRD_ENOTFOUND if key is not indexed. */
+int kube_informer_by_label(kube_informer *inf, const char *key, const char *value, kube_obj_fn fn, void *ud);
+
+/* ---- workqueue glue ---- */
+
+/* A handler that adds the object's own key ("ns/name" or "name") to q on
+ * every add, update and delete. */
+kube_handler kube_handler_enqueue(wq *q);
+
+#endif
