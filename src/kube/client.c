@@ -328,7 +328,9 @@ static int setup_handle(kube_client *c, CURL *h, const char *path, const kube_cr
 	curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->o.connect_timeout_ms);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075500
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+#endif
 	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
 	if(c->connect_to) {
 		nl = curl_slist_append(NULL, c->connect_to);
