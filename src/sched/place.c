@@ -518,6 +518,28 @@ static void compact(pctx *c, size_t ng)
 	}
 }
 
+/* The spread constraint whose rounds may be batched, or NULL: exactly one
+ * constraint changes with placement (it matches the pod itself), it is on
+ * zones with maxSkew 1 and a real minimum, and no zone closes after one
+ * copy. Every other constraint is then static for this podSet. */
+static spread_st *round_batching(pctx *c)
+{
+	spread_st *only = NULL;
+	size_t k;
+	if(c->self_anti_zone)
+		return NULL;
+	for(k = 0; k < c->n_sp; k++) {
+		if(!c->sp[k].self)
+			continue;
+		if(only)
+			return NULL;
+		only = &c->sp[k];
+	}
+	if(!only || only->host || only->c->max_skew != 1 || only->m_fixed)
+		return NULL;
+	return only;
+}
+
 static int cmp_size(const void *a, const void *b)
 {
 	size_t x = *(const size_t *)a, y = *(const size_t *)b;
@@ -546,6 +568,7 @@ int sched__place_set(sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod,
 {
 	size_t nz = s->n_zones, ng = nz + 1, g, i, n_touched = 0;
 	int64_t rem = count;
+	spread_st *round_sp;
 	pctx c;
 	int rc;
 
@@ -578,6 +601,7 @@ int sched__place_set(sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod,
 		}
 	for(g = 0; g < nz; g++)
 		w->zcap[g] = c.self_anti_zone ? 1 : INF;
+	round_sp = round_batching(&c);
 
 	while(rem > 0) {
 		size_t best = SIZE_MAX, k;
@@ -601,6 +625,36 @@ int sched__place_set(sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod,
 		}
 		if(best == SIZE_MAX)
 			break;
+		if(round_sp && round_sp->n_at_min == round_sp->n_dom && !c.wildcard &&
+		   rem >= (int64_t)round_sp->n_dom) {
+			/* Balanced zones under maxSkew 1: first fit gives every zone
+			 * one copy per round, each on that zone's first feasible
+			 * node. While every zone has such a node and it can take R
+			 * more copies, R rounds are identical: place them at once. */
+			size_t heads = 0;
+			int64_t rounds = rem / (int64_t)round_sp->n_dom;
+			for(g = 0; g < nz; g++)
+				if(w->gptr[g] < w->gend[g]) {
+					size_t x = w->list[w->gptr[g]];
+					heads++;
+					if(w->cap[x] < rounds)
+						rounds = w->cap[x];
+				}
+			if(heads == round_sp->n_dom && rounds > 1) {
+				for(g = 0; g < nz; g++)
+					if(w->gptr[g] < w->gend[g]) {
+						size_t x = w->list[w->gptr[g]];
+						if(w->placed[x] == 0)
+							w->touched[n_touched++] = x;
+						w->placed[x] += rounds;
+						w->cap[x] -= rounds;
+						round_sp->cnt[g] += rounds;
+					}
+				round_sp->m += rounds;
+				rem -= rounds * (int64_t)heads;
+				continue;
+			}
+		}
 		z = s->nodes[best].zone;
 		take = rem < w->cap[best] ? rem : w->cap[best];
 		if(z >= 0 && w->zcap[z] < take)
@@ -652,7 +706,11 @@ int sched__place_set(sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod,
 	*placed = count - rem;
 	if(*placed == 0)
 		return 0;
-	qsort(w->touched, n_touched, sizeof(size_t), cmp_size);
+	for(i = 1; i < n_touched; i++)
+		if(w->touched[i - 1] > w->touched[i]) {
+			qsort(w->touched, n_touched, sizeof(size_t), cmp_size);
+			break;
+		}
 	if(*gi == SIZE_MAX && (rc = sched__group_new(s, pod, c.req, gi)))
 		return rc;
 	for(i = 0; i < n_touched; i++) {
@@ -676,7 +734,11 @@ void sched__set_result_normalize(sched_set_result *r)
 	size_t i, o = 0;
 	if(r->n_assign < 2)
 		return;
-	qsort(r->assign, r->n_assign, sizeof(*r->assign), cmp_assign);
+	for(i = 1; i < r->n_assign; i++)
+		if(r->assign[i - 1].node > r->assign[i].node) {
+			qsort(r->assign, r->n_assign, sizeof(*r->assign), cmp_assign);
+			break;
+		}
 	for(i = 1; i < r->n_assign; i++) {
 		if(r->assign[i].node == r->assign[o].node)
 			r->assign[o].count += r->assign[i].count;
