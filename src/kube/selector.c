@@ -249,16 +249,16 @@ static void sort_reqs(sel *s)
 	}
 }
 
-/* Append a copy of v to r's values unless `dedup` and it is already there. */
-static int req_add_value(sel_req *r, const char *v, size_t len, bool dedup)
+/* Add a copy of v to r's values unless it is already there: the values are
+ * a set, as in Kubernetes. */
+static int req_add_value(sel_req *r, const char *v, size_t len)
 {
 	char **nv, *copy;
 	size_t i;
 
-	if(dedup)
-		for(i = 0; i < r->nvalues; i++)
-			if(strlen(r->values[i]) == len && memcmp(r->values[i], v, len) == 0)
-				return 0;
+	for(i = 0; i < r->nvalues; i++)
+		if(strlen(r->values[i]) == len && memcmp(r->values[i], v, len) == 0)
+			return 0;
 	copy = str_ndup(v, len);
 	if(!copy)
 		return PRD_ENOMEM;
@@ -383,7 +383,7 @@ static int parse_ident_list(parser *p, sel_req *r)
 		int rc;
 
 		if(t.kind == T_IDENT) {
-			if((rc = req_add_value(r, p->s + t.off, t.len, true)))
+			if((rc = req_add_value(r, p->s + t.off, t.len)))
 				return rc;
 			t2 = peek(p, CTX_VALUES);
 			if(t2.kind == T_COMMA)
@@ -392,14 +392,14 @@ static int parse_ident_list(parser *p, sel_req *r)
 				return 0;
 			return unexpected(p, t2, "',' or ')'");
 		} else if(t.kind == T_COMMA) {
-			if(r->nvalues == 0 && (rc = req_add_value(r, "", 0, true)))
+			if(r->nvalues == 0 && (rc = req_add_value(r, "", 0)))
 				return rc;
 			t2 = peek(p, CTX_VALUES);
 			if(t2.kind == T_RPAREN)
-				return req_add_value(r, "", 0, true);
+				return req_add_value(r, "", 0);
 			if(t2.kind == T_COMMA) {
 				next(p, CTX_VALUES);
-				if((rc = req_add_value(r, "", 0, true)))
+				if((rc = req_add_value(r, "", 0)))
 					return rc;
 			}
 		} else {
@@ -426,7 +426,7 @@ static int parse_set_values(parser *p, sel_req *r)
 	}
 	if(t.kind == T_RPAREN) {
 		next(p, CTX_VALUES);
-		return req_add_value(r, "", 0, true);
+		return req_add_value(r, "", 0);
 	}
 	return unexpected(p, t, "',', ')' or identifier");
 }
@@ -436,10 +436,10 @@ static int parse_exact_value(parser *p, sel_req *r)
 	token t = peek(p, CTX_VALUES);
 
 	if(t.kind == T_END || t.kind == T_COMMA)
-		return req_add_value(r, "", 0, true);
+		return req_add_value(r, "", 0);
 	t = next(p, CTX_VALUES);
 	if(t.kind == T_IDENT)
-		return req_add_value(r, p->s + t.off, t.len, true);
+		return req_add_value(r, p->s + t.off, t.len);
 	return unexpected(p, t, "identifier");
 }
 
@@ -593,7 +593,7 @@ static int json_expr(sel *s, const json_object *e, size_t idx, prd_err *err)
 				return prd_err_set(err, PRD_EINVAL,
 					"matchExpressions[%zu]: values[%zu] must be a string", idx, i);
 			}
-			if(req_add_value(&r, jstr(v), strlen(jstr(v)), false)) {
+			if(req_add_value(&r, jstr(v), strlen(jstr(v)))) {
 				req_clear(&r);
 				return prd_err_set(err, PRD_ENOMEM, "out of memory");
 			}
@@ -638,7 +638,7 @@ int sel_from_json(const json_object *ls, sel **out, prd_err *err)
 				}
 				r.op = SEL_EQUALS;
 				r.key = str_dup(k);
-				if(!r.key || req_add_value(&r, jstr(v), strlen(jstr(v)), false)) {
+				if(!r.key || req_add_value(&r, jstr(v), strlen(jstr(v)))) {
 					req_clear(&r);
 					rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 					break;

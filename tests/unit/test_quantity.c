@@ -68,6 +68,8 @@ static const parse_case parse_cases[] = {
 	{"1025Mi", "1025Mi", B},
 	{"1024Gi", "1Ti", B},
 	{"0.5Mi", "512Ki", B},
+	/* binary, not a multiple of 1024: plain digits, no decimal suffix */
+	{"10701411731687.5Ki", "10958245613248000", B},
 	{"+1Ki", "1Ki", B},
 	/* decimal suffixes */
 	{"5n", "5n", D},

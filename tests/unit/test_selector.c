@@ -288,7 +288,7 @@ static const json_case json_cases[] = {
 	{"{\"matchLabels\":{},\"matchExpressions\":[]}", "", NULL},
 	{"{\"matchLabels\":null}", "", NULL},
 	{"{\"matchLabels\":{\"b\":\"2\",\"a\":\"1\"}}", "a=1,b=2", NULL},
-	{"{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"b\",\"a\"]},"
+	{"{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"b\",\"a\",\"b\"]},"
 		"{\"key\":\"gpu\",\"operator\":\"Exists\"},"
 		"{\"key\":\"spot\",\"operator\":\"DoesNotExist\"},"
 		"{\"key\":\"arch\",\"operator\":\"NotIn\",\"values\":[\"arm64\"]}]}",
