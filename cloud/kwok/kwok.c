@@ -1,0 +1,802 @@
+/* The kwok driver's operations (see docs/drivers.md, "The kwok driver").
+ *
+ * A node group is a Node template. Growing a group creates Node objects
+ * named "<group>-<5 random chars>" that carry the kwok fake-node
+ * annotation, so the kwok controller makes them Ready; shrinking deletes
+ * them. The live Node list (label provreqd.io/node-group=<group>) is the
+ * truth about instances; the driver itself only remembers the nodes fault
+ * injection refused to create, so that instances() can report them as
+ * out-of-resources errors. */
+#include "kwok/kwok.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+
+static kwok_group *find_group(kwok *k, const char *id)
+{
+	size_t i;
+	for(i = 0; id && i < k->ngroups; i++)
+		if(!strcmp(k->groups[i].id, id))
+			return &k->groups[i];
+	return NULL;
+}
+
+static int no_group(prd_cloud_error *err, const char *id)
+{
+	return kwok_fail(err, PRD_CLOUD_ENOTFOUND, "kwok: no node group '%s'", id ? id : "(null)");
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts;
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (ms % 1000) * 1000000L;
+	while(nanosleep(&ts, &ts) == -1)
+		;
+}
+
+/* Apply the configured faults for one call of `op` on `group` (NULL for
+ * calls not about one group): sleep for delays, fail for fail entries, and
+ * lower *succeed (if given) for partial-success entries. */
+static int apply_faults(kwok *k, int op, const char *group, int32_t *succeed, const char **error_code,
+			prd_cloud_error *err)
+{
+	size_t i;
+	for(i = 0; i < k->nfaults; i++) {
+		kwok_fault *f = &k->faults[i];
+		if(f->op != op || f->times == 0 || (f->group && (!group || strcmp(f->group, group))))
+			continue;
+		if(f->times > 0)
+			f->times--;
+		if(f->delay_ms > 0)
+			sleep_ms(f->delay_ms);
+		if(f->fail_message)
+			return kwok_fail(err, f->fail_code, "kwok: %s%s%s: %s", kwok_op_name(op), group ? " " : "",
+					 group ? group : "", f->fail_message);
+		if(f->succeed >= 0 && succeed && f->succeed < *succeed) {
+			*succeed = f->succeed;
+			*error_code = f->error_code;
+		}
+	}
+	return 0;
+}
+
+/* ---- live Nodes ---------------------------------------------------- */
+
+typedef struct live_count {
+	kwok *k;
+} live_count;
+
+static bool node_deleting(json_object *node)
+{
+	return kwok_jstr(kwok_jobj(node, "metadata"), "deletionTimestamp") != NULL;
+}
+
+static int count_node(void *ud, json_object *node)
+{
+	live_count *c = ud;
+	const char *group = kwok_jstr(kwok_jobj(kwok_jobj(node, "metadata"), "labels"), KWOK_GROUP_LABEL);
+	size_t i;
+	if(!group || node_deleting(node))
+		return 0;
+	for(i = 0; i < c->k->ngroups; i++)
+		if(!strcmp(c->k->groups[i].id, group))
+			c->k->groups[i].live++;
+	return 0;
+}
+
+/* Count the live Nodes of every group. */
+static int count_live(kwok *k, prd_cloud_error *err)
+{
+	live_count c = {k};
+	size_t i;
+	for(i = 0; i < k->ngroups; i++)
+		k->groups[i].live = 0;
+	return kwok_list(k, "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL, count_node, &c, err);
+}
+
+/* ---- lifecycle ------------------------------------------------------ */
+
+static void kwok_free(kwok *k)
+{
+	if(!k)
+		return;
+	free(k->template_dir);
+	free(k->cm_namespace);
+	free(k->cm_name);
+	kwok_faults_free(k->faults, k->nfaults);
+	kwok_groups_free(k->groups, k->ngroups);
+	free(k);
+}
+
+static int create_nodes(kwok *k, kwok_group *g, int32_t n, char ***created, int32_t *ncreated,
+			prd_cloud_error *err);
+static void free_names(char **names, int32_t n);
+
+static int kw_init(const prd_cloud_host *host, const char *config, void **state, prd_cloud_error *err)
+{
+	kwok *k = calloc(1, sizeof(*k));
+	size_t i;
+	int rc;
+	if(!k)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	k->host = host;
+	rc = kwok_parse_config(k, config, err);
+	if(!rc)
+		rc = kwok_load_templates(k, &k->groups, &k->ngroups, err);
+	if(!rc)
+		rc = kwok_check_fault_groups(k, err);
+	if(!rc)
+		rc = count_live(k, err);
+	for(i = 0; !rc && k->create_initial && i < k->ngroups; i++) {
+		kwok_group *g = &k->groups[i];
+		char **names = NULL;
+		int32_t n = 0;
+		if(g->live || !g->initial)
+			continue;
+		rc = create_nodes(k, g, g->initial, &names, &n, err);
+		free_names(names, n);
+		if(!rc)
+			kwok_log(k, PRD_CLOUD_LOG_INFO, "kwok: created %d initial nodes of group %s", (int)n, g->id);
+	}
+	if(rc) {
+		kwok_free(k);
+		return rc;
+	}
+	kwok_log(k, PRD_CLOUD_LOG_INFO, "kwok: %zu node groups from %s%s%s%s", k->ngroups,
+		 k->template_dir ? k->template_dir : "ConfigMap ", k->template_dir ? "" : k->cm_namespace,
+		 k->template_dir ? "" : "/", k->template_dir ? "" : k->cm_name);
+	*state = k;
+	return 0;
+}
+
+static void kw_fini(void *state)
+{
+	kwok_free(state);
+}
+
+/* Re-read the templates (a ConfigMap or files may have changed) and count
+ * the live Nodes. On error the previous groups stay in use. The nodes
+ * fault injection refused to create carry over to the new groups. */
+static int kw_refresh(void *state, prd_cloud_error *err)
+{
+	kwok *k = state;
+	kwok_group *groups = NULL, *old = k->groups;
+	size_t n = 0, nold = k->ngroups, i;
+	int rc = apply_faults(k, KWOK_OP_REFRESH, NULL, NULL, NULL, err);
+	if(rc)
+		return rc;
+	rc = kwok_load_templates(k, &groups, &n, err);
+	if(rc)
+		return rc;
+	for(i = 0; i < n; i++) {
+		kwok_group *prev = find_group(k, groups[i].id);
+		if(prev) {
+			groups[i].failed = prev->failed;
+			groups[i].nfailed = prev->nfailed;
+			prev->failed = NULL;
+			prev->nfailed = 0;
+		}
+	}
+	k->groups = groups;
+	k->ngroups = n;
+	rc = kwok_check_fault_groups(k, err);
+	if(!rc)
+		rc = count_live(k, err);
+	if(rc) {
+		/* Back to the old groups (with their refused nodes). */
+		for(i = 0; i < n; i++) {
+			kwok_group *prev;
+			size_t j;
+			for(j = 0, prev = NULL; j < nold; j++)
+				if(!strcmp(old[j].id, groups[i].id))
+					prev = &old[j];
+			if(prev) {
+				prev->failed = groups[i].failed;
+				prev->nfailed = groups[i].nfailed;
+				groups[i].failed = NULL;
+				groups[i].nfailed = 0;
+			}
+		}
+		k->groups = old;
+		k->ngroups = nold;
+		kwok_groups_free(groups, n);
+		return rc;
+	}
+	kwok_groups_free(old, nold);
+	return 0;
+}
+
+/* ---- groups --------------------------------------------------------- */
+
+static int kw_node_groups(void *state, prd_cloud_node_group **out, size_t *count, prd_cloud_error *err)
+{
+	kwok *k = state;
+	prd_cloud_node_group *v;
+	size_t i;
+	int rc = apply_faults(k, KWOK_OP_NODE_GROUPS, NULL, NULL, NULL, err);
+	if(rc)
+		return rc;
+	v = calloc(k->ngroups + 1, sizeof(*v));
+	if(!v)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	for(i = 0; i < k->ngroups; i++) {
+		v[i].id = kwok_strdup(k->groups[i].id);
+		if(!v[i].id) {
+			while(i--)
+				free(v[i].id);
+			free(v);
+			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		}
+		v[i].min_size = k->groups[i].min;
+		v[i].max_size = k->groups[i].max;
+		v[i].target_size = k->groups[i].live + (int32_t)k->groups[i].nfailed;
+	}
+	*out = v;
+	*count = k->ngroups;
+	return 0;
+}
+
+static void kw_release_node_groups(void *state, prd_cloud_node_group *groups, size_t count)
+{
+	size_t i;
+	(void)state;
+	for(i = 0; i < count; i++)
+		free(groups[i].id);
+	free(groups);
+}
+
+/* The group label decides; a Node labelled with a group this driver does
+ * not know belongs to none of its groups. */
+static int kw_node_group_for_node(void *state, const char *node_json, char **group_id, prd_cloud_error *err)
+{
+	kwok *k = state;
+	json_object *node;
+	const char *g;
+	*group_id = NULL;
+	node = node_json ? json_tokener_parse(node_json) : NULL;
+	if(!node || !json_object_is_type(node, json_type_object)) {
+		json_object_put(node);
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: node_group_for_node: the Node is not a JSON object");
+	}
+	g = kwok_jstr(kwok_jobj(kwok_jobj(node, "metadata"), "labels"), KWOK_GROUP_LABEL);
+	if(g && find_group(k, g)) {
+		*group_id = kwok_strdup(g);
+		if(!*group_id) {
+			json_object_put(node);
+			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		}
+	}
+	json_object_put(node);
+	return 0;
+}
+
+/* ---- instances ------------------------------------------------------ */
+
+typedef struct inst_list {
+	prd_cloud_instance *v;
+	size_t n, cap;
+	int32_t live;          /* instances not being deleted */
+} inst_list;
+
+static int inst_push(inst_list *l, prd_cloud_instance *in)
+{
+	if(l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		prd_cloud_instance *b = realloc(l->v, cap * sizeof(*b));
+		if(!b)
+			return -1;
+		l->v = b;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *in;
+	return 0;
+}
+
+static void inst_clear(prd_cloud_instance *v, size_t n)
+{
+	size_t i;
+	for(i = 0; i < n; i++) {
+		free(v[i].id);
+		free(v[i].node_name);
+		free(v[i].error_code);
+		free(v[i].error_message);
+	}
+	free(v);
+}
+
+static bool node_ready(json_object *node)
+{
+	json_object *conds;
+	size_t i, n;
+	if(!json_object_object_get_ex(kwok_jobj(node, "status"), "conditions", &conds) ||
+	   !json_object_is_type(conds, json_type_array))
+		return false;
+	n = json_object_array_length(conds);
+	for(i = 0; i < n; i++) {
+		json_object *c = json_object_array_get_idx(conds, i);
+		const char *t = kwok_jstr(c, "type"), *s = kwok_jstr(c, "status");
+		if(t && !strcmp(t, "Ready"))
+			return s && !strcmp(s, "True");
+	}
+	return false;
+}
+
+static int add_node_instance(void *ud, json_object *node)
+{
+	inst_list *l = ud;
+	prd_cloud_instance in;
+	const char *name = kwok_jstr(kwok_jobj(node, "metadata"), "name");
+	const char *pid = kwok_jstr(kwok_jobj(node, "spec"), "providerID");
+	char id[320];
+	if(!name)
+		return 0;
+	memset(&in, 0, sizeof(in));
+	snprintf(id, sizeof(id), "%s%s", pid && pid[0] ? "" : KWOK_PROVIDER_PREFIX, pid && pid[0] ? pid : name);
+	in.id = kwok_strdup(id);
+	in.node_name = kwok_strdup(name);
+	if(node_deleting(node)) {
+		in.state = PRD_CLOUD_INSTANCE_DELETING;
+	} else {
+		in.state = node_ready(node) ? PRD_CLOUD_INSTANCE_RUNNING : PRD_CLOUD_INSTANCE_CREATING;
+		l->live++;
+	}
+	in.error_class = PRD_CLOUD_ERRCLASS_NONE;
+	if(!in.id || !in.node_name || inst_push(l, &in)) {
+		free(in.id);
+		free(in.node_name);
+		return PRD_CLOUD_ENOMEM;
+	}
+	return 0;
+}
+
+static int kw_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
+			prd_cloud_error *err)
+{
+	kwok *k = state;
+	kwok_group *g = find_group(k, group_id);
+	inst_list l = {NULL, 0, 0, 0};
+	char path[256];
+	size_t i;
+	int rc;
+	if(!g)
+		return no_group(err, group_id);
+	rc = apply_faults(k, KWOK_OP_INSTANCES, g->id, NULL, NULL, err);
+	if(rc)
+		return rc;
+	snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL "%%3D%s", g->id);
+	rc = kwok_list(k, path, add_node_instance, &l, err);
+	if(rc == PRD_CLOUD_ENOMEM)
+		kwok_fail(err, rc, "out of memory");
+	for(i = 0; !rc && i < g->nfailed; i++) {
+		prd_cloud_instance in;
+		char id[320];
+		memset(&in, 0, sizeof(in));
+		snprintf(id, sizeof(id), KWOK_PROVIDER_PREFIX "%s", g->failed[i].name);
+		in.id = kwok_strdup(id);
+		in.state = PRD_CLOUD_INSTANCE_CREATING;
+		in.error_class = PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES;
+		in.error_code = kwok_strdup(g->failed[i].code);
+		in.error_message = kwok_strdup(g->failed[i].message);
+		if(!in.id || !in.error_code || !in.error_message || inst_push(&l, &in)) {
+			free(in.id);
+			free(in.error_code);
+			free(in.error_message);
+			rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		}
+	}
+	if(rc) {
+		inst_clear(l.v, l.n);
+		return rc;
+	}
+	g->live = l.live;
+	*out = l.v ? l.v : calloc(1, sizeof(prd_cloud_instance));
+	if(!*out)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	*count = l.n;
+	return 0;
+}
+
+static void kw_release_instances(void *state, prd_cloud_instance *v, size_t count)
+{
+	(void)state;
+	inst_clear(v, count);
+}
+
+static int kw_template_node(void *state, const char *group_id, char **node_json, prd_cloud_error *err)
+{
+	kwok *k = state;
+	kwok_group *g = find_group(k, group_id);
+	json_object *node, *conds, *ready;
+	char name[96];
+	int rc;
+	if(!g)
+		return no_group(err, group_id);
+	rc = apply_faults(k, KWOK_OP_TEMPLATE_NODE, g->id, NULL, NULL, err);
+	if(rc)
+		return rc;
+	snprintf(name, sizeof(name), "%s-template", g->id);
+	node = kwok_node_for_group(g, name);
+	if(!node)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	/* A new node of the group will be Ready: say so, as a real one would. */
+	conds = json_object_new_array();
+	ready = json_object_new_object();
+	json_object_object_add(ready, "type", json_object_new_string("Ready"));
+	json_object_object_add(ready, "status", json_object_new_string("True"));
+	json_object_array_add(conds, ready);
+	json_object_object_add(kwok_jobj(node, "status"), "conditions", conds);
+	*node_json = kwok_strdup(json_object_to_json_string_ext(node, JSON_C_TO_STRING_PLAIN |
+									   JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(node);
+	return *node_json ? 0 : kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+}
+
+/* ---- growing -------------------------------------------------------- */
+
+static void free_names(char **names, int32_t n)
+{
+	int32_t i;
+	for(i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* Create `n` Nodes of the group; *created (caller frees with free_names)
+ * lists the names of those that were created, even when an error stops
+ * the loop part way. A random name that already exists is replaced. */
+static int create_nodes(kwok *k, kwok_group *g, int32_t n, char ***created, int32_t *ncreated,
+			prd_cloud_error *err)
+{
+	char **names = calloc((size_t)n + 1, sizeof(*names));
+	int32_t i;
+	int rc = 0;
+	*created = names;
+	*ncreated = 0;
+	if(!names)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	for(i = 0; i < n && !rc; i++) {
+		int attempt;
+		for(attempt = 0;; attempt++) {
+			char name[80], suffix[6];
+			json_object *node;
+			long status = 0;
+			kwok_random_suffix(k, suffix);
+			snprintf(name, sizeof(name), "%s-%s", g->id, suffix);
+			node = kwok_node_for_group(g, name);
+			if(!node) {
+				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+				break;
+			}
+			rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, node, NULL, &status, err);
+			json_object_put(node);
+			if(rc && status == 409 && attempt < 8)
+				continue; /* the name is taken: draw another */
+			if(!rc) {
+				names[i] = kwok_strdup(name);
+				if(!names[i]) {
+					/* The Node exists but we cannot remember it:
+					 * it still counts as live. */
+					g->live++;
+					rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+					break;
+				}
+				(*ncreated)++;
+				g->live++;
+			}
+			break;
+		}
+	}
+	return rc;
+}
+
+/* Delete a Node by name, only if it still has `uid` (when given). A Node
+ * that is already gone counts as deleted. */
+static int delete_node(kwok *k, const char *name, const char *uid, prd_cloud_error *err)
+{
+	char path[320];
+	json_object *opts = NULL;
+	long status = 0;
+	int rc;
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
+	if(uid) {
+		json_object *pre = json_object_new_object();
+		opts = json_object_new_object();
+		json_object_object_add(opts, "apiVersion", json_object_new_string("v1"));
+		json_object_object_add(opts, "kind", json_object_new_string("DeleteOptions"));
+		json_object_object_add(pre, "uid", json_object_new_string(uid));
+		json_object_object_add(opts, "preconditions", pre);
+	}
+	rc = kwok_request(k, "DELETE", path, NULL, opts, NULL, &status, err);
+	json_object_put(opts);
+	if(rc && status == 404)
+		return 0;
+	return rc;
+}
+
+/* Delete the nodes an atomic increase created. Returns 0 or the first
+ * error (the message appended to `why`). */
+static int roll_back(kwok *k, kwok_group *g, char **names, int32_t n, char *why, size_t why_len)
+{
+	int32_t i;
+	int rc = 0;
+	for(i = 0; i < n; i++) {
+		prd_cloud_error e = {0, ""};
+		int r = delete_node(k, names[i], NULL, &e);
+		if(r) {
+			size_t len = strlen(why);
+			if(!rc)
+				snprintf(why + len, why_len - len, "; rolling back, deleting %s failed: %s", names[i],
+					 e.message);
+			rc = r;
+		} else {
+			g->live--;
+		}
+	}
+	return rc;
+}
+
+static int add_failed(kwok *k, kwok_group *g, int32_t n, const char *code, int32_t asked)
+{
+	kwok_failed *v = realloc(g->failed, (g->nfailed + (size_t)n) * sizeof(*v));
+	int32_t i;
+	if(!v)
+		return -1;
+	g->failed = v;
+	for(i = 0; i < n; i++) {
+		char name[80], suffix[6], msg[256];
+		kwok_random_suffix(k, suffix);
+		snprintf(name, sizeof(name), "%s-%s", g->id, suffix);
+		snprintf(msg, sizeof(msg),
+			 "kwok fault injection: no capacity for %d of the %d nodes requested in group %s",
+			 (int)n, (int)asked, g->id);
+		v[g->nfailed].name = kwok_strdup(name);
+		v[g->nfailed].code = kwok_strdup(code);
+		v[g->nfailed].message = kwok_strdup(msg);
+		if(!v[g->nfailed].name || !v[g->nfailed].code || !v[g->nfailed].message) {
+			free(v[g->nfailed].name);
+			free(v[g->nfailed].code);
+			free(v[g->nfailed].message);
+			return -1;
+		}
+		g->nfailed++;
+	}
+	return 0;
+}
+
+/* increase_size and atomic_increase_size. Both check the maximum first.
+ * When fault injection lets only k of n nodes through, the plain form
+ * keeps the k and reports the rest through instances(); the atomic form
+ * deletes the k again (as it does when the API fails part way) and
+ * returns PRD_CLOUD_EAGAIN. */
+static int grow(kwok *k, const char *group_id, int32_t delta, bool atomic, prd_cloud_error *err)
+{
+	kwok_group *g = find_group(k, group_id);
+	const char *error_code = NULL;
+	int32_t target, succeed = delta, ncreated = 0;
+	char **created = NULL;
+	prd_cloud_error e = {0, ""};
+	int rc;
+	if(!g)
+		return no_group(err, group_id);
+	if(delta <= 0)
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: group %s: the increase must be positive, got %d", g->id,
+				 (int)delta);
+	target = g->live + (int32_t)g->nfailed;
+	if(delta > g->max - target)
+		return kwok_fail(err, PRD_CLOUD_ERANGE,
+				 "kwok: group %s: increasing the size from %d by %d would exceed its maximum size %d",
+				 g->id, (int)target, (int)delta, (int)g->max);
+	rc = apply_faults(k, atomic ? KWOK_OP_ATOMIC_INCREASE : KWOK_OP_INCREASE, g->id, &succeed, &error_code,
+			  err);
+	if(rc)
+		return rc;
+	rc = create_nodes(k, g, succeed, &created, &ncreated, &e);
+	if(!rc && succeed < delta) {
+		if(atomic) {
+			rc = kwok_fail(&e, PRD_CLOUD_EAGAIN,
+				       "kwok: group %s: %s: only %d of %d nodes could be created (fault injection); "
+				       "all-or-nothing, so none are kept",
+				       g->id, error_code, (int)succeed, (int)delta);
+		} else if(add_failed(k, g, delta - succeed, error_code, delta)) {
+			rc = kwok_fail(&e, PRD_CLOUD_ENOMEM, "out of memory");
+		} else {
+			kwok_log(k, PRD_CLOUD_LOG_WARN,
+				 "kwok: group %s: created %d of %d nodes; %d reported as %s (fault injection)", g->id,
+				 (int)succeed, (int)delta, (int)(delta - succeed), error_code);
+		}
+	}
+	if(rc && atomic && ncreated) {
+		int r = roll_back(k, g, created, ncreated, e.message, sizeof(e.message));
+		if(r)
+			rc = r;
+	}
+	free_names(created, ncreated);
+	return rc ? kwok_fail(err, rc, "%s", e.message) : 0;
+}
+
+static int kw_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
+{
+	return grow(state, group_id, delta, false, err);
+}
+
+static int kw_atomic_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
+{
+	return grow(state, group_id, delta, true, err);
+}
+
+/* ---- shrinking ------------------------------------------------------ */
+
+static ssize_t failed_index(const kwok_group *g, const char *name)
+{
+	size_t i;
+	const char *bare = strncmp(name, KWOK_PROVIDER_PREFIX, strlen(KWOK_PROVIDER_PREFIX))
+				   ? name
+				   : name + strlen(KWOK_PROVIDER_PREFIX);
+	for(i = 0; i < g->nfailed; i++)
+		if(!strcmp(g->failed[i].name, bare))
+			return (ssize_t)i;
+	return -1;
+}
+
+static void drop_failed(kwok_group *g, size_t i)
+{
+	free(g->failed[i].name);
+	free(g->failed[i].code);
+	free(g->failed[i].message);
+	g->failed[i] = g->failed[--g->nfailed];
+}
+
+/* Delete exactly the named Nodes, after checking every one of them is a
+ * Node of this group (a name of a node fault injection refused to create
+ * clears that entry). Nothing is deleted when any name is wrong or the
+ * group would go below its minimum. */
+static int kw_delete_nodes(void *state, const char *group_id, const char *const *names, size_t count,
+			   prd_cloud_error *err)
+{
+	kwok *k = state;
+	kwok_group *g = find_group(k, group_id);
+	char **uids = NULL;
+	bool *pending = NULL;
+	size_t i, j, nreal = 0;
+	int rc = 0;
+	if(!g)
+		return no_group(err, group_id);
+	if(!count)
+		return 0;
+	rc = apply_faults(k, KWOK_OP_DELETE, g->id, NULL, NULL, err);
+	if(rc)
+		return rc;
+	uids = calloc(count, sizeof(*uids));
+	pending = calloc(count, sizeof(*pending));
+	if(!uids || !pending) {
+		rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		goto done;
+	}
+	for(i = 0; i < count && !rc; i++) {
+		char path[320];
+		json_object *node = NULL;
+		const char *label, *uid;
+		if(!names[i] || !names[i][0] || strchr(names[i], '/') != NULL) {
+			if(names[i] && failed_index(g, names[i]) >= 0) {
+				pending[i] = true;
+				continue;
+			}
+			rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: group %s: '%s' is not a node name", g->id,
+				       names[i] ? names[i] : "(null)");
+			break;
+		}
+		for(j = 0; j < i; j++)
+			if(!strcmp(names[j], names[i]))
+				break;
+		if(j < i) {
+			rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: group %s: node %s is listed twice", g->id, names[i]);
+			break;
+		}
+		if(failed_index(g, names[i]) >= 0) {
+			pending[i] = true;
+			continue;
+		}
+		snprintf(path, sizeof(path), "/api/v1/nodes/%s", names[i]);
+		rc = kwok_request(k, "GET", path, NULL, NULL, &node, NULL, err);
+		if(rc == PRD_CLOUD_ENOTFOUND) {
+			rc = kwok_fail(err, PRD_CLOUD_ENOTFOUND, "kwok: group %s has no node %s", g->id, names[i]);
+		} else if(!rc) {
+			label = kwok_jstr(kwok_jobj(kwok_jobj(node, "metadata"), "labels"), KWOK_GROUP_LABEL);
+			uid = kwok_jstr(kwok_jobj(node, "metadata"), "uid");
+			if(!label || strcmp(label, g->id))
+				rc = kwok_fail(err, PRD_CLOUD_EINVAL,
+					       "kwok: node %s is not in group %s (its %s label is '%s'); nothing deleted",
+					       names[i], g->id, KWOK_GROUP_LABEL, label ? label : "");
+			else if(!node_deleting(node))
+				nreal++;
+			if(!rc && uid && !(uids[i] = kwok_strdup(uid)))
+				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		}
+		json_object_put(node);
+	}
+	if(!rc && nreal && g->live - (int32_t)nreal < g->min)
+		rc = kwok_fail(err, PRD_CLOUD_ERANGE,
+			       "kwok: group %s: deleting %zu of its %d nodes would go below its minimum size %d", g->id,
+			       nreal, (int)g->live, (int)g->min);
+	for(i = 0; i < count && !rc; i++) {
+		if(pending[i]) {
+			ssize_t at = failed_index(g, names[i]);
+			if(at >= 0)
+				drop_failed(g, (size_t)at);
+			continue;
+		}
+		rc = delete_node(k, names[i], uids[i], err);
+		if(!rc && g->live > 0)
+			g->live--;
+	}
+done:
+	for(i = 0; uids && i < count; i++)
+		free(uids[i]);
+	free(uids);
+	free(pending);
+	return rc;
+}
+
+/* Cancel nodes requested but never created: only the ones fault injection
+ * refused, because every other kwok node exists as soon as it is asked
+ * for. */
+static int kw_decrease_target(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
+{
+	kwok *k = state;
+	kwok_group *g = find_group(k, group_id);
+	int rc;
+	if(!g)
+		return no_group(err, group_id);
+	if(delta <= 0)
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: group %s: the decrease must be positive, got %d", g->id,
+				 (int)delta);
+	rc = apply_faults(k, KWOK_OP_DECREASE, g->id, NULL, NULL, err);
+	if(rc)
+		return rc;
+	if((size_t)delta > g->nfailed)
+		return kwok_fail(err, PRD_CLOUD_ERANGE,
+				 "kwok: group %s: cannot lower the target by %d: only %zu requested nodes are not "
+				 "created yet (delete nodes to go lower)",
+				 g->id, (int)delta, g->nfailed);
+	while(delta-- > 0)
+		drop_failed(g, g->nfailed - 1);
+	return 0;
+}
+
+static void kw_release_string(void *state, char *s)
+{
+	(void)state;
+	free(s);
+}
+
+static const prd_cloud_driver descriptor = {
+	.abi_major = PRD_CLOUD_ABI_MAJOR,
+	.abi_minor = PRD_CLOUD_ABI_MINOR,
+	.struct_size = sizeof(prd_cloud_driver),
+	.name = "kwok",
+	.init = kw_init,
+	.fini = kw_fini,
+	.refresh = kw_refresh,
+	.node_groups = kw_node_groups,
+	.release_node_groups = kw_release_node_groups,
+	.node_group_for_node = kw_node_group_for_node,
+	.instances = kw_instances,
+	.release_instances = kw_release_instances,
+	.template_node = kw_template_node,
+	.increase_size = kw_increase,
+	.atomic_increase_size = kw_atomic_increase,
+	.delete_nodes = kw_delete_nodes,
+	.decrease_target_size = kw_decrease_target,
+	.release_string = kw_release_string,
+};
+
+const prd_cloud_driver *provreqd_cloud_driver(void);
+
+const prd_cloud_driver *provreqd_cloud_driver(void)
+{
+	return &descriptor;
+}

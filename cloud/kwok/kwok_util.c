@@ -1,0 +1,195 @@
+/* Helpers of the kwok driver: error messages, logging through the host,
+ * JSON access, and kube-apiserver requests through host->kube_request. */
+#include "kwok/kwok.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+int kwok_fail(prd_cloud_error *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+	if(err) {
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+void kwok_log(const kwok *k, int level, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	if(!k->host || !k->host->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	k->host->log(k->host->ctx, level, line);
+}
+
+char *kwok_strdup(const char *s)
+{
+	size_t n;
+	char *p;
+	if(!s)
+		return NULL;
+	n = strlen(s) + 1;
+	p = malloc(n);
+	if(p)
+		memcpy(p, s, n);
+	return p;
+}
+
+const char *kwok_jstr(json_object *obj, const char *key)
+{
+	json_object *v;
+	if(!obj || !json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+json_object *kwok_jobj(json_object *obj, const char *key)
+{
+	json_object *v;
+	if(!obj || !json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_object))
+		return NULL;
+	return v;
+}
+
+int kwok_request(kwok *k, const char *method, const char *path, const char *content_type,
+		 json_object *body, json_object **out, long *http_status, prd_cloud_error *err)
+{
+	const char *text = NULL;
+	size_t text_len = 0, resp_len = 0;
+	char *resp = NULL;
+	long status = 0;
+	prd_cloud_error e;
+	int rc;
+
+	if(out)
+		*out = NULL;
+	if(body) {
+		text = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+		if(!text)
+			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		text_len = strlen(text);
+		if(!content_type)
+			content_type = "application/json";
+	}
+	memset(&e, 0, sizeof(e));
+	rc = k->host->kube_request(k->host->ctx, method, path, content_type, text, text_len, &status, &resp,
+				   &resp_len, &e);
+	if(http_status)
+		*http_status = status;
+	if(rc) {
+		if(resp)
+			k->host->free(k->host->ctx, resp);
+		if(!e.message[0])
+			snprintf(e.message, sizeof(e.message), "HTTP %ld", status);
+		return kwok_fail(err, rc, "%s %s: %s", method, path, e.message);
+	}
+	if(out && resp && resp_len) {
+		*out = json_tokener_parse(resp);
+		if(!*out) {
+			k->host->free(k->host->ctx, resp);
+			return kwok_fail(err, PRD_CLOUD_EIO, "%s %s: the answer is not JSON", method, path);
+		}
+	}
+	if(resp)
+		k->host->free(k->host->ctx, resp);
+	return 0;
+}
+
+/* Percent-encode `s` for a query string into out (size n); false if cut. */
+static bool query_escape(const char *s, char *out, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+	for(; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			     c == '-' || c == '_' || c == '.' || c == '~';
+		if(o + (plain ? 1 : 3) >= n)
+			return false;
+		if(plain) {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	out[o] = '\0';
+	return true;
+}
+
+int kwok_list(kwok *k, const char *path, int (*fn)(void *ud, json_object *item), void *ud,
+	      prd_cloud_error *err)
+{
+	char *cont = NULL;
+	int rc = 0;
+	do {
+		char page[2048], token[1024] = "";
+		json_object *list = NULL, *items;
+		const char *next;
+		size_t i, n;
+		bool fits = !cont || query_escape(cont, token, sizeof(token));
+		int w = snprintf(page, sizeof(page), "%s%slimit=500%s%s", path, strchr(path, '?') ? "&" : "?",
+				 cont ? "&continue=" : "", token);
+		free(cont);
+		cont = NULL;
+		if(!fits || w < 0 || (size_t)w >= sizeof(page))
+			return kwok_fail(err, PRD_CLOUD_EINVAL, "list path too long: %s", path);
+		rc = kwok_request(k, "GET", page, NULL, NULL, &list, NULL, err);
+		if(rc)
+			return rc;
+		if(!list || !json_object_object_get_ex(list, "items", &items) ||
+		   !json_object_is_type(items, json_type_array)) {
+			json_object_put(list);
+			return kwok_fail(err, PRD_CLOUD_EIO, "GET %s: the answer is not a list", path);
+		}
+		n = json_object_array_length(items);
+		for(i = 0; i < n && !rc; i++)
+			rc = fn(ud, json_object_array_get_idx(items, i));
+		next = kwok_jstr(kwok_jobj(list, "metadata"), "continue");
+		if(!rc && next && next[0]) {
+			cont = kwok_strdup(next);
+			if(!cont)
+				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		}
+		json_object_put(list);
+	} while(!rc && cont);
+	free(cont);
+	return rc;
+}
+
+/* The alphabet apiserver's generateName uses: no vowels (no words), no
+ * look-alike characters. */
+static const char suffix_alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+
+void kwok_random_suffix(kwok *k, char out[6])
+{
+	unsigned char b[5];
+	size_t i;
+	if(getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+		/* No entropy yet (early boot): an xorshift seeded from the clock
+		 * still differs between calls; apiserver refuses duplicates and
+		 * the caller retries with another name. */
+		if(!k->rng)
+			k->rng = (uint64_t)k->host->now_ns(k->host->ctx) | 1;
+		for(i = 0; i < sizeof(b); i++) {
+			k->rng ^= k->rng << 13;
+			k->rng ^= k->rng >> 7;
+			k->rng ^= k->rng << 17;
+			b[i] = (unsigned char)(k->rng >> 24);
+		}
+	}
+	for(i = 0; i < sizeof(b); i++)
+		out[i] = suffix_alphabet[b[i] % (sizeof(suffix_alphabet) - 1)];
+	out[5] = '\0';
+}

@@ -1,0 +1,732 @@
+/* The kwok driver, loaded from its built module through the loader, with
+ * host services whose kube_request is the in-memory API. */
+#include "testutil.h"
+#include "driver/host.h"
+#include "driver/host_kube.h"
+#include "driver/loader.h"
+#include "kube/memapi.h"
+#include "util/yamljson.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static memapi *m;
+static clk fake;
+static cloud_host_impl host;
+static cloud_drivers set;
+static cloud_driver *drv;
+static char logbuf[8192];
+
+static const char *module_path(void)
+{
+	static char path[1024];
+	const char *b = getenv("PRD_BUILDDIR");
+	snprintf(path, sizeof(path), "%s/cloud/kwok/.libs/kwok.so", b ? b : ".");
+	return path;
+}
+
+static const char *nodegroups_dir(void)
+{
+	static char path[1024];
+	const char *s = getenv("PRD_SRCDIR");
+	snprintf(path, sizeof(path), "%s/templates/nodegroups", s ? s : "..");
+	return path;
+}
+
+/* Keeps the driver's log lines so tests can check what it said. */
+static void capture_log(void *ctx, int level, const char *message)
+{
+	size_t len = strlen(logbuf);
+	(void)ctx;
+	snprintf(logbuf + len, sizeof(logbuf) - len, "%d %s\n", level, message);
+}
+
+static void teardown(void)
+{
+	cloud_drivers_free(&set);
+	drv = NULL;
+	memapi_free(m);
+	m = NULL;
+}
+
+static void fresh_api(void)
+{
+	teardown();
+	clk_fake_init(&fake, 1714557600LL * PRD_NS_PER_SEC);
+	CU_ASSERT_EQUAL_FATAL(memapi_new(&fake, 0, &m), 0);
+	cloud_host_init(&host, "driver/kwok", &fake, cloud_host_memapi_request, m);
+	host.host.log = capture_log;
+	logbuf[0] = '\0';
+	cloud_drivers_init(&set);
+}
+
+/* Load the driver with this config (printf-style); returns the loader's
+ * code and leaves the message in *e. */
+static int load_cfg(prd_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int load_cfg(prd_err *e, const char *fmt, ...)
+{
+	char cfg[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cfg, sizeof(cfg), fmt, ap);
+	va_end(ap);
+	prd_err_clear(e);
+	drv = NULL;
+	return cloud_drivers_load(&set, module_path(), &host.host, cfg, &drv, e);
+}
+
+/* A fresh store and the driver loaded on the shipped templates plus an
+ * optional extra config text. */
+static void start(const char *extra)
+{
+	prd_err e;
+	int rc;
+	fresh_api();
+	rc = load_cfg(&e, "templateDir: %s\n%s", nodegroups_dir(), extra ? extra : "");
+	if(rc)
+		fprintf(stderr, "load: %s\n", e.msg);
+	CU_ASSERT_EQUAL_FATAL(rc, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv);
+}
+
+static json_object *api(const char *method, const char *path, const char *body, long *status)
+{
+	char *resp = NULL;
+	size_t len = 0;
+	long st = 0;
+	json_object *o;
+	memapi_request(m, method, path, body ? "application/json" : NULL, body, body ? strlen(body) : 0, &st,
+		       &resp, &len);
+	if(status)
+		*status = st;
+	o = resp ? json_tokener_parse(resp) : NULL;
+	free(resp);
+	return o;
+}
+
+/* The Nodes labelled with `group`, as a new array (caller puts). */
+static json_object *group_nodes(const char *group)
+{
+	char path[256];
+	json_object *list, *items;
+	snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=provreqd.io%%2Fnode-group%%3D%s", group);
+	list = api("GET", path, NULL, NULL);
+	items = json_object_get(json_object_object_get(list, "items"));
+	json_object_put(list);
+	return items;
+}
+
+static size_t count_nodes(const char *group)
+{
+	json_object *items = group_nodes(group);
+	size_t n = items ? json_object_array_length(items) : 0;
+	json_object_put(items);
+	return n;
+}
+
+static const char *path_str(json_object *o, const char *a, const char *b, const char *c)
+{
+	json_object *v = json_object_object_get(o, a);
+	if(b)
+		v = json_object_object_get(v, b);
+	if(c)
+		v = json_object_object_get(v, c);
+	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static const char *name_of(json_object *node)
+{
+	return path_str(node, "metadata", "name", NULL);
+}
+
+static int32_t target_of(const char *group)
+{
+	prd_cloud_node_group *g = NULL;
+	size_t n = 0, i;
+	int32_t t = -1;
+	prd_cloud_error e = {0, ""};
+	CU_ASSERT_EQUAL_FATAL(drv->api->node_groups(drv->state, &g, &n, &e), 0);
+	for(i = 0; i < n; i++)
+		if(!strcmp(g[i].id, group))
+			t = g[i].target_size;
+	drv->api->release_node_groups(drv->state, g, n);
+	return t;
+}
+
+typedef struct inst_summary {
+	size_t total, running, creating, deleting, oor;
+	char first_errored[128];
+	char code[64];
+} inst_summary;
+
+static inst_summary instances_of(const char *group)
+{
+	prd_cloud_instance *v = NULL;
+	size_t n = 0, i;
+	prd_cloud_error e = {0, ""};
+	inst_summary s;
+	memset(&s, 0, sizeof(s));
+	CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, group, &v, &n, &e), 0);
+	s.total = n;
+	for(i = 0; i < n; i++) {
+		if(v[i].error_class == PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES) {
+			s.oor++;
+			CU_ASSERT_PTR_NULL(v[i].node_name);
+			CU_ASSERT_PTR_NOT_NULL(v[i].error_message);
+			if(!s.first_errored[0]) {
+				snprintf(s.first_errored, sizeof(s.first_errored), "%s", v[i].id);
+				snprintf(s.code, sizeof(s.code), "%s", v[i].error_code ? v[i].error_code : "");
+			}
+		} else {
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_NONE);
+			CU_ASSERT_PTR_NOT_NULL(v[i].node_name);
+		}
+		s.running += v[i].state == PRD_CLOUD_INSTANCE_RUNNING;
+		s.creating += v[i].state == PRD_CLOUD_INSTANCE_CREATING;
+		s.deleting += v[i].state == PRD_CLOUD_INSTANCE_DELETING;
+	}
+	drv->api->release_instances(drv->state, v, n);
+	return s;
+}
+
+static bool suffix_ok(const char *name, const char *group)
+{
+	size_t gl = strlen(group), i;
+	if(strncmp(name, group, gl) || name[gl] != '-' || strlen(name) != gl + 6)
+		return false;
+	for(i = gl + 1; name[i]; i++)
+		if(!strchr("bcdfghjklmnpqrstvwxz2456789", name[i]))
+			return false;
+	return true;
+}
+
+static void test_increase_creates_nodes(void)
+{
+	prd_cloud_error e = {0, ""};
+	json_object *items;
+	size_t i;
+	char provider[128];
+	start(NULL);
+	CU_ASSERT_EQUAL(target_of("general"), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 5, &e), 0);
+	items = group_nodes("general");
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(items), 5);
+	for(i = 0; i < 5; i++) {
+		json_object *n = json_object_array_get_idx(items, i);
+		const char *name = name_of(n);
+		CU_ASSERT_TRUE(suffix_ok(name, "general"));
+		CU_ASSERT_STRING_EQUAL(path_str(n, "metadata", "annotations", "kwok.x-k8s.io/node"), "fake");
+		CU_ASSERT_PTR_NULL(path_str(n, "metadata", "annotations", "provreqd.io/max-size"));
+		CU_ASSERT_STRING_EQUAL(path_str(n, "metadata", "labels", "provreqd.io/node-group"), "general");
+		CU_ASSERT_STRING_EQUAL(path_str(n, "metadata", "labels", "kubernetes.io/hostname"), name);
+		CU_ASSERT_STRING_EQUAL(path_str(n, "metadata", "labels", "node.kubernetes.io/instance-type"),
+				       "kwok-general-4x16");
+		snprintf(provider, sizeof(provider), "kwok://%s", name);
+		CU_ASSERT_STRING_EQUAL(path_str(n, "spec", "providerID", NULL), provider);
+		CU_ASSERT_STRING_EQUAL(path_str(n, "status", "capacity", "cpu"), "4");
+		CU_ASSERT_STRING_EQUAL(path_str(n, "status", "capacity", "memory"), "16Gi");
+		CU_ASSERT_STRING_EQUAL(path_str(n, "status", "allocatable", "cpu"), "3900m");
+		CU_ASSERT_STRING_EQUAL(path_str(n, "status", "allocatable", "memory"), "15Gi");
+		CU_ASSERT_PTR_NULL(json_object_object_get(json_object_object_get(n, "spec"), "taints"));
+	}
+	/* Five distinct names. */
+	for(i = 0; i < 5; i++) {
+		size_t j;
+		for(j = i + 1; j < 5; j++)
+			CU_ASSERT_STRING_NOT_EQUAL(name_of(json_object_array_get_idx(items, i)),
+						   name_of(json_object_array_get_idx(items, j)));
+	}
+	json_object_put(items);
+	CU_ASSERT_EQUAL(target_of("general"), 5);
+	CU_ASSERT_EQUAL(count_nodes("gpu"), 0);
+
+	/* The GPU group's nodes carry its taint and extended resource. */
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "gpu", 1, &e), 0);
+	items = group_nodes("gpu");
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(items), 1);
+	{
+		json_object *n = json_object_array_get_idx(items, 0), *t;
+		t = json_object_object_get(json_object_object_get(n, "spec"), "taints");
+		CU_ASSERT_EQUAL_FATAL(json_object_array_length(t), 1);
+		CU_ASSERT_STRING_EQUAL(path_str(json_object_array_get_idx(t, 0), "key", NULL, NULL), "nvidia.com/gpu");
+		CU_ASSERT_STRING_EQUAL(path_str(json_object_array_get_idx(t, 0), "effect", NULL, NULL), "NoSchedule");
+		CU_ASSERT_STRING_EQUAL(path_str(n, "status", "allocatable", "nvidia.com/gpu"), "4");
+	}
+	json_object_put(items);
+}
+
+static void test_instances_states(void)
+{
+	prd_cloud_error e = {0, ""};
+	json_object *items, *o;
+	inst_summary s;
+	char path[256], body[512];
+	long st;
+	start(NULL);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 3, &e), 0);
+	s = instances_of("general");
+	CU_ASSERT_EQUAL(s.total, 3);
+	CU_ASSERT_EQUAL(s.creating, 3);
+	/* The kwok controller marks a node Ready: that instance is Running. */
+	items = group_nodes("general");
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", name_of(json_object_array_get_idx(items, 0)));
+	snprintf(body, sizeof(body), "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+	o = api("PATCH", path, body, &st);
+	CU_ASSERT_EQUAL(st, 200);
+	json_object_put(o);
+	json_object_put(items);
+	s = instances_of("general");
+	CU_ASSERT_EQUAL(s.running, 1);
+	CU_ASSERT_EQUAL(s.creating, 2);
+	/* A node being deleted is Deleting and leaves the target size. */
+	o = api("POST", "/api/v1/nodes",
+		"{\"metadata\":{\"name\":\"general-leave\",\"deletionTimestamp\":\"2024-05-01T10:00:00Z\","
+		"\"labels\":{\"provreqd.io/node-group\":\"general\"}}}",
+		&st);
+	CU_ASSERT_EQUAL(st, 201);
+	json_object_put(o);
+	s = instances_of("general");
+	CU_ASSERT_EQUAL(s.total, 4);
+	CU_ASSERT_EQUAL(s.deleting, 1);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 3);
+}
+
+/* Delete exactly the named nodes; a wrong name anywhere deletes nothing. */
+static void test_delete_exact(void)
+{
+	prd_cloud_error e = {0, ""};
+	json_object *items, *left;
+	const char *del[2], *other[2];
+	char keep[3][64];
+	size_t i;
+	start(NULL);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 5, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "gpu", 1, &e), 0);
+	items = group_nodes("general");
+	del[0] = name_of(json_object_array_get_idx(items, 1));
+	del[1] = name_of(json_object_array_get_idx(items, 3));
+	snprintf(keep[0], sizeof(keep[0]), "%s", name_of(json_object_array_get_idx(items, 0)));
+	snprintf(keep[1], sizeof(keep[1]), "%s", name_of(json_object_array_get_idx(items, 2)));
+	snprintf(keep[2], sizeof(keep[2]), "%s", name_of(json_object_array_get_idx(items, 4)));
+
+	/* A node of another group, or one that does not exist: refused, and
+	 * the valid name in the same call is not deleted either. */
+	left = group_nodes("gpu");
+	other[0] = del[0];
+	other[1] = name_of(json_object_array_get_idx(left, 0));
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "general", other, 2, &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "is not in group general"));
+	json_object_put(left);
+	other[1] = "general-zzzzz";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "general", other, 2, &e), PRD_CLOUD_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "general-zzzzz"));
+	CU_ASSERT_EQUAL(count_nodes("general"), 5);
+	CU_ASSERT_EQUAL(count_nodes("gpu"), 1);
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "nosuch", del, 2, &e), PRD_CLOUD_ENOTFOUND);
+
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "general", del, 2, &e), 0);
+	json_object_put(items);
+	left = group_nodes("general");
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(left), 3);
+	for(i = 0; i < 3; i++) {
+		const char *n = name_of(json_object_array_get_idx(left, i));
+		CU_ASSERT_TRUE(!strcmp(n, keep[0]) || !strcmp(n, keep[1]) || !strcmp(n, keep[2]));
+	}
+	json_object_put(left);
+	CU_ASSERT_EQUAL(target_of("general"), 3);
+	CU_ASSERT_EQUAL(count_nodes("gpu"), 1);
+}
+
+static void test_min_max(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_err pe;
+	json_object *items;
+	const char *names[2];
+	start(NULL);
+	/* general: max 10. */
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 11, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "would exceed its maximum size 10"));
+	CU_ASSERT_EQUAL(count_nodes("general"), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 8, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 3, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_EQUAL(drv->api->atomic_increase_size(drv->state, "general", 3, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_EQUAL(count_nodes("general"), 8);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 2, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 0, &e), PRD_CLOUD_EINVAL);
+
+	/* bounded: min 2, max 3 (the annotation given as a YAML integer). */
+	fresh_api();
+	if(load_cfg(&pe, "templateDir: %s\n", test_srcpath("fixtures/drivers/kwok-sized")))
+		fprintf(stderr, "load: %s\n", pe.msg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv);
+	{
+		prd_cloud_node_group *g = NULL;
+		size_t n = 0;
+		CU_ASSERT_EQUAL_FATAL(drv->api->node_groups(drv->state, &g, &n, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(n, 1);
+		CU_ASSERT_STRING_EQUAL(g[0].id, "bounded");
+		CU_ASSERT_EQUAL(g[0].min_size, 2);
+		CU_ASSERT_EQUAL(g[0].max_size, 3);
+		drv->api->release_node_groups(drv->state, g, n);
+	}
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "bounded", 3, &e), 0);
+	items = group_nodes("bounded");
+	names[0] = name_of(json_object_array_get_idx(items, 0));
+	names[1] = name_of(json_object_array_get_idx(items, 1));
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "bounded", names, 2, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "below its minimum size 2"));
+	CU_ASSERT_EQUAL(count_nodes("bounded"), 3);
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "bounded", names, 1, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("bounded"), 2);
+	json_object_put(items);
+}
+
+static void test_fault_fail(void)
+{
+	prd_cloud_error e = {0, ""};
+	start("faults:\n"
+	      "- {operation: increase, group: general, fail: quota exhausted in zone-a}\n"
+	      "- {operation: delete, fail: delete is broken, failCode: EAGAIN, times: 1}\n");
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 5, &e), PRD_CLOUD_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "quota exhausted in zone-a"));
+	CU_ASSERT_EQUAL(count_nodes("general"), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 0);
+	/* Only the named group is affected. */
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "gold", 2, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("gold"), 2);
+	/* times: 1 fails once, then the operation works. */
+	{
+		json_object *items = group_nodes("gold");
+		const char *name = name_of(json_object_array_get_idx(items, 0));
+		CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "gold", &name, 1, &e), PRD_CLOUD_EAGAIN);
+		CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "delete is broken"));
+		CU_ASSERT_EQUAL(count_nodes("gold"), 2);
+		CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "gold", &name, 1, &e), 0);
+		CU_ASSERT_EQUAL(count_nodes("gold"), 1);
+		json_object_put(items);
+	}
+}
+
+/* succeed k of n: k Nodes, n-k out-of-resources instances in the target
+ * until they are deleted or the target is decreased. */
+static void test_fault_partial(void)
+{
+	prd_cloud_error e = {0, ""};
+	inst_summary s;
+	const char *placeholder;
+	start("faults:\n"
+	      "- operation: increase\n"
+	      "  group: general\n"
+	      "  succeed: 2\n"
+	      "  errorCode: ZONE_RESOURCE_POOL_EXHAUSTED\n");
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 5, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("general"), 2);
+	CU_ASSERT_EQUAL(target_of("general"), 5);
+	s = instances_of("general");
+	CU_ASSERT_EQUAL(s.total, 5);
+	CU_ASSERT_EQUAL(s.oor, 3);
+	CU_ASSERT_EQUAL(s.creating, 5); /* 2 not Ready yet + 3 errored */
+	CU_ASSERT_STRING_EQUAL(s.code, "ZONE_RESOURCE_POOL_EXHAUSTED");
+	CU_ASSERT_PTR_NOT_NULL(strstr(logbuf, "created 2 of 5 nodes"));
+	/* Refresh keeps them. */
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 5);
+	/* Deleting an errored instance by its id clears it. */
+	placeholder = s.first_errored;
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "general", &placeholder, 1, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 4);
+	CU_ASSERT_EQUAL(instances_of("general").oor, 2);
+	/* Decreasing the target cancels the rest, but never real nodes. */
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size(drv->state, "general", 3, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "only 2 requested nodes are not created yet"));
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size(drv->state, "general", 2, &e), 0);
+	s = instances_of("general");
+	CU_ASSERT_EQUAL(s.oor, 0);
+	CU_ASSERT_EQUAL(s.total, 2);
+	CU_ASSERT_EQUAL(target_of("general"), 2);
+	CU_ASSERT_EQUAL(count_nodes("general"), 2);
+	/* The errored ones count against the maximum while they exist. */
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 5, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 7);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 4, &e), PRD_CLOUD_ERANGE);
+}
+
+static void test_fault_delay(void)
+{
+	prd_cloud_error e = {0, ""};
+	struct timespec a, b;
+	int64_t ms;
+	start("faults:\n- {operation: increase, delayMs: 60}\n");
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "gold", 1, &e), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (int64_t)(b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+	/* A sleep lasts at least as long as asked: a lower bound only. */
+	CU_ASSERT_TRUE(ms >= 60);
+	CU_ASSERT_EQUAL(count_nodes("gold"), 1);
+}
+
+static void test_atomic(void)
+{
+	prd_cloud_error e = {0, ""};
+	start("faults:\n- {operation: atomic-increase, group: gpu, succeed: 2}\n");
+	/* All: five nodes. */
+	CU_ASSERT_EQUAL(drv->api->atomic_increase_size(drv->state, "general", 5, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("general"), 5);
+	/* None: two of three were created, then deleted again. */
+	CU_ASSERT_EQUAL(drv->api->atomic_increase_size(drv->state, "gpu", 3, &e), PRD_CLOUD_EAGAIN);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "only 2 of 3 nodes"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "OutOfResources"));
+	CU_ASSERT_EQUAL(count_nodes("gpu"), 0);
+	CU_ASSERT_EQUAL(target_of("gpu"), 0);
+	CU_ASSERT_EQUAL(instances_of("gpu").total, 0);
+	/* Within what the fault allows, all of them. */
+	CU_ASSERT_EQUAL(drv->api->atomic_increase_size(drv->state, "gpu", 2, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("gpu"), 2);
+	/* Over the maximum: refused before anything is created. */
+	CU_ASSERT_EQUAL(drv->api->atomic_increase_size(drv->state, "gpu", 3, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_EQUAL(count_nodes("gpu"), 2);
+	/* The apiserver failing: nothing created, the error passed on. */
+	memapi_inject_fault(m, "POST", "/api/v1/nodes", 500, 1);
+	CU_ASSERT_EQUAL(drv->api->atomic_increase_size(drv->state, "gold", 2, &e), PRD_CLOUD_EAGAIN);
+	CU_ASSERT_EQUAL(count_nodes("gold"), 0);
+}
+
+/* A template source in a ConfigMap, and initial sizes. */
+static void test_configmap_and_initial(void)
+{
+	prd_err pe;
+	prd_cloud_error e = {0, ""};
+	json_object *cm = json_object_new_object(), *md = json_object_new_object(), *data = json_object_new_object();
+	char *text = NULL;
+	size_t len = 0;
+	prd_err re;
+	long st;
+	json_object *o;
+	const char *dir = nodegroups_dir();
+	char path[1200];
+
+	fresh_api();
+	o = api("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"provreqd\"}}", &st);
+	json_object_put(o);
+	snprintf(path, sizeof(path), "%s/gold.yaml", dir);
+	CU_ASSERT_EQUAL_FATAL(yj_read_file(path, 1 << 20, &text, &len, &re), 0);
+	json_object_object_add(md, "name", json_object_new_string("nodegroups"));
+	json_object_object_add(cm, "metadata", md);
+	json_object_object_add(data, "gold.yaml", json_object_new_string(text));
+	json_object_object_add(cm, "data", data);
+	free(text);
+	o = api("POST", "/api/v1/namespaces/provreqd/configmaps", json_object_to_json_string(cm), &st);
+	CU_ASSERT_EQUAL(st, 201);
+	json_object_put(o);
+	json_object_put(cm);
+
+	CU_ASSERT_EQUAL_FATAL(load_cfg(&pe, "templateConfigMap: provreqd/nodegroups\ncreateInitialNodes: true\n"), 0);
+	CU_ASSERT_EQUAL(count_nodes("gold"), 2);
+	CU_ASSERT_EQUAL(target_of("gold"), 2);
+	CU_ASSERT_EQUAL(target_of("general"), -1);
+	/* A restart finds the group's nodes and creates no more. */
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	CU_ASSERT_EQUAL_FATAL(load_cfg(&pe, "templateConfigMap: provreqd/nodegroups\ncreateInitialNodes: true\n"), 0);
+	CU_ASSERT_EQUAL(count_nodes("gold"), 2);
+	/* Without createInitialNodes nothing is created. */
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	{
+		json_object *items = group_nodes("gold");
+		size_t i;
+		for(i = 0; i < json_object_array_length(items); i++) {
+			snprintf(path, sizeof(path), "/api/v1/nodes/%s", name_of(json_object_array_get_idx(items, i)));
+			json_object_put(api("DELETE", path, NULL, &st));
+		}
+		json_object_put(items);
+	}
+	CU_ASSERT_EQUAL_FATAL(load_cfg(&pe, "templateConfigMap: provreqd/nodegroups\n"), 0);
+	CU_ASSERT_EQUAL(count_nodes("gold"), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "gold", 1, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("gold"), 1);
+	/* A ConfigMap that is missing is a clear init error. */
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	CU_ASSERT_EQUAL(load_cfg(&pe, "templateConfigMap: provreqd/missing\n"), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "cannot read templateConfigMap provreqd/missing"));
+}
+
+static void test_node_group_for_node_and_template(void)
+{
+	prd_cloud_error e = {0, ""};
+	char *id = NULL, *tmpl = NULL;
+	json_object *t;
+	start(NULL);
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state,
+		"{\"metadata\":{\"name\":\"x\",\"labels\":{\"provreqd.io/node-group\":\"gpu\"}}}", &id, &e), 0);
+	CU_ASSERT_STRING_EQUAL(id, "gpu");
+	drv->api->release_string(drv->state, id);
+	id = NULL;
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state,
+		"{\"metadata\":{\"name\":\"x\",\"labels\":{\"provreqd.io/node-group\":\"other\"}}}", &id, &e), 0);
+	CU_ASSERT_PTR_NULL(id);
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state, "{\"metadata\":{\"name\":\"x\"}}", &id, &e), 0);
+	CU_ASSERT_PTR_NULL(id);
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state, "not json", &id, &e), PRD_CLOUD_EINVAL);
+
+	CU_ASSERT_EQUAL_FATAL(drv->api->template_node(drv->state, "gpu", &tmpl, &e), 0);
+	t = json_tokener_parse(tmpl);
+	drv->api->release_string(drv->state, tmpl);
+	CU_ASSERT_STRING_EQUAL(path_str(t, "metadata", "labels", "provreqd.io/node-group"), "gpu");
+	CU_ASSERT_STRING_EQUAL(path_str(t, "metadata", "labels", "nvidia.com/gpu.present"), "true");
+	CU_ASSERT_STRING_EQUAL(path_str(t, "status", "allocatable", "nvidia.com/gpu"), "4");
+	CU_ASSERT_STRING_EQUAL(path_str(t, "status", "capacity", "cpu"), "16");
+	CU_ASSERT_EQUAL(json_object_array_length(json_object_object_get(json_object_object_get(t, "spec"), "taints")), 1);
+	json_object_put(t);
+	/* No allocatable in the template: it equals capacity. */
+	CU_ASSERT_EQUAL_FATAL(drv->api->template_node(drv->state, "gold", &tmpl, &e), 0);
+	t = json_tokener_parse(tmpl);
+	drv->api->release_string(drv->state, tmpl);
+	CU_ASSERT_STRING_EQUAL(path_str(t, "status", "allocatable", "memory"), "8Gi");
+	CU_ASSERT_STRING_EQUAL(path_str(t, "metadata", "labels", "tier"), "gold");
+	json_object_put(t);
+	CU_ASSERT_EQUAL(drv->api->template_node(drv->state, "nosuch", &tmpl, &e), PRD_CLOUD_ENOTFOUND);
+}
+
+/* A node template file in a fresh directory; returns the directory. */
+static const char *template_dir_with(const char *name, const char *yaml)
+{
+	static char dir[1024];
+	static int n;
+	char path[1200];
+	FILE *f;
+	snprintf(dir, sizeof(dir), "%s/tpl%d", test_tmpdir(), ++n);
+	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs(yaml, f);
+	fclose(f);
+	return dir;
+}
+
+/* Load with a config and expect an init error containing `want`. */
+static void init_fails(const char *config, const char *want)
+{
+	prd_err pe;
+	int rc;
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	rc = load_cfg(&pe, "%s", config);
+	CU_ASSERT_EQUAL(rc, PRD_EINVAL);
+	CU_ASSERT_EQUAL(set.n, 0);
+	if(!strstr(pe.msg, want)) {
+		fprintf(stderr, "\nwanted '%s' in: %s\n", want, pe.msg);
+		CU_FAIL("init error message");
+	}
+}
+
+static void bad_template(const char *yaml, const char *want)
+{
+	char cfg[1200];
+	snprintf(cfg, sizeof(cfg), "templateDir: %s\n", template_dir_with("t.yaml", yaml));
+	init_fails(cfg, want);
+}
+
+#define NODE_HEAD "apiVersion: v1\nkind: Node\nmetadata:\n  name: g\n"
+
+static void test_bad_config(void)
+{
+	char cfg[1200];
+	fresh_api();
+	init_fails("", "kwok config is empty");
+	init_fails("templateDir: [1]\n", "templateDir must be a path");
+	init_fails("nodeGroups: x\n", "unknown key 'nodeGroups'");
+	init_fails("- a\n", "must be a YAML mapping");
+	init_fails("templateDir: /a\ntemplateConfigMap: b/c\n", "only one of templateDir and templateConfigMap");
+	init_fails("createInitialNodes: yes please\n", "createInitialNodes must be true or false");
+	init_fails("templateConfigMap: nonamespace\n", "must be NAMESPACE/NAME");
+	init_fails("templateDir: /nonexistent/provreqd\n", "cannot read templateDir /nonexistent/provreqd");
+	init_fails("templateDir: [unclosed\n", "kwok config: line");
+	snprintf(cfg, sizeof(cfg), "templateDir: %s\nfaults:\n- {operation: explode, fail: x}\n", nodegroups_dir());
+	init_fails(cfg, "faults[0].operation 'explode' is not one of");
+	snprintf(cfg, sizeof(cfg), "templateDir: %s\nfaults:\n- {operation: delete, succeed: 1}\n", nodegroups_dir());
+	init_fails(cfg, "faults[0].succeed applies to increase and atomic-increase only");
+	snprintf(cfg, sizeof(cfg), "templateDir: %s\nfaults:\n- {operation: increase, group: silver, fail: x}\n",
+		 nodegroups_dir());
+	init_fails(cfg, "faults[0].group 'silver' is not a node group");
+	snprintf(cfg, sizeof(cfg), "templateDir: %s\nfaults:\n- {operation: increase}\n", nodegroups_dir());
+	init_fails(cfg, "does nothing: give fail, succeed or delayMs");
+	snprintf(cfg, sizeof(cfg), "templateDir: %s\nfaults:\n- {operation: increase, fail: x, succeed: 1}\n",
+		 nodegroups_dir());
+	init_fails(cfg, "has both fail and succeed");
+	snprintf(cfg, sizeof(cfg), "templateDir: %s\nfaults:\n- {operation: increase, delayMs: -5}\n",
+		 nodegroups_dir());
+	init_fails(cfg, "delayMs must be a non-negative integer");
+	snprintf(cfg, sizeof(cfg), "templateDir: %s\n", test_tmpdir());
+	init_fails(cfg, "holds no node templates");
+
+	bad_template("apiVersion: v1\nkind: Pod\nmetadata:\n  name: g\n", "a node template must be a v1 Node, found v1 Pod");
+	bad_template("apiVersion: v1\nkind: Node\nmetadata:\n  name: Big_Name\nstatus:\n  capacity: {cpu: 1}\n",
+		     "metadata.name 'Big_Name' must be a DNS label");
+	bad_template(NODE_HEAD "status:\n  allocatable: {cpu: 1}\n", "status.capacity is missing or empty");
+	bad_template(NODE_HEAD "status:\n  capacity: {cpu: lots}\n", "status.capacity.cpu: 'lots' is not a quantity");
+	bad_template(NODE_HEAD "status:\n  capacity: {cpu: \"-1\"}\n", "status.capacity.cpu is negative");
+	bad_template(NODE_HEAD "  annotations: {provreqd.io/min-size: two}\nstatus:\n  capacity: {cpu: 1}\n",
+		     "annotation provreqd.io/min-size='two' must be a non-negative integer");
+	bad_template(NODE_HEAD "  annotations: {provreqd.io/min-size: \"3\", provreqd.io/max-size: \"2\"}\n"
+				"status:\n  capacity: {cpu: 1}\n",
+		     "provreqd.io/max-size (2) is below provreqd.io/min-size (3)");
+	bad_template(NODE_HEAD "  annotations: {provreqd.io/initial-size: \"200\"}\nstatus:\n  capacity: {cpu: 1}\n",
+		     "provreqd.io/initial-size (200) is outside [0, 100]");
+	bad_template(NODE_HEAD "spec:\n  taints:\n  - {key: a, effect: Sometimes}\nstatus:\n  capacity: {cpu: 1}\n",
+		     "spec.taints[0].effect 'Sometimes' is not NoSchedule");
+	bad_template(NODE_HEAD "status:\n  capacity: {cpu: 1}\n---\n" NODE_HEAD "status:\n  capacity: {cpu: 2}\n",
+		     "node group g is defined twice");
+	bad_template(NODE_HEAD "  labels: {a: [1]}\nstatus:\n  capacity: {cpu: 1}\n", "metadata.labels.a must be a string");
+	bad_template("kind: Node\nmetadata: {name: g\n", "t.yaml: line");
+}
+
+/* Nodes made outside the driver count after a refresh; a template dir
+ * that breaks keeps the old groups. */
+static void test_refresh(void)
+{
+	prd_cloud_error e = {0, ""};
+	json_object *o;
+	long st;
+	start(NULL);
+	o = api("POST", "/api/v1/nodes",
+		"{\"metadata\":{\"name\":\"gold-manual\",\"labels\":{\"provreqd.io/node-group\":\"gold\"}}}", &st);
+	json_object_put(o);
+	CU_ASSERT_EQUAL(target_of("gold"), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(target_of("gold"), 1);
+	memapi_inject_fault(m, "GET", "/api/v1/nodes", 503, 1);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), PRD_CLOUD_EAGAIN);
+	CU_ASSERT_EQUAL(target_of("gold"), 1);
+}
+
+static const test_case cases[] = {
+	{"increase creates nodes from the template", test_increase_creates_nodes},
+	{"instance states follow the Nodes", test_instances_states},
+	{"delete removes exactly the named nodes", test_delete_exact},
+	{"min and max are enforced", test_min_max},
+	{"fault: fail", test_fault_fail},
+	{"fault: partial success", test_fault_partial},
+	{"fault: delay", test_fault_delay},
+	{"atomic increase is all or none", test_atomic},
+	{"ConfigMap templates and initial size", test_configmap_and_initial},
+	{"node_group_for_node and template_node", test_node_group_for_node_and_template},
+	{"bad config and templates", test_bad_config},
+	{"refresh", test_refresh},
+	{NULL, NULL}};
+
+int main(void)
+{
+	int rc = test_run("kwok driver", cases);
+	teardown();
+	return rc;
+}
