@@ -235,8 +235,8 @@ int http_start(const char *addr, health *h, http_server **out, prd_err *err)
 	s->h = h;
 	s->port = bound_port(fd);
 	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, s,
-				MHD_OPTION_LISTEN_SOCKET, fd,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				MHD_OPTION_LISTEN_SOCKET, fd,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10,
 				MHD_OPTION_END);
