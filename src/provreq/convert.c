@@ -670,3 +670,137 @@ int pr_conv_node(arena *a, json_object *node, sched_node_spec *out, prd_err *err
 	out->n_taints = n;
 	return 0;
 }
+
+/* ---- decoded objects --------------------------------------------------- */
+
+static void put_json(void *o)
+{
+	json_object_put(o);
+}
+
+int pr_conv_kube_res(arena *a, const kube_res *res, size_t n, const char *field, sched_res **out, size_t *nout,
+		     prd_err *err)
+{
+	sched_res *v;
+	size_t i;
+	*out = NULL;
+	*nout = 0;
+	if(n > SCHED_RES_MAX)
+		return prd_err_set(err, PRD_ERANGE, "%s: more than %d resources", field, SCHED_RES_MAX);
+	v = arena_array(a, n + 1, sizeof(*v));
+	if(!v)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(i = 0; i < n; i++) {
+		int rc;
+		if(qty_sign(&res[i].q) < 0)
+			return prd_err_set(err, PRD_EINVAL, "%s.%s: must not be negative", field, res[i].name);
+		rc = strcmp(res[i].name, "cpu") == 0 ? qty_milli_value(&res[i].q, &v[i].value)
+						      : qty_value(&res[i].q, &v[i].value);
+		if(rc || v[i].value > SCHED_QTY_MAX)
+			return prd_err_set(err, PRD_ERANGE, "%s.%s: too large", field, res[i].name);
+		v[i].name = res[i].name;
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static sched_label *kv_labels(arena *a, const kube_kv *kv, size_t n)
+{
+	sched_label *l = arena_array(a, n + 1, sizeof(*l));
+	size_t i;
+	if(!l)
+		return NULL;
+	for(i = 0; i < n; i++) {
+		l[i].key = kv[i].key;
+		l[i].value = kv[i].value;
+	}
+	return l;
+}
+
+int pr_conv_kube_node(arena *a, const kube_node *n, sched_node_spec *out, prd_err *err)
+{
+	sched_taint *t;
+	sched_res *alloc;
+	size_t i;
+	int rc;
+	memset(out, 0, sizeof(*out));
+	out->name = n->meta.name;
+	out->labels = kv_labels(a, n->labels, n->nlabels);
+	out->n_labels = n->nlabels;
+	t = arena_array(a, (size_t)n->ntaints + 1, sizeof(*t));
+	if(!out->labels || !t)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(i = 0; i < n->ntaints; i++) {
+		t[i].key = n->taints[i].key;
+		t[i].value = n->taints[i].value;
+		switch(n->taints[i].effect) {
+		case KUBE_EFFECT_NO_SCHEDULE: t[i].effect = SCHED_EFFECT_NO_SCHEDULE; break;
+		case KUBE_EFFECT_PREFER_NO_SCHEDULE: t[i].effect = SCHED_EFFECT_PREFER_NO_SCHEDULE; break;
+		case KUBE_EFFECT_NO_EXECUTE: t[i].effect = SCHED_EFFECT_NO_EXECUTE; break;
+		default: t[i].effect = SCHED_EFFECT_NONE; break;
+		}
+	}
+	out->taints = t;
+	out->n_taints = n->ntaints;
+	rc = pr_conv_kube_res(a, n->allocatable, n->nallocatable, "status.allocatable", &alloc, &out->n_allocatable, err);
+	if(rc)
+		return prd_err_prefix(err, "Node %s", n->meta.name);
+	out->allocatable = alloc;
+	out->unschedulable = n->unschedulable;
+	return 0;
+}
+
+int pr_conv_kube_pod(arena *a, const kube_pod *p, sched_pod_spec *out, prd_err *err)
+{
+	sched_res *req;
+	sched_host_port *hp;
+	size_t i;
+	int rc;
+	memset(out, 0, sizeof(*out));
+	out->namespace = p->meta.ns;
+	out->labels = kv_labels(a, p->labels, p->nlabels);
+	out->n_labels = p->nlabels;
+	hp = arena_array(a, (size_t)p->nhost_ports + 1, sizeof(*hp));
+	if(!out->labels || !hp)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	rc = pr_conv_kube_res(a, p->requests, p->nrequests, "requests", &req, &out->n_requests, err);
+	if(rc)
+		return prd_err_prefix(err, "Pod %s/%s", p->meta.ns, p->meta.name);
+	/* The snapshot counts the pod slot itself. */
+	for(i = 0; i < out->n_requests; i++) {
+		if(!strcmp(req[i].name, "pods")) {
+			req[i] = req[out->n_requests - 1];
+			out->n_requests--;
+			break;
+		}
+	}
+	out->requests = req;
+	for(i = 0; i < p->nhost_ports; i++) {
+		hp[i].port = p->host_ports[i].port;
+		hp[i].proto = p->host_ports[i].protocol == 1 ? SCHED_PROTO_UDP
+			      : p->host_ports[i].protocol == 2 ? SCHED_PROTO_SCTP : SCHED_PROTO_TCP;
+		hp[i].host_ip = p->host_ports[i].host_ip;
+	}
+	out->host_ports = hp;
+	out->n_host_ports = p->nhost_ports;
+	if(p->affinity_json) {
+		/* Only required pod (anti-)affinity matters for pods already bound.
+		 * The specs borrow strings from the parsed tree, so the arena
+		 * releases it when it is freed. */
+		json_object *aff = json_tokener_parse(p->affinity_json);
+		if(!aff)
+			return prd_err_set(err, PRD_EINVAL, "Pod %s/%s: spec.affinity is not valid JSON", p->meta.ns,
+					   p->meta.name);
+		if(arena_defer(a, put_json, aff))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		rc = conv_pod_terms(a, get(aff, "podAffinity"), "spec.affinity.podAffinity", &out->pod_affinity,
+				    &out->n_pod_affinity, err);
+		if(!rc)
+			rc = conv_pod_terms(a, get(aff, "podAntiAffinity"), "spec.affinity.podAntiAffinity",
+					    &out->pod_anti_affinity, &out->n_pod_anti_affinity, err);
+		if(rc)
+			return prd_err_prefix(err, "Pod %s/%s", p->meta.ns, p->meta.name);
+	}
+	return 0;
+}

@@ -37,4 +37,15 @@ int pr_conv_node(arena *a, json_object *node, sched_node_spec *out, prd_err *err
 int pr_conv_label_selector(arena *a, json_object *sel, const char *field, sched_label_selector **out,
 			   prd_err *err);
 
+#include "kube/objects.h"
+
+/* Decoded objects (kube/objects.h) → sched specs. Strings are borrowed from
+ * the objects; arrays live in the arena. */
+int pr_conv_kube_res(arena *a, const kube_res *res, size_t n, const char *field, sched_res **out, size_t *nout,
+		     prd_err *err);
+int pr_conv_kube_node(arena *a, const kube_node *n, sched_node_spec *out, prd_err *err);
+/* A bound pod as the snapshot needs it: namespace, labels, requests, host
+ * ports and required (anti-)affinity terms (from the pod's affinity JSON). */
+int pr_conv_kube_pod(arena *a, const kube_pod *p, sched_pod_spec *out, prd_err *err);
+
 #endif

@@ -18,9 +18,33 @@ void arena_init(arena *a)
 	memset(a, 0, sizeof(*a));
 }
 
+struct arena_defer_item {
+	arena_defer_item *next;
+	void (*fn)(void *);
+	void *ptr;
+};
+
+int arena_defer(arena *a, void (*fn)(void *), void *ptr)
+{
+	arena_defer_item *d = arena_alloc(a, sizeof(*d));
+	if(!d) {
+		fn(ptr);
+		return -1;
+	}
+	d->fn = fn;
+	d->ptr = ptr;
+	d->next = a->defers;
+	a->defers = d;
+	return 0;
+}
+
 void arena_free(arena *a)
 {
-	arena_chunk *c = a->head, *n;
+	arena_chunk *c, *n;
+	arena_defer_item *d;
+	for(d = a->defers; d; d = d->next)
+		d->fn(d->ptr);
+	c = a->head;
 	while(c) {
 		n = c->next;
 		free(c);

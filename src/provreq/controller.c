@@ -1,0 +1,1163 @@
+#include "provreq/controller.h"
+#include "kube/objects.h"
+#include "kube/quantity.h"
+#include "ops/log.h"
+#include "provreq/convert.h"
+#include "provreq/request.h"
+#include "sched/estimator.h"
+#include "sched/expander.h"
+#include "sched/place.h"
+#include "util/arena.h"
+#include "util/hmap.h"
+#include "util/rfc3339.h"
+#include "util/str.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NS_PER_MIN (60 * PRD_NS_PER_SEC)
+
+void pr_config_default(pr_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->booking_ttl_ns = 10 * NS_PER_MIN;
+	cfg->provision_timeout_ns = 15 * NS_PER_MIN;
+	cfg->template_grace_ns = 5 * NS_PER_MIN;
+	cfg->max_age_ns = 7 * 24 * 60 * NS_PER_MIN;
+	cfg->gc_after_ns = 7 * 24 * 60 * NS_PER_MIN;
+	cfg->expander = "least-waste";
+}
+
+/* One node group of a loaded driver, as seen this pass. */
+typedef struct pr_group {
+	cloud_driver *drv;
+	char *id;
+	int32_t min, max, target;
+	bool has_tmpl;
+	sched_node_spec tmpl;     /* arrays in the pass arena */
+	json_object *tmpl_json;   /* keeps the template's strings alive */
+	bool backed_off;
+	int64_t backoff_until;
+	bool busy;                /* an open intent already targets it */
+} pr_group;
+
+/* Everything read at the start of a pass. */
+typedef struct pr_world {
+	kube_intern *in;
+	kube_meta **objs;         /* every decoded object, for freeing */
+	size_t nobjs, capobjs;
+	kube_node **nodes;
+	size_t nnodes;
+	kube_pod **pods;
+	size_t npods;
+	kube_provreq **prs;
+	size_t nprs;
+	hmap nodes_by_name;       /* name → kube_node* (borrowed) */
+	hmap tpls;                /* "ns/name" → kube_podtemplate* (borrowed) */
+	pr_group *groups;
+	size_t ngroups;
+	arena ar;
+	sched_snapshot *snap;
+	int64_t ready_nodes;
+} pr_world;
+
+struct pr_ctl {
+	pr_config cfg;
+	const clk *clock;
+	kube_api api;
+	state_db *db;
+	cloud_drivers *drivers;
+	sched_expander *expander;
+	pr_stats stats;
+	int64_t now;
+	int64_t next_wake;
+};
+
+int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, state_db *db,
+	       cloud_drivers *drivers, pr_ctl **out, prd_err *err)
+{
+	pr_ctl *c = calloc(1, sizeof(*c));
+	int rc;
+	if(!c)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	c->cfg = *cfg;
+	c->clock = clock ? clock : clk_real();
+	c->api = *api;
+	c->db = db;
+	c->drivers = drivers;
+	rc = sched_expander_new(cfg->expander, NULL, 0, 1, &c->expander, err);
+	if(rc) {
+		free(c);
+		return prd_err_prefix(err, "expander");
+	}
+	*out = c;
+	return 0;
+}
+
+void pr_ctl_free(pr_ctl *c)
+{
+	if(!c)
+		return;
+	sched_expander_free(c->expander);
+	free(c);
+}
+
+const pr_stats *pr_ctl_stats(const pr_ctl *c)
+{
+	return &c->stats;
+}
+
+static void wake_at(pr_ctl *c, int64_t t)
+{
+	if(t > c->now && t < c->next_wake)
+		c->next_wake = t;
+}
+
+/* ---- reading the world ------------------------------------------------- */
+
+static void world_free(pr_world *w)
+{
+	size_t i;
+	for(i = 0; i < w->nobjs; i++)
+		kube_obj_free(w->in, w->objs[i]);
+	free(w->objs);
+	free(w->nodes);
+	free(w->pods);
+	free(w->prs);
+	hmap_free(&w->nodes_by_name);
+	hmap_free(&w->tpls);
+	for(i = 0; i < w->ngroups; i++) {
+		free(w->groups[i].id);
+		json_object_put(w->groups[i].tmpl_json);
+	}
+	free(w->groups);
+	sched_snapshot_free(w->snap);
+	arena_free(&w->ar);
+	if(w->in)
+		kube_intern_free(w->in);
+	memset(w, 0, sizeof(*w));
+}
+
+static int keep_obj(pr_world *w, kube_meta *m)
+{
+	if(w->nobjs == w->capobjs) {
+		size_t n = w->capobjs ? w->capobjs * 2 : 256;
+		kube_meta **v = realloc(w->objs, n * sizeof(*v));
+		if(!v)
+			return PRD_ENOMEM;
+		w->objs = v;
+		w->capobjs = n;
+	}
+	w->objs[w->nobjs++] = m;
+	return 0;
+}
+
+/* List one collection and decode its items. Objects that fail to decode
+ * are logged and skipped: one malformed object must not stop the rest. */
+static int list_kind(pr_ctl *c, pr_world *w, const char *path, kube_kind kind, void ***out, size_t *n,
+		     prd_err *err)
+{
+	json_object *list = NULL, *items;
+	size_t i, len;
+	void **v;
+	int rc = kube_api_call(&c->api, "GET", path, NULL, NULL, &list, NULL, err);
+	if(rc)
+		return rc;
+	items = json_object_object_get(list, "items");
+	len = items && json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
+	v = calloc(len + 1, sizeof(*v));
+	if(!v) {
+		json_object_put(list);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	*n = 0;
+	for(i = 0; i < len; i++) {
+		kube_meta *m = NULL;
+		prd_err de;
+		if(kube_decode(kind, json_object_array_get_idx(items, i), w->in, &m, &de)) {
+			log_warn("skipping an object that does not decode", "kind", kube_kind_name(kind), "error", de.msg);
+			continue;
+		}
+		if(keep_obj(w, m)) {
+			kube_obj_free(w->in, m);
+			free(v);
+			json_object_put(list);
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		}
+		v[(*n)++] = m;
+	}
+	json_object_put(list);
+	*out = v;
+	return 0;
+}
+
+static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	size_t d, i;
+	if(!c->drivers)
+		return 0;
+	for(d = 0; d < c->drivers->n; d++) {
+		cloud_driver *drv = c->drivers->v[d];
+		prd_cloud_node_group *g = NULL;
+		prd_cloud_error de;
+		size_t n = 0;
+		pr_group *nv;
+		memset(&de, 0, sizeof(de));
+		if(drv->api->refresh(drv->state, &de) || drv->api->node_groups(drv->state, &g, &n, &de)) {
+			prd_err e;
+			cloud_driver_error(drv, "listing node groups", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
+			log_error("cannot list node groups; scale-ups through this driver wait", "error", e.msg);
+			continue;
+		}
+		nv = realloc(w->groups, (w->ngroups + n + 1) * sizeof(*nv));
+		if(!nv) {
+			drv->api->release_node_groups(drv->state, g, n);
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		}
+		w->groups = nv;
+		for(i = 0; i < n; i++) {
+			pr_group *pg = &w->groups[w->ngroups];
+			char *js = NULL;
+			prd_err ce;
+			memset(pg, 0, sizeof(*pg));
+			pg->drv = drv;
+			pg->id = str_dup(g[i].id);
+			pg->min = g[i].min_size;
+			pg->max = g[i].max_size;
+			pg->target = g[i].target_size;
+			if(!pg->id)
+				continue;
+			w->ngroups++;
+			if(drv->api->template_node(drv->state, g[i].id, &js, &de) == 0 && js) {
+				pg->tmpl_json = json_tokener_parse(js);
+				drv->api->release_string(drv->state, js);
+				if(pg->tmpl_json && pr_conv_node(&w->ar, pg->tmpl_json, &pg->tmpl, &ce) == 0)
+					pg->has_tmpl = true;
+				else
+					log_warn("node group template is not a usable Node", "group", pg->id,
+						 "error", pg->tmpl_json ? ce.msg : "not JSON");
+			} else {
+				log_warn("node group has no template node", "group", pg->id, "error", de.message);
+			}
+			if(c->db)
+				state_group_backed_off(c->db, pg->id, &pg->backed_off, &pg->backoff_until, NULL);
+		}
+		drv->api->release_node_groups(drv->state, g, n);
+	}
+	return 0;
+}
+
+static pr_group *find_group(pr_world *w, const char *id)
+{
+	size_t i;
+	for(i = 0; i < w->ngroups; i++)
+		if(!strcmp(w->groups[i].id, id))
+			return &w->groups[i];
+	return NULL;
+}
+
+/* Parse a booking's resources ({"cpu":"500m",...}) into base units. */
+static void put_json(void *o)
+{
+	json_object_put(o);
+}
+
+static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, prd_err *err)
+{
+	json_object *o = json_tokener_parse(js);
+	int rc;
+	if(!o)
+		return prd_err_set(err, PRD_ECORRUPT, "booking resources are not JSON");
+	if(arena_defer(a, put_json, o))
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	rc = pr_conv_resources(a, o, "booking", out, n, err);
+	return rc;
+}
+
+static bool node_usable(const kube_node *n)
+{
+	return n->ready == KUBE_COND_TRUE && !n->meta.deleted_ns;
+}
+
+static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	size_t i;
+	int rc;
+	w->snap = sched_snapshot_new();
+	if(!w->snap)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(i = 0; i < w->nnodes; i++) {
+		sched_node_spec ns;
+		prd_err ce;
+		if(!node_usable(w->nodes[i]))
+			continue;
+		if(pr_conv_kube_node(&w->ar, w->nodes[i], &ns, &ce) ||
+		   sched_snapshot_add_node(w->snap, &ns, NULL, &ce)) {
+			log_warn("node left out of the simulation", "node", w->nodes[i]->meta.name, "error", ce.msg);
+			continue;
+		}
+		w->ready_nodes++;
+	}
+	for(i = 0; i < w->npods; i++) {
+		const kube_pod *p = w->pods[i];
+		sched_pod_spec ps;
+		size_t idx;
+		prd_err ce;
+		if(!p->node_name || p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED)
+			continue;
+		if(sched_snapshot_find_node(w->snap, p->node_name, &idx))
+			continue;
+		if(pr_conv_kube_pod(&w->ar, p, &ps, &ce) || sched_snapshot_add_pods(w->snap, idx, &ps, 1, &ce))
+			log_warn("pod left out of the simulation", "pod", p->meta.name, "namespace", p->meta.ns,
+				 "error", ce.msg);
+	}
+	/* Bookings of requests that still hold capacity. */
+	if(c->db) {
+		state_booking *b = NULL;
+		size_t nb = 0;
+		rc = state_booking_list_active(c->db, &b, &nb, err);
+		if(rc)
+			return rc;
+		for(i = 0; i < nb; i++) {
+			sched_res *res;
+			size_t nres, idx;
+			prd_err ce;
+			if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
+				continue;
+			if(booking_res(&w->ar, b[i].resources_json, &res, &nres, &ce) ||
+			   sched_snapshot_book(w->snap, b[i].request_uid, idx, res, nres, &ce))
+				log_warn("booking ignored", "request_uid", b[i].request_uid, "error", ce.msg);
+			else
+				c->stats.bookings_held++;
+		}
+		state_booking_list_free(b, nb);
+	}
+	return 0;
+}
+
+static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	size_t i;
+	void **tp = NULL;
+	size_t ntp = 0;
+	int rc;
+
+	memset(w, 0, sizeof(*w));
+	arena_init(&w->ar);
+	hmap_init(&w->nodes_by_name, NULL);
+	hmap_init(&w->tpls, NULL);
+	w->in = kube_intern_new();
+	if(!w->in)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	if((rc = list_kind(c, w, "/api/v1/nodes", KUBE_KIND_NODE, (void ***)&w->nodes, &w->nnodes, err)) ||
+	   (rc = list_kind(c, w, "/api/v1/pods", KUBE_KIND_POD, (void ***)&w->pods, &w->npods, err)) ||
+	   (rc = list_kind(c, w, "/api/v1/podtemplates", KUBE_KIND_PODTEMPLATE, &tp, &ntp, err)) ||
+	   (rc = list_kind(c, w, "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", KUBE_KIND_PROVREQ,
+			   (void ***)&w->prs, &w->nprs, err)))
+		goto done;
+	for(i = 0; i < w->nnodes; i++)
+		hmap_put(&w->nodes_by_name, w->nodes[i]->meta.name, w->nodes[i]);
+	for(i = 0; i < ntp; i++) {
+		kube_podtemplate *t = tp[i];
+		char key[600];
+		snprintf(key, sizeof(key), "%s/%s", t->meta.ns, t->meta.name);
+		hmap_put(&w->tpls, key, t);
+	}
+	qsort(w->prs, w->nprs, sizeof(*w->prs), pr_order_cmp);
+	if((rc = load_groups(c, w, err)) || (rc = build_snapshot(c, w, err)))
+		goto done;
+done:
+	free(tp);
+	return rc;
+}
+
+/* ---- writing ----------------------------------------------------------- */
+
+static void emit_event(pr_ctl *c, const kube_provreq *pr, const char *type, const char *reason, const char *msg)
+{
+	json_object *ev = json_object_new_object(), *md = json_object_new_object(), *io = json_object_new_object(),
+		    *src = json_object_new_object();
+	char path[512], ts[RFC3339_MAX], name[300];
+	prd_err e;
+	rfc3339_format(c->now, ts, sizeof(ts));
+	snprintf(name, sizeof(name), "%.200s.%llx", pr->meta.name, (unsigned long long)(c->now ^ c->stats.events));
+	json_object_object_add(md, "name", json_object_new_string(name));
+	json_object_object_add(md, "namespace", json_object_new_string(pr->meta.ns));
+	json_object_object_add(ev, "metadata", md);
+	json_object_object_add(io, "apiVersion", json_object_new_string("autoscaling.x-k8s.io/v1"));
+	json_object_object_add(io, "kind", json_object_new_string("ProvisioningRequest"));
+	json_object_object_add(io, "namespace", json_object_new_string(pr->meta.ns));
+	json_object_object_add(io, "name", json_object_new_string(pr->meta.name));
+	json_object_object_add(io, "uid", json_object_new_string(pr->meta.uid));
+	json_object_object_add(ev, "involvedObject", io);
+	json_object_object_add(ev, "type", json_object_new_string(type));
+	json_object_object_add(ev, "reason", json_object_new_string(reason));
+	json_object_object_add(ev, "message", json_object_new_string(msg));
+	json_object_object_add(src, "component", json_object_new_string("provreqd"));
+	json_object_object_add(ev, "source", src);
+	json_object_object_add(ev, "firstTimestamp", json_object_new_string(ts));
+	json_object_object_add(ev, "lastTimestamp", json_object_new_string(ts));
+	json_object_object_add(ev, "count", json_object_new_int(1));
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", pr->meta.ns);
+	if(kube_api_call(&c->api, "POST", path, NULL, ev, NULL, NULL, &e))
+		log_warn("cannot record event", "request", pr->meta.name, "namespace", pr->meta.ns, "error", e.msg);
+	else
+		c->stats.events++;
+	json_object_put(ev);
+}
+
+/* Write the edited conditions with the object's resourceVersion as a
+ * precondition; a 409 means someone else wrote first: the next pass reads
+ * their version and decides again. */
+static int write_status(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, json_object *details)
+{
+	json_object *patch, *md, *st;
+	char path[700];
+	prd_err e;
+	int rc;
+	if(!conds->changed && !details)
+		return 0;
+	patch = json_object_new_object();
+	md = json_object_new_object();
+	st = json_object_new_object();
+	json_object_object_add(md, "resourceVersion", json_object_new_string(pr->meta.rv));
+	json_object_object_add(patch, "metadata", md);
+	json_object_object_add(st, "conditions", json_object_get(conds->list));
+	if(details)
+		json_object_object_add(st, "provisioningClassDetails", json_object_get(details));
+	json_object_object_add(patch, "status", st);
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s/status",
+		 pr->meta.ns, pr->meta.name);
+	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, &e);
+	json_object_put(patch);
+	if(rc == PRD_ECONFLICT) {
+		c->stats.status_conflicts++;
+		log_info("status changed under us; retrying on the next pass", "request", pr->meta.name,
+			 "namespace", pr->meta.ns);
+		wake_at(c, c->now + 1);
+		return rc;
+	}
+	if(rc) {
+		log_error("cannot write request status", "request", pr->meta.name, "namespace", pr->meta.ns,
+			  "error", e.msg);
+		wake_at(c, c->now + 5 * PRD_NS_PER_SEC);
+		return rc;
+	}
+	c->stats.status_writes++;
+	return 0;
+}
+
+/* Set a condition and, when it is a transition, record an Event. */
+static void set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char *type, const char *status,
+		     const char *reason, const char *msg)
+{
+	const char *old = pr_conds_status(conds, type), *old_reason = pr_conds_reason(conds, type);
+	bool transition = !old || strcmp(old, status) || !old_reason || strcmp(old_reason, reason);
+	pr_conds_set(conds, type, status, reason, msg, c->now, pr->meta.generation);
+	if(transition) {
+		bool warn = (!strcmp(type, PR_COND_FAILED) || !strcmp(type, PR_COND_REVOKED)) && !strcmp(status, "True");
+		emit_event(c, pr, warn ? "Warning" : "Normal", reason, msg);
+		log_info("request condition", "namespace", pr->meta.ns, "request", pr->meta.name,
+			 "class", pr->class_name, "condition", type, "status", status, "reason", reason, "message", msg);
+	}
+}
+
+/* ---- per-request logic ------------------------------------------------- */
+
+/* Resolve the request's PodTemplates into sched podSets. Returns 0, or
+ * PRD_ENOTFOUND naming the first missing template in `missing`, or another
+ * code when a template cannot be simulated. */
+static int resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
+			   prd_err *err)
+{
+	size_t i;
+	for(i = 0; i < pr->npod_sets; i++) {
+		char key[600];
+		kube_podtemplate *t;
+		sched_pod_spec *ps;
+		json_object *md;
+		snprintf(key, sizeof(key), "%s/%s", pr->meta.ns, pr->pod_sets[i].template_name);
+		t = hmap_get(&w->tpls, key);
+		if(!t) {
+			snprintf(missing, mlen, "%s", pr->pod_sets[i].template_name);
+			return PRD_ENOTFOUND;
+		}
+		ps = arena_alloc(&w->ar, sizeof(*ps));
+		if(!ps)
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		md = json_object_object_get(t->tmpl, "metadata");
+		if(pr_conv_pod(&w->ar, json_object_object_get(t->tmpl, "spec"), md, pr->meta.ns, ps, err))
+			return prd_err_prefix(err, "PodTemplate %s", pr->pod_sets[i].template_name);
+		sets[i].pod = ps;
+		sets[i].count = pr->pod_sets[i].count;
+	}
+	return 0;
+}
+
+/* Bookings for a placement: per node, the placed pods' requests. */
+static int book_placement(pr_ctl *c, pr_world *w, const kube_provreq *pr, const sched_podset *sets, size_t n,
+			  const sched_place_result *res, prd_err *err)
+{
+	state_booking *items = NULL;
+	size_t nitems = 0, cap = 0, i, j, k;
+	int rc = 0;
+	for(i = 0; i < n; i++) {
+		for(j = 0; j < res->sets[i].n_assign; j++) {
+			const sched_assign *as = &res->sets[i].assign[j];
+			json_object *m = json_object_new_object();
+			char b[64];
+			if(nitems == cap) {
+				state_booking *nv;
+				cap = cap ? cap * 2 : 16;
+				nv = realloc(items, cap * sizeof(*nv));
+				if(!nv) {
+					json_object_put(m);
+					rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+					goto done;
+				}
+				items = nv;
+			}
+			for(k = 0; k < sets[i].pod->n_requests; k++) {
+				const sched_res *r = &sets[i].pod->requests[k];
+				int64_t v = r->value * as->count;
+				if(!strcmp(r->name, "cpu"))
+					snprintf(b, sizeof(b), "%lldm", (long long)v);
+				else
+					snprintf(b, sizeof(b), "%lld", (long long)v);
+				json_object_object_add(m, r->name, json_object_new_string(b));
+			}
+			snprintf(b, sizeof(b), "%lld", (long long)as->count);
+			json_object_object_add(m, "pods", json_object_new_string(b));
+			memset(&items[nitems], 0, sizeof(items[nitems]));
+			items[nitems].request_uid = (char *)pr->meta.uid;
+			items[nitems].node_name = (char *)sched_snapshot_node_name(w->snap, as->node);
+			items[nitems].resources_json = str_dup(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN));
+			json_object_put(m);
+			if(!items[nitems].resources_json) {
+				rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+				goto done;
+			}
+			nitems++;
+		}
+	}
+	if(c->db)
+		rc = state_booking_set(c->db, pr->meta.uid, items, nitems, c->now + c->cfg.booking_ttl_ns, err);
+done:
+	for(i = 0; i < nitems; i++)
+		free(items[i].resources_json);
+	free(items);
+	return rc;
+}
+
+static int64_t total_pods(const kube_provreq *pr)
+{
+	int64_t t = 0;
+	size_t i;
+	for(i = 0; i < pr->npod_sets; i++)
+		t += pr->pod_sets[i].count;
+	return t;
+}
+
+/* A negative answer: retry after the request's backoff, or fail for good
+ * with noRetry. */
+static void not_provisioned(pr_ctl *c, const kube_provreq *pr, const pr_params *pp, pr_conds *conds,
+			    const char *reason, const char *msg)
+{
+	int64_t next = 0;
+	set_cond(c, pr, conds, PR_COND_PROVISIONED, "False", reason, msg);
+	if(pp->no_retry) {
+		set_cond(c, pr, conds, PR_COND_FAILED, "True", reason, msg);
+		return;
+	}
+	if(c->db && state_request_bump(c->db, pr->meta.uid, reason, &next, NULL) == 0)
+		wake_at(c, next);
+}
+
+/* Place every pod on existing capacity (check-capacity). */
+static void do_check_capacity(pr_ctl *c, pr_world *w, const kube_provreq *pr, const pr_params *pp,
+			      sched_podset *sets, pr_conds *conds)
+{
+	sched_place_result res;
+	prd_err e;
+	char msg[700];
+	memset(&res, 0, sizeof(res));
+	if(sched_snapshot_fork(w->snap) || sched_place(w->snap, sets, pr->npod_sets, &res, &e)) {
+		sched_snapshot_revert(w->snap);
+		snprintf(msg, sizeof(msg), "cannot simulate the pods: %s", e.msg);
+		not_provisioned(c, pr, pp, conds, PR_R_CHECK_FAILED, msg);
+		sched_place_result_free(&res);
+		return;
+	}
+	if(res.fits_all && book_placement(c, w, pr, sets, pr->npod_sets, &res, &e) == 0) {
+		sched_snapshot_commit(w->snap);
+		snprintf(msg, sizeof(msg), "capacity for all %lld pods is available and booked for %llds",
+			 (long long)res.requested, (long long)(c->cfg.booking_ttl_ns / PRD_NS_PER_SEC));
+		set_cond(c, pr, conds, PR_COND_PROVISIONED, "True", PR_R_FOUND, msg);
+		wake_at(c, c->now + c->cfg.booking_ttl_ns);
+	} else {
+		sched_snapshot_revert(w->snap);
+		if(res.fits_all)
+			snprintf(msg, sizeof(msg), "capacity fits but could not be booked: %s", e.msg);
+		else
+			snprintf(msg, sizeof(msg), "only %lld of %lld pods fit on the existing nodes",
+				 (long long)res.placed, (long long)res.requested);
+		not_provisioned(c, pr, pp, conds, res.fits_all ? PR_R_BOOK_FAILED : PR_R_NOT_FOUND, msg);
+	}
+	sched_place_result_free(&res);
+}
+
+/* Names of the group's instances right now (a hash set). */
+static int group_instances(pr_group *g, hmap *names, size_t *errored, prd_err *err)
+{
+	prd_cloud_instance *inst = NULL;
+	prd_cloud_error de;
+	size_t n = 0, i;
+	memset(&de, 0, sizeof(de));
+	if(g->drv->api->instances(g->drv->state, g->id, &inst, &n, &de))
+		return cloud_driver_error(g->drv, "instances", de.code ? de.code : PRD_CLOUD_EIO, &de, err);
+	if(errored)
+		*errored = 0;
+	for(i = 0; i < n; i++) {
+		if(inst[i].node_name)
+			hmap_put(names, inst[i].node_name, (void *)(uintptr_t)(inst[i].error_class + 1));
+		if(errored && inst[i].error_class != PRD_CLOUD_ERRCLASS_NONE)
+			(*errored)++;
+	}
+	g->drv->api->release_instances(g->drv->state, inst, n);
+	return 0;
+}
+
+/* Start an atomic scale-up: choose a group that fits every remaining pod,
+ * record the plan, ask the cloud, remember the nodes it created. */
+static void start_scale_up(pr_ctl *c, pr_world *w, const kube_provreq *pr, const pr_params *pp,
+			   sched_podset *sets, pr_conds *conds)
+{
+	sched_place_result existing;
+	sched_podset *rest;
+	sched_option *opts;
+	size_t *gidx, nopt = 0, i, best;
+	char why[1024] = "", msg[1600], plan[128];
+	size_t wl = 0;
+	prd_err e;
+	int64_t remaining = 0;
+
+	memset(&existing, 0, sizeof(existing));
+	rest = arena_array(&w->ar, pr->npod_sets, sizeof(*rest));
+	opts = arena_array(&w->ar, w->ngroups + 1, sizeof(*opts));
+	gidx = arena_array(&w->ar, w->ngroups + 1, sizeof(*gidx));
+	if(!rest || !opts || !gidx)
+		return;
+	/* Pods that fit existing nodes are placed first (in a fork: they only
+	 * decide what is left for new nodes). */
+	if(sched_snapshot_fork(w->snap) || sched_place(w->snap, sets, pr->npod_sets, &existing, &e)) {
+		sched_snapshot_revert(w->snap);
+		snprintf(msg, sizeof(msg), "cannot simulate the pods: %s", e.msg);
+		not_provisioned(c, pr, pp, conds, PR_R_CHECK_FAILED, msg);
+		sched_place_result_free(&existing);
+		return;
+	}
+	for(i = 0; i < pr->npod_sets; i++) {
+		rest[i] = sets[i];
+		rest[i].count = sets[i].count - existing.sets[i].placed;
+		remaining += rest[i].count;
+	}
+	if(remaining == 0) {
+		/* Everything fits already: book it as check-capacity would. */
+		if(book_placement(c, w, pr, sets, pr->npod_sets, &existing, &e) == 0) {
+			sched_snapshot_commit(w->snap);
+			set_cond(c, pr, conds, PR_COND_PROVISIONED, "True", PR_R_PROVISIONED,
+				 "capacity for all pods already exists; no scale-up was needed");
+			wake_at(c, c->now + c->cfg.booking_ttl_ns);
+		} else {
+			sched_snapshot_revert(w->snap);
+			not_provisioned(c, pr, pp, conds, PR_R_BOOK_FAILED, e.msg);
+		}
+		sched_place_result_free(&existing);
+		return;
+	}
+	for(i = 0; i < w->ngroups; i++) {
+		pr_group *g = &w->groups[i];
+		sched_est_limits lim;
+		sched_est_result est;
+		size_t k;
+		memset(&est, 0, sizeof(est));
+		if(!g->has_tmpl || g->busy || g->backed_off) {
+			wl += (size_t)snprintf(why + wl, wl < sizeof(why) ? sizeof(why) - wl : 0, "%s%s: %s", wl ? "; " : "",
+					       g->id, !g->has_tmpl ? "no template" : g->busy ? "scale-up in progress"
+											   : "backed off");
+			continue;
+		}
+		lim.group_room = g->max > g->target ? g->max - g->target : 0;
+		lim.max_nodes_total = c->cfg.max_nodes_total;
+		lim.cluster_nodes = (int64_t)w->nnodes;
+		lim.max_new_nodes = c->cfg.max_nodes_per_scaleup;
+		if(sched_estimate(w->snap, &g->tmpl, rest, pr->npod_sets, &lim, &est, &e)) {
+			wl += (size_t)snprintf(why + wl, wl < sizeof(why) ? sizeof(why) - wl : 0, "%s%s: %s",
+					       wl ? "; " : "", g->id, e.msg);
+			continue;
+		}
+		if(!est.place.fits_all) {
+			wl += (size_t)snprintf(why + wl, wl < sizeof(why) ? sizeof(why) - wl : 0,
+					       "%s%s: %lld of %lld pods fit%s", wl ? "; " : "", g->id,
+					       (long long)est.place.placed, (long long)est.place.requested,
+					       est.limited_by == SCHED_EST_GROUP_MAX ? " within the group's max size"
+					       : est.limited_by == SCHED_EST_TOTAL_MAX ? " within max-nodes-total"
+					       : est.limited_by == SCHED_EST_SCALEUP_MAX ? " within max-nodes-per-scaleup"
+					       : " on its template node");
+			sched_est_result_free(&est);
+			continue;
+		}
+		opts[nopt].group_id = g->id;
+		opts[nopt].fits_all = true;
+		opts[nopt].node_count = est.new_nodes;
+		opts[nopt].pods = est.place.placed;
+		for(k = 0; k < g->tmpl.n_allocatable; k++) {
+			if(!strcmp(g->tmpl.allocatable[k].name, "cpu"))
+				opts[nopt].node_cpu = g->tmpl.allocatable[k].value;
+			if(!strcmp(g->tmpl.allocatable[k].name, "memory"))
+				opts[nopt].node_memory = g->tmpl.allocatable[k].value;
+		}
+		for(k = 0; k < pr->npod_sets; k++) {
+			size_t r;
+			for(r = 0; r < rest[k].pod->n_requests; r++) {
+				if(!strcmp(rest[k].pod->requests[r].name, "cpu"))
+					opts[nopt].req_cpu += rest[k].pod->requests[r].value * rest[k].count;
+				if(!strcmp(rest[k].pod->requests[r].name, "memory"))
+					opts[nopt].req_memory += rest[k].pod->requests[r].value * rest[k].count;
+			}
+		}
+		gidx[nopt++] = i;
+		sched_est_result_free(&est);
+	}
+	sched_snapshot_revert(w->snap);
+	sched_place_result_free(&existing);
+	if(!nopt || sched_expander_choose(c->expander, opts, nopt, &best, &e)) {
+		snprintf(msg, sizeof(msg), "no node group can provide all %lld pods that do not fit existing nodes%s%s",
+			 (long long)remaining, w->ngroups ? ": " : " (no node groups are configured)", why);
+		not_provisioned(c, pr, pp, conds, PR_R_NOT_FOUND, msg);
+		return;
+	}
+	{
+		pr_group *g = &w->groups[gidx[best]];
+		state_intent in;
+		prd_cloud_error de;
+		hmap before, after;
+		hmap_iter it;
+		const char *name;
+		int64_t delta = opts[best].node_count;
+		int rc;
+
+		memset(&in, 0, sizeof(in));
+		snprintf(plan, sizeof(plan), "%s/%lld", pr->meta.uid, (long long)c->now);
+		in.plan_id = plan;
+		in.request_uid = (char *)pr->meta.uid;
+		in.node_group = g->id;
+		in.delta = delta;
+		in.target_before = g->target;
+		in.phase = STATE_PHASE_PLANNED;
+		in.deadline_ns = c->now + c->cfg.provision_timeout_ns;
+		/* The plan is on disk before the cloud is touched. */
+		if(!c->db || state_intent_begin(c->db, &in, &e)) {
+			snprintf(msg, sizeof(msg), "cannot record the scale-up plan: %s", c->db ? e.msg : "no state store");
+			not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
+			return;
+		}
+		hmap_init(&before, NULL);
+		hmap_init(&after, NULL);
+		group_instances(g, &before, NULL, NULL);
+		state_intent_advance(c->db, plan, STATE_PHASE_INCREASING, NULL, NULL);
+		memset(&de, 0, sizeof(de));
+		c->stats.scaleups_started++;
+		rc = g->drv->api->atomic_increase_size
+			? g->drv->api->atomic_increase_size(g->drv->state, g->id, (int32_t)delta, &de)
+			: g->drv->api->increase_size(g->drv->state, g->id, (int32_t)delta, &de);
+		/* Whatever happened, remember every node the call created so a
+		 * rollback removes exactly those. */
+		group_instances(g, &after, NULL, NULL);
+		hmap_iter_init(&it, &after);
+		while(hmap_iter_next(&it, &name, NULL))
+			if(!hmap_has(&before, name))
+				state_intent_add_node(c->db, plan, name, NULL);
+		hmap_free(&before);
+		hmap_free(&after);
+		g->busy = true;
+		if(rc) {
+			cloud_driver_error(g->drv, "increase size", rc, &de, &e);
+			state_intent_advance(c->db, plan, STATE_PHASE_ROLLING_BACK, e.msg, NULL);
+			log_warn("scale-up failed; rolling back", "group", g->id, "request", pr->meta.name, "error", e.msg);
+			wake_at(c, c->now + 1);
+		} else {
+			state_intent_advance(c->db, plan, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
+			wake_at(c, in.deadline_ns);
+		}
+		snprintf(msg, sizeof(msg), "scaling node group %s up by %lld node%s for %lld pods", g->id,
+			 (long long)delta, delta == 1 ? "" : "s", (long long)remaining);
+		set_cond(c, pr, conds, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, msg);
+	}
+}
+
+/* Delete what a plan created, close it rolled back, back the group off. */
+static void roll_back(pr_ctl *c, pr_world *w, const state_intent *in, const char *cause)
+{
+	pr_group *g = find_group(w, in->node_group);
+	const char **names = calloc(in->n_nodes + 1, sizeof(*names));
+	size_t i, n = 0;
+	prd_err e;
+	if(!names)
+		return;
+	state_intent_advance(c->db, in->plan_id, STATE_PHASE_ROLLING_BACK, cause, NULL);
+	if(g) {
+		hmap live;
+		hmap_init(&live, NULL);
+		if(group_instances(g, &live, NULL, &e) == 0) {
+			for(i = 0; i < in->n_nodes; i++)
+				if(hmap_has(&live, in->nodes[i]))
+					names[n++] = in->nodes[i];
+		}
+		hmap_free(&live);
+		if(n) {
+			prd_cloud_error de;
+			memset(&de, 0, sizeof(de));
+			if(g->drv->api->delete_nodes(g->drv->state, g->id, names, n, &de)) {
+				cloud_driver_error(g->drv, "delete nodes", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
+				log_error("rollback could not delete nodes; retrying", "group", g->id, "error", e.msg);
+				wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
+				free(names);
+				return;
+			}
+		}
+	} else {
+		log_error("rollback: node group is gone; nothing to delete", "group", in->node_group);
+	}
+	state_intent_close(c->db, in->plan_id, STATE_PHASE_ROLLED_BACK, cause, NULL);
+	state_group_fail(c->db, in->node_group, cause, NULL, NULL);
+	c->stats.scaleups_rolled_back++;
+	log_warn("scale-up rolled back", "group", in->node_group, "plan", in->plan_id, "deleted", LOGI(n),
+		 "cause", cause);
+	free(names);
+}
+
+static const kube_provreq *find_pr_by_uid(pr_world *w, const char *uid)
+{
+	size_t i;
+	for(i = 0; i < w->nprs; i++)
+		if(!strcmp(w->prs[i]->meta.uid, uid))
+			return w->prs[i];
+	return NULL;
+}
+
+/* Drive an open intent one step. Returns true when the request's status
+ * was decided here (caller writes it). */
+static void progress_intent(pr_ctl *c, pr_world *w, const state_intent *in, const kube_provreq *pr,
+			    const pr_params *pp, sched_podset *sets, pr_conds *conds)
+{
+	pr_group *g = find_group(w, in->node_group);
+	char msg[1200];
+	size_t i, ready = 0, errored = 0;
+	hmap live;
+
+	if(g)
+		g->busy = true;
+	if(!pr || pr_is_terminal(pr)) {
+		roll_back(c, w, in, pr ? "the request finished before its nodes were ready" : "the request was deleted");
+		return;
+	}
+	switch(in->phase) {
+	case STATE_PHASE_PLANNED:
+	case STATE_PHASE_INCREASING:
+		/* A crash between writing the plan and recording the nodes: the
+		 * cloud may or may not have acted. Roll back what is recorded,
+		 * and let the request retry. */
+		roll_back(c, w, in, "provreqd restarted during the scale-up");
+		not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED,
+				"the scale-up was interrupted by a restart and rolled back; it will be retried");
+		return;
+	case STATE_PHASE_ROLLING_BACK:
+		roll_back(c, w, in, in->last_error && in->last_error[0] ? in->last_error : "rollback resumed");
+		snprintf(msg, sizeof(msg), "scale-up of %s failed and was rolled back: %s", in->node_group,
+			 in->last_error && in->last_error[0] ? in->last_error : "unknown cause");
+		not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
+		return;
+	case STATE_PHASE_WAITING_FOR_NODES:
+		break;
+	default:
+		return;
+	}
+	hmap_init(&live, NULL);
+	if(!g || group_instances(g, &live, &errored, NULL)) {
+		hmap_free(&live);
+		if(c->now >= in->deadline_ns) {
+			roll_back(c, w, in, "the node group stopped answering");
+			not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED,
+					"the node group stopped answering before its nodes were ready; rolled back");
+		}
+		return;
+	}
+	for(i = 0; i < in->n_nodes; i++) {
+		const kube_node *n = hmap_get(&w->nodes_by_name, in->nodes[i]);
+		uintptr_t cls = (uintptr_t)hmap_get(&live, in->nodes[i]);
+		if(cls > 1)
+			errored++;
+		if(n && node_usable(n))
+			ready++;
+	}
+	hmap_free(&live);
+	if(in->n_nodes < (size_t)in->delta || errored) {
+		snprintf(msg, sizeof(msg), "the cloud provided %zu of %lld nodes in %s%s; rolled back", in->n_nodes - errored,
+			 (long long)in->delta, in->node_group, errored ? " (out of resources)" : "");
+		roll_back(c, w, in, msg);
+		not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
+		return;
+	}
+	if(ready == in->n_nodes) {
+		sched_place_result res;
+		prd_err e;
+		memset(&res, 0, sizeof(res));
+		/* Every node is Ready: place the pods for real and book. */
+		if(sched_snapshot_fork(w->snap) == 0 && sched_place(w->snap, sets, pr->npod_sets, &res, &e) == 0 &&
+		   res.fits_all && book_placement(c, w, pr, sets, pr->npod_sets, &res, &e) == 0) {
+			sched_snapshot_commit(w->snap);
+			state_intent_close(c->db, in->plan_id, STATE_PHASE_DONE, NULL, NULL);
+			state_group_success(c->db, in->node_group, NULL);
+			c->stats.scaleups_succeeded++;
+			snprintf(msg, sizeof(msg), "%lld new node%s in %s are ready; capacity for all pods is booked",
+				 (long long)in->delta, in->delta == 1 ? "" : "s", in->node_group);
+			set_cond(c, pr, conds, PR_COND_PROVISIONED, "True", PR_R_PROVISIONED, msg);
+			wake_at(c, c->now + c->cfg.booking_ttl_ns);
+		} else {
+			sched_snapshot_revert(w->snap);
+			snprintf(msg, sizeof(msg), "the new nodes in %s are ready but the pods do not fit them: %s",
+				 in->node_group, res.fits_all ? e.msg : "capacity was taken by other pods");
+			roll_back(c, w, in, msg);
+			not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
+		}
+		sched_place_result_free(&res);
+		return;
+	}
+	if(c->now >= in->deadline_ns) {
+		snprintf(msg, sizeof(msg), "only %zu of %zu new nodes in %s became ready within %llds; rolled back", ready,
+			 in->n_nodes, in->node_group, (long long)(c->cfg.provision_timeout_ns / PRD_NS_PER_SEC));
+		roll_back(c, w, in, msg);
+		not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
+		return;
+	}
+	wake_at(c, in->deadline_ns);
+	/* Poll again soon: nodes come Ready in seconds. */
+	wake_at(c, c->now + 2 * PRD_NS_PER_SEC);
+}
+
+/* Provisioned=True: watch the booking until consumed, expired or revoked. */
+static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_conds *conds)
+{
+	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
+	int64_t expires = prov->last_transition_ns + c->cfg.booking_ttl_ns, scheduled = 0, want = total_pods(pr);
+	state_booking *b = NULL;
+	size_t nb = 0, i, gone = 0;
+	char msg[512];
+	for(i = 0; i < w->npods; i++) {
+		const kube_pod *p = w->pods[i];
+		if(p->node_name && p->consume && !strcmp(p->consume, pr->meta.name) && !strcmp(p->meta.ns, pr->meta.ns) &&
+		   p->phase != KUBE_POD_FAILED)
+			scheduled++;
+	}
+	if(c->db && state_booking_list_request(c->db, pr->meta.uid, &b, &nb, NULL) == 0) {
+		for(i = 0; i < nb; i++)
+			if(!hmap_has(&w->nodes_by_name, b[i].node_name))
+				gone++;
+		state_booking_list_free(b, nb);
+	}
+	if(scheduled >= want) {
+		snprintf(msg, sizeof(msg), "all %lld consumer pods are scheduled; the booking is released", (long long)want);
+		set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_CONSUMED, msg);
+	} else if(gone) {
+		snprintf(msg, sizeof(msg), "%zu booked node%s disappeared before the pods arrived", gone, gone == 1 ? "" : "s");
+		set_cond(c, pr, conds, PR_COND_REVOKED, "True", PR_R_NODES_REMOVED, msg);
+	} else if(c->now >= expires) {
+		snprintf(msg, sizeof(msg), "the booking expired after %llds with %lld of %lld pods scheduled",
+			 (long long)(c->cfg.booking_ttl_ns / PRD_NS_PER_SEC), (long long)scheduled, (long long)want);
+		set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_RESERVATION_EXPIRED, msg);
+	} else {
+		wake_at(c, expires);
+		return;
+	}
+	if(c->db)
+		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
+	sched_snapshot_unbook(w->snap, pr->meta.uid, NULL);
+}
+
+static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
+{
+	int64_t last = 0;
+	size_t i;
+	char path[700];
+	prd_err e;
+	for(i = 0; i < pr->nconditions; i++)
+		if(pr->conditions[i].last_transition_ns > last)
+			last = pr->conditions[i].last_transition_ns;
+	if(c->now < last + c->cfg.gc_after_ns) {
+		wake_at(c, last + c->cfg.gc_after_ns);
+		return;
+	}
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", pr->meta.ns,
+		 pr->meta.name);
+	if(kube_api_call(&c->api, "DELETE", path, NULL, NULL, NULL, NULL, &e) && e.code != PRD_ENOTFOUND) {
+		log_warn("cannot garbage-collect request", "request", pr->meta.name, "namespace", pr->meta.ns,
+			 "error", e.msg);
+		return;
+	}
+	log_info("deleted finished request", "namespace", pr->meta.ns, "request", pr->meta.name);
+	if(c->db) {
+		state_request_delete(c->db, pr->meta.uid, NULL);
+		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
+	}
+}
+
+static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr, state_intent *intents, size_t nint)
+{
+	pr_class cls = pr_class_of(pr->class_name);
+	pr_params pp;
+	pr_conds conds;
+	state_request rs;
+	sched_podset *sets;
+	char missing[300], msg[1024];
+	prd_err e;
+	int64_t deadline;
+	size_t i;
+	int rc;
+	const char *want_proc = c->cfg.processor_instance ? c->cfg.processor_instance : "";
+
+	if(cls == PR_CLASS_OTHER)
+		return;
+	rc = pr_params_parse(pr, &pp, &e);
+	if(!str_eq(pp.processor ? pp.processor : "", want_proc))
+		return;
+	c->stats.requests_seen++;
+	if(pr_is_terminal(pr)) {
+		gc_terminal(c, pr);
+		return;
+	}
+	if(pr_conds_init(&conds, pr, NULL))
+		return;
+	memset(&rs, 0, sizeof(rs));
+	if(c->db && state_request_ensure(c->db, pr->meta.uid, pr->meta.ns, pr->meta.name, &rs, &e))
+		log_error("state store: cannot record request", "request", pr->meta.name, "error", e.msg);
+	if(rc) {
+		set_cond(c, pr, &conds, PR_COND_ACCEPTED, "False", PR_R_INVALID, e.msg);
+		set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_INVALID, e.msg);
+		goto write;
+	}
+	if(!pr_cond_true(pr, PR_COND_ACCEPTED))
+		set_cond(c, pr, &conds, PR_COND_ACCEPTED, "True", PR_R_ACCEPTED, "the request is accepted");
+
+	/* An atomic request with a plan in flight follows its plan. */
+	for(i = 0; i < nint; i++) {
+		if(!strcmp(intents[i].request_uid, pr->meta.uid) && !state_phase_is_terminal(intents[i].phase)) {
+			sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
+			if(sets && resolve_podsets(w, pr, sets, missing, sizeof(missing), &e) == 0)
+				progress_intent(c, w, &intents[i], pr, &pp, sets, &conds);
+			else
+				roll_back(c, w, &intents[i], "the request's PodTemplates disappeared");
+			intents[i].phase = STATE_PHASE_DONE; /* handled this pass */
+			goto write;
+		}
+	}
+	if(pr_cond_true(pr, PR_COND_PROVISIONED)) {
+		track_booking(c, w, pr, &conds);
+		goto write;
+	}
+	/* Deadlines: ValidUntilSeconds and the overall maximum age. */
+	deadline = pr->meta.created_ns + c->cfg.max_age_ns;
+	if(pp.has_valid_until && pr->meta.created_ns + pp.valid_until_s * PRD_NS_PER_SEC < deadline)
+		deadline = pr->meta.created_ns + pp.valid_until_s * PRD_NS_PER_SEC;
+	if(c->now >= deadline) {
+		if(pp.has_valid_until && deadline < pr->meta.created_ns + c->cfg.max_age_ns)
+			snprintf(msg, sizeof(msg), "not provisioned within ValidUntilSeconds=%lld",
+				 (long long)pp.valid_until_s);
+		else
+			snprintf(msg, sizeof(msg), "not provisioned within %lld hours of creation",
+				 (long long)(c->cfg.max_age_ns / (3600 * PRD_NS_PER_SEC)));
+		set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_EXPIRED, msg);
+		set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_EXPIRED, msg);
+		goto write;
+	}
+	wake_at(c, deadline);
+	if(rs.next_attempt_ns > c->now) {
+		wake_at(c, rs.next_attempt_ns);
+		goto write;
+	}
+	sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
+	if(!sets)
+		goto write;
+	rc = resolve_podsets(w, pr, sets, missing, sizeof(missing), &e);
+	if(rc == PRD_ENOTFOUND) {
+		int64_t since = rs.first_seen_ns ? rs.first_seen_ns : pr->meta.created_ns;
+		if(c->now < since + c->cfg.template_grace_ns) {
+			snprintf(msg, sizeof(msg), "waiting for PodTemplate %s in namespace %s", missing, pr->meta.ns);
+			set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_WAITING_TEMPLATES, msg);
+			wake_at(c, c->now + 10 * PRD_NS_PER_SEC < since + c->cfg.template_grace_ns
+					  ? c->now + 10 * PRD_NS_PER_SEC : since + c->cfg.template_grace_ns);
+		} else {
+			snprintf(msg, sizeof(msg), "PodTemplate %s not found in namespace %s after waiting %llds", missing,
+				 pr->meta.ns, (long long)(c->cfg.template_grace_ns / PRD_NS_PER_SEC));
+			set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_CREATE_PODS_FAILED, msg);
+			set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_CREATE_PODS_FAILED, msg);
+		}
+		goto write;
+	}
+	if(rc) {
+		set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_CREATE_PODS_FAILED, e.msg);
+		set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_CREATE_PODS_FAILED, e.msg);
+		goto write;
+	}
+	if(cls == PR_CLASS_CHECK_CAPACITY)
+		do_check_capacity(c, w, pr, &pp, sets, &conds);
+	else
+		start_scale_up(c, w, pr, &pp, sets, &conds);
+write:
+	write_status(c, pr, &conds, NULL);
+	pr_conds_free(&conds);
+	state_request_clear(&rs);
+}
+
+int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
+{
+	pr_world w;
+	state_intent *intents = NULL;
+	size_t nint = 0, i;
+	int rc;
+
+	c->now = clk_wall(c->clock);
+	c->next_wake = INT64_MAX;
+	c->stats.passes++;
+	c->stats.requests_seen = 0;
+	c->stats.bookings_held = 0;
+	rc = load_world(c, &w, err);
+	if(rc) {
+		world_free(&w);
+		return prd_err_prefix(err, "reading the cluster");
+	}
+	if(c->db) {
+		state_booking_delete_expired(c->db, NULL, NULL);
+		if(state_intent_list_open(c->db, &intents, &nint, err)) {
+			world_free(&w);
+			return prd_err_prefix(err, "reading open scale-up plans");
+		}
+		for(i = 0; i < nint; i++) {
+			pr_group *g = find_group(&w, intents[i].node_group);
+			if(g)
+				g->busy = true;
+		}
+	}
+	for(i = 0; i < w.nprs; i++)
+		reconcile(c, &w, w.prs[i], intents, nint);
+	/* Plans whose request is gone (deleted): roll them back. */
+	for(i = 0; i < nint; i++)
+		if(!state_phase_is_terminal(intents[i].phase) && !find_pr_by_uid(&w, intents[i].request_uid))
+			roll_back(c, &w, &intents[i], "the request was deleted");
+	state_intent_list_free(intents, nint);
+	world_free(&w);
+	if(next_wake_ns)
+		*next_wake_ns = c->next_wake;
+	return 0;
+}

@@ -1,0 +1,69 @@
+/* The ProvisioningRequest controller (DESIGN §4).
+ *
+ * pr_ctl_pass() is one level-triggered pass: it reads the cluster through
+ * a kube_api (every Node, Pod, PodTemplate and ProvisioningRequest), the
+ * state store (bookings, backoff, open scale-up intents) and the drivers'
+ * node groups, decides what every request of our classes needs, acts, and
+ * writes status conditions and Events. A pass is idempotent: running it
+ * twice, or after a crash at any point, never doubles a scale-up or loses
+ * a booking, because every multi-step cloud action is an intent row in the
+ * state store written before the action.
+ *
+ * Threads: everything here runs on the controller's single worker thread;
+ * drivers are called only from it. */
+#ifndef PRD_PROVREQ_CONTROLLER_H
+#define PRD_PROVREQ_CONTROLLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "driver/loader.h"
+#include "kube/api.h"
+#include "state/state.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+typedef struct pr_config {
+	int64_t booking_ttl_ns;         /* how long Provisioned capacity is held: 10 min */
+	int64_t provision_timeout_ns;   /* new nodes must be Ready by then: 15 min */
+	int64_t template_grace_ns;      /* wait for missing PodTemplates: 5 min */
+	int64_t max_age_ns;             /* not provisioned after this: Failed/Expired, 7 d */
+	int64_t gc_after_ns;            /* delete terminal requests after this, 7 d */
+	const char *processor_instance; /* serve only requests naming it (NULL: those naming none) */
+	const char *expander;           /* expander chain, default "least-waste" */
+	int64_t max_nodes_total;        /* 0 = no limit */
+	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
+} pr_config;
+
+void pr_config_default(pr_config *cfg);
+
+typedef struct pr_stats {
+	uint64_t passes;
+	uint64_t status_writes;
+	uint64_t status_conflicts;
+	uint64_t events;
+	uint64_t scaleups_started;
+	uint64_t scaleups_succeeded;
+	uint64_t scaleups_rolled_back;
+	uint64_t requests_seen;         /* of our classes, last pass */
+	uint64_t bookings_held;         /* last pass */
+} pr_stats;
+
+typedef struct pr_ctl pr_ctl;
+
+/* Everything passed is borrowed and must outlive the controller. `drivers`
+ * may be NULL (check-capacity only). Caller frees with pr_ctl_free(). */
+int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, state_db *db,
+	       cloud_drivers *drivers, pr_ctl **out, prd_err *err);
+void pr_ctl_free(pr_ctl *c);
+
+/* One pass. *next_wake_ns (optional) gets the wall time by which another
+ * pass is due for timers to fire (backoff ends, bookings expire, scale-up
+ * deadlines); INT64_MAX when nothing is pending. Errors reading the
+ * cluster abort the pass (nothing is written); errors on one request are
+ * logged, recorded on that request and do not stop the others. */
+int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err);
+
+const pr_stats *pr_ctl_stats(const pr_ctl *c);
+
+#endif

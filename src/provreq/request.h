@@ -1,0 +1,94 @@
+/* ProvisioningRequest semantics that do not need the cluster: class names
+ * and their aliases, parameters, terminal states, ordering, and the
+ * condition list with Kubernetes' lastTransitionTime rules. */
+#ifndef PRD_PROVREQ_REQUEST_H
+#define PRD_PROVREQ_REQUEST_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kube/objects.h"
+#include "util/err.h"
+
+#define PR_CLASS_CHECK "check-capacity.autoscaling.x-k8s.io"
+#define PR_CLASS_ATOMIC "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+
+/* Condition types. */
+#define PR_COND_ACCEPTED "Accepted"
+#define PR_COND_PROVISIONED "Provisioned"
+#define PR_COND_FAILED "Failed"
+#define PR_COND_BOOKING_EXPIRED "BookingExpired"
+#define PR_COND_REVOKED "CapacityRevoked"
+
+/* Reasons (upstream's names are kept). */
+#define PR_R_ACCEPTED "Accepted"
+#define PR_R_FOUND "CapacityIsFound"
+#define PR_R_PROVISIONED "CapacityIsProvisioned"
+#define PR_R_NOT_FOUND "CapacityIsNotFound"
+#define PR_R_CHECK_FAILED "FailedToCheckCapacity"
+#define PR_R_CREATE_PODS_FAILED "FailedToCreatePods"
+#define PR_R_BOOK_FAILED "FailedToBookCapacity"
+#define PR_R_RESERVATION_EXPIRED "CapacityReservationTimeExpired"
+#define PR_R_CONSUMED "CapacityBookingConsumed"
+#define PR_R_EXPIRED "Expired"
+/* Reasons of our own, for situations upstream has no name for. */
+#define PR_R_INVALID "InvalidRequest"
+#define PR_R_NODES_REMOVED "BookedNodesRemoved"
+#define PR_R_SCALING_UP "ScaleUpInProgress"
+#define PR_R_SCALE_UP_FAILED "ScaleUpFailed"
+#define PR_R_WAITING_TEMPLATES "PodTemplatesNotFound"
+
+typedef enum pr_class {
+	PR_CLASS_OTHER = 0,   /* not ours: leave the request alone */
+	PR_CLASS_CHECK_CAPACITY,
+	PR_CLASS_ATOMIC_SCALE_UP
+} pr_class;
+
+/* Map a class name (current names and the older aliases
+ * check-capacity.kubernetes.io and atomic-scale-up.kubernetes.io). */
+pr_class pr_class_of(const char *name);
+const char *pr_class_name(pr_class c);
+
+typedef struct pr_params {
+	bool has_valid_until;
+	int64_t valid_until_s;        /* ValidUntilSeconds: window from creation */
+	bool no_retry;                /* noRetry: "true" */
+	const char *processor;        /* processorInstance (borrowed) or NULL */
+} pr_params;
+
+/* Parse the parameters map. Bad values (ValidUntilSeconds not a positive
+ * integer, noRetry not true/false) are PRD_EINVAL with a message naming the
+ * parameter; the caller fails the request with reason InvalidRequest. */
+int pr_params_parse(const kube_provreq *pr, pr_params *out, prd_err *err);
+
+/* The condition of a type, or NULL. */
+const kube_condition *pr_cond(const kube_provreq *pr, const char *type);
+/* True when the condition exists with status "True". */
+bool pr_cond_true(const kube_provreq *pr, const char *type);
+/* Terminal: Failed, BookingExpired or CapacityRevoked is True. */
+bool pr_is_terminal(const kube_provreq *pr);
+
+/* Deterministic processing order: oldest creationTimestamp first, then
+ * name, then namespace (qsort comparator over `const kube_provreq *`). */
+int pr_order_cmp(const void *a, const void *b);
+
+/* A condition list being edited: starts as a copy of the object's list and
+ * is written back whole. Types it does not touch keep every field, so
+ * conditions written by other controllers survive. */
+typedef struct pr_conds {
+	json_object *list;   /* array of metav1.Condition (owned) */
+	bool changed;
+} pr_conds;
+
+int pr_conds_init(pr_conds *c, const kube_provreq *pr, prd_err *err);
+void pr_conds_free(pr_conds *c);
+/* Set a condition. lastTransitionTime moves only when the status changes;
+ * reason, message and observedGeneration are updated in place. */
+int pr_conds_set(pr_conds *c, const char *type, const char *status, const char *reason, const char *message,
+		 int64_t now_ns, int64_t generation);
+/* status of the edited list for a type, or NULL. */
+const char *pr_conds_status(const pr_conds *c, const char *type);
+const char *pr_conds_reason(const pr_conds *c, const char *type);
+
+#endif

@@ -1,0 +1,352 @@
+/* The ProvisioningRequest controller against the in-memory API, a real
+ * SQLite state store and a fake clock. */
+#include "testutil.h"
+#include "driver/host.h"
+#include "provreq/controller.h"
+#include "util/yamljson.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T0 (1714557600LL * PRD_NS_PER_SEC)
+#define SEC PRD_NS_PER_SEC
+#define MIN (60 * SEC)
+
+static memapi *m;
+static clk fake;
+static state_db *db;
+static pr_ctl *ctl;
+static kube_api api;
+static cloud_drivers drivers;
+static cloud_host_impl host;
+static char dbpath[512];
+
+static int host_request(void *ud, const char *method, const char *path, const char *ct, const char *body,
+			size_t len, long *status, char **resp, size_t *resp_len, prd_cloud_error *err)
+{
+	int rc = memapi_request(ud, method, path, ct, body, len, status, resp, resp_len);
+	if(rc && err) {
+		err->code = PRD_CLOUD_EIO;
+		snprintf(err->message, sizeof(err->message), "%s %s: HTTP %ld", method, path, *status);
+	}
+	return rc ? PRD_CLOUD_EIO : 0;
+}
+
+static void post(const char *path, const char *yaml)
+{
+	json_object *o;
+	prd_err e;
+	CU_ASSERT_EQUAL_FATAL(yj_parse_one(yaml, strlen(yaml), &o, &e), 0);
+	if(kube_api_call(&api, "POST", path, NULL, o, NULL, NULL, &e))
+		fprintf(stderr, "POST %s: %s\n", path, e.msg);
+	json_object_put(o);
+}
+
+static void add_node(const char *name, const char *cpu, const char *labels)
+{
+	char y[1024];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s, labels: {kubernetes.io/hostname: %s%s}}\n"
+		 "status:\n  allocatable: {cpu: \"%s\", memory: 16Gi, pods: \"110\"}\n"
+		 "  conditions: [{type: Ready, status: \"True\"}]\n", name, name, labels ? labels : "", cpu);
+	post("/api/v1/nodes", y);
+}
+
+static void add_template(const char *ns, const char *name, const char *cpu)
+{
+	char y[1024], path[256];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s}\n"
+		 "template:\n  metadata: {labels: {app: %s}}\n"
+		 "  spec: {containers: [{name: c, image: busybox, resources: {requests: {cpu: \"%s\", memory: 1Gi}}}]}\n",
+		 name, name, cpu);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/podtemplates", ns);
+	post(path, y);
+}
+
+static void add_pr(const char *ns, const char *name, const char *cls, const char *tpl, int count, const char *params)
+{
+	char y[1024], path[256];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s}\n"
+		 "spec:\n  provisioningClassName: %s\n  podSets: [{podTemplateRef: {name: %s}, count: %d}]\n%s%s\n",
+		 name, cls, tpl, count, params ? "  parameters: " : "", params ? params : "");
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests", ns);
+	post(path, y);
+}
+
+/* "status/reason" of a condition, or "-" when absent (static buffer). */
+static const char *cond(const char *ns, const char *name, const char *type)
+{
+	static char out[8][160];
+	static int slot;
+	char path[300];
+	json_object *o = NULL, *cs;
+	prd_err e;
+	size_t i;
+	char *r = out[slot++ % 8];
+	snprintf(r, 160, "-");
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", ns, name);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e))
+		return "gone";
+	cs = json_object_object_get(json_object_object_get(o, "status"), "conditions");
+	for(i = 0; cs && i < json_object_array_length(cs); i++) {
+		json_object *c = json_object_array_get_idx(cs, i);
+		if(!strcmp(json_object_get_string(json_object_object_get(c, "type")), type))
+			snprintf(r, 160, "%s/%s", json_object_get_string(json_object_object_get(c, "status")),
+				 json_object_get_string(json_object_object_get(c, "reason")));
+	}
+	json_object_put(o);
+	return r;
+}
+
+static int count_items(const char *path)
+{
+	json_object *o = NULL;
+	prd_err e;
+	int n;
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e))
+		return -1;
+	n = (int)json_object_array_length(json_object_object_get(o, "items"));
+	json_object_put(o);
+	return n;
+}
+
+static void pass(void)
+{
+	prd_err e;
+	int64_t wake;
+	int rc = pr_ctl_pass(ctl, &wake, &e);
+	CU_ASSERT_EQUAL(rc, 0);
+	if(rc)
+		fprintf(stderr, "pass: %s\n", e.msg);
+}
+
+static void start(const char *driver_cfg, pr_config *override)
+{
+	pr_config cfg;
+	state_config sc;
+	prd_err e;
+	clk_fake_init(&fake, T0);
+	CU_ASSERT_EQUAL_FATAL(memapi_new(&fake, 0, &m), 0);
+	api = kube_api_from_memapi(m);
+	state_config_default(&sc);
+	snprintf(dbpath, sizeof(dbpath), "%s/state-%lld.db", test_tmpdir(), (long long)rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(dbpath, &fake, &sc, &db, &e), 0);
+	cloud_drivers_init(&drivers);
+	if(driver_cfg) {
+		char path[600];
+		const char *b = getenv("PRD_BUILDDIR");
+		snprintf(path, sizeof(path), "%s/tests/drivers/.libs/drv_example.so", b ? b : ".");
+		cloud_host_init(&host, "driver/example", &fake, host_request, m);
+		if(cloud_drivers_load(&drivers, path, &host.host, driver_cfg, NULL, &e))
+			fprintf(stderr, "driver: %s\n", e.msg);
+	}
+	pr_config_default(&cfg);
+	if(override)
+		cfg = *override;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+}
+
+static void stop(void)
+{
+	pr_ctl_free(ctl);
+	cloud_drivers_free(&drivers);
+	state_close(db);
+	memapi_free(m);
+	ctl = NULL;
+	db = NULL;
+	m = NULL;
+}
+
+static void test_check_capacity_fit_and_retry(void)
+{
+	start(NULL, NULL);
+	add_node("n1", "4", NULL);
+	add_node("n2", "4", NULL);
+	add_template("team", "small", "1");
+	add_pr("team", "first", "check-capacity.autoscaling.x-k8s.io", "small", 6, NULL);
+	clk_fake_advance(&fake, SEC);
+	add_pr("team", "second", "check-capacity.kubernetes.io", "small", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("team", "first", "Accepted"), "True/Accepted");
+	CU_ASSERT_STRING_EQUAL(cond("team", "first", "Provisioned"), "True/CapacityIsFound");
+	/* The older request's booking leaves 2 cpus: the second (4) does not fit. */
+	CU_ASSERT_STRING_EQUAL(cond("team", "second", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_STRING_EQUAL(cond("team", "second", "Failed"), "-");
+	CU_ASSERT_TRUE(count_items("/api/v1/namespaces/team/events") >= 4);
+	/* Capacity arrives, but the retry waits for the 1-minute backoff. */
+	add_node("n3", "4", NULL);
+	clk_fake_advance(&fake, 30 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("team", "second", "Provisioned"), "False/CapacityIsNotFound");
+	clk_fake_advance(&fake, 31 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("team", "second", "Provisioned"), "True/CapacityIsFound");
+	/* A pass with nothing new writes nothing. */
+	{
+		uint64_t writes = pr_ctl_stats(ctl)->status_writes;
+		pass();
+		CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->status_writes, writes);
+	}
+	stop();
+}
+
+static void add_consumer(const char *ns, const char *pr, const char *name, const char *node)
+{
+	char y[1024], path[256];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s, annotations: {autoscaling.x-k8s.io/consume-provisioning-request: %s}}\n"
+		 "spec: {nodeName: %s, containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]}\n"
+		 "status: {phase: Running}\n", name, pr, node);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
+	post(path, y);
+}
+
+static void test_booking_consumed_expired_revoked(void)
+{
+	start(NULL, NULL);
+	add_node("n1", "4", NULL);
+	add_node("n2", "4", NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "consumed", "check-capacity.autoscaling.x-k8s.io", "one", 2, NULL);
+	add_pr("t", "expires", "check-capacity.autoscaling.x-k8s.io", "one", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "consumed", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(cond("t", "expires", "Provisioned"), "True/CapacityIsFound");
+	add_consumer("t", "consumed", "p1", "n1");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "consumed", "BookingExpired"), "-");
+	add_consumer("t", "consumed", "p2", "n2");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "consumed", "BookingExpired"), "True/CapacityBookingConsumed");
+	CU_ASSERT_STRING_EQUAL(cond("t", "expires", "BookingExpired"), "-");
+	clk_fake_advance(&fake, 10 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "expires", "BookingExpired"), "True/CapacityReservationTimeExpired");
+	/* Revocation: a booked node disappears. */
+	add_pr("t", "revoked", "check-capacity.autoscaling.x-k8s.io", "one", 6, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "revoked", "Provisioned"), "True/CapacityIsFound");
+	{
+		prd_err e;
+		CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/api/v1/nodes/n2", NULL, NULL, NULL, NULL, &e), 0);
+	}
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "revoked", "CapacityRevoked"), "True/BookedNodesRemoved");
+	/* Terminal requests are deleted 7 days after their last transition. */
+	clk_fake_advance(&fake, 7 * 24 * 60 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "consumed", "Accepted"), "gone");
+	CU_ASSERT_STRING_EQUAL(cond("t", "revoked", "Accepted"), "gone");
+	stop();
+}
+
+static void test_parameters_and_templates(void)
+{
+	start(NULL, NULL);
+	add_node("n1", "2", NULL);
+	add_template("p", "big", "8");
+	add_pr("p", "once", "check-capacity.autoscaling.x-k8s.io", "big", 1, "{noRetry: \"true\"}");
+	add_pr("p", "window", "check-capacity.autoscaling.x-k8s.io", "big", 1, "{ValidUntilSeconds: \"30\"}");
+	add_pr("p", "bad", "check-capacity.autoscaling.x-k8s.io", "big", 1, "{ValidUntilSeconds: \"soon\"}");
+	add_pr("p", "later", "check-capacity.autoscaling.x-k8s.io", "missing", 1, NULL);
+	add_pr("p", "theirs", "example.com/custom", "big", 1, NULL);
+	add_pr("p", "elsewhere", "check-capacity.autoscaling.x-k8s.io", "big", 1, "{processorInstance: other}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("p", "once", "Failed"), "True/CapacityIsNotFound");
+	CU_ASSERT_STRING_EQUAL(cond("p", "window", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_STRING_EQUAL(cond("p", "window", "Failed"), "-");
+	CU_ASSERT_STRING_EQUAL(cond("p", "bad", "Failed"), "True/InvalidRequest");
+	CU_ASSERT_STRING_EQUAL(cond("p", "bad", "Accepted"), "False/InvalidRequest");
+	CU_ASSERT_STRING_EQUAL(cond("p", "later", "Provisioned"), "False/PodTemplatesNotFound");
+	/* Unknown classes and other processors' requests are left untouched. */
+	CU_ASSERT_STRING_EQUAL(cond("p", "theirs", "Accepted"), "-");
+	CU_ASSERT_STRING_EQUAL(cond("p", "elsewhere", "Accepted"), "-");
+	clk_fake_advance(&fake, 31 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("p", "window", "Failed"), "True/Expired");
+	/* The template arrives inside the grace period: the request proceeds. */
+	add_template("p", "missing", "1");
+	clk_fake_advance(&fake, MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("p", "later", "Provisioned"), "True/CapacityIsFound");
+	add_pr("p", "never", "check-capacity.autoscaling.x-k8s.io", "nothere", 1, NULL);
+	pass();
+	clk_fake_advance(&fake, 6 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("p", "never", "Failed"), "True/FailedToCreatePods");
+	stop();
+}
+
+static void test_atomic_rollback_and_limits(void)
+{
+	pr_config cfg;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	/* The example driver records nodes but never creates Node objects, so
+	 * the new nodes never become Ready: the plan must roll back. */
+	start("small 0 3 0 4 16Gi 110\n", &cfg);
+	add_template("a", "two", "2");
+	add_pr("a", "toobig", "best-effort-atomic-scale-up.autoscaling.x-k8s.io", "two", 8, NULL);
+	add_pr("a", "fits", "atomic-scale-up.kubernetes.io", "two", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "toobig", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_STRING_EQUAL(cond("a", "fits", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->scaleups_started, 1);
+	{
+		state_intent *in = NULL;
+		size_t n = 0;
+		CU_ASSERT_EQUAL(state_intent_list_open(db, &in, &n, NULL), 0);
+		CU_ASSERT_EQUAL_FATAL(n, 1);
+		CU_ASSERT_EQUAL(in[0].delta, 2);
+		CU_ASSERT_EQUAL(in[0].n_nodes, 2);
+		CU_ASSERT_EQUAL(in[0].phase, STATE_PHASE_WAITING_FOR_NODES);
+		state_intent_list_free(in, n);
+	}
+	/* A second pass before the deadline changes nothing and starts nothing. */
+	clk_fake_advance(&fake, MIN);
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->scaleups_started, 1);
+	clk_fake_advance(&fake, 61 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "fits", "Provisioned"), "False/ScaleUpFailed");
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->scaleups_rolled_back, 1);
+	{
+		bool off = false;
+		int64_t until = 0;
+		size_t n = 99;
+		state_intent *in = NULL;
+		CU_ASSERT_EQUAL(state_group_backed_off(db, "small", &off, &until, NULL), 0);
+		CU_ASSERT_TRUE(off);
+		CU_ASSERT_EQUAL(state_intent_list_open(db, &in, &n, NULL), 0);
+		CU_ASSERT_EQUAL(n, 0);
+		state_intent_list_free(in, n);
+	}
+	/* The driver is back at its old size: the rollback deleted both nodes. */
+	{
+		prd_cloud_node_group *g = NULL;
+		size_t n = 0;
+		prd_cloud_error de;
+		cloud_driver *d = drivers.v[0];
+		CU_ASSERT_EQUAL(d->api->node_groups(d->state, &g, &n, &de), 0);
+		CU_ASSERT_EQUAL(g[0].target_size, 0);
+		d->api->release_node_groups(d->state, g, n);
+	}
+	/* While the group is backed off, retries say so. */
+	clk_fake_advance(&fake, 2 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "fits", "Provisioned"), "False/CapacityIsNotFound");
+	stop();
+}
+
+static const test_case cases[] = {
+	{ "check-capacity fit, competition and retry", test_check_capacity_fit_and_retry },
+	{ "booking consumed, expired, revoked and GC", test_booking_consumed_expired_revoked },
+	{ "parameters, templates, foreign requests", test_parameters_and_templates },
+	{ "atomic scale-up limits and rollback", test_atomic_rollback_and_limits },
+	{ NULL, NULL }
+};
+
+TEST_MAIN("controller", cases)
