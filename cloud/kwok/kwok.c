@@ -685,8 +685,9 @@ static int kw_delete_nodes(void *state, const char *group_id, const char *const 
 				pending[i] = true;
 				continue;
 			}
-			rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: group %s: '%s' is not a node name", g->id,
-				       names[i] ? names[i] : "(null)");
+			rc = kwok_fail(err, PRD_CLOUD_ENOTFOUND,
+				       "kwok: group %s has no node or refused node request '%s'; nothing deleted",
+				       g->id, names[i] ? names[i] : "(null)");
 			break;
 		}
 		for(j = 0; j < i; j++)
