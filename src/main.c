@@ -21,6 +21,7 @@ static const char usage[] =
 	"\n"
 	"Commands:\n"
 	"  version        print the version and the library versions it was built with\n"
+	"  simulate       run the controller on a cluster loaded from YAML, in simulated time\n"
 	"  check-driver   load a cloud driver .so, check its ABI and list its node groups\n"
 	"  help           print this help\n"
 	"\n"
@@ -30,8 +31,7 @@ static const char usage[] =
 	"\n"
 	"Run 'provreqd COMMAND --help' for a command's options.\n"
 	"\n"
-	"Commands still being built (see the project's issues): run, simulate,\n"
-	"check-config.\n";
+	"Commands still being built (see the project's issues): run.\n";
 
 static int cmd_version(void)
 {
@@ -71,6 +71,8 @@ int main(int argc, char **argv)
 	}
 	if(!strcmp(argv[optind], "version"))
 		return cmd_version();
+	if(!strcmp(argv[optind], "simulate"))
+		return cmd_simulate(argc - optind, argv + optind);
 	if(!strcmp(argv[optind], "check-driver"))
 		return cmd_check_driver(argc - optind, argv + optind);
 	if(!strcmp(argv[optind], "help")) {

@@ -1,0 +1,38 @@
+#!/bin/sh
+# `provreqd simulate` on the bundled example: the README's main command.
+# Checks the outcome a user of the example is promised in docs.
+set -eu
+: "${PRD_BUILDDIR:?}" "${PRD_SRCDIR:?}"
+cd "$PRD_SRCDIR"
+out=$("$PRD_BUILDDIR/provreqd" simulate --cluster templates/examples/simulate --until 2h \
+	--cloud-driver "$PRD_BUILDDIR/cloud/kwok/.libs/kwok.so" 2>&1)
+echo "$out"
+fail=0
+row() { echo "$out" | awk -v ns="$1" -v n="$2" '$1 == ns && $2 == n'; }
+expect() { # namespace name pattern
+	row "$1" "$2" | grep -qE -- "$3" || { echo "FAIL: $1/$2 does not match: $3"; fail=1; }
+}
+# check-capacity that fits: provisioned, then the 10-minute booking expires unused.
+expect team-a fits-now 'check-capacity +True +True +True +CapacityReservationTimeExpired'
+# check-capacity with no room fails when its ValidUntilSeconds window closes.
+expect team-a no-room 'False +True +Expired: not provisioned within ValidUntilSeconds=600'
+# atomic scale-up: the general group grows and the request is provisioned.
+expect team-b training-run 'atomic-scale-up +True +True'
+# too big for any group, noRetry: failed at once, with the reason per group.
+expect team-b too-big 'False +True +CapacityIsNotFound: no node group can provide all'
+echo "$out" | grep -qE '^general +0 +10 +[1-9]' || { echo "FAIL: general group did not grow"; fail=1; }
+echo "$out" | grep -qE '^gpu +0 +4 +0 ' || { echo "FAIL: gpu group was touched"; fail=1; }
+echo "$out" | grep -q '1 scale-ups started, 1 succeeded, 0 rolled back' || { echo "FAIL: scale-up counts"; fail=1; }
+
+# Bad input gets a clear error and exit status 1, not a crash.
+printf 'apiVersion: v1\nkind: Node\nmetadata: {name: x\n' > "${TMPDIR:-/tmp}/prd-bad-$$.yaml"
+if "$PRD_BUILDDIR/provreqd" simulate --cluster "${TMPDIR:-/tmp}/prd-bad-$$.yaml" \
+	--cloud-driver "$PRD_BUILDDIR/cloud/kwok/.libs/kwok.so" > "${TMPDIR:-/tmp}/prd-bad-$$.out" 2>&1; then
+	echo "FAIL: malformed YAML accepted"; fail=1
+fi
+grep -q "line 4, column 1" "${TMPDIR:-/tmp}/prd-bad-$$.out" || { echo "FAIL: no position in YAML error:"; cat "${TMPDIR:-/tmp}/prd-bad-$$.out"; fail=1; }
+rm -f "${TMPDIR:-/tmp}/prd-bad-$$.yaml" "${TMPDIR:-/tmp}/prd-bad-$$.out"
+if "$PRD_BUILDDIR/provreqd" simulate --cluster /nonexistent > /dev/null 2>&1; then
+	echo "FAIL: missing cluster accepted"; fail=1
+fi
+exit $fail
