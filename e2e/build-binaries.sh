@@ -13,6 +13,8 @@
 #
 # Usage: build-binaries.sh            build what is missing, print timings
 #        build-binaries.sh --print-bindir
+#        build-binaries.sh --print-go  find or fetch the Go toolchain, print
+#                                      the path of its go command
 #
 # Environment: PROVREQD_E2E_CACHE overrides the cache root; GOPROXY is honoured
 # (for the modules and for the Go toolchain download).
@@ -24,11 +26,13 @@ set -euo pipefail
 cache=$(e2e_cache_root)
 bindir=$(e2e_bindir)
 
+print_go=0
 case "${1:-}" in
 --print-bindir)
 	printf '%s\n' "$bindir"
 	exit 0
 	;;
+--print-go) print_go=1 ;;
 "") ;;
 -h | --help)
 	sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
@@ -40,6 +44,7 @@ esac
 mkdir -p "$bindir" "$cache"
 
 missing=()
+if ((print_go)); then missing=(go); fi
 for b in "${E2E_BINARIES[@]}"; do
 	[[ -x "$bindir/$b" ]] || missing+=("$b")
 done
@@ -101,15 +106,16 @@ unzip_to() {
 # Go module proxy into the cache.
 GO=
 ensure_go() {
-	local have=
-	if command -v go >/dev/null 2>&1; then
-		have=$(go env GOVERSION 2>/dev/null || true)
+	local have='' cand
+	for cand in "$(command -v go || true)" /usr/local/go/bin/go; do
+		[[ -n "$cand" && -x "$cand" ]] || continue
+		have=$("$cand" env GOVERSION 2>/dev/null || true)
 		have=${have#go}
 		if [[ -n "$have" ]] && version_ge "$have" "$GO_VERSION"; then
-			GO=$(command -v go)
+			GO=$cand
 			return 0
 		fi
-	fi
+	done
 	local arch tcdir
 	arch=$(e2e_goarch)
 	tcdir="$cache/toolchain/go$GO_VERSION.linux-$arch"
@@ -135,6 +141,10 @@ ensure_go() {
 }
 
 ensure_go
+if ((print_go)); then
+	printf '%s\n' "$GO"
+	exit 0
+fi
 export GOMODCACHE="$cache/gomod"
 export GOCACHE="$cache/gocache"
 export GOPATH="$cache/gopath"
@@ -144,6 +154,18 @@ export CGO_ENABLED=0
 export GOWORK=off
 e2e_log "using $("$GO" version) ($GO)"
 e2e_log "building ${missing[*]} into $bindir"
+
+# quiet COMMAND...: run it, showing its output only when it fails (go get
+# lists every module it adds).
+quiet() {
+	local out rc=0
+	out=$("$@" 2>&1) || rc=$?
+	if ((rc)); then
+		printf '%s\n' "$out" >&2
+		e2e_log "failed ($rc): $*"
+	fi
+	return "$rc"
+}
 
 # new_module DIR: a throwaway module to resolve one upstream's dependencies.
 new_module() {
@@ -196,7 +218,7 @@ build_kubernetes() {
 	done
 	(cd "$work" && "$GO" mod edit "${edits[@]}" "-require=k8s.io/kubernetes@$KUBERNETES_VERSION")
 	for b in "${want[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-	(cd "$work" && "$GO" get "${pkgs[@]/%/@$KUBERNETES_VERSION}" >/dev/null)
+	(cd "$work" && quiet "$GO" get "${pkgs[@]/%/@$KUBERNETES_VERSION}")
 	# Stamp the version the way Kubernetes' own build does, so /version and
 	# kubectl report the release instead of v0.0.0-master.
 	v=${KUBERNETES_VERSION#v}
@@ -229,11 +251,11 @@ build_etcd() {
 	new_module "$work"
 	mkdir -p "$work/out"
 	if contains etcd "${want[@]}"; then
-		(cd "$work" && "$GO" get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null)
+		(cd "$work" && quiet "$GO" get "go.etcd.io/etcd/server/v3@$ETCD_VERSION")
 		(cd "$work" && "$GO" build -trimpath -ldflags "-s -w" -o "$work/out/etcd" go.etcd.io/etcd/server/v3)
 	fi
 	if contains etcdctl "${want[@]}"; then
-		(cd "$work" && "$GO" get "go.etcd.io/etcd/etcdctl/v3@$ETCD_VERSION" >/dev/null)
+		(cd "$work" && quiet "$GO" get "go.etcd.io/etcd/etcdctl/v3@$ETCD_VERSION")
 		(cd "$work" && "$GO" build -trimpath -ldflags "-s -w" -o "$work/out/etcdctl" go.etcd.io/etcd/etcdctl/v3)
 	fi
 	install_from "$work/out" "${want[@]}"
@@ -247,7 +269,7 @@ build_kwok() {
 	t0=$(date +%s)
 	work=$(mktemp -d "$cache/work.kwok.XXXXXX")
 	new_module "$work"
-	(cd "$work" && "$GO" get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >/dev/null)
+	(cd "$work" && quiet "$GO" get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
 	mkdir -p "$work/out"
 	(cd "$work" && "$GO" build -trimpath \
 		-ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \

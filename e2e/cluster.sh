@@ -140,10 +140,10 @@ pick_ports() {
 
 # ---------------------------------------------------------------- pki
 
-# cert NAME CN O USAGE [SAN]: a P-256 key and a certificate signed by the
-# cluster CA. USAGE is serverAuth or clientAuth.
+# cert NAME CN O USAGE [SAN [CA]]: a P-256 key and a certificate signed by
+# CA (default: the cluster CA, "ca"). USAGE is serverAuth or clientAuth.
 cert() {
-	local name=$1 cn=$2 org=$3 usage=$4 san=${5:-}
+	local name=$1 cn=$2 org=$3 usage=$4 san=${5:-} ca=${6:-ca}
 	local p="$dir/pki"
 	{
 		echo "[req]"
@@ -160,30 +160,40 @@ cert() {
 	} >"$p/$name.cnf"
 	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$p/$name.key" 2>/dev/null
 	openssl req -new -config "$p/$name.cnf" -key "$p/$name.key" -out "$p/$name.csr"
-	openssl x509 -req -in "$p/$name.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" \
+	openssl x509 -req -in "$p/$name.csr" -CA "$p/$ca.crt" -CAkey "$p/$ca.key" \
 		-set_serial "0x$(openssl rand -hex 16)" -days 365 \
 		-extfile "$p/$name.cnf" -extensions ext -out "$p/$name.crt" 2>/dev/null
 	rm -f "$p/$name.csr"
+}
+
+# ca NAME CN: a self-signed P-256 CA.
+ca() {
+	local p="$dir/pki" name=$1 cn=$2
+	cat >"$p/$name.cnf" <<-EOF
+		[req]
+		distinguished_name = dn
+		prompt = no
+		[dn]
+		CN = $cn
+		[ext]
+		basicConstraints = critical,CA:TRUE
+		keyUsage = critical,keyCertSign,cRLSign,digitalSignature
+		subjectKeyIdentifier = hash
+	EOF
+	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$p/$name.key" 2>/dev/null
+	openssl req -x509 -new -config "$p/$name.cnf" -extensions ext -key "$p/$name.key" \
+		-days 3650 -out "$p/$name.crt"
 }
 
 make_pki() {
 	local p="$dir/pki"
 	mkdir -p "$p"
 	chmod 700 "$p"
-	cat >"$p/ca.cnf" <<-EOF
-		[req]
-		distinguished_name = dn
-		prompt = no
-		[dn]
-		CN = provreqd-e2e-ca
-		[ext]
-		basicConstraints = critical,CA:TRUE
-		keyUsage = critical,keyCertSign,cRLSign,digitalSignature
-		subjectKeyIdentifier = hash
-	EOF
-	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$p/ca.key" 2>/dev/null
-	openssl req -x509 -new -config "$p/ca.cnf" -extensions ext -key "$p/ca.key" \
-		-days 3650 -out "$p/ca.crt"
+	ca ca provreqd-e2e-ca
+	# The aggregation layer's front proxy, as kubeadm sets it up; without it
+	# every delegating component logs a missing requestheader CA.
+	ca front-proxy-ca provreqd-e2e-front-proxy-ca
+	cert front-proxy-client front-proxy-client "" clientAuth "" front-proxy-ca
 	cert serving kube-apiserver "" serverAuth \
 		"IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 	cert admin provreqd-e2e-admin system:masters clientAuth
@@ -449,10 +459,13 @@ cmd_up() {
 	if [[ -n "${PROVREQD_E2E_APISERVER_ARGS:-}" ]]; then
 		read -r -a extra <<<"$PROVREQD_E2E_APISERVER_ARGS"
 	fi
+	# The "kubernetes" Service gets no Endpoints: the apiserver refuses its
+	# own loopback address there, and nothing in this cluster runs in a Pod.
 	write_args kube-apiserver "$BINDIR/kube-apiserver" \
 		--etcd-servers="http://127.0.0.1:$ETCD_PORT" \
 		--bind-address=127.0.0.1 \
 		--advertise-address=127.0.0.1 \
+		--endpoint-reconciler-type=none \
 		--secure-port="$APISERVER_PORT" \
 		--cert-dir="$dir/run/kube-apiserver-certs" \
 		--tls-cert-file="$p/serving.crt" \
@@ -463,6 +476,13 @@ cmd_up() {
 		--service-account-key-file="$p/sa.pub" \
 		--service-account-signing-key-file="$p/sa.key" \
 		--service-cluster-ip-range="$SERVICE_CIDR" \
+		--requestheader-client-ca-file="$p/front-proxy-ca.crt" \
+		--requestheader-allowed-names=front-proxy-client \
+		--requestheader-username-headers=X-Remote-User \
+		--requestheader-group-headers=X-Remote-Group \
+		--requestheader-extra-headers-prefix=X-Remote-Extra- \
+		--proxy-client-cert-file="$p/front-proxy-client.crt" \
+		--proxy-client-key-file="$p/front-proxy-client.key" \
 		--allow-privileged=true \
 		--profiling=false \
 		"${extra[@]}"
