@@ -12,6 +12,7 @@
 #include <json-c/json.h>
 #include <stddef.h>
 
+#include "kube/client.h"
 #include "kube/memapi.h"
 #include "util/err.h"
 
@@ -29,6 +30,10 @@ typedef struct kube_api {
 } kube_api;
 
 kube_api kube_api_from_memapi(memapi *m);
+/* Over the REST client (borrowed; must outlive the kube_api). A failure's
+ * body is the apiserver's Status (reason, message, code), rebuilt from the
+ * client's decoding when the answer had none. */
+kube_api kube_api_from_client(kube_client *c);
 
 /* Call with a JSON body (may be NULL) and parse the answer into *out
  * (caller puts; out may be NULL). A failure's message names the verb, the
