@@ -1,0 +1,828 @@
+/* The clusterapi driver's operations (see docs/drivers.md, "The clusterapi
+ * driver").
+ *
+ * Node groups are re-read at every refresh: the MachineDeployments,
+ * standalone MachineSets (those not owned by a MachineDeployment) and
+ * MachinePools that carry both the min and the max size annotation. Sizes
+ * move through the scale subresource; deleting particular nodes marks
+ * their Machines with cluster.x-k8s.io/delete-machine first, so the
+ * MachineSet controller removes exactly those when replicas drop. */
+#include "clusterapi/clusterapi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/rfc3339.h"
+#include "util/str.h"
+#include "util/yamljson.h"
+
+static void groups_free(capi_group *g, size_t n)
+{
+	size_t i;
+	for(i = 0; i < n; i++) {
+		free(g[i].id);
+		free(g[i].ns);
+		free(g[i].name);
+		json_object_put(g[i].obj);
+		sel_free(g[i].machines);
+	}
+	free(g);
+}
+
+static void capi_free(capi *c)
+{
+	if(!c)
+		return;
+	free(c->ns);
+	free(c->cluster);
+	free(c->version);
+	groups_free(c->groups, c->ngroups);
+	free(c);
+}
+
+static capi_group *find_group(capi *c, const char *id)
+{
+	size_t i;
+	for(i = 0; id && i < c->ngroups; i++)
+		if(!strcmp(c->groups[i].id, id))
+			return &c->groups[i];
+	return NULL;
+}
+
+static int no_group(prd_cloud_error *err, const char *id)
+{
+	return capi_fail(err, PRD_CLOUD_ENOTFOUND,
+			 "clusterapi: no node group '%s' (groups are Kind/namespace/name of a MachineDeployment, "
+			 "MachineSet or MachinePool with both size annotations)",
+			 id ? id : "(null)");
+}
+
+/* ---- configuration -------------------------------------------------- */
+
+static int parse_config(capi *c, const char *config, prd_cloud_error *err)
+{
+	json_object *doc = NULL;
+	prd_err pe = {0};
+	int rc = 0;
+	if(config && config[strspn(config, " \t\r\n")]) {
+		if(yj_parse_one(config, strlen(config), &doc, &pe))
+			return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi config: %s", pe.msg);
+		if(!json_object_is_type(doc, json_type_object)) {
+			json_object_put(doc);
+			return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi config must be a YAML mapping");
+		}
+		json_object_object_foreach(doc, key, v) {
+			char **dst = !strcmp(key, "namespace")	 ? &c->ns
+				     : !strcmp(key, "clusterName") ? &c->cluster
+				     : !strcmp(key, "version")	 ? &c->version
+								 : NULL;
+			const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+			if(!dst) {
+				rc = capi_fail(err, PRD_CLOUD_EINVAL,
+					       "clusterapi config: unknown key '%s' (known: namespace, clusterName, version)",
+					       key);
+				break;
+			}
+			if(!s || !str_is_dns_label(s)) {
+				rc = capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi config: %s must be a DNS label, got '%s'",
+					       key, json_object_get_string(v));
+				break;
+			}
+			free(*dst);
+			*dst = capi_strdup(s);
+			if(!*dst) {
+				rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+				break;
+			}
+		}
+		json_object_put(doc);
+	}
+	if(!rc && !c->version && !(c->version = capi_strdup("v1beta1")))
+		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	return rc;
+}
+
+/* ---- discovery ------------------------------------------------------ */
+
+/* A strict non-negative integer annotation value. */
+static int size_annotation(const char *v, int32_t *out)
+{
+	int64_t x;
+	if(!v || str_to_int64(v, &x) || x < 0 || x > INT32_MAX)
+		return -1;
+	*out = (int32_t)x;
+	return 0;
+}
+
+static bool owned_by_machine_deployment(json_object *obj)
+{
+	json_object *refs;
+	size_t i, n;
+	if(!json_object_object_get_ex(capi_jobj(obj, "metadata"), "ownerReferences", &refs) ||
+	   !json_object_is_type(refs, json_type_array))
+		return false;
+	n = json_object_array_length(refs);
+	for(i = 0; i < n; i++) {
+		const char *k = capi_jstr(json_object_array_get_idx(refs, i), "kind");
+		if(k && !strcmp(k, "MachineDeployment"))
+			return true;
+	}
+	return false;
+}
+
+/* The selector of a group's Machines: spec.selector of a MachineDeployment
+ * or MachineSet, else the label Cluster API puts on their Machines. */
+static int machine_selector(capi_kind kind, json_object *obj, const char *name, sel **out, prd_err *pe)
+{
+	json_object *s = NULL;
+	char text[400];
+	if(kind != CAPI_MACHINE_POOL && json_object_object_get_ex(capi_jobj(obj, "spec"), "selector", &s) && s &&
+	   json_object_is_type(s, json_type_object) && json_object_object_length(s))
+		return sel_from_json(s, out, pe);
+	snprintf(text, sizeof(text), "%s=%s",
+		 kind == CAPI_MACHINE_DEPLOYMENT ? "cluster.x-k8s.io/deployment-name"
+		 : kind == CAPI_MACHINE_SET	  ? "cluster.x-k8s.io/set-name"
+						  : "cluster.x-k8s.io/pool-name",
+		 name);
+	return sel_parse(text, out, pe);
+}
+
+typedef struct discover {
+	capi *c;
+	capi_kind kind;
+	capi_group *v;
+	size_t n;
+	int rc;
+	prd_cloud_error *err;
+} discover;
+
+/* One scalable resource from a list: a node group when it carries both
+ * size annotations with good values; bad values are logged and the
+ * resource skipped, so one broken object does not hide the others. */
+static int discover_one(void *ud, json_object *obj)
+{
+	discover *d = ud;
+	capi *c = d->c;
+	json_object *md = capi_jobj(obj, "metadata"), *ann = capi_jobj(md, "annotations");
+	const char *ns = capi_jstr(md, "namespace"), *name = capi_jstr(md, "name");
+	const char *smin = capi_jstr(ann, CAPI_MIN_ANNOTATION), *smax = capi_jstr(ann, CAPI_MAX_ANNOTATION);
+	const char *cluster = capi_jstr(capi_jobj(obj, "spec"), "clusterName");
+	const char *kind = capi_kind_name(d->kind);
+	capi_group g, *bigger;
+	json_object *rep;
+	prd_err pe = {0};
+	char id[600];
+
+	if(!ns || !name || !smin || !smax)
+		return 0;
+	if(d->kind == CAPI_MACHINE_SET && owned_by_machine_deployment(obj))
+		return 0; /* its MachineDeployment is the group */
+	if(c->cluster && (!cluster || strcmp(cluster, c->cluster)))
+		return 0;
+	memset(&g, 0, sizeof(g));
+	if(size_annotation(smin, &g.min)) {
+		capi_log(c, PRD_CLOUD_LOG_WARN, "clusterapi: %s %s/%s is not a node group: %s='%s' is not a non-negative integer",
+			 kind, ns, name, CAPI_MIN_ANNOTATION, smin);
+		return 0;
+	}
+	if(size_annotation(smax, &g.max)) {
+		capi_log(c, PRD_CLOUD_LOG_WARN, "clusterapi: %s %s/%s is not a node group: %s='%s' is not a non-negative integer",
+			 kind, ns, name, CAPI_MAX_ANNOTATION, smax);
+		return 0;
+	}
+	if(g.max < g.min) {
+		capi_log(c, PRD_CLOUD_LOG_WARN, "clusterapi: %s %s/%s is not a node group: max size %d is below min size %d",
+			 kind, ns, name, (int)g.max, (int)g.min);
+		return 0;
+	}
+	if(json_object_object_get_ex(capi_jobj(obj, "spec"), "replicas", &rep) && rep) {
+		if(!json_object_is_type(rep, json_type_int) || json_object_get_int64(rep) < 0 ||
+		   json_object_get_int64(rep) > INT32_MAX) {
+			capi_log(c, PRD_CLOUD_LOG_WARN, "clusterapi: %s %s/%s is not a node group: spec.replicas is not a non-negative integer",
+				 kind, ns, name);
+			return 0;
+		}
+		g.replicas = (int32_t)json_object_get_int64(rep);
+	}
+	if(machine_selector(d->kind, obj, name, &g.machines, &pe)) {
+		capi_log(c, PRD_CLOUD_LOG_WARN, "clusterapi: %s %s/%s is not a node group: spec.selector: %s", kind, ns, name,
+			 pe.msg);
+		return 0;
+	}
+	snprintf(id, sizeof(id), "%s/%s/%s", kind, ns, name);
+	g.kind = d->kind;
+	g.id = capi_strdup(id);
+	g.ns = capi_strdup(ns);
+	g.name = capi_strdup(name);
+	g.obj = json_object_get(obj);
+	bigger = realloc(d->v, (d->n + 1) * sizeof(*bigger));
+	if(!g.id || !g.ns || !g.name || !bigger) {
+		if(bigger)
+			d->v = bigger;
+		free(g.id);
+		free(g.ns);
+		free(g.name);
+		json_object_put(g.obj);
+		sel_free(g.machines);
+		d->rc = capi_fail(d->err, PRD_CLOUD_ENOMEM, "out of memory");
+		return d->rc;
+	}
+	d->v = bigger;
+	d->v[d->n++] = g;
+	return 0;
+}
+
+/* List every kind of scalable resource into a new group array. A kind
+ * whose CRD is not installed (404) has no groups. */
+static int discover_groups(capi *c, capi_group **out, size_t *nout, prd_cloud_error *err)
+{
+	discover d;
+	int k, rc = 0;
+	memset(&d, 0, sizeof(d));
+	d.c = c;
+	d.err = err;
+	for(k = 0; k < CAPI_KINDS && !rc; k++) {
+		char path[512];
+		prd_cloud_error e = {0, ""};
+		d.kind = (capi_kind)k;
+		capi_path(c, path, sizeof(path), capi_kind_plural(d.kind), c->ns, NULL, NULL);
+		rc = capi_list(c, path, discover_one, &d, &e);
+		if(rc == PRD_CLOUD_ENOTFOUND) {
+			capi_log(c, PRD_CLOUD_LOG_DEBUG, "clusterapi: %s are not served here (%s)", capi_kind_plural(d.kind),
+				 e.message);
+			rc = 0;
+		} else if(rc && !d.rc) {
+			rc = capi_fail(err, rc, "clusterapi: listing %s: %s", capi_kind_plural(d.kind), e.message);
+		}
+	}
+	if(rc) {
+		groups_free(d.v, d.n);
+		return rc;
+	}
+	*out = d.v;
+	*nout = d.n;
+	return 0;
+}
+
+static int cp_refresh(void *state, prd_cloud_error *err)
+{
+	capi *c = state;
+	capi_group *v = NULL;
+	size_t n = 0;
+	int rc = discover_groups(c, &v, &n, err);
+	if(rc)
+		return rc;
+	groups_free(c->groups, c->ngroups);
+	c->groups = v;
+	c->ngroups = n;
+	return 0;
+}
+
+static int cp_init(const prd_cloud_host *host, const char *config, void **state, prd_cloud_error *err)
+{
+	capi *c = calloc(1, sizeof(*c));
+	prd_cloud_error e = {0, ""};
+	int rc;
+	if(!c)
+		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	c->host = host;
+	rc = parse_config(c, config, err);
+	if(rc) {
+		capi_free(c);
+		return rc;
+	}
+	/* An apiserver that is away at start-up is not a configuration
+	 * error: the first refresh will find the groups. */
+	if(cp_refresh(c, &e))
+		capi_log(c, PRD_CLOUD_LOG_WARN, "clusterapi: initial discovery failed: %s", e.message);
+	*state = c;
+	return 0;
+}
+
+static void cp_fini(void *state)
+{
+	capi_free(state);
+}
+
+static int cp_node_groups(void *state, prd_cloud_node_group **out, size_t *count, prd_cloud_error *err)
+{
+	capi *c = state;
+	prd_cloud_node_group *v = calloc(c->ngroups + 1, sizeof(*v));
+	size_t i;
+	if(!v)
+		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	for(i = 0; i < c->ngroups; i++) {
+		v[i].id = capi_strdup(c->groups[i].id);
+		if(!v[i].id) {
+			while(i--)
+				free(v[i].id);
+			free(v);
+			return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		}
+		v[i].min_size = c->groups[i].min;
+		v[i].max_size = c->groups[i].max;
+		v[i].target_size = c->groups[i].replicas;
+	}
+	*out = v;
+	*count = c->ngroups;
+	return 0;
+}
+
+static void cp_release_node_groups(void *state, prd_cloud_node_group *groups, size_t count)
+{
+	size_t i;
+	(void)state;
+	for(i = 0; i < count; i++)
+		free(groups[i].id);
+	free(groups);
+}
+
+/* ---- Machines ------------------------------------------------------- */
+
+static int push_item(void *ud, json_object *item)
+{
+	return json_object_array_add(ud, json_object_get(item)) ? PRD_CLOUD_ENOMEM : 0;
+}
+
+int capi_group_machines(capi *c, const capi_group *g, json_object **machines, prd_cloud_error *err)
+{
+	char path[1400], query[800];
+	char *text = sel_to_string(g->machines);
+	json_object *arr;
+	int rc;
+	if(!text || !capi_query_escape(text, query, sizeof(query))) {
+		free(text);
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the Machine selector is too long", g->id);
+	}
+	free(text);
+	capi_path(c, path, 1000, "machines", g->ns, NULL, NULL);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "?labelSelector=%s", query);
+	arr = json_object_new_array();
+	if(!arr)
+		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	rc = capi_list(c, path, push_item, arr, err);
+	if(rc) {
+		json_object_put(arr);
+		return rc;
+	}
+	*machines = arr;
+	return 0;
+}
+
+static const char *machine_node(json_object *m)
+{
+	return capi_jstr(capi_jobj(capi_jobj(m, "status"), "nodeRef"), "name");
+}
+
+static bool machine_deleting(json_object *m)
+{
+	return capi_jstr(capi_jobj(m, "metadata"), "deletionTimestamp") != NULL;
+}
+
+/* The instance ID of a Machine: its providerID, or a stable stand-in
+ * while the infrastructure has not assigned one. */
+static void machine_id(json_object *m, char *out, size_t n)
+{
+	const char *pid = capi_jstr(capi_jobj(m, "spec"), "providerID");
+	json_object *md = capi_jobj(m, "metadata");
+	if(pid && pid[0])
+		snprintf(out, n, "%s", pid);
+	else
+		snprintf(out, n, CAPI_PENDING_PREFIX "%s/%s", capi_jstr(md, "namespace") ? capi_jstr(md, "namespace") : "",
+			 capi_jstr(md, "name") ? capi_jstr(md, "name") : "");
+}
+
+static void inst_clear(prd_cloud_instance *v, size_t n)
+{
+	size_t i;
+	for(i = 0; i < n; i++) {
+		free(v[i].id);
+		free(v[i].node_name);
+		free(v[i].error_code);
+		free(v[i].error_message);
+	}
+	free(v);
+}
+
+static int cp_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
+			prd_cloud_error *err)
+{
+	capi *c = state;
+	capi_group *g = find_group(c, group_id);
+	json_object *machines = NULL, *pids = NULL;
+	prd_cloud_instance *v;
+	size_t i, n, k = 0, np = 0;
+	int rc;
+	if(!g)
+		return no_group(err, group_id);
+	rc = capi_group_machines(c, g, &machines, err);
+	if(rc)
+		return rc;
+	n = json_object_array_length(machines);
+	/* A MachinePool whose provider has no MachinePool Machines lists its
+	 * instances in spec.providerIDList only. */
+	if(g->kind == CAPI_MACHINE_POOL && !n &&
+	   json_object_object_get_ex(capi_jobj(g->obj, "spec"), "providerIDList", &pids) &&
+	   json_object_is_type(pids, json_type_array))
+		np = json_object_array_length(pids);
+	v = calloc(n + np + 1, sizeof(*v));
+	if(!v) {
+		json_object_put(machines);
+		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	}
+	for(i = 0; i < n; i++) {
+		json_object *m = json_object_array_get_idx(machines, i), *st = capi_jobj(m, "status");
+		const char *node = machine_node(m), *fmsg = capi_jstr(st, "failureMessage");
+		const char *freason = capi_jstr(st, "failureReason");
+		char id[600];
+		machine_id(m, id, sizeof(id));
+		v[k].id = capi_strdup(id);
+		v[k].node_name = node ? capi_strdup(node) : NULL;
+		v[k].state = machine_deleting(m) ? PRD_CLOUD_INSTANCE_DELETING
+			     : node		 ? PRD_CLOUD_INSTANCE_RUNNING
+						 : PRD_CLOUD_INSTANCE_CREATING;
+		if(fmsg && fmsg[0]) {
+			v[k].error_class = PRD_CLOUD_ERRCLASS_OTHER;
+			v[k].error_code = capi_strdup(freason && freason[0] ? freason : "MachineFailed");
+			v[k].error_message = capi_strdup(fmsg);
+			if(!v[k].error_code || !v[k].error_message)
+				rc = PRD_CLOUD_ENOMEM;
+		}
+		if(!v[k].id || (node && !v[k].node_name))
+			rc = PRD_CLOUD_ENOMEM;
+		k++;
+	}
+	for(i = 0; i < np; i++) {
+		json_object *p = json_object_array_get_idx(pids, i);
+		if(!json_object_is_type(p, json_type_string))
+			continue;
+		v[k].id = capi_strdup(json_object_get_string(p));
+		v[k].state = PRD_CLOUD_INSTANCE_RUNNING;
+		if(!v[k].id)
+			rc = PRD_CLOUD_ENOMEM;
+		k++;
+	}
+	json_object_put(machines);
+	if(rc) {
+		inst_clear(v, k);
+		return capi_fail(err, rc, "out of memory");
+	}
+	*out = v;
+	*count = k;
+	return 0;
+}
+
+static void cp_release_instances(void *state, prd_cloud_instance *v, size_t count)
+{
+	(void)state;
+	inst_clear(v, count);
+}
+
+/* The group whose Machine selector matches this Machine (same namespace). */
+static capi_group *group_of_machine(capi *c, json_object *m)
+{
+	json_object *md = capi_jobj(m, "metadata");
+	const char *ns = capi_jstr(md, "namespace");
+	size_t i;
+	for(i = 0; ns && i < c->ngroups; i++)
+		if(!strcmp(c->groups[i].ns, ns) && sel_matches_json(c->groups[i].machines, capi_jobj(md, "labels")))
+			return &c->groups[i];
+	return NULL;
+}
+
+typedef struct by_provider {
+	const char *pid;
+	json_object *found;
+} by_provider;
+
+static int match_provider(void *ud, json_object *m)
+{
+	by_provider *b = ud;
+	const char *pid = capi_jstr(capi_jobj(m, "spec"), "providerID");
+	if(pid && !strcmp(pid, b->pid)) {
+		b->found = json_object_get(m);
+		return 1;
+	}
+	return 0;
+}
+
+/* A Node belongs to the group of its Machine: named by the Node's
+ * cluster.x-k8s.io/machine annotation (Cluster API sets it), else found
+ * by providerID; a MachinePool also claims the IDs in its providerIDList. */
+static int cp_node_group_for_node(void *state, const char *node_json, char **group_id, prd_cloud_error *err)
+{
+	capi *c = state;
+	json_object *node, *md, *ann, *machine = NULL;
+	const char *mname, *mns, *pid;
+	capi_group *g = NULL;
+	size_t i;
+	int rc = 0;
+	*group_id = NULL;
+	node = node_json ? json_tokener_parse(node_json) : NULL;
+	if(!node || !json_object_is_type(node, json_type_object)) {
+		json_object_put(node);
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: node_group_for_node: the Node is not a JSON object");
+	}
+	md = capi_jobj(node, "metadata");
+	ann = capi_jobj(md, "annotations");
+	mname = capi_jstr(ann, CAPI_NODE_MACHINE_ANNOTATION);
+	mns = capi_jstr(ann, CAPI_NODE_NAMESPACE_ANNOTATION);
+	pid = capi_jstr(capi_jobj(node, "spec"), "providerID");
+	if(mname && mns) {
+		char path[800];
+		capi_path(c, path, sizeof(path), "machines", mns, mname, NULL);
+		rc = capi_request(c, "GET", path, NULL, NULL, &machine, NULL, err);
+		if(rc == PRD_CLOUD_ENOTFOUND)
+			rc = 0; /* the Machine is gone: try the providerID */
+	}
+	if(!rc && !machine && pid && pid[0]) {
+		by_provider b = {pid, NULL};
+		char path[600];
+		capi_path(c, path, sizeof(path), "machines", c->ns, NULL, NULL);
+		rc = capi_list(c, path, match_provider, &b, err);
+		if(rc == 1)
+			rc = 0;
+		machine = b.found;
+	}
+	if(!rc && machine)
+		g = group_of_machine(c, machine);
+	for(i = 0; !rc && !g && pid && i < c->ngroups; i++) {
+		json_object *list, *p;
+		size_t j, n;
+		if(c->groups[i].kind != CAPI_MACHINE_POOL ||
+		   !json_object_object_get_ex(capi_jobj(c->groups[i].obj, "spec"), "providerIDList", &list) ||
+		   !json_object_is_type(list, json_type_array))
+			continue;
+		n = json_object_array_length(list);
+		for(j = 0; j < n && !g; j++) {
+			p = json_object_array_get_idx(list, j);
+			if(json_object_is_type(p, json_type_string) && !strcmp(json_object_get_string(p), pid))
+				g = &c->groups[i];
+		}
+	}
+	if(!rc && g && !(*group_id = capi_strdup(g->id)))
+		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	json_object_put(machine);
+	json_object_put(node);
+	return rc;
+}
+
+static int cp_template_node(void *state, const char *group_id, char **node_json, prd_cloud_error *err)
+{
+	capi *c = state;
+	capi_group *g = find_group(c, group_id);
+	if(!g)
+		return no_group(err, group_id);
+	return capi_template_node(c, g, node_json, err);
+}
+
+/* ---- sizes ---------------------------------------------------------- */
+
+/* Read the scale subresource: replicas and the resourceVersion to patch
+ * against. */
+static int get_scale(capi *c, capi_group *g, int32_t *replicas, char *rv, size_t rvlen, prd_cloud_error *err)
+{
+	char path[800];
+	json_object *sc = NULL, *r;
+	int rc;
+	capi_path(c, path, sizeof(path), capi_kind_plural(g->kind), g->ns, g->name, "scale");
+	rc = capi_request(c, "GET", path, NULL, NULL, &sc, NULL, err);
+	if(rc)
+		return rc;
+	if(!json_object_object_get_ex(capi_jobj(sc, "spec"), "replicas", &r) || !json_object_is_type(r, json_type_int))
+		*replicas = 0; /* omitted when zero */
+	else
+		*replicas = (int32_t)json_object_get_int64(r);
+	snprintf(rv, rvlen, "%s", capi_jstr(capi_jobj(sc, "metadata"), "resourceVersion") ?
+					  capi_jstr(capi_jobj(sc, "metadata"), "resourceVersion") : "");
+	json_object_put(sc);
+	return 0;
+}
+
+/* Merge-patch spec.replicas through the scale subresource, guarded by the
+ * resourceVersion read with it: a concurrent change is a 409, reported as
+ * PRD_CLOUD_EAGAIN rather than overwritten. */
+static int set_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, prd_cloud_error *err)
+{
+	char path[800];
+	json_object *patch = json_object_new_object(), *spec = json_object_new_object(), *md;
+	long status = 0;
+	int rc;
+	capi_path(c, path, sizeof(path), capi_kind_plural(g->kind), g->ns, g->name, "scale");
+	json_object_object_add(spec, "replicas", json_object_new_int(replicas));
+	json_object_object_add(patch, "spec", spec);
+	if(rv && rv[0]) {
+		md = json_object_new_object();
+		json_object_object_add(md, "resourceVersion", json_object_new_string(rv));
+		json_object_object_add(patch, "metadata", md);
+	}
+	rc = capi_request(c, "PATCH", path, "application/merge-patch+json", patch, NULL, &status, err);
+	json_object_put(patch);
+	if(rc && status == 409)
+		rc = PRD_CLOUD_EAGAIN;
+	if(!rc)
+		g->replicas = replicas;
+	return rc;
+}
+
+static int cp_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
+{
+	capi *c = state;
+	capi_group *g = find_group(c, group_id);
+	int32_t cur;
+	char rv[64];
+	int rc;
+	if(!g)
+		return no_group(err, group_id);
+	if(delta <= 0)
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the increase must be positive, got %d", g->id,
+				 (int)delta);
+	rc = get_scale(c, g, &cur, rv, sizeof(rv), err);
+	if(rc)
+		return rc;
+	if(delta > g->max - cur)
+		return capi_fail(err, PRD_CLOUD_ERANGE,
+				 "clusterapi: %s: increasing replicas from %d by %d would exceed its maximum size %d",
+				 g->id, (int)cur, (int)delta, (int)g->max);
+	return set_scale(c, g, cur + delta, rv, err);
+}
+
+static int cp_decrease_target(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
+{
+	capi *c = state;
+	capi_group *g = find_group(c, group_id);
+	json_object *machines = NULL;
+	int32_t cur, existing = 0;
+	size_t i, n;
+	char rv[64];
+	int rc;
+	if(!g)
+		return no_group(err, group_id);
+	if(delta <= 0)
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the decrease must be positive, got %d", g->id,
+				 (int)delta);
+	rc = get_scale(c, g, &cur, rv, sizeof(rv), err);
+	if(!rc)
+		rc = capi_group_machines(c, g, &machines, err);
+	if(rc)
+		return rc;
+	n = json_object_array_length(machines);
+	for(i = 0; i < n; i++)
+		existing += !machine_deleting(json_object_array_get_idx(machines, i));
+	json_object_put(machines);
+	if(cur - delta < existing)
+		return capi_fail(err, PRD_CLOUD_ERANGE,
+				 "clusterapi: %s: lowering replicas from %d by %d would go below its %d existing "
+				 "Machines; delete nodes instead",
+				 g->id, (int)cur, (int)delta, (int)existing);
+	return set_scale(c, g, cur - delta, rv, err);
+}
+
+/* Set (value non-NULL) or remove (NULL) the delete-machine annotation. */
+static int mark_machine(capi *c, const capi_group *g, const char *machine, const char *value, prd_cloud_error *err)
+{
+	char path[800];
+	json_object *patch = json_object_new_object(), *md = json_object_new_object(), *ann = json_object_new_object();
+	int rc;
+	capi_path(c, path, sizeof(path), "machines", g->ns, machine, NULL);
+	json_object_object_add(ann, CAPI_DELETE_ANNOTATION, value ? json_object_new_string(value) : NULL);
+	json_object_object_add(md, "annotations", ann);
+	json_object_object_add(patch, "metadata", md);
+	rc = capi_request(c, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, err);
+	json_object_put(patch);
+	return rc;
+}
+
+/* Delete particular nodes: find each node's Machine in the group, mark it
+ * with cluster.x-k8s.io/delete-machine, then lower replicas by the number
+ * of Machines marked. If marking or scaling fails, the marks this call
+ * added are removed again, so a later scale-down does not pick them. */
+static int cp_delete_nodes(void *state, const char *group_id, const char *const *names, size_t count,
+			   prd_cloud_error *err)
+{
+	capi *c = state;
+	capi_group *g = find_group(c, group_id);
+	json_object *machines = NULL;
+	const char **target = NULL;
+	bool *marked = NULL;
+	size_t i, j, n, nactive = 0;
+	int32_t cur;
+	char rv[64], now[64];
+	int rc;
+	if(!g)
+		return no_group(err, group_id);
+	if(!count)
+		return 0;
+	rc = get_scale(c, g, &cur, rv, sizeof(rv), err);
+	if(!rc)
+		rc = capi_group_machines(c, g, &machines, err);
+	if(rc)
+		return rc;
+	n = json_object_array_length(machines);
+	target = calloc(count, sizeof(*target));
+	marked = calloc(count, sizeof(*marked));
+	if(!target || !marked) {
+		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		goto done;
+	}
+	for(i = 0; i < count && !rc; i++) {
+		json_object *found = NULL;
+		for(j = 0; j < n && !found; j++) {
+			json_object *m = json_object_array_get_idx(machines, j);
+			const char *node = machine_node(m);
+			char id[600];
+			machine_id(m, id, sizeof(id));
+			if(names[i] && ((node && !strcmp(node, names[i])) || !strcmp(id, names[i])))
+				found = m;
+		}
+		if(!found) {
+			rc = capi_fail(err, PRD_CLOUD_ENOTFOUND, "clusterapi: %s has no Machine for node %s; nothing deleted",
+				       g->id, names[i] ? names[i] : "(null)");
+			break;
+		}
+		target[i] = capi_jstr(capi_jobj(found, "metadata"), "name");
+		for(j = 0; j < i; j++)
+			if(target[j] && !strcmp(target[j], target[i]))
+				rc = capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: node %s is listed twice", g->id,
+					       names[i]);
+		if(machine_deleting(found))
+			target[i] = NULL; /* already going: neither mark nor count it */
+		else
+			nactive++;
+	}
+	if(!rc && cur - (int32_t)nactive < g->min)
+		rc = capi_fail(err, PRD_CLOUD_ERANGE,
+			       "clusterapi: %s: deleting %zu nodes would take replicas from %d below its minimum size %d",
+			       g->id, nactive, (int)cur, (int)g->min);
+	if(rc || !nactive)
+		goto done;
+	rfc3339_format(c->host->now_ns(c->host->ctx), now, sizeof(now));
+	for(i = 0; i < count && !rc; i++) {
+		json_object *m = NULL;
+		if(!target[i])
+			continue;
+		for(j = 0; j < n; j++)
+			if(!strcmp(capi_jstr(capi_jobj(json_object_array_get_idx(machines, j), "metadata"), "name"),
+				   target[i]))
+				m = json_object_array_get_idx(machines, j);
+		/* A mark someone else set stays when we undo ours. */
+		if(capi_jstr(capi_jobj(capi_jobj(m, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION)) {
+			continue;
+		}
+		rc = mark_machine(c, g, target[i], now, err);
+		marked[i] = !rc;
+	}
+	if(!rc)
+		rc = set_scale(c, g, cur - (int32_t)nactive, rv, err);
+	if(rc) {
+		for(i = 0; i < count; i++) {
+			prd_cloud_error e = {0, ""};
+			if(marked[i] && mark_machine(c, g, target[i], NULL, &e))
+				capi_log(c, PRD_CLOUD_LOG_ERROR,
+					 "clusterapi: %s: removing %s from Machine %s failed: %s (remove it by hand)", g->id,
+					 CAPI_DELETE_ANNOTATION, target[i], e.message);
+		}
+	}
+done:
+	free(target);
+	free(marked);
+	json_object_put(machines);
+	return rc;
+}
+
+static void cp_release_string(void *state, char *s)
+{
+	(void)state;
+	free(s);
+}
+
+static const prd_cloud_driver descriptor = {
+	.abi_major = PRD_CLOUD_ABI_MAJOR,
+	.abi_minor = PRD_CLOUD_ABI_MINOR,
+	.struct_size = sizeof(prd_cloud_driver),
+	.name = "clusterapi",
+	.init = cp_init,
+	.fini = cp_fini,
+	.refresh = cp_refresh,
+	.node_groups = cp_node_groups,
+	.release_node_groups = cp_release_node_groups,
+	.node_group_for_node = cp_node_group_for_node,
+	.instances = cp_instances,
+	.release_instances = cp_release_instances,
+	.template_node = cp_template_node,
+	.increase_size = cp_increase,
+	/* No atomic increase: replicas move at once, but Cluster API gives
+	 * no all-or-nothing promise for the Machines behind them. */
+	.atomic_increase_size = NULL,
+	.delete_nodes = cp_delete_nodes,
+	.decrease_target_size = cp_decrease_target,
+	.release_string = cp_release_string,
+};
+
+const prd_cloud_driver *provreqd_cloud_driver(void);
+
+const prd_cloud_driver *provreqd_cloud_driver(void)
+{
+	return &descriptor;
+}

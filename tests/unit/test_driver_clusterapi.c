@@ -1,0 +1,569 @@
+/* The clusterapi driver, loaded from its built module through the loader,
+ * against the in-memory API taught the Cluster API kinds (with the scale
+ * subresource). */
+#include "testutil.h"
+#include "driver/host.h"
+#include "driver/host_kube.h"
+#include "driver/loader.h"
+#include "kube/memapi.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static memapi *m;
+static clk fake;
+static cloud_host_impl host;
+static cloud_drivers set;
+static cloud_driver *drv;
+static char logbuf[16384];
+
+#define CAPI "/apis/cluster.x-k8s.io/v1beta1"
+#define MIN_ANN "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+#define MAX_ANN "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+#define CAP "capacity.cluster-autoscaler.kubernetes.io/"
+
+static const kube_resource MDS = {"cluster.x-k8s.io", "v1beta1", "machinedeployments", "MachineDeployment", true};
+static const kube_resource MSS = {"cluster.x-k8s.io", "v1beta1", "machinesets", "MachineSet", true};
+static const kube_resource MPS = {"cluster.x-k8s.io", "v1beta1", "machinepools", "MachinePool", true};
+static const kube_resource MACHINES = {"cluster.x-k8s.io", "v1beta1", "machines", "Machine", true};
+
+static const char *module_path(void)
+{
+	static char path[1024];
+	const char *b = getenv("PRD_BUILDDIR");
+	snprintf(path, sizeof(path), "%s/cloud/clusterapi/.libs/clusterapi.so", b ? b : ".");
+	return path;
+}
+
+static void capture_log(void *ctx, int level, const char *message)
+{
+	size_t len = strlen(logbuf);
+	(void)ctx;
+	snprintf(logbuf + len, sizeof(logbuf) - len, "%d %s\n", level, message);
+}
+
+static void teardown(void)
+{
+	cloud_drivers_free(&set);
+	drv = NULL;
+	memapi_free(m);
+	m = NULL;
+}
+
+static void fresh_api(void)
+{
+	teardown();
+	clk_fake_init(&fake, 1714557600LL * PRD_NS_PER_SEC);
+	CU_ASSERT_EQUAL_FATAL(memapi_new(&fake, 0, &m), 0);
+	CU_ASSERT_EQUAL_FATAL(memapi_add_kind(m, &MDS, MEMAPI_STATUS | MEMAPI_GENERATION | MEMAPI_SCALE), 0);
+	CU_ASSERT_EQUAL_FATAL(memapi_add_kind(m, &MSS, MEMAPI_STATUS | MEMAPI_GENERATION | MEMAPI_SCALE), 0);
+	CU_ASSERT_EQUAL_FATAL(memapi_add_kind(m, &MPS, MEMAPI_STATUS | MEMAPI_GENERATION | MEMAPI_SCALE), 0);
+	CU_ASSERT_EQUAL_FATAL(memapi_add_kind(m, &MACHINES, MEMAPI_STATUS | MEMAPI_GENERATION), 0);
+	cloud_host_init(&host, "driver/clusterapi", &fake, cloud_host_memapi_request, m);
+	host.host.log = capture_log;
+	logbuf[0] = '\0';
+	cloud_drivers_init(&set);
+}
+
+static json_object *api(const char *method, const char *path, const char *body, long *status)
+{
+	char *resp = NULL;
+	size_t len = 0;
+	long st = 0;
+	json_object *o;
+	memapi_request(m, method, path, body ? "application/json" : NULL, body, body ? strlen(body) : 0, &st, &resp,
+		       &len);
+	if(status)
+		*status = st;
+	o = resp ? json_tokener_parse(resp) : NULL;
+	free(resp);
+	return o;
+}
+
+/* POST a printf-formatted object to a collection; it must be created. */
+static void create(const char *collection, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void create(const char *collection, const char *fmt, ...)
+{
+	char body[4096];
+	long st;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	json_object_put(api("POST", collection, body, &st));
+	if(st != 201)
+		fprintf(stderr, "\ncreate %s: %ld for %s\n", collection, st, body);
+	CU_ASSERT_EQUAL_FATAL(st, 201);
+}
+
+static void load(const char *config)
+{
+	prd_err e;
+	int rc;
+	prd_err_clear(&e);
+	rc = cloud_drivers_load(&set, module_path(), &host.host, config, &drv, &e);
+	if(rc)
+		fprintf(stderr, "\nload: %s\n", e.msg);
+	CU_ASSERT_EQUAL_FATAL(rc, 0);
+}
+
+static int group_sizes(const char *id, int32_t *min, int32_t *max, int32_t *target)
+{
+	prd_cloud_node_group *g = NULL;
+	size_t n = 0, i;
+	int found = 0;
+	prd_cloud_error e = {0, ""};
+	CU_ASSERT_EQUAL_FATAL(drv->api->node_groups(drv->state, &g, &n, &e), 0);
+	for(i = 0; i < n; i++) {
+		if(!strcmp(g[i].id, id)) {
+			found = 1;
+			if(min)
+				*min = g[i].min_size;
+			if(max)
+				*max = g[i].max_size;
+			if(target)
+				*target = g[i].target_size;
+		}
+	}
+	drv->api->release_node_groups(drv->state, g, n);
+	return found;
+}
+
+static size_t group_count(void)
+{
+	prd_cloud_node_group *g = NULL;
+	size_t n = 0;
+	prd_cloud_error e = {0, ""};
+	CU_ASSERT_EQUAL_FATAL(drv->api->node_groups(drv->state, &g, &n, &e), 0);
+	drv->api->release_node_groups(drv->state, g, n);
+	return n;
+}
+
+/* spec.replicas of an object as stored (-1 when absent). */
+static int64_t stored_replicas(const char *plural, const char *name)
+{
+	char path[512];
+	json_object *o, *r;
+	int64_t v = -1;
+	snprintf(path, sizeof(path), CAPI "/namespaces/ns1/%s/%s", plural, name);
+	o = api("GET", path, NULL, NULL);
+	if(json_object_object_get_ex(json_object_object_get(o, "spec"), "replicas", &r))
+		v = json_object_get_int64(r);
+	json_object_put(o);
+	return v;
+}
+
+/* The delete-machine annotation of a Machine, or NULL (static buffer). */
+static const char *delete_mark(const char *machine)
+{
+	static char buf[128];
+	char path[512];
+	json_object *o, *v;
+	const char *r = NULL;
+	snprintf(path, sizeof(path), CAPI "/namespaces/ns1/machines/%s", machine);
+	o = api("GET", path, NULL, NULL);
+	v = json_object_object_get(json_object_object_get(json_object_object_get(o, "metadata"), "annotations"),
+				   "cluster.x-k8s.io/delete-machine");
+	if(v) {
+		snprintf(buf, sizeof(buf), "%s", json_object_get_string(v));
+		r = buf;
+	}
+	json_object_put(o);
+	return r;
+}
+
+static void md(const char *name, const char *annotations, int replicas)
+{
+	create(CAPI "/namespaces/ns1/machinedeployments",
+	       "{\"metadata\":{\"name\":\"%s\",\"annotations\":{%s}},\"spec\":{\"clusterName\":\"c1\",\"replicas\":%d,"
+	       "\"selector\":{\"matchLabels\":{\"cluster.x-k8s.io/deployment-name\":\"%s\"}}}}",
+	       name, annotations, replicas, name);
+}
+
+/* A Machine of MachineDeployment `owner` with a Node (NULL: none yet) and
+ * extra status members (may be ""). */
+static void machine(const char *name, const char *owner, const char *node, const char *extra_status)
+{
+	char noderef[256] = "";
+	if(node)
+		snprintf(noderef, sizeof(noderef), "\"nodeRef\":{\"kind\":\"Node\",\"name\":\"%s\"}", node);
+	create(CAPI "/namespaces/ns1/machines",
+	       "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"cluster.x-k8s.io/deployment-name\":\"%s\","
+	       "\"cluster.x-k8s.io/cluster-name\":\"c1\"}},\"spec\":{\"clusterName\":\"c1\"%s%s%s},"
+	       "\"status\":{%s%s%s}}",
+	       name, owner, node ? ",\"providerID\":\"test://" : "", node ? node : "", node ? "\"" : "", noderef,
+	       node && extra_status[0] ? "," : "", extra_status);
+}
+
+#define SIZES(min, max) "\"" MIN_ANN "\":\"" min "\",\"" MAX_ANN "\":\"" max "\""
+
+static void test_discovery(void)
+{
+	int32_t min = -1, max = -1, target = -1;
+	fresh_api();
+	md("md-a", SIZES("0", "5"), 2);
+	md("md-nomax", "\"" MIN_ANN "\":\"1\"", 1);
+	md("md-none", "", 1);
+	md("md-badmin", SIZES("abc", "5"), 1);
+	md("md-inverted", SIZES("4", "2"), 3);
+	/* A MachineSet owned by a MachineDeployment is not a group of its own. */
+	create(CAPI "/namespaces/ns1/machinesets",
+	       "{\"metadata\":{\"name\":\"md-a-xyz\",\"annotations\":{" SIZES("0", "5") "},"
+	       "\"ownerReferences\":[{\"apiVersion\":\"cluster.x-k8s.io/v1beta1\",\"kind\":\"MachineDeployment\","
+	       "\"name\":\"md-a\",\"uid\":\"u1\"}]},\"spec\":{\"clusterName\":\"c1\",\"replicas\":2}}");
+	create(CAPI "/namespaces/ns1/machinesets",
+	       "{\"metadata\":{\"name\":\"ms-alone\",\"annotations\":{" SIZES("1", "3") "}},"
+	       "\"spec\":{\"clusterName\":\"c1\",\"replicas\":1}}");
+	create(CAPI "/namespaces/ns1/machinepools",
+	       "{\"metadata\":{\"name\":\"mp\",\"annotations\":{" SIZES("0", "7") "}},"
+	       "\"spec\":{\"clusterName\":\"c2\",\"replicas\":0,\"providerIDList\":[]}}");
+	load(NULL);
+	CU_ASSERT_EQUAL(group_count(), 3);
+	CU_ASSERT_TRUE(group_sizes("MachineDeployment/ns1/md-a", &min, &max, &target));
+	CU_ASSERT_EQUAL(min, 0);
+	CU_ASSERT_EQUAL(max, 5);
+	CU_ASSERT_EQUAL(target, 2);
+	CU_ASSERT_TRUE(group_sizes("MachineSet/ns1/ms-alone", &min, &max, &target));
+	CU_ASSERT_EQUAL(min, 1);
+	CU_ASSERT_EQUAL(target, 1);
+	CU_ASSERT_TRUE(group_sizes("MachinePool/ns1/mp", &min, &max, &target));
+	CU_ASSERT_EQUAL(max, 7);
+	CU_ASSERT_EQUAL(target, 0);
+	CU_ASSERT_FALSE(group_sizes("MachineDeployment/ns1/md-nomax", NULL, NULL, NULL));
+	CU_ASSERT_FALSE(group_sizes("MachineSet/ns1/md-a-xyz", NULL, NULL, NULL));
+	/* Bad values are reported, naming the object, the annotation and the value. */
+	CU_ASSERT_PTR_NOT_NULL(strstr(logbuf, "MachineDeployment ns1/md-badmin is not a node group: " MIN_ANN
+					      "='abc' is not a non-negative integer"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(logbuf, "MachineDeployment ns1/md-inverted is not a node group: max size 2 is "
+					      "below min size 4"));
+	/* A clusterName filter keeps only that cluster's groups. */
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	load("clusterName: c2\n");
+	CU_ASSERT_EQUAL(group_count(), 1);
+	CU_ASSERT_TRUE(group_sizes("MachinePool/ns1/mp", NULL, NULL, NULL));
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	load("namespace: other\n");
+	CU_ASSERT_EQUAL(group_count(), 0);
+}
+
+static void test_bad_config(void)
+{
+	static const char *const cases[][2] = {
+		{"cluster: x\n", "unknown key 'cluster'"},
+		{"namespace: Not_A_Label\n", "namespace must be a DNS label"},
+		{"- a\n", "must be a YAML mapping"},
+		{"namespace: [x\n", "clusterapi config: line"},
+	};
+	size_t i;
+	fresh_api();
+	for(i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		prd_err e;
+		prd_err_clear(&e);
+		CU_ASSERT_EQUAL(cloud_drivers_load(&set, module_path(), &host.host, cases[i][0], NULL, &e), PRD_EINVAL);
+		if(!strstr(e.msg, cases[i][1])) {
+			fprintf(stderr, "\nwanted '%s' in: %s\n", cases[i][1], e.msg);
+			CU_FAIL("config error message");
+		}
+	}
+	CU_ASSERT_EQUAL(set.n, 0);
+}
+
+static void test_replicas(void)
+{
+	prd_cloud_error e = {0, ""};
+	int32_t target = -1;
+	const char *id = "MachineDeployment/ns1/md-a";
+	fresh_api();
+	md("md-a", SIZES("0", "5"), 1);
+	machine("m-1", "md-a", "node-1", "");
+	load(NULL);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, id, 3, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
+	CU_ASSERT_TRUE(group_sizes(id, NULL, NULL, &target));
+	CU_ASSERT_EQUAL(target, 4);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, id, 2, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "would exceed its maximum size 5"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, id, 0, &e), PRD_CLOUD_EINVAL);
+	/* Decrease cancels replicas without Machines, never below them. */
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size(drv->state, id, 3, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 1);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size(drv->state, id, 1, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "below its 1 existing Machines"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 1);
+	/* To zero and back from zero. */
+	md("md-z", SIZES("0", "3"), 1);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size(drv->state, "MachineDeployment/ns1/md-z", 1, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-z"), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_TRUE(group_sizes("MachineDeployment/ns1/md-z", NULL, NULL, &target));
+	CU_ASSERT_EQUAL(target, 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "MachineDeployment/ns1/md-z", 2, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-z"), 2);
+	/* MachineSets and MachinePools scale the same way. */
+	create(CAPI "/namespaces/ns1/machinepools",
+	       "{\"metadata\":{\"name\":\"mp\",\"annotations\":{" SIZES("0", "7") "}},\"spec\":{\"replicas\":0}}");
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "MachinePool/ns1/mp", 7, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinepools", "mp"), 7);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "nope", 1, &e), PRD_CLOUD_ENOTFOUND);
+	/* The scale call failing is passed on. */
+	memapi_inject_fault(m, "PATCH", CAPI "/namespaces/ns1/machinedeployments/md-z/scale", 503, 1);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "MachineDeployment/ns1/md-z", 1, &e), PRD_CLOUD_EAGAIN);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-z"), 2);
+}
+
+static void test_delete_nodes(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a", *names[2];
+	fresh_api();
+	md("md-a", SIZES("1", "5"), 3);
+	md("md-b", SIZES("0", "5"), 1);
+	machine("m-1", "md-a", "node-1", "");
+	machine("m-2", "md-a", "node-2", "");
+	machine("m-3", "md-a", "node-3", "");
+	machine("m-b", "md-b", "node-b", "");
+	load(NULL);
+	names[0] = "node-2";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 1, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-2"));
+	CU_ASSERT_STRING_EQUAL(delete_mark("m-2"), "2024-05-01T10:00:00Z");
+	CU_ASSERT_PTR_NULL(delete_mark("m-1"));
+	CU_ASSERT_PTR_NULL(delete_mark("m-3"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+
+	/* The scale call fails: the mark is removed again, replicas stay. */
+	memapi_inject_fault(m, "PATCH", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 500, 1);
+	names[0] = "node-3";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 1, &e), PRD_CLOUD_EAGAIN);
+	CU_ASSERT_PTR_NULL(delete_mark("m-3"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-2")); /* the earlier, successful one stays */
+
+	/* A node of another group: refused, nothing marked. */
+	names[0] = "node-3";
+	names[1] = "node-b";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 2, &e), PRD_CLOUD_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "has no Machine for node node-b"));
+	CU_ASSERT_PTR_NULL(delete_mark("m-3"));
+	CU_ASSERT_PTR_NULL(delete_mark("m-b"));
+	/* Below the minimum (1): replicas 2, deleting 2 is refused. */
+	names[0] = "node-1";
+	names[1] = "node-3";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 2, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "below its minimum size 1"));
+	CU_ASSERT_PTR_NULL(delete_mark("m-1"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+	/* Marking a Machine failing: nothing scaled. */
+	memapi_inject_fault(m, "PATCH", CAPI "/namespaces/ns1/machines/m-b", 500, 1);
+	names[0] = "node-b";
+	CU_ASSERT_NOT_EQUAL(drv->api->delete_nodes(drv->state, "MachineDeployment/ns1/md-b", names, 1, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-b"), 1);
+	CU_ASSERT_PTR_NULL(delete_mark("m-b"));
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "MachineDeployment/ns1/md-b", names, 1, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-b"), 0);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-b"));
+}
+
+static json_object *template_of(const char *id, int want_rc, char *msg, size_t msglen)
+{
+	prd_cloud_error e = {0, ""};
+	char *json = NULL;
+	json_object *t = NULL;
+	int rc = drv->api->template_node(drv->state, id, &json, &e);
+	CU_ASSERT_EQUAL(rc, want_rc);
+	if(msg)
+		snprintf(msg, msglen, "%s", e.message);
+	if(json) {
+		t = json_tokener_parse(json);
+		drv->api->release_string(drv->state, json);
+	}
+	return t;
+}
+
+static const char *res(json_object *t, const char *list, const char *name)
+{
+	json_object *v = json_object_object_get(json_object_object_get(json_object_object_get(t, "status"), list), name);
+	return v ? json_object_get_string(v) : NULL;
+}
+
+static void test_scale_from_zero_template(void)
+{
+	json_object *t, *taints, *labels;
+	char msg[PRD_CLOUD_MSG_MAX];
+	fresh_api();
+	md("md-gpu",
+	   SIZES("0", "5") ",\"" CAP "cpu\":\"16\",\"" CAP "memory\":\"128G\",\"" CAP "ephemeral-disk\":\"100Gi\","
+			   "\"" CAP "maxPods\":\"200\",\"" CAP "gpu-type\":\"nvidia.com/gpu\",\"" CAP "gpu-count\":\"2\","
+			   "\"" CAP "labels\":\"key1=value1,key2=value2\","
+			   "\"" CAP "taints\":\"key1=value1:NoSchedule,key2=value2:NoExecute\"",
+	   0);
+	md("md-small", SIZES("0", "5") ",\"" CAP "cpu\":\"2\",\"" CAP "memory\":\"4Gi\"", 0);
+	md("md-badmem", SIZES("0", "5") ",\"" CAP "cpu\":\"2\",\"" CAP "memory\":\"lots\"", 0);
+	md("md-onlycpu", SIZES("0", "5") ",\"" CAP "cpu\":\"2\"", 0);
+	md("md-badtaint", SIZES("0", "5") ",\"" CAP "cpu\":\"2\",\"" CAP "memory\":\"1Gi\",\"" CAP "taints\":\"a=b:Sometimes\"", 0);
+	md("md-badlabel", SIZES("0", "5") ",\"" CAP "cpu\":\"2\",\"" CAP "memory\":\"1Gi\",\"" CAP "labels\":\"novalue\"", 0);
+	md("md-badpods", SIZES("0", "5") ",\"" CAP "cpu\":\"2\",\"" CAP "memory\":\"1Gi\",\"" CAP "maxPods\":\"-3\"", 0);
+	md("md-copy", SIZES("0", "5"), 1);
+	md("md-empty", SIZES("0", "5"), 0);
+	machine("m-c", "md-copy", "node-c", "");
+	create("/api/v1/nodes",
+	       "{\"metadata\":{\"name\":\"node-c\",\"uid\":\"x\",\"labels\":{\"size\":\"xl\"}},"
+	       "\"spec\":{\"taints\":[{\"key\":\"dedicated\",\"value\":\"ml\",\"effect\":\"NoSchedule\"}]},"
+	       "\"status\":{\"capacity\":{\"cpu\":\"32\",\"memory\":\"256Gi\"},"
+	       "\"allocatable\":{\"cpu\":\"31\",\"memory\":\"250Gi\"},\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.0.1\"}]}}");
+	load(NULL);
+
+	t = template_of("MachineDeployment/ns1/md-gpu", 0, NULL, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	CU_ASSERT_STRING_EQUAL(res(t, "capacity", "cpu"), "16");
+	CU_ASSERT_STRING_EQUAL(res(t, "capacity", "memory"), "128G");
+	CU_ASSERT_STRING_EQUAL(res(t, "capacity", "ephemeral-storage"), "100Gi");
+	CU_ASSERT_STRING_EQUAL(res(t, "capacity", "pods"), "200");
+	CU_ASSERT_STRING_EQUAL(res(t, "capacity", "nvidia.com/gpu"), "2");
+	CU_ASSERT_STRING_EQUAL(res(t, "allocatable", "cpu"), "16");
+	CU_ASSERT_STRING_EQUAL(res(t, "allocatable", "nvidia.com/gpu"), "2");
+	labels = json_object_object_get(json_object_object_get(t, "metadata"), "labels");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(labels, "key1")), "value1");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(labels, "key2")), "value2");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(labels, "kubernetes.io/os")), "linux");
+	taints = json_object_object_get(json_object_object_get(t, "spec"), "taints");
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(taints), 2);
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(json_object_array_get_idx(taints, 0), "key")), "key1");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(json_object_array_get_idx(taints, 0), "value")), "value1");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(json_object_array_get_idx(taints, 0), "effect")), "NoSchedule");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(json_object_array_get_idx(taints, 1), "effect")), "NoExecute");
+	json_object_put(t);
+
+	t = template_of("MachineDeployment/ns1/md-small", 0, NULL, 0);
+	CU_ASSERT_STRING_EQUAL(res(t, "capacity", "pods"), "110");
+	CU_ASSERT_PTR_NULL(res(t, "capacity", "nvidia.com/gpu"));
+	CU_ASSERT_PTR_NULL(res(t, "capacity", "ephemeral-storage"));
+	json_object_put(t);
+
+	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-badmem", PRD_CLOUD_EINVAL, msg, sizeof(msg)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, CAP "memory='lots' is not a non-negative quantity"));
+	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-onlycpu", PRD_CLOUD_EINVAL, msg, sizeof(msg)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "needs both"));
+	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-badtaint", PRD_CLOUD_EINVAL, msg, sizeof(msg)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "'a=b:Sometimes' is not key=value:Effect"));
+	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-badlabel", PRD_CLOUD_EINVAL, msg, sizeof(msg)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "'novalue' is not key=value"));
+	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-badpods", PRD_CLOUD_EINVAL, msg, sizeof(msg)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "maxPods='-3' is not a positive integer"));
+
+	/* No annotations: a copy of the group's Node, without its identity. */
+	t = template_of("MachineDeployment/ns1/md-copy", 0, NULL, 0);
+	CU_ASSERT_STRING_EQUAL(res(t, "allocatable", "cpu"), "31");
+	CU_ASSERT_STRING_EQUAL(res(t, "capacity", "memory"), "256Gi");
+	CU_ASSERT_PTR_NULL(res(t, "addresses", "x"));
+	CU_ASSERT_PTR_NULL(json_object_object_get(json_object_object_get(t, "status"), "addresses"));
+	CU_ASSERT_PTR_NULL(json_object_object_get(json_object_object_get(t, "metadata"), "uid"));
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(
+				       json_object_object_get(json_object_object_get(t, "metadata"), "labels"), "size")),
+			       "xl");
+	CU_ASSERT_EQUAL(json_object_array_length(json_object_object_get(json_object_object_get(t, "spec"), "taints")), 1);
+	json_object_put(t);
+	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-empty", PRD_CLOUD_ENOTFOUND, msg, sizeof(msg)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "no Node to copy and no scale-from-zero annotations"));
+}
+
+static void test_instances(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_cloud_instance *v = NULL;
+	size_t n = 0, i;
+	int running = 0, creating = 0, deleting = 0, failed = 0;
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 4);
+	machine("m-ok", "md-a", "node-ok", "");
+	machine("m-new", "md-a", NULL, "");
+	machine("m-bad", "md-a", NULL, "\"failureReason\":\"CreateError\",\"failureMessage\":\"instance quota exceeded\"");
+	create(CAPI "/namespaces/ns1/machines",
+	       "{\"metadata\":{\"name\":\"m-gone\",\"deletionTimestamp\":\"2024-05-01T09:00:00Z\","
+	       "\"labels\":{\"cluster.x-k8s.io/deployment-name\":\"md-a\"}},"
+	       "\"spec\":{\"providerID\":\"test://node-gone\"},\"status\":{\"nodeRef\":{\"name\":\"node-gone\"}}}");
+	machine("m-other", "md-b", "node-other", "");
+	load(NULL);
+	CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, "MachineDeployment/ns1/md-a", &v, &n, &e), 0);
+	CU_ASSERT_EQUAL(n, 4);
+	for(i = 0; i < n; i++) {
+		running += v[i].state == PRD_CLOUD_INSTANCE_RUNNING;
+		creating += v[i].state == PRD_CLOUD_INSTANCE_CREATING;
+		deleting += v[i].state == PRD_CLOUD_INSTANCE_DELETING;
+		if(v[i].error_class != PRD_CLOUD_ERRCLASS_NONE) {
+			failed++;
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_OTHER);
+			CU_ASSERT_STRING_EQUAL(v[i].error_code, "CreateError");
+			CU_ASSERT_STRING_EQUAL(v[i].error_message, "instance quota exceeded");
+			CU_ASSERT_STRING_EQUAL(v[i].id, "clusterapi://ns1/m-bad");
+			CU_ASSERT_PTR_NULL(v[i].node_name);
+		}
+		if(v[i].node_name && !strcmp(v[i].node_name, "node-ok"))
+			CU_ASSERT_STRING_EQUAL(v[i].id, "test://node-ok");
+	}
+	CU_ASSERT_EQUAL(running, 1);
+	CU_ASSERT_EQUAL(creating, 2);
+	CU_ASSERT_EQUAL(deleting, 1);
+	CU_ASSERT_EQUAL(failed, 1);
+	drv->api->release_instances(drv->state, v, n);
+	/* A failed Machine with no Node can be deleted by its instance ID. */
+	{
+		const char *id = "clusterapi://ns1/m-bad";
+		CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "MachineDeployment/ns1/md-a", &id, 1, &e), 0);
+		CU_ASSERT_PTR_NOT_NULL(delete_mark("m-bad"));
+		CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	}
+}
+
+static void test_node_group_for_node(void)
+{
+	prd_cloud_error e = {0, ""};
+	char *id = NULL;
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 1);
+	machine("m-1", "md-a", "node-1", "");
+	machine("m-x", "md-x", "node-x", "");
+	load(NULL);
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state,
+		"{\"metadata\":{\"name\":\"node-1\",\"annotations\":{\"cluster.x-k8s.io/machine\":\"m-1\","
+		"\"cluster.x-k8s.io/cluster-namespace\":\"ns1\"}}}", &id, &e), 0);
+	CU_ASSERT_STRING_EQUAL(id, "MachineDeployment/ns1/md-a");
+	drv->api->release_string(drv->state, id);
+	id = NULL;
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state,
+		"{\"metadata\":{\"name\":\"node-1\"},\"spec\":{\"providerID\":\"test://node-1\"}}", &id, &e), 0);
+	CU_ASSERT_STRING_EQUAL(id, "MachineDeployment/ns1/md-a");
+	drv->api->release_string(drv->state, id);
+	id = NULL;
+	/* A Machine of no group, and a Node of no Machine. */
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state,
+		"{\"metadata\":{\"name\":\"node-x\"},\"spec\":{\"providerID\":\"test://node-x\"}}", &id, &e), 0);
+	CU_ASSERT_PTR_NULL(id);
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state, "{\"metadata\":{\"name\":\"stray\"}}", &id, &e), 0);
+	CU_ASSERT_PTR_NULL(id);
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state, "[]", &id, &e), PRD_CLOUD_EINVAL);
+}
+
+static const test_case cases[] = {
+	{"discovery: annotated groups only, bad values reported", test_discovery},
+	{"bad config", test_bad_config},
+	{"replicas move through the scale subresource", test_replicas},
+	{"delete marks Machines and undoes the mark on failure", test_delete_nodes},
+	{"scale-from-zero template", test_scale_from_zero_template},
+	{"instances and failed Machines", test_instances},
+	{"node_group_for_node", test_node_group_for_node},
+	{NULL, NULL}};
+
+int main(void)
+{
+	int rc = test_run("clusterapi driver", cases);
+	teardown();
+	return rc;
+}
