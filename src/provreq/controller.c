@@ -1110,6 +1110,9 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr, state_inte
 		set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_CREATE_PODS_FAILED, e.msg);
 		goto write;
 	}
+	/* A booking left by an earlier pass whose status write failed must not
+	 * stand in the request's own way. */
+	sched_snapshot_unbook(w->snap, pr->meta.uid, NULL);
 	if(cls == PR_CLASS_CHECK_CAPACITY)
 		do_check_capacity(c, w, pr, &pp, sets, &conds);
 	else

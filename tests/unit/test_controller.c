@@ -341,7 +341,109 @@ static void test_atomic_rollback_and_limits(void)
 	stop();
 }
 
+/* A crash leaves an intent behind; a new controller on the same database
+ * resumes it and never starts a second scale-up for the same request. */
+static void test_restart_resumes_and_rolls_back(void)
+{
+	pr_config cfg;
+	prd_err e;
+	state_intent in;
+	const char *nodes[1];
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	start("small 0 5 0 4 16Gi 110\n", &cfg);
+	add_template("r", "two", "2");
+	add_pr("r", "job", "best-effort-atomic-scale-up.autoscaling.x-k8s.io", "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->scaleups_started, 1);
+	/* "Crash": drop the controller without any cleanup, start another. */
+	pr_ctl_free(ctl);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	clk_fake_advance(&fake, 30 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->scaleups_started, 0);
+	CU_ASSERT_STRING_EQUAL(cond("r", "job", "Provisioned"), "False/ScaleUpInProgress");
+	clk_fake_advance(&fake, 2 * MIN);
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->scaleups_rolled_back, 1);
+	CU_ASSERT_STRING_EQUAL(cond("r", "job", "Provisioned"), "False/ScaleUpFailed");
+
+	/* A crash between "increasing" and recording the nodes: the next pass
+	 * rolls back exactly the nodes the plan recorded. */
+	memset(&in, 0, sizeof(in));
+	in.plan_id = "manual/1";
+	in.request_uid = "no-such-request";
+	in.node_group = "small";
+	in.delta = 1;
+	in.target_before = 0;
+	in.phase = STATE_PHASE_PLANNED;
+	in.deadline_ns = clk_wall(&fake) + MIN;
+	CU_ASSERT_EQUAL(state_intent_begin(db, &in, &e), 0);
+	CU_ASSERT_EQUAL(state_intent_advance(db, "manual/1", STATE_PHASE_INCREASING, NULL, &e), 0);
+	{
+		cloud_driver *d = drivers.v[0];
+		prd_cloud_error de;
+		prd_cloud_instance *inst = NULL;
+		size_t n = 0;
+		CU_ASSERT_EQUAL(d->api->increase_size(d->state, "small", 1, &de), 0);
+		CU_ASSERT_EQUAL(d->api->instances(d->state, "small", &inst, &n, &de), 0);
+		CU_ASSERT_EQUAL_FATAL(n, 1);
+		nodes[0] = inst[0].node_name;
+		CU_ASSERT_EQUAL(state_intent_add_node(db, "manual/1", nodes[0], &e), 0);
+		d->api->release_instances(d->state, inst, n);
+		pass();
+		CU_ASSERT_EQUAL(d->api->instances(d->state, "small", &inst, &n, &de), 0);
+		CU_ASSERT_EQUAL(n, 0);
+		d->api->release_instances(d->state, inst, n);
+	}
+	CU_ASSERT_EQUAL(state_intent_get(db, "manual/1", &in, &e), 0);
+	CU_ASSERT_EQUAL(in.phase, STATE_PHASE_ROLLED_BACK);
+	state_intent_clear(&in);
+	stop();
+}
+
+/* Conditions written by someone else survive our writes; a write racing
+ * another writer (409) is retried on the next pass, not forced. */
+static void test_foreign_conditions_and_conflicts(void)
+{
+	prd_err e;
+	json_object *patch;
+	start(NULL, NULL);
+	add_node("n1", "4", NULL);
+	add_template("f", "one", "1");
+	/* All four cpus: a stale booking of its own would make it not fit. */
+	add_pr("f", "shared", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	patch = json_tokener_parse("{\"status\":{\"conditions\":[{\"type\":\"QuotaReserved\",\"status\":\"True\","
+				   "\"reason\":\"Kueue\",\"message\":\"reserved by kueue\","
+				   "\"lastTransitionTime\":\"2024-05-01T10:00:00Z\"}]}}");
+	CU_ASSERT_EQUAL(kube_api_call(&api, "PATCH",
+				      "/apis/autoscaling.x-k8s.io/v1/namespaces/f/provisioningrequests/shared/status",
+				      "application/merge-patch+json", patch, NULL, NULL, &e), 0);
+	json_object_put(patch);
+	/* Every status write of the next pass meets a conflict. */
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/f/provisioningrequests/shared/status",
+			    409, 1);
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->status_conflicts, 1);
+	CU_ASSERT_STRING_EQUAL(cond("f", "shared", "Provisioned"), "-");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("f", "shared", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(cond("f", "shared", "QuotaReserved"), "True/Kueue");
+	/* A transient apiserver failure on the read side aborts the pass
+	 * cleanly and the next one proceeds. */
+	memapi_inject_fault(m, "GET", "/api/v1/pods", 503, 1);
+	{
+		int64_t wake;
+		CU_ASSERT_EQUAL(pr_ctl_pass(ctl, &wake, &e), PRD_EAGAIN);
+		CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "reading the cluster"));
+	}
+	pass();
+	stop();
+}
+
 static const test_case cases[] = {
+	{ "foreign conditions and conflicts", test_foreign_conditions_and_conflicts },
+	{ "restart resumes and rolls back", test_restart_resumes_and_rolls_back },
 	{ "check-capacity fit, competition and retry", test_check_capacity_fit_and_retry },
 	{ "booking consumed, expired, revoked and GC", test_booking_consumed_expired_revoked },
 	{ "parameters, templates, foreign requests", test_parameters_and_templates },
