@@ -10,6 +10,7 @@
 #include "kube/memapi.h"
 #include "kube/objects.h"
 #include "ops/log.h"
+#include "ops/metrics.h"
 #include "provreq/controller.h"
 #include "provreq/request.h"
 #include "state/state.h"
@@ -316,6 +317,7 @@ int cmd_simulate(int argc, char **argv)
 		return 2;
 	}
 	log_setup(level, fmt, stderr);
+	metrics_init();
 	if(load_cluster(cluster, &objs, &e)) {
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
 		goto done;
@@ -393,5 +395,6 @@ done:
 	free(config);
 	free(auto_cfg);
 	free(driver_default);
+	metrics_shutdown();
 	return rc;
 }

@@ -2,6 +2,7 @@
 #include "kube/objects.h"
 #include "kube/quantity.h"
 #include "ops/log.h"
+#include "ops/metrics.h"
 #include "provreq/convert.h"
 #include "provreq/request.h"
 #include "sched/estimator.h"
@@ -455,6 +456,14 @@ static void set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const c
 	const char *old = pr_conds_status(conds, type), *old_reason = pr_conds_reason(conds, type);
 	bool transition = !old || strcmp(old, status) || !old_reason || strcmp(old_reason, reason);
 	pr_conds_set(conds, type, status, reason, msg, c->now, pr->meta.generation);
+	if(transition && !strcmp(status, "True") && pr->meta.created_ns) {
+		double age = (double)(c->now - pr->meta.created_ns) / (double)PRD_NS_PER_SEC;
+		const char *cls = pr_class_name(pr_class_of(pr->class_name));
+		if(!strcmp(type, PR_COND_PROVISIONED))
+			metrics_observe(M_TIME_TO_PROVISIONED, METRICS_L(cls), age);
+		else if(!strcmp(type, PR_COND_FAILED))
+			metrics_observe(M_TIME_TO_FAILED, METRICS_L(cls, reason), age);
+	}
 	if(transition) {
 		bool warn = (!strcmp(type, PR_COND_FAILED) || !strcmp(type, PR_COND_REVOKED)) && !strcmp(status, "True");
 		emit_event(c, pr, warn ? "Warning" : "Normal", reason, msg);
@@ -769,6 +778,7 @@ static void start_scale_up(pr_ctl *c, pr_world *w, const kube_provreq *pr, const
 		state_intent_advance(c->db, plan, STATE_PHASE_INCREASING, NULL, NULL);
 		memset(&de, 0, sizeof(de));
 		c->stats.scaleups_started++;
+		metrics_counter_add(M_SCALEUPS, METRICS_L(g->id, "attempted"), 1);
 		rc = g->drv->api->atomic_increase_size
 			? g->drv->api->atomic_increase_size(g->drv->state, g->id, (int32_t)delta, &de)
 			: g->drv->api->increase_size(g->drv->state, g->id, (int32_t)delta, &de);
@@ -833,6 +843,7 @@ static void roll_back(pr_ctl *c, pr_world *w, const state_intent *in, const char
 	state_intent_close(c->db, in->plan_id, STATE_PHASE_ROLLED_BACK, cause, NULL);
 	state_group_fail(c->db, in->node_group, cause, NULL, NULL);
 	c->stats.scaleups_rolled_back++;
+	metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
 	log_warn("scale-up rolled back", "group", in->node_group, "plan", in->plan_id, "deleted", LOGI(n),
 		 "cause", cause);
 	free(names);
@@ -921,6 +932,7 @@ static void progress_intent(pr_ctl *c, pr_world *w, const state_intent *in, cons
 			state_intent_close(c->db, in->plan_id, STATE_PHASE_DONE, NULL, NULL);
 			state_group_success(c->db, in->node_group, NULL);
 			c->stats.scaleups_succeeded++;
+			metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "succeeded"), 1);
 			snprintf(msg, sizeof(msg), "%lld new node%s in %s are ready; capacity for all pods is booked",
 				 (long long)in->delta, in->delta == 1 ? "" : "s", in->node_group);
 			set_cond(c, pr, conds, PR_COND_PROVISIONED, "True", PR_R_PROVISIONED, msg);
@@ -1123,8 +1135,68 @@ write:
 	state_request_clear(&rs);
 }
 
+/* The state a request is in, for the requests gauge. */
+static const char *pr_state(const kube_provreq *pr)
+{
+	if(pr_cond_true(pr, PR_COND_FAILED))
+		return PR_COND_FAILED;
+	if(pr_cond_true(pr, PR_COND_REVOKED))
+		return PR_COND_REVOKED;
+	if(pr_cond_true(pr, PR_COND_BOOKING_EXPIRED))
+		return PR_COND_BOOKING_EXPIRED;
+	if(pr_cond_true(pr, PR_COND_PROVISIONED))
+		return PR_COND_PROVISIONED;
+	if(pr_cond_true(pr, PR_COND_ACCEPTED))
+		return PR_COND_ACCEPTED;
+	return "Pending";
+}
+
+/* Gauges recomputed every pass from what the pass read (the conditions as
+ * they were at the start of the pass) and from the node groups. */
+static void export_gauges(pr_ctl *c, pr_world *w)
+{
+	static const char *const states[] = { "Pending", PR_COND_ACCEPTED, PR_COND_PROVISIONED, PR_COND_FAILED,
+					      PR_COND_BOOKING_EXPIRED, PR_COND_REVOKED };
+	static const pr_class classes[] = { PR_CLASS_CHECK_CAPACITY, PR_CLASS_ATOMIC_SCALE_UP };
+	double counts[2][6], booked[2] = { 0, 0 };
+	size_t i, k, s;
+	memset(counts, 0, sizeof(counts));
+	for(i = 0; i < w->nprs; i++) {
+		pr_class cls = pr_class_of(w->prs[i]->class_name);
+		const char *st;
+		if(cls == PR_CLASS_OTHER)
+			continue;
+		k = cls == PR_CLASS_CHECK_CAPACITY ? 0 : 1;
+		st = pr_state(w->prs[i]);
+		for(s = 0; s < 6; s++)
+			if(!strcmp(states[s], st))
+				counts[k][s]++;
+		if(!strcmp(st, PR_COND_PROVISIONED))
+			booked[k]++;
+	}
+	for(k = 0; k < 2; k++) {
+		const char *cn = pr_class_name(classes[k]);
+		for(s = 0; s < 6; s++)
+			metrics_gauge_set(M_REQUESTS, METRICS_L(cn, states[s]), counts[k][s]);
+		metrics_gauge_set(M_BOOKINGS, METRICS_L(cn), booked[k]);
+	}
+	for(i = 0; i < w->ngroups; i++) {
+		pr_group *g = &w->groups[i];
+		hmap live;
+		hmap_init(&live, NULL);
+		if(group_instances(g, &live, NULL, NULL) == 0)
+			metrics_gauge_set(M_NODEGROUP_SIZE, METRICS_L(g->id), (double)hmap_len(&live));
+		hmap_free(&live);
+		metrics_gauge_set(M_NODEGROUP_TARGET, METRICS_L(g->id), g->target);
+		metrics_gauge_set(M_NODEGROUP_MIN, METRICS_L(g->id), g->min);
+		metrics_gauge_set(M_NODEGROUP_MAX, METRICS_L(g->id), g->max);
+		metrics_gauge_set(M_NODEGROUP_BACKOFF, METRICS_L(g->id), g->backed_off && g->backoff_until > c->now);
+	}
+}
+
 int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 {
+	int64_t t0 = clk_mono(clk_real());
 	pr_world w;
 	state_intent *intents = NULL;
 	size_t nint = 0, i;
@@ -1138,12 +1210,14 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	rc = load_world(c, &w, err);
 	if(rc) {
 		world_free(&w);
+		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", prd_strerror(rc)), 1);
 		return prd_err_prefix(err, "reading the cluster");
 	}
 	if(c->db) {
 		state_booking_delete_expired(c->db, NULL, NULL);
 		if(state_intent_list_open(c->db, &intents, &nint, err)) {
 			world_free(&w);
+			metrics_counter_add(M_STATE_ERRORS, METRICS_L("intent_list"), 1);
 			return prd_err_prefix(err, "reading open scale-up plans");
 		}
 		for(i = 0; i < nint; i++) {
@@ -1159,7 +1233,10 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 		if(!state_phase_is_terminal(intents[i].phase) && !find_pr_by_uid(&w, intents[i].request_uid))
 			roll_back(c, &w, &intents[i], "the request was deleted");
 	state_intent_list_free(intents, nint);
+	export_gauges(c, &w);
 	world_free(&w);
+	metrics_observe(M_RECONCILE_DURATION, METRICS_L("provreq"),
+			(double)(clk_mono(clk_real()) - t0) / (double)PRD_NS_PER_SEC);
 	if(next_wake_ns)
 		*next_wake_ns = c->next_wake;
 	return 0;

@@ -2,6 +2,7 @@
  * SQLite state store and a fake clock. */
 #include "testutil.h"
 #include "driver/host.h"
+#include "ops/metrics.h"
 #include "provreq/controller.h"
 #include "util/yamljson.h"
 
@@ -129,6 +130,8 @@ static void start(const char *driver_cfg, pr_config *override)
 	state_config sc;
 	prd_err e;
 	clk_fake_init(&fake, T0);
+	metrics_shutdown();
+	CU_ASSERT_EQUAL_FATAL(metrics_init(), 0);
 	CU_ASSERT_EQUAL_FATAL(memapi_new(&fake, 0, &m), 0);
 	api = kube_api_from_memapi(m);
 	state_config_default(&sc);
@@ -151,6 +154,7 @@ static void start(const char *driver_cfg, pr_config *override)
 
 static void stop(void)
 {
+	metrics_shutdown();
 	pr_ctl_free(ctl);
 	cloud_drivers_free(&drivers);
 	state_close(db);
@@ -184,6 +188,15 @@ static void test_check_capacity_fit_and_retry(void)
 	clk_fake_advance(&fake, 31 * SEC);
 	pass();
 	CU_ASSERT_STRING_EQUAL(cond("team", "second", "Provisioned"), "True/CapacityIsFound");
+	{
+		double v = -1;
+		/* Gauges reflect the state read at the start of the last pass. */
+		pass();
+		CU_ASSERT_TRUE(metrics_get(M_REQUESTS, METRICS_L("check-capacity", "Provisioned"), &v));
+		CU_ASSERT_EQUAL(v, 2);
+		CU_ASSERT_TRUE(metrics_get(M_TIME_TO_PROVISIONED, METRICS_L("check-capacity"), &v));
+		CU_ASSERT_EQUAL(v, 2); /* two observations */
+	}
 	/* A pass with nothing new writes nothing. */
 	{
 		uint64_t writes = pr_ctl_stats(ctl)->status_writes;
@@ -313,6 +326,15 @@ static void test_atomic_rollback_and_limits(void)
 	pass();
 	CU_ASSERT_STRING_EQUAL(cond("a", "fits", "Provisioned"), "False/ScaleUpFailed");
 	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->scaleups_rolled_back, 1);
+	{
+		double v = -1;
+		CU_ASSERT_TRUE(metrics_get(M_SCALEUPS, METRICS_L("small", "attempted"), &v));
+		CU_ASSERT_EQUAL(v, 1);
+		CU_ASSERT_TRUE(metrics_get(M_SCALEUPS, METRICS_L("small", "rolled_back"), &v));
+		CU_ASSERT_EQUAL(v, 1);
+		CU_ASSERT_TRUE(metrics_get(M_NODEGROUP_MAX, METRICS_L("small"), &v));
+		CU_ASSERT_EQUAL(v, 3);
+	}
 	{
 		bool off = false;
 		int64_t until = 0;
