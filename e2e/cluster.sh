@@ -271,6 +271,8 @@ launch() {
 		exec "${args[@]}"
 	) >>"$dir/logs/$name.log" 2>&1 </dev/null &
 	echo $! >"$dir/run/$name.pid"
+	# Tracked by pid file, not as a job of this shell (no "Killed" notices).
+	disown $!
 }
 
 show_log() {
@@ -317,25 +319,44 @@ wait_healthy() {
 	done
 }
 
-stop_component() {
-	local name=$1 sig=${2:-TERM} pid i
-	pid=$(pid_of "$name") || return 0
-	if is_ours "$pid"; then
-		kill "-$sig" "$pid" 2>/dev/null || true
-		for ((i = 0; i < 100; i++)); do
-			is_ours "$pid" || break
-			sleep 0.1
-		done
+# stop_components SIGNAL NAME...: signal each running component at once,
+# wait up to 15s for all of them, then SIGKILL whatever is left.
+stop_components() {
+	local sig=$1 name pid i left
+	shift
+	local -A pids=()
+	for name in "$@"; do
+		pid=$(pid_of "$name") || continue
 		if is_ours "$pid"; then
-			e2e_log "$name (pid $pid) ignored SIG$sig for 10s; killing it"
-			kill -KILL "$pid" 2>/dev/null || true
-			for ((i = 0; i < 50; i++)); do
-				is_ours "$pid" || break
-				sleep 0.1
-			done
+			pids[$name]=$pid
+			kill "-$sig" "$pid" 2>/dev/null || true
 		fi
-	fi
-	rm -f "$dir/run/$name.pid"
+	done
+	for ((i = 0; i < 150; i++)); do
+		left=0
+		for name in "${!pids[@]}"; do
+			is_ours "${pids[$name]}" && left=1
+		done
+		((left)) || break
+		sleep 0.1
+	done
+	for name in "${!pids[@]}"; do
+		if is_ours "${pids[$name]}"; then
+			e2e_log "$name (pid ${pids[$name]}) ignored SIG$sig for 15s; killing it"
+			kill -KILL "${pids[$name]}" 2>/dev/null || true
+		fi
+	done
+	for ((i = 0; i < 50; i++)); do
+		left=0
+		for name in "${!pids[@]}"; do
+			is_ours "${pids[$name]}" && left=1
+		done
+		((left)) || break
+		sleep 0.1
+	done
+	for name in "$@"; do
+		is_ours "$(pid_of "$name" || true)" || rm -f "$dir/run/$name.pid"
+	done
 }
 
 check_component_name() {
@@ -402,10 +423,7 @@ cmd_up() {
 	up_cleanup() {
 		((ok)) && return 0
 		e2e_log "startup failed; stopping what was started in $dir"
-		local c
-		for ((c = ${#COMPONENTS[@]} - 1; c >= 0; c--)); do
-			stop_component "${COMPONENTS[c]}" KILL
-		done
+		stop_components KILL "${COMPONENTS[@]}"
 		e2e_log "logs kept in $dir/logs (remove $dir when done)"
 		rm -f "$dir/$MARKER"
 	}
@@ -433,6 +451,7 @@ cmd_up() {
 		APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
 	EOF
 
+	e2e_log "making certificates in $dir/pki"
 	make_pki
 	kubeconfig "$dir/kubeconfig" admin
 	kubeconfig "$dir/kube-scheduler.kubeconfig" kube-scheduler
@@ -528,7 +547,7 @@ cmd_up() {
 		--node-lease-duration-seconds=0 \
 		--server-address="127.0.0.1:$KWOK_PORT"
 
-	e2e_log "starting cluster in $dir (apiserver port $APISERVER_PORT)"
+	e2e_log "starting etcd, kube-apiserver (port $APISERVER_PORT), kube-controller-manager, kube-scheduler, kwok"
 	launch etcd
 	wait_healthy etcd 30
 	launch kube-apiserver
@@ -595,9 +614,11 @@ cmd_status() {
 cmd_down() {
 	resolve_dir
 	local c
-	for ((c = ${#COMPONENTS[@]} - 1; c >= 0; c--)); do
-		stop_component "${COMPONENTS[c]}" TERM
-	done
+	# Clients first, then the apiserver while etcd still answers its
+	# shutdown writes, then etcd.
+	stop_components TERM kwok kube-scheduler kube-controller-manager
+	stop_components TERM kube-apiserver
+	stop_components TERM etcd
 	for c in "${COMPONENTS[@]}"; do
 		if is_ours "$(pid_of "$c" || true)"; then
 			e2e_die "$c is still running; not removing $dir"
@@ -619,7 +640,7 @@ cmd_stop() {
 	resolve_dir
 	[[ -n "$component" ]] || e2e_die "stop needs a COMPONENT"
 	check_component_name "$component"
-	stop_component "$component" "$kill_signal"
+	stop_components "$kill_signal" "$component"
 	e2e_log "$component stopped (SIG$kill_signal)"
 }
 

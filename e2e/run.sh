@@ -119,10 +119,7 @@ if cluster_up; then
 else
 	echo "# the local control plane did not start"
 	# cluster.sh keeps the logs of a failed start.
-	if [[ -d "$cluster/logs" ]]; then
-		mkdir -p "$logdir"
-		cp "$cluster"/logs/*.log "$logdir"/ 2>/dev/null || true
-	fi
+	save_logs
 fi
 
 for s in "${scenarios[@]}"; do
@@ -171,5 +168,8 @@ for s in "${scenarios[@]}"; do
 	fi
 done
 
+# Tear down before the summary so that it is the last line printed.
+finish
+trap - EXIT
 summary
 ((failed == 0))
