@@ -4,6 +4,7 @@
 #define PRD_CMD_H
 
 int cmd_check_driver(int argc, char **argv);
+int cmd_check_config(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 
 #endif

@@ -23,6 +23,7 @@ static const char usage[] =
 	"  version        print the version and the library versions it was built with\n"
 	"  simulate       run the controller on a cluster loaded from YAML, in simulated time\n"
 	"  check-driver   load a cloud driver .so, check its ABI and list its node groups\n"
+	"  check-config   validate a config file and flags; print the effective configuration\n"
 	"  help           print this help\n"
 	"\n"
 	"Options:\n"
@@ -75,6 +76,8 @@ int main(int argc, char **argv)
 		return cmd_simulate(argc - optind, argv + optind);
 	if(!strcmp(argv[optind], "check-driver"))
 		return cmd_check_driver(argc - optind, argv + optind);
+	if(!strcmp(argv[optind], "check-config"))
+		return cmd_check_config(argc - optind, argv + optind);
 	if(!strcmp(argv[optind], "help")) {
 		fputs(usage, stdout);
 		return 0;

@@ -1,0 +1,906 @@
+#include "ops/config.h"
+#include "ops/http.h"
+#include "util/err.h"
+#include "util/str.h"
+#include "util/yamljson.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEC PRD_NS_PER_SEC
+#define MIN (60 * SEC)
+#define HOUR (60 * MIN)
+#define DAY (24 * HOUR)
+#define O(f) offsetof(cfg, f)
+
+static int check_log_format(const cfg *c, buf *why);
+static int check_http_addr(const cfg *c, buf *why);
+static int check_expander(const cfg *c, buf *why);
+static int check_lease_name(const cfg *c, buf *why);
+static int check_lease_namespace(const cfg *c, buf *why);
+static int check_nonempty_state_db(const cfg *c, buf *why);
+
+/* The option table. Rows sharing a key prefix stay together: cfg_to_yaml
+ * nests by walking the rows in order. docs/config.md documents every row;
+ * tests/unit/test_docs.sh checks that it does. */
+const cfg_option cfg_options[] = {
+	{ "config", NULL, CFG_STRING, O(config_file), "",
+	  "YAML config file; flags given as well override its values", 0, 0, NULL },
+	{ "kubeconfig", "kube.kubeconfig", CFG_STRING, O(kubeconfig), "",
+	  "kubeconfig file; empty = in-cluster config, else $KUBECONFIG", 0, 0, NULL },
+	{ "context", "kube.context", CFG_STRING, O(context), "",
+	  "kubeconfig context to use; empty = the current context", 0, 0, NULL },
+	{ "cloud-driver", "cloud.drivers", CFG_STRINGS, O(cloud_drivers), "",
+	  "node-group driver .so to load (repeatable); none = check-capacity only", 0, 0, NULL },
+	{ "cloud-config", "cloud.config", CFG_STRING, O(cloud_config), "",
+	  "configuration file handed to the cloud drivers", 0, 0, NULL },
+	{ "state-db", "state.db", CFG_STRING, O(state_db), "provreqd.db",
+	  "SQLite state database (created 0600; schema migrated on open)", 0, 0, check_nonempty_state_db },
+	{ "http-addr", "http.addr", CFG_STRING, O(http_addr), ":8080",
+	  "address of the /metrics, /healthz and /readyz endpoint: HOST:PORT, :PORT or [IPV6]:PORT", 0, 0,
+	  check_http_addr },
+	{ "health-stale-after", "http.healthStaleAfter", CFG_DURATION, O(health_stale_after), "2m",
+	  "/healthz fails when the worker loop has not reported for this long", SEC, DAY, NULL },
+	{ "log-format", "log.format", CFG_STRING, O(log_format), "text",
+	  "log line format: text (key=value) or json", 0, 0, check_log_format },
+	{ "v", "log.level", CFG_INT, O(v), "2",
+	  "log level: 0 error, 1 warn, 2 info, 3 debug, 4 trace", 0, 4, NULL },
+	{ "leader-elect", "leaderElection.enabled", CFG_BOOL, O(leader_elect), "true",
+	  "take a coordination.k8s.io Lease before acting (required with more than one replica)", 0, 0, NULL },
+	{ "lease-name", "leaderElection.leaseName", CFG_STRING, O(lease_name), "provreqd",
+	  "name of the leader-election Lease", 0, 0, check_lease_name },
+	{ "lease-namespace", "leaderElection.leaseNamespace", CFG_STRING, O(lease_namespace), "provreqd-system",
+	  "namespace of the leader-election Lease", 0, 0, check_lease_namespace },
+	{ "lease-duration", "leaderElection.leaseDuration", CFG_DURATION, O(lease_duration), "15s",
+	  "how long a Lease is valid after its last renewal; a standby takes over after it", SEC, HOUR, NULL },
+	{ "lease-renew-deadline", "leaderElection.renewDeadline", CFG_DURATION, O(lease_renew_deadline), "10s",
+	  "the leader stops acting when it could not renew for this long", SEC, HOUR, NULL },
+	{ "lease-retry-period", "leaderElection.retryPeriod", CFG_DURATION, O(lease_retry_period), "2s",
+	  "interval between tries to acquire or renew the Lease", 100 * PRD_NS_PER_MS, HOUR, NULL },
+	{ "processor-instance", "requests.processorInstance", CFG_STRING, O(processor_instance), "",
+	  "handle only requests whose processorInstance parameter equals this; empty = requests without one",
+	  0, 0, NULL },
+	{ "booking-ttl", "requests.bookingTTL", CFG_DURATION, O(booking_ttl), "10m",
+	  "how long a Provisioned request holds its capacity for its pods", SEC, 7 * DAY, NULL },
+	{ "provision-timeout", "requests.provisionTimeout", CFG_DURATION, O(provision_timeout), "15m",
+	  "new nodes of a scale-up must be Ready within this, else the scale-up is rolled back", MIN, DAY, NULL },
+	{ "missing-template-grace", "requests.missingTemplateGrace", CFG_DURATION, O(missing_template_grace), "5m",
+	  "how long a request waits for its PodTemplates before it fails (FailedToCreatePods)", 0, DAY, NULL },
+	{ "max-age", "requests.maxAge", CFG_DURATION, O(max_age), "7d",
+	  "requests not Provisioned this long after creation fail with reason Expired", MIN, 365 * DAY, NULL },
+	{ "gc-after", "requests.gcAfter", CFG_DURATION, O(gc_after), "7d",
+	  "terminal requests are deleted this long after their last transition", MIN, 365 * DAY, NULL },
+	{ "request-backoff-initial", "backoff.request.initial", CFG_DURATION, O(request_backoff_initial), "1m",
+	  "first retry delay of a request that could not be satisfied (doubles each time)", SEC, DAY, NULL },
+	{ "request-backoff-max", "backoff.request.max", CFG_DURATION, O(request_backoff_max), "10m",
+	  "longest retry delay of a request", SEC, DAY, NULL },
+	{ "group-backoff-initial", "backoff.nodeGroup.initial", CFG_DURATION, O(group_backoff_initial), "5m",
+	  "first back-off of a node group after a failed scale-up (doubles each time)", SEC, DAY, NULL },
+	{ "group-backoff-max", "backoff.nodeGroup.max", CFG_DURATION, O(group_backoff_max), "30m",
+	  "longest back-off of a node group", SEC, DAY, NULL },
+	{ "group-backoff-reset", "backoff.nodeGroup.reset", CFG_DURATION, O(group_backoff_reset), "3h",
+	  "a node group's back-off starts over after this long without a failure", SEC, 30 * DAY, NULL },
+	{ "expander", "scaleUp.expander", CFG_STRING, O(expander), "least-waste",
+	  "node-group choice, a comma-separated chain of least-waste, most-pods, least-nodes, priority, random",
+	  0, 0, check_expander },
+	{ "max-nodes-total", "scaleUp.maxNodesTotal", CFG_INT, O(max_nodes_total), "0",
+	  "cluster-wide node limit for scale-ups; 0 = no limit", 0, 1000000, NULL },
+	{ "max-nodes-per-scaleup", "scaleUp.maxNodesPerScaleUp", CFG_INT, O(max_nodes_per_scaleup), "1000",
+	  "most nodes one request may add; 0 = no limit", 0, 1000000, NULL },
+	{ "pool-debounce", "pools.debounce", CFG_DURATION, O(pool_debounce), "5s",
+	  "wait this long after a node change before recomputing ResourcePool quotas", 0, HOUR, NULL },
+	{ "pool-include-unready", "pools.includeUnready", CFG_BOOL, O(pool_include_unready), "false",
+	  "count NotReady and unschedulable nodes in ResourcePool quotas", 0, 0, NULL },
+};
+const size_t cfg_n_options = sizeof(cfg_options) / sizeof(cfg_options[0]);
+
+static const char *const type_names[] = { "string", "strings", "int", "duration", "bool" };
+
+const char *cfg_type_name(enum cfg_type t)
+{
+	return (unsigned)t < sizeof(type_names) / sizeof(type_names[0]) ? type_names[t] : "?";
+}
+
+#define FIELD(c, o, T) ((T *)((char *)(c) + (o)->offset))
+#define CFIELD(c, o, T) ((const T *)((const char *)(c) + (o)->offset))
+
+static void strv_clear(cfg_strv *v)
+{
+	size_t i;
+	for(i = 0; i < v->n; i++)
+		free(v->v[i]);
+	free(v->v);
+	v->v = NULL;
+	v->n = 0;
+}
+
+static int strv_push(cfg_strv *v, const char *s)
+{
+	char *d = str_dup(s);
+	char **nv;
+	if(!d)
+		return PRD_ENOMEM;
+	nv = realloc(v->v, (v->n + 1) * sizeof(char *));
+	if(!nv) {
+		free(d);
+		return PRD_ENOMEM;
+	}
+	v->v = nv;
+	v->v[v->n++] = d;
+	return PRD_OK;
+}
+
+void cfg_free(cfg *c)
+{
+	size_t i;
+	if(!c)
+		return;
+	for(i = 0; i < cfg_n_options; i++) {
+		const cfg_option *o = &cfg_options[i];
+		if(o->type == CFG_STRING) {
+			free(*FIELD(c, o, char *));
+			*FIELD(c, o, char *) = NULL;
+		} else if(o->type == CFG_STRINGS) {
+			strv_clear(FIELD(c, o, cfg_strv));
+		}
+	}
+}
+
+const char *cfg_format_duration(int64_t ns, char out[32])
+{
+	static const struct { const char *u; int64_t ns; } units[] = {
+		{ "d", DAY }, { "h", HOUR }, { "m", MIN }, { "s", SEC },
+		{ "ms", PRD_NS_PER_MS }, { "us", 1000 }, { "ns", 1 },
+	};
+	size_t i, len = 0;
+	out[0] = '\0';
+	if(ns <= 0) {
+		snprintf(out, 32, "%s", ns == 0 ? "0s" : "-");
+		return out;
+	}
+	/* Whole days only when nothing smaller remains ("7d", but "36h"). */
+	for(i = ns % DAY == 0 ? 0 : 1; i < sizeof(units) / sizeof(units[0]) && ns; i++) {
+		if(ns >= units[i].ns) {
+			len += (size_t)snprintf(out + len, 32 - len, "%lld%s", (long long)(ns / units[i].ns), units[i].u);
+			ns %= units[i].ns;
+		}
+	}
+	return out;
+}
+
+/* Levenshtein distance, for "did you mean". Short strings only. */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), i, j;
+	size_t row[128];
+	if(lb >= 128 || la >= 128)
+		return (size_t)-1;
+	for(j = 0; j <= lb; j++)
+		row[j] = j;
+	for(i = 1; i <= la; i++) {
+		size_t prev = row[0];
+		row[0] = i;
+		for(j = 1; j <= lb; j++) {
+			size_t cur = row[j];
+			size_t best = prev + (a[i - 1] != b[j - 1]);
+			if(row[j] + 1 < best)
+				best = row[j] + 1;
+			if(row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			prev = cur;
+		}
+	}
+	return row[lb];
+}
+
+/* Closest candidate within a third of the word's length (at least 2). */
+static const char *closest(const char *word, const char *const *cands, size_t n)
+{
+	size_t i, best = (size_t)-1, limit = strlen(word) / 3;
+	const char *pick = NULL;
+	if(limit < 2)
+		limit = 2;
+	for(i = 0; i < n; i++) {
+		size_t d = edit_distance(word, cands[i]);
+		if(d < best) {
+			best = d;
+			pick = cands[i];
+		}
+	}
+	return best <= limit ? pick : NULL;
+}
+
+static const cfg_option *by_flag(const char *name, size_t len)
+{
+	size_t i;
+	for(i = 0; i < cfg_n_options; i++)
+		if(strlen(cfg_options[i].flag) == len && strncmp(cfg_options[i].flag, name, len) == 0)
+			return &cfg_options[i];
+	return NULL;
+}
+
+static const cfg_option *by_key(const char *key)
+{
+	size_t i;
+	for(i = 0; i < cfg_n_options; i++)
+		if(cfg_options[i].key && strcmp(cfg_options[i].key, key) == 0)
+			return &cfg_options[i];
+	return NULL;
+}
+
+/* Is `path` a section (a proper prefix, at a dot, of some option key)? */
+static bool is_section(const char *path)
+{
+	size_t i, n = strlen(path);
+	for(i = 0; i < cfg_n_options; i++) {
+		const char *k = cfg_options[i].key;
+		if(k && strncmp(k, path, n) == 0 && k[n] == '.')
+			return true;
+	}
+	return false;
+}
+
+/* Set a scalar option from text (flag syntax). On a bad value appends the
+ * problem (without the "where" prefix) to `why`. */
+static int set_text(cfg *c, const cfg_option *o, const char *text, buf *why)
+{
+	int64_t n;
+	bool b;
+	char d1[32], d2[32], d3[32];
+	int rc;
+
+	switch(o->type) {
+	case CFG_STRING: {
+		char *s = str_dup(text);
+		if(!s)
+			return PRD_ENOMEM;
+		free(*FIELD(c, o, char *));
+		*FIELD(c, o, char *) = s;
+		return PRD_OK;
+	}
+	case CFG_STRINGS:
+		return strv_push(FIELD(c, o, cfg_strv), text);
+	case CFG_BOOL:
+		if(str_to_bool(text, &b) != PRD_OK) {
+			buf_printf(why, "want true or false, got '%s'", text);
+			return PRD_EINVAL;
+		}
+		*FIELD(c, o, bool) = b;
+		return PRD_OK;
+	case CFG_INT:
+		rc = str_to_int64(text, &n);
+		if(rc != PRD_OK) {
+			buf_printf(why, "want an integer, got '%s'", text);
+			return PRD_EINVAL;
+		}
+		if(n < o->min || n > o->max) {
+			buf_printf(why, "%lld is out of range %lld..%lld", (long long)n, (long long)o->min,
+				   (long long)o->max);
+			return PRD_EINVAL;
+		}
+		*FIELD(c, o, int64_t) = n;
+		return PRD_OK;
+	case CFG_DURATION:
+		rc = str_parse_duration(text, &n);
+		if(rc != PRD_OK) {
+			buf_printf(why, "bad duration '%s' (want e.g. 500ms, 90s, 1m30s, 10m, 3h, 7d)", text);
+			return PRD_EINVAL;
+		}
+		if(n < o->min || n > o->max) {
+			buf_printf(why, "%s is out of range %s..%s", cfg_format_duration(n, d1),
+				   cfg_format_duration(o->min, d2), cfg_format_duration(o->max, d3));
+			return PRD_EINVAL;
+		}
+		*FIELD(c, o, int64_t) = n;
+		return PRD_OK;
+	}
+	return PRD_EINTERNAL;
+}
+
+int cfg_defaults(cfg *c)
+{
+	size_t i;
+	int rc = PRD_OK;
+	buf why;
+	memset(c, 0, sizeof(*c));
+	buf_init(&why);
+	for(i = 0; i < cfg_n_options && rc == PRD_OK; i++) {
+		const cfg_option *o = &cfg_options[i];
+		if(o->type == CFG_STRINGS)
+			continue; /* lists default to empty */
+		rc = set_text(c, o, o->def, &why);
+	}
+	buf_free(&why);
+	return rc == PRD_EINVAL ? PRD_EINTERNAL : rc;
+}
+
+/* Append "WHERE: problem\n" to errs. */
+static void add_err(buf *errs, const char *where1, const char *where2, const char *problem)
+{
+	if(where2)
+		buf_printf(errs, "%s: %s: %s\n", where1, where2, problem);
+	else
+		buf_printf(errs, "%s: %s\n", where1, problem);
+}
+
+static const char *json_kind(json_object *v)
+{
+	switch(json_object_get_type(v)) {
+	case json_type_null: return "null";
+	case json_type_boolean: return "a boolean";
+	case json_type_double: return "a number";
+	case json_type_int: return "a number";
+	case json_type_object: return "a mapping";
+	case json_type_array: return "a list";
+	case json_type_string: return "a string";
+	}
+	return "a value";
+}
+
+/* Apply one config-file value. Returns 0, PRD_EINVAL (error appended) or
+ * PRD_ENOMEM. */
+static int apply_json(cfg *c, const cfg_option *o, json_object *v, const char *file, const char *path, buf *errs)
+{
+	buf why;
+	int rc = PRD_OK;
+	enum json_type t = json_object_get_type(v);
+	size_t i;
+
+	if(t == json_type_null)
+		return PRD_OK; /* "key:" with no value keeps the default */
+	buf_init(&why);
+	switch(o->type) {
+	case CFG_STRING:
+		if(t != json_type_string) {
+			buf_printf(&why, "want a string, got %s (quote it)", json_kind(v));
+			rc = PRD_EINVAL;
+		} else {
+			rc = set_text(c, o, json_object_get_string(v), &why);
+		}
+		break;
+	case CFG_STRINGS:
+		if(t != json_type_array) {
+			buf_printf(&why, "want a list of strings, got %s", json_kind(v));
+			rc = PRD_EINVAL;
+			break;
+		}
+		strv_clear(FIELD(c, o, cfg_strv));
+		for(i = 0; i < json_object_array_length(v) && rc == PRD_OK; i++) {
+			json_object *e = json_object_array_get_idx(v, i);
+			if(json_object_get_type(e) != json_type_string) {
+				buf_printf(&why, "item %zu: want a string, got %s", i, json_kind(e));
+				rc = PRD_EINVAL;
+			} else {
+				rc = strv_push(FIELD(c, o, cfg_strv), json_object_get_string(e));
+			}
+		}
+		break;
+	case CFG_BOOL:
+		if(t != json_type_boolean) {
+			buf_printf(&why, "want true or false, got %s%s%s%s", json_kind(v),
+				   t == json_type_string ? " '" : "", t == json_type_string ? json_object_get_string(v) : "",
+				   t == json_type_string ? "'" : "");
+			rc = PRD_EINVAL;
+		} else {
+			*FIELD(c, o, bool) = json_object_get_boolean(v);
+		}
+		break;
+	case CFG_INT:
+		if(t != json_type_int) {
+			buf_printf(&why, "want an integer, got %s", json_kind(v));
+			rc = PRD_EINVAL;
+		} else {
+			char tmp[32];
+			snprintf(tmp, sizeof(tmp), "%lld", (long long)json_object_get_int64(v));
+			rc = set_text(c, o, tmp, &why);
+		}
+		break;
+	case CFG_DURATION:
+		if(t != json_type_string) {
+			buf_printf(&why, "want a duration such as 10m, got %s (add a unit: 500ms, 90s, 10m, 3h, 7d)",
+				   json_kind(v));
+			rc = PRD_EINVAL;
+		} else {
+			rc = set_text(c, o, json_object_get_string(v), &why);
+		}
+		break;
+	}
+	if(rc == PRD_EINVAL)
+		add_err(errs, file, path, buf_str(&why));
+	buf_free(&why);
+	return rc;
+}
+
+/* Append " (did you mean X?)" when an option key or section path is close
+ * to the unknown `path`. */
+static void suggest_key(const char *path, buf *msg)
+{
+	const char *cands[128];
+	char *owned[128];
+	size_t n = 0, no = 0, i;
+	const char *pick;
+	for(i = 0; i < cfg_n_options && n < 120; i++) {
+		const char *k = cfg_options[i].key, *dot;
+		if(!k)
+			continue;
+		cands[n++] = k;
+		/* sections: every prefix ending before a dot */
+		for(dot = strchr(k, '.'); dot && n < 127 && no < 127; dot = strchr(dot + 1, '.')) {
+			char *s = str_ndup(k, (size_t)(dot - k));
+			if(s) {
+				owned[no++] = s;
+				cands[n++] = s;
+			}
+		}
+	}
+	pick = closest(path, cands, n);
+	if(pick)
+		buf_printf(msg, " (did you mean %s?)", pick);
+	for(i = 0; i < no; i++)
+		free(owned[i]);
+}
+
+/* Walk a mapping of the config file: options are applied, sections
+ * recursed into, everything else reported with its full path. */
+static int walk(cfg *c, const char *file, json_object *obj, const char *prefix, buf *errs)
+{
+	int rc = PRD_OK, r;
+	json_object_object_foreach(obj, k, v) {
+		char *path = prefix ? str_printf("%s.%s", prefix, k) : str_dup(k);
+		const cfg_option *o;
+		if(!path)
+			return PRD_ENOMEM;
+		if(strchr(k, '.') || !*k) {
+			add_err(errs, file, path, "keys are nested mappings, not dotted names");
+			r = PRD_EINVAL;
+		} else if((o = by_key(path))) {
+			r = apply_json(c, o, v, file, path, errs);
+		} else if(is_section(path)) {
+			if(json_object_get_type(v) == json_type_null) {
+				r = PRD_OK;
+			} else if(json_object_get_type(v) != json_type_object) {
+				buf m;
+				buf_init(&m);
+				buf_printf(&m, "want a mapping, got %s", json_kind(v));
+				add_err(errs, file, path, buf_str(&m));
+				buf_free(&m);
+				r = PRD_EINVAL;
+			} else {
+				r = walk(c, file, v, path, errs);
+			}
+		} else {
+			buf m;
+			buf_init(&m);
+			buf_append_str(&m, "unknown key");
+			suggest_key(path, &m);
+			add_err(errs, file, path, buf_str(&m));
+			buf_free(&m);
+			r = PRD_EINVAL;
+		}
+		free(path);
+		if(r == PRD_ENOMEM)
+			return r;
+		if(r != PRD_OK)
+			rc = r;
+	}
+	return rc;
+}
+
+int cfg_apply_yaml(cfg *c, const char *name, const char *data, size_t len, buf *errs)
+{
+	json_object *docs = NULL, *doc;
+	prd_err e;
+	int rc;
+
+	rc = yj_parse_all(data, len, &docs, &e);
+	if(rc != PRD_OK) {
+		add_err(errs, name, NULL, e.msg);
+		return rc == PRD_ENOMEM ? rc : PRD_EINVAL;
+	}
+	if(json_object_array_length(docs) == 0) {
+		json_object_put(docs);
+		return PRD_OK; /* an empty file changes nothing */
+	}
+	if(json_object_array_length(docs) > 1) {
+		add_err(errs, name, NULL, "more than one YAML document");
+		json_object_put(docs);
+		return PRD_EINVAL;
+	}
+	doc = json_object_array_get_idx(docs, 0);
+	if(json_object_get_type(doc) == json_type_null) {
+		rc = PRD_OK;
+	} else if(json_object_get_type(doc) != json_type_object) {
+		buf m;
+		buf_init(&m);
+		buf_printf(&m, "the top level must be a mapping, got %s", json_kind(doc));
+		add_err(errs, name, NULL, buf_str(&m));
+		buf_free(&m);
+		rc = PRD_EINVAL;
+	} else {
+		rc = walk(c, name, doc, NULL, errs);
+	}
+	json_object_put(docs);
+	return rc;
+}
+
+int cfg_apply_file(cfg *c, const char *path, buf *errs)
+{
+	char *data = NULL;
+	size_t len = 0;
+	prd_err e;
+	int rc = yj_read_file(path, 4 << 20, &data, &len, &e);
+	if(rc != PRD_OK) {
+		add_err(errs, path, NULL, e.msg);
+		return rc == PRD_ENOMEM ? rc : PRD_EINVAL;
+	}
+	rc = cfg_apply_yaml(c, path, data, len, errs);
+	free(data);
+	return rc;
+}
+
+static void suggest_flag(const char *name, size_t len, buf *msg)
+{
+	const char *cands[128];
+	size_t i, n = 0;
+	char *w = str_ndup(name, len);
+	const char *pick;
+	if(!w)
+		return;
+	for(i = 0; i < cfg_n_options && n < 128; i++)
+		cands[n++] = cfg_options[i].flag;
+	pick = closest(w, cands, n);
+	if(pick)
+		buf_printf(msg, " (did you mean --%s?)", pick);
+	free(w);
+}
+
+int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
+{
+	bool seen[sizeof(cfg_options) / sizeof(cfg_options[0])] = { false };
+	int i, rc = PRD_OK;
+
+	for(i = 0; i < argc; i++) {
+		const char *a = argv[i], *name, *eq, *val = NULL;
+		const cfg_option *o;
+		size_t nlen;
+		buf why;
+		int r;
+
+		if(strcmp(a, "--") == 0) {
+			for(i++; i < argc; i++) {
+				buf_printf(errs, "%s: unexpected argument\n", argv[i]);
+				rc = PRD_EINVAL;
+			}
+			break;
+		}
+		if(a[0] != '-' || a[1] == '\0') {
+			buf_printf(errs, "%s: unexpected argument\n", a);
+			rc = PRD_EINVAL;
+			continue;
+		}
+		name = a + (a[1] == '-' ? 2 : 1);
+		eq = strchr(name, '=');
+		nlen = eq ? (size_t)(eq - name) : strlen(name);
+		o = by_flag(name, nlen);
+		if(!o) {
+			buf m;
+			buf_init(&m);
+			buf_printf(&m, "--%.*s: unknown flag", (int)nlen, name);
+			suggest_flag(name, nlen, &m);
+			buf_printf(errs, "%s\n", buf_str(&m));
+			buf_free(&m);
+			rc = PRD_EINVAL;
+			continue;
+		}
+		if(eq)
+			val = eq + 1;
+		else if(o->type == CFG_BOOL)
+			val = "true";
+		else if(i + 1 < argc)
+			val = argv[++i];
+		if(!val) {
+			buf_printf(errs, "--%s: needs a value\n", o->flag);
+			rc = PRD_EINVAL;
+			continue;
+		}
+		if(o->type == CFG_STRINGS && !seen[o - cfg_options])
+			strv_clear(FIELD(c, o, cfg_strv)); /* flags replace the file's list */
+		seen[o - cfg_options] = true;
+		buf_init(&why);
+		r = set_text(c, o, val, &why);
+		if(r == PRD_EINVAL)
+			buf_printf(errs, "--%s: %s\n", o->flag, buf_str(&why));
+		buf_free(&why);
+		if(r == PRD_ENOMEM)
+			return r;
+		if(r != PRD_OK)
+			rc = r;
+	}
+	return rc;
+}
+
+static int check_log_format(const cfg *c, buf *why)
+{
+	if(strcmp(c->log_format, "text") == 0 || strcmp(c->log_format, "json") == 0)
+		return PRD_OK;
+	buf_printf(why, "'%s' is not a log format (want text or json)", c->log_format);
+	return PRD_EINVAL;
+}
+
+static int check_http_addr(const cfg *c, buf *why)
+{
+	char host[256];
+	int port;
+	prd_err e;
+	if(http_parse_addr(c->http_addr, host, sizeof(host), &port, &e) == PRD_OK)
+		return PRD_OK;
+	buf_append_str(why, e.msg);
+	return PRD_EINVAL;
+}
+
+static const char *const expanders[] = { "least-waste", "most-pods", "least-nodes", "priority", "random" };
+
+static int check_expander(const cfg *c, buf *why)
+{
+	const char *p = c->expander;
+	int rc = PRD_OK;
+	if(!*p) {
+		buf_append_str(why, "empty (want least-waste, most-pods, least-nodes, priority or random)");
+		return PRD_EINVAL;
+	}
+	while(*p && rc == PRD_OK) {
+		size_t n = strcspn(p, ","), i;
+		bool ok = false;
+		for(i = 0; i < sizeof(expanders) / sizeof(expanders[0]); i++)
+			if(strlen(expanders[i]) == n && strncmp(expanders[i], p, n) == 0)
+				ok = true;
+		if(!ok) {
+			buf_printf(why, "'%.*s' is not an expander (want least-waste, most-pods, least-nodes, "
+				   "priority or random, comma-separated)", (int)n, p);
+			rc = PRD_EINVAL;
+		}
+		p += n;
+		if(*p == ',')
+			p++;
+	}
+	return rc;
+}
+
+static int check_lease_name(const cfg *c, buf *why)
+{
+	if(str_is_dns_subdomain(c->lease_name))
+		return PRD_OK;
+	buf_printf(why, "'%s' is not a valid object name (lowercase DNS subdomain)", c->lease_name);
+	return PRD_EINVAL;
+}
+
+static int check_lease_namespace(const cfg *c, buf *why)
+{
+	if(str_is_dns_label(c->lease_namespace))
+		return PRD_OK;
+	buf_printf(why, "'%s' is not a valid namespace name (lowercase DNS label)", c->lease_namespace);
+	return PRD_EINVAL;
+}
+
+static int check_nonempty_state_db(const cfg *c, buf *why)
+{
+	if(*c->state_db)
+		return PRD_OK;
+	buf_append_str(why, "must not be empty (use :memory: for a throw-away store)");
+	return PRD_EINVAL;
+}
+
+/* "A (value) must be shorter than B (value)" for two duration flags. */
+static int ordered(const cfg *c, const char *shorter, const char *longer, bool strict, buf *errs)
+{
+	const cfg_option *a = by_flag(shorter, strlen(shorter)), *b = by_flag(longer, strlen(longer));
+	int64_t va = *CFIELD(c, a, int64_t), vb = *CFIELD(c, b, int64_t);
+	char da[32], db[32];
+	if(strict ? va < vb : va <= vb)
+		return PRD_OK;
+	buf_printf(errs, "--%s (%s) must be %s --%s (%s)\n", shorter, cfg_format_duration(va, da),
+		   strict ? "shorter than" : "at most", longer, cfg_format_duration(vb, db));
+	return PRD_EINVAL;
+}
+
+int cfg_validate(const cfg *c, buf *errs)
+{
+	size_t i;
+	int rc = PRD_OK;
+	for(i = 0; i < cfg_n_options; i++) {
+		const cfg_option *o = &cfg_options[i];
+		buf why;
+		if(!o->check)
+			continue;
+		buf_init(&why);
+		if(o->check(c, &why) != PRD_OK) {
+			if(o->key)
+				buf_printf(errs, "--%s (%s): %s\n", o->flag, o->key, buf_str(&why));
+			else
+				buf_printf(errs, "--%s: %s\n", o->flag, buf_str(&why));
+			rc = PRD_EINVAL;
+		}
+		buf_free(&why);
+	}
+	if(ordered(c, "lease-renew-deadline", "lease-duration", true, errs) != PRD_OK)
+		rc = PRD_EINVAL;
+	if(ordered(c, "lease-retry-period", "lease-renew-deadline", true, errs) != PRD_OK)
+		rc = PRD_EINVAL;
+	if(ordered(c, "request-backoff-initial", "request-backoff-max", false, errs) != PRD_OK)
+		rc = PRD_EINVAL;
+	if(ordered(c, "group-backoff-initial", "group-backoff-max", false, errs) != PRD_OK)
+		rc = PRD_EINVAL;
+	if(*c->cloud_config && c->cloud_drivers.n == 0) {
+		buf_append_str(errs, "--cloud-config is set but no --cloud-driver is loaded\n");
+		rc = PRD_EINVAL;
+	}
+	if(errs->failed)
+		return PRD_ENOMEM;
+	return rc;
+}
+
+/* The value of --config in argv, honouring "--config=F", "--config F" and
+ * a single dash; the last one wins. NULL when absent. */
+static const char *find_config_flag(int argc, char *const *argv)
+{
+	const char *found = NULL;
+	int i;
+	for(i = 0; i < argc; i++) {
+		const char *a = argv[i], *n;
+		if(strcmp(a, "--") == 0)
+			break;
+		if(a[0] != '-')
+			continue;
+		n = a + (a[1] == '-' ? 2 : 1);
+		if(strncmp(n, "config=", 7) == 0)
+			found = n + 7;
+		else if(strcmp(n, "config") == 0 && i + 1 < argc)
+			found = argv[++i];
+	}
+	return found;
+}
+
+int cfg_load(cfg *c, int argc, char *const *argv, buf *errs)
+{
+	int rc = cfg_defaults(c), r;
+	const char *file = find_config_flag(argc, argv);
+	if(rc != PRD_OK)
+		return rc;
+	if(file && *file) {
+		r = cfg_apply_file(c, file, errs);
+		if(r == PRD_ENOMEM)
+			return r;
+		if(r != PRD_OK)
+			rc = r;
+	}
+	r = cfg_apply_flags(c, argc, argv, errs);
+	if(r == PRD_ENOMEM)
+		return r;
+	if(r != PRD_OK)
+		rc = r;
+	/* Cross-checks on a half-applied config would only add noise. */
+	if(rc == PRD_OK)
+		rc = cfg_validate(c, errs);
+	return rc;
+}
+
+/* A YAML scalar for a string: always double-quoted, JSON escapes (valid
+ * YAML), so no value can change the document's structure. */
+static void yaml_string(buf *out, const char *s)
+{
+	json_object *j = json_object_new_string(s);
+	if(!j) {
+		out->failed = PRD_ENOMEM;
+		return;
+	}
+	buf_append_str(out, json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(j);
+}
+
+static void value_text(const cfg *c, const cfg_option *o, buf *out)
+{
+	char d[32];
+	size_t i;
+	switch(o->type) {
+	case CFG_STRING:
+		yaml_string(out, *CFIELD(c, o, char *));
+		break;
+	case CFG_STRINGS: {
+		const cfg_strv *v = CFIELD(c, o, cfg_strv);
+		if(v->n == 0)
+			buf_append_str(out, "[]");
+		for(i = 0; i < v->n; i++) {
+			if(i)
+				buf_append_str(out, ", ");
+			else
+				buf_append_str(out, "[");
+			yaml_string(out, v->v[i]);
+			if(i + 1 == v->n)
+				buf_append_str(out, "]");
+		}
+		break;
+	}
+	case CFG_INT:
+		buf_printf(out, "%lld", (long long)*CFIELD(c, o, int64_t));
+		break;
+	case CFG_DURATION:
+		buf_append_str(out, cfg_format_duration(*CFIELD(c, o, int64_t), d));
+		break;
+	case CFG_BOOL:
+		buf_append_str(out, *CFIELD(c, o, bool) ? "true" : "false");
+		break;
+	}
+}
+
+int cfg_to_yaml(const cfg *c, buf *out)
+{
+	const char *prev = NULL;
+	size_t i;
+	for(i = 0; i < cfg_n_options; i++) {
+		const cfg_option *o = &cfg_options[i];
+		const char *k = o->key, *seg, *pseg;
+		int depth = 0;
+		if(!k)
+			continue;
+		/* Skip the sections this key shares with the previous one. */
+		seg = k;
+		pseg = prev;
+		while(pseg) {
+			size_t a = strcspn(seg, "."), b = strcspn(pseg, ".");
+			if(a != b || strncmp(seg, pseg, a) != 0 || !seg[a] || !pseg[b])
+				break;
+			seg += a + 1;
+			pseg += b + 1;
+			depth++;
+		}
+		/* Open the remaining sections, then the key itself. */
+		while(strchr(seg, '.')) {
+			size_t a = strcspn(seg, ".");
+			buf_printf(out, "%*s%.*s:\n", depth * 2, "", (int)a, seg);
+			seg += a + 1;
+			depth++;
+		}
+		buf_printf(out, "%*s# %s (--%s)\n", depth * 2, "", o->help, o->flag);
+		buf_printf(out, "%*s%s: ", depth * 2, "", seg);
+		value_text(c, o, out);
+		buf_append_char(out, '\n');
+		prev = k;
+	}
+	return out->failed ? out->failed : PRD_OK;
+}
+
+int cfg_help(buf *out)
+{
+	size_t i;
+	for(i = 0; i < cfg_n_options; i++) {
+		const cfg_option *o = &cfg_options[i];
+		char meta[32];
+		if(o->type == CFG_BOOL)
+			meta[0] = '\0';
+		else
+			snprintf(meta, sizeof(meta), " %s", o->type == CFG_STRINGS ? "string" : cfg_type_name(o->type));
+		buf_printf(out, "  --%s%s\n      %s", o->flag, meta, o->help);
+		if(o->type == CFG_STRINGS)
+			buf_append_str(out, " [repeatable]");
+		else if(*o->def)
+			buf_printf(out, " [default %s]", o->def);
+		if(o->key)
+			buf_printf(out, " (config: %s)", o->key);
+		buf_append_char(out, '\n');
+	}
+	return out->failed ? out->failed : PRD_OK;
+}
+
+int cfg_list(buf *out)
+{
+	size_t i;
+	for(i = 0; i < cfg_n_options; i++) {
+		const cfg_option *o = &cfg_options[i];
+		buf_printf(out, "%s\t%s\t%s\t%s\n", o->flag, o->key ? o->key : "-", cfg_type_name(o->type),
+			   o->type == CFG_STRINGS ? "[]" : *o->def ? o->def : "\"\"");
+	}
+	return out->failed ? out->failed : PRD_OK;
+}

@@ -1,0 +1,138 @@
+/* provreqd configuration: one table of options drives the YAML config
+ * file, the command-line flags, `--help`, `check-config` output and the
+ * docs check.
+ *
+ * Precedence: built-in default < config file (--config FILE) < flags. A
+ * repeatable flag (--cloud-driver) given at least once replaces the file's
+ * list. Every problem found is reported, not only the first: each error is
+ * one line "WHERE: problem" appended to the caller's `errs` buffer, where
+ * WHERE is "FILE: key.path" for the config file and "--flag" for a flag.
+ * Unknown keys and flags are errors, with a suggestion when a known one is
+ * close ("booking.ttl2: unknown key (did you mean booking.ttl?)").
+ *
+ * Ownership and threads: a `cfg` is a plain value the caller owns; it
+ * owns its strings and is freed with cfg_free(). Nothing here keeps
+ * global state; the option table is constant. Not thread-safe per cfg
+ * (build it once at start-up, then share it read-only). */
+#ifndef PRD_OPS_CONFIG_H
+#define PRD_OPS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+
+typedef struct cfg_strv {
+	char **v;
+	size_t n;
+} cfg_strv;
+
+/* The effective configuration. Durations are nanoseconds. Strings are
+ * never NULL after cfg_load ("" when unset). */
+typedef struct cfg {
+	char *config_file;              /* --config (flag only) */
+	char *kubeconfig;               /* "" = in-cluster, then $KUBECONFIG */
+	char *context;
+	cfg_strv cloud_drivers;         /* paths of driver .so files */
+	char *cloud_config;
+	char *state_db;
+	char *http_addr;
+	char *log_format;               /* "text" | "json" */
+	int64_t v;                      /* log level 0 error … 4 trace */
+	char *processor_instance;
+	bool leader_elect;
+	char *lease_name;
+	char *lease_namespace;
+	int64_t lease_duration;
+	int64_t lease_renew_deadline;
+	int64_t lease_retry_period;
+	int64_t booking_ttl;
+	int64_t request_backoff_initial;
+	int64_t request_backoff_max;
+	int64_t group_backoff_initial;
+	int64_t group_backoff_max;
+	int64_t group_backoff_reset;
+	int64_t provision_timeout;
+	int64_t missing_template_grace;
+	int64_t max_age;
+	int64_t gc_after;
+	char *expander;                 /* comma-separated chain */
+	int64_t max_nodes_total;        /* 0 = no limit */
+	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
+	int64_t pool_debounce;
+	bool pool_include_unready;
+	int64_t health_stale_after;
+} cfg;
+
+enum cfg_type {
+	CFG_STRING = 0,
+	CFG_STRINGS = 1,   /* repeatable flag / YAML list of strings */
+	CFG_INT = 2,
+	CFG_DURATION = 3,  /* "90s", "1m30s", "10m", "3h", "7d" */
+	CFG_BOOL = 4
+};
+
+/* One row of the option table. */
+typedef struct cfg_option {
+	const char *flag;      /* flag name without dashes */
+	const char *key;       /* dotted path in the config file; NULL = flag only */
+	enum cfg_type type;
+	size_t offset;         /* of the field in struct cfg */
+	const char *def;       /* default, in flag syntax */
+	const char *help;
+	int64_t min, max;      /* CFG_INT and CFG_DURATION bounds (inclusive) */
+	/* Extra check of the parsed value (NULL = none): 0 or PRD_EINVAL with
+	 * the problem appended to `why`. */
+	int (*check)(const struct cfg *c, buf *why);
+} cfg_option;
+
+extern const cfg_option cfg_options[];
+extern const size_t cfg_n_options;
+
+/* The type's name as printed in help and docs ("duration", …). */
+const char *cfg_type_name(enum cfg_type t);
+
+/* Fill `c` with the defaults. 0 or PRD_ENOMEM. Call cfg_free even on
+ * failure. */
+int cfg_defaults(cfg *c);
+void cfg_free(cfg *c);
+
+/* Apply a config file's values on top of `c`. A missing or unreadable file,
+ * malformed YAML, unknown keys and bad values append errors. 0 or
+ * PRD_EINVAL (or PRD_ENOMEM). */
+int cfg_apply_file(cfg *c, const char *path, buf *errs);
+/* The same for YAML text already in memory; `name` labels the errors. */
+int cfg_apply_yaml(cfg *c, const char *name, const char *data, size_t len, buf *errs);
+
+/* Apply flags (argv[0..argc), no program or command name). Accepts
+ * "--flag=value", "--flag value", a single dash for either, "--flag" for
+ * bools and "--" to end flags. Positional arguments are errors. */
+int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs);
+
+/* Check the values together (ranges, enums, addresses, ordering of lease
+ * and backoff durations). */
+int cfg_validate(const cfg *c, buf *errs);
+
+/* Everything at once: defaults, the --config file named in argv (if any),
+ * flags, validation. On failure `errs` holds every problem; `c` must still
+ * be freed. */
+int cfg_load(cfg *c, int argc, char *const *argv, buf *errs);
+
+/* The configuration as a YAML config file that cfg_apply_file reads back
+ * to the same values (every option, nested by key path). */
+int cfg_to_yaml(const cfg *c, buf *out);
+
+/* Flag help for `--help`: one entry per option with type, default, config
+ * key and help text. */
+int cfg_help(buf *out);
+
+/* One line per option, tab-separated: flag, key (or "-"), type, default
+ * (for the docs check and `check-config --list-options`). */
+int cfg_list(buf *out);
+
+/* Format a duration the way the config accepts it ("1m30s", "7d", "0s").
+ * `out` needs 32 bytes. */
+const char *cfg_format_duration(int64_t ns, char out[32]);
+
+#endif

@@ -1,0 +1,423 @@
+/* Config: defaults, file values, flags over file, unknown keys with their
+ * path, bad values, repeatable flags, validation, YAML round trip and the
+ * check-config command's output and exit status. */
+#include "testutil.h"
+#include "ops/config.h"
+#include "util/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#define SEC 1000000000LL
+
+static const char *write_tmp(const char *name, const char *text)
+{
+	static char path[512];
+	FILE *f;
+	snprintf(path, sizeof(path), "%s/%s", test_tmpdir(), name);
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+/* cfg_load with a NULL-terminated argument list. */
+static int load(cfg *c, buf *errs, char **argv)
+{
+	int argc = 0;
+	while(argv[argc])
+		argc++;
+	buf_init(errs);
+	return cfg_load(c, argc, argv, errs);
+}
+
+#define ARGS(...) ((char *[]){ __VA_ARGS__, NULL })
+
+static void test_defaults(void)
+{
+	cfg c;
+	buf errs;
+	CU_ASSERT_EQUAL_FATAL(load(&c, &errs, (char *[]){ NULL }), 0);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs), "");
+	CU_ASSERT_STRING_EQUAL(c.kubeconfig, "");
+	CU_ASSERT_STRING_EQUAL(c.http_addr, ":8080");
+	CU_ASSERT_STRING_EQUAL(c.state_db, "provreqd.db");
+	CU_ASSERT_STRING_EQUAL(c.log_format, "text");
+	CU_ASSERT_EQUAL(c.v, 2);
+	CU_ASSERT_TRUE(c.leader_elect);
+	CU_ASSERT_STRING_EQUAL(c.lease_name, "provreqd");
+	CU_ASSERT_STRING_EQUAL(c.lease_namespace, "provreqd-system");
+	CU_ASSERT_EQUAL(c.lease_duration, 15 * SEC);
+	CU_ASSERT_EQUAL(c.lease_renew_deadline, 10 * SEC);
+	CU_ASSERT_EQUAL(c.lease_retry_period, 2 * SEC);
+	CU_ASSERT_EQUAL(c.booking_ttl, 600 * SEC);
+	CU_ASSERT_EQUAL(c.request_backoff_initial, 60 * SEC);
+	CU_ASSERT_EQUAL(c.request_backoff_max, 600 * SEC);
+	CU_ASSERT_EQUAL(c.group_backoff_initial, 300 * SEC);
+	CU_ASSERT_EQUAL(c.group_backoff_max, 1800 * SEC);
+	CU_ASSERT_EQUAL(c.group_backoff_reset, 3 * 3600 * SEC);
+	CU_ASSERT_EQUAL(c.provision_timeout, 900 * SEC);
+	CU_ASSERT_EQUAL(c.missing_template_grace, 300 * SEC);
+	CU_ASSERT_EQUAL(c.max_age, 7 * 86400 * SEC);
+	CU_ASSERT_EQUAL(c.gc_after, 7 * 86400 * SEC);
+	CU_ASSERT_STRING_EQUAL(c.expander, "least-waste");
+	CU_ASSERT_EQUAL(c.max_nodes_total, 0);
+	CU_ASSERT_EQUAL(c.max_nodes_per_scaleup, 1000);
+	CU_ASSERT_EQUAL(c.cloud_drivers.n, 0);
+	CU_ASSERT_FALSE(c.pool_include_unready);
+	CU_ASSERT_EQUAL(c.health_stale_after, 120 * SEC);
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
+static const char good_file[] =
+	"kube:\n"
+	"  kubeconfig: /etc/kube.conf\n"
+	"cloud:\n"
+	"  drivers: [/usr/lib/provreqd/drivers/kwok.so]\n"
+	"  config: /etc/provreqd/kwok.yaml\n"
+	"http:\n"
+	"  addr: \"[::1]:9090\"\n"
+	"log: {format: json, level: 3}\n"
+	"leaderElection:\n"
+	"  enabled: false\n"
+	"  leaseDuration: 30s\n"
+	"requests:\n"
+	"  bookingTTL: 20m\n"
+	"  maxAge: 36h\n"
+	"backoff:\n"
+	"  nodeGroup:\n"
+	"    reset: 90m\n"
+	"scaleUp:\n"
+	"  expander: most-pods,least-waste\n"
+	"  maxNodesTotal: 200\n"
+	"pools:\n"
+	"  includeUnready: true\n";
+
+static void test_file_values(void)
+{
+	cfg c;
+	buf errs;
+	const char *f = write_tmp("good.yaml", good_file);
+	CU_ASSERT_EQUAL_FATAL(load(&c, &errs, ARGS("--config", (char *)f)), 0);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs), "");
+	CU_ASSERT_STRING_EQUAL(c.config_file, f);
+	CU_ASSERT_STRING_EQUAL(c.kubeconfig, "/etc/kube.conf");
+	CU_ASSERT_EQUAL_FATAL(c.cloud_drivers.n, 1);
+	CU_ASSERT_STRING_EQUAL(c.cloud_drivers.v[0], "/usr/lib/provreqd/drivers/kwok.so");
+	CU_ASSERT_STRING_EQUAL(c.cloud_config, "/etc/provreqd/kwok.yaml");
+	CU_ASSERT_STRING_EQUAL(c.http_addr, "[::1]:9090");
+	CU_ASSERT_STRING_EQUAL(c.log_format, "json");
+	CU_ASSERT_EQUAL(c.v, 3);
+	CU_ASSERT_FALSE(c.leader_elect);
+	CU_ASSERT_EQUAL(c.lease_duration, 30 * SEC);
+	CU_ASSERT_EQUAL(c.booking_ttl, 1200 * SEC);
+	CU_ASSERT_EQUAL(c.max_age, 36 * 3600 * SEC);
+	CU_ASSERT_EQUAL(c.group_backoff_reset, 90 * 60 * SEC);
+	CU_ASSERT_STRING_EQUAL(c.expander, "most-pods,least-waste");
+	CU_ASSERT_EQUAL(c.max_nodes_total, 200);
+	CU_ASSERT_TRUE(c.pool_include_unready);
+	CU_ASSERT_EQUAL(c.lease_renew_deadline, 10 * SEC); /* untouched: default */
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
+static void test_flags_override_file(void)
+{
+	cfg c;
+	buf errs;
+	const char *f = write_tmp("good.yaml", good_file);
+	CU_ASSERT_EQUAL_FATAL(load(&c, &errs, ARGS("--v=1", "--config=" "", "--log-format", "text", "-leader-elect",
+						   "--booking-ttl=45s", "--config", (char *)f, "--http-addr", ":0",
+						   "--pool-include-unready=false", "--max-nodes-total", "7")),
+			      0);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs), "");
+	CU_ASSERT_EQUAL(c.v, 1);
+	CU_ASSERT_STRING_EQUAL(c.log_format, "text");
+	CU_ASSERT_TRUE(c.leader_elect);
+	CU_ASSERT_EQUAL(c.booking_ttl, 45 * SEC);
+	CU_ASSERT_STRING_EQUAL(c.http_addr, ":0");
+	CU_ASSERT_FALSE(c.pool_include_unready);
+	CU_ASSERT_EQUAL(c.max_nodes_total, 7);
+	CU_ASSERT_EQUAL(c.max_age, 36 * 3600 * SEC); /* from the file */
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
+static void test_repeatable_flag(void)
+{
+	cfg c;
+	buf errs;
+	const char *f = write_tmp("good.yaml", good_file);
+	CU_ASSERT_EQUAL_FATAL(load(&c, &errs, ARGS("--config", (char *)f, "--cloud-driver", "/a.so",
+						   "--cloud-driver=/b.so")), 0);
+	CU_ASSERT_EQUAL_FATAL(c.cloud_drivers.n, 2);
+	CU_ASSERT_STRING_EQUAL(c.cloud_drivers.v[0], "/a.so");
+	CU_ASSERT_STRING_EQUAL(c.cloud_drivers.v[1], "/b.so");
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
+static void test_unknown_keys_with_path(void)
+{
+	cfg c;
+	buf errs;
+	char want[2048];
+	const char *f = write_tmp("unknown.yaml",
+				  "requests:\n"
+				  "  bookingTTL2: 5m\n"
+				  "leaderElectoin:\n"
+				  "  enabled: true\n"
+				  "completelyDifferent: 1\n"
+				  "backoff:\n"
+				  "  nodeGroup:\n"
+				  "    rest: 1h\n"
+				  "  request: 5\n");
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f)), PRD_EINVAL);
+	snprintf(want, sizeof(want),
+		 "%s: requests.bookingTTL2: unknown key (did you mean requests.bookingTTL?)\n"
+		 "%s: leaderElectoin: unknown key (did you mean leaderElection?)\n"
+		 "%s: completelyDifferent: unknown key\n"
+		 "%s: backoff.nodeGroup.rest: unknown key (did you mean backoff.nodeGroup.reset?)\n"
+		 "%s: backoff.request: want a mapping, got a number\n",
+		 f, f, f, f, f);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs), want);
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
+static void test_bad_values(void)
+{
+	cfg c;
+	buf errs;
+	char want[2048];
+	const char *f = write_tmp("bad.yaml",
+				  "leaderElection:\n"
+				  "  enabled: yes\n"          /* YAML 1.2: a string */
+				  "  leaseDuration: 15\n"
+				  "requests:\n"
+				  "  bookingTTL: ten minutes\n"
+				  "log:\n"
+				  "  level: 9\n"
+				  "  format: 1\n"
+				  "cloud:\n"
+				  "  drivers: a.so\n");
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f)), PRD_EINVAL);
+	snprintf(want, sizeof(want),
+		 "%s: leaderElection.enabled: want true or false, got a string 'yes'\n"
+		 "%s: leaderElection.leaseDuration: want a duration such as 10m, got a number "
+		 "(add a unit: 500ms, 90s, 10m, 3h, 7d)\n"
+		 "%s: requests.bookingTTL: bad duration 'ten minutes' (want e.g. 500ms, 90s, 1m30s, 10m, 3h, 7d)\n"
+		 "%s: log.level: 9 is out of range 0..4\n"
+		 "%s: log.format: want a string, got a number (quote it)\n"
+		 "%s: cloud.drivers: want a list of strings, got a string\n",
+		 f, f, f, f, f, f);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs), want);
+	cfg_free(&c);
+	buf_free(&errs);
+
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--booking-ttl", "10", "--leader-elect=maybe", "--http-addr=8080",
+					     "--v", "x", "--lease-duration=0s", "--bookin-ttl=1m", "extra",
+					     "--state-db")), PRD_EINVAL);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs),
+			       "--booking-ttl: bad duration '10' (want e.g. 500ms, 90s, 1m30s, 10m, 3h, 7d)\n"
+			       "--leader-elect: want true or false, got 'maybe'\n"
+			       "--v: want an integer, got 'x'\n"
+			       "--lease-duration: 0s is out of range 1s..1h\n"
+			       "--bookin-ttl: unknown flag (did you mean --booking-ttl?)\n"
+			       "extra: unexpected argument\n"
+			       "--state-db: needs a value\n");
+	cfg_free(&c);
+	buf_free(&errs);
+
+	/* Parsed fine, refused by validation: every problem at once. */
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--http-addr=8080", "--log-format=xml", "--expander=least-waste,cheapest",
+					     "--lease-namespace=Kube_System", "--lease-renew-deadline=20s",
+					     "--request-backoff-initial=20m", "--cloud-config=/x")), PRD_EINVAL);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs),
+			       "--http-addr (http.addr): address '8080': missing ':PORT'\n"
+			       "--log-format (log.format): 'xml' is not a log format (want text or json)\n"
+			       "--lease-namespace (leaderElection.leaseNamespace): 'Kube_System' is not a valid "
+			       "namespace name (lowercase DNS label)\n"
+			       "--expander (scaleUp.expander): 'cheapest' is not an expander (want least-waste, "
+			       "most-pods, least-nodes, priority or random, comma-separated)\n"
+			       "--lease-renew-deadline (20s) must be shorter than --lease-duration (15s)\n"
+			       "--request-backoff-initial (20m) must be at most --request-backoff-max (10m)\n"
+			       "--cloud-config is set but no --cloud-driver is loaded\n");
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
+static void test_file_problems(void)
+{
+	cfg c;
+	buf errs;
+	const char *f;
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", "/nonexistent/provreqd.yaml")), PRD_EINVAL);
+	CU_ASSERT_EQUAL(strncmp(buf_str(&errs), "/nonexistent/provreqd.yaml: ", 28), 0);
+	cfg_free(&c);
+	buf_free(&errs);
+
+	f = write_tmp("list.yaml", "- a\n- b\n");
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f)), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "the top level must be a mapping, got a list"));
+	cfg_free(&c);
+	buf_free(&errs);
+
+	f = write_tmp("broken.yaml", "a: [1, 2\n");
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f)), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "line "));
+	cfg_free(&c);
+	buf_free(&errs);
+
+	f = write_tmp("empty.yaml", "# nothing set\n");
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f)), 0);
+	cfg_free(&c);
+	buf_free(&errs);
+
+	f = write_tmp("dotted.yaml", "requests.bookingTTL: 5m\n");
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f)), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "requests.bookingTTL: keys are nested mappings"));
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
+/* Printing the effective configuration and reading it back gives the same
+ * configuration, including awkward strings. */
+static void test_yaml_round_trip(void)
+{
+	cfg a, b;
+	buf errs, y1, y2;
+	CU_ASSERT_EQUAL_FATAL(load(&a, &errs, ARGS("--kubeconfig", "/k \"q\": #x\n", "--cloud-driver", "/a.so",
+						   "--cloud-driver", "b: c.so", "--group-backoff-reset=26h",
+						   "--pool-debounce=1500ms", "--leader-elect=false", "--v=4")), 0);
+	buf_free(&errs);
+	buf_init(&y1);
+	buf_init(&y2);
+	buf_init(&errs);
+	CU_ASSERT_EQUAL_FATAL(cfg_to_yaml(&a, &y1), 0);
+	CU_ASSERT_EQUAL(cfg_defaults(&b), 0);
+	CU_ASSERT_EQUAL(cfg_apply_yaml(&b, "printed", buf_str(&y1), y1.len, &errs), 0);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs), "");
+	CU_ASSERT_EQUAL(cfg_to_yaml(&b, &y2), 0);
+	CU_ASSERT_STRING_EQUAL(buf_str(&y1), buf_str(&y2));
+	CU_ASSERT_STRING_EQUAL(b.kubeconfig, "/k \"q\": #x\n");
+	CU_ASSERT_EQUAL_FATAL(b.cloud_drivers.n, 2);
+	CU_ASSERT_STRING_EQUAL(b.cloud_drivers.v[1], "b: c.so");
+	CU_ASSERT_EQUAL(b.group_backoff_reset, 26 * 3600 * SEC);
+	CU_ASSERT_EQUAL(b.pool_debounce, 1500 * 1000000LL);
+	CU_ASSERT_FALSE(b.leader_elect);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&y1), "  reset: 26h\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&y1), "leaderElection:\n"));
+	cfg_free(&a);
+	cfg_free(&b);
+	buf_free(&errs);
+	buf_free(&y1);
+	buf_free(&y2);
+}
+
+static void test_format_duration(void)
+{
+	char d[32];
+	CU_ASSERT_STRING_EQUAL(cfg_format_duration(0, d), "0s");
+	CU_ASSERT_STRING_EQUAL(cfg_format_duration(90 * SEC, d), "1m30s");
+	CU_ASSERT_STRING_EQUAL(cfg_format_duration(7 * 86400 * SEC, d), "7d");
+	CU_ASSERT_STRING_EQUAL(cfg_format_duration(36 * 3600 * SEC, d), "36h");
+	CU_ASSERT_STRING_EQUAL(cfg_format_duration(1500 * 1000000LL, d), "1s500ms");
+	CU_ASSERT_STRING_EQUAL(cfg_format_duration(3 * 3600 * SEC, d), "3h");
+}
+
+static void test_help_and_list(void)
+{
+	buf h, l;
+	size_t i;
+	buf_init(&h);
+	buf_init(&l);
+	CU_ASSERT_EQUAL(cfg_help(&h), 0);
+	CU_ASSERT_EQUAL(cfg_list(&l), 0);
+	for(i = 0; i < cfg_n_options; i++) {
+		char needle[96];
+		snprintf(needle, sizeof(needle), "\n  --%s", cfg_options[i].flag);
+		CU_ASSERT_TRUE(i == 0 || strstr(buf_str(&h), needle) != NULL);
+		snprintf(needle, sizeof(needle), "%s\t", cfg_options[i].flag);
+		CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&l), needle));
+	}
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&h), "  --booking-ttl duration\n      how long a Provisioned request "
+						   "holds its capacity for its pods [default 10m] (config: requests.bookingTTL)\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&l), "booking-ttl\trequests.bookingTTL\tduration\t10m\n"));
+	buf_free(&h);
+	buf_free(&l);
+}
+
+/* Run the provreqd binary; returns its exit status and output (2>&1,
+ * caller frees). */
+static int run_provreqd(const char *args, char **out)
+{
+	const char *bd = getenv("PRD_BUILDDIR");
+	char cmd[2048];
+	buf b;
+	char chunk[4096];
+	size_t n;
+	FILE *p;
+	int st;
+	snprintf(cmd, sizeof(cmd), "'%s/provreqd' %s 2>&1", bd ? bd : ".", args);
+	p = popen(cmd, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	buf_init(&b);
+	while((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
+		buf_append(&b, chunk, n);
+	st = pclose(p);
+	*out = buf_detach(&b);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_check_config_command(void)
+{
+	char *out, args[1024];
+	const char *f = write_tmp("cc.yaml", "requests:\n  bookingTTL: 20m\nscaleUp:\n  maxNodesTotal: 50\n");
+	snprintf(args, sizeof(args), "check-config --config '%s' --max-nodes-total 60", f);
+	CU_ASSERT_EQUAL(run_provreqd(args, &out), 0);
+	CU_ASSERT_TRUE(strncmp(out, "# provreqd effective configuration", 34) == 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n  bookingTTL: 20m\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n  maxNodesTotal: 60\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n  leaseDuration: 15s\n"));
+	free(out);
+
+	f = write_tmp("cc-bad.yaml", "requests:\n  bookingTTL2: 20m\n");
+	snprintf(args, sizeof(args), "check-config --config '%s' --v=7", f);
+	CU_ASSERT_EQUAL(run_provreqd(args, &out), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "the configuration is not valid:\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, ": requests.bookingTTL2: unknown key (did you mean requests.bookingTTL?)\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: 7 is out of range 0..4\n"));
+	CU_ASSERT_PTR_NULL(strstr(out, "# provreqd effective configuration"));
+	free(out);
+
+	CU_ASSERT_EQUAL(run_provreqd("check-config --help", &out), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "Usage: provreqd check-config"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "  --cloud-driver string\n"));
+	free(out);
+
+	CU_ASSERT_EQUAL(run_provreqd("check-config --list-metrics", &out), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "provreqd_scaleups_total\n"));
+	free(out);
+}
+
+static const test_case cases[] = {
+	{ "defaults", test_defaults },
+	{ "file_values", test_file_values },
+	{ "flags_override_file", test_flags_override_file },
+	{ "repeatable_flag", test_repeatable_flag },
+	{ "unknown_keys_with_path", test_unknown_keys_with_path },
+	{ "bad_values", test_bad_values },
+	{ "file_problems", test_file_problems },
+	{ "yaml_round_trip", test_yaml_round_trip },
+	{ "format_duration", test_format_duration },
+	{ "help_and_list", test_help_and_list },
+	{ "check_config_command", test_check_config_command },
+	{ NULL, NULL }
+};
+
+TEST_MAIN("config", cases)
