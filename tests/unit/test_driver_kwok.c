@@ -709,6 +709,23 @@ static void test_refresh(void)
 	CU_ASSERT_EQUAL(target_of("gold"), 1);
 }
 
+/* Without an apiserver (`provreqd check-driver`) the templates still load
+ * and every group is empty; creating nodes fails clearly. */
+static void test_no_apiserver(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_err pe;
+	fresh_api();
+	cloud_host_init(&host, "driver/kwok", &fake, NULL, NULL);
+	host.host.log = capture_log;
+	CU_ASSERT_EQUAL_FATAL(load_cfg(&pe, "templateDir: %s\n", nodegroups_dir()), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(target_of("gpu"), 0);
+	CU_ASSERT_EQUAL(instances_of("gpu").total, 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "gpu", 1, &e), PRD_CLOUD_EUNSUPPORTED);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "no apiserver connection"));
+}
+
 static const test_case cases[] = {
 	{"increase creates nodes from the template", test_increase_creates_nodes},
 	{"instance states follow the Nodes", test_instances_states},
@@ -722,6 +739,7 @@ static const test_case cases[] = {
 	{"node_group_for_node and template_node", test_node_group_for_node_and_template},
 	{"bad config and templates", test_bad_config},
 	{"refresh", test_refresh},
+	{"no apiserver", test_no_apiserver},
 	{NULL, NULL}};
 
 int main(void)
