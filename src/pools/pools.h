@@ -57,6 +57,7 @@
 #include "kube/selector.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/hmap.h"
 
 #define POOL_ANN_SELECTOR "provreqd.io/populate-from-nodes"
 #define POOL_ANN_RESOURCES "provreqd.io/populate-resources"
@@ -182,6 +183,14 @@ typedef struct pool_metrics_ops {
 	void (*forget)(void *ud, const char *pool);   /* the pool opted out or is gone */
 	void *ud;
 } pool_metrics_ops;
+
+/* Hooks that feed the process metrics registry (ops/metrics.h):
+ * provreqd_pool_nodes_selected{pool}, provreqd_pool_populated_amount and
+ * provreqd_pool_clamped{pool,resource}, provreqd_pool_updates_total{pool,
+ * result}. `children` (caller-owned, hmap_init'ed with no value
+ * destructor, freed by the caller after the pool_ctl) remembers which
+ * children exist so a pool that opts out or is deleted takes them away. */
+pool_metrics_ops pool_metrics_registry(hmap *children);
 
 /* An Event sink: type "Normal"/"Warning", a CamelCase reason, a message.
  * The pool JSON is the object the Event is about (borrowed). */

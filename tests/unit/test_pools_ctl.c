@@ -3,6 +3,7 @@
  * bursts, conflicts, bad annotations, opting out. */
 #include "testutil.h"
 #include "kube/memapi.h"
+#include "ops/metrics.h"
 #include "pools/pools.h"
 #include "util/str.h"
 
@@ -170,26 +171,26 @@ static json_object *get_pool(const char *name)
 }
 
 /* spec.quota.hard[key] of the pool ("-" when absent), in buf. */
-static const char *hard(const char *name, const char *key, char buf[64])
+static const char *hard(const char *name, const char *key, char out[64])
 {
 	json_object *o = get_pool(name), *h = NULL, *v = NULL;
-	str_copy(buf, 64, "-");
+	str_copy(out, 64, "-");
 	json_object_object_get_ex(json_object_object_get(json_object_object_get(o, "spec"), "quota"), "hard", &h);
 	if(json_object_object_get_ex(h, key, &v))
-		str_copy(buf, 64, json_object_get_string(v));
+		str_copy(out, 64, json_object_get_string(v));
 	json_object_put(o);
-	return buf;
+	return out;
 }
 
-static const char *annotation(const char *name, const char *key, char buf[256])
+static const char *annotation(const char *name, const char *key, char out[256])
 {
 	json_object *o = get_pool(name), *a = NULL, *v = NULL;
-	str_copy(buf, 256, "-");
+	str_copy(out, 256, "-");
 	json_object_object_get_ex(json_object_object_get(o, "metadata"), "annotations", &a);
 	if(json_object_object_get_ex(a, key, &v))
-		str_copy(buf, 256, json_object_get_string(v));
+		str_copy(out, 256, json_object_get_string(v));
 	json_object_put(o);
-	return buf;
+	return out;
 }
 
 static char *rv_of(const char *name)
@@ -553,6 +554,47 @@ static void test_metrics_hooks(void)
 	fx_down();
 }
 
+static void test_metrics_registry(void)
+{
+	pool_opts o = { 0 };
+	pool_ctl *pc;
+	hmap children;
+	pool_nodelist nl;
+	prd_err e;
+	double v;
+
+	fx_up(0);
+	CU_ASSERT_EQUAL_FATAL(metrics_init(), 0);
+	hmap_init(&children, NULL);
+	o.api = &F.api;
+	o.clock = &F.clock;
+	o.metrics = pool_metrics_registry(&children);
+	CU_ASSERT_EQUAL_FATAL(pool_ctl_new(&o, &pc, &e), 0);
+	add_node("g1", "gold", "1500m", "1Gi");
+	add_node("g2", "gold", "1", "1Gi");
+	add_pool("gold", GOLD, "{}", "{\"requests.memory\":\"3Gi\"}");
+	CU_ASSERT_EQUAL_FATAL(pool_nodelist_load(&F.inner, &nl, &e), 0);
+	CU_ASSERT_EQUAL(pool_ctl_sync(pc, nl.nodes, nl.n, &e), 0);
+	CU_ASSERT_TRUE(metrics_get(M_POOL_NODES, METRICS_L("gold"), &v) && v == 2);
+	CU_ASSERT_TRUE(metrics_get(M_POOL_POPULATED, METRICS_L("gold", "requests.cpu"), &v) && v == 2.5);
+	CU_ASSERT_TRUE(metrics_get(M_POOL_CLAMPED, METRICS_L("gold", "requests.cpu"), &v) && v == 0);
+	CU_ASSERT_TRUE(metrics_get(M_POOL_CLAMPED, METRICS_L("gold", "requests.memory"), &v) && v == 1);
+	CU_ASSERT_TRUE(metrics_get(M_POOL_UPDATES, METRICS_L("gold", "written"), &v) && v == 1);
+	/* Opting out removes the pool's gauges. */
+	CU_ASSERT_EQUAL(call("PATCH", POOLS "/gold", "application/merge-patch+json",
+			     "{\"metadata\":{\"annotations\":{\"" POOL_ANN_SELECTOR "\":null}}}", NULL), 0);
+	CU_ASSERT_EQUAL(pool_ctl_sync(pc, nl.nodes, nl.n, &e), 0);
+	CU_ASSERT_FALSE(metrics_get(M_POOL_NODES, METRICS_L("gold"), &v));
+	CU_ASSERT_FALSE(metrics_get(M_POOL_POPULATED, METRICS_L("gold", "requests.cpu"), &v));
+	CU_ASSERT_FALSE(metrics_get(M_POOL_CLAMPED, METRICS_L("gold", "requests.memory"), &v));
+	CU_ASSERT_EQUAL(hmap_len(&children), 0);
+	pool_nodelist_free(&nl);
+	pool_ctl_free(pc);
+	hmap_free(&children);
+	metrics_shutdown();
+	fx_down();
+}
+
 static const test_case cases[] = {
 	{ "a pool follows nodes joining and leaving", test_follows_nodes },
 	{ "clamped to what claims hold, with a Warning", test_clamped },
@@ -564,6 +606,7 @@ static const test_case cases[] = {
 	{ "opting out leaves the values", test_opt_out },
 	{ "vanished extended resources", test_vanished_extended },
 	{ "metrics hooks", test_metrics_hooks },
+	{ "metrics registry families", test_metrics_registry },
 	{ NULL, NULL }
 };
 
