@@ -6,5 +6,6 @@
 int cmd_check_driver(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif

@@ -21,6 +21,7 @@ static const char usage[] =
 	"\n"
 	"Commands:\n"
 	"  version        print the version and the library versions it was built with\n"
+	"  run            serve ProvisioningRequests and ResourcePools against a cluster\n"
 	"  simulate       run the controller on a cluster loaded from YAML, in simulated time\n"
 	"  check-driver   load a cloud driver .so, check its ABI and list its node groups\n"
 	"  check-config   validate a config file and flags; print the effective configuration\n"
@@ -31,8 +32,7 @@ static const char usage[] =
 	"  -V, --version  print the version\n"
 	"\n"
 	"Run 'provreqd COMMAND --help' for a command's options.\n"
-	"\n"
-	"Commands still being built (see the project's issues): run.\n";
+	;
 
 static int cmd_version(void)
 {
@@ -72,6 +72,8 @@ int main(int argc, char **argv)
 	}
 	if(!strcmp(argv[optind], "version"))
 		return cmd_version();
+	if(!strcmp(argv[optind], "run"))
+		return cmd_run(argc - optind, argv + optind);
 	if(!strcmp(argv[optind], "simulate"))
 		return cmd_simulate(argc - optind, argv + optind);
 	if(!strcmp(argv[optind], "check-driver"))

@@ -1,0 +1,276 @@
+/* `provreqd run`: the controller against a real kube-apiserver.
+ *
+ * One worker thread (this one) runs the ProvisioningRequest pass and the
+ * ResourcePool sync; the lease helper thread and the HTTP server have their
+ * own threads and only touch their own state and the health/metrics
+ * registries. The worker wakes when a timer of the controller is due, and
+ * at least every resync interval so that changes in the cluster are picked
+ * up. */
+#include "config.h"
+#include "cmd.h"
+#include "driver/host.h"
+#include "driver/host_kube.h"
+#include "driver/loader.h"
+#include "kube/api.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/lease.h"
+#include "ops/config.h"
+#include "ops/health.h"
+#include "ops/http.h"
+#include "ops/log.h"
+#include "ops/metrics.h"
+#include "pools/pools.h"
+#include "provreq/controller.h"
+#include "state/state.h"
+#include "util/buf.h"
+#include "util/hmap.h"
+#include "util/str.h"
+#include "util/yamljson.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How often the cluster is read again when no timer is due. */
+#define RUN_RESYNC_NS (2 * PRD_NS_PER_SEC)
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+/* Sleep until `until_ns` (wall clock) or a stop signal, in short steps so
+ * SIGTERM is honoured within a fraction of a second. */
+static void sleep_until(const clk *c, int64_t until_ns)
+{
+	while(!stop_requested) {
+		int64_t left = until_ns - clk_wall(c);
+		struct timespec ts;
+		if(left <= 0)
+			return;
+		if(left > 200 * PRD_NS_PER_MS)
+			left = 200 * PRD_NS_PER_MS;
+		ts.tv_sec = (time_t)(left / PRD_NS_PER_SEC);
+		ts.tv_nsec = (long)(left % PRD_NS_PER_SEC);
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void on_leading(void *ud)
+{
+	(void)ud;
+	log_info("became leader");
+}
+
+static void on_not_leading(void *ud)
+{
+	(void)ud;
+	log_warn("stopped leading: no more writes until the lease is held again");
+}
+
+int cmd_run(int argc, char **argv)
+{
+	cfg c;
+	buf errs;
+	kube_config *kc = NULL;
+	kube_client *client = NULL;
+	state_db *db = NULL;
+	cloud_drivers drivers;
+	cloud_host_impl host;
+	health *hl = NULL;
+	http_server *http = NULL;
+	kube_lease *lease = NULL;
+	pr_ctl *ctl = NULL;
+	pool_ctl *pools = NULL;
+	kube_api api;
+	pr_config pc;
+	state_config sc;
+	pool_opts po;
+	char *cloud_cfg = NULL;
+	hmap pool_children;
+	int level = PRD_LOG_INFO, fmt = PRD_LOG_TEXT, rc = 1;
+	size_t i, len;
+	prd_err e;
+	struct sigaction sa;
+	const clk *clock = clk_real();
+
+	hmap_init(&pool_children, NULL);
+	buf_init(&errs);
+	for(i = 1; i < (size_t)argc; i++) {
+		if(!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs("Usage: provreqd run [--config FILE] [flags]\n\n"
+			      "Serve ProvisioningRequests and populate ResourcePools against the cluster of\n"
+			      "--kubeconfig (or the in-cluster service account). Flags override the config\n"
+			      "file; `provreqd check-config` validates both.\n\nFlags:\n", stdout);
+			if(cfg_help(&errs) == 0)
+				fputs(buf_str(&errs), stdout);
+			buf_free(&errs);
+			return 0;
+		}
+	}
+	if(cfg_load(&c, argc - 1, argv + 1, &errs)) {
+		fprintf(stderr, "provreqd run: %s", buf_str(&errs));
+		buf_free(&errs);
+		cfg_free(&c);
+		return 2;
+	}
+	buf_free(&errs);
+	log_parse_format(c.log_format, &fmt);
+	level = (int)c.v;
+	log_setup(level, fmt, stderr);
+	cloud_drivers_init(&drivers);
+	if(metrics_init()) {
+		fprintf(stderr, "provreqd run: out of memory\n");
+		cfg_free(&c);
+		return 1;
+	}
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if(kube_config_auto(c.kubeconfig && c.kubeconfig[0] ? c.kubeconfig : NULL, c.context, &kc, &e) ||
+	   kube_client_new(kc, NULL, &client, &e)) {
+		log_error("cannot reach the cluster", "error", e.msg);
+		goto done;
+	}
+	api = kube_api_from_client(client);
+	state_config_default(&sc);
+	sc.request_backoff_initial_ns = c.request_backoff_initial;
+	sc.request_backoff_max_ns = c.request_backoff_max;
+	sc.group_backoff_initial_ns = c.group_backoff_initial;
+	sc.group_backoff_max_ns = c.group_backoff_max;
+	sc.group_backoff_reset_ns = c.group_backoff_reset;
+	if(state_open(c.state_db, clock, &sc, &db, &e)) {
+		log_error("cannot open the state store", "error", e.msg);
+		goto done;
+	}
+	if(c.cloud_config && c.cloud_config[0] && yj_read_file(c.cloud_config, 16u << 20, &cloud_cfg, &len, &e)) {
+		log_error("cannot read --cloud-config", "error", e.msg);
+		goto done;
+	}
+	cloud_host_init(&host, "driver", clock, cloud_host_kube_request, client);
+	for(i = 0; i < c.cloud_drivers.n; i++) {
+		if(cloud_drivers_load(&drivers, c.cloud_drivers.v[i], &host.host, cloud_cfg, NULL, &e)) {
+			log_error("cannot load cloud driver", "error", e.msg);
+			goto done;
+		}
+		log_info("cloud driver loaded", "path", c.cloud_drivers.v[i], "name", drivers.v[drivers.n - 1]->api->name);
+	}
+	if(health_new(clock, c.health_stale_after, &hl)) {
+		log_error("out of memory");
+		goto done;
+	}
+	health_add_flag(hl, "state-store", true, NULL);
+	health_add_flag(hl, "leader", !c.leader_elect, c.leader_elect ? "standing by for the lease" : NULL);
+	health_add_flag(hl, "first-pass", false, "the first controller pass has not finished");
+	if(c.http_addr && c.http_addr[0] && http_start(c.http_addr, hl, &http, &e)) {
+		log_error("cannot serve metrics and health", "error", e.msg);
+		goto done;
+	}
+	if(c.leader_elect) {
+		kube_lease_opts lo;
+		char hostname[128] = "provreqd", identity[200];
+		gethostname(hostname, sizeof(hostname) - 1);
+		snprintf(identity, sizeof(identity), "%s_%ld", hostname, (long)getpid());
+		memset(&lo, 0, sizeof(lo));
+		lo.namespace_ = c.lease_namespace;
+		lo.name = c.lease_name;
+		lo.identity = identity;
+		lo.lease_duration_ns = c.lease_duration;
+		lo.renew_deadline_ns = c.lease_renew_deadline;
+		lo.retry_period_ns = c.lease_retry_period;
+		lo.on_started = on_leading;
+		lo.on_stopped = on_not_leading;
+		if(kube_lease_new(client, &lo, &lease, &e) || kube_lease_start(lease, &e)) {
+			log_error("cannot start leader election", "error", e.msg);
+			goto done;
+		}
+	}
+	pr_config_default(&pc);
+	pc.booking_ttl_ns = c.booking_ttl;
+	pc.provision_timeout_ns = c.provision_timeout;
+	pc.template_grace_ns = c.missing_template_grace;
+	pc.max_age_ns = c.max_age;
+	pc.gc_after_ns = c.gc_after;
+	pc.processor_instance = c.processor_instance && c.processor_instance[0] ? c.processor_instance : NULL;
+	pc.expander = c.expander;
+	pc.max_nodes_total = c.max_nodes_total;
+	pc.max_nodes_per_scaleup = c.max_nodes_per_scaleup;
+	if(pr_ctl_new(&pc, clock, &api, db, &drivers, &ctl, &e)) {
+		log_error("cannot start the controller", "error", e.msg);
+		goto done;
+	}
+	memset(&po, 0, sizeof(po));
+	po.api = &api;
+	po.clock = clock;
+	po.debounce_ns = c.pool_debounce;
+	po.filter.include_not_ready = c.pool_include_unready;
+	po.filter.include_unschedulable = c.pool_include_unready;
+	po.metrics = pool_metrics_registry(&pool_children);
+	if(pool_ctl_new(&po, &pools, &e)) {
+		log_error("cannot start pool population", "error", e.msg);
+		goto done;
+	}
+	log_info("provreqd running", "version", PACKAGE_VERSION, "server", kc->server, "drivers", LOGI(drivers.n),
+		 "leader_elect", c.leader_elect ? "true" : "false");
+	rc = 0;
+	while(!stop_requested) {
+		int64_t wake = INT64_MAX, now = clk_wall(clock);
+		bool leading = !c.leader_elect || kube_lease_is_leader(lease);
+		health_beat(hl);
+		health_set_flag(hl, "leader", true, NULL);
+		metrics_gauge_set(M_LEADER, NULL, leading ? 1 : 0);
+		if(leading) {
+			if(pr_ctl_pass(ctl, &wake, &e)) {
+				log_error("controller pass failed; retrying", "error", e.msg);
+				wake = now + 5 * PRD_NS_PER_SEC;
+			} else {
+				health_set_flag(hl, "first-pass", true, NULL);
+			}
+			/* Nodes change all the time; pools are debounced by pool_ctl. */
+			pool_ctl_mark_dirty(pools);
+			if(pool_ctl_due(pools, NULL)) {
+				pool_nodelist nl;
+				memset(&nl, 0, sizeof(nl));
+				if(pool_nodelist_load(&api, &nl, &e) == 0)
+					pool_ctl_sync(pools, nl.nodes, nl.n, &e);
+				pool_nodelist_free(&nl);
+			}
+		} else {
+			health_set_flag(hl, "first-pass", true, NULL);
+		}
+		if(wake > now + RUN_RESYNC_NS)
+			wake = now + RUN_RESYNC_NS;
+		sleep_until(clock, wake);
+	}
+	log_info("shutting down: releasing the lease and closing the state store");
+done:
+	pool_ctl_free(pools);
+	hmap_free(&pool_children);
+	pr_ctl_free(ctl);
+	if(lease)
+		kube_lease_stop(lease);
+	kube_lease_free(lease);
+	if(http)
+		http_stop(http);
+	health_free(hl);
+	cloud_drivers_free(&drivers);
+	state_close(db);
+	kube_client_free(client);
+	kube_config_free(kc);
+	free(cloud_cfg);
+	cfg_free(&c);
+	metrics_shutdown();
+	return rc;
+}
