@@ -1,0 +1,439 @@
+/* Command line of kubectl-create-provisioningrequest.
+ *
+ * Flags take their value as "--flag=v" or "--flag v"; the one-letter forms
+ * -n and -o also as "-nv" and "-n=v", like kubectl (pflag). Every problem is
+ * reported, not just the first, so one run tells the user all they need to
+ * fix. */
+#include "plugin/plugin.h"
+
+#include "kube/quantity.h"
+#include "provreq/request.h"
+#include "util/err.h"
+#include "util/str.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+char *plug_class_resolve(const char *arg)
+{
+	if(!arg || !*arg)
+		return NULL;
+	if(strcmp(arg, "check-capacity") == 0)
+		return str_dup(PR_CLASS_CHECK);
+	if(strcmp(arg, "atomic-scale-up") == 0 || strcmp(arg, "best-effort-atomic-scale-up") == 0)
+		return str_dup(PR_CLASS_ATOMIC);
+	if(strchr(arg, '.') && strlen(arg) <= 253 && str_is_dns_subdomain(arg))
+		return str_dup(arg);
+	return NULL;
+}
+
+void plug_opts_free(plug_opts *o)
+{
+	size_t i;
+	free(o->class_name);
+	for(i = 0; i < o->n_params; i++)
+		free(o->params[i].key);
+	memset(o, 0, sizeof(*o));
+}
+
+/* Flags that take a value. */
+enum flag_id {
+	F_CLASS, F_TEMPLATE, F_COUNT, F_PARAM, F_NAMESPACE, F_KUBECONFIG, F_CONTEXT, F_OUTPUT, F_IMAGE,
+	F_CPU, F_MEMORY, F_GPU, F_REQUEST_TIMEOUT, F_VERBOSITY, F_DRY_RUN, F_HELP
+};
+
+typedef struct flag_def {
+	const char *long_name;
+	char short_name;  /* 0 = none */
+	enum flag_id id;
+	bool optional;    /* the value may be left out (--dry-run) */
+	bool no_value;    /* --help */
+} flag_def;
+
+static const flag_def flags[] = {
+	{ "class", 0, F_CLASS, false, false },
+	{ "template", 0, F_TEMPLATE, false, false },
+	{ "count", 0, F_COUNT, false, false },
+	{ "param", 0, F_PARAM, false, false },
+	{ "namespace", 'n', F_NAMESPACE, false, false },
+	{ "kubeconfig", 0, F_KUBECONFIG, false, false },
+	{ "context", 0, F_CONTEXT, false, false },
+	{ "output", 'o', F_OUTPUT, false, false },
+	{ "image", 0, F_IMAGE, false, false },
+	{ "cpu", 0, F_CPU, false, false },
+	{ "memory", 0, F_MEMORY, false, false },
+	{ "gpu", 0, F_GPU, false, false },
+	{ "request-timeout", 0, F_REQUEST_TIMEOUT, false, false },
+	/* kubectl's log verbosity: accepted so `kubectl -v=6 create ...`
+	 * style invocations do not break, and otherwise ignored. */
+	{ "v", 'v', F_VERBOSITY, false, false },
+	{ "dry-run", 0, F_DRY_RUN, true, false },
+	{ "help", 'h', F_HELP, false, true },
+};
+
+static const flag_def *find_long(const char *name, size_t len)
+{
+	size_t i;
+	for(i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		if(strlen(flags[i].long_name) == len && strncmp(flags[i].long_name, name, len) == 0)
+			return &flags[i];
+	return NULL;
+}
+
+static const flag_def *find_short(char c)
+{
+	size_t i;
+	for(i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		if(flags[i].short_name == c)
+			return &flags[i];
+	return NULL;
+}
+
+/* Parse a positive int32 count. */
+static bool parse_count(const char *s, int32_t *out)
+{
+	int64_t v;
+	if(str_to_int64(s, &v) != 0 || v < 1 || v > INT32_MAX)
+		return false;
+	*out = (int32_t)v;
+	return true;
+}
+
+/* A resource quantity that is positive. */
+static bool positive_quantity(const char *s)
+{
+	qty q;
+	return qty_parse(s, &q, NULL) == 0 && qty_sign(&q) > 0;
+}
+
+/* Values collected in order, paired up after the loop. */
+typedef struct collected {
+	const char *templates[PLUG_MAX_PODSETS + 1];
+	size_t n_templates;
+	const char *counts[PLUG_MAX_PODSETS + 1];
+	size_t n_counts;
+	const char *class_arg;
+	const char *names[3];
+	size_t n_names;
+	bool too_many_templates, too_many_counts;
+} collected;
+
+static int add_param(plug_opts *o, const char *kv, buf *errs)
+{
+	const char *eq = strchr(kv, '=');
+	size_t i;
+	char *key;
+
+	if(!eq || eq == kv) {
+		buf_printf(errs, "--param %s: expected KEY=VALUE\n", kv);
+		return PRD_EINVAL;
+	}
+	if(strlen(eq + 1) > PLUG_MAX_PARAM_VALUE) {
+		buf_printf(errs, "--param %.*s: the value is %zu characters long; at most %d are allowed\n",
+			   (int)(eq - kv), kv, strlen(eq + 1), PLUG_MAX_PARAM_VALUE);
+		return PRD_EINVAL;
+	}
+	for(i = 0; i < o->n_params; i++) {
+		if(strlen(o->params[i].key) == (size_t)(eq - kv) && strncmp(o->params[i].key, kv, (size_t)(eq - kv)) == 0) {
+			buf_printf(errs, "--param %.*s: given twice\n", (int)(eq - kv), kv);
+			return PRD_EINVAL;
+		}
+	}
+	if(o->n_params == PLUG_MAX_PARAMS) {
+		buf_printf(errs, "--param: at most %d parameters are allowed\n", PLUG_MAX_PARAMS);
+		return PRD_EINVAL;
+	}
+	key = str_ndup(kv, (size_t)(eq - kv));
+	if(!key)
+		return PRD_ENOMEM;
+	o->params[o->n_params].key = key;
+	o->params[o->n_params].value = eq + 1;
+	o->n_params++;
+	return 0;
+}
+
+/* Apply one flag with its value (NULL for an optional value left out). */
+static int apply_flag(plug_opts *o, collected *c, const flag_def *f, const char *v, buf *errs)
+{
+	switch(f->id) {
+	case F_CLASS:
+		c->class_arg = v;
+		return 0;
+	case F_TEMPLATE:
+		if(c->n_templates <= PLUG_MAX_PODSETS)
+			c->templates[c->n_templates++] = v;
+		else
+			c->too_many_templates = true;
+		return 0;
+	case F_COUNT:
+		if(c->n_counts <= PLUG_MAX_PODSETS)
+			c->counts[c->n_counts++] = v;
+		else
+			c->too_many_counts = true;
+		return 0;
+	case F_PARAM:
+		return add_param(o, v, errs);
+	case F_NAMESPACE:
+		if(!str_is_dns_label(v)) {
+			buf_printf(errs, "--namespace %s: not a valid namespace name (a DNS label: lower-case "
+					 "letters, digits and '-', at most 63 characters)\n", v);
+			return PRD_EINVAL;
+		}
+		o->namespace_ = v;
+		return 0;
+	case F_KUBECONFIG:
+		o->kubeconfig = v;
+		return 0;
+	case F_CONTEXT:
+		o->context = v;
+		return 0;
+	case F_OUTPUT:
+		if(strcmp(v, "yaml") == 0)
+			o->output = PLUG_OUT_YAML;
+		else if(strcmp(v, "json") == 0)
+			o->output = PLUG_OUT_JSON;
+		else if(strcmp(v, "name") == 0)
+			o->output = PLUG_OUT_NAME;
+		else {
+			buf_printf(errs, "--output %s: unsupported format; use yaml, json or name\n", v);
+			return PRD_EINVAL;
+		}
+		return 0;
+	case F_IMAGE:
+		if(!*v) {
+			buf_append_str(errs, "--image: must not be empty\n");
+			return PRD_EINVAL;
+		}
+		o->image = v;
+		o->make_template = true;
+		return 0;
+	case F_CPU:
+	case F_MEMORY:
+		if(!positive_quantity(v)) {
+			buf_printf(errs, "--%s %s: not a positive resource quantity (e.g. %s)\n", f->long_name, v,
+				   f->id == F_CPU ? "500m or 2" : "512Mi or 4Gi");
+			return PRD_EINVAL;
+		}
+		if(f->id == F_CPU)
+			o->cpu = v;
+		else
+			o->memory = v;
+		o->make_template = true;
+		return 0;
+	case F_GPU: {
+		int64_t n;
+		if(str_to_int64(v, &n) != 0 || n < 1 || n > 1000000) {
+			buf_printf(errs, "--gpu %s: expected a whole number of GPUs, at least 1\n", v);
+			return PRD_EINVAL;
+		}
+		o->gpu = n;
+		o->make_template = true;
+		return 0;
+	}
+	case F_REQUEST_TIMEOUT: {
+		int64_t ns, secs;
+		/* kubectl accepts "0" (no timeout), bare seconds and durations. */
+		if(str_to_int64(v, &secs) == 0 && secs >= 0)
+			ns = secs * 1000000000LL;
+		else if(str_parse_duration(v, &ns) != 0 || ns < 0) {
+			buf_printf(errs, "--request-timeout %s: expected a duration such as 30s or 1m\n", v);
+			return PRD_EINVAL;
+		}
+		o->request_timeout_ms = (long)(ns / 1000000);
+		return 0;
+	}
+	case F_VERBOSITY:
+		return 0;
+	case F_DRY_RUN:
+		if(!v || strcmp(v, "client") == 0)
+			o->dry_run = PLUG_DRY_CLIENT;
+		else if(strcmp(v, "server") == 0)
+			o->dry_run = PLUG_DRY_SERVER;
+		else if(strcmp(v, "none") == 0)
+			o->dry_run = PLUG_DRY_NONE;
+		else {
+			buf_printf(errs, "--dry-run %s: must be none, client or server\n", v);
+			return PRD_EINVAL;
+		}
+		return 0;
+	case F_HELP:
+		o->help = true;
+		return 0;
+	}
+	return 0;
+}
+
+/* Pair --template with --count and fill o->podsets. */
+static int pair_podsets(plug_opts *o, const collected *c, buf *errs)
+{
+	const char *const *tmpl = c->templates;
+	size_t nt = c->n_templates, i;
+	const char *self[1];
+	int rc = 0;
+
+	if(c->too_many_templates || c->too_many_counts || c->n_templates > PLUG_MAX_PODSETS ||
+	   c->n_counts > PLUG_MAX_PODSETS) {
+		buf_printf(errs, "at most %d pod sets (--template/--count pairs) are allowed\n", PLUG_MAX_PODSETS);
+		return PRD_EINVAL;
+	}
+	if(o->make_template) {
+		if(nt > 1) {
+			buf_append_str(errs, "--image/--cpu/--memory/--gpu create one PodTemplate: give at most one "
+					     "--template with them\n");
+			return PRD_EINVAL;
+		}
+		if(nt == 0) {
+			if(!o->name)
+				return PRD_EINVAL; /* the bad NAME is already reported */
+			self[0] = o->name;
+			tmpl = self;
+			nt = 1;
+		}
+	} else if(nt == 0) {
+		buf_append_str(errs, "--template is required (or --image/--cpu/--memory/--gpu to create a "
+				     "PodTemplate named after the request)\n");
+		rc = PRD_EINVAL;
+	}
+	if(c->n_counts == 0) {
+		buf_append_str(errs, "--count is required: how many pods need capacity\n");
+		return PRD_EINVAL;
+	}
+	if(rc)
+		return rc;
+	if(c->n_counts != nt) {
+		buf_printf(errs, "%zu --count for %zu --template: give one --count per --template, in the same "
+				 "order\n", c->n_counts, nt);
+		return PRD_EINVAL;
+	}
+	for(i = 0; i < nt; i++) {
+		plug_podset *ps = &o->podsets[i];
+		ps->template_name = tmpl[i];
+		if(!parse_count(c->counts[i], &ps->count)) {
+			buf_printf(errs, "--count %s: must be a whole number from 1 to %d\n", c->counts[i], INT32_MAX);
+			rc = PRD_EINVAL;
+		}
+		if(strlen(tmpl[i]) > 253 || !str_is_dns_subdomain(tmpl[i])) {
+			buf_printf(errs, "--template %s: not a valid PodTemplate name (a DNS subdomain: lower-case "
+					 "letters, digits, '-' and '.', at most 253 characters)\n", tmpl[i]);
+			rc = PRD_EINVAL;
+		}
+	}
+	o->n_podsets = nt;
+	return rc;
+}
+
+int plug_parse(int argc, char **argv, plug_opts *o, buf *errs)
+{
+	collected c;
+	int i, rc = 0, r;
+	bool flags_done = false;
+
+	memset(o, 0, sizeof(*o));
+	memset(&c, 0, sizeof(c));
+	for(i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		const flag_def *f = NULL;
+		const char *v = NULL;
+		bool inline_value = false;
+
+		if(flags_done || a[0] != '-' || a[1] == '\0') {
+			if(c.n_names < sizeof(c.names) / sizeof(c.names[0]))
+				c.names[c.n_names] = a;
+			c.n_names++;
+			continue;
+		}
+		if(strcmp(a, "--") == 0) {
+			flags_done = true;
+			continue;
+		}
+		if(a[1] == '-') {
+			const char *name = a + 2, *eq = strchr(name, '=');
+			size_t len = eq ? (size_t)(eq - name) : strlen(name);
+			f = find_long(name, len);
+			if(!f) {
+				buf_printf(errs, "unknown flag: --%.*s\n", (int)len, name);
+				rc = PRD_EINVAL;
+				continue;
+			}
+			if(eq) {
+				v = eq + 1;
+				inline_value = true;
+			}
+		} else {
+			f = find_short(a[1]);
+			if(!f) {
+				buf_printf(errs, "unknown shorthand flag: '%c' in %s\n", a[1], a);
+				rc = PRD_EINVAL;
+				continue;
+			}
+			if(a[2]) {
+				v = a[2] == '=' ? a + 3 : a + 2;
+				inline_value = true;
+			}
+		}
+		if(f->no_value) {
+			if(inline_value) {
+				buf_printf(errs, "%s: takes no value\n", a);
+				rc = PRD_EINVAL;
+				continue;
+			}
+		} else if(!inline_value) {
+			if(f->optional) {
+				/* "--dry-run client" reads naturally; take the
+				 * next word only when it is one of the values. */
+				if(i + 1 < argc && (strcmp(argv[i + 1], "client") == 0 ||
+						    strcmp(argv[i + 1], "server") == 0 ||
+						    strcmp(argv[i + 1], "none") == 0))
+					v = argv[++i];
+			} else if(i + 1 < argc) {
+				v = argv[++i];
+			} else {
+				buf_printf(errs, "flag needs an argument: %s\n", a);
+				rc = PRD_EINVAL;
+				continue;
+			}
+		}
+		r = apply_flag(o, &c, f, v, errs);
+		if(r == PRD_ENOMEM)
+			return r;
+		if(r)
+			rc = r;
+	}
+	if(o->help)
+		return 0;
+
+	if(c.n_names == 0) {
+		buf_append_str(errs, "NAME is required: " PLUG_COMMAND " NAME --class=... --template=... --count=...\n");
+		rc = PRD_EINVAL;
+	} else if(c.n_names > 1) {
+		buf_printf(errs, "exactly one NAME is expected, got %zu (", c.n_names);
+		for(i = 0; i < (int)c.n_names && i < 3; i++)
+			buf_printf(errs, "%s%s", i ? ", " : "", c.names[i]);
+		buf_append_str(errs, c.n_names > 3 ? ", ...)\n" : ")\n");
+		rc = PRD_EINVAL;
+	} else if(strlen(c.names[0]) > 253 || !str_is_dns_subdomain(c.names[0])) {
+		buf_printf(errs, "NAME %s: not a valid name (a DNS subdomain: lower-case letters, digits, '-' and "
+				 "'.', at most 253 characters)\n", c.names[0]);
+		rc = PRD_EINVAL;
+	} else {
+		o->name = c.names[0];
+	}
+
+	if(!c.class_arg) {
+		buf_append_str(errs, "--class is required: check-capacity, atomic-scale-up or a full class name\n");
+		rc = PRD_EINVAL;
+	} else {
+		o->class_name = plug_class_resolve(c.class_arg);
+		if(!o->class_name) {
+			buf_printf(errs, "--class %s: unknown class; use check-capacity, atomic-scale-up or a full "
+					 "class name such as " PR_CLASS_CHECK "\n", c.class_arg);
+			rc = PRD_EINVAL;
+		}
+	}
+	r = pair_podsets(o, &c, errs);
+	if(r)
+		rc = r;
+	if(o->make_template && !o->image)
+		o->image = PLUG_DEFAULT_IMAGE;
+	return errs->failed ? errs->failed : rc;
+}
