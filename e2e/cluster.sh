@@ -319,6 +319,14 @@ wait_healthy() {
 	done
 }
 
+# gone PID: the process has exited and released its sockets. (Its command
+# line vanishes earlier, while it is still exiting, so is_ours is not enough
+# before reusing its ports.)
+gone() {
+	[[ ! -e "/proc/$1" ]] && return 0
+	[[ "$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null)" == Z ]]
+}
+
 # stop_components SIGNAL NAME...: signal each running component at once,
 # wait up to 15s for all of them, then SIGKILL whatever is left.
 stop_components() {
@@ -335,13 +343,13 @@ stop_components() {
 	for ((i = 0; i < 150; i++)); do
 		left=0
 		for name in "${!pids[@]}"; do
-			is_ours "${pids[$name]}" && left=1
+			gone "${pids[$name]}" || left=1
 		done
 		((left)) || break
 		sleep 0.1
 	done
 	for name in "${!pids[@]}"; do
-		if is_ours "${pids[$name]}"; then
+		if ! gone "${pids[$name]}"; then
 			e2e_log "$name (pid ${pids[$name]}) ignored SIG$sig for 15s; killing it"
 			kill -KILL "${pids[$name]}" 2>/dev/null || true
 		fi
@@ -349,7 +357,7 @@ stop_components() {
 	for ((i = 0; i < 50; i++)); do
 		left=0
 		for name in "${!pids[@]}"; do
-			is_ours "${pids[$name]}" && left=1
+			gone "${pids[$name]}" || left=1
 		done
 		((left)) || break
 		sleep 0.1

@@ -22,7 +22,7 @@ e2e_goarch() {
 }
 
 e2e_cache_root() {
-	printf '%s\n' "${PROVREQD_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/provreqd-e2e}"
+	printf '%s\n' "${PROVREQD_E2E_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/provreqd-e2e}"
 }
 
 # The pinned values (not the comments) of versions.env, the build recipe and

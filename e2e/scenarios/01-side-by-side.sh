@@ -47,6 +47,16 @@ t_eq "an object made in the second cluster exists there" "$marker" \
 out=$(kubectl get namespace "$marker" 2>&1 || true)
 t_contains "and not in the first cluster" NotFound "$out"
 
+# kill -9 and restart of one component keeps its port and data.
+old_pid=$(cat "$second/run/kube-apiserver.pid")
+"$cluster_sh" restart kube-apiserver --kill --dir "$second" >/dev/null 2>&1 ||
+	t_fail "restart kube-apiserver --kill failed"
+[[ "$(cat "$second/run/kube-apiserver.pid")" != "$old_pid" ]] || t_fail "apiserver pid unchanged"
+kill -0 "$old_pid" 2>/dev/null && t_fail "old apiserver pid $old_pid still alive"
+t_eq "after kill -9 and restart the second apiserver is ready" ok "$(k2 get --raw /readyz)"
+t_eq "and still has the object" "$marker" \
+	"$(k2 get namespace "$marker" -o jsonpath='{.metadata.name}')"
+
 # Every process of the second cluster, by the pids it recorded.
 pids=()
 for f in "$second"/run/*.pid; do pids+=("$(cat "$f")"); done
