@@ -1,4 +1,5 @@
 #include "kube/memapi.h"
+#include "kube/reflector.h"
 #include "kube/selector.h"
 #include "util/buf.h"
 #include "util/hmap.h"
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct mem_kind {
 	kube_resource r;
@@ -52,8 +54,15 @@ typedef struct mem_fault {
 	struct mem_fault *next;
 } mem_fault;
 
+typedef struct mem_lw {
+	struct memapi *m;
+	const kube_resource *r;
+	struct mem_lw *next_owned;
+} mem_lw;
+
 struct memapi {
 	pthread_mutex_t mu;
+	mem_lw *lws;           /* listwatches handed out, freed with the store */
 	const clk *clock;
 	mem_kind kinds[MAX_KINDS];
 	size_t nkinds;
@@ -128,6 +137,11 @@ void memapi_free(memapi *m)
 		free(f->method);
 		free(f->prefix);
 		free(f);
+	}
+	while(m->lws) {
+		mem_lw *next = m->lws->next_owned;
+		free(m->lws);
+		m->lws = next;
 	}
 	pthread_mutex_destroy(&m->mu);
 	free(m);
@@ -1140,4 +1154,77 @@ int memapi_load(memapi *m, json_object *objs, prd_err *err)
 		free(resp);
 	}
 	return 0;
+}
+
+/* ---- listwatch --------------------------------------------------------- */
+
+static int mem_lw_list(void *ud, kube_item_fn fn, void *fn_ud, char **rv, prd_err *err)
+{
+	mem_lw *lw = ud;
+	char *path = kube_path(lw->r, NULL, NULL, NULL), *resp = NULL;
+	json_object *list = NULL, *items;
+	size_t i, len;
+	long status;
+	int rc;
+	if(!path)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	rc = memapi_request(lw->m, "GET", path, NULL, NULL, 0, &status, &resp, &len);
+	free(path);
+	if(!rc)
+		list = json_tokener_parse(resp);
+	free(resp);
+	if(rc || !list) {
+		json_object_put(list);
+		return prd_err_set(err, rc ? rc : PRD_EINVAL, "in-memory list of %s failed", lw->r->resource);
+	}
+	items = json_object_object_get(list, "items");
+	for(i = 0; !rc && items && i < json_object_array_length(items); i++)
+		rc = fn(fn_ud, json_object_array_get_idx(items, i));
+	if(!rc && rv) {
+		*rv = str_dup(get_str(json_object_object_get(list, "metadata"), "resourceVersion"));
+		if(!*rv)
+			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	json_object_put(list);
+	return rc;
+}
+
+static int mem_lw_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+			kube_event_fn fn, void *fn_ud, prd_err *err)
+{
+	mem_lw *lw = ud;
+	uint64_t since = strtoull(rv ? rv : "0", NULL, 10), last = since;
+	int64_t deadline = clk_mono(clk_real()) + (timeout_s > 0 ? timeout_s : 300) * PRD_NS_PER_SEC;
+	while(clk_mono(clk_real()) < deadline) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		int rc = memapi_events_since(lw->m, lw->r, NULL, since, fn, fn_ud, &last);
+		if(rc == PRD_EGONE)
+			return prd_err_set(err, PRD_EGONE, "too old resource version: %llu", (unsigned long long)since);
+		if(rc)
+			return rc;
+		since = last;
+		if(cancelled && cancelled(cancel_ud))
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+void memapi_listwatch(memapi *m, const kube_resource *r, kube_listwatch *out)
+{
+	/* One small allocation per listwatch, owned by the store (freed with
+	 * it), so callers need no free function. */
+	mem_lw *lw = calloc(1, sizeof(*lw));
+	memset(out, 0, sizeof(*out));
+	if(!lw)
+		return;
+	lw->m = m;
+	lw->r = r;
+	pthread_mutex_lock(&m->mu);
+	lw->next_owned = m->lws;
+	m->lws = lw;
+	pthread_mutex_unlock(&m->mu);
+	out->list = mem_lw_list;
+	out->watch = mem_lw_watch;
+	out->ud = lw;
 }

@@ -79,6 +79,14 @@ int memapi_add_kind(memapi *m, const kube_resource *r, unsigned flags);
 void memapi_inject_fault(memapi *m, const char *method, const char *path_prefix, long http_status,
 			 int count);
 
+/* A kube_listwatch (kube/reflector.h) over the store, so informers run on
+ * the in-memory API as they do on a real one: list = one GET of the
+ * collection; watch = the event log from the given resourceVersion, polled
+ * every few milliseconds until the timeout, cancellation, or 410. `r` and
+ * `m` are borrowed and must outlive the listwatch. */
+struct kube_listwatch;
+void memapi_listwatch(memapi *m, const kube_resource *r, struct kube_listwatch *out);
+
 /* Drop events up to the current resourceVersion, as etcd compaction does:
  * later watches from older versions get 410 Gone. */
 void memapi_compact(memapi *m);

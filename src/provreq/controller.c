@@ -61,6 +61,7 @@ typedef struct pr_world {
 	arena ar;
 	sched_snapshot *snap;
 	int64_t ready_nodes;
+	const pr_informers *inf;  /* non-NULL: objects are borrowed under read locks */
 } pr_world;
 
 struct pr_ctl {
@@ -70,6 +71,12 @@ struct pr_ctl {
 	state_db *db;
 	cloud_drivers *drivers;
 	sched_expander *expander;
+	bool use_inf;
+	pr_informers inf;
+	/* uid → the resourceVersion a successful status write was based on. A
+	 * cache that still shows that version has not seen our write yet, so
+	 * the request is skipped rather than decided twice. */
+	hmap written;
 	pr_stats stats;
 	int64_t now;
 	int64_t next_wake;
@@ -87,6 +94,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	c->api = *api;
 	c->db = db;
 	c->drivers = drivers;
+	hmap_init(&c->written, free);
 	rc = sched_expander_new(cfg->expander, NULL, 0, 1, &c->expander, err);
 	if(rc) {
 		free(c);
@@ -101,12 +109,19 @@ void pr_ctl_free(pr_ctl *c)
 	if(!c)
 		return;
 	sched_expander_free(c->expander);
+	hmap_free(&c->written);
 	free(c);
 }
 
 const pr_stats *pr_ctl_stats(const pr_ctl *c)
 {
 	return &c->stats;
+}
+
+void pr_ctl_use_informers(pr_ctl *c, const pr_informers *inf)
+{
+	c->inf = *inf;
+	c->use_inf = true;
 }
 
 static void wake_at(pr_ctl *c, int64_t t)
@@ -137,7 +152,48 @@ static void world_free(pr_world *w)
 	arena_free(&w->ar);
 	if(w->in)
 		kube_intern_free(w->in);
+	if(w->inf) {
+		kube_informer_rdunlock(w->inf->provreqs);
+		kube_informer_rdunlock(w->inf->podtemplates);
+		kube_informer_rdunlock(w->inf->pods);
+		kube_informer_rdunlock(w->inf->nodes);
+	}
 	memset(w, 0, sizeof(*w));
+}
+
+typedef struct collect {
+	void **v;
+	size_t n, cap;
+} collect;
+
+static int collect_obj(void *ud, const kube_meta *obj)
+{
+	collect *cl = ud;
+	if(cl->n == cl->cap) {
+		size_t nc = cl->cap ? cl->cap * 2 : 256;
+		void **nv = realloc(cl->v, nc * sizeof(*nv));
+		if(!nv)
+			return PRD_ENOMEM;
+		cl->v = nv;
+		cl->cap = nc;
+	}
+	cl->v[cl->n++] = (void *)obj;
+	return 0;
+}
+
+/* Borrow every cached object of one informer (read lock already held). */
+static int borrow_all(kube_informer *inf, void ***out, size_t *n, prd_err *err)
+{
+	collect cl = { NULL, 0, 0 };
+	if(kube_informer_foreach(inf, collect_obj, &cl)) {
+		free(cl.v);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	if(!cl.v && !(cl.v = calloc(1, sizeof(*cl.v))))
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	*out = cl.v;
+	*n = cl.n;
+	return 0;
 }
 
 static int keep_obj(pr_world *w, kube_meta *m)
@@ -351,7 +407,18 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 	w->in = kube_intern_new();
 	if(!w->in)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	if((rc = list_kind(c, w, "/api/v1/nodes", KUBE_KIND_NODE, (void ***)&w->nodes, &w->nnodes, err)) ||
+	if(c->use_inf) {
+		w->inf = &c->inf;
+		kube_informer_rdlock(c->inf.nodes);
+		kube_informer_rdlock(c->inf.pods);
+		kube_informer_rdlock(c->inf.podtemplates);
+		kube_informer_rdlock(c->inf.provreqs);
+		if((rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err)) ||
+		   (rc = borrow_all(c->inf.pods, (void ***)&w->pods, &w->npods, err)) ||
+		   (rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err)) ||
+		   (rc = borrow_all(c->inf.provreqs, (void ***)&w->prs, &w->nprs, err)))
+			goto done;
+	} else if((rc = list_kind(c, w, "/api/v1/nodes", KUBE_KIND_NODE, (void ***)&w->nodes, &w->nnodes, err)) ||
 	   (rc = list_kind(c, w, "/api/v1/pods", KUBE_KIND_POD, (void ***)&w->pods, &w->npods, err)) ||
 	   (rc = list_kind(c, w, "/api/v1/podtemplates", KUBE_KIND_PODTEMPLATE, &tp, &ntp, err)) ||
 	   (rc = list_kind(c, w, "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", KUBE_KIND_PROVREQ,
@@ -413,8 +480,9 @@ static void emit_event(pr_ctl *c, const kube_provreq *pr, const char *type, cons
  * their version and decides again. */
 static int write_status(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, json_object *details)
 {
-	json_object *patch, *md, *st;
+	json_object *patch, *md, *st, *answer = NULL;
 	char path[700];
+	const char *new_rv;
 	prd_err e;
 	int rc;
 	if(!conds->changed && !details)
@@ -430,7 +498,7 @@ static int write_status(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, json
 	json_object_object_add(patch, "status", st);
 	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s/status",
 		 pr->meta.ns, pr->meta.name);
-	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, &e);
+	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, &answer, NULL, &e);
 	json_object_put(patch);
 	if(rc == PRD_ECONFLICT) {
 		c->stats.status_conflicts++;
@@ -446,6 +514,15 @@ static int write_status(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, json
 		return rc;
 	}
 	c->stats.status_writes++;
+	new_rv = json_object_get_string(json_object_object_get(json_object_object_get(answer, "metadata"),
+							       "resourceVersion"));
+	/* Only a write that made a new version can be waited for. */
+	if(new_rv && strcmp(new_rv, pr->meta.rv)) {
+		char *rv = str_dup(pr->meta.rv);
+		if(rv && hmap_put(&c->written, pr->meta.uid, rv))
+			free(rv);
+	}
+	json_object_put(answer);
 	return 0;
 }
 
@@ -1041,6 +1118,15 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr, state_inte
 
 	if(cls == PR_CLASS_OTHER)
 		return;
+	{
+		const char *seen = hmap_get(&c->written, pr->meta.uid);
+		if(seen && !strcmp(seen, pr->meta.rv)) {
+			wake_at(c, c->now + PRD_NS_PER_SEC);
+			return;
+		}
+		if(seen)
+			hmap_del(&c->written, pr->meta.uid);
+	}
 	rc = pr_params_parse(pr, &pp, &e);
 	if(!str_eq(pp.processor ? pp.processor : "", want_proc))
 		return;

@@ -19,6 +19,7 @@
 
 #include "driver/loader.h"
 #include "kube/api.h"
+#include "kube/informer.h"
 #include "state/state.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -65,5 +66,20 @@ void pr_ctl_free(pr_ctl *c);
 int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err);
 
 const pr_stats *pr_ctl_stats(const pr_ctl *c);
+
+/* Read the cluster from informer caches instead of listing it through the
+ * kube_api on every pass (writes still go through the kube_api). All four
+ * must be synced before the first pass and outlive the controller. During
+ * a pass the controller holds each cache's read lock, in the order nodes,
+ * pods, podtemplates, provisioningrequests, so the pass sees one
+ * consistent view and the objects it borrows stay valid. */
+typedef struct pr_informers {
+	kube_informer *nodes;
+	kube_informer *pods;
+	kube_informer *podtemplates;
+	kube_informer *provreqs;
+} pr_informers;
+
+void pr_ctl_use_informers(pr_ctl *c, const pr_informers *inf);
 
 #endif

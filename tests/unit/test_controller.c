@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define T0 (1714557600LL * PRD_NS_PER_SEC)
 #define SEC PRD_NS_PER_SEC
@@ -463,7 +464,73 @@ static void test_foreign_conditions_and_conflicts(void)
 	stop();
 }
 
+/* The controller reading from informer caches fed by the in-memory API's
+ * list-watch (reflector threads and all), as `provreqd run` does. */
+static void wait_for(const char *ns, const char *name, const char *type, const char *want)
+{
+	int i;
+	for(i = 0; i < 400 && strcmp(cond(ns, name, type), want); i++) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+		pass();
+	}
+	CU_ASSERT_STRING_EQUAL(cond(ns, name, type), want);
+}
+
+static void test_informer_mode(void)
+{
+	static const kube_kind kinds[4] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE, KUBE_KIND_PROVREQ };
+	const kube_resource *res[4];
+	kube_informer *inf[4];
+	kube_listwatch lw[4];
+	kube_intern *in = kube_intern_new();
+	pr_informers pi;
+	prd_err e;
+	int i, events;
+	start(NULL, NULL);
+	res[0] = memapi_resource_for_kind(m, "v1", "Node");
+	res[1] = memapi_resource_for_kind(m, "v1", "Pod");
+	res[2] = memapi_resource_for_kind(m, "v1", "PodTemplate");
+	res[3] = memapi_resource_for_kind(m, "autoscaling.x-k8s.io/v1", "ProvisioningRequest");
+	add_node("n1", "4", NULL);
+	add_template("i", "one", "1");
+	for(i = 0; i < 4; i++) {
+		kube_informer_opts o;
+		memset(&o, 0, sizeof(o));
+		o.kind = kinds[i];
+		o.intern = in;
+		CU_ASSERT_EQUAL_FATAL(kube_informer_new(&o, &inf[i], &e), 0);
+		memapi_listwatch(m, res[i], &lw[i]);
+		CU_ASSERT_EQUAL_FATAL(kube_informer_start(inf[i], &lw[i], &e), 0);
+		CU_ASSERT_TRUE(kube_informer_wait_synced(inf[i]));
+	}
+	pi.nodes = inf[0];
+	pi.pods = inf[1];
+	pi.podtemplates = inf[2];
+	pi.provreqs = inf[3];
+	pr_ctl_use_informers(ctl, &pi);
+	add_pr("i", "cached", "check-capacity.autoscaling.x-k8s.io", "one", 3, NULL);
+	wait_for("i", "cached", "Provisioned", "True/CapacityIsFound");
+	/* Passes that run before the cache sees our own write decide nothing
+	 * twice: exactly one Accepted and one Provisioned event. */
+	for(i = 0; i < 20; i++)
+		pass();
+	events = count_items("/api/v1/namespaces/i/events");
+	CU_ASSERT_EQUAL(events, 2);
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->status_conflicts, 0);
+	/* A consumer pod arrives through the watch and releases the booking. */
+	add_consumer("i", "cached", "c1", "n1");
+	add_consumer("i", "cached", "c2", "n1");
+	add_consumer("i", "cached", "c3", "n1");
+	wait_for("i", "cached", "BookingExpired", "True/CapacityBookingConsumed");
+	for(i = 0; i < 4; i++)
+		kube_informer_free(inf[i]);
+	kube_intern_free(in);
+	stop();
+}
+
 static const test_case cases[] = {
+	{ "informer mode", test_informer_mode },
 	{ "foreign conditions and conflicts", test_foreign_conditions_and_conflicts },
 	{ "restart resumes and rolls back", test_restart_resumes_and_rolls_back },
 	{ "check-capacity fit, competition and retry", test_check_capacity_fit_and_retry },
