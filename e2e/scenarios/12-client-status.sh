@@ -11,7 +11,7 @@ kc="$PROVREQD_BUILDDIR/e2e/tools/kube-e2e-client"
 [[ -x "$kc" ]] || t_fail "$kc is not built (make all)"
 ns=$(t_unique e2e-status)
 tmp=$(mktemp -d)
-bg=
+bg=''
 cleanup() {
 	[[ -n "$bg" ]] && kill "$bg" 2>/dev/null
 	kubectl delete namespace "$ns" --ignore-not-found --wait=false >/dev/null 2>&1 || true
@@ -56,7 +56,7 @@ kubectl -n "$ns" patch provreq race --subresource=status --type=merge -p "{\"sta
 t_pass "another writer changed the status in between"
 touch "$tmp/go"
 wait "$bg" || t_fail "rmw-condition failed: $(cat "$tmp/rmw.err")"
-bg=
+bg=''
 t_eq "the first write got 409 and was retried once" "conflicts=1" "$(cat "$tmp/rmw.out")"
 c=$(conds race)
 t_contains "our condition is there" "Accepted=True/E2ETest" "$c"

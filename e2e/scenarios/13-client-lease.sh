@@ -12,7 +12,7 @@ kc="$PROVREQD_BUILDDIR/e2e/tools/kube-e2e-client"
 [[ -x "$kc" ]] || t_fail "$kc is not built (make all)"
 ns=$(t_unique e2e-lease)
 tmp=$(mktemp -d)
-pa= pb=
+pa='' pb=''
 cleanup() {
 	[[ -n "$pa" ]] && kill -9 "$pa" 2>/dev/null
 	[[ -n "$pb" ]] && kill -9 "$pb" 2>/dev/null

@@ -22,6 +22,7 @@
  * Errors: one line "ERR <code> http=<n> reason=<r>: <message>" on stderr,
  * exit status 3. */
 #include <json-c/json.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,13 +190,6 @@ static int cmd_apply_condition(kube_client *c, char **a)
 	return 0;
 }
 
-static volatile sig_atomic_t got_term;
-
-static void on_term(int sig)
-{
-	got_term = 1;
-}
-
 static void lease_started(void *ud)
 {
 	struct timespec ts;
@@ -216,13 +210,15 @@ static int cmd_lease(kube_client *c, char **a)
 			     .on_started = lease_started, .on_stopped = lease_stopped, .ud = a[2]};
 	kube_lease *le = NULL;
 	prd_err e;
-	struct sigaction sa;
-	int rc;
+	sigset_t set;
+	int rc, sig = 0;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_term;
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	/* Block the stop signals before the lease thread exists, so it
+	 * inherits the mask and only sigwait() below receives them. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	rc = kube_lease_new(c, &o, &le, &e);
 	if(!rc)
 		rc = kube_lease_start(le, &e);
@@ -232,8 +228,7 @@ static int cmd_lease(kube_client *c, char **a)
 	}
 	printf("CANDIDATE %s\n", a[2]);
 	fflush(stdout);
-	while(!got_term)
-		pause();
+	sigwait(&set, &sig);
 	kube_lease_free(le); /* stops the thread and releases the lease */
 	return 0;
 }

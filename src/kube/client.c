@@ -646,10 +646,15 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 		}
 		t0 = clk_mono(clk_real());
 		cc = curl_easy_perform(h);
-		if(cc == CURLE_OK)
-			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 		free_hdrs(hdrs);
 		handle_put(c, h);
+		/* A server that refuses a request early (401, 413, ...) may reset
+		 * the stream while the body is still being sent; curl then
+		 * reports a transfer error although the answer's status line
+		 * arrived. The answer is what counts. */
+		if(cc != CURLE_OK && code >= 400 && !r.body.failed)
+			cc = CURLE_OK;
 		if(c->o.observe)
 			c->o.observe(c->o.observe_ud, method, path, cc == CURLE_OK ? code : 0,
 				     clk_mono(clk_real()) - t0);

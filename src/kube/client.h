@@ -139,7 +139,9 @@ typedef enum kube_patch_type {
 } kube_patch_type;
 
 /* PATCH. `patch` is the raw patch document (JSON text; for APPLY, JSON is
- * valid YAML). `force` applies to server-side apply only. */
+ * valid YAML, and a JSON patch with json-c's "\/" escapes is rewritten
+ * without them since YAML does not accept that escape). `force` applies to
+ * server-side apply only. */
 int kube_patch(kube_client *c, const kube_resource *r, const char *ns, const char *name,
 	       const char *subresource, kube_patch_type type, const char *patch, bool force,
 	       json_object **out, kube_status *st, prd_err *err);

@@ -271,7 +271,7 @@ int kube_patch(kube_client *c, const kube_resource *r, const char *ns, const cha
 	       json_object **out, kube_status *st, prd_err *err)
 {
 	const char *ct;
-	char *p;
+	char *p, *fixed = NULL;
 	int rc;
 
 	switch(type) {
@@ -284,10 +284,28 @@ int kube_patch(kube_client *c, const kube_resource *r, const char *ns, const cha
 	p = path_fm(c, r, ns, name, subresource, type == KUBE_PATCH_APPLY && force ? "&force=true" : NULL);
 	if(!p)
 		return oom(err);
+	if(type == KUBE_PATCH_APPLY && strstr(patch, "\\/")) {
+		/* json-c writes "/" as "\/", which JSON allows but YAML's
+		 * double-quoted strings do not: the apiserver reads an apply
+		 * patch as YAML and would refuse it. Re-serialise without. */
+		json_object *j = json_tokener_parse(patch);
+		if(j) {
+			const char *s = json_object_to_json_string_ext(
+				j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+			fixed = s ? str_dup(s) : NULL;
+			json_object_put(j);
+			if(!fixed) {
+				free(p);
+				return oom(err);
+			}
+			patch = fixed;
+		}
+	}
 	/* Server-side apply states the whole intent, so repeating it is safe;
 	 * other patches may be relative (JSON patch "add" to a list). */
 	rc = kube__request_ex(c, "PATCH", p, ct, patch, strlen(patch), type == KUBE_PATCH_APPLY, out, st,
 			      err);
+	free(fixed);
 	free(p);
 	return rc;
 }
