@@ -1,0 +1,308 @@
+# shellcheck shell=bash
+# Helpers for the ProvisioningRequest scenarios (e2e/scenarios/6x-*.sh),
+# sourced after testlib.sh. Each scenario gets its own namespace, its own
+# node groups (unique names, so nodes of other runs never count), its own
+# `provreqd run` with a state db in a temporary directory, and a trap that
+# stops provreqd, deletes what the scenario made and, when the scenario
+# failed, shows the end of provreqd's log and the requests' conditions.
+#
+#   pr_init PREFIX                 namespace, work dir, trap
+#   pr_group NAME CPU MEM MAX      a kwok Node template (node group) in the scenario's template dir
+#   pr_cloud_config [FAULTS]       write the kwok driver config (templateDir + faults YAML)
+#   pr_start [FLAGS...]            start provreqd run (kwok driver loaded when a cloud config exists)
+#   pr_stop / pr_kill9             SIGTERM (waits) / SIGKILL
+#   pr_template NAME CPU MEM GROUP a PodTemplate whose pods need CPU/MEM and select GROUP's nodes
+#   pr_request NAME CLASS TMPL N [PARAM=VALUE...]
+#   pr_cond NAME TYPE              "Status/Reason" of a condition ("" when absent)
+#   pr_cond_is NAME TYPE WANT      for t_wait
+#   pr_msg NAME TYPE               the condition's message
+#   pr_add_nodes GROUP N CPU MEM   Nodes made by hand (kwok fake nodes, labelled with GROUP)
+#   pr_count GROUP / pr_ready GROUP  nodes of a group / Ready ones
+#   pr_consumer NAME REQUEST TMPL  a Pod with the consume annotations
+
+PR_BIN="$PROVREQD_BUILDDIR/provreqd"
+PR_KWOK_SO="$PROVREQD_BUILDDIR/cloud/kwok/.libs/kwok.so"
+PR_GROUP_LABEL=provreqd.io/node-group
+PR_PID=""
+PR_NS=""
+PR_WORK=""
+PR_GROUPS=()
+PR_RUNS=0
+
+pr_init() {
+	[[ -x "$PR_BIN" ]] || t_fail "build first: $PR_BIN is missing (make all)"
+	[[ -f "$PR_KWOK_SO" ]] || t_fail "build first: $PR_KWOK_SO is missing (make all)"
+	PR_WORK=$(mktemp -d "${TMPDIR:-/tmp}/provreqd-e2e-$1.XXXXXX")
+	mkdir -p "$PR_WORK/templates"
+	PR_NS=$(t_unique "$1")
+	trap pr_cleanup EXIT
+	kubectl create namespace "$PR_NS" >/dev/null
+	t_log "namespace $PR_NS, work dir $PR_WORK"
+}
+
+# shellcheck disable=SC2317 # invoked by the trap
+pr_cleanup() {
+	local rc=$? g
+	set +e
+	if ((rc != 0 && rc != 77)); then
+		t_log "--- requests in $PR_NS"
+		kubectl get provreq -n "$PR_NS" -o wide 2>&1 | head -n 30
+		kubectl get provreq -n "$PR_NS" -o \
+			'jsonpath={range .items[*]}{.metadata.name}{"\n"}{range .status.conditions[*]}{"    "}{.type}={.status} {.reason}: {.message}{"\n"}{end}{end}' \
+			2>&1 | head -n 60
+		for g in "${PR_GROUPS[@]}"; do
+			t_log "--- nodes of $g: $(pr_count "$g") ($(pr_ready "$g") Ready)"
+		done
+		if [[ -f "$PR_WORK/provreqd.log" ]]; then
+			t_log "--- provreqd log (last 60 lines)"
+			tail -n 60 "$PR_WORK/provreqd.log"
+		fi
+		if [[ -f "$PR_WORK/state.db" ]] && command -v sqlite3 >/dev/null; then
+			t_log "--- scale-up intents"
+			sqlite3 "$PR_WORK/state.db" 'SELECT plan_id, node_group, delta, phase, last_error FROM scaleup_intent' 2>&1
+		fi
+	fi
+	pr_stop
+	[[ -n "$PR_NS" ]] && kubectl delete namespace "$PR_NS" --wait=false >/dev/null 2>&1
+	for g in "${PR_GROUPS[@]}"; do
+		kubectl delete nodes -l "$PR_GROUP_LABEL=$g" --wait=false >/dev/null 2>&1
+	done
+	[[ -n "$PR_WORK" ]] && rm -rf "$PR_WORK"
+	exit "$rc"
+}
+
+# pr_group NAME CPU MEM MAX: a node group of the kwok driver.
+pr_group() {
+	local name=$1 cpu=$2 mem=$3 max=$4
+	PR_GROUPS+=("$name")
+	cat >"$PR_WORK/templates/$name.yaml" <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: $name
+  annotations:
+    provreqd.io/min-size: "0"
+    provreqd.io/max-size: "$max"
+  labels:
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    node.kubernetes.io/instance-type: kwok-e2e
+    type: kwok
+status:
+  capacity: {cpu: "$cpu", memory: $mem, pods: "110"}
+EOF
+}
+
+# pr_cloud_config [FAULTS]: FAULTS is the YAML list under `faults:`.
+pr_cloud_config() {
+	{
+		printf 'templateDir: %s\n' "$PR_WORK/templates"
+		if [[ -n "${1:-}" ]]; then
+			printf 'faults:\n%s\n' "$1"
+		fi
+	} >"$PR_WORK/cloud.yaml"
+}
+
+pr_free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 20000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+
+# pr_running: provreqd's process is alive.
+pr_running() { [[ -n "$PR_PID" ]] && kill -0 "$PR_PID" 2>/dev/null; }
+
+# pr_start [FLAGS...]: provreqd run against the cluster, its log appended
+# to $PR_WORK/provreqd.log; returns when its first pass is done.
+pr_start() {
+	local drv=() port
+	if [[ -f "$PR_WORK/cloud.yaml" ]]; then
+		drv=(--cloud-driver "$PR_KWOK_SO" --cloud-config "$PR_WORK/cloud.yaml")
+	fi
+	port=$(pr_free_port)
+	PR_HTTP="127.0.0.1:$port"
+	PR_RUNS=$((PR_RUNS + 1))
+	echo "=== provreqd start #$PR_RUNS: $*" >>"$PR_WORK/provreqd.log"
+	"$PR_BIN" run --kubeconfig "$KUBECONFIG" --leader-elect=false --state-db "$PR_WORK/state.db" \
+		--http-addr "$PR_HTTP" "${drv[@]}" "$@" >>"$PR_WORK/provreqd.log" 2>&1 &
+	PR_PID=$!
+	t_wait 30 "provreqd (pid $PR_PID) is ready" pr_ready_probe
+}
+
+# shellcheck disable=SC2317 # used through t_wait
+pr_ready_probe() {
+	pr_running || t_fail "provreqd exited: $(tail -n 20 "$PR_WORK/provreqd.log")"
+	curl -fsS --max-time 2 "http://$PR_HTTP/readyz" >/dev/null 2>&1
+}
+
+pr_stop() {
+	local i
+	[[ -n "$PR_PID" ]] || return 0
+	if kill -TERM "$PR_PID" 2>/dev/null; then
+		for ((i = 0; i < 100; i++)); do
+			kill -0 "$PR_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$PR_PID" 2>/dev/null
+	fi
+	wait "$PR_PID" 2>/dev/null
+	PR_PID=""
+	return 0
+}
+
+pr_kill9() {
+	[[ -n "$PR_PID" ]] || return 0
+	kill -KILL "$PR_PID" 2>/dev/null || true
+	wait "$PR_PID" 2>/dev/null || true
+	echo "=== provreqd killed with SIGKILL" >>"$PR_WORK/provreqd.log"
+	PR_PID=""
+}
+
+# pr_template NAME CPU MEM GROUP: pods that request CPU/MEM and may run
+# only on nodes of GROUP (so other nodes in the cluster never count).
+pr_template() {
+	kubectl apply -n "$PR_NS" -f - >/dev/null <<EOF
+apiVersion: v1
+kind: PodTemplate
+metadata:
+  name: $1
+template:
+  spec:
+    nodeSelector:
+      $PR_GROUP_LABEL: $4
+    containers:
+    - name: main
+      image: registry.k8s.io/pause:3.10
+      resources:
+        requests: {cpu: "$2", memory: "$3"}
+EOF
+}
+
+# pr_request NAME CLASS TEMPLATE COUNT [KEY=VALUE...]
+pr_request() {
+	local name=$1 class=$2 tmpl=$3 count=$4 kv params=""
+	shift 4
+	case "$class" in
+	check-capacity) class=check-capacity.autoscaling.x-k8s.io ;;
+	atomic-scale-up) class=best-effort-atomic-scale-up.autoscaling.x-k8s.io ;;
+	esac
+	if (($#)); then
+		params=$'\n  parameters:'
+		for kv in "$@"; do
+			params+=$'\n'"    ${kv%%=*}: \"${kv#*=}\""
+		done
+	fi
+	kubectl apply -n "$PR_NS" -f - >/dev/null <<EOF
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata:
+  name: $name
+spec:
+  provisioningClassName: $class
+  podSets:
+  - podTemplateRef: {name: $tmpl}
+    count: $count$params
+EOF
+}
+
+# pr_cond NAME TYPE: "Status/Reason", or "" without that condition.
+pr_cond() {
+	kubectl get provreq -n "$PR_NS" "$1" \
+		-o "jsonpath={.status.conditions[?(@.type==\"$2\")].status}/{.status.conditions[?(@.type==\"$2\")].reason}" \
+		2>/dev/null | sed 's|^/$||'
+}
+
+pr_cond_is() { [[ "$(pr_cond "$1" "$2")" == "$3" ]]; }
+
+pr_msg() {
+	kubectl get provreq -n "$PR_NS" "$1" -o "jsonpath={.status.conditions[?(@.type==\"$2\")].message}"
+}
+
+# pr_add_nodes GROUP N CPU MEM: fake Nodes as the kwok driver makes them;
+# the kwok controller makes them Ready.
+pr_add_nodes() {
+	local g=$1 n=$2 cpu=$3 mem=$4 i name
+	for ((i = 0; i < n; i++)); do
+		name="$g-m$(printf '%03d' "$i")-$RANDOM"
+		kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: $name
+  annotations: {kwok.x-k8s.io/node: fake}
+  labels: {$PR_GROUP_LABEL: $g, kubernetes.io/hostname: $name, type: kwok}
+spec:
+  providerID: kwok://$name
+status:
+  capacity: {cpu: "$cpu", memory: $mem, pods: "110"}
+  allocatable: {cpu: "$cpu", memory: $mem, pods: "110"}
+EOF
+	done
+}
+
+pr_nodes() {
+	kubectl get nodes -l "$PR_GROUP_LABEL=$1" -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}'
+}
+
+pr_count() { pr_nodes "$1" | grep -c . || true; }
+
+pr_ready() {
+	kubectl get nodes -l "$PR_GROUP_LABEL=$1" \
+		-o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+		grep -c '^True$' || true
+}
+
+pr_count_is() { [[ "$(pr_count "$1")" == "$2" ]]; }
+pr_ready_is() { [[ "$(pr_ready "$1")" == "$2" && "$(pr_count "$1")" == "$2" ]]; }
+
+# pr_consumer NAME REQUEST TEMPLATE-NAME CPU MEM GROUP: a Pod that consumes
+# the request's capacity (the annotations Kueue puts on its pods).
+pr_consumer() {
+	kubectl apply -n "$PR_NS" -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  annotations:
+    autoscaling.x-k8s.io/consume-provisioning-request: $2
+    autoscaling.x-k8s.io/provisioning-class-name: $3
+spec:
+  nodeSelector:
+    $PR_GROUP_LABEL: $6
+  tolerations:
+  - {key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}
+  containers:
+  - name: main
+    image: registry.k8s.io/pause:3.10
+    resources:
+      requests: {cpu: "$4", memory: "$5"}
+EOF
+}
+
+# pr_stays SECONDS WHAT COMMAND...: COMMAND keeps succeeding for SECONDS
+# (used to show that something does NOT happen, e.g. a second scale-up).
+pr_stays() {
+	local limit=$1 what=$2 start=$SECONDS
+	shift 2
+	while ((SECONDS - start < limit)); do
+		"$@" >/dev/null 2>&1 || t_fail "$what: stopped holding after $((SECONDS - start))s"
+		sleep 0.5
+	done
+	t_pass "$what (held ${limit}s)"
+}
+
+# pr_cpu_seconds PID: user+system CPU time of a process, in seconds.
+pr_cpu_seconds() {
+	local tck
+	tck=$(getconf CLK_TCK)
+	# fields 14 and 15 of /proc/PID/stat, after the ")" that ends comm
+	sed 's/.*) //' "/proc/$1/stat" | awk -v t="$tck" '{ printf "%.2f\n", ($12 + $13) / t }'
+}
+
+# pr_hwm_kb PID: peak resident set size (VmHWM) in KiB.
+pr_hwm_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
