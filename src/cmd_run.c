@@ -14,7 +14,9 @@
 #include "kube/api.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/informer.h"
 #include "kube/lease.h"
+#include "kube/reflector.h"
 #include "ops/config.h"
 #include "ops/health.h"
 #include "ops/http.h"
@@ -29,6 +31,7 @@
 #include "util/yamljson.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +39,71 @@
 #include <time.h>
 #include <unistd.h>
 
-/* How often the cluster is read again when no timer is due. */
-#define RUN_RESYNC_NS (2 * PRD_NS_PER_SEC)
+/* A pass runs when something changed in the caches (after a short quiet
+ * period, so a burst of events makes one pass), when a timer of the
+ * controller is due, and at least every resync interval. */
+#define RUN_RESYNC_NS (30 * PRD_NS_PER_SEC)
+#define RUN_QUIET_NS (100 * PRD_NS_PER_MS)
 
 static volatile sig_atomic_t stop_requested;
+
+/* Change notifications from the informer threads to the worker. */
+static struct {
+	pthread_mutex_t mu;
+	bool changed;
+} waker = { PTHREAD_MUTEX_INITIALIZER, false };
+
+static void note_change(void *ud)
+{
+	pool_ctl *pools = ud;
+	pthread_mutex_lock(&waker.mu);
+	waker.changed = true;
+	pthread_mutex_unlock(&waker.mu);
+	(void)pools;
+}
+
+static bool take_change(void)
+{
+	bool c;
+	pthread_mutex_lock(&waker.mu);
+	c = waker.changed;
+	waker.changed = false;
+	pthread_mutex_unlock(&waker.mu);
+	return c;
+}
+
+static void h_add(void *ud, const kube_meta *o)
+{
+	(void)o;
+	note_change(ud);
+}
+
+static void h_update(void *ud, const kube_meta *a, const kube_meta *b)
+{
+	(void)a;
+	(void)b;
+	note_change(ud);
+}
+
+static void h_delete(void *ud, const kube_meta *o)
+{
+	(void)o;
+	note_change(ud);
+}
+
+/* Node changes also make the pools due for a look. */
+static void h_node(void *ud, const kube_meta *o)
+{
+	(void)o;
+	pool_ctl_mark_dirty(ud);
+	note_change(NULL);
+}
+
+static void h_node_update(void *ud, const kube_meta *a, const kube_meta *b)
+{
+	(void)a;
+	h_node(ud, b);
+}
 
 static void on_signal(int sig)
 {
@@ -47,21 +111,71 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
-/* Sleep until `until_ns` (wall clock) or a stop signal, in short steps so
- * SIGTERM is honoured within a fraction of a second. */
+/* Sleep until `until_ns` (wall clock), a change in the caches or a stop
+ * signal, in short steps so SIGTERM is honoured within a fraction of a
+ * second. */
 static void sleep_until(const clk *c, int64_t until_ns)
 {
 	while(!stop_requested) {
 		int64_t left = until_ns - clk_wall(c);
 		struct timespec ts;
-		if(left <= 0)
+		if(left <= 0 || take_change())
 			return;
-		if(left > 200 * PRD_NS_PER_MS)
-			left = 200 * PRD_NS_PER_MS;
+		if(left > RUN_QUIET_NS)
+			left = RUN_QUIET_NS;
 		ts.tv_sec = (time_t)(left / PRD_NS_PER_SEC);
 		ts.tv_nsec = (long)(left % PRD_NS_PER_SEC);
 		nanosleep(&ts, NULL);
 	}
+}
+
+static int collect_node(void *ud, const kube_meta *obj)
+{
+	pool_nodelist *nl = ud;
+	const kube_node **v = realloc((void *)nl->nodes, (nl->n + 1) * sizeof(*v));
+	if(!v)
+		return PRD_ENOMEM;
+	v[nl->n++] = (const kube_node *)obj;
+	nl->nodes = v;
+	return 0;
+}
+
+/* The nodes of the cache, borrowed: the caller releases the read lock
+ * (always, also on failure) and frees only the array. */
+static int pool_nodes_from_cache(kube_informer *nodes, pool_nodelist *nl)
+{
+	kube_informer_rdlock(nodes);
+	return kube_informer_foreach(nodes, collect_node, nl);
+}
+
+/* Watch restarts and relists since the last call, into the counters. */
+static void export_informer_stats(kube_informer *const *inf, const kube_resource *const *res,
+				  kube_reflector_stats *last)
+{
+	size_t i;
+	for(i = 0; i < 4; i++) {
+		kube_reflector_stats st;
+		if(!inf[i])
+			continue;
+		kube_informer_get_stats(inf[i], &st);
+		if(st.watch_restarts > last[i].watch_restarts)
+			metrics_counter_add(M_WATCH_RESTARTS, METRICS_L(res[i]->resource),
+					    (double)(st.watch_restarts - last[i].watch_restarts));
+		if(st.relists > last[i].relists)
+			metrics_counter_add(M_RELISTS, METRICS_L(res[i]->resource), (double)(st.relists - last[i].relists));
+		last[i] = st;
+	}
+}
+
+/* Every apiserver request, into the API metrics. */
+static void observe_api(void *ud, const char *verb, const char *resource, long code, int64_t latency_ns)
+{
+	char cb[16];
+	(void)ud;
+	(void)resource;
+	snprintf(cb, sizeof(cb), "%ld", code);
+	metrics_counter_add(M_API_REQUESTS, METRICS_L(verb, cb), 1);
+	metrics_observe(M_API_LATENCY, METRICS_L(verb), (double)latency_ns / (double)PRD_NS_PER_SEC);
 }
 
 static void on_leading(void *ud)
@@ -92,10 +206,19 @@ int cmd_run(int argc, char **argv)
 	pool_ctl *pools = NULL;
 	kube_api api;
 	pr_config pc;
+	kube_client_opts copts;
 	state_config sc;
 	pool_opts po;
 	char *cloud_cfg = NULL;
 	hmap pool_children;
+	static const kube_kind inf_kinds[4] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE, KUBE_KIND_PROVREQ };
+	const kube_resource *inf_res[4] = { &KUBE_NODES, &KUBE_PODS, &KUBE_PODTEMPLATES, &KUBE_PROVREQS };
+	kube_informer *inf[4] = { NULL, NULL, NULL, NULL };
+	kube_listwatch lw[4];
+	kube_reflector_stats last_stats[4];
+	kube_intern *intern = NULL;
+	pr_informers pi;
+	bool lw_made[4] = { false, false, false, false };
 	int level = PRD_LOG_INFO, fmt = PRD_LOG_TEXT, rc = 1;
 	size_t i, len;
 	prd_err e;
@@ -139,8 +262,10 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	memset(&copts, 0, sizeof(copts));
+	copts.observe = observe_api;
 	if(kube_config_auto(c.kubeconfig && c.kubeconfig[0] ? c.kubeconfig : NULL, c.context, &kc, &e) ||
-	   kube_client_new(kc, NULL, &client, &e)) {
+	   kube_client_new(kc, &copts, &client, &e)) {
 		log_error("cannot reach the cluster", "error", e.msg);
 		goto done;
 	}
@@ -222,11 +347,61 @@ int cmd_run(int argc, char **argv)
 		log_error("cannot start pool population", "error", e.msg);
 		goto done;
 	}
+	/* Informers: the controller reads the cluster from their caches, and
+	 * their events wake the worker. */
+	intern = kube_intern_new();
+	if(!intern) {
+		log_error("out of memory");
+		goto done;
+	}
+	memset(last_stats, 0, sizeof(last_stats));
+	for(i = 0; i < 4; i++) {
+		kube_informer_opts io;
+		kube_handler h;
+		memset(&io, 0, sizeof(io));
+		io.kind = inf_kinds[i];
+		io.intern = intern;
+		io.reflector.name = inf_res[i]->resource;
+		memset(&h, 0, sizeof(h));
+		if(inf_kinds[i] == KUBE_KIND_NODE) {
+			h.on_add = h_node;
+			h.on_update = h_node_update;
+			h.on_delete = h_node;
+			h.ud = pools;
+		} else {
+			h.on_add = h_add;
+			h.on_update = h_update;
+			h.on_delete = h_delete;
+		}
+		if(kube_informer_new(&io, &inf[i], &e) || kube_informer_add_handler(inf[i], &h) ||
+		   kube_listwatch_client(client, inf_res[i], NULL, NULL, NULL, 0, &lw[i])) {
+			log_error("cannot set up the informers", "resource", inf_res[i]->resource, "error", e.msg);
+			goto done;
+		}
+		lw_made[i] = true;
+		if(kube_informer_start(inf[i], &lw[i], &e)) {
+			log_error("cannot start an informer", "resource", inf_res[i]->resource, "error", e.msg);
+			goto done;
+		}
+	}
+	health_add_flag(hl, "caches-synced", false, "the informer caches are still listing");
+	for(i = 0; i < 4 && !stop_requested; i++) {
+		if(!kube_informer_wait_synced(inf[i])) {
+			log_error("informer stopped before its first list", "resource", inf_res[i]->resource);
+			goto done;
+		}
+	}
+	health_set_flag(hl, "caches-synced", true, NULL);
+	pi.nodes = inf[0];
+	pi.pods = inf[1];
+	pi.podtemplates = inf[2];
+	pi.provreqs = inf[3];
+	pr_ctl_use_informers(ctl, &pi);
 	log_info("provreqd running", "version", PACKAGE_VERSION, "server", kc->server, "drivers", LOGI(drivers.n),
 		 "leader_elect", c.leader_elect ? "true" : "false");
 	rc = 0;
 	while(!stop_requested) {
-		int64_t wake = INT64_MAX, now = clk_wall(clock);
+		int64_t wake = INT64_MAX, now = clk_wall(clock), pool_wait = -1;
 		bool leading = !c.leader_elect || kube_lease_is_leader(lease);
 		health_beat(hl);
 		health_set_flag(hl, "leader", true, NULL);
@@ -238,24 +413,39 @@ int cmd_run(int argc, char **argv)
 			} else {
 				health_set_flag(hl, "first-pass", true, NULL);
 			}
-			/* Nodes change all the time; pools are debounced by pool_ctl. */
-			pool_ctl_mark_dirty(pools);
-			if(pool_ctl_due(pools, NULL)) {
+			/* Pools are debounced by pool_ctl; node events mark them dirty.
+			 * Pools themselves change rarely and are read at each sync. */
+			if(pool_ctl_due(pools, &pool_wait)) {
 				pool_nodelist nl;
 				memset(&nl, 0, sizeof(nl));
-				if(pool_nodelist_load(&api, &nl, &e) == 0)
+				if(pool_nodes_from_cache(inf[0], &nl) == 0)
 					pool_ctl_sync(pools, nl.nodes, nl.n, &e);
-				pool_nodelist_free(&nl);
+				kube_informer_rdunlock(inf[0]);
+				free(nl.nodes);
 			}
+			if(pool_wait > 0 && now + pool_wait < wake)
+				wake = now + pool_wait;
 		} else {
 			health_set_flag(hl, "first-pass", true, NULL);
 		}
+		export_informer_stats(inf, inf_res, last_stats);
 		if(wake > now + RUN_RESYNC_NS)
 			wake = now + RUN_RESYNC_NS;
 		sleep_until(clock, wake);
 	}
 	log_info("shutting down: releasing the lease and closing the state store");
 done:
+	for(i = 0; i < 4; i++) {
+		if(inf[i])
+			kube_informer_stop(inf[i]);
+	}
+	for(i = 0; i < 4; i++) {
+		kube_informer_free(inf[i]);
+		if(lw_made[i])
+			kube_listwatch_client_free(&lw[i]);
+	}
+	if(intern)
+		kube_intern_free(intern);
 	pool_ctl_free(pools);
 	hmap_free(&pool_children);
 	pr_ctl_free(ctl);
