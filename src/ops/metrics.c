@@ -1,5 +1,5 @@
 #include "ops/metrics.h"
-#include "config.h"
+#include <config.h> /* autoconf's; "config.h" would find ops/config.h */
 #include "ops/log.h"
 #include "util/hmap.h"
 #include "util/str.h"

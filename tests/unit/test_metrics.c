@@ -1,7 +1,7 @@
 /* Metrics registry: exposition format golden checks, escaping, histogram
  * buckets, misuse that must not crash, and concurrent updates. */
 #include "testutil.h"
-#include "config.h"
+#include <config.h>
 #include "ops/log.h"
 #include "ops/metrics.h"
 
