@@ -109,16 +109,12 @@ bindir() {
 
 # ---------------------------------------------------------------- ports
 
-# Ports with a socket in any state on this machine (IPv4 and IPv6).
+# Ports with a socket in any state on this machine (IPv4 and IPv6). awk
+# reads the /proc tables in one go; bash's `read` takes a byte at a time.
 ports_in_use() {
-	local f sl local_addr
-	for f in /proc/net/tcp /proc/net/tcp6; do
-		[[ -r "$f" ]] || continue
-		while read -r sl local_addr _; do
-			[[ "$sl" == sl ]] && continue
-			echo $((16#${local_addr##*:}))
-		done <"$f"
-	done
+	local hex
+	awk 'FNR > 1 { n = split($2, a, ":"); print a[n] }' /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+		while read -r hex; do echo $((16#$hex)); done
 }
 
 # pick_ports N: N distinct free ports, below the usual ephemeral range
@@ -193,18 +189,33 @@ make_pki() {
 	# The aggregation layer's front proxy, as kubeadm sets it up; without it
 	# every delegating component logs a missing requestheader CA.
 	ca front-proxy-ca provreqd-e2e-front-proxy-ca
-	cert front-proxy-client front-proxy-client "" clientAuth "" front-proxy-ca
+	# The leaf certificates are independent: make them two at a time.
+	local jobs=()
 	cert serving kube-apiserver "" serverAuth \
-		"IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-	cert admin provreqd-e2e-admin system:masters clientAuth
-	cert kube-scheduler system:kube-scheduler "" clientAuth
-	cert kube-controller-manager system:kube-controller-manager "" clientAuth
+		"IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" &
+	jobs+=($!)
+	cert front-proxy-client front-proxy-client "" clientAuth "" front-proxy-ca &
+	jobs+=($!)
+	cert admin provreqd-e2e-admin system:masters clientAuth &
+	jobs+=($!)
+	cert kube-scheduler system:kube-scheduler "" clientAuth &
+	jobs+=($!)
+	cert kube-controller-manager system:kube-controller-manager "" clientAuth &
+	jobs+=($!)
 	# kwok stands in for every kubelet at once; it gets cluster-admin rather
 	# than one identity per fake Node.
-	cert kwok kwok-controller system:masters clientAuth
+	cert kwok kwok-controller system:masters clientAuth &
+	jobs+=($!)
 	# Service-account tokens are signed with RSA, as on most clusters.
-	openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$p/sa.key" 2>/dev/null
-	openssl pkey -in "$p/sa.key" -pubout -out "$p/sa.pub"
+	{
+		openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$p/sa.key" 2>/dev/null &&
+			openssl pkey -in "$p/sa.key" -pubout -out "$p/sa.pub"
+	} &
+	jobs+=($!)
+	local j
+	for j in "${jobs[@]}"; do
+		wait "$j" || e2e_die "making certificates failed"
+	done
 	chmod 600 "$p"/*.key
 }
 
@@ -560,9 +571,12 @@ cmd_up() {
 	wait_healthy etcd 30
 	launch kube-apiserver
 	wait_healthy kube-apiserver 90
+	e2e_log "kube-apiserver ready after $((SECONDS - t0))s"
 	launch kube-controller-manager
 	launch kube-scheduler
 	launch kwok
+	# While they start.
+	install_crds
 	wait_healthy kube-controller-manager 60
 	wait_healthy kube-scheduler 60
 	wait_healthy kwok 60
@@ -577,7 +591,6 @@ cmd_up() {
 		}
 		sleep 0.2
 	done
-	install_crds
 
 	mkdir -p "$(e2e_cache_root)"
 	printf '%s\n' "$dir" >"$(last_pointer)"

@@ -75,7 +75,7 @@ t_pass "down stopped every process of the second cluster"
 leftover=()
 for f in /proc/[0-9]*/cmdline; do
 	args=()
-	mapfile -d '' args <"$f" 2>/dev/null || continue
+	{ mapfile -d '' args <"$f"; } 2>/dev/null || continue
 	[[ "${args[*]}" == *"$second/"* ]] && leftover+=("${f#/proc/}")
 done
 t_eq "no process has the second cluster's directory on its command line" "" "${leftover[*]}"
