@@ -19,6 +19,8 @@
 #   pr_add_nodes GROUP N CPU MEM   Nodes made by hand (kwok fake nodes, labelled with GROUP)
 #   pr_count GROUP / pr_ready GROUP  nodes of a group / Ready ones
 #   pr_consumer NAME REQUEST TMPL  a Pod with the consume annotations
+#   pr_on_exit COMMAND             run COMMAND (eval'd) first when the scenario ends
+#   pr_watch_nodes GROUP           record every ADDED/DELETED node of GROUP in $PR_WORK/watch-GROUP
 
 PR_BIN="$PROVREQD_BUILDDIR/provreqd"
 PR_KWOK_SO="$PROVREQD_BUILDDIR/cloud/kwok/.libs/kwok.so"
@@ -28,6 +30,7 @@ PR_NS=""
 PR_WORK=""
 PR_GROUPS=()
 PR_RUNS=0
+PR_EXIT_HOOKS=()
 
 pr_init() {
 	[[ -x "$PR_BIN" ]] || t_fail "build first: $PR_BIN is missing (make all)"
@@ -42,8 +45,11 @@ pr_init() {
 
 # shellcheck disable=SC2317 # invoked by the trap
 pr_cleanup() {
-	local rc=$? g
+	local rc=$? g h
 	set +e
+	for h in "${PR_EXIT_HOOKS[@]}"; do
+		eval "$h"
+	done
 	if ((rc != 0 && rc != 77)); then
 		t_log "--- requests in $PR_NS"
 		kubectl get provreq -n "$PR_NS" -o wide 2>&1 | head -n 30
@@ -70,6 +76,25 @@ pr_cleanup() {
 	[[ -n "$PR_WORK" ]] && rm -rf "$PR_WORK"
 	exit "$rc"
 }
+
+pr_on_exit() { PR_EXIT_HOOKS+=("$1"); }
+
+# pr_watch_nodes GROUP: "ADDED name" / "MODIFIED name" / "DELETED name"
+# lines for every node of GROUP, from now until the scenario ends.
+pr_watch_nodes() {
+	local pid
+	kubectl get nodes -l "$PR_GROUP_LABEL=$1" --watch --output-watch-events --no-headers \
+		-o custom-columns=E:.type,N:.object.metadata.name >"$PR_WORK/watch-$1" 2>&1 &
+	pid=$!
+	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
+}
+
+# pr_added GROUP: how many nodes of GROUP were created since pr_watch_nodes.
+pr_added() { grep -c '^ADDED ' "$PR_WORK/watch-$1" || true; }
+
+# pr_all_deleted GROUP NAME...: every named node had a DELETED event.
+pr_created_names() { awk '$1 == "ADDED" { print $2 }' "$PR_WORK/watch-$1"; }
+pr_was_deleted() { awk -v n="$2" '$1 == "DELETED" && $2 == n { f = 1 } END { exit !f }' "$PR_WORK/watch-$1"; }
 
 # pr_group NAME CPU MEM MAX: a node group of the kwok driver.
 pr_group() {
