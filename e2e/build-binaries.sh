@@ -60,6 +60,16 @@ if command -v flock >/dev/null 2>&1; then
 	if ! flock -n 9; then
 		e2e_log "another build holds $cache/.build.lock; waiting"
 		flock 9
+		# It may have built what we were missing.
+		still=()
+		for b in "${missing[@]}"; do
+			[[ "$b" == go || ! -x "$bindir/$b" ]] && still+=("$b")
+		done
+		missing=("${still[@]}")
+		if ((${#missing[@]} == 0)); then
+			e2e_log "all binaries present in $bindir"
+			exit 0
+		fi
 	fi
 fi
 
