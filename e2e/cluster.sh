@@ -273,8 +273,16 @@ write_args() {
 }
 
 launch() {
-	local name=$1 args=()
+	local name=$1 args=() port i
 	mapfile -d '' args <"$dir/run/$name.args"
+	# A restart may come right after the old process let go of its ports.
+	for port in $(component_ports "$name"); do
+		for ((i = 0; i < 100; i++)); do
+			listening "$port" || break
+			sleep 0.1
+		done
+		listening "$port" && e2e_die "port $port of $name is still in use"
+	done
 	# Ignore SIGHUP so the cluster outlives the terminal that started it;
 	# down stops it by pid.
 	(
@@ -330,12 +338,31 @@ wait_healthy() {
 	done
 }
 
-# gone PID: the process has exited and released its sockets. (Its command
-# line vanishes earlier, while it is still exiting, so is_ours is not enough
-# before reusing its ports.)
+# gone PID: the process has exited. (Its command line vanishes earlier,
+# while it is still exiting, and a multi-threaded process's leader turns
+# zombie before its other threads have let go of its sockets.)
 gone() {
-	[[ ! -e "/proc/$1" ]] && return 0
-	[[ "$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null)" == Z ]]
+	[[ -e "/proc/$1" ]] || return 0
+	awk '/^State:/ { z = ($2 == "Z") } /^Threads:/ { t = $2 } END { exit !(z && t <= 1) }' \
+		"/proc/$1/status" 2>/dev/null
+}
+
+# listening PORT: something listens on 127.0.0.1:PORT (or any address).
+listening() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	awk -v port="$hex" 'FNR > 1 && $4 == "0A" { n = split($2, a, ":"); if (a[n] == port) found = 1 }
+		END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+component_ports() {
+	case "$1" in
+	etcd) echo "$ETCD_PORT $ETCD_PEER_PORT" ;;
+	kube-apiserver) echo "$APISERVER_PORT" ;;
+	kube-controller-manager) echo "$KCM_PORT" ;;
+	kube-scheduler) echo "$SCHEDULER_PORT" ;;
+	kwok) echo "$KWOK_PORT" ;;
+	esac
 }
 
 # stop_components SIGNAL NAME...: signal each running component at once,
@@ -677,17 +704,25 @@ cmd_start() {
 	e2e_log "$component started (pid $(pid_of "$component"))"
 }
 
-case "$cmd" in
-up) cmd_up ;;
-env) cmd_env ;;
-status) cmd_status ;;
-down) cmd_down ;;
-stop) cmd_stop ;;
-start) cmd_start ;;
-restart)
-	cmd_stop
-	cmd_start
-	;;
--h | --help | help) usage ;;
-*) e2e_die "unknown command '$cmd' (try --help)" ;;
-esac
+# Read to the end before anything runs, so editing this file meanwhile
+# cannot change what a running cluster.sh does.
+main() {
+	case "$cmd" in
+	up) cmd_up ;;
+	env) cmd_env ;;
+	status) cmd_status ;;
+	down) cmd_down ;;
+	stop) cmd_stop ;;
+	start) cmd_start ;;
+	restart)
+		cmd_stop
+		cmd_start
+		;;
+	-h | --help | help) usage ;;
+	*) e2e_die "unknown command '$cmd' (try --help)" ;;
+	esac
+}
+{
+	main
+	exit
+}

@@ -23,6 +23,10 @@
 # fails, default $PROVREQD_BUILDDIR/e2e-logs).
 set -euo pipefail
 
+# The whole script is one compound command, read before it runs, so editing
+# this file while it runs cannot change what it does.
+{
+
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
@@ -31,6 +35,13 @@ PROVREQD_BUILDDIR=$(cd "${PROVREQD_BUILDDIR:-$PROVREQD_SRCDIR}" && pwd)
 export PROVREQD_SRCDIR PROVREQD_BUILDDIR
 timeout_s=${PROVREQD_E2E_TIMEOUT:-900}
 logdir=${PROVREQD_E2E_LOGDIR:-$PROVREQD_BUILDDIR/e2e-logs}
+
+case "${1:-}" in
+-h | --help)
+	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+	exit 0
+	;;
+esac
 
 scenarios=()
 if (($#)); then
@@ -173,3 +184,5 @@ finish
 trap - EXIT
 summary
 ((failed == 0))
+exit
+}
