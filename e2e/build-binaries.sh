@@ -20,6 +20,10 @@
 # (for the modules and for the Go toolchain download).
 set -euo pipefail
 
+# One compound command, read whole before it runs: editing this file during
+# a long build cannot change what the build does.
+{
+
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
@@ -295,3 +299,5 @@ build_kwok
 build_kubernetes
 for t in "${timings[@]}"; do e2e_log "built $t"; done
 e2e_log "build finished in $(elapsed "$total0")s; binaries in $bindir"
+exit
+}

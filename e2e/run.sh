@@ -144,7 +144,8 @@ for s in "${scenarios[@]}"; do
 	echo "# --- $name"
 	t0=$SECONDS
 	set +e
-	timeout --kill-after=10 "$timeout_s" bash "$s" </dev/null 2>&1 | sed -u 's/^/#   /'
+	timeout --kill-after=10 "$timeout_s" bash "$s" </dev/null 2>&1 |
+		tee "$work/scenario.out" | sed -u 's/^/#   /'
 	rc=${PIPESTATUS[0]}
 	set -e
 	took=$((SECONDS - t0))
@@ -155,7 +156,9 @@ for s in "${scenarios[@]}"; do
 		;;
 	77)
 		skipped=$((skipped + 1))
-		echo "ok $n - $name # SKIP"
+		# testlib's t_skip prints "SKIP: reason".
+		reason=$(sed -n 's/^SKIP: //p' "$work/scenario.out" | tail -n1)
+		echo "ok $n - $name # SKIP${reason:+ $reason}"
 		;;
 	*)
 		failed=$((failed + 1))
