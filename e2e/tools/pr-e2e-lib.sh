@@ -173,9 +173,9 @@ pr_stop() {
 			kill -0 "$PR_PID" 2>/dev/null || break
 			sleep 0.1
 		done
-		kill -KILL "$PR_PID" 2>/dev/null
+		kill -KILL "$PR_PID" 2>/dev/null || true
 	fi
-	wait "$PR_PID" 2>/dev/null
+	wait "$PR_PID" 2>/dev/null || true
 	PR_PID=""
 	return 0
 }

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# kill -9 of provreqd in the middle of an atomic scale-up, then a restart on
+# the same state db:
+#  A. killed while waiting for its nodes (the kwok controller is stopped, so
+#     the 3 new Nodes cannot become Ready): the restarted provreqd resumes
+#     the recorded plan and, once kwok makes the nodes Ready, reports
+#     Provisioned=True with exactly those 3 nodes: no second scale-up.
+#  B. killed inside the cloud call (kwok fault injection delays the atomic
+#     increase by 8s; the kill lands after the plan is recorded as
+#     "increasing"): the restarted provreqd rolls the plan back, retries
+#     after the back-off, and the group ends with exactly the 3 nodes the
+#     pods need: nothing outlives the interrupted plan, nothing is doubled.
+#  C. killed after the cloud created the nodes but before provreqd recorded
+#     their names (kwok fault injection delays the instance listing that
+#     follows the increase by 6s), on a noRetry request: the restarted
+#     provreqd fails the request, and no node of the interrupted plan may
+#     outlive that failure.
+set -euo pipefail
+# shellcheck source=../testlib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
+# shellcheck source=../tools/pr-e2e-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tools/pr-e2e-lib.sh"
+
+cluster="$E2E_DIR/cluster.sh"
+pr_init pr65
+ga=$(t_unique cra65)
+gb=$(t_unique crb65)
+gc=$(t_unique crc65)
+pr_group "$ga" 4 8Gi 10
+pr_group "$gb" 4 8Gi 10
+pr_group "$gc" 4 8Gi 10
+pr_watch_nodes "$ga"
+pr_watch_nodes "$gb"
+pr_watch_nodes "$gc"
+flags=(--request-backoff-initial 2s --request-backoff-max 2s --group-backoff-initial 3s)
+
+have_sqlite=0
+command -v sqlite3 >/dev/null && have_sqlite=1
+# intent_phase GROUP: phase of the group's newest scale-up plan.
+intent_phase() {
+	sqlite3 "$PR_WORK/state.db" \
+		"SELECT phase FROM scaleup_intent WHERE node_group = '$1' ORDER BY created_ns DESC LIMIT 1" 2>/dev/null
+}
+intent_is() { [[ "$(intent_phase "$1")" == "$2" ]]; }
+
+# ---------------------------------------------------------------- A: resume
+"$cluster" stop kwok --dir "$PROVREQD_E2E_CLUSTER_DIR" >/dev/null 2>&1
+pr_on_exit "\"$cluster\" start kwok --dir \"$PROVREQD_E2E_CLUSTER_DIR\" >/dev/null 2>&1"
+t_pass "the kwok controller is stopped: new nodes stay NotReady"
+
+pr_cloud_config
+pr_start "${flags[@]}"
+pr_template wa 3 1Gi "$ga"
+pr_request a atomic-scale-up wa 3
+t_wait 30 "a: ScaleUpInProgress" pr_cond_is a Provisioned False/ScaleUpInProgress
+t_eq "a: 3 nodes were created" 3 "$(pr_count "$ga")"
+t_eq "a: none is Ready" 0 "$(pr_ready "$ga")"
+if ((have_sqlite)); then
+	t_wait 10 "a: the plan is recorded as waiting-for-nodes" intent_is "$ga" waiting-for-nodes
+	t_eq "a: with its 3 nodes" 3 "$(sqlite3 "$PR_WORK/state.db" \
+		"SELECT count(*) FROM scaleup_intent_node n JOIN scaleup_intent i USING (plan_id) WHERE i.node_group = '$ga'")"
+fi
+pr_kill9
+t_pass "provreqd killed with SIGKILL while waiting for the nodes"
+pr_start "${flags[@]}"
+"$cluster" start kwok --dir "$PROVREQD_E2E_CLUSTER_DIR" >/dev/null
+t_pass "the kwok controller is running again"
+t_wait 90 "a: Provisioned=True/CapacityIsProvisioned after the restart" \
+	pr_cond_is a Provisioned True/CapacityIsProvisioned
+t_eq "a: exactly the 3 nodes" 3 "$(pr_count "$ga")"
+t_eq "a: all Ready" 3 "$(pr_ready "$ga")"
+t_eq "a: no node was ever created beyond the 3" 3 "$(pr_added "$ga")"
+((have_sqlite)) && t_eq "a: the plan is done" done "$(intent_phase "$ga")"
+pr_stays 5 "a: no second scale-up" pr_count_is "$ga" 3
+
+# ----------------------------------------------------- B: interrupted call
+pr_stop
+pr_cloud_config "- {operation: atomic-increase, group: $gb, delayMs: 8000}"
+pr_start "${flags[@]}"
+pr_template wb 3 1Gi "$gb"
+pr_request b atomic-scale-up wb 3
+if ((have_sqlite)); then
+	t_wait 30 "b: the plan is recorded as increasing (the cloud call is under way)" intent_is "$gb" increasing
+else
+	t_wait 30 "b: Accepted" pr_cond_is b Accepted True/Accepted
+	sleep 3 # inside the 8s delay of the cloud call
+fi
+pr_kill9
+t_pass "provreqd killed with SIGKILL inside the cloud call"
+t_eq "b: the interrupted call created nothing" 0 "$(pr_count "$gb")"
+pr_cloud_config
+pr_start "${flags[@]}"
+if ((have_sqlite)); then
+	t_wait 30 "b: the interrupted plan is rolled back" bash -c \
+		"sqlite3 '$PR_WORK/state.db' \"SELECT phase FROM scaleup_intent WHERE node_group = '$gb'\" | grep -qx rolled-back"
+fi
+t_wait 90 "b: Provisioned=True/CapacityIsProvisioned on the retry" pr_cond_is b Provisioned True/CapacityIsProvisioned
+t_eq "b: exactly 3 nodes" 3 "$(pr_count "$gb")"
+t_eq "b: all Ready" 3 "$(pr_ready "$gb")"
+t_eq "b: 3 nodes were ever created" 3 "$(pr_added "$gb")"
+t_eq "a: untouched by b" 3 "$(pr_count "$ga")"
+pr_stays 5 "b: no second scale-up" pr_count_is "$gb" 3
+
+# ------------------------------------- C: nodes created, names not recorded
+pr_stop
+pr_cloud_config "- {operation: instances, group: $gc, delayMs: 6000}"
+pr_start "${flags[@]}"
+pr_template wc 3 1Gi "$gc"
+pr_request c atomic-scale-up wc 3 noRetry=true
+t_wait 60 "c: the cloud created the 3 nodes" pr_count_is "$gc" 3
+if ((have_sqlite)); then
+	t_eq "c: the plan does not know their names yet" 0 "$(sqlite3 "$PR_WORK/state.db" \
+		"SELECT count(*) FROM scaleup_intent_node n JOIN scaleup_intent i USING (plan_id) WHERE i.node_group = '$gc'")"
+fi
+pr_kill9
+t_pass "provreqd killed with SIGKILL between the increase and recording its nodes"
+pr_cloud_config
+pr_start "${flags[@]}"
+t_wait 60 "c: Failed=True (noRetry) after the interrupted scale-up" \
+	bash -c "[[ \"\$(kubectl get provreq -n $PR_NS c -o 'jsonpath={.status.conditions[?(@.type==\"Failed\")].status}')\" == True ]]"
+t_log "c: $(pr_cond c Failed): $(pr_msg c Failed)"
+t_wait 60 "c: no node of the failed request's plan outlives its failure" pr_count_is "$gc" 0
+t_done
