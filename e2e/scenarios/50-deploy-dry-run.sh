@@ -25,6 +25,10 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
+# A run before this one may still be deleting the namespace.
+if [[ "$(kubectl get namespace provreqd-system -o 'jsonpath={.status.phase}' 2>/dev/null)" == Terminating ]]; then
+	t_wait 120 "the previous provreqd-system namespace is gone" k_gone namespace provreqd-system
+fi
 
 kubectl kustomize "$deploy" >/dev/null || t_fail "kubectl kustomize $deploy does not render"
 t_pass "the kustomization renders"
