@@ -178,15 +178,24 @@ static void observe_api(void *ud, const char *verb, const char *resource, long c
 	metrics_observe(M_API_LATENCY, METRICS_L(verb), (double)latency_ns / (double)PRD_NS_PER_SEC);
 }
 
+/* Monotonic time since this replica started waiting for the lease (at
+ * start, and again whenever it loses it): the failover time it reports. */
+static int64_t waiting_since;
+
 static void on_leading(void *ud)
 {
+	double waited = (double)(clk_mono(clk_real()) - waiting_since) / (double)PRD_NS_PER_SEC;
 	(void)ud;
-	log_info("became leader");
+	metrics_counter_add(M_LEADER_TRANSITIONS, METRICS_L("acquired"), 1);
+	metrics_observe(M_LEADER_ACQUIRE_WAIT, NULL, waited);
+	log_info("became leader", "waited_s", LOGI((long long)waited));
 }
 
 static void on_not_leading(void *ud)
 {
 	(void)ud;
+	waiting_since = clk_mono(clk_real());
+	metrics_counter_add(M_LEADER_TRANSITIONS, METRICS_L("lost"), 1);
 	log_warn("stopped leading: no more writes until the lease is held again");
 }
 
@@ -317,6 +326,7 @@ int cmd_run(int argc, char **argv)
 		lo.retry_period_ns = c.lease_retry_period;
 		lo.on_started = on_leading;
 		lo.on_stopped = on_not_leading;
+		waiting_since = clk_mono(clk_real());
 		if(kube_lease_new(client, &lo, &lease, &e) || kube_lease_start(lease, &e)) {
 			log_error("cannot start leader election", "error", e.msg);
 			goto done;

@@ -115,22 +115,25 @@ expect_no() {
 }
 # RBAC takes effect when the authorizer's cache has it.
 t_wait 20 "the binding is in effect" is_allowed watch nodes
-for v in get list watch; do
+# Exactly the verbs the code uses (src/provreq/controller.c, src/pools/,
+# src/kube/lease.c, the informers in src/cmd_run.c) ...
+for v in list watch; do
 	for r in nodes pods podtemplates; do expect_yes "$v" "$r" -A; done
 	expect_yes "$v" provisioningrequests.autoscaling.x-k8s.io -A
-	expect_yes "$v" resourcepools.capsule.clastix.io
 done
-for v in update patch delete; do expect_yes "$v" provisioningrequests.autoscaling.x-k8s.io -n default; done
-for v in update patch; do
-	expect_yes "$v" provisioningrequests.autoscaling.x-k8s.io --subresource=status -n default
-	expect_yes "$v" resourcepools.capsule.clastix.io
-done
-for v in create patch; do
-	expect_yes "$v" events -n default
-	expect_yes "$v" events.events.k8s.io -n default
-done
+expect_yes delete provisioningrequests.autoscaling.x-k8s.io -n default
+expect_yes patch provisioningrequests.autoscaling.x-k8s.io --subresource=status -n default
+for v in get list patch; do expect_yes "$v" resourcepools.capsule.clastix.io; done
+expect_yes create events -n default
 for v in get create update; do expect_yes "$v" leases.coordination.k8s.io -n "$ns"; done
 t_pass "the ServiceAccount may do everything the controller does"
+# ... and nothing it does not use.
+for r in nodes pods podtemplates; do expect_no get "$r" -n default; done
+for v in get update patch; do expect_no "$v" provisioningrequests.autoscaling.x-k8s.io -n default; done
+expect_no update provisioningrequests.autoscaling.x-k8s.io --subresource=status -n default
+for v in watch update; do expect_no "$v" resourcepools.capsule.clastix.io; done
+expect_no patch events -n default
+expect_no create events.events.k8s.io -n default
 
 for r in secrets configmaps; do
 	expect_no get "$r" -n "$ns"
