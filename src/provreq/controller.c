@@ -9,6 +9,7 @@
 #include "sched/expander.h"
 #include "sched/place.h"
 #include "util/arena.h"
+#include "util/buf.h"
 #include "util/hmap.h"
 #include "util/rfc3339.h"
 #include "util/str.h"
@@ -714,6 +715,26 @@ static int group_instances(pr_group *g, hmap *names, size_t *errored, prd_err *e
 	return 0;
 }
 
+/* Store the group's instance names (newline-separated) with the plan. */
+static int record_known(pr_ctl *c, const char *plan, const hmap *names, prd_err *err)
+{
+	hmap_iter it;
+	const char *name;
+	buf b;
+	int rc;
+	buf_init(&b);
+	hmap_iter_init(&it, names);
+	while(hmap_iter_next(&it, &name, NULL)) {
+		buf_append_str(&b, name);
+		buf_append_char(&b, '\n');
+	}
+	if(b.failed)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	rc = state_intent_set_known(c->db, plan, buf_str(&b), err);
+	buf_free(&b);
+	return rc;
+}
+
 /* Start an atomic scale-up: choose a group that fits every remaining pod,
  * record the plan, ask the cloud, remember the nodes it created. */
 static void start_scale_up(pr_ctl *c, pr_world *w, const kube_provreq *pr, const pr_params *pp,
@@ -851,8 +872,17 @@ static void start_scale_up(pr_ctl *c, pr_world *w, const kube_provreq *pr, const
 		}
 		hmap_init(&before, NULL);
 		hmap_init(&after, NULL);
-		group_instances(g, &before, NULL, NULL);
-		state_intent_advance(c->db, plan, STATE_PHASE_INCREASING, NULL, NULL);
+		/* What the group had before the call goes on disk with the plan:
+		 * after a crash during the call, anything else is ours. */
+		if(group_instances(g, &before, NULL, &e) || record_known(c, plan, &before, &e) ||
+		   state_intent_advance(c->db, plan, STATE_PHASE_INCREASING, NULL, &e)) {
+			state_intent_close(c->db, plan, STATE_PHASE_ROLLED_BACK, e.msg, NULL);
+			hmap_free(&before);
+			hmap_free(&after);
+			snprintf(msg, sizeof(msg), "cannot start the scale-up of %s: %s", g->id, e.msg);
+			not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
+			return;
+		}
 		memset(&de, 0, sizeof(de));
 		c->stats.scaleups_started++;
 		metrics_counter_add(M_SCALEUPS, METRICS_L(g->id, "attempted"), 1);
@@ -884,45 +914,103 @@ static void start_scale_up(pr_ctl *c, pr_world *w, const kube_provreq *pr, const
 	}
 }
 
+/* Names in `live` that are not lines of `known`, copied into a new array
+ * *out (caller frees each and the array). Returns how many. */
+static size_t unrecorded_nodes(const hmap *live, const char *known, char ***out)
+{
+	hmap kn;
+	hmap_iter it;
+	const char *name, *p = known ? known : "";
+	size_t n = 0;
+	char **v = calloc(hmap_len(live) + 1, sizeof(*v));
+	*out = v;
+	if(!v)
+		return 0;
+	hmap_init(&kn, NULL);
+	while(*p) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		char *k = str_ndup(p, len);
+		if(k) {
+			hmap_put(&kn, k, NULL);
+			free(k);
+		}
+		p = nl ? nl + 1 : p + len;
+	}
+	hmap_iter_init(&it, live);
+	while(hmap_iter_next(&it, &name, NULL))
+		if(!hmap_has(&kn, name) && (v[n] = str_dup(name)) != NULL)
+			n++;
+	hmap_free(&kn);
+	return n;
+}
+
 /* Delete what a plan created, close it rolled back, back the group off. */
 static void roll_back(pr_ctl *c, pr_world *w, const state_intent *in, const char *cause)
 {
 	pr_group *g = find_group(w, in->node_group);
-	const char **names = calloc(in->n_nodes + 1, sizeof(*names));
-	size_t i, n = 0;
+	const char **names = NULL;
+	char **extra = NULL;
+	size_t i, n = 0, nextra = 0;
+	hmap live;
 	prd_err e;
-	if(!names)
-		return;
+
 	state_intent_advance(c->db, in->plan_id, STATE_PHASE_ROLLING_BACK, cause, NULL);
-	if(g) {
-		hmap live;
-		hmap_init(&live, NULL);
-		if(group_instances(g, &live, NULL, &e) == 0) {
-			for(i = 0; i < in->n_nodes; i++)
-				if(hmap_has(&live, in->nodes[i]))
-					names[n++] = in->nodes[i];
-		}
-		hmap_free(&live);
-		if(n) {
-			prd_cloud_error de;
-			memset(&de, 0, sizeof(de));
-			if(g->drv->api->delete_nodes(g->drv->state, g->id, names, n, &de)) {
-				cloud_driver_error(g->drv, "delete nodes", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
-				log_error("rollback could not delete nodes; retrying", "group", g->id, "error", e.msg);
-				wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
-				free(names);
-				return;
-			}
-		}
-	} else {
+	if(!g) {
 		log_error("rollback: node group is gone; nothing to delete", "group", in->node_group);
+		goto closed;
 	}
+	hmap_init(&live, NULL);
+	if(group_instances(g, &live, NULL, &e)) {
+		log_error("rollback: cannot list the group's instances; retrying", "group", g->id, "error", e.msg);
+		wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
+		hmap_free(&live);
+		return;
+	}
+	/* Interrupted during the cloud call: the call's nodes were never
+	 * recorded, but everything the group did not have before it is the
+	 * plan's. Record them first, so a retry of this rollback finds them
+	 * even after the phase moved on. */
+	if(in->phase == STATE_PHASE_INCREASING) {
+		nextra = unrecorded_nodes(&live, in->known_before, &extra);
+		for(i = 0; i < nextra; i++)
+			state_intent_add_node(c->db, in->plan_id, extra[i], NULL);
+	}
+	names = calloc(in->n_nodes + nextra + 1, sizeof(*names));
+	if(!names) {
+		hmap_free(&live);
+		goto out;
+	}
+	/* Each live node of the plan once (hmap_take removes it from live). */
+	for(i = 0; i < in->n_nodes + nextra; i++) {
+		const char *nm = i < in->n_nodes ? in->nodes[i] : extra[i - in->n_nodes];
+		if(hmap_has(&live, nm)) {
+			hmap_take(&live, nm);
+			names[n++] = nm;
+		}
+	}
+	hmap_free(&live);
+	if(n) {
+		prd_cloud_error de;
+		memset(&de, 0, sizeof(de));
+		if(g->drv->api->delete_nodes(g->drv->state, g->id, names, n, &de)) {
+			cloud_driver_error(g->drv, "delete nodes", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
+			log_error("rollback could not delete nodes; retrying", "group", g->id, "error", e.msg);
+			wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
+			goto out;
+		}
+	}
+closed:
 	state_intent_close(c->db, in->plan_id, STATE_PHASE_ROLLED_BACK, cause, NULL);
 	state_group_fail(c->db, in->node_group, cause, NULL, NULL);
 	c->stats.scaleups_rolled_back++;
 	metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
 	log_warn("scale-up rolled back", "group", in->node_group, "plan", in->plan_id, "deleted", LOGI(n),
 		 "cause", cause);
+out:
+	for(i = 0; i < nextra; i++)
+		free(extra[i]);
+	free(extra);
 	free(names);
 }
 
@@ -959,7 +1047,8 @@ static void progress_intent(pr_ctl *c, pr_world *w, const state_intent *in, cons
 		 * and let the request retry. */
 		roll_back(c, w, in, "provreqd restarted during the scale-up");
 		not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED,
-				"the scale-up was interrupted by a restart and rolled back; it will be retried");
+				pp->no_retry ? "the scale-up was interrupted by a restart and rolled back"
+					     : "the scale-up was interrupted by a restart and rolled back; it will be retried");
 		return;
 	case STATE_PHASE_ROLLING_BACK:
 		roll_back(c, w, in, in->last_error && in->last_error[0] ? in->last_error : "rollback resumed");

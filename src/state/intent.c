@@ -8,7 +8,7 @@
 #include <string.h>
 
 #define INT_COLS "plan_id, request_uid, node_group, delta, target_before, phase, " \
-	"deadline_ns, created_ns, updated_ns, last_error"
+	"deadline_ns, created_ns, updated_ns, last_error, known_before"
 #define TERMINAL_SQL "('done', 'rolled-back')"
 
 static const char sql_insert[] =
@@ -23,6 +23,9 @@ static const char sql_phase[] = "SELECT phase FROM scaleup_intent WHERE plan_id 
 static const char sql_set_phase[] =
 	"UPDATE scaleup_intent SET phase = ?2, updated_ns = ?3,"
 	" last_error = COALESCE(?4, last_error) WHERE plan_id = ?1";
+static const char sql_set_known[] =
+	"UPDATE scaleup_intent SET known_before = ?2, updated_ns = ?3 WHERE plan_id = ?1"
+	" AND phase NOT IN " TERMINAL_SQL;
 static const char sql_touch[] = "UPDATE scaleup_intent SET updated_ns = ?2 WHERE plan_id = ?1";
 static const char sql_nodes[] =
 	"SELECT node_name FROM scaleup_intent_node WHERE plan_id = ?1 ORDER BY seq";
@@ -101,6 +104,7 @@ void state_intent_clear(state_intent *it)
 	free(it->request_uid);
 	free(it->node_group);
 	free(it->last_error);
+	free(it->known_before);
 	for(i = 0; it->nodes && i < it->n_nodes; i++)
 		free(it->nodes[i]);
 	free(it->nodes);
@@ -132,6 +136,8 @@ static int read_row(state_db *db, sqlite3_stmt *st, state_intent *it, prd_err *e
 		rc = state__col_text(st, 2, &it->node_group);
 	if(!rc)
 		rc = state__col_text(st, 9, &it->last_error);
+	if(!rc)
+		rc = state__col_text(st, 10, &it->known_before);
 	if(rc) {
 		prd_err_set(err, rc, "state: reading scale-up intent: out of memory");
 		goto done;
@@ -310,6 +316,26 @@ int state_intent_close(state_db *db, const char *plan_id, state_phase final_phas
 		                   "state: intent %s: close needs done or rolled-back, not %s",
 		                   plan_id ? plan_id : "?", state_phase_name(final_phase));
 	return state_intent_advance(db, plan_id, final_phase, error, err);
+}
+
+int state_intent_set_known(state_db *db, const char *plan_id, const char *names, prd_err *err)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = state__need(plan_id, "plan id", err);
+	if(!rc)
+		rc = state__prep(db, sql_set_known, &st, err);
+	if(!rc)
+		rc = state__bind_text(db, st, 1, plan_id, err);
+	if(!rc)
+		rc = state__bind_text(db, st, 2, names ? names : "", err);
+	if(!rc)
+		rc = state__bind_i64(db, st, 3, state__now(db), err);
+	if(!rc)
+		rc = state__step_done(db, st, "recording the group's instances", err);
+	state__release(st);
+	if(!rc && sqlite3_changes(db->sql) == 0)
+		rc = prd_err_set(err, PRD_EINVAL, "state: intent %s is missing or closed", plan_id);
+	return rc;
 }
 
 int state_intent_add_node(state_db *db, const char *plan_id, const char *node_name,

@@ -65,9 +65,17 @@ static const char schema_v2[] =
 	"ALTER TABLE group_backoff ADD COLUMN last_error TEXT NOT NULL DEFAULT '';"
 	"CREATE INDEX booking_expires ON booking(expires_ns);";
 
+/* Version 3. A crash between the cloud call and recording the nodes it
+ * made left version 2 without a way to tell those nodes from the group's
+ * older ones. The group's instances are now recorded with the plan before
+ * the cloud is called, so recovery deletes exactly what appeared since. */
+static const char schema_v3[] =
+	"ALTER TABLE scaleup_intent ADD COLUMN known_before TEXT NOT NULL DEFAULT '';";
+
 const state__migration state__migrations[] = {
 	{ 1, schema_v1 },
 	{ 2, schema_v2 },
+	{ 3, schema_v3 },
 };
 
 const size_t state__n_migrations = sizeof(state__migrations) / sizeof(state__migrations[0]);

@@ -39,7 +39,7 @@
 
 /* The schema version this build writes; databases with a higher
  * PRAGMA user_version are refused. */
-#define STATE_SCHEMA_VERSION 2
+#define STATE_SCHEMA_VERSION 3
 
 typedef struct state_db state_db;
 
@@ -233,6 +233,8 @@ typedef struct state_intent {
 	int64_t updated_ns;
 	char *last_error;          /* why it is rolling back; "" if none */
 	char **nodes;              /* nodes created so far, in the order added */
+	char *known_before;        /* the group's instances before the cloud call,
+	                              newline-separated; "" until recorded */
 	size_t n_nodes;
 } state_intent;
 
@@ -259,6 +261,12 @@ int state_intent_close(state_db *db, const char *plan_id, state_phase final_phas
 /* Record that node `node_name` was created for the plan, so a rollback
  * knows exactly what to delete. Adding the same name twice is a no-op.
  * PRD_EINVAL if the intent is closed, PRD_ENOTFOUND if unknown. */
+/* Record the group's instance names as they were before the cloud call
+ * (newline-separated text, stored as given), so that after a crash the
+ * nodes the call created are the group's instances minus these. Only on an
+ * open intent. */
+int state_intent_set_known(state_db *db, const char *plan_id, const char *names, prd_err *err);
+
 int state_intent_add_node(state_db *db, const char *plan_id, const char *node_name,
                           prd_err *err);
 

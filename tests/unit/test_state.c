@@ -150,7 +150,7 @@ static void test_open_memory(void)
 
 	OK(state_schema_version(db, &v, &e));
 	CU_ASSERT_EQUAL(v, STATE_SCHEMA_VERSION);
-	CU_ASSERT_EQUAL(v, 2);
+	CU_ASSERT_EQUAL(v, 3);
 	state_close(db);
 }
 
@@ -594,8 +594,15 @@ static void test_intent_lifecycle(void)
 	CU_ASSERT_EQUAL(it.created_ns, T0);
 	CU_ASSERT_EQUAL(it.updated_ns, T0);
 	CU_ASSERT_STRING_EQUAL(it.last_error, "");
+	CU_ASSERT_STRING_EQUAL(it.known_before, "");
 	CU_ASSERT_EQUAL(it.n_nodes, 0);
 	state_intent_clear(&it);
+	/* The group's instances before the cloud call. */
+	OK(state_intent_set_known(db, "plan-1", "gpu-a\ngpu-b", &e));
+	OK(state_intent_get(db, "plan-1", &it, &e));
+	CU_ASSERT_STRING_EQUAL(it.known_before, "gpu-a\ngpu-b");
+	state_intent_clear(&it);
+	FAILS(PRD_EINVAL, state_intent_set_known(db, "no-such-plan", "x", &e));
 
 	clk_fake_advance(&c, SEC);
 	OK(state_intent_advance(db, "plan-1", STATE_PHASE_INCREASING, NULL, &e));
@@ -984,7 +991,7 @@ static void test_migration_from_v1(void)
 	{
 		int ver = 0;
 		OK(state_schema_version(db, &ver, &e));
-		CU_ASSERT_EQUAL(ver, 2);
+		CU_ASSERT_EQUAL(ver, 3);
 	}
 	/* Every v1 row survived unchanged. */
 	OK(state_request_get(db, "u-old", &r, &e));
@@ -1039,7 +1046,10 @@ static void test_migration_from_v1(void)
 	CU_ASSERT_STRING_EQUAL(g.last_error, "quota");
 	state_group_clear(&g);
 	state_close(db);
-	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 2);
+	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 3);
+	/* v3: the instance snapshot column exists, empty for old intents. */
+	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM scaleup_intent WHERE known_before = ''"),
+			raw_int(path, "SELECT count(*) FROM scaleup_intent"));
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name='booking_expires'"), 1);
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name='scaleup_intent_node'"), 1);
 }
@@ -1054,15 +1064,15 @@ static void test_newer_schema_refused(void)
 
 	snprintf(path, sizeof(path), "%s", p);
 	clk_fake_init(&c, T0);
-	CU_ASSERT_EQUAL_FATAL(raw_exec(path, "CREATE TABLE from_the_future (x); PRAGMA user_version = 3"),
+	CU_ASSERT_EQUAL_FATAL(raw_exec(path, "CREATE TABLE from_the_future (x); PRAGMA user_version = 4"),
 	                      SQLITE_OK);
 	FAILS(PRD_EUNSUPPORTED, state_open(path, &c, NULL, &db, &e));
 	CU_ASSERT_PTR_NULL(db);
 	CONTAINS(e.msg, path);
 	CONTAINS(e.msg, "newer");
-	CONTAINS(e.msg, "3");
+	CONTAINS(e.msg, "4");
 	/* The file was left alone. */
-	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 3);
+	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 4);
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name='booking'"), 0);
 }
 
