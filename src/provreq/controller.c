@@ -78,6 +78,9 @@ struct pr_ctl {
 	 * cache that still shows that version has not seen our write yet, so
 	 * the request is skipped rather than decided twice. */
 	hmap written;
+	/* provisioningClassDetails to write with the current request's status
+	 * (set while deciding one request, consumed by its status write). */
+	json_object *details;
 	pr_stats stats;
 	int64_t now;
 	int64_t next_wake;
@@ -715,6 +718,96 @@ static int group_instances(pr_group *g, hmap *names, size_t *errored, prd_err *e
 	return 0;
 }
 
+/* The plan as provisioningClassDetails: kept by the apiserver, so a
+ * replica that takes over the lease (with its own, empty state store) can
+ * adopt the plan instead of starting another scale-up. NULL on failure. */
+static json_object *plan_details(pr_ctl *c, const char *plan)
+{
+	state_intent in;
+	json_object *d;
+	char ts[RFC3339_MAX];
+	buf b;
+	size_t i;
+	if(state_intent_get(c->db, plan, &in, NULL))
+		return NULL;
+	d = json_object_new_object();
+	buf_init(&b);
+	for(i = 0; i < in.n_nodes; i++) {
+		if(i)
+			buf_append_char(&b, ',');
+		buf_append_str(&b, in.nodes[i]);
+	}
+	rfc3339_format(in.deadline_ns, ts, sizeof(ts));
+	if(d && !b.failed) {
+		char delta[32];
+		snprintf(delta, sizeof(delta), "%lld", (long long)in.delta);
+		json_object_object_add(d, PR_DETAIL_PLAN, json_object_new_string(plan));
+		json_object_object_add(d, PR_DETAIL_GROUP, json_object_new_string(in.node_group));
+		json_object_object_add(d, PR_DETAIL_DELTA, json_object_new_string(delta));
+		json_object_object_add(d, PR_DETAIL_NODES, json_object_new_string(buf_str(&b)));
+		json_object_object_add(d, PR_DETAIL_DEADLINE, json_object_new_string(ts));
+	}
+	buf_free(&b);
+	state_intent_clear(&in);
+	return d;
+}
+
+/* A request whose status names a plan in progress that this replica's
+ * state store does not know (written by the previous leader): adopt it,
+ * so it is finished or rolled back here, never started again. */
+static void adopt_plan(pr_ctl *c, const kube_provreq *pr)
+{
+	const char *plan = NULL, *group = NULL, *nodes = NULL, *deadline = NULL, *delta = NULL;
+	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
+	state_intent in, have;
+	int64_t dl = 0, d = 0;
+	size_t i;
+	prd_err e;
+	if(!c->db || !prov || !prov->reason || strcmp(prov->reason, PR_R_SCALING_UP))
+		return;
+	for(i = 0; i < pr->nclass_details; i++) {
+		const char *k = pr->class_details[i].key, *v = pr->class_details[i].value;
+		if(!strcmp(k, PR_DETAIL_PLAN)) plan = v;
+		else if(!strcmp(k, PR_DETAIL_GROUP)) group = v;
+		else if(!strcmp(k, PR_DETAIL_NODES)) nodes = v;
+		else if(!strcmp(k, PR_DETAIL_DEADLINE)) deadline = v;
+		else if(!strcmp(k, PR_DETAIL_DELTA)) delta = v;
+	}
+	if(!plan || !group || !nodes || !deadline || !delta || rfc3339_parse(deadline, &dl, NULL) ||
+	   str_to_int64(delta, &d) || d <= 0)
+		return;
+	if(state_intent_get(c->db, plan, &have, NULL) == 0) {
+		state_intent_clear(&have);
+		return;   /* known here already, open or closed */
+	}
+	memset(&in, 0, sizeof(in));
+	in.plan_id = (char *)plan;
+	in.request_uid = (char *)pr->meta.uid;
+	in.node_group = (char *)group;
+	in.delta = d;
+	in.deadline_ns = dl;
+	in.phase = STATE_PHASE_PLANNED;
+	if(state_intent_begin(c->db, &in, &e)) {
+		log_error("cannot adopt the scale-up plan of the previous leader", "request", pr->meta.name,
+			  "plan", plan, "error", e.msg);
+		return;
+	}
+	while(*nodes) {
+		const char *comma = strchr(nodes, ',');
+		size_t len = comma ? (size_t)(comma - nodes) : strlen(nodes);
+		char *n = str_ndup(nodes, len);
+		if(n && *n)
+			state_intent_add_node(c->db, plan, n, NULL);
+		free(n);
+		nodes = comma ? comma + 1 : nodes + len;
+	}
+	state_intent_set_known(c->db, plan, "", NULL);
+	state_intent_advance(c->db, plan, STATE_PHASE_INCREASING, NULL, NULL);
+	state_intent_advance(c->db, plan, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
+	log_info("adopted the scale-up plan of the previous leader", "request", pr->meta.name, "namespace",
+		 pr->meta.ns, "plan", plan, "group", group);
+}
+
 /* Store the group's instance names (newline-separated) with the plan. */
 static int record_known(pr_ctl *c, const char *plan, const hmap *names, prd_err *err)
 {
@@ -907,6 +1000,7 @@ static void start_scale_up(pr_ctl *c, pr_world *w, const kube_provreq *pr, const
 		} else {
 			state_intent_advance(c->db, plan, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
 			wake_at(c, in.deadline_ns);
+			c->details = plan_details(c, plan);
 		}
 		snprintf(msg, sizeof(msg), "scaling node group %s up by %lld node%s for %lld pods", g->id,
 			 (long long)delta, delta == 1 ? "" : "s", (long long)remaining);
@@ -1305,7 +1399,9 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr, state_inte
 	else
 		start_scale_up(c, w, pr, &pp, sets, &conds);
 write:
-	write_status(c, pr, &conds, NULL);
+	write_status(c, pr, &conds, c->details);
+	json_object_put(c->details);
+	c->details = NULL;
 	pr_conds_free(&conds);
 	state_request_clear(&rs);
 }
@@ -1390,6 +1486,9 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	}
 	if(c->db) {
 		state_booking_delete_expired(c->db, NULL, NULL);
+		for(i = 0; i < w.nprs; i++)
+			if(pr_class_of(w.prs[i]->class_name) == PR_CLASS_ATOMIC_SCALE_UP && !pr_is_terminal(w.prs[i]))
+				adopt_plan(c, w.prs[i]);
 		if(state_intent_list_open(c->db, &intents, &nint, err)) {
 			world_free(&w);
 			metrics_counter_add(M_STATE_ERRORS, METRICS_L("intent_list"), 1);

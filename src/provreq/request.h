@@ -39,6 +39,14 @@
 #define PR_R_SCALE_UP_FAILED "ScaleUpFailed"
 #define PR_R_WAITING_TEMPLATES "PodTemplatesNotFound"
 
+/* provisioningClassDetails keys of an atomic scale-up in progress: the
+ * plan, so another replica can adopt it after a failover. */
+#define PR_DETAIL_PLAN "scaleUpPlan"
+#define PR_DETAIL_GROUP "nodeGroup"
+#define PR_DETAIL_DELTA "nodesRequested"
+#define PR_DETAIL_NODES "nodes"
+#define PR_DETAIL_DEADLINE "nodesReadyDeadline"
+
 typedef enum pr_class {
 	PR_CLASS_OTHER = 0,   /* not ours: leave the request alone */
 	PR_CLASS_CHECK_CAPACITY,

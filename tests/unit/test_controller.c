@@ -536,7 +536,54 @@ static void test_informer_mode(void)
 	stop();
 }
 
+/* Failover: another replica, with its own empty state store, takes over
+ * while a scale-up is in flight. It adopts the plan from the request's
+ * provisioningClassDetails instead of starting a second scale-up, and
+ * rolls it back at the deadline. */
+static void test_failover_adopts_plan(void)
+{
+	pr_config cfg;
+	prd_err e;
+	state_db *db2 = NULL;
+	state_config sc;
+	char path2[600];
+	pr_ctl *ctl2 = NULL;
+	prd_cloud_node_group *g = NULL;
+	size_t n = 0;
+	prd_cloud_error de;
+	cloud_driver *d;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	start("small 0 5 0 4 16Gi 110\n", &cfg);
+	d = drivers.v[0];
+	add_template("h", "two", "2");
+	add_pr("h", "ha", "best-effort-atomic-scale-up.autoscaling.x-k8s.io", "two", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("h", "ha", "Provisioned"), "False/ScaleUpInProgress");
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/replica2.db", test_tmpdir());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	clk_fake_advance(&fake, 30 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl2)->scaleups_started, 0);
+	CU_ASSERT_EQUAL(d->api->node_groups(d->state, &g, &n, &de), 0);
+	CU_ASSERT_EQUAL(g[0].target_size, 2);
+	d->api->release_node_groups(d->state, g, n);
+	clk_fake_advance(&fake, 2 * MIN);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl2)->scaleups_rolled_back, 1);
+	CU_ASSERT_STRING_EQUAL(cond("h", "ha", "Provisioned"), "False/ScaleUpFailed");
+	CU_ASSERT_EQUAL(d->api->node_groups(d->state, &g, &n, &de), 0);
+	CU_ASSERT_EQUAL(g[0].target_size, 0);
+	d->api->release_node_groups(d->state, g, n);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop();
+}
+
 static const test_case cases[] = {
+	{ "failover adopts the plan", test_failover_adopts_plan },
 	{ "informer mode", test_informer_mode },
 	{ "foreign conditions and conflicts", test_foreign_conditions_and_conflicts },
 	{ "restart resumes and rolls back", test_restart_resumes_and_rolls_back },
