@@ -208,9 +208,9 @@ int qty_parse_n(const char *s, size_t n, qty *out, prd_err *err)
 	size_t pos = 0, sfx;
 	bool neg = false, ovf;
 	digits d = {"", 0, "", 0};
-	int base, rc;
-	int64_t exp, p;
-	qty_format fmt;
+	int base = 10, rc;
+	int64_t exp = 0, p;
+	qty_format fmt = QTY_DECIMAL_SI;
 	u128 mag;
 	qty q;
 
