@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "kube/selector.h"
+#include "common/drv_util.h"
 #include "provreqd/cloud.h"
 
 #define CAPI_GROUP "cluster.x-k8s.io"
@@ -46,19 +47,16 @@ typedef struct capi {
 } capi;
 
 /* capi_util.c */
-int capi_fail(prd_cloud_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void capi_log(const capi *c, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-char *capi_strdup(const char *s);
-const char *capi_jstr(json_object *obj, const char *key);
-json_object *capi_jobj(json_object *obj, const char *key);
-/* One apiserver request through the host (see kwok's twin): body
- * serialised as JSON, answer parsed into *out (caller puts). */
-int capi_request(capi *c, const char *method, const char *path, const char *content_type, json_object *body,
-		 json_object **out, long *http_status, prd_cloud_error *err);
-/* Every item of a list (following continue tokens). */
-int capi_list(capi *c, const char *path, int (*fn)(void *ud, json_object *item), void *ud, prd_cloud_error *err);
-/* Percent-encode for a query string; false when out (size n) is too small. */
-bool capi_query_escape(const char *s, char *out, size_t n);
+/* Errors, logging, strings, JSON and API helpers: the drivers' shared
+ * ones (cloud/common/drv_util.h), bound to this driver's host. */
+#define capi_fail drv_fail
+#define capi_log(c, ...) drv_log((c)->host, __VA_ARGS__)
+#define capi_strdup drv_strdup
+#define capi_jstr drv_jstr
+#define capi_jobj drv_jobj
+#define capi_request(c, ...) drv_request((c)->host, __VA_ARGS__)
+#define capi_list(c, ...) drv_list((c)->host, __VA_ARGS__)
+#define capi_query_escape drv_query_escape
 const char *capi_kind_name(capi_kind k);
 const char *capi_kind_plural(capi_kind k);
 /* "/apis/cluster.x-k8s.io/<version>[/namespaces/<ns>]/<plural>[/<name>[/<sub>]]" */

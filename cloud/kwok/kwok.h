@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/drv_util.h"
 #include "provreqd/cloud.h"
 
 /* Labels and annotations the driver reads and writes. */
@@ -83,24 +84,15 @@ typedef struct kwok {
 	uint64_t rng;           /* fallback when getrandom() is unavailable */
 } kwok;
 
-/* kwok_util.c: errors, logging, strings, JSON and API helpers. */
-int kwok_fail(prd_cloud_error *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-void kwok_log(const kwok *k, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-char *kwok_strdup(const char *s);
-/* Member `key` of `obj` as a string, or NULL when absent or not a string. */
-const char *kwok_jstr(json_object *obj, const char *key);
-/* Member `key` of `obj` when it is an object, else NULL. */
-json_object *kwok_jobj(json_object *obj, const char *key);
-/* One request to kube-apiserver through the host. `body` (may be NULL) is
- * serialised as JSON. On success *out (if given) is the parsed answer
- * (caller puts). *http_status (may be NULL) receives the HTTP status. */
-int kwok_request(kwok *k, const char *method, const char *path, const char *content_type,
-		 json_object *body, json_object **out, long *http_status, prd_cloud_error *err);
-/* List every item at `path` (which may carry a query), following continue
- * tokens. fn returns non-zero to stop (that value is returned). */
-int kwok_list(kwok *k, const char *path, int (*fn)(void *ud, json_object *item), void *ud,
-	      prd_cloud_error *err);
+/* Errors, logging, strings, JSON and API helpers: the drivers' shared
+ * ones (cloud/common/drv_util.h), bound to this driver's host. */
+#define kwok_fail drv_fail
+#define kwok_log(k, ...) drv_log((k)->host, __VA_ARGS__)
+#define kwok_strdup drv_strdup
+#define kwok_jstr drv_jstr
+#define kwok_jobj drv_jobj
+#define kwok_request(k, ...) drv_request((k)->host, __VA_ARGS__)
+#define kwok_list(k, ...) drv_list((k)->host, __VA_ARGS__)
 /* Five random characters from Kubernetes' generateName alphabet. */
 void kwok_random_suffix(kwok *k, char out[6]);
 

@@ -1,0 +1,35 @@
+/* Helpers shared by the node-group drivers shipped with provreqd (kwok,
+ * clusterapi). Compiled into each driver; nothing here is exported from a
+ * module (only provreqd_cloud_driver is). */
+#ifndef PRD_CLOUD_DRV_UTIL_H
+#define PRD_CLOUD_DRV_UTIL_H
+
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "provreqd/cloud.h"
+
+/* Fill err (may be NULL) and return code. */
+int drv_fail(prd_cloud_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* One log line through the host (no-op without one). */
+void drv_log(const prd_cloud_host *host, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+char *drv_strdup(const char *s);
+/* Member `key` of `obj` as a string, or NULL when absent or not a string. */
+const char *drv_jstr(json_object *obj, const char *key);
+/* Member `key` of `obj` when it is an object, else NULL. */
+json_object *drv_jobj(json_object *obj, const char *key);
+/* One request to kube-apiserver through the host. `body` (may be NULL) is
+ * serialised as JSON. On success *out (if given) is the parsed answer
+ * (caller puts). *http_status (may be NULL) receives the HTTP status. */
+int drv_request(const prd_cloud_host *host, const char *method, const char *path, const char *content_type,
+		json_object *body, json_object **out, long *http_status, prd_cloud_error *err);
+/* Percent-encode `s` for a query string into out (size n); false if cut. */
+bool drv_query_escape(const char *s, char *out, size_t n);
+/* List every item at `path` (which may carry a query), following continue
+ * tokens. fn returns non-zero to stop (that value is returned). */
+int drv_list(const prd_cloud_host *host, const char *path, int (*fn)(void *ud, json_object *item), void *ud,
+	     prd_cloud_error *err);
+
+#endif
