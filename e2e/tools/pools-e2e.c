@@ -19,7 +19,6 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "ops/log.h"
-#include "pools/clientapi.h"
 #include "pools/pools.h"
 #include "util/hmap.h"
 #include "util/str.h"
@@ -125,7 +124,7 @@ int main(int argc, char **argv)
 		kube_config_free(cfg);
 		return 1;
 	}
-	cnt.inner = pool_api_from_client(client);
+	cnt.inner = kube_api_from_client(client);
 	hmap_init(&cnt.per_pool, NULL);
 	api.request = counting_request;
 	api.ud = &cnt;
