@@ -125,6 +125,7 @@ expect_yes delete provisioningrequests.autoscaling.x-k8s.io -n default
 expect_yes patch provisioningrequests.autoscaling.x-k8s.io --subresource=status -n default
 for v in get list patch; do expect_yes "$v" resourcepools.capsule.clastix.io; done
 expect_yes create events -n default
+expect_yes patch events -n default
 for v in get create update; do expect_yes "$v" leases.coordination.k8s.io -n "$ns"; done
 t_pass "the ServiceAccount may do everything the controller does"
 # ... and nothing it does not use.
@@ -132,7 +133,6 @@ for r in nodes pods podtemplates; do expect_no get "$r" -n default; done
 for v in get update patch; do expect_no "$v" provisioningrequests.autoscaling.x-k8s.io -n default; done
 expect_no update provisioningrequests.autoscaling.x-k8s.io --subresource=status -n default
 for v in watch update; do expect_no "$v" resourcepools.capsule.clastix.io; done
-expect_no patch events -n default
 expect_no create events.events.k8s.io -n default
 
 for r in secrets configmaps; do

@@ -37,7 +37,8 @@ typedef struct bounded_map {
 } bounded_map;
 
 struct kube_recorder {
-	kube_client *c;
+	kube_api api;
+	unsigned long seq;        /* makes Event names unique; under mu */
 	kube_recorder_opts o;
 	char *component;
 	char *instance;
@@ -107,7 +108,7 @@ static int bmap_insert(bounded_map *b, const char *key, void *value)
 	return 0;
 }
 
-int kube_recorder_new(kube_client *c, const kube_recorder_opts *o, kube_recorder **out, prd_err *err)
+int kube_recorder_new(const kube_api *api, const kube_recorder_opts *o, kube_recorder **out, prd_err *err)
 {
 	kube_recorder *r = calloc(1, sizeof(*r));
 	char host[256];
@@ -115,7 +116,7 @@ int kube_recorder_new(kube_client *c, const kube_recorder_opts *o, kube_recorder
 	*out = NULL;
 	if(!r)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	r->c = c;
+	r->api = *api;
 	if(o)
 		r->o = *o;
 	if(!r->o.clock)
@@ -270,9 +271,17 @@ static int bump(kube_recorder *r, const char *ns, const char *name, long count, 
 		prd_err *err)
 {
 	char body[256];
+	json_object *patch;
+	char *path = kube_path(&KUBE_EVENTS, ns, name, NULL);
+	int rc;
 	snprintf(body, sizeof(body), "{\"count\":%ld,\"lastTimestamp\":\"%s\"}", count, ts);
-	return kube_patch(r->c, &KUBE_EVENTS, ns, name, NULL, KUBE_PATCH_MERGE, body, false, NULL, NULL,
-			  err);
+	patch = json_tokener_parse(body);
+	rc = path && patch ? kube_api_call(&r->api, "PATCH", path, "application/merge-patch+json", patch, NULL,
+					   NULL, err)
+			   : prd_err_set(err, PRD_ENOMEM, "out of memory");
+	json_object_put(patch);
+	free(path);
+	return rc;
 }
 
 void kube_recorder_event(kube_recorder *r, const kube_object_ref *obj, const char *type,
@@ -283,6 +292,7 @@ void kube_recorder_event(kube_recorder *r, const kube_object_ref *obj, const cha
 	const char *ns = obj->namespace_ && *obj->namespace_ ? obj->namespace_ : "default";
 	int64_t now_mono, now_wall;
 	long count = 0;
+	unsigned long seq;
 	json_object *ev = NULL;
 	prd_err err = {0};
 	va_list ap;
@@ -345,9 +355,19 @@ void kube_recorder_event(kube_recorder *r, const kube_object_ref *obj, const cha
 		/* The Event was deleted (TTL): write a fresh one. */
 	}
 
-	snprintf(evname, sizeof(evname), "%.253s.%llx", nz(obj->name), (unsigned long long)now_wall);
+	/* Time plus a sequence number: two Events in the same nanosecond (a
+	 * fake clock, a coarse one) still get different names. */
+	pthread_mutex_lock(&r->mu);
+	seq = ++r->seq;
+	pthread_mutex_unlock(&r->mu);
+	snprintf(evname, sizeof(evname), "%.240s.%llx%04x", nz(obj->name), (unsigned long long)now_wall,
+		 (unsigned)(seq & 0xffff));
 	ev = event_body(r, obj, ns, evname, type, reason, msg, ts);
-	rc = ev ? kube_create(r->c, &KUBE_EVENTS, ns, ev, NULL, NULL, &err) : PRD_ENOMEM;
+	{
+		char *path = kube_path(&KUBE_EVENTS, ns, NULL, NULL);
+		rc = ev && path ? kube_api_call(&r->api, "POST", path, NULL, ev, NULL, NULL, &err) : PRD_ENOMEM;
+		free(path);
+	}
 	pthread_mutex_lock(&r->mu);
 	if(rc == 0) {
 		agg_entry *e = calloc(1, sizeof(*e));

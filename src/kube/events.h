@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "kube/api.h"
 #include "kube/client.h"
 #include "util/clock.h"
 
@@ -46,9 +47,11 @@ typedef struct kube_recorder_stats {
 	unsigned long failed;        /* the apiserver refused or was unreachable */
 } kube_recorder_stats;
 
-/* The client is borrowed and must outlive the recorder. Caller frees with
- * kube_recorder_free(). */
-int kube_recorder_new(kube_client *c, const kube_recorder_opts *o, kube_recorder **out, prd_err *err);
+/* Events are written through `api` (copied; what it points to is borrowed
+ * and must outlive the recorder): the REST client in `run`
+ * (kube_api_from_client), the in-memory API in `simulate` and tests.
+ * Caller frees with kube_recorder_free(). */
+int kube_recorder_new(const kube_api *api, const kube_recorder_opts *o, kube_recorder **out, prd_err *err);
 void kube_recorder_free(kube_recorder *r);
 
 /* Record an Event. type is "Normal" or "Warning"; reason is CamelCase;

@@ -1,4 +1,5 @@
 #include "provreq/controller.h"
+#include "kube/events.h"
 #include "kube/objects.h"
 #include "kube/quantity.h"
 #include "ops/log.h"
@@ -72,6 +73,7 @@ struct pr_ctl {
 	state_db *db;
 	cloud_drivers *drivers;
 	sched_expander *expander;
+	kube_recorder *recorder;
 	bool use_inf;
 	pr_informers inf;
 	/* uid → the resourceVersion a successful status write was based on. A
@@ -104,6 +106,17 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 		free(c);
 		return prd_err_prefix(err, "expander");
 	}
+	{
+		kube_recorder_opts ro;
+		memset(&ro, 0, sizeof(ro));
+		ro.clock = c->clock;
+		rc = kube_recorder_new(&c->api, &ro, &c->recorder, err);
+		if(rc) {
+			sched_expander_free(c->expander);
+			free(c);
+			return prd_err_prefix(err, "event recorder");
+		}
+	}
 	*out = c;
 	return 0;
 }
@@ -113,6 +126,7 @@ void pr_ctl_free(pr_ctl *c)
 	if(!c)
 		return;
 	sched_expander_free(c->expander);
+	kube_recorder_free(c->recorder);
 	hmap_free(&c->written);
 	free(c);
 }
@@ -448,35 +462,17 @@ done:
 
 static void emit_event(pr_ctl *c, const kube_provreq *pr, const char *type, const char *reason, const char *msg)
 {
-	json_object *ev = json_object_new_object(), *md = json_object_new_object(), *io = json_object_new_object(),
-		    *src = json_object_new_object();
-	char path[512], ts[RFC3339_MAX], name[300];
-	prd_err e;
-	rfc3339_format(c->now, ts, sizeof(ts));
-	snprintf(name, sizeof(name), "%.200s.%llx", pr->meta.name, (unsigned long long)(c->now ^ c->stats.events));
-	json_object_object_add(md, "name", json_object_new_string(name));
-	json_object_object_add(md, "namespace", json_object_new_string(pr->meta.ns));
-	json_object_object_add(ev, "metadata", md);
-	json_object_object_add(io, "apiVersion", json_object_new_string("autoscaling.x-k8s.io/v1"));
-	json_object_object_add(io, "kind", json_object_new_string("ProvisioningRequest"));
-	json_object_object_add(io, "namespace", json_object_new_string(pr->meta.ns));
-	json_object_object_add(io, "name", json_object_new_string(pr->meta.name));
-	json_object_object_add(io, "uid", json_object_new_string(pr->meta.uid));
-	json_object_object_add(ev, "involvedObject", io);
-	json_object_object_add(ev, "type", json_object_new_string(type));
-	json_object_object_add(ev, "reason", json_object_new_string(reason));
-	json_object_object_add(ev, "message", json_object_new_string(msg));
-	json_object_object_add(src, "component", json_object_new_string("provreqd"));
-	json_object_object_add(ev, "source", src);
-	json_object_object_add(ev, "firstTimestamp", json_object_new_string(ts));
-	json_object_object_add(ev, "lastTimestamp", json_object_new_string(ts));
-	json_object_object_add(ev, "count", json_object_new_int(1));
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", pr->meta.ns);
-	if(kube_api_call(&c->api, "POST", path, NULL, ev, NULL, NULL, &e))
-		log_warn("cannot record event", "request", pr->meta.name, "namespace", pr->meta.ns, "error", e.msg);
-	else
-		c->stats.events++;
-	json_object_put(ev);
+	kube_object_ref ref;
+	memset(&ref, 0, sizeof(ref));
+	ref.kind = "ProvisioningRequest";
+	ref.api_version = "autoscaling.x-k8s.io/v1";
+	ref.namespace_ = pr->meta.ns;
+	ref.name = pr->meta.name;
+	ref.uid = pr->meta.uid;
+	ref.resource_version = pr->meta.rv;
+	/* The recorder aggregates repeats and drops floods; it never fails. */
+	kube_recorder_event(c->recorder, &ref, type, reason, "%s", msg);
+	c->stats.events++;
 }
 
 /* Write the edited conditions with the object's resourceVersion as a

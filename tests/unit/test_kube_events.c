@@ -15,6 +15,7 @@ typedef struct env {
 	fake_srv *srv;
 	kube_config *cfg;
 	kube_client *c;
+	kube_api api;
 	kube_recorder *rec;
 	clk fc;
 } env;
@@ -34,7 +35,8 @@ static void env_start(env *e, const kube_recorder_opts *ro)
 	e->srv = fake_start(fake_store_handler, e->st);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(e->srv);
 	CU_ASSERT_EQUAL_FATAL(fake_client(e->srv, &(kube_client_opts){.max_retries = -1}, &e->cfg, &e->c), 0);
-	CU_ASSERT_EQUAL_FATAL(kube_recorder_new(e->c, &o, &e->rec, &err), 0);
+	e->api = kube_api_from_client(e->c);
+	CU_ASSERT_EQUAL_FATAL(kube_recorder_new(&e->api, &o, &e->rec, &err), 0);
 }
 
 static void env_stop(env *e)
@@ -80,7 +82,7 @@ static void test_create_and_aggregate(void)
 	kube_recorder_event(e.rec, &PR, "Warning", "CapacityIsNotFound", "need %d nodes of %s", 3, "m5");
 	CU_ASSERT_EQUAL(fake_store_count(e.st, "POST"), 1);
 	assert_one_event(&e, "team-a");
-	snprintf(path, sizeof(path), "/api/v1/namespaces/team-a/events/req-1.%llx",
+	snprintf(path, sizeof(path), "/api/v1/namespaces/team-a/events/req-1.%llx0001",
 		 (unsigned long long)clk_wall(&e.fc));
 	txt = fake_store_get(e.st, path);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(txt);
@@ -141,7 +143,7 @@ static void test_cluster_scoped_and_deleted_event(void)
 	kube_recorder_event(e.rec, &node, "Normal", "ScaledUp", "added");
 	CU_ASSERT_EQUAL(fake_store_len(e.st, "/api/v1/namespaces/default/events/node-1."), 1);
 	/* The Event expired on the server (TTL): the repeat recreates it. */
-	snprintf(path, sizeof(path), "/api/v1/namespaces/default/events/node-1.%llx",
+	snprintf(path, sizeof(path), "/api/v1/namespaces/default/events/node-1.%llx0001",
 		 (unsigned long long)clk_wall(&e.fc));
 	{
 		prd_err err;
@@ -211,7 +213,8 @@ static void test_failures_never_propagate(void)
 	{
 		char path[512], *txt;
 		json_object *ev;
-		snprintf(path, sizeof(path), "/api/v1/namespaces/team-a/events/req-1.%llx",
+		/* The failed create above used sequence number 1. */
+		snprintf(path, sizeof(path), "/api/v1/namespaces/team-a/events/req-1.%llx0002",
 			 (unsigned long long)clk_wall(&e.fc));
 		txt = fake_store_get(e.st, path);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(txt);
