@@ -1,4 +1,5 @@
 #include "provreq/controller.h"
+#include "provreq/ctl_int.h"
 #include "kube/events.h"
 #include "kube/objects.h"
 #include "kube/quantity.h"
@@ -31,62 +32,6 @@ void pr_config_default(pr_config *cfg)
 	cfg->gc_after_ns = 7 * 24 * 60 * NS_PER_MIN;
 	cfg->expander = "least-waste";
 }
-
-/* One node group of a loaded driver, as seen this pass. */
-typedef struct pr_group {
-	cloud_driver *drv;
-	char *id;
-	int32_t min, max, target;
-	bool has_tmpl;
-	sched_node_spec tmpl;     /* arrays in the pass arena */
-	json_object *tmpl_json;   /* keeps the template's strings alive */
-	bool backed_off;
-	int64_t backoff_until;
-	bool busy;                /* an open intent already targets it */
-} pr_group;
-
-/* Everything read at the start of a pass. */
-typedef struct pr_world {
-	kube_intern *in;
-	kube_meta **objs;         /* every decoded object, for freeing */
-	size_t nobjs, capobjs;
-	kube_node **nodes;
-	size_t nnodes;
-	kube_pod **pods;
-	size_t npods;
-	kube_provreq **prs;
-	size_t nprs;
-	hmap nodes_by_name;       /* name → kube_node* (borrowed) */
-	hmap tpls;                /* "ns/name" → kube_podtemplate* (borrowed) */
-	pr_group *groups;
-	size_t ngroups;
-	arena ar;
-	sched_snapshot *snap;
-	int64_t ready_nodes;
-	const pr_informers *inf;  /* non-NULL: objects are borrowed under read locks */
-} pr_world;
-
-struct pr_ctl {
-	pr_config cfg;
-	const clk *clock;
-	kube_api api;
-	state_db *db;
-	cloud_drivers *drivers;
-	sched_expander *expander;
-	kube_recorder *recorder;
-	bool use_inf;
-	pr_informers inf;
-	/* uid → the resourceVersion a successful status write was based on. A
-	 * cache that still shows that version has not seen our write yet, so
-	 * the request is skipped rather than decided twice. */
-	hmap written;
-	/* provisioningClassDetails to write with the current request's status
-	 * (set while deciding one request, consumed by its status write). */
-	json_object *details;
-	pr_stats stats;
-	int64_t now;
-	int64_t next_wake;
-};
 
 int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, state_db *db,
 	       cloud_drivers *drivers, pr_ctl **out, prd_err *err)
@@ -142,7 +87,7 @@ void pr_ctl_use_informers(pr_ctl *c, const pr_informers *inf)
 	c->use_inf = true;
 }
 
-static void wake_at(pr_ctl *c, int64_t t)
+void pr__wake_at(pr_ctl *c, int64_t t)
 {
 	if(t > c->now && t < c->next_wake)
 		c->next_wake = t;
@@ -323,7 +268,7 @@ static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 	return 0;
 }
 
-static pr_group *find_group(pr_world *w, const char *id)
+pr_group *pr__find_group(pr_world *w, const char *id)
 {
 	size_t i;
 	for(i = 0; i < w->ngroups; i++)
@@ -350,7 +295,7 @@ static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, prd
 	return rc;
 }
 
-static bool node_usable(const kube_node *n)
+bool pr__node_usable(const kube_node *n)
 {
 	return n->ready == KUBE_COND_TRUE && !n->meta.deleted_ns;
 }
@@ -365,7 +310,7 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 	for(i = 0; i < w->nnodes; i++) {
 		sched_node_spec ns;
 		prd_err ce;
-		if(!node_usable(w->nodes[i]))
+		if(!pr__node_usable(w->nodes[i]))
 			continue;
 		if(pr_conv_kube_node(&w->ar, w->nodes[i], &ns, &ce) ||
 		   sched_snapshot_add_node(w->snap, &ns, NULL, &ce)) {
@@ -504,13 +449,13 @@ static int write_status(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, json
 		c->stats.status_conflicts++;
 		log_info("status changed under us; retrying on the next pass", "request", pr->meta.name,
 			 "namespace", pr->meta.ns);
-		wake_at(c, c->now + 1);
+		pr__wake_at(c, c->now + 1);
 		return rc;
 	}
 	if(rc) {
 		log_error("cannot write request status", "request", pr->meta.name, "namespace", pr->meta.ns,
 			  "error", e.msg);
-		wake_at(c, c->now + 5 * PRD_NS_PER_SEC);
+		pr__wake_at(c, c->now + 5 * PRD_NS_PER_SEC);
 		return rc;
 	}
 	c->stats.status_writes++;
@@ -527,7 +472,7 @@ static int write_status(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, json
 }
 
 /* Set a condition and, when it is a transition, record an Event. */
-static void set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char *type, const char *status,
+void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char *type, const char *status,
 		     const char *reason, const char *msg)
 {
 	const char *old = pr_conds_status(conds, type), *old_reason = pr_conds_reason(conds, type);
@@ -582,7 +527,7 @@ static int resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *se
 }
 
 /* Bookings for a placement: per node, the placed pods' requests. */
-static int book_placement(pr_ctl *c, pr_world *w, const kube_provreq *pr, const sched_podset *sets, size_t n,
+int pr__book_placement(pr_ctl *c, pr_world *w, const kube_provreq *pr, const sched_podset *sets, size_t n,
 			  const sched_place_result *res, prd_err *err)
 {
 	state_booking *items = NULL;
@@ -647,54 +592,21 @@ static int64_t total_pods(const kube_provreq *pr)
 
 /* A negative answer: retry after the request's backoff, or fail for good
  * with noRetry. */
-static void not_provisioned(pr_ctl *c, const kube_provreq *pr, const pr_params *pp, pr_conds *conds,
+void pr__not_provisioned(pr_ctl *c, const kube_provreq *pr, const pr_params *pp, pr_conds *conds,
 			    const char *reason, const char *msg)
 {
 	int64_t next = 0;
-	set_cond(c, pr, conds, PR_COND_PROVISIONED, "False", reason, msg);
+	pr__set_cond(c, pr, conds, PR_COND_PROVISIONED, "False", reason, msg);
 	if(pp->no_retry) {
-		set_cond(c, pr, conds, PR_COND_FAILED, "True", reason, msg);
+		pr__set_cond(c, pr, conds, PR_COND_FAILED, "True", reason, msg);
 		return;
 	}
 	if(c->db && state_request_bump(c->db, pr->meta.uid, reason, &next, NULL) == 0)
-		wake_at(c, next);
-}
-
-/* Place every pod on existing capacity (check-capacity). */
-static void do_check_capacity(pr_ctl *c, pr_world *w, const kube_provreq *pr, const pr_params *pp,
-			      sched_podset *sets, pr_conds *conds)
-{
-	sched_place_result res;
-	prd_err e;
-	char msg[700];
-	memset(&res, 0, sizeof(res));
-	if(sched_snapshot_fork(w->snap) || sched_place(w->snap, sets, pr->npod_sets, &res, &e)) {
-		sched_snapshot_revert(w->snap);
-		snprintf(msg, sizeof(msg), "cannot simulate the pods: %s", e.msg);
-		not_provisioned(c, pr, pp, conds, PR_R_CHECK_FAILED, msg);
-		sched_place_result_free(&res);
-		return;
-	}
-	if(res.fits_all && book_placement(c, w, pr, sets, pr->npod_sets, &res, &e) == 0) {
-		sched_snapshot_commit(w->snap);
-		snprintf(msg, sizeof(msg), "capacity for all %lld pods is available and booked for %llds",
-			 (long long)res.requested, (long long)(c->cfg.booking_ttl_ns / PRD_NS_PER_SEC));
-		set_cond(c, pr, conds, PR_COND_PROVISIONED, "True", PR_R_FOUND, msg);
-		wake_at(c, c->now + c->cfg.booking_ttl_ns);
-	} else {
-		sched_snapshot_revert(w->snap);
-		if(res.fits_all)
-			snprintf(msg, sizeof(msg), "capacity fits but could not be booked: %s", e.msg);
-		else
-			snprintf(msg, sizeof(msg), "only %lld of %lld pods fit on the existing nodes",
-				 (long long)res.placed, (long long)res.requested);
-		not_provisioned(c, pr, pp, conds, res.fits_all ? PR_R_BOOK_FAILED : PR_R_NOT_FOUND, msg);
-	}
-	sched_place_result_free(&res);
+		pr__wake_at(c, next);
 }
 
 /* Names of the group's instances right now (a hash set). */
-static int group_instances(pr_group *g, hmap *names, size_t *errored, prd_err *err)
+int pr__group_instances(pr_group *g, hmap *names, size_t *errored, prd_err *err)
 {
 	prd_cloud_instance *inst = NULL;
 	prd_cloud_error de;
@@ -714,396 +626,6 @@ static int group_instances(pr_group *g, hmap *names, size_t *errored, prd_err *e
 	return 0;
 }
 
-/* The plan as provisioningClassDetails: kept by the apiserver, so a
- * replica that takes over the lease (with its own, empty state store) can
- * adopt the plan instead of starting another scale-up. NULL on failure. */
-static json_object *plan_details(pr_ctl *c, const char *plan)
-{
-	state_intent in;
-	json_object *d;
-	char ts[RFC3339_MAX];
-	buf b;
-	size_t i;
-	if(state_intent_get(c->db, plan, &in, NULL))
-		return NULL;
-	d = json_object_new_object();
-	buf_init(&b);
-	for(i = 0; i < in.n_nodes; i++) {
-		if(i)
-			buf_append_char(&b, ',');
-		buf_append_str(&b, in.nodes[i]);
-	}
-	rfc3339_format(in.deadline_ns, ts, sizeof(ts));
-	if(d && !b.failed) {
-		char delta[32];
-		snprintf(delta, sizeof(delta), "%lld", (long long)in.delta);
-		json_object_object_add(d, PR_DETAIL_PLAN, json_object_new_string(plan));
-		json_object_object_add(d, PR_DETAIL_GROUP, json_object_new_string(in.node_group));
-		json_object_object_add(d, PR_DETAIL_DELTA, json_object_new_string(delta));
-		json_object_object_add(d, PR_DETAIL_NODES, json_object_new_string(buf_str(&b)));
-		json_object_object_add(d, PR_DETAIL_DEADLINE, json_object_new_string(ts));
-	}
-	buf_free(&b);
-	state_intent_clear(&in);
-	return d;
-}
-
-/* A request whose status names a plan in progress that this replica's
- * state store does not know (written by the previous leader): adopt it,
- * so it is finished or rolled back here, never started again. */
-static void adopt_plan(pr_ctl *c, const kube_provreq *pr)
-{
-	const char *plan = NULL, *group = NULL, *nodes = NULL, *deadline = NULL, *delta = NULL;
-	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
-	state_intent in, have;
-	int64_t dl = 0, d = 0;
-	size_t i;
-	prd_err e;
-	if(!c->db || !prov || !prov->reason || strcmp(prov->reason, PR_R_SCALING_UP))
-		return;
-	for(i = 0; i < pr->nclass_details; i++) {
-		const char *k = pr->class_details[i].key, *v = pr->class_details[i].value;
-		if(!strcmp(k, PR_DETAIL_PLAN)) plan = v;
-		else if(!strcmp(k, PR_DETAIL_GROUP)) group = v;
-		else if(!strcmp(k, PR_DETAIL_NODES)) nodes = v;
-		else if(!strcmp(k, PR_DETAIL_DEADLINE)) deadline = v;
-		else if(!strcmp(k, PR_DETAIL_DELTA)) delta = v;
-	}
-	if(!plan || !group || !nodes || !deadline || !delta || rfc3339_parse(deadline, &dl, NULL) ||
-	   str_to_int64(delta, &d) || d <= 0)
-		return;
-	if(state_intent_get(c->db, plan, &have, NULL) == 0) {
-		state_intent_clear(&have);
-		return;   /* known here already, open or closed */
-	}
-	memset(&in, 0, sizeof(in));
-	in.plan_id = (char *)plan;
-	in.request_uid = (char *)pr->meta.uid;
-	in.node_group = (char *)group;
-	in.delta = d;
-	in.deadline_ns = dl;
-	in.phase = STATE_PHASE_PLANNED;
-	if(state_intent_begin(c->db, &in, &e)) {
-		log_error("cannot adopt the scale-up plan of the previous leader", "request", pr->meta.name,
-			  "plan", plan, "error", e.msg);
-		return;
-	}
-	while(*nodes) {
-		const char *comma = strchr(nodes, ',');
-		size_t len = comma ? (size_t)(comma - nodes) : strlen(nodes);
-		char *n = str_ndup(nodes, len);
-		if(n && *n)
-			state_intent_add_node(c->db, plan, n, NULL);
-		free(n);
-		nodes = comma ? comma + 1 : nodes + len;
-	}
-	state_intent_set_known(c->db, plan, "", NULL);
-	state_intent_advance(c->db, plan, STATE_PHASE_INCREASING, NULL, NULL);
-	state_intent_advance(c->db, plan, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
-	log_info("adopted the scale-up plan of the previous leader", "request", pr->meta.name, "namespace",
-		 pr->meta.ns, "plan", plan, "group", group);
-}
-
-/* Store the group's instance names (newline-separated) with the plan. */
-static int record_known(pr_ctl *c, const char *plan, const hmap *names, prd_err *err)
-{
-	hmap_iter it;
-	const char *name;
-	buf b;
-	int rc;
-	buf_init(&b);
-	hmap_iter_init(&it, names);
-	while(hmap_iter_next(&it, &name, NULL)) {
-		buf_append_str(&b, name);
-		buf_append_char(&b, '\n');
-	}
-	if(b.failed)
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	rc = state_intent_set_known(c->db, plan, buf_str(&b), err);
-	buf_free(&b);
-	return rc;
-}
-
-/* Start an atomic scale-up: choose a group that fits every remaining pod,
- * record the plan, ask the cloud, remember the nodes it created. */
-static void start_scale_up(pr_ctl *c, pr_world *w, const kube_provreq *pr, const pr_params *pp,
-			   sched_podset *sets, pr_conds *conds)
-{
-	sched_place_result existing;
-	sched_podset *rest;
-	sched_option *opts;
-	size_t *gidx, nopt = 0, i, best;
-	char why[1024] = "", msg[1600], plan[128];
-	size_t wl = 0;
-	prd_err e;
-	int64_t remaining = 0;
-
-	memset(&existing, 0, sizeof(existing));
-	rest = arena_array(&w->ar, pr->npod_sets, sizeof(*rest));
-	opts = arena_array(&w->ar, w->ngroups + 1, sizeof(*opts));
-	gidx = arena_array(&w->ar, w->ngroups + 1, sizeof(*gidx));
-	if(!rest || !opts || !gidx)
-		return;
-	/* Pods that fit existing nodes are placed first (in a fork: they only
-	 * decide what is left for new nodes). */
-	if(sched_snapshot_fork(w->snap) || sched_place(w->snap, sets, pr->npod_sets, &existing, &e)) {
-		sched_snapshot_revert(w->snap);
-		snprintf(msg, sizeof(msg), "cannot simulate the pods: %s", e.msg);
-		not_provisioned(c, pr, pp, conds, PR_R_CHECK_FAILED, msg);
-		sched_place_result_free(&existing);
-		return;
-	}
-	for(i = 0; i < pr->npod_sets; i++) {
-		rest[i] = sets[i];
-		rest[i].count = sets[i].count - existing.sets[i].placed;
-		remaining += rest[i].count;
-	}
-	if(remaining == 0) {
-		/* Everything fits already: book it as check-capacity would. */
-		if(book_placement(c, w, pr, sets, pr->npod_sets, &existing, &e) == 0) {
-			sched_snapshot_commit(w->snap);
-			set_cond(c, pr, conds, PR_COND_PROVISIONED, "True", PR_R_PROVISIONED,
-				 "capacity for all pods already exists; no scale-up was needed");
-			wake_at(c, c->now + c->cfg.booking_ttl_ns);
-		} else {
-			sched_snapshot_revert(w->snap);
-			not_provisioned(c, pr, pp, conds, PR_R_BOOK_FAILED, e.msg);
-		}
-		sched_place_result_free(&existing);
-		return;
-	}
-	for(i = 0; i < w->ngroups; i++) {
-		pr_group *g = &w->groups[i];
-		sched_est_limits lim;
-		sched_est_result est;
-		size_t k;
-		memset(&est, 0, sizeof(est));
-		if(!g->has_tmpl || g->busy || g->backed_off) {
-			wl += (size_t)snprintf(why + wl, wl < sizeof(why) ? sizeof(why) - wl : 0, "%s%s: %s", wl ? "; " : "",
-					       g->id, !g->has_tmpl ? "no template" : g->busy ? "scale-up in progress"
-											   : "backed off");
-			continue;
-		}
-		lim.group_room = g->max > g->target ? g->max - g->target : 0;
-		lim.max_nodes_total = c->cfg.max_nodes_total;
-		lim.cluster_nodes = (int64_t)w->nnodes;
-		lim.max_new_nodes = c->cfg.max_nodes_per_scaleup;
-		if(sched_estimate(w->snap, &g->tmpl, rest, pr->npod_sets, &lim, &est, &e)) {
-			wl += (size_t)snprintf(why + wl, wl < sizeof(why) ? sizeof(why) - wl : 0, "%s%s: %s",
-					       wl ? "; " : "", g->id, e.msg);
-			continue;
-		}
-		if(!est.place.fits_all) {
-			wl += (size_t)snprintf(why + wl, wl < sizeof(why) ? sizeof(why) - wl : 0,
-					       "%s%s: %lld of %lld pods fit%s", wl ? "; " : "", g->id,
-					       (long long)est.place.placed, (long long)est.place.requested,
-					       est.limited_by == SCHED_EST_GROUP_MAX ? " within the group's max size"
-					       : est.limited_by == SCHED_EST_TOTAL_MAX ? " within max-nodes-total"
-					       : est.limited_by == SCHED_EST_SCALEUP_MAX ? " within max-nodes-per-scaleup"
-					       : " on its template node");
-			sched_est_result_free(&est);
-			continue;
-		}
-		opts[nopt].group_id = g->id;
-		opts[nopt].fits_all = true;
-		opts[nopt].node_count = est.new_nodes;
-		opts[nopt].pods = est.place.placed;
-		for(k = 0; k < g->tmpl.n_allocatable; k++) {
-			if(!strcmp(g->tmpl.allocatable[k].name, "cpu"))
-				opts[nopt].node_cpu = g->tmpl.allocatable[k].value;
-			if(!strcmp(g->tmpl.allocatable[k].name, "memory"))
-				opts[nopt].node_memory = g->tmpl.allocatable[k].value;
-		}
-		for(k = 0; k < pr->npod_sets; k++) {
-			size_t r;
-			for(r = 0; r < rest[k].pod->n_requests; r++) {
-				if(!strcmp(rest[k].pod->requests[r].name, "cpu"))
-					opts[nopt].req_cpu += rest[k].pod->requests[r].value * rest[k].count;
-				if(!strcmp(rest[k].pod->requests[r].name, "memory"))
-					opts[nopt].req_memory += rest[k].pod->requests[r].value * rest[k].count;
-			}
-		}
-		gidx[nopt++] = i;
-		sched_est_result_free(&est);
-	}
-	sched_snapshot_revert(w->snap);
-	sched_place_result_free(&existing);
-	if(!nopt || sched_expander_choose(c->expander, opts, nopt, &best, &e)) {
-		snprintf(msg, sizeof(msg), "no node group can provide all %lld pods that do not fit existing nodes%s%s",
-			 (long long)remaining, w->ngroups ? ": " : " (no node groups are configured)", why);
-		not_provisioned(c, pr, pp, conds, PR_R_NOT_FOUND, msg);
-		return;
-	}
-	{
-		pr_group *g = &w->groups[gidx[best]];
-		state_intent in;
-		prd_cloud_error de;
-		hmap before, after;
-		hmap_iter it;
-		const char *name;
-		int64_t delta = opts[best].node_count;
-		int rc;
-
-		memset(&in, 0, sizeof(in));
-		snprintf(plan, sizeof(plan), "%s/%lld", pr->meta.uid, (long long)c->now);
-		in.plan_id = plan;
-		in.request_uid = (char *)pr->meta.uid;
-		in.node_group = g->id;
-		in.delta = delta;
-		in.target_before = g->target;
-		in.phase = STATE_PHASE_PLANNED;
-		in.deadline_ns = c->now + c->cfg.provision_timeout_ns;
-		/* The plan is on disk before the cloud is touched. */
-		if(!c->db || state_intent_begin(c->db, &in, &e)) {
-			snprintf(msg, sizeof(msg), "cannot record the scale-up plan: %s", c->db ? e.msg : "no state store");
-			not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
-			return;
-		}
-		hmap_init(&before, NULL);
-		hmap_init(&after, NULL);
-		/* What the group had before the call goes on disk with the plan:
-		 * after a crash during the call, anything else is ours. */
-		if(group_instances(g, &before, NULL, &e) || record_known(c, plan, &before, &e) ||
-		   state_intent_advance(c->db, plan, STATE_PHASE_INCREASING, NULL, &e)) {
-			state_intent_close(c->db, plan, STATE_PHASE_ROLLED_BACK, e.msg, NULL);
-			hmap_free(&before);
-			hmap_free(&after);
-			snprintf(msg, sizeof(msg), "cannot start the scale-up of %s: %s", g->id, e.msg);
-			not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
-			return;
-		}
-		memset(&de, 0, sizeof(de));
-		c->stats.scaleups_started++;
-		metrics_counter_add(M_SCALEUPS, METRICS_L(g->id, "attempted"), 1);
-		rc = g->drv->api->atomic_increase_size
-			? g->drv->api->atomic_increase_size(g->drv->state, g->id, (int32_t)delta, &de)
-			: g->drv->api->increase_size(g->drv->state, g->id, (int32_t)delta, &de);
-		/* Whatever happened, remember every node the call created so a
-		 * rollback removes exactly those. */
-		group_instances(g, &after, NULL, NULL);
-		hmap_iter_init(&it, &after);
-		while(hmap_iter_next(&it, &name, NULL))
-			if(!hmap_has(&before, name))
-				state_intent_add_node(c->db, plan, name, NULL);
-		hmap_free(&before);
-		hmap_free(&after);
-		g->busy = true;
-		if(rc) {
-			cloud_driver_error(g->drv, "increase size", rc, &de, &e);
-			state_intent_advance(c->db, plan, STATE_PHASE_ROLLING_BACK, e.msg, NULL);
-			log_warn("scale-up failed; rolling back", "group", g->id, "request", pr->meta.name, "error", e.msg);
-			wake_at(c, c->now + 1);
-		} else {
-			state_intent_advance(c->db, plan, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
-			wake_at(c, in.deadline_ns);
-			c->details = plan_details(c, plan);
-		}
-		snprintf(msg, sizeof(msg), "scaling node group %s up by %lld node%s for %lld pods", g->id,
-			 (long long)delta, delta == 1 ? "" : "s", (long long)remaining);
-		set_cond(c, pr, conds, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, msg);
-	}
-}
-
-/* Names in `live` that are not lines of `known`, copied into a new array
- * *out (caller frees each and the array). Returns how many. */
-static size_t unrecorded_nodes(const hmap *live, const char *known, char ***out)
-{
-	hmap kn;
-	hmap_iter it;
-	const char *name, *p = known ? known : "";
-	size_t n = 0;
-	char **v = calloc(hmap_len(live) + 1, sizeof(*v));
-	*out = v;
-	if(!v)
-		return 0;
-	hmap_init(&kn, NULL);
-	while(*p) {
-		const char *nl = strchr(p, '\n');
-		size_t len = nl ? (size_t)(nl - p) : strlen(p);
-		char *k = str_ndup(p, len);
-		if(k) {
-			hmap_put(&kn, k, NULL);
-			free(k);
-		}
-		p = nl ? nl + 1 : p + len;
-	}
-	hmap_iter_init(&it, live);
-	while(hmap_iter_next(&it, &name, NULL))
-		if(!hmap_has(&kn, name) && (v[n] = str_dup(name)) != NULL)
-			n++;
-	hmap_free(&kn);
-	return n;
-}
-
-/* Delete what a plan created, close it rolled back, back the group off. */
-static void roll_back(pr_ctl *c, pr_world *w, const state_intent *in, const char *cause)
-{
-	pr_group *g = find_group(w, in->node_group);
-	const char **names = NULL;
-	char **extra = NULL;
-	size_t i, n = 0, nextra = 0;
-	hmap live;
-	prd_err e;
-
-	state_intent_advance(c->db, in->plan_id, STATE_PHASE_ROLLING_BACK, cause, NULL);
-	if(!g) {
-		log_error("rollback: node group is gone; nothing to delete", "group", in->node_group);
-		goto closed;
-	}
-	hmap_init(&live, NULL);
-	if(group_instances(g, &live, NULL, &e)) {
-		log_error("rollback: cannot list the group's instances; retrying", "group", g->id, "error", e.msg);
-		wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
-		hmap_free(&live);
-		return;
-	}
-	/* Interrupted during the cloud call: the call's nodes were never
-	 * recorded, but everything the group did not have before it is the
-	 * plan's. Record them first, so a retry of this rollback finds them
-	 * even after the phase moved on. */
-	if(in->phase == STATE_PHASE_INCREASING) {
-		nextra = unrecorded_nodes(&live, in->known_before, &extra);
-		for(i = 0; i < nextra; i++)
-			state_intent_add_node(c->db, in->plan_id, extra[i], NULL);
-	}
-	names = calloc(in->n_nodes + nextra + 1, sizeof(*names));
-	if(!names) {
-		hmap_free(&live);
-		goto out;
-	}
-	/* Each live node of the plan once (hmap_take removes it from live). */
-	for(i = 0; i < in->n_nodes + nextra; i++) {
-		const char *nm = i < in->n_nodes ? in->nodes[i] : extra[i - in->n_nodes];
-		if(hmap_has(&live, nm)) {
-			hmap_take(&live, nm);
-			names[n++] = nm;
-		}
-	}
-	hmap_free(&live);
-	if(n) {
-		prd_cloud_error de;
-		memset(&de, 0, sizeof(de));
-		if(g->drv->api->delete_nodes(g->drv->state, g->id, names, n, &de)) {
-			cloud_driver_error(g->drv, "delete nodes", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
-			log_error("rollback could not delete nodes; retrying", "group", g->id, "error", e.msg);
-			wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
-			goto out;
-		}
-	}
-closed:
-	state_intent_close(c->db, in->plan_id, STATE_PHASE_ROLLED_BACK, cause, NULL);
-	state_group_fail(c->db, in->node_group, cause, NULL, NULL);
-	c->stats.scaleups_rolled_back++;
-	metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
-	log_warn("scale-up rolled back", "group", in->node_group, "plan", in->plan_id, "deleted", LOGI(n),
-		 "cause", cause);
-out:
-	for(i = 0; i < nextra; i++)
-		free(extra[i]);
-	free(extra);
-	free(names);
-}
-
 static const kube_provreq *find_pr_by_uid(pr_world *w, const char *uid)
 {
 	size_t i;
@@ -1111,108 +633,6 @@ static const kube_provreq *find_pr_by_uid(pr_world *w, const char *uid)
 		if(!strcmp(w->prs[i]->meta.uid, uid))
 			return w->prs[i];
 	return NULL;
-}
-
-/* Drive an open intent one step. Returns true when the request's status
- * was decided here (caller writes it). */
-static void progress_intent(pr_ctl *c, pr_world *w, const state_intent *in, const kube_provreq *pr,
-			    const pr_params *pp, sched_podset *sets, pr_conds *conds)
-{
-	pr_group *g = find_group(w, in->node_group);
-	char msg[1200];
-	size_t i, ready = 0, errored = 0;
-	hmap live;
-
-	if(g)
-		g->busy = true;
-	if(!pr || pr_is_terminal(pr)) {
-		roll_back(c, w, in, pr ? "the request finished before its nodes were ready" : "the request was deleted");
-		return;
-	}
-	switch(in->phase) {
-	case STATE_PHASE_PLANNED:
-	case STATE_PHASE_INCREASING:
-		/* A crash between writing the plan and recording the nodes: the
-		 * cloud may or may not have acted. Roll back what is recorded,
-		 * and let the request retry. */
-		roll_back(c, w, in, "provreqd restarted during the scale-up");
-		not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED,
-				pp->no_retry ? "the scale-up was interrupted by a restart and rolled back"
-					     : "the scale-up was interrupted by a restart and rolled back; it will be retried");
-		return;
-	case STATE_PHASE_ROLLING_BACK:
-		roll_back(c, w, in, in->last_error && in->last_error[0] ? in->last_error : "rollback resumed");
-		snprintf(msg, sizeof(msg), "scale-up of %s failed and was rolled back: %s", in->node_group,
-			 in->last_error && in->last_error[0] ? in->last_error : "unknown cause");
-		not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
-		return;
-	case STATE_PHASE_WAITING_FOR_NODES:
-		break;
-	default:
-		return;
-	}
-	hmap_init(&live, NULL);
-	if(!g || group_instances(g, &live, &errored, NULL)) {
-		hmap_free(&live);
-		if(c->now >= in->deadline_ns) {
-			roll_back(c, w, in, "the node group stopped answering");
-			not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED,
-					"the node group stopped answering before its nodes were ready; rolled back");
-		}
-		return;
-	}
-	for(i = 0; i < in->n_nodes; i++) {
-		const kube_node *n = hmap_get(&w->nodes_by_name, in->nodes[i]);
-		uintptr_t cls = (uintptr_t)hmap_get(&live, in->nodes[i]);
-		if(cls > 1)
-			errored++;
-		if(n && node_usable(n))
-			ready++;
-	}
-	hmap_free(&live);
-	if(in->n_nodes < (size_t)in->delta || errored) {
-		snprintf(msg, sizeof(msg), "the cloud provided %zu of %lld nodes in %s%s; rolled back", in->n_nodes - errored,
-			 (long long)in->delta, in->node_group, errored ? " (out of resources)" : "");
-		roll_back(c, w, in, msg);
-		not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
-		return;
-	}
-	if(ready == in->n_nodes) {
-		sched_place_result res;
-		prd_err e;
-		memset(&res, 0, sizeof(res));
-		/* Every node is Ready: place the pods for real and book. */
-		if(sched_snapshot_fork(w->snap) == 0 && sched_place(w->snap, sets, pr->npod_sets, &res, &e) == 0 &&
-		   res.fits_all && book_placement(c, w, pr, sets, pr->npod_sets, &res, &e) == 0) {
-			sched_snapshot_commit(w->snap);
-			state_intent_close(c->db, in->plan_id, STATE_PHASE_DONE, NULL, NULL);
-			state_group_success(c->db, in->node_group, NULL);
-			c->stats.scaleups_succeeded++;
-			metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "succeeded"), 1);
-			snprintf(msg, sizeof(msg), "%lld new node%s in %s are ready; capacity for all pods is booked",
-				 (long long)in->delta, in->delta == 1 ? "" : "s", in->node_group);
-			set_cond(c, pr, conds, PR_COND_PROVISIONED, "True", PR_R_PROVISIONED, msg);
-			wake_at(c, c->now + c->cfg.booking_ttl_ns);
-		} else {
-			sched_snapshot_revert(w->snap);
-			snprintf(msg, sizeof(msg), "the new nodes in %s are ready but the pods do not fit them: %s",
-				 in->node_group, res.fits_all ? e.msg : "capacity was taken by other pods");
-			roll_back(c, w, in, msg);
-			not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
-		}
-		sched_place_result_free(&res);
-		return;
-	}
-	if(c->now >= in->deadline_ns) {
-		snprintf(msg, sizeof(msg), "only %zu of %zu new nodes in %s became ready within %llds; rolled back", ready,
-			 in->n_nodes, in->node_group, (long long)(c->cfg.provision_timeout_ns / PRD_NS_PER_SEC));
-		roll_back(c, w, in, msg);
-		not_provisioned(c, pr, pp, conds, PR_R_SCALE_UP_FAILED, msg);
-		return;
-	}
-	wake_at(c, in->deadline_ns);
-	/* Poll again soon: nodes come Ready in seconds. */
-	wake_at(c, c->now + 2 * PRD_NS_PER_SEC);
 }
 
 /* Provisioned=True: watch the booking until consumed, expired or revoked. */
@@ -1237,16 +657,16 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 	}
 	if(scheduled >= want) {
 		snprintf(msg, sizeof(msg), "all %lld consumer pods are scheduled; the booking is released", (long long)want);
-		set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_CONSUMED, msg);
+		pr__set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_CONSUMED, msg);
 	} else if(gone) {
 		snprintf(msg, sizeof(msg), "%zu booked node%s disappeared before the pods arrived", gone, gone == 1 ? "" : "s");
-		set_cond(c, pr, conds, PR_COND_REVOKED, "True", PR_R_NODES_REMOVED, msg);
+		pr__set_cond(c, pr, conds, PR_COND_REVOKED, "True", PR_R_NODES_REMOVED, msg);
 	} else if(c->now >= expires) {
 		snprintf(msg, sizeof(msg), "the booking expired after %llds with %lld of %lld pods scheduled",
 			 (long long)(c->cfg.booking_ttl_ns / PRD_NS_PER_SEC), (long long)scheduled, (long long)want);
-		set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_RESERVATION_EXPIRED, msg);
+		pr__set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_RESERVATION_EXPIRED, msg);
 	} else {
-		wake_at(c, expires);
+		pr__wake_at(c, expires);
 		return;
 	}
 	if(c->db)
@@ -1264,7 +684,7 @@ static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
 		if(pr->conditions[i].last_transition_ns > last)
 			last = pr->conditions[i].last_transition_ns;
 	if(c->now < last + c->cfg.gc_after_ns) {
-		wake_at(c, last + c->cfg.gc_after_ns);
+		pr__wake_at(c, last + c->cfg.gc_after_ns);
 		return;
 	}
 	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", pr->meta.ns,
@@ -1300,7 +720,7 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr, state_inte
 	{
 		const char *seen = hmap_get(&c->written, pr->meta.uid);
 		if(seen && !strcmp(seen, pr->meta.rv)) {
-			wake_at(c, c->now + PRD_NS_PER_SEC);
+			pr__wake_at(c, c->now + PRD_NS_PER_SEC);
 			return;
 		}
 		if(seen)
@@ -1320,21 +740,21 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr, state_inte
 	if(c->db && state_request_ensure(c->db, pr->meta.uid, pr->meta.ns, pr->meta.name, &rs, &e))
 		log_error("state store: cannot record request", "request", pr->meta.name, "error", e.msg);
 	if(rc) {
-		set_cond(c, pr, &conds, PR_COND_ACCEPTED, "False", PR_R_INVALID, e.msg);
-		set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_INVALID, e.msg);
+		pr__set_cond(c, pr, &conds, PR_COND_ACCEPTED, "False", PR_R_INVALID, e.msg);
+		pr__set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_INVALID, e.msg);
 		goto write;
 	}
 	if(!pr_cond_true(pr, PR_COND_ACCEPTED))
-		set_cond(c, pr, &conds, PR_COND_ACCEPTED, "True", PR_R_ACCEPTED, "the request is accepted");
+		pr__set_cond(c, pr, &conds, PR_COND_ACCEPTED, "True", PR_R_ACCEPTED, "the request is accepted");
 
 	/* An atomic request with a plan in flight follows its plan. */
 	for(i = 0; i < nint; i++) {
 		if(!strcmp(intents[i].request_uid, pr->meta.uid) && !state_phase_is_terminal(intents[i].phase)) {
 			sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
 			if(sets && resolve_podsets(w, pr, sets, missing, sizeof(missing), &e) == 0)
-				progress_intent(c, w, &intents[i], pr, &pp, sets, &conds);
+				pr__progress_intent(c, w, &intents[i], pr, &pp, sets, &conds);
 			else
-				roll_back(c, w, &intents[i], "the request's PodTemplates disappeared");
+				pr__roll_back(c, w, &intents[i], "the request's PodTemplates disappeared");
 			intents[i].phase = STATE_PHASE_DONE; /* handled this pass */
 			goto write;
 		}
@@ -1354,13 +774,13 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr, state_inte
 		else
 			snprintf(msg, sizeof(msg), "not provisioned within %lld hours of creation",
 				 (long long)(c->cfg.max_age_ns / (3600 * PRD_NS_PER_SEC)));
-		set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_EXPIRED, msg);
-		set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_EXPIRED, msg);
+		pr__set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_EXPIRED, msg);
+		pr__set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_EXPIRED, msg);
 		goto write;
 	}
-	wake_at(c, deadline);
+	pr__wake_at(c, deadline);
 	if(rs.next_attempt_ns > c->now) {
-		wake_at(c, rs.next_attempt_ns);
+		pr__wake_at(c, rs.next_attempt_ns);
 		goto write;
 	}
 	sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
@@ -1371,29 +791,29 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr, state_inte
 		int64_t since = rs.first_seen_ns ? rs.first_seen_ns : pr->meta.created_ns;
 		if(c->now < since + c->cfg.template_grace_ns) {
 			snprintf(msg, sizeof(msg), "waiting for PodTemplate %s in namespace %s", missing, pr->meta.ns);
-			set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_WAITING_TEMPLATES, msg);
-			wake_at(c, c->now + 10 * PRD_NS_PER_SEC < since + c->cfg.template_grace_ns
+			pr__set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_WAITING_TEMPLATES, msg);
+			pr__wake_at(c, c->now + 10 * PRD_NS_PER_SEC < since + c->cfg.template_grace_ns
 					  ? c->now + 10 * PRD_NS_PER_SEC : since + c->cfg.template_grace_ns);
 		} else {
 			snprintf(msg, sizeof(msg), "PodTemplate %s not found in namespace %s after waiting %llds", missing,
 				 pr->meta.ns, (long long)(c->cfg.template_grace_ns / PRD_NS_PER_SEC));
-			set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_CREATE_PODS_FAILED, msg);
-			set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_CREATE_PODS_FAILED, msg);
+			pr__set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_CREATE_PODS_FAILED, msg);
+			pr__set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_CREATE_PODS_FAILED, msg);
 		}
 		goto write;
 	}
 	if(rc) {
-		set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_CREATE_PODS_FAILED, e.msg);
-		set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_CREATE_PODS_FAILED, e.msg);
+		pr__set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_CREATE_PODS_FAILED, e.msg);
+		pr__set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_CREATE_PODS_FAILED, e.msg);
 		goto write;
 	}
 	/* A booking left by an earlier pass whose status write failed must not
 	 * stand in the request's own way. */
 	sched_snapshot_unbook(w->snap, pr->meta.uid, NULL);
 	if(cls == PR_CLASS_CHECK_CAPACITY)
-		do_check_capacity(c, w, pr, &pp, sets, &conds);
+		pr__check_capacity(c, w, pr, &pp, sets, &conds);
 	else
-		start_scale_up(c, w, pr, &pp, sets, &conds);
+		pr__start_scale_up(c, w, pr, &pp, sets, &conds);
 write:
 	write_status(c, pr, &conds, c->details);
 	json_object_put(c->details);
@@ -1451,7 +871,7 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 		pr_group *g = &w->groups[i];
 		hmap live;
 		hmap_init(&live, NULL);
-		if(group_instances(g, &live, NULL, NULL) == 0)
+		if(pr__group_instances(g, &live, NULL, NULL) == 0)
 			metrics_gauge_set(M_NODEGROUP_SIZE, METRICS_L(g->id), (double)hmap_len(&live));
 		hmap_free(&live);
 		metrics_gauge_set(M_NODEGROUP_TARGET, METRICS_L(g->id), g->target);
@@ -1484,14 +904,14 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 		state_booking_delete_expired(c->db, NULL, NULL);
 		for(i = 0; i < w.nprs; i++)
 			if(pr_class_of(w.prs[i]->class_name) == PR_CLASS_ATOMIC_SCALE_UP && !pr_is_terminal(w.prs[i]))
-				adopt_plan(c, w.prs[i]);
+				pr__adopt_plan(c, w.prs[i]);
 		if(state_intent_list_open(c->db, &intents, &nint, err)) {
 			world_free(&w);
 			metrics_counter_add(M_STATE_ERRORS, METRICS_L("intent_list"), 1);
 			return prd_err_prefix(err, "reading open scale-up plans");
 		}
 		for(i = 0; i < nint; i++) {
-			pr_group *g = find_group(&w, intents[i].node_group);
+			pr_group *g = pr__find_group(&w, intents[i].node_group);
 			if(g)
 				g->busy = true;
 		}
@@ -1501,7 +921,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	/* Plans whose request is gone (deleted): roll them back. */
 	for(i = 0; i < nint; i++)
 		if(!state_phase_is_terminal(intents[i].phase) && !find_pr_by_uid(&w, intents[i].request_uid))
-			roll_back(c, &w, &intents[i], "the request was deleted");
+			pr__roll_back(c, &w, &intents[i], "the request was deleted");
 	state_intent_list_free(intents, nint);
 	export_gauges(c, &w);
 	world_free(&w);
