@@ -116,6 +116,9 @@ static void on_signal(int sig)
  * second. */
 static void sleep_until(const clk *c, int64_t until_ns)
 {
+	struct timespec quiet = { 0, RUN_QUIET_NS };
+	/* A short quiet period first, so a burst of events makes one pass. */
+	nanosleep(&quiet, NULL);
 	while(!stop_requested) {
 		int64_t left = until_ns - clk_wall(c);
 		struct timespec ts;
@@ -402,6 +405,7 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 	health_set_flag(hl, "caches-synced", true, NULL);
+	pi.intern = intern;
 	pi.nodes = inf[0];
 	pi.pods = inf[1];
 	pi.podtemplates = inf[2];

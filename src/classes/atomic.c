@@ -456,11 +456,11 @@ void pr__progress_intent(pr_ctl *c, pr_world *w, const state_intent *in, const k
 		return;
 	}
 	for(i = 0; i < in->n_nodes; i++) {
-		const kube_node *n = hmap_get(&w->nodes_by_name, in->nodes[i]);
+		void *state = hmap_get(&w->nodes_by_name, in->nodes[i]);
 		uintptr_t cls = (uintptr_t)hmap_get(&live, in->nodes[i]);
 		if(cls > 1)
 			errored++;
-		if(n && pr__node_usable(n))
+		if(state == PR_NODE_USABLE)
 			ready++;
 	}
 	hmap_free(&live);

@@ -184,6 +184,91 @@ void kube__free_provreq(kube_intern *in, kube_meta *m)
 	free(pr);
 }
 
+/* Copy of a decoded ProvisioningRequest with the same intern table (every
+ * interned string gets one more reference), freed with kube_obj_free. */
+static kube_kv *kvs_clone(kube_intern *in, const kube_kv *v, size_t n, bool *ok)
+{
+	kube_kv *o;
+	size_t i;
+	if(!n)
+		return NULL;
+	o = calloc(n, sizeof(*o));
+	if(!o) {
+		*ok = false;
+		return NULL;
+	}
+	for(i = 0; i < n; i++) {
+		o[i].key = kube_intern_ref(in, v[i].key);
+		o[i].value = kube_intern_ref(in, v[i].value);
+	}
+	return o;
+}
+
+kube_meta *kube__clone_provreq(kube_intern *in, const kube_meta *m)
+{
+	const kube_provreq *src = (const kube_provreq *)m;
+	kube_provreq *pr = calloc(1, sizeof(*pr));
+	size_t ln, lu, lr, i;
+	char *blk;
+	bool ok = true;
+	if(!pr)
+		return NULL;
+	ln = strlen(m->name) + 1;
+	lu = strlen(m->uid) + 1;
+	lr = strlen(m->rv) + 1;
+	blk = malloc(ln + lu + lr);
+	if(!blk) {
+		free(pr);
+		return NULL;
+	}
+	pr->meta = *m;
+	memcpy(blk, m->name, ln);
+	memcpy(blk + ln, m->uid, lu);
+	memcpy(blk + ln + lu, m->rv, lr);
+	pr->meta.name = blk;
+	pr->meta.uid = blk + ln;
+	pr->meta.rv = blk + ln + lu;
+	pr->meta.ns = kube_intern_ref(in, m->ns);
+	pr->class_name = kube_intern_ref(in, src->class_name);
+	if(src->npod_sets) {
+		pr->pod_sets = calloc(src->npod_sets, sizeof(*pr->pod_sets));
+		if(pr->pod_sets) {
+			pr->npod_sets = src->npod_sets;
+			for(i = 0; i < src->npod_sets; i++) {
+				pr->pod_sets[i] = src->pod_sets[i];
+				pr->pod_sets[i].template_name = kube_intern_ref(in, src->pod_sets[i].template_name);
+			}
+		} else {
+			ok = false;
+		}
+	}
+	if(src->nconditions) {
+		pr->conditions = calloc(src->nconditions, sizeof(*pr->conditions));
+		if(pr->conditions) {
+			pr->nconditions = src->nconditions;
+			for(i = 0; i < src->nconditions; i++) {
+				kube_condition *d = &pr->conditions[i];
+				*d = src->conditions[i];
+				d->type = kube_intern_ref(in, d->type);
+				d->status = kube_intern_ref(in, d->status);
+				d->reason = kube_intern_ref(in, d->reason);
+				d->message = kube_intern_ref(in, d->message);
+			}
+		} else {
+			ok = false;
+		}
+	}
+	pr->parameters = kvs_clone(in, src->parameters, src->nparameters, &ok);
+	pr->nparameters = pr->parameters ? src->nparameters : 0;
+	pr->class_details = kvs_clone(in, src->class_details, src->nclass_details, &ok);
+	pr->nclass_details = pr->class_details ? src->nclass_details : 0;
+	if(!ok) {
+		kube__free_provreq(in, &pr->meta);
+		return NULL;
+	}
+	return &pr->meta;
+}
+
 /* ----------------------------------------------------------- ResourcePool */
 
 static bool keep_pool_annotation(const char *key)

@@ -356,6 +356,13 @@ void kube__meta_free(kube_intern *in, kube_meta *m)
 	free((char *)(uintptr_t)m->name);
 }
 
+kube_meta *kube_obj_clone(kube_intern *in, const kube_meta *obj)
+{
+	if(!obj || obj->kind != KUBE_KIND_PROVREQ)
+		return NULL;
+	return kube__clone_provreq(in, obj);
+}
+
 int kube_decode(kube_kind kind, json_object *obj, kube_intern *in, kube_meta **out, prd_err *err)
 {
 	kube__dctx c;

@@ -257,6 +257,11 @@ typedef struct kube_lease {
  * PRD_EINVAL (bad input) or PRD_ENOMEM is returned with a message in err. */
 int kube_decode(kube_kind kind, json_object *obj, kube_intern *in, kube_meta **out, prd_err *err);
 
+/* A copy of a decoded ProvisioningRequest sharing table `in` (so a reader
+ * can keep it after releasing an informer's lock). NULL when out of memory
+ * or for other kinds. Free with kube_obj_free(in, copy). */
+kube_meta *kube_obj_clone(kube_intern *in, const kube_meta *obj);
+
 /* Free an object decoded with table `in` (NULL is ignored). */
 void kube_obj_free(kube_intern *in, kube_meta *obj);
 
@@ -335,6 +340,7 @@ void kube__free_node(kube_intern *in, kube_meta *m);
 void kube__free_pod(kube_intern *in, kube_meta *m);
 void kube__free_podtemplate(kube_intern *in, kube_meta *m);
 void kube__free_provreq(kube_intern *in, kube_meta *m);
+kube_meta *kube__clone_provreq(kube_intern *in, const kube_meta *m);
 void kube__free_resourcepool(kube_intern *in, kube_meta *m);
 void kube__free_configmap(kube_intern *in, kube_meta *m);
 void kube__free_lease(kube_intern *in, kube_meta *m);

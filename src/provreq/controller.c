@@ -95,17 +95,27 @@ void pr__wake_at(pr_ctl *c, int64_t t)
 
 /* ---- reading the world ------------------------------------------------- */
 
+static void put_json(void *o)
+{
+	json_object_put(o);
+}
+
 static void world_free(pr_world *w)
 {
 	size_t i;
 	for(i = 0; i < w->nobjs; i++)
 		kube_obj_free(w->in, w->objs[i]);
+	if(w->inf) {
+		for(i = 0; i < w->nprs; i++)
+			kube_obj_free(w->inf->intern, &w->prs[i]->meta);
+	}
 	free(w->objs);
 	free(w->nodes);
 	free(w->pods);
 	free(w->prs);
 	hmap_free(&w->nodes_by_name);
 	hmap_free(&w->tpls);
+	hmap_free(&w->consumers);
 	for(i = 0; i < w->ngroups; i++) {
 		free(w->groups[i].id);
 		json_object_put(w->groups[i].tmpl_json);
@@ -115,12 +125,6 @@ static void world_free(pr_world *w)
 	arena_free(&w->ar);
 	if(w->in)
 		kube_intern_free(w->in);
-	if(w->inf) {
-		kube_informer_rdunlock(w->inf->provreqs);
-		kube_informer_rdunlock(w->inf->podtemplates);
-		kube_informer_rdunlock(w->inf->pods);
-		kube_informer_rdunlock(w->inf->nodes);
-	}
 	memset(w, 0, sizeof(*w));
 }
 
@@ -278,11 +282,6 @@ pr_group *pr__find_group(pr_world *w, const char *id)
 }
 
 /* Parse a booking's resources ({"cpu":"500m",...}) into base units. */
-static void put_json(void *o)
-{
-	json_object_put(o);
-}
-
 static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, prd_err *err)
 {
 	json_object *o = json_tokener_parse(js);
@@ -356,48 +355,105 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 	return 0;
 }
 
+/* Everything the pass needs from the objects, in memory the world owns:
+ * node presence and readiness, scheduled consumer pods per request, the
+ * PodTemplates' templates, and the scheduling snapshot. */
+static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
+{
+	size_t i;
+	for(i = 0; i < w->nnodes; i++)
+		if(hmap_put(&w->nodes_by_name, w->nodes[i]->meta.name,
+			    pr__node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(i = 0; i < w->npods; i++) {
+		const kube_pod *p = w->pods[i];
+		char key[600];
+		if(!p->node_name || !p->consume || p->phase == KUBE_POD_FAILED)
+			continue;
+		snprintf(key, sizeof(key), "%s/%s", p->meta.ns, p->consume);
+		if(hmap_put(&w->consumers, key, (void *)((uintptr_t)hmap_get(&w->consumers, key) + 1)))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	for(i = 0; i < ntp; i++) {
+		const kube_podtemplate *t = tp[i];
+		json_object *copy = NULL;
+		char key[600];
+		snprintf(key, sizeof(key), "%s/%s", t->meta.ns, t->meta.name);
+		if(json_object_deep_copy(t->tmpl, &copy, NULL) || hmap_put(&w->tpls, key, copy)) {
+			json_object_put(copy);
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		}
+	}
+	return build_snapshot(c, w, err);
+}
+
 static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t i;
-	void **tp = NULL;
+	void **tp = NULL, **cached = NULL;
 	size_t ntp = 0;
 	int rc;
 
 	memset(w, 0, sizeof(*w));
 	arena_init(&w->ar);
 	hmap_init(&w->nodes_by_name, NULL);
-	hmap_init(&w->tpls, NULL);
+	hmap_init(&w->tpls, put_json);
+	hmap_init(&w->consumers, NULL);
 	w->in = kube_intern_new();
 	if(!w->in)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	/* Driver calls first: no cache lock is held while a cloud answers. */
+	if((rc = load_groups(c, w, err)))
+		return rc;
 	if(c->use_inf) {
-		w->inf = &c->inf;
 		kube_informer_rdlock(c->inf.nodes);
 		kube_informer_rdlock(c->inf.pods);
 		kube_informer_rdlock(c->inf.podtemplates);
 		kube_informer_rdlock(c->inf.provreqs);
-		if((rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err)) ||
-		   (rc = borrow_all(c->inf.pods, (void ***)&w->pods, &w->npods, err)) ||
-		   (rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err)) ||
-		   (rc = borrow_all(c->inf.provreqs, (void ***)&w->prs, &w->nprs, err)))
+		rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err);
+		if(!rc)
+			rc = borrow_all(c->inf.pods, (void ***)&w->pods, &w->npods, err);
+		if(!rc)
+			rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err);
+		if(!rc)
+			rc = borrow_all(c->inf.provreqs, &cached, &w->nprs, err);
+		if(!rc)
+			rc = digest(c, w, tp, ntp, err);
+		if(!rc) {
+			w->prs = calloc(w->nprs + 1, sizeof(*w->prs));
+			w->inf = &c->inf;
+			for(i = 0; w->prs && i < w->nprs; i++) {
+				w->prs[i] = (kube_provreq *)kube_obj_clone(c->inf.intern, cached[i]);
+				if(!w->prs[i])
+					break;
+			}
+			if(!w->prs || i < w->nprs) {
+				w->nprs = w->prs ? i : 0;
+				rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+			}
+		}
+		kube_informer_rdunlock(c->inf.provreqs);
+		kube_informer_rdunlock(c->inf.podtemplates);
+		kube_informer_rdunlock(c->inf.pods);
+		kube_informer_rdunlock(c->inf.nodes);
+		free(cached);
+		/* The borrowed arrays point into the caches: gone now. */
+		free(w->nodes);
+		free(w->pods);
+		w->nodes = NULL;
+		w->pods = NULL;
+		if(rc)
 			goto done;
-	} else if((rc = list_kind(c, w, "/api/v1/nodes", KUBE_KIND_NODE, (void ***)&w->nodes, &w->nnodes, err)) ||
-	   (rc = list_kind(c, w, "/api/v1/pods", KUBE_KIND_POD, (void ***)&w->pods, &w->npods, err)) ||
-	   (rc = list_kind(c, w, "/api/v1/podtemplates", KUBE_KIND_PODTEMPLATE, &tp, &ntp, err)) ||
-	   (rc = list_kind(c, w, "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", KUBE_KIND_PROVREQ,
-			   (void ***)&w->prs, &w->nprs, err)))
-		goto done;
-	for(i = 0; i < w->nnodes; i++)
-		hmap_put(&w->nodes_by_name, w->nodes[i]->meta.name, w->nodes[i]);
-	for(i = 0; i < ntp; i++) {
-		kube_podtemplate *t = tp[i];
-		char key[600];
-		snprintf(key, sizeof(key), "%s/%s", t->meta.ns, t->meta.name);
-		hmap_put(&w->tpls, key, t);
+	} else {
+		if((rc = list_kind(c, w, "/api/v1/nodes", KUBE_KIND_NODE, (void ***)&w->nodes, &w->nnodes, err)) ||
+		   (rc = list_kind(c, w, "/api/v1/pods", KUBE_KIND_POD, (void ***)&w->pods, &w->npods, err)) ||
+		   (rc = list_kind(c, w, "/api/v1/podtemplates", KUBE_KIND_PODTEMPLATE, &tp, &ntp, err)) ||
+		   (rc = list_kind(c, w, "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", KUBE_KIND_PROVREQ,
+				   (void ***)&w->prs, &w->nprs, err)) ||
+		   (rc = digest(c, w, tp, ntp, err)))
+			goto done;
 	}
 	qsort(w->prs, w->nprs, sizeof(*w->prs), pr_order_cmp);
-	if((rc = load_groups(c, w, err)) || (rc = build_snapshot(c, w, err)))
-		goto done;
 done:
 	free(tp);
 	return rc;
@@ -505,7 +561,7 @@ static int resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *se
 	size_t i;
 	for(i = 0; i < pr->npod_sets; i++) {
 		char key[600];
-		kube_podtemplate *t;
+		json_object *t;
 		sched_pod_spec *ps;
 		json_object *md;
 		snprintf(key, sizeof(key), "%s/%s", pr->meta.ns, pr->pod_sets[i].template_name);
@@ -517,8 +573,8 @@ static int resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *se
 		ps = arena_alloc(&w->ar, sizeof(*ps));
 		if(!ps)
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-		md = json_object_object_get(t->tmpl, "metadata");
-		if(pr_conv_pod(&w->ar, json_object_object_get(t->tmpl, "spec"), md, pr->meta.ns, ps, err))
+		md = json_object_object_get(t, "metadata");
+		if(pr_conv_pod(&w->ar, json_object_object_get(t, "spec"), md, pr->meta.ns, ps, err))
 			return prd_err_prefix(err, "PodTemplate %s", pr->pod_sets[i].template_name);
 		sets[i].pod = ps;
 		sets[i].count = pr->pod_sets[i].count;
@@ -643,11 +699,10 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 	state_booking *b = NULL;
 	size_t nb = 0, i, gone = 0;
 	char msg[512];
-	for(i = 0; i < w->npods; i++) {
-		const kube_pod *p = w->pods[i];
-		if(p->node_name && p->consume && !strcmp(p->consume, pr->meta.name) && !strcmp(p->meta.ns, pr->meta.ns) &&
-		   p->phase != KUBE_POD_FAILED)
-			scheduled++;
+	{
+		char key[600];
+		snprintf(key, sizeof(key), "%s/%s", pr->meta.ns, pr->meta.name);
+		scheduled = (int64_t)(uintptr_t)hmap_get(&w->consumers, key);
 	}
 	if(c->db && state_booking_list_request(c->db, pr->meta.uid, &b, &nb, NULL) == 0) {
 		for(i = 0; i < nb; i++)
@@ -867,13 +922,20 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 			metrics_gauge_set(M_REQUESTS, METRICS_L(cn, states[s]), counts[k][s]);
 		metrics_gauge_set(M_BOOKINGS, METRICS_L(cn), booked[k]);
 	}
+	/* Listing instances costs a cloud call per group: refresh the size
+	 * gauge at most every 15 s. */
+	bool sizes = c->now >= c->sizes_exported + 15 * PRD_NS_PER_SEC;
+	if(sizes)
+		c->sizes_exported = c->now;
 	for(i = 0; i < w->ngroups; i++) {
 		pr_group *g = &w->groups[i];
-		hmap live;
-		hmap_init(&live, NULL);
-		if(pr__group_instances(g, &live, NULL, NULL) == 0)
-			metrics_gauge_set(M_NODEGROUP_SIZE, METRICS_L(g->id), (double)hmap_len(&live));
-		hmap_free(&live);
+		if(sizes) {
+			hmap live;
+			hmap_init(&live, NULL);
+			if(pr__group_instances(g, &live, NULL, NULL) == 0)
+				metrics_gauge_set(M_NODEGROUP_SIZE, METRICS_L(g->id), (double)hmap_len(&live));
+			hmap_free(&live);
+		}
 		metrics_gauge_set(M_NODEGROUP_TARGET, METRICS_L(g->id), g->target);
 		metrics_gauge_set(M_NODEGROUP_MIN, METRICS_L(g->id), g->min);
 		metrics_gauge_set(M_NODEGROUP_MAX, METRICS_L(g->id), g->max);

@@ -69,11 +69,14 @@ const pr_stats *pr_ctl_stats(const pr_ctl *c);
 
 /* Read the cluster from informer caches instead of listing it through the
  * kube_api on every pass (writes still go through the kube_api). All four
- * must be synced before the first pass and outlive the controller. During
- * a pass the controller holds each cache's read lock, in the order nodes,
- * pods, podtemplates, provisioningrequests, so the pass sees one
- * consistent view and the objects it borrows stay valid. */
+ * must be synced before the first pass and outlive the controller. A pass
+ * holds the caches' read locks (in the order nodes, pods, podtemplates,
+ * provisioningrequests) only while it copies what it needs: the
+ * scheduling snapshot, node and consumer-pod summaries, the templates and
+ * the requests. Driver calls and writes happen after the locks are
+ * released, so the reflectors are never held up by a slow cloud. */
 typedef struct pr_informers {
+	kube_intern *intern;          /* the table the informers decode with */
 	kube_informer *nodes;
 	kube_informer *pods;
 	kube_informer *podtemplates;

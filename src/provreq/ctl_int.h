@@ -6,6 +6,7 @@
 #define PRD_PROVREQ_CTL_INT_H
 
 #include <json-c/json.h>
+#include <stdint.h>
 
 #include "driver/loader.h"
 #include "kube/events.h"
@@ -35,21 +36,30 @@ typedef struct pr_world {
 	kube_intern *in;
 	kube_meta **objs;         /* every decoded object, for freeing */
 	size_t nobjs, capobjs;
+	/* The cluster as read at the start of the pass. nodes and pods are
+	 * valid only while the world is being built (in informer mode they
+	 * live in the caches, whose locks are released before any request is
+	 * decided); everything below them is owned by the world. */
 	kube_node **nodes;
 	size_t nnodes;
 	kube_pod **pods;
 	size_t npods;
-	kube_provreq **prs;
+	kube_provreq **prs;       /* owned: decoded, or cloned from the cache */
 	size_t nprs;
-	hmap nodes_by_name;       /* name → kube_node* (borrowed) */
-	hmap tpls;                /* "ns/name" → kube_podtemplate* (borrowed) */
+	hmap nodes_by_name;       /* name → PR_NODE_USABLE or PR_NODE_PRESENT */
+	hmap tpls;                /* "ns/name" → PodTemplate `template` JSON (owned) */
+	hmap consumers;           /* "ns/name" of a request → scheduled consumer pods */
 	pr_group *groups;
 	size_t ngroups;
 	arena ar;
 	sched_snapshot *snap;
 	int64_t ready_nodes;
-	const pr_informers *inf;  /* non-NULL: objects are borrowed under read locks */
+	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
 } pr_world;
+
+/* Values of pr_world.nodes_by_name. */
+#define PR_NODE_PRESENT ((void *)(uintptr_t)1)
+#define PR_NODE_USABLE ((void *)(uintptr_t)2)
 
 struct pr_ctl {
 	pr_config cfg;
@@ -68,6 +78,7 @@ struct pr_ctl {
 	/* provisioningClassDetails to write with the current request's status
 	 * (set while deciding one request, consumed by its status write). */
 	json_object *details;
+	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	pr_stats stats;
 	int64_t now;
 	int64_t next_wake;

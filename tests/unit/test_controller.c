@@ -511,6 +511,7 @@ static void test_informer_mode(void)
 		CU_ASSERT_EQUAL_FATAL(kube_informer_start(inf[i], &lw[i], &e), 0);
 		CU_ASSERT_TRUE(kube_informer_wait_synced(inf[i]));
 	}
+	pi.intern = in;
 	pi.nodes = inf[0];
 	pi.pods = inf[1];
 	pi.podtemplates = inf[2];
