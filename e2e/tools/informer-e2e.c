@@ -12,7 +12,8 @@
  *   compare nodes|pods  list the server now (one consistent page)
  *                       and compare name+resourceVersion sets with the
  *                       cache; retried for up to 60 s while objects are
- *                       still changing. Answers "MATCH n=N" or
+ *                       still changing. A cached object newer than the
+ *                       list's copy is not a mismatch (see cmp_obj). Answers "MATCH n=N" or
  *                       "MISMATCH n=N server=M missing=.. extra=.. stale=.. e.g. NAME".
  *   stats nodes|pods    "lists=.. relists=.. watches=.. watch_restarts=..
  *                       watch_errors=.. gone=.. events=.. rejected=.. len=..
@@ -114,7 +115,7 @@ static int collect_item(void *ud, json_object *item)
 
 typedef struct cmp {
 	hmap *server;
-	long missing_on_server, stale, seen;
+	long missing_on_server, stale, seen, ahead;
 	char example[256];
 } cmp;
 
@@ -128,9 +129,20 @@ static int cmp_obj(void *ud, const kube_meta *m)
 		if(!c->example[0])
 			snprintf(c->example, sizeof(c->example), "extra:%s@%s", m->name, m->rv);
 	} else if(strcmp(rv, m->rv) != 0) {
-		c->stale++;
-		if(!c->example[0])
-			snprintf(c->example, sizeof(c->example), "stale:%s cache@%s server@%s", m->name, m->rv, rv);
+		/* resourceVersions are etcd revisions here, so they order. A cache
+		 * behind the server lost an update: that is a failure. A cache
+		 * ahead of the list has every update and more; loaded CI runs
+		 * showed lists from kube-apiserver that stayed behind its own
+		 * watch for a few nodes (not explained yet), so that is counted
+		 * and reported, not failed. */
+		if(strtoull(m->rv, NULL, 10) > strtoull(rv, NULL, 10)) {
+			c->ahead++;
+		} else {
+			c->stale++;
+			if(!c->example[0])
+				snprintf(c->example, sizeof(c->example), "stale:%s cache@%s server@%s", m->name, m->rv,
+					 rv);
+		}
 	}
 	return 0;
 }
@@ -168,6 +180,8 @@ static void compare(cache *c, char *out, size_t n)
 		kube_informer_rdunlock(c->inf);
 		if(!k.missing_on_server && !k.stale && len == hmap_len(&server)) {
 			snprintf(out, n, "MATCH n=%zu", len);
+			if(k.ahead)
+				fprintf(stderr, "informer-e2e: %ld objects in the cache are newer than the list\n", k.ahead);
 			hmap_free(&server);
 			return;
 		}
