@@ -329,15 +329,6 @@ static int cp_node_groups(void *state, prd_cloud_node_group **out, size_t *count
 	return 0;
 }
 
-static void cp_release_node_groups(void *state, prd_cloud_node_group *groups, size_t count)
-{
-	size_t i;
-	(void)state;
-	for(i = 0; i < count; i++)
-		free(groups[i].id);
-	free(groups);
-}
-
 /* ---- Machines ------------------------------------------------------- */
 
 static int push_item(void *ud, json_object *item)
@@ -391,18 +382,6 @@ static void machine_id(json_object *m, char *out, size_t n)
 	else
 		snprintf(out, n, CAPI_PENDING_PREFIX "%s/%s", capi_jstr(md, "namespace") ? capi_jstr(md, "namespace") : "",
 			 capi_jstr(md, "name") ? capi_jstr(md, "name") : "");
-}
-
-static void inst_clear(prd_cloud_instance *v, size_t n)
-{
-	size_t i;
-	for(i = 0; i < n; i++) {
-		free(v[i].id);
-		free(v[i].node_name);
-		free(v[i].error_code);
-		free(v[i].error_message);
-	}
-	free(v);
 }
 
 static int cp_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
@@ -465,18 +444,12 @@ static int cp_instances(void *state, const char *group_id, prd_cloud_instance **
 	}
 	json_object_put(machines);
 	if(rc) {
-		inst_clear(v, k);
+		drv_instances_free(v, k);
 		return capi_fail(err, rc, "out of memory");
 	}
 	*out = v;
 	*count = k;
 	return 0;
-}
-
-static void cp_release_instances(void *state, prd_cloud_instance *v, size_t count)
-{
-	(void)state;
-	inst_clear(v, count);
 }
 
 /* The group whose Machine selector matches this Machine (same namespace). */
@@ -791,12 +764,6 @@ done:
 	return rc;
 }
 
-static void cp_release_string(void *state, char *s)
-{
-	(void)state;
-	free(s);
-}
-
 static const prd_cloud_driver descriptor = {
 	.abi_major = PRD_CLOUD_ABI_MAJOR,
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
@@ -806,10 +773,10 @@ static const prd_cloud_driver descriptor = {
 	.fini = cp_fini,
 	.refresh = cp_refresh,
 	.node_groups = cp_node_groups,
-	.release_node_groups = cp_release_node_groups,
+	.release_node_groups = drv_release_node_groups,
 	.node_group_for_node = cp_node_group_for_node,
 	.instances = cp_instances,
-	.release_instances = cp_release_instances,
+	.release_instances = drv_release_instances,
 	.template_node = cp_template_node,
 	.increase_size = cp_increase,
 	/* No atomic increase: replicas move at once, but Cluster API gives
@@ -817,7 +784,7 @@ static const prd_cloud_driver descriptor = {
 	.atomic_increase_size = NULL,
 	.delete_nodes = cp_delete_nodes,
 	.decrease_target_size = cp_decrease_target,
-	.release_string = cp_release_string,
+	.release_string = drv_release_string,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

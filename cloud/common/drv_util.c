@@ -166,3 +166,36 @@ int drv_list(const prd_cloud_host *host, const char *path, int (*fn)(void *ud, j
 	free(cont);
 	return rc;
 }
+
+void drv_instances_free(prd_cloud_instance *v, size_t n)
+{
+	size_t i;
+	for(i = 0; v && i < n; i++) {
+		free(v[i].id);
+		free(v[i].node_name);
+		free(v[i].error_code);
+		free(v[i].error_message);
+	}
+	free(v);
+}
+
+void drv_release_node_groups(void *state, prd_cloud_node_group *groups, size_t count)
+{
+	size_t i;
+	(void)state;
+	for(i = 0; groups && i < count; i++)
+		free(groups[i].id);
+	free(groups);
+}
+
+void drv_release_instances(void *state, prd_cloud_instance *v, size_t count)
+{
+	(void)state;
+	drv_instances_free(v, count);
+}
+
+void drv_release_string(void *state, char *s)
+{
+	(void)state;
+	free(s);
+}

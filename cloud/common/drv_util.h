@@ -32,4 +32,11 @@ bool drv_query_escape(const char *s, char *out, size_t n);
 int drv_list(const prd_cloud_host *host, const char *path, int (*fn)(void *ud, json_object *item), void *ud,
 	     prd_cloud_error *err);
 
+/* Release functions for drivers whose groups, instances and strings are
+ * plain malloc'ed memory (the descriptor's release_* entries). */
+void drv_instances_free(prd_cloud_instance *v, size_t n);
+void drv_release_node_groups(void *state, prd_cloud_node_group *groups, size_t count);
+void drv_release_instances(void *state, prd_cloud_instance *v, size_t count);
+void drv_release_string(void *state, char *s);
+
 #endif

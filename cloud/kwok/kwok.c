@@ -244,15 +244,6 @@ static int kw_node_groups(void *state, prd_cloud_node_group **out, size_t *count
 	return 0;
 }
 
-static void kw_release_node_groups(void *state, prd_cloud_node_group *groups, size_t count)
-{
-	size_t i;
-	(void)state;
-	for(i = 0; i < count; i++)
-		free(groups[i].id);
-	free(groups);
-}
-
 /* The group label decides; a Node labelled with a group this driver does
  * not know belongs to none of its groups. */
 static int kw_node_group_for_node(void *state, const char *node_json, char **group_id, prd_cloud_error *err)
@@ -298,18 +289,6 @@ static int inst_push(inst_list *l, prd_cloud_instance *in)
 	}
 	l->v[l->n++] = *in;
 	return 0;
-}
-
-static void inst_clear(prd_cloud_instance *v, size_t n)
-{
-	size_t i;
-	for(i = 0; i < n; i++) {
-		free(v[i].id);
-		free(v[i].node_name);
-		free(v[i].error_code);
-		free(v[i].error_message);
-	}
-	free(v);
 }
 
 static bool node_ready(json_object *node)
@@ -395,7 +374,7 @@ static int kw_instances(void *state, const char *group_id, prd_cloud_instance **
 		}
 	}
 	if(rc) {
-		inst_clear(l.v, l.n);
+		drv_instances_free(l.v, l.n);
 		return rc;
 	}
 	g->live = l.live;
@@ -404,12 +383,6 @@ static int kw_instances(void *state, const char *group_id, prd_cloud_instance **
 		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	*count = l.n;
 	return 0;
-}
-
-static void kw_release_instances(void *state, prd_cloud_instance *v, size_t count)
-{
-	(void)state;
-	inst_clear(v, count);
 }
 
 static int kw_template_node(void *state, const char *group_id, char **node_json, prd_cloud_error *err)
@@ -774,12 +747,6 @@ static int kw_decrease_target(void *state, const char *group_id, int32_t delta, 
 	return 0;
 }
 
-static void kw_release_string(void *state, char *s)
-{
-	(void)state;
-	free(s);
-}
-
 static const prd_cloud_driver descriptor = {
 	.abi_major = PRD_CLOUD_ABI_MAJOR,
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
@@ -789,16 +756,16 @@ static const prd_cloud_driver descriptor = {
 	.fini = kw_fini,
 	.refresh = kw_refresh,
 	.node_groups = kw_node_groups,
-	.release_node_groups = kw_release_node_groups,
+	.release_node_groups = drv_release_node_groups,
 	.node_group_for_node = kw_node_group_for_node,
 	.instances = kw_instances,
-	.release_instances = kw_release_instances,
+	.release_instances = drv_release_instances,
 	.template_node = kw_template_node,
 	.increase_size = kw_increase,
 	.atomic_increase_size = kw_atomic_increase,
 	.delete_nodes = kw_delete_nodes,
 	.decrease_target_size = kw_decrease_target,
-	.release_string = kw_release_string,
+	.release_string = drv_release_string,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);
