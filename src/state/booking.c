@@ -114,57 +114,42 @@ int state_booking_set(state_db *db, const char *request_uid,
 
 /* Run a booking query whose parameter 1 is `text` (or `num` when text is
  * NULL) and collect the rows. */
+static int collect_row(state_db *db, sqlite3_stmt *st, void *row, prd_err *err)
+{
+	state_booking *b = row;
+	int rc = state__col_text(st, 0, &b->request_uid);
+	(void)db;
+	if(!rc)
+		rc = state__col_text(st, 1, &b->node_name);
+	if(!rc)
+		rc = state__col_text(st, 2, &b->resources_json);
+	if(rc) {
+		state_booking_clear(b);
+		return prd_err_set(err, rc, "state: listing bookings: out of memory");
+	}
+	b->created_ns = sqlite3_column_int64(st, 3);
+	b->expires_ns = sqlite3_column_int64(st, 4);
+	return 0;
+}
+
+static void clear_row(void *row)
+{
+	state_booking_clear(row);
+}
+
 static int list_rows(state_db *db, const char *sql, const char *text, int64_t num,
                      state_booking **out, size_t *n, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
-	state_booking *v = NULL, *grown, *b;
-	size_t len = 0, cap = 0;
-	int src = SQLITE_DONE, rc = 0;
+	int rc;
 
 	if(!out || !n)
 		return prd_err_set(err, PRD_EINVAL, "state: listing bookings: out and n are required");
-	*out = NULL;
-	*n = 0;
 	rc = state__prep(db, sql, &st, err);
 	if(!rc)
 		rc = text ? state__bind_text(db, st, 1, text, err) : state__bind_i64(db, st, 1, num, err);
-	while(!rc && (src = sqlite3_step(st)) == SQLITE_ROW) {
-		if(len == cap) {
-			cap = cap ? cap * 2 : 8;
-			grown = realloc(v, cap * sizeof(*v));
-			if(!grown) {
-				rc = prd_err_set(err, PRD_ENOMEM, "state: listing bookings: out of memory");
-				break;
-			}
-			v = grown;
-		}
-		b = &v[len];
-		memset(b, 0, sizeof(*b));
-		rc = state__col_text(st, 0, &b->request_uid);
-		if(!rc)
-			rc = state__col_text(st, 1, &b->node_name);
-		if(!rc)
-			rc = state__col_text(st, 2, &b->resources_json);
-		if(rc) {
-			state_booking_clear(b);
-			prd_err_set(err, rc, "state: listing bookings: out of memory");
-			break;
-		}
-		b->created_ns = sqlite3_column_int64(st, 3);
-		b->expires_ns = sqlite3_column_int64(st, 4);
-		len++;
-	}
-	if(!rc && src != SQLITE_DONE)
-		rc = state__sqlerr(db, err, src, "listing bookings");
-	state__release(st);
-	if(rc || !len) {
-		state_booking_list_free(v, len);
-		return rc;
-	}
-	*out = v;
-	*n = len;
-	return 0;
+	return state__collect(db, st, rc, sizeof(**out), collect_row, clear_row, "listing bookings", (void **)out, n,
+			      err);
 }
 
 int state_booking_list_request(state_db *db, const char *request_uid,

@@ -138,6 +138,45 @@ void state__release(sqlite3_stmt *st)
 	}
 }
 
+int state__collect(state_db *db, sqlite3_stmt *st, int rc, size_t size,
+		   int (*read)(state_db *db, sqlite3_stmt *st, void *row, prd_err *err),
+		   void (*clear)(void *row), const char *what, void **out, size_t *n, prd_err *err)
+{
+	char *v = NULL, *grown;
+	size_t len = 0, cap = 0, i;
+	int src = SQLITE_DONE;
+
+	*out = NULL;
+	*n = 0;
+	while(!rc && (src = sqlite3_step(st)) == SQLITE_ROW) {
+		if(len == cap) {
+			cap = cap ? cap * 2 : 8;
+			grown = realloc(v, cap * size);
+			if(!grown) {
+				rc = prd_err_set(err, PRD_ENOMEM, "state: %s: out of memory", what);
+				break;
+			}
+			v = grown;
+		}
+		memset(v + len * size, 0, size);
+		rc = read(db, st, v + len * size, err);
+		if(!rc)
+			len++;
+	}
+	if(!rc && src != SQLITE_DONE)
+		rc = state__sqlerr(db, err, src, what);
+	state__release(st);
+	if(rc || !len) {
+		for(i = 0; i < len; i++)
+			clear(v + i * size);
+		free(v);
+		return rc;
+	}
+	*out = v;
+	*n = len;
+	return 0;
+}
+
 int state__bind_text(state_db *db, sqlite3_stmt *st, int i, const char *s, prd_err *err)
 {
 	int src = s ? sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);

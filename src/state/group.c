@@ -202,42 +202,26 @@ int state_group_get(state_db *db, const char *group_id, state_group_backoff *out
 	return rc;
 }
 
+static int collect_row(state_db *db, sqlite3_stmt *st, void *row, prd_err *err)
+{
+	int rc = read_row(st, row);
+	(void)db;
+	return rc ? prd_err_set(err, rc, "state: listing node groups: out of memory") : 0;
+}
+
+static void clear_row(void *row)
+{
+	state_group_clear(row);
+}
+
 int state_group_list(state_db *db, state_group_backoff **out, size_t *n, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
-	state_group_backoff *v = NULL, *grown;
-	size_t len = 0, cap = 0;
-	int src = SQLITE_DONE, rc = 0;
+	int rc;
 
 	if(!out || !n)
 		return prd_err_set(err, PRD_EINVAL, "state_group_list: out and n are required");
-	*out = NULL;
-	*n = 0;
 	rc = state__prep(db, sql_list, &st, err);
-	while(!rc && (src = sqlite3_step(st)) == SQLITE_ROW) {
-		if(len == cap) {
-			cap = cap ? cap * 2 : 8;
-			grown = realloc(v, cap * sizeof(*v));
-			if(!grown) {
-				rc = prd_err_set(err, PRD_ENOMEM, "state: listing node groups: out of memory");
-				break;
-			}
-			v = grown;
-		}
-		rc = read_row(st, &v[len]);
-		if(rc)
-			prd_err_set(err, rc, "state: listing node groups: out of memory");
-		else
-			len++;
-	}
-	if(!rc && src != SQLITE_DONE)
-		rc = state__sqlerr(db, err, src, "listing node-group backoffs");
-	state__release(st);
-	if(rc || !len) {
-		state_group_list_free(v, len);
-		return rc;
-	}
-	*out = v;
-	*n = len;
-	return 0;
+	return state__collect(db, st, rc, sizeof(**out), collect_row, clear_row, "listing node-group backoffs",
+			      (void **)out, n, err);
 }

@@ -431,12 +431,21 @@ done:
 	return rc;
 }
 
+static int collect_row(state_db *db, sqlite3_stmt *st, void *row, prd_err *err)
+{
+	return read_row(db, st, row, err);
+}
+
+static void clear_row(void *row)
+{
+	state_intent_clear(row);
+}
+
 int state_intent_list_open(state_db *db, state_intent **out, size_t *n, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
-	state_intent *v = NULL, *grown;
-	size_t len = 0, cap = 0, i;
-	int src = SQLITE_DONE, rc = 0;
+	size_t i;
+	int rc;
 
 	if(!out || !n)
 		return prd_err_set(err, PRD_EINVAL, "state_intent_list_open: out and n are required");
@@ -446,39 +455,21 @@ int state_intent_list_open(state_db *db, state_intent **out, size_t *n, prd_err 
 	if(rc)
 		return rc;
 	rc = state__prep(db, sql_list_open, &st, err);
-	while(!rc && (src = sqlite3_step(st)) == SQLITE_ROW) {
-		if(len == cap) {
-			cap = cap ? cap * 2 : 8;
-			grown = realloc(v, cap * sizeof(*v));
-			if(!grown) {
-				rc = prd_err_set(err, PRD_ENOMEM, "state: listing intents: out of memory");
-				break;
-			}
-			v = grown;
-		}
-		rc = read_row(db, st, &v[len], err);
-		if(!rc)
-			len++;
-	}
-	if(!rc && src != SQLITE_DONE)
-		rc = state__sqlerr(db, err, src, "listing open scale-up intents");
-	state__release(st);
+	rc = state__collect(db, st, rc, sizeof(**out), collect_row, clear_row, "listing open scale-up intents",
+			    (void **)out, n, err);
 	/* Nodes are read after the intent cursor is released: one statement
 	 * cache slot cannot serve two live cursors. */
-	for(i = 0; !rc && i < len; i++)
-		rc = load_nodes(db, &v[i], err);
+	for(i = 0; !rc && i < *n; i++)
+		rc = load_nodes(db, &(*out)[i], err);
 	if(!rc)
 		rc = state__commit(db, err);
 	if(rc) {
 		state__rollback(db);
-		state_intent_list_free(v, len);
-		return rc;
+		state_intent_list_free(*out, *n);
+		*out = NULL;
+		*n = 0;
 	}
-	if(!len)
-		free(v);
-	*out = len ? v : NULL;
-	*n = len;
-	return 0;
+	return rc;
 }
 
 int state_intent_prune(state_db *db, int64_t before_ns, size_t *deleted, prd_err *err)

@@ -52,6 +52,17 @@ int state__sqlerr(state_db *db, prd_err *err, int src, const char *what);
 int state__prep(state_db *db, const char *sql, sqlite3_stmt **out, prd_err *err);
 void state__release(sqlite3_stmt *st);
 
+/* Step a prepared statement (rc: the result of preparing and binding it)
+ * and collect every row into a growing array of `size`-byte elements.
+ * read() fills one zeroed element, returning 0 or a code with err set and
+ * the element left cleared; clear() releases one element. On success
+ * *out is the array (NULL when empty; free each element with clear(), then
+ * the array) and *n its length; on failure nothing is handed out. The
+ * statement is released in every case. `what` names the query in errors. */
+int state__collect(state_db *db, sqlite3_stmt *st, int rc, size_t size,
+		   int (*read)(state_db *db, sqlite3_stmt *st, void *row, prd_err *err),
+		   void (*clear)(void *row), const char *what, void **out, size_t *n, prd_err *err);
+
 /* BEGIN IMMEDIATE (writers) or BEGIN (readers wanting one snapshot) /
  * COMMIT / ROLLBACK. Transactions do not nest. state__rollback is safe to
  * call when no transaction is open and never fails (a failed rollback
