@@ -7,7 +7,6 @@
 #include "ops/metrics.h"
 #include "provreq/convert.h"
 #include "provreq/request.h"
-#include "sched/estimator.h"
 #include "sched/expander.h"
 #include "sched/place.h"
 #include "util/arena.h"
@@ -294,7 +293,8 @@ static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, prd
 	return rc;
 }
 
-bool pr__node_usable(const kube_node *n)
+/* Ready and not being deleted: a node the simulation may use. */
+static bool node_usable(const kube_node *n)
 {
 	return n->ready == KUBE_COND_TRUE && !n->meta.deleted_ns;
 }
@@ -309,7 +309,7 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 	for(i = 0; i < w->nnodes; i++) {
 		sched_node_spec ns;
 		prd_err ce;
-		if(!pr__node_usable(w->nodes[i]))
+		if(!node_usable(w->nodes[i]))
 			continue;
 		if(pr_conv_kube_node(&w->ar, w->nodes[i], &ns, &ce) ||
 		   sched_snapshot_add_node(w->snap, &ns, NULL, &ce)) {
@@ -363,7 +363,7 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 	size_t i;
 	for(i = 0; i < w->nnodes; i++)
 		if(hmap_put(&w->nodes_by_name, w->nodes[i]->meta.name,
-			    pr__node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT))
+			    node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	for(i = 0; i < w->npods; i++) {
 		const kube_pod *p = w->pods[i];

@@ -87,8 +87,6 @@ struct pr_ctl {
 /* Ask for another pass by wall time t (the earliest request wins). */
 void pr__wake_at(pr_ctl *c, int64_t t);
 pr_group *pr__find_group(pr_world *w, const char *id);
-/* Ready and not being deleted: a node the simulation may use. */
-bool pr__node_usable(const kube_node *n);
 /* Set a condition and, on a transition, record an Event and metrics. */
 void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char *type, const char *status,
 		  const char *reason, const char *msg);
