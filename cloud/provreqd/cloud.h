@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define PRD_CLOUD_ABI_MAJOR 1
-#define PRD_CLOUD_ABI_MINOR 0
+#define PRD_CLOUD_ABI_MINOR 1
 
 /* The one symbol a driver exports. */
 #define PRD_CLOUD_ENTRY_SYMBOL "provreqd_cloud_driver"
@@ -82,8 +82,15 @@ enum prd_cloud_error_class {
 	PRD_CLOUD_ERRCLASS_OTHER = 2
 };
 
+/* Clouds are asynchronous: an increase returns before its instances
+ * exist. An instance is reported from the first moment the cloud knows it,
+ * always with a stable, unique `id` (the provider ID, or a placeholder ID
+ * that stays the same until the provider ID is known — the host matches
+ * instances by id across calls); `node_name` stays NULL until its Node has
+ * registered. An instance that failed to be created is reported with its
+ * error class until it is deleted. */
 typedef struct prd_cloud_instance {
-	char *id;               /* provider ID, e.g. "kwok://gold-abc12" */
+	char *id;               /* provider ID, e.g. "kwok://gold-abc12"; never NULL */
 	char *node_name;        /* the Node's name once known, else NULL */
 	int32_t state;          /* prd_cloud_instance_state */
 	int32_t error_class;    /* prd_cloud_error_class */
@@ -150,9 +157,10 @@ typedef struct prd_cloud_driver {
 			   prd_cloud_error *err);
 	void (*release_node_groups)(void *state, prd_cloud_node_group *groups, size_t count);
 
-	/* The group a Node belongs to, given the Node as JSON. *group_id is
-	 * NULL (and 0 returned) when the node belongs to no group of this
-	 * driver. Release the string with release_string. */
+	/* Optional since 1.1 (NULL if absent). The group a Node belongs to,
+	 * given the Node as JSON. *group_id is NULL (and 0 returned) when the
+	 * node belongs to no group of this driver. Release the string with
+	 * release_string. */
 	int (*node_group_for_node)(void *state, const char *node_json, char **group_id,
 				   prd_cloud_error *err);
 
@@ -179,7 +187,9 @@ typedef struct prd_cloud_driver {
 	int (*delete_nodes)(void *state, const char *group_id, const char *const *node_names,
 			    size_t count, prd_cloud_error *err);
 	/* Lower the target size by delta > 0 without deleting existing
-	 * nodes (cancels requested nodes not yet created). */
+	 * instances (cancels requested instances not yet created). Refused
+	 * with PRD_CLOUD_ERANGE when the target would fall below the number of
+	 * instances that exist and are not being deleted. */
 	int (*decrease_target_size)(void *state, const char *group_id, int32_t delta,
 				    prd_cloud_error *err);
 
@@ -194,6 +204,16 @@ typedef struct prd_cloud_driver {
 	int (*provision)(void *state, const char *class_name, const char *request_json,
 			 const char *templates_json, struct prd_cloud_outcome *outcome,
 			 prd_cloud_error *err);
+
+	/* ---- appended in ABI 1.1 ---- */
+
+	/* Delete these instances (by prd_cloud_instance.id) from the group,
+	 * whether or not their Node has registered yet, and lower the target
+	 * size by `count`. Deleting an instance that is already being deleted
+	 * or is gone is not an error. Optional (NULL if absent): the host then
+	 * deletes only instances with a node name, through delete_nodes. */
+	int (*delete_instances)(void *state, const char *group_id, const char *const *instance_ids,
+				size_t count, prd_cloud_error *err);
 } prd_cloud_driver;
 
 /* The entry point every driver exports (defined by the driver):

@@ -85,4 +85,19 @@ typedef struct pr_informers {
 
 void pr_ctl_use_informers(pr_ctl *c, const pr_informers *inf);
 
+/* Fencing (DESIGN §7): `may_act` is asked before every cloud call and
+ * every status write; when it answers false (the lease may have expired)
+ * the pass stops acting at once: nothing more is written or asked of the
+ * cloud until a later pass finds it true again. Every cloud action is
+ * preceded by its intent row, so stopping between two calls loses
+ * nothing. NULL (the default) means always allowed. */
+typedef bool (*pr_fence_fn)(void *ud);
+void pr_ctl_set_fence(pr_ctl *c, pr_fence_fn may_act, void *ud);
+
+/* Ask for the local state store to be rebuilt from the apiserver (bookings,
+ * attempts and next-attempt times, node-group backoff, plans in flight)
+ * before the next decision: call it when this replica takes the lease. The
+ * first pass after pr_ctl_new always rebuilds. */
+void pr_ctl_rebuild_from_api(pr_ctl *c);
+
 #endif
