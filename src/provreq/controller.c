@@ -86,6 +86,30 @@ void pr_ctl_use_informers(pr_ctl *c, const pr_informers *inf)
 	c->use_inf = true;
 }
 
+void pr_ctl_set_fence(pr_ctl *c, pr_fence_fn may_act, void *ud)
+{
+	c->may_act = may_act;
+	c->may_act_ud = ud;
+}
+
+void pr_ctl_rebuild_from_api(pr_ctl *c)
+{
+	c->need_rebuild = true;
+}
+
+bool pr__may_act(pr_ctl *c)
+{
+	if(c->fenced)
+		return false;
+	if(c->may_act && !c->may_act(c->may_act_ud)) {
+		c->fenced = true;
+		log_warn("leadership may have been lost; this pass stops acting");
+		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", "fenced"), 1);
+		return false;
+	}
+	return true;
+}
+
 void pr__wake_at(pr_ctl *c, int64_t t)
 {
 	if(t > c->now && t < c->next_wake)
@@ -954,6 +978,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	c->now = clk_wall(c->clock);
 	c->next_wake = INT64_MAX;
 	c->stats.passes++;
+	c->fenced = false;
 	c->stats.requests_seen = 0;
 	c->stats.bookings_held = 0;
 	rc = load_world(c, &w, err);

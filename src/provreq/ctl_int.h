@@ -82,7 +82,15 @@ struct pr_ctl {
 	pr_stats stats;
 	int64_t now;
 	int64_t next_wake;
+	pr_fence_fn may_act;      /* NULL: always allowed */
+	void *may_act_ud;
+	bool fenced;              /* may_act said no during this pass */
+	bool need_rebuild;        /* rebuild the local store from the API first */
 };
+
+/* Fencing: may the controller call the cloud or write status now? Once it
+ * says no, the rest of the pass acts on nothing. */
+bool pr__may_act(pr_ctl *c);
 
 /* Ask for another pass by wall time t (the earliest request wins). */
 void pr__wake_at(pr_ctl *c, int64_t t);
