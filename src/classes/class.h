@@ -1,0 +1,174 @@
+/* Provisioning-class modules (DESIGN §3).
+ *
+ * A class module serves one or more provisioningClassName values. The
+ * controller owns the pass: it reads the cluster, orders the requests,
+ * validates them, applies deadlines, retry backoff and missing-template
+ * waits, tracks bookings of Provisioned requests, and writes status. For
+ * each request whose class a module serves and which needs a decision, it
+ * calls the module's `decide` with a narrow host table: the cluster view
+ * (a scheduling snapshot the module may fork), conditions with reasons,
+ * provisioningClassDetails, booking, wake-up time, and the node groups of
+ * the loaded drivers. A module never reaches into the controller, and
+ * nothing in src/classes includes src/provreq.
+ *
+ * In the spirit of SQLite's VFS: the module is a const table of function
+ * pointers; the host is a table the controller fills for each call.
+ *
+ * Threads: everything runs on the controller's worker thread. */
+#ifndef PRD_CLASSES_CLASS_H
+#define PRD_CLASSES_CLASS_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "driver/loader.h"
+#include "kube/objects.h"
+#include "sched/expander.h"
+#include "sched/place.h"
+#include "state/state.h"
+#include "util/arena.h"
+#include "util/err.h"
+
+/* One node group of a loaded driver, as seen this pass. */
+typedef struct pr_class_group {
+	cloud_driver *drv;
+	char *id;
+	int32_t min, max, target;
+	bool has_tmpl;
+	sched_node_spec tmpl;     /* arrays in the pass arena */
+	json_object *tmpl_json;   /* keeps the template's strings alive */
+	bool backed_off;
+	int64_t backoff_until;
+	bool busy;                /* an open plan already targets it */
+} pr_class_group;
+
+/* Limits and durations a module may need (copied from the controller's
+ * configuration). Durations in nanoseconds. */
+typedef struct pr_class_limits {
+	int64_t booking_ttl_ns;
+	int64_t provision_timeout_ns;
+	int64_t max_nodes_total;        /* 0 = no limit */
+	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
+} pr_class_limits;
+
+/* What Node a name refers to in this pass. */
+typedef enum pr_node_state {
+	PR_NODE_ABSENT = 0,
+	PR_NODE_NOT_READY,  /* exists, not Ready or being deleted */
+	PR_NODE_READY       /* Ready and not being deleted: usable */
+} pr_node_state;
+
+typedef struct pr_class_ctx pr_class_ctx; /* the controller's, opaque */
+
+/* The request being decided. Everything is borrowed for the call. */
+typedef struct pr_class_req {
+	const kube_provreq *pr;
+	const char *class_name;   /* as written on the request */
+	bool no_retry;
+	sched_podset *sets;       /* the podSets resolved against their templates */
+	size_t nsets;
+} pr_class_req;
+
+/* Services of the controller, valid for one call. */
+typedef struct pr_class_host {
+	pr_class_ctx *ctx;
+	int64_t now;                    /* wall time of the pass */
+	const pr_class_limits *limits;
+	arena *ar;                      /* freed at the end of the pass */
+	sched_snapshot *snap;           /* existing nodes, pods, bookings, reservations */
+	state_db *db;                   /* NULL when running without a store */
+	sched_expander *expander;
+	pr_class_group *groups;         /* node groups of every loaded driver */
+	size_t ngroups;
+	int64_t cluster_nodes;          /* Node objects in the cluster */
+
+	/* Set a condition on the request; a transition records an Event and
+	 * metrics. */
+	void (*set_cond)(pr_class_ctx *ctx, const char *type, const char *status, const char *reason,
+			 const char *msg);
+	/* Provisioned=True with this reason and message. */
+	void (*provisioned)(pr_class_ctx *ctx, const char *reason, const char *msg);
+	/* A negative answer: Provisioned=False, then a retry after the
+	 * request's backoff, or Failed=True with noRetry. */
+	void (*not_provisioned)(pr_class_ctx *ctx, const char *reason, const char *msg);
+	/* A final failure regardless of noRetry. */
+	void (*failed)(pr_class_ctx *ctx, const char *reason, const char *msg);
+	/* Book what `res` placed (per node, the pods' requests) for the
+	 * request, until the booking TTL. */
+	int (*book)(pr_class_ctx *ctx, const sched_podset *sets, size_t n, const sched_place_result *res,
+		    prd_err *err);
+	/* Set (value non-NULL) or remove one provisioningClassDetails key. */
+	void (*set_detail)(pr_class_ctx *ctx, const char *key, const char *value);
+	/* Ask for another pass by wall time t. */
+	void (*wake_at)(pr_class_ctx *ctx, int64_t t);
+	/* Fencing: false once this replica may have lost the lease. Ask
+	 * before every cloud call; on false act no further. */
+	bool (*may_act)(pr_class_ctx *ctx);
+	/* Write the request's status now (conditions and details so far),
+	 * before a cloud call that must be recorded in the API first. 0, or
+	 * an error (the module must then not make the call). */
+	int (*write_now)(pr_class_ctx *ctx, prd_err *err);
+	/* What the cluster knows of a Node by name. */
+	pr_node_state (*node_state)(pr_class_ctx *ctx, const char *node_name);
+	/* A PodTemplate's `template` of the request's namespace (borrowed),
+	 * or NULL. */
+	json_object *(*template_json)(pr_class_ctx *ctx, const char *name);
+} pr_class_host;
+
+/* The view of all requests, for the hooks that run around the requests. */
+typedef struct pr_class_pass {
+	const kube_provreq *const *prs;  /* every request of the pass, ordered */
+	size_t nprs;
+	/* Is this request served here (its class is this module's and its
+	 * processorInstance is ours)? */
+	bool (*ours)(pr_class_ctx *ctx, const kube_provreq *pr);
+} pr_class_pass;
+
+typedef struct pr_class_module pr_class_module;
+
+struct pr_class_module {
+	const char *name;               /* canonical provisioningClassName */
+	const char *const *aliases;     /* NULL-terminated; may be NULL */
+	const char *short_name;         /* metric label and plugin short name */
+	void *ud;                       /* the module's own (a driver, for driver classes) */
+
+	/* Optional. Before any request is decided: adopt and index state,
+	 * reserve capacity in h->snap. */
+	void (*pass_begin)(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p);
+	/* Optional. A request of this class that has something in flight
+	 * (the module says so): it is handed to `decide` even when terminal,
+	 * in backoff or past its deadline. */
+	bool (*in_flight)(const pr_class_module *m, const pr_class_host *h, const kube_provreq *pr);
+	/* Decide one request. */
+	void (*decide)(const pr_class_module *m, const pr_class_host *h, const pr_class_req *req);
+	/* Optional. After every request: finish work of requests that are
+	 * gone or were not decided this pass. */
+	void (*pass_end)(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p);
+};
+
+/* ---- the registry ------------------------------------------------------ */
+
+typedef struct pr_class_registry pr_class_registry;
+
+/* Caller frees with pr_class_registry_free(). */
+int pr_class_registry_new(pr_class_registry **out, prd_err *err);
+void pr_class_registry_free(pr_class_registry *r);
+
+/* Register a module under its name and aliases; `provider` ("built-in",
+ * or the driver's name) names who serves it in messages. Refused when a
+ * name is already served, with a message naming both providers. The
+ * module is borrowed and must outlive the registry. */
+int pr_class_register(pr_class_registry *r, const pr_class_module *m, const char *provider, prd_err *err);
+
+/* The module serving a class name (or alias), or NULL. */
+const pr_class_module *pr_class_lookup(const pr_class_registry *r, const char *class_name);
+
+/* Every registered module, in registration order. */
+size_t pr_class_modules(const pr_class_registry *r, const pr_class_module *const **out);
+
+/* Built-in modules. */
+extern const pr_class_module pr_class_check_capacity;
+extern const pr_class_module pr_class_atomic;
+
+#endif
