@@ -27,8 +27,18 @@
 #include "sched/expander.h"
 #include "sched/place.h"
 #include "state/state.h"
+#include "classes/vocab.h"
 #include "util/arena.h"
 #include "util/err.h"
+
+/* One instance of a node group, copied from the driver's answer. */
+typedef struct pr_class_inst {
+	char *id;                 /* never NULL */
+	char *node;               /* the Node's name, or NULL until it registers */
+	int32_t state;            /* prd_cloud_instance_state */
+	int32_t errclass;         /* prd_cloud_error_class */
+	char *errmsg;             /* "code: message" when errclass != NONE, else NULL */
+} pr_class_inst;
 
 /* One node group of a loaded driver, as seen this pass. */
 typedef struct pr_class_group {
@@ -41,7 +51,20 @@ typedef struct pr_class_group {
 	bool backed_off;
 	int64_t backoff_until;
 	bool busy;                /* an open plan already targets it */
+	/* The group's instances, listed at most once a pass (pr_group_list). */
+	bool listed;
+	int list_rc;              /* 0, or the error of the listing */
+	char *list_err;
+	pr_class_inst *inst;
+	size_t ninst;
 } pr_class_group;
+
+/* List the group's instances once this pass (later calls return the same
+ * answer). The driver's answer is checked (every instance needs an id) and
+ * copied. 0, or an error naming the driver and the group. */
+int pr_group_list(pr_class_group *g, prd_err *err);
+/* Forget the listing, so the next pr_group_list asks the cloud again. */
+void pr_group_unlist(pr_class_group *g);
 
 /* Limits and durations a module may need (copied from the controller's
  * configuration). Durations in nanoseconds. */
@@ -61,12 +84,21 @@ typedef enum pr_node_state {
 
 typedef struct pr_class_ctx pr_class_ctx; /* the controller's, opaque */
 
+typedef enum pr_class_stat {
+	PR_STAT_SCALEUP_STARTED = 0,   /* the cloud was asked */
+	PR_STAT_SCALEUP_SUCCEEDED,
+	PR_STAT_SCALEUP_ROLLED_BACK    /* a rollback the cloud confirmed */
+} pr_class_stat;
+
 /* The request being decided. Everything is borrowed for the call. */
 typedef struct pr_class_req {
 	const kube_provreq *pr;
 	const char *class_name;   /* as written on the request */
 	bool no_retry;
-	sched_podset *sets;       /* the podSets resolved against their templates */
+	bool terminal;            /* Failed, BookingExpired or CapacityRevoked */
+	sched_podset *sets;       /* the podSets resolved against their templates;
+	                             NULL for a request in flight whose templates
+	                             are gone */
 	size_t nsets;
 } pr_class_req;
 
@@ -114,6 +146,8 @@ typedef struct pr_class_host {
 	/* A PodTemplate's `template` of the request's namespace (borrowed),
 	 * or NULL. */
 	json_object *(*template_json)(pr_class_ctx *ctx, const char *name);
+	/* Count an event of a scale-up in the controller's statistics. */
+	void (*count)(pr_class_ctx *ctx, pr_class_stat what);
 } pr_class_host;
 
 /* The view of all requests, for the hooks that run around the requests. */

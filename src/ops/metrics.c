@@ -129,6 +129,9 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 	[M_STATE_ERRORS] = { "provreqd_state_store_errors_total",
 			     "State store (SQLite) operations that failed, by operation.",
 			     METRICS_COUNTER, L("op"), NULL, 0 },
+	[M_UNOWNED] = { "provreqd_unowned_requests_total",
+			"ProvisioningRequests seen whose class no module or driver here serves (each counted once).",
+			METRICS_COUNTER, NULL, NULL, 0 },
 };
 
 static void child_free(void *p)

@@ -1,5 +1,6 @@
 #include "provreq/controller.h"
 #include "provreq/ctl_int.h"
+#include "classes/details.h"
 #include "kube/events.h"
 #include "kube/objects.h"
 #include "kube/quantity.h"
@@ -45,6 +46,12 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	c->db = db;
 	c->drivers = drivers;
 	hmap_init(&c->written, free);
+	hmap_init(&c->unowned, NULL);
+	c->need_rebuild = true;
+	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
+	c->limits.provision_timeout_ns = cfg->provision_timeout_ns;
+	c->limits.max_nodes_total = cfg->max_nodes_total;
+	c->limits.max_nodes_per_scaleup = cfg->max_nodes_per_scaleup;
 	rc = sched_expander_new(cfg->expander, NULL, 0, 1, &c->expander, err);
 	if(rc) {
 		free(c);
@@ -72,6 +79,8 @@ void pr_ctl_free(pr_ctl *c)
 	sched_expander_free(c->expander);
 	kube_recorder_free(c->recorder);
 	hmap_free(&c->written);
+	hmap_free(&c->unowned);
+	json_object_put(c->details);
 	free(c);
 }
 
@@ -137,9 +146,11 @@ static void world_free(pr_world *w)
 	free(w->pods);
 	free(w->prs);
 	hmap_free(&w->nodes_by_name);
+	hmap_free(&w->uids);
 	hmap_free(&w->tpls);
 	hmap_free(&w->consumers);
 	for(i = 0; i < w->ngroups; i++) {
+		pr_group_unlist(&w->groups[i]);
 		free(w->groups[i].id);
 		json_object_put(w->groups[i].tmpl_json);
 	}
@@ -366,6 +377,15 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			sched_res *res;
 			size_t nres, idx;
 			prd_err ce;
+			/* The request is gone: its capacity is free at once, so a
+			 * request recreated for the same pods gets it this pass. */
+			if(!hmap_has(&w->uids, b[i].request_uid)) {
+				if(i == 0 || strcmp(b[i - 1].request_uid, b[i].request_uid)) {
+					state_booking_delete_request(c->db, b[i].request_uid, NULL, NULL);
+					log_info("released the booking of a deleted request", "request_uid", b[i].request_uid);
+				}
+				continue;
+			}
 			if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
 				continue;
 			if(booking_res(&w->ar, b[i].resources_json, &res, &nres, &ce) ||
@@ -385,6 +405,9 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 {
 	size_t i;
+	for(i = 0; i < w->nprs; i++)
+		if(hmap_put(&w->uids, w->prs[i]->meta.uid, NULL))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	for(i = 0; i < w->nnodes; i++)
 		if(hmap_put(&w->nodes_by_name, w->nodes[i]->meta.name,
 			    node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT))
@@ -408,6 +431,10 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 		}
 	}
+	if(c->need_rebuild && c->db) {
+		pr__rebuild_from_api(c, w);
+		c->need_rebuild = false;
+	}
 	return build_snapshot(c, w, err);
 }
 
@@ -421,6 +448,7 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 	memset(w, 0, sizeof(*w));
 	arena_init(&w->ar);
 	hmap_init(&w->nodes_by_name, NULL);
+	hmap_init(&w->uids, NULL);
 	hmap_init(&w->tpls, put_json);
 	hmap_init(&w->consumers, NULL);
 	w->in = kube_intern_new();
@@ -441,8 +469,6 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 			rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err);
 		if(!rc)
 			rc = borrow_all(c->inf.provreqs, &cached, &w->nprs, err);
-		if(!rc)
-			rc = digest(c, w, tp, ntp, err);
 		if(!rc) {
 			w->prs = calloc(w->nprs + 1, sizeof(*w->prs));
 			w->inf = &c->inf;
@@ -456,6 +482,8 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 				rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 			}
 		}
+		if(!rc)
+			rc = digest(c, w, tp, ntp, err);
 		kube_informer_rdunlock(c->inf.provreqs);
 		kube_informer_rdunlock(c->inf.podtemplates);
 		kube_informer_rdunlock(c->inf.pods);
@@ -483,103 +511,12 @@ done:
 	return rc;
 }
 
-/* ---- writing ----------------------------------------------------------- */
-
-static void emit_event(pr_ctl *c, const kube_provreq *pr, const char *type, const char *reason, const char *msg)
-{
-	kube_object_ref ref;
-	memset(&ref, 0, sizeof(ref));
-	ref.kind = "ProvisioningRequest";
-	ref.api_version = "autoscaling.x-k8s.io/v1";
-	ref.namespace_ = pr->meta.ns;
-	ref.name = pr->meta.name;
-	ref.uid = pr->meta.uid;
-	ref.resource_version = pr->meta.rv;
-	/* The recorder aggregates repeats and drops floods; it never fails. */
-	kube_recorder_event(c->recorder, &ref, type, reason, "%s", msg);
-	c->stats.events++;
-}
-
-/* Write the edited conditions with the object's resourceVersion as a
- * precondition; a 409 means someone else wrote first: the next pass reads
- * their version and decides again. */
-static int write_status(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, json_object *details)
-{
-	json_object *patch, *md, *st, *answer = NULL;
-	char path[700];
-	const char *new_rv;
-	prd_err e;
-	int rc;
-	if(!conds->changed && !details)
-		return 0;
-	patch = json_object_new_object();
-	md = json_object_new_object();
-	st = json_object_new_object();
-	json_object_object_add(md, "resourceVersion", json_object_new_string(pr->meta.rv));
-	json_object_object_add(patch, "metadata", md);
-	json_object_object_add(st, "conditions", json_object_get(conds->list));
-	if(details)
-		json_object_object_add(st, "provisioningClassDetails", json_object_get(details));
-	json_object_object_add(patch, "status", st);
-	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s/status",
-		 pr->meta.ns, pr->meta.name);
-	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, &answer, NULL, &e);
-	json_object_put(patch);
-	if(rc == PRD_ECONFLICT) {
-		c->stats.status_conflicts++;
-		log_info("status changed under us; retrying on the next pass", "request", pr->meta.name,
-			 "namespace", pr->meta.ns);
-		pr__wake_at(c, c->now + 1);
-		return rc;
-	}
-	if(rc) {
-		log_error("cannot write request status", "request", pr->meta.name, "namespace", pr->meta.ns,
-			  "error", e.msg);
-		pr__wake_at(c, c->now + 5 * PRD_NS_PER_SEC);
-		return rc;
-	}
-	c->stats.status_writes++;
-	new_rv = json_object_get_string(json_object_object_get(json_object_object_get(answer, "metadata"),
-							       "resourceVersion"));
-	/* Only a write that made a new version can be waited for. */
-	if(new_rv && strcmp(new_rv, pr->meta.rv)) {
-		char *rv = str_dup(pr->meta.rv);
-		if(rv && hmap_put(&c->written, pr->meta.uid, rv))
-			free(rv);
-	}
-	json_object_put(answer);
-	return 0;
-}
-
-/* Set a condition and, when it is a transition, record an Event. */
-void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char *type, const char *status,
-		     const char *reason, const char *msg)
-{
-	const char *old = pr_conds_status(conds, type), *old_reason = pr_conds_reason(conds, type);
-	bool transition = !old || strcmp(old, status) || !old_reason || strcmp(old_reason, reason);
-	pr_conds_set(conds, type, status, reason, msg, c->now, pr->meta.generation);
-	if(transition && !strcmp(status, "True") && pr->meta.created_ns) {
-		double age = (double)(c->now - pr->meta.created_ns) / (double)PRD_NS_PER_SEC;
-		const char *cls = pr_class_name(pr_class_of(pr->class_name));
-		if(!strcmp(type, PR_COND_PROVISIONED))
-			metrics_observe(M_TIME_TO_PROVISIONED, METRICS_L(cls), age);
-		else if(!strcmp(type, PR_COND_FAILED))
-			metrics_observe(M_TIME_TO_FAILED, METRICS_L(cls, reason), age);
-	}
-	if(transition) {
-		bool warn = (!strcmp(type, PR_COND_FAILED) || !strcmp(type, PR_COND_REVOKED)) && !strcmp(status, "True");
-		emit_event(c, pr, warn ? "Warning" : "Normal", reason, msg);
-		log_info("request condition", "namespace", pr->meta.ns, "request", pr->meta.name,
-			 "class", pr->class_name, "condition", type, "status", status, "reason", reason, "message", msg);
-	}
-}
-
 /* ---- per-request logic ------------------------------------------------- */
 
 /* Resolve the request's PodTemplates into sched podSets. Returns 0, or
  * PRD_ENOTFOUND naming the first missing template in `missing`, or another
  * code when a template cannot be simulated. */
-static int resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
+int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
 			   prd_err *err)
 {
 	size_t i;
@@ -606,61 +543,6 @@ static int resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *se
 	return 0;
 }
 
-/* Bookings for a placement: per node, the placed pods' requests. */
-int pr__book_placement(pr_ctl *c, pr_world *w, const kube_provreq *pr, const sched_podset *sets, size_t n,
-			  const sched_place_result *res, prd_err *err)
-{
-	state_booking *items = NULL;
-	size_t nitems = 0, cap = 0, i, j, k;
-	int rc = 0;
-	for(i = 0; i < n; i++) {
-		for(j = 0; j < res->sets[i].n_assign; j++) {
-			const sched_assign *as = &res->sets[i].assign[j];
-			json_object *m = json_object_new_object();
-			char b[64];
-			if(nitems == cap) {
-				state_booking *nv;
-				cap = cap ? cap * 2 : 16;
-				nv = realloc(items, cap * sizeof(*nv));
-				if(!nv) {
-					json_object_put(m);
-					rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-					goto done;
-				}
-				items = nv;
-			}
-			for(k = 0; k < sets[i].pod->n_requests; k++) {
-				const sched_res *r = &sets[i].pod->requests[k];
-				int64_t v = r->value * as->count;
-				if(!strcmp(r->name, "cpu"))
-					snprintf(b, sizeof(b), "%lldm", (long long)v);
-				else
-					snprintf(b, sizeof(b), "%lld", (long long)v);
-				json_object_object_add(m, r->name, json_object_new_string(b));
-			}
-			snprintf(b, sizeof(b), "%lld", (long long)as->count);
-			json_object_object_add(m, "pods", json_object_new_string(b));
-			memset(&items[nitems], 0, sizeof(items[nitems]));
-			items[nitems].request_uid = (char *)pr->meta.uid;
-			items[nitems].node_name = (char *)sched_snapshot_node_name(w->snap, as->node);
-			items[nitems].resources_json = str_dup(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN));
-			json_object_put(m);
-			if(!items[nitems].resources_json) {
-				rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-				goto done;
-			}
-			nitems++;
-		}
-	}
-	if(c->db)
-		rc = state_booking_set(c->db, pr->meta.uid, items, nitems, c->now + c->cfg.booking_ttl_ns, err);
-done:
-	for(i = 0; i < nitems; i++)
-		free(items[i].resources_json);
-	free(items);
-	return rc;
-}
-
 static int64_t total_pods(const kube_provreq *pr)
 {
 	int64_t t = 0;
@@ -670,52 +552,7 @@ static int64_t total_pods(const kube_provreq *pr)
 	return t;
 }
 
-/* A negative answer: retry after the request's backoff, or fail for good
- * with noRetry. */
-void pr__not_provisioned(pr_ctl *c, const kube_provreq *pr, const pr_params *pp, pr_conds *conds,
-			    const char *reason, const char *msg)
-{
-	int64_t next = 0;
-	pr__set_cond(c, pr, conds, PR_COND_PROVISIONED, "False", reason, msg);
-	if(pp->no_retry) {
-		pr__set_cond(c, pr, conds, PR_COND_FAILED, "True", reason, msg);
-		return;
-	}
-	if(c->db && state_request_bump(c->db, pr->meta.uid, reason, &next, NULL) == 0)
-		pr__wake_at(c, next);
-}
 
-/* Names of the group's instances right now (a hash set). */
-int pr__group_instances(pr_group *g, hmap *names, size_t *errored, prd_err *err)
-{
-	prd_cloud_instance *inst = NULL;
-	prd_cloud_error de;
-	size_t n = 0, i;
-	memset(&de, 0, sizeof(de));
-	if(g->drv->api->instances(g->drv->state, g->id, &inst, &n, &de))
-		return cloud_driver_error(g->drv, "instances", de.code ? de.code : PRD_CLOUD_EIO, &de, err);
-	if(errored)
-		*errored = 0;
-	for(i = 0; i < n; i++) {
-		if(inst[i].node_name)
-			hmap_put(names, inst[i].node_name, (void *)(uintptr_t)(inst[i].error_class + 1));
-		if(errored && inst[i].error_class != PRD_CLOUD_ERRCLASS_NONE)
-			(*errored)++;
-	}
-	g->drv->api->release_instances(g->drv->state, inst, n);
-	return 0;
-}
-
-static const kube_provreq *find_pr_by_uid(pr_world *w, const char *uid)
-{
-	size_t i;
-	for(i = 0; i < w->nprs; i++)
-		if(!strcmp(w->prs[i]->meta.uid, uid))
-			return w->prs[i];
-	return NULL;
-}
-
-/* Provisioned=True: watch the booking until consumed, expired or revoked. */
 static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_conds *conds)
 {
 	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
@@ -736,14 +573,14 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 	}
 	if(scheduled >= want) {
 		snprintf(msg, sizeof(msg), "all %lld consumer pods are scheduled; the booking is released", (long long)want);
-		pr__set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_CONSUMED, msg);
+		pr__set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_CONSUMED, msg, false);
 	} else if(gone) {
 		snprintf(msg, sizeof(msg), "%zu booked node%s disappeared before the pods arrived", gone, gone == 1 ? "" : "s");
-		pr__set_cond(c, pr, conds, PR_COND_REVOKED, "True", PR_R_NODES_REMOVED, msg);
+		pr__set_cond(c, pr, conds, PR_COND_REVOKED, "True", PR_R_NODES_REMOVED, msg, false);
 	} else if(c->now >= expires) {
 		snprintf(msg, sizeof(msg), "the booking expired after %llds with %lld of %lld pods scheduled",
 			 (long long)(c->cfg.booking_ttl_ns / PRD_NS_PER_SEC), (long long)scheduled, (long long)want);
-		pr__set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_RESERVATION_EXPIRED, msg);
+		pr__set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_RESERVATION_EXPIRED, msg, false);
 	} else {
 		pr__wake_at(c, expires);
 		return;
@@ -751,6 +588,7 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 	if(c->db)
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
 	sched_snapshot_unbook(w->snap, pr->meta.uid, NULL);
+	pr_details_put(c->details, PR_DETAIL_BOOKING, NULL, NULL);
 }
 
 static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
@@ -780,21 +618,145 @@ static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
 	}
 }
 
-static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr, state_intent *intents, size_t nint)
+/* The raw processorInstance parameter: decided before anything else, so an
+ * instance never reads, adopts or acts on another instance's requests,
+ * whatever else their parameters say. */
+static const char *processor_of(const kube_provreq *pr)
 {
-	pr_class cls = pr_class_of(pr->class_name);
+	size_t i;
+	for(i = 0; i < pr->nparameters; i++)
+		if(pr->parameters[i].key && !strcmp(pr->parameters[i].key, "processorInstance"))
+			return pr->parameters[i].value;
+	return NULL;
+}
+
+static bool ours(pr_class_ctx *x, const kube_provreq *pr)
+{
+	const char *want = x->c->cfg.processor_instance ? x->c->cfg.processor_instance : "";
+	const char *have = processor_of(pr);
+	return pr__module_for(pr->class_name) && str_eq(have ? have : "", want);
+}
+
+/* A request of a class nobody here serves: say so once. */
+static void note_unowned(pr_ctl *c, const kube_provreq *pr)
+{
+	if(hmap_has(&c->unowned, pr->meta.uid))
+		return;
+	if(hmap_put(&c->unowned, pr->meta.uid, NULL))
+		return;
+	metrics_counter_add(M_UNOWNED, NULL, 1);
+	log_info("no provisioning class here serves this request; leaving it alone", "namespace", pr->meta.ns,
+		 "request", pr->meta.name, "class", pr->class_name ? pr->class_name : "");
+}
+
+/* Deadlines: ValidUntilSeconds and the overall maximum age. True when the
+ * request expired here. */
+static bool expired(pr_class_ctx *x, const pr_params *pp)
+{
+	pr_ctl *c = x->c;
+	const kube_provreq *pr = x->pr;
+	int64_t max_age = pr->meta.created_ns + c->cfg.max_age_ns, deadline = max_age;
+	char msg[300];
+	if(pp->has_valid_until && pp->valid_until_s < (INT64_MAX - pr->meta.created_ns) / PRD_NS_PER_SEC &&
+	   pr->meta.created_ns + pp->valid_until_s * PRD_NS_PER_SEC < deadline)
+		deadline = pr->meta.created_ns + pp->valid_until_s * PRD_NS_PER_SEC;
+	if(c->now < deadline) {
+		pr__wake_at(c, deadline);
+		return false;
+	}
+	if(deadline < max_age)
+		snprintf(msg, sizeof(msg), "not provisioned within ValidUntilSeconds=%lld", (long long)pp->valid_until_s);
+	else
+		snprintf(msg, sizeof(msg), "not provisioned within %lld hours of creation",
+			 (long long)(c->cfg.max_age_ns / (3600 * PRD_NS_PER_SEC)));
+	pr__set_cond(c, pr, x->conds, PR_COND_PROVISIONED, "False", PR_R_EXPIRED, msg, true);
+	pr__set_cond(c, pr, x->conds, PR_COND_FAILED, "True", PR_R_EXPIRED, msg, false);
+	return true;
+}
+
+/* Resolve the templates; on a miss, wait for them (within the grace) or
+ * fail. Returns the podSets, or NULL when the request was answered. */
+static sched_podset *podsets_or_wait(pr_class_ctx *x, const state_request *rs)
+{
+	pr_ctl *c = x->c;
+	const kube_provreq *pr = x->pr;
+	sched_podset *sets = arena_array(&x->w->ar, pr->npod_sets + 1, sizeof(*sets));
+	char missing[300], msg[1024];
+	prd_err e;
+	int rc;
+	if(!sets)
+		return NULL;
+	rc = pr__resolve_podsets(x->w, pr, sets, missing, sizeof(missing), &e);
+	if(rc == 0)
+		return sets;
+	if(rc == PRD_ENOTFOUND) {
+		int64_t since = rs->first_seen_ns ? rs->first_seen_ns : pr->meta.created_ns;
+		int64_t until = since + c->cfg.template_grace_ns;
+		if(c->now < until) {
+			snprintf(msg, sizeof(msg), "waiting for PodTemplate %s in namespace %s", missing, pr->meta.ns);
+			pr__set_cond(c, pr, x->conds, PR_COND_PROVISIONED, "False", PR_R_WAITING_TEMPLATES, msg, false);
+			pr__wake_at(c, c->now + 10 * PRD_NS_PER_SEC < until ? c->now + 10 * PRD_NS_PER_SEC : until);
+			return NULL;
+		}
+		snprintf(msg, sizeof(msg), "PodTemplate %s not found in namespace %s after waiting %llds", missing,
+			 pr->meta.ns, (long long)(c->cfg.template_grace_ns / PRD_NS_PER_SEC));
+	} else {
+		snprintf(msg, sizeof(msg), "%s", e.msg);
+	}
+	pr__set_cond(c, pr, x->conds, PR_COND_PROVISIONED, "False", PR_R_CREATE_PODS_FAILED, msg, true);
+	pr__set_cond(c, pr, x->conds, PR_COND_FAILED, "True", PR_R_CREATE_PODS_FAILED, msg, false);
+	return NULL;
+}
+
+/* Everything the controller decides before a class gets the request.
+ * Returns the podSets for the class, or NULL when the request is answered
+ * (or waits) without it. */
+static sched_podset *gate(pr_class_ctx *x, const pr_params *pp, int prc, const prd_err *pe, const state_request *rs)
+{
+	pr_ctl *c = x->c;
+	const kube_provreq *pr = x->pr;
+	if(prc) {
+		pr__set_cond(c, pr, x->conds, PR_COND_ACCEPTED, "False", PR_R_INVALID, pe->msg, true);
+		pr__set_cond(c, pr, x->conds, PR_COND_FAILED, "True", PR_R_INVALID, pe->msg, false);
+		return NULL;
+	}
+	if(!pr_cond_true(pr, PR_COND_ACCEPTED))
+		pr__set_cond(c, pr, x->conds, PR_COND_ACCEPTED, "True", PR_R_ACCEPTED, "the request is accepted", false);
+	if(pr_cond_true(pr, PR_COND_PROVISIONED)) {
+		track_booking(c, x->w, pr, x->conds);
+		return NULL;
+	}
+	if(expired(x, pp))
+		return NULL;
+	if(rs->next_attempt_ns > c->now) {
+		pr__wake_at(c, rs->next_attempt_ns);
+		return NULL;
+	}
+	return podsets_or_wait(x, rs);
+}
+
+static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
+{
+	const pr_class_module *m = pr__module_for(pr->class_name);
+	pr_class_ctx x;
+	pr_class_host h;
+	pr_class_req req;
 	pr_params pp;
 	pr_conds conds;
 	state_request rs;
-	sched_podset *sets;
-	char missing[300], msg[1024];
 	prd_err e;
-	int64_t deadline;
-	size_t i;
-	int rc;
-	const char *want_proc = c->cfg.processor_instance ? c->cfg.processor_instance : "";
+	bool in_flight;
+	int prc;
 
-	if(cls == PR_CLASS_OTHER)
+	memset(&x, 0, sizeof(x));
+	x.c = c;
+	x.w = w;
+	x.pr = pr;
+	if(!m) {
+		note_unowned(c, pr);
+		return;
+	}
+	if(!ours(&x, pr))
 		return;
 	{
 		const char *seen = hmap_get(&c->written, pr->meta.uid);
@@ -805,98 +767,46 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr, state_inte
 		if(seen)
 			hmap_del(&c->written, pr->meta.uid);
 	}
-	rc = pr_params_parse(pr, &pp, &e);
-	if(!str_eq(pp.processor ? pp.processor : "", want_proc))
-		return;
+	prc = pr_params_parse(pr, &pp, &e);
 	c->stats.requests_seen++;
-	if(pr_is_terminal(pr)) {
+	pr__host_init(&h, &x);
+	in_flight = m->in_flight && m->in_flight(m, &h, pr);
+	if(pr_is_terminal(pr) && !in_flight) {
 		gc_terminal(c, pr);
 		return;
 	}
 	if(pr_conds_init(&conds, pr, NULL))
 		return;
+	x.pp = &pp;
+	x.conds = &conds;
+	x.rv = pr->meta.rv;
+	json_object_put(c->details);
+	c->details = json_object_new_object();
 	memset(&rs, 0, sizeof(rs));
 	if(c->db && state_request_ensure(c->db, pr->meta.uid, pr->meta.ns, pr->meta.name, &rs, &e))
 		log_error("state store: cannot record request", "request", pr->meta.name, "error", e.msg);
-	if(rc) {
-		pr__set_cond(c, pr, &conds, PR_COND_ACCEPTED, "False", PR_R_INVALID, e.msg);
-		pr__set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_INVALID, e.msg);
-		goto write;
+	memset(&req, 0, sizeof(req));
+	req.pr = pr;
+	req.class_name = pr->class_name;
+	req.no_retry = pp.no_retry;
+	req.terminal = pr_is_terminal(pr);
+	req.nsets = pr->npod_sets;
+	if(in_flight) {
+		char missing[300];
+		req.sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*req.sets));
+		if(req.sets && pr__resolve_podsets(w, pr, req.sets, missing, sizeof(missing), &e))
+			req.sets = NULL;
+	} else {
+		req.sets = gate(&x, &pp, prc, &e, &rs);
+		/* A booking left by an earlier pass whose status write failed
+		 * must not stand in the request's own way. */
+		if(req.sets)
+			sched_snapshot_unbook(w->snap, pr->meta.uid, NULL);
 	}
-	if(!pr_cond_true(pr, PR_COND_ACCEPTED))
-		pr__set_cond(c, pr, &conds, PR_COND_ACCEPTED, "True", PR_R_ACCEPTED, "the request is accepted");
-
-	/* An atomic request with a plan in flight follows its plan. */
-	for(i = 0; i < nint; i++) {
-		if(!strcmp(intents[i].request_uid, pr->meta.uid) && !state_phase_is_terminal(intents[i].phase)) {
-			sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
-			if(sets && resolve_podsets(w, pr, sets, missing, sizeof(missing), &e) == 0)
-				pr__progress_intent(c, w, &intents[i], pr, &pp, sets, &conds);
-			else
-				pr__roll_back(c, w, &intents[i], "the request's PodTemplates disappeared");
-			intents[i].phase = STATE_PHASE_DONE; /* handled this pass */
-			goto write;
-		}
-	}
-	if(pr_cond_true(pr, PR_COND_PROVISIONED)) {
-		track_booking(c, w, pr, &conds);
-		goto write;
-	}
-	/* Deadlines: ValidUntilSeconds and the overall maximum age. */
-	deadline = pr->meta.created_ns + c->cfg.max_age_ns;
-	if(pp.has_valid_until && pr->meta.created_ns + pp.valid_until_s * PRD_NS_PER_SEC < deadline)
-		deadline = pr->meta.created_ns + pp.valid_until_s * PRD_NS_PER_SEC;
-	if(c->now >= deadline) {
-		if(pp.has_valid_until && deadline < pr->meta.created_ns + c->cfg.max_age_ns)
-			snprintf(msg, sizeof(msg), "not provisioned within ValidUntilSeconds=%lld",
-				 (long long)pp.valid_until_s);
-		else
-			snprintf(msg, sizeof(msg), "not provisioned within %lld hours of creation",
-				 (long long)(c->cfg.max_age_ns / (3600 * PRD_NS_PER_SEC)));
-		pr__set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_EXPIRED, msg);
-		pr__set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_EXPIRED, msg);
-		goto write;
-	}
-	pr__wake_at(c, deadline);
-	if(rs.next_attempt_ns > c->now) {
-		pr__wake_at(c, rs.next_attempt_ns);
-		goto write;
-	}
-	sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
-	if(!sets)
-		goto write;
-	rc = resolve_podsets(w, pr, sets, missing, sizeof(missing), &e);
-	if(rc == PRD_ENOTFOUND) {
-		int64_t since = rs.first_seen_ns ? rs.first_seen_ns : pr->meta.created_ns;
-		if(c->now < since + c->cfg.template_grace_ns) {
-			snprintf(msg, sizeof(msg), "waiting for PodTemplate %s in namespace %s", missing, pr->meta.ns);
-			pr__set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_WAITING_TEMPLATES, msg);
-			pr__wake_at(c, c->now + 10 * PRD_NS_PER_SEC < since + c->cfg.template_grace_ns
-					  ? c->now + 10 * PRD_NS_PER_SEC : since + c->cfg.template_grace_ns);
-		} else {
-			snprintf(msg, sizeof(msg), "PodTemplate %s not found in namespace %s after waiting %llds", missing,
-				 pr->meta.ns, (long long)(c->cfg.template_grace_ns / PRD_NS_PER_SEC));
-			pr__set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_CREATE_PODS_FAILED, msg);
-			pr__set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_CREATE_PODS_FAILED, msg);
-		}
-		goto write;
-	}
-	if(rc) {
-		pr__set_cond(c, pr, &conds, PR_COND_PROVISIONED, "False", PR_R_CREATE_PODS_FAILED, e.msg);
-		pr__set_cond(c, pr, &conds, PR_COND_FAILED, "True", PR_R_CREATE_PODS_FAILED, e.msg);
-		goto write;
-	}
-	/* A booking left by an earlier pass whose status write failed must not
-	 * stand in the request's own way. */
-	sched_snapshot_unbook(w->snap, pr->meta.uid, NULL);
-	if(cls == PR_CLASS_CHECK_CAPACITY)
-		pr__check_capacity(c, w, pr, &pp, sets, &conds);
-	else
-		pr__start_scale_up(c, w, pr, &pp, sets, &conds);
-write:
-	write_status(c, pr, &conds, c->details);
-	json_object_put(c->details);
-	c->details = NULL;
+	if(req.sets || in_flight)
+		m->decide(m, &h, &req);
+	pr__write_status(&x, &e);
+	free(x.rv_owned);
 	pr_conds_free(&conds);
 	state_request_clear(&rs);
 }
@@ -954,11 +864,12 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 	for(i = 0; i < w->ngroups; i++) {
 		pr_group *g = &w->groups[i];
 		if(sizes) {
-			hmap live;
-			hmap_init(&live, NULL);
-			if(pr__group_instances(g, &live, NULL, NULL) == 0)
-				metrics_gauge_set(M_NODEGROUP_SIZE, METRICS_L(g->id), (double)hmap_len(&live));
-			hmap_free(&live);
+			size_t j, live = 0;
+			if(pr_group_list(g, NULL) == 0) {
+				for(j = 0; j < g->ninst; j++)
+					live += g->inst[j].state != PRD_CLOUD_INSTANCE_DELETING;
+				metrics_gauge_set(M_NODEGROUP_SIZE, METRICS_L(g->id), (double)live);
+			}
 		}
 		metrics_gauge_set(M_NODEGROUP_TARGET, METRICS_L(g->id), g->target);
 		metrics_gauge_set(M_NODEGROUP_MIN, METRICS_L(g->id), g->min);
@@ -967,12 +878,35 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 	}
 }
 
+/* Call every module's pass hook (begin or end). */
+static void modules_hook(pr_ctl *c, pr_world *w, bool begin)
+{
+	static const char *const names[] = { PR_CLASS_CHECK, PR_CLASS_ATOMIC };
+	pr_class_ctx x;
+	pr_class_host h;
+	pr_class_pass p;
+	size_t i;
+	memset(&x, 0, sizeof(x));
+	x.c = c;
+	x.w = w;
+	pr__host_init(&h, &x);
+	p.prs = (const kube_provreq *const *)w->prs;
+	p.nprs = w->nprs;
+	p.ours = ours;
+	for(i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const pr_class_module *m = pr__module_for(names[i]);
+		if(begin && m->pass_begin)
+			m->pass_begin(m, &h, &p);
+		if(!begin && m->pass_end)
+			m->pass_end(m, &h, &p);
+	}
+}
+
 int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 {
 	int64_t t0 = clk_mono(clk_real());
 	pr_world w;
-	state_intent *intents = NULL;
-	size_t nint = 0, i;
+	size_t i;
 	int rc;
 
 	c->now = clk_wall(c->clock);
@@ -987,29 +921,12 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", prd_strerror(rc)), 1);
 		return prd_err_prefix(err, "reading the cluster");
 	}
-	if(c->db) {
-		state_booking_delete_expired(c->db, NULL, NULL);
-		for(i = 0; i < w.nprs; i++)
-			if(pr_class_of(w.prs[i]->class_name) == PR_CLASS_ATOMIC_SCALE_UP && !pr_is_terminal(w.prs[i]))
-				pr__adopt_plan(c, w.prs[i]);
-		if(state_intent_list_open(c->db, &intents, &nint, err)) {
-			world_free(&w);
-			metrics_counter_add(M_STATE_ERRORS, METRICS_L("intent_list"), 1);
-			return prd_err_prefix(err, "reading open scale-up plans");
-		}
-		for(i = 0; i < nint; i++) {
-			pr_group *g = pr__find_group(&w, intents[i].node_group);
-			if(g)
-				g->busy = true;
-		}
-	}
+	modules_hook(c, &w, true);
 	for(i = 0; i < w.nprs; i++)
-		reconcile(c, &w, w.prs[i], intents, nint);
-	/* Plans whose request is gone (deleted): roll them back. */
-	for(i = 0; i < nint; i++)
-		if(!state_phase_is_terminal(intents[i].phase) && !find_pr_by_uid(&w, intents[i].request_uid))
-			pr__roll_back(c, &w, &intents[i], "the request was deleted");
-	state_intent_list_free(intents, nint);
+		reconcile(c, &w, w.prs[i]);
+	modules_hook(c, &w, false);
+	json_object_put(c->details);
+	c->details = NULL;
 	export_gauges(c, &w);
 	world_free(&w);
 	metrics_observe(M_RECONCILE_DURATION, METRICS_L("provreq"),

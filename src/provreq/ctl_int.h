@@ -8,6 +8,7 @@
 #include <json-c/json.h>
 #include <stdint.h>
 
+#include "classes/class.h"
 #include "driver/loader.h"
 #include "kube/events.h"
 #include "kube/objects.h"
@@ -18,18 +19,7 @@
 #include "util/arena.h"
 #include "util/hmap.h"
 
-/* One node group of a loaded driver, as seen this pass. */
-typedef struct pr_group {
-	cloud_driver *drv;
-	char *id;
-	int32_t min, max, target;
-	bool has_tmpl;
-	sched_node_spec tmpl;     /* arrays in the pass arena */
-	json_object *tmpl_json;   /* keeps the template's strings alive */
-	bool backed_off;
-	int64_t backoff_until;
-	bool busy;                /* an open intent already targets it */
-} pr_group;
+typedef pr_class_group pr_group;
 
 /* Everything read at the start of a pass. */
 typedef struct pr_world {
@@ -47,6 +37,7 @@ typedef struct pr_world {
 	kube_provreq **prs;       /* owned: decoded, or cloned from the cache */
 	size_t nprs;
 	hmap nodes_by_name;       /* name → PR_NODE_USABLE or PR_NODE_PRESENT */
+	hmap uids;                /* uid of every request of the pass (no values) */
 	hmap tpls;                /* "ns/name" → PodTemplate `template` JSON (owned) */
 	hmap consumers;           /* "ns/name" of a request → scheduled consumer pods */
 	pr_group *groups;
@@ -60,6 +51,18 @@ typedef struct pr_world {
 /* Values of pr_world.nodes_by_name. */
 #define PR_NODE_PRESENT ((void *)(uintptr_t)1)
 #define PR_NODE_USABLE ((void *)(uintptr_t)2)
+
+/* The controller's side of a class call (pr_class_host.ctx). */
+struct pr_class_ctx {
+	pr_ctl *c;
+	pr_world *w;
+	const kube_provreq *pr;
+	const pr_params *pp;
+	pr_conds *conds;
+	const char *rv;           /* the version the next status write is based on */
+	char *rv_owned;           /* ... when a write_now made a newer one */
+	bool dropped;             /* the object is gone (404): write nothing more */
+};
 
 struct pr_ctl {
 	pr_config cfg;
@@ -76,8 +79,11 @@ struct pr_ctl {
 	 * the request is skipped rather than decided twice. */
 	hmap written;
 	/* provisioningClassDetails to write with the current request's status
-	 * (set while deciding one request, consumed by its status write). */
+	 * (a merge patch: null removes a key; set while deciding one request,
+	 * consumed by its status write). */
 	json_object *details;
+	pr_class_limits limits;
+	hmap unowned;             /* uids of requests of a class nobody here serves, logged once */
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	pr_stats stats;
 	int64_t now;
@@ -95,30 +101,23 @@ bool pr__may_act(pr_ctl *c);
 /* Ask for another pass by wall time t (the earliest request wins). */
 void pr__wake_at(pr_ctl *c, int64_t t);
 pr_group *pr__find_group(pr_world *w, const char *id);
-/* Set a condition and, on a transition, record an Event and metrics. */
+
+/* src/provreq/host.c: the services a class module gets (pr_class_host). */
+void pr__host_init(pr_class_host *h, pr_class_ctx *x);
+/* Set a condition and, on a transition, record an Event and metrics.
+ * `quiet`: no Event (another condition of the same decision has one). */
 void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char *type, const char *status,
-		  const char *reason, const char *msg);
-/* A negative answer: retry after the request's backoff, or fail for good
- * with noRetry. */
-void pr__not_provisioned(pr_ctl *c, const kube_provreq *pr, const pr_params *pp, pr_conds *conds,
-			 const char *reason, const char *msg);
-/* Record bookings for a placement (per node, the placed pods' requests). */
-int pr__book_placement(pr_ctl *c, pr_world *w, const kube_provreq *pr, const sched_podset *sets, size_t n,
-		       const sched_place_result *res, prd_err *err);
-/* Names of the group's instances right now, into `names` (value: error
- * class + 1); *errored (optional) counts instances with an error. */
-int pr__group_instances(pr_group *g, hmap *names, size_t *errored, prd_err *err);
-
-/* src/classes/check_capacity.c */
-void pr__check_capacity(pr_ctl *c, pr_world *w, const kube_provreq *pr, const pr_params *pp,
-			sched_podset *sets, pr_conds *conds);
-
-/* src/classes/atomic.c */
-void pr__start_scale_up(pr_ctl *c, pr_world *w, const kube_provreq *pr, const pr_params *pp,
-			sched_podset *sets, pr_conds *conds);
-void pr__progress_intent(pr_ctl *c, pr_world *w, const state_intent *in, const kube_provreq *pr,
-			 const pr_params *pp, sched_podset *sets, pr_conds *conds);
-void pr__roll_back(pr_ctl *c, pr_world *w, const state_intent *in, const char *cause);
-void pr__adopt_plan(pr_ctl *c, const kube_provreq *pr);
+		  const char *reason, const char *msg, bool quiet);
+/* Write the edited conditions and details (x->c->details) with x->rv as a
+ * precondition. */
+int pr__write_status(pr_class_ctx *x, prd_err *err);
+/* The booking a Provisioned request recorded in its status, as bookings
+ * in the local store (after a restart or a failover). */
+void pr__rebuild_from_api(pr_ctl *c, pr_world *w);
+/* Resolve the request's PodTemplates into sched podSets. */
+int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
+			prd_err *err);
+/* The module serving a class name, or NULL. */
+const pr_class_module *pr__module_for(const char *class_name);
 
 #endif

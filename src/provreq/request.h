@@ -11,41 +11,7 @@
 #include "kube/objects.h"
 #include "util/err.h"
 
-#define PR_CLASS_CHECK "check-capacity.autoscaling.x-k8s.io"
-#define PR_CLASS_ATOMIC "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
-
-/* Condition types. */
-#define PR_COND_ACCEPTED "Accepted"
-#define PR_COND_PROVISIONED "Provisioned"
-#define PR_COND_FAILED "Failed"
-#define PR_COND_BOOKING_EXPIRED "BookingExpired"
-#define PR_COND_REVOKED "CapacityRevoked"
-
-/* Reasons (upstream's names are kept). */
-#define PR_R_ACCEPTED "Accepted"
-#define PR_R_FOUND "CapacityIsFound"
-#define PR_R_PROVISIONED "CapacityIsProvisioned"
-#define PR_R_NOT_FOUND "CapacityIsNotFound"
-#define PR_R_CHECK_FAILED "FailedToCheckCapacity"
-#define PR_R_CREATE_PODS_FAILED "FailedToCreatePods"
-#define PR_R_BOOK_FAILED "FailedToBookCapacity"
-#define PR_R_RESERVATION_EXPIRED "CapacityReservationTimeExpired"
-#define PR_R_CONSUMED "CapacityBookingConsumed"
-#define PR_R_EXPIRED "Expired"
-/* Reasons of our own, for situations upstream has no name for. */
-#define PR_R_INVALID "InvalidRequest"
-#define PR_R_NODES_REMOVED "BookedNodesRemoved"
-#define PR_R_SCALING_UP "ScaleUpInProgress"
-#define PR_R_SCALE_UP_FAILED "ScaleUpFailed"
-#define PR_R_WAITING_TEMPLATES "PodTemplatesNotFound"
-
-/* provisioningClassDetails keys of an atomic scale-up in progress: the
- * plan, so another replica can adopt it after a failover. */
-#define PR_DETAIL_PLAN "scaleUpPlan"
-#define PR_DETAIL_GROUP "nodeGroup"
-#define PR_DETAIL_DELTA "nodesRequested"
-#define PR_DETAIL_NODES "nodes"
-#define PR_DETAIL_DEADLINE "nodesReadyDeadline"
+#include "classes/vocab.h"
 
 typedef enum pr_class {
 	PR_CLASS_OTHER = 0,   /* not ours: leave the request alone */

@@ -1,0 +1,53 @@
+/* The ProvisioningRequest vocabulary shared by the controller and the class
+ * modules: class names, condition types, reasons and the
+ * provisioningClassDetails keys provreqd writes. */
+#ifndef PRD_CLASSES_VOCAB_H
+#define PRD_CLASSES_VOCAB_H
+
+#define PR_CLASS_CHECK "check-capacity.autoscaling.x-k8s.io"
+#define PR_CLASS_ATOMIC "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+
+/* Condition types. */
+#define PR_COND_ACCEPTED "Accepted"
+#define PR_COND_PROVISIONED "Provisioned"
+#define PR_COND_FAILED "Failed"
+#define PR_COND_BOOKING_EXPIRED "BookingExpired"
+#define PR_COND_REVOKED "CapacityRevoked"
+
+/* Reasons (upstream's names are kept). */
+#define PR_R_ACCEPTED "Accepted"
+#define PR_R_FOUND "CapacityIsFound"
+#define PR_R_PROVISIONED "CapacityIsProvisioned"
+#define PR_R_NOT_FOUND "CapacityIsNotFound"
+#define PR_R_CHECK_FAILED "FailedToCheckCapacity"
+#define PR_R_CREATE_PODS_FAILED "FailedToCreatePods"
+#define PR_R_BOOK_FAILED "FailedToBookCapacity"
+#define PR_R_RESERVATION_EXPIRED "CapacityReservationTimeExpired"
+#define PR_R_CONSUMED "CapacityBookingConsumed"
+#define PR_R_EXPIRED "Expired"
+/* Reasons of our own, for situations upstream has no name for. */
+#define PR_R_INVALID "InvalidRequest"
+#define PR_R_NODES_REMOVED "BookedNodesRemoved"
+#define PR_R_SCALING_UP "ScaleUpInProgress"
+#define PR_R_SCALE_UP_FAILED "ScaleUpFailed"
+#define PR_R_WAITING_TEMPLATES "PodTemplatesNotFound"
+
+/* provisioningClassDetails keys of an atomic scale-up in progress: the
+ * plan, so another replica can adopt it after a failover. */
+#define PR_DETAIL_PLAN "scaleUpPlan"
+#define PR_DETAIL_GROUP "nodeGroup"
+#define PR_DETAIL_DELTA "nodesRequested"
+#define PR_DETAIL_DEADLINE "nodesReadyDeadline"
+/* Kept while an atomic plan is open (see src/classes/atomic.c). */
+#define PR_DETAIL_TARGET_BEFORE "targetSizeBefore"
+#define PR_DETAIL_PHASE "scaleUpPhase"
+#define PR_DETAIL_KNOWN "provreqd.io/instances-before"
+#define PR_DETAIL_PROGRESS "nodesProgress"
+/* What a Provisioned request booked, per podSet and node, so a replica
+ * that takes over the lease rebuilds the booking. */
+#define PR_DETAIL_BOOKING "provreqd.io/booking"
+/* Retry state, so a new leader does not retry early. */
+#define PR_DETAIL_ATTEMPTS "provreqd.io/attempts"
+#define PR_DETAIL_NEXT_ATTEMPT "provreqd.io/next-attempt"
+
+#endif

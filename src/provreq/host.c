@@ -1,0 +1,459 @@
+/* The controller's side of the class interface: what a class module may
+ * ask of the controller while it decides one request (src/classes/class.h),
+ * and the parts of status the controller keeps in the API so that a
+ * replica taking over the lease loses nothing: bookings and retry state. */
+#include "classes/details.h"
+#include "kube/events.h"
+#include "ops/log.h"
+#include "ops/metrics.h"
+#include "provreq/convert.h"
+#include "provreq/ctl_int.h"
+#include "util/buf.h"
+#include "util/str.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const pr_class_module *const builtin[] = { &pr_class_check_capacity, &pr_class_atomic };
+
+const pr_class_module *pr__module_for(const char *name)
+{
+	size_t i, k;
+	if(!name)
+		return NULL;
+	for(i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++) {
+		if(!strcmp(builtin[i]->name, name))
+			return builtin[i];
+		for(k = 0; builtin[i]->aliases && builtin[i]->aliases[k]; k++)
+			if(!strcmp(builtin[i]->aliases[k], name))
+				return builtin[i];
+	}
+	return NULL;
+}
+
+/* ---- conditions and Events -------------------------------------------- */
+
+static void emit_event(pr_ctl *c, const kube_provreq *pr, const char *type, const char *reason, const char *msg)
+{
+	kube_object_ref ref;
+	memset(&ref, 0, sizeof(ref));
+	ref.kind = "ProvisioningRequest";
+	ref.api_version = "autoscaling.x-k8s.io/v1";
+	ref.namespace_ = pr->meta.ns;
+	ref.name = pr->meta.name;
+	ref.uid = pr->meta.uid;
+	ref.resource_version = pr->meta.rv;
+	/* The recorder aggregates repeats and drops floods; it never fails. */
+	kube_recorder_event(c->recorder, &ref, type, reason, "%s", msg);
+	c->stats.events++;
+}
+
+/* Transitions an operator must look at. */
+static bool warning_worthy(const char *type, const char *status, const char *reason)
+{
+	if(!strcmp(status, "True"))
+		return !strcmp(type, PR_COND_FAILED) || !strcmp(type, PR_COND_REVOKED) ||
+		       (!strcmp(type, PR_COND_BOOKING_EXPIRED) && !strcmp(reason, PR_R_RESERVATION_EXPIRED));
+	return !strcmp(type, PR_COND_PROVISIONED) && !strcmp(reason, PR_R_SCALE_UP_FAILED);
+}
+
+void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char *type, const char *status,
+		  const char *reason, const char *msg, bool quiet)
+{
+	const char *old = pr_conds_status(conds, type), *old_reason = pr_conds_reason(conds, type);
+	bool transition = !old || strcmp(old, status) || !old_reason || strcmp(old_reason, reason);
+	pr_conds_set(conds, type, status, reason, msg, c->now, pr->meta.generation);
+	if(transition && !strcmp(status, "True") && pr->meta.created_ns) {
+		double age = (double)(c->now - pr->meta.created_ns) / (double)PRD_NS_PER_SEC;
+		const char *cls = pr_class_name(pr_class_of(pr->class_name));
+		if(!strcmp(type, PR_COND_PROVISIONED))
+			metrics_observe(M_TIME_TO_PROVISIONED, METRICS_L(cls), age);
+		else if(!strcmp(type, PR_COND_FAILED))
+			metrics_observe(M_TIME_TO_FAILED, METRICS_L(cls, reason), age);
+	}
+	if(transition) {
+		if(!quiet)
+			emit_event(c, pr, warning_worthy(type, status, reason) ? "Warning" : "Normal", reason, msg);
+		log_info("request condition", "namespace", pr->meta.ns, "request", pr->meta.name, "class",
+			 pr->class_name, "condition", type, "status", status, "reason", reason, "message", msg);
+	}
+}
+
+/* ---- status writes ----------------------------------------------------- */
+
+int pr__write_status(pr_class_ctx *x, prd_err *err)
+{
+	pr_ctl *c = x->c;
+	const kube_provreq *pr = x->pr;
+	json_object *patch, *md, *st, *answer = NULL;
+	char path[700];
+	const char *new_rv;
+	int rc;
+	if(x->dropped || (!x->conds->changed && (!c->details || !json_object_object_length(c->details))))
+		return 0;
+	if(!pr__may_act(c))
+		return prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
+	patch = json_object_new_object();
+	md = json_object_new_object();
+	st = json_object_new_object();
+	json_object_object_add(md, "resourceVersion", json_object_new_string(x->rv));
+	json_object_object_add(patch, "metadata", md);
+	json_object_object_add(st, "conditions", json_object_get(x->conds->list));
+	if(c->details && json_object_object_length(c->details))
+		json_object_object_add(st, "provisioningClassDetails", json_object_get(c->details));
+	json_object_object_add(patch, "status", st);
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s/status",
+		 pr->meta.ns, pr->meta.name);
+	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, &answer, NULL, err);
+	json_object_put(patch);
+	if(rc == PRD_ENOTFOUND) {
+		/* Deleted meanwhile: the informer will say so; nothing to retry. */
+		log_debug("request vanished before its status was written", "request", pr->meta.name, "namespace",
+			  pr->meta.ns);
+		x->dropped = true;
+		return rc;
+	}
+	if(rc == PRD_ECONFLICT) {
+		c->stats.status_conflicts++;
+		log_info("status changed under us; retrying on the next pass", "request", pr->meta.name,
+			 "namespace", pr->meta.ns);
+		pr__wake_at(c, c->now + 1);
+		return rc;
+	}
+	if(rc) {
+		log_error("cannot write request status", "request", pr->meta.name, "namespace", pr->meta.ns,
+			  "error", err->msg);
+		pr__wake_at(c, c->now + 5 * PRD_NS_PER_SEC);
+		return rc;
+	}
+	c->stats.status_writes++;
+	new_rv = json_object_get_string(json_object_object_get(json_object_object_get(answer, "metadata"),
+							       "resourceVersion"));
+	/* Only a write that made a new version can be waited for. */
+	if(new_rv && strcmp(new_rv, x->rv)) {
+		char *rv = str_dup(pr->meta.rv), *next = str_dup(new_rv);
+		if(rv && hmap_put(&c->written, pr->meta.uid, rv))
+			free(rv);
+		if(next) {
+			free(x->rv_owned);
+			x->rv = x->rv_owned = next;
+		}
+	}
+	json_object_put(answer);
+	/* What was written is written: the next write sends only news. */
+	x->conds->changed = false;
+	json_object_put(c->details);
+	c->details = json_object_new_object();
+	return 0;
+}
+
+/* ---- bookings ----------------------------------------------------------- */
+
+/* "podSet:node=pods,node=pods;podSet:..." of a placement. */
+static char *booking_text(const pr_class_host *h, const sched_podset *sets, size_t n, const sched_place_result *res)
+{
+	buf b;
+	size_t i, j;
+	(void)sets;
+	buf_init(&b);
+	for(i = 0; i < n; i++) {
+		if(!res->sets[i].n_assign)
+			continue;
+		if(b.len)
+			buf_append_char(&b, ';');
+		buf_printf(&b, "%zu:", i);
+		for(j = 0; j < res->sets[i].n_assign; j++)
+			buf_printf(&b, "%s%s=%lld", j ? "," : "", sched_snapshot_node_name(h->snap, res->sets[i].assign[j].node),
+				   (long long)res->sets[i].assign[j].count);
+	}
+	return buf_detach(&b);
+}
+
+typedef struct booked {
+	size_t set;
+	const char *node;
+	int64_t pods;
+} booked;
+
+/* One state_booking per node for `items` (pods per podSet and node). */
+static int store_bookings(pr_ctl *c, const kube_provreq *pr, const sched_podset *sets, const booked *items,
+			  size_t nitems, int64_t expires, prd_err *err)
+{
+	state_booking *v = calloc(nitems + 1, sizeof(*v));
+	size_t i, k;
+	int rc = 0;
+	if(!v)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(i = 0; i < nitems; i++) {
+		json_object *m = json_object_new_object();
+		char b[64];
+		const sched_pod_spec *ps = sets[items[i].set].pod;
+		for(k = 0; k < ps->n_requests; k++) {
+			int64_t val = ps->requests[k].value * items[i].pods;
+			snprintf(b, sizeof(b), !strcmp(ps->requests[k].name, "cpu") ? "%lldm" : "%lld", (long long)val);
+			json_object_object_add(m, ps->requests[k].name, json_object_new_string(b));
+		}
+		snprintf(b, sizeof(b), "%lld", (long long)items[i].pods);
+		json_object_object_add(m, "pods", json_object_new_string(b));
+		v[i].request_uid = (char *)pr->meta.uid;
+		v[i].node_name = (char *)items[i].node;
+		v[i].resources_json = str_dup(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN));
+		json_object_put(m);
+		if(!v[i].resources_json) {
+			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+			goto done;
+		}
+	}
+	if(c->db)
+		rc = state_booking_set(c->db, pr->meta.uid, v, nitems, expires, err);
+done:
+	for(i = 0; i < nitems; i++)
+		free(v[i].resources_json);
+	free(v);
+	return rc;
+}
+
+static int h_book(pr_class_ctx *x, const sched_podset *sets, size_t n, const sched_place_result *res, prd_err *err)
+{
+	pr_class_host h;
+	booked *items;
+	size_t ni = 0, i, j, cap = 0;
+	char *text;
+	int rc;
+	pr__host_init(&h, x);
+	for(i = 0; i < n; i++)
+		cap += res->sets[i].n_assign;
+	items = calloc(cap + 1, sizeof(*items));
+	if(!items)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(i = 0; i < n; i++)
+		for(j = 0; j < res->sets[i].n_assign; j++) {
+			items[ni].set = i;
+			items[ni].node = sched_snapshot_node_name(x->w->snap, res->sets[i].assign[j].node);
+			items[ni++].pods = res->sets[i].assign[j].count;
+		}
+	rc = store_bookings(x->c, x->pr, sets, items, ni, x->c->now + x->c->cfg.booking_ttl_ns, err);
+	free(items);
+	if(rc)
+		return rc;
+	text = booking_text(&h, sets, n, res);
+	if(!text || pr_details_put(x->c->details, PR_DETAIL_BOOKING, text, err))
+		log_warn("the booking is too large to record in the request's status; a new leader would not see it",
+			 "request", x->pr->meta.name);
+	free(text);
+	return 0;
+}
+
+/* Rebuild the local bookings of a Provisioned request from its status. */
+static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr)
+{
+	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
+	int64_t expires = prov ? prov->last_transition_ns + c->cfg.booking_ttl_ns : 0;
+	char *text = NULL, missing[300];
+	sched_podset *sets;
+	booked *items = NULL;
+	size_t ni = 0, cap = 0;
+	state_booking *have = NULL;
+	size_t nhave = 0;
+	prd_err e;
+	const char *p;
+	if(!prov || expires <= c->now || pr_is_terminal(pr) || !pr_cond_true(pr, PR_COND_PROVISIONED))
+		return;
+	if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0 && nhave) {
+		state_booking_list_free(have, nhave);
+		return;
+	}
+	if(!(text = pr_details_get(pr, PR_DETAIL_BOOKING)))
+		return;
+	sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
+	if(!sets || pr__resolve_podsets(w, pr, sets, missing, sizeof(missing), &e))
+		goto out;
+	for(p = text; *p;) {
+		size_t set = 0;
+		char *end;
+		set = strtoul(p, &end, 10);
+		if(*end != ':' || set >= pr->npod_sets)
+			goto out;
+		for(p = end + 1; *p && *p != ';';) {
+			const char *eq = strchr(p, '='), *stop = p + strcspn(p, ",;");
+			int64_t pods;
+			if(!eq || eq > stop || str_to_int64_n(eq + 1, (size_t)(stop - eq - 1), &pods) || pods <= 0)
+				goto out;
+			if(ni == cap) {
+				booked *nv = realloc(items, (cap = cap ? cap * 2 : 16) * sizeof(*nv));
+				if(!nv)
+					goto out;
+				items = nv;
+			}
+			items[ni].set = set;
+			items[ni].pods = pods;
+			{
+				char *nm = str_ndup(p, (size_t)(eq - p));
+				items[ni++].node = nm ? arena_strdup(&w->ar, nm) : NULL;
+				free(nm);
+				if(!items[ni - 1].node)
+					goto out;
+			}
+			p = *stop == ',' ? stop + 1 : stop;
+		}
+		if(*p == ';')
+			p++;
+	}
+	if(store_bookings(c, pr, sets, items, ni, expires, &e) == 0)
+		log_info("booking rebuilt from the request's status", "request", pr->meta.name, "namespace", pr->meta.ns,
+			 "nodes", LOGI(ni));
+out:
+	free(items);
+	free(text);
+}
+
+/* Attempts and the next attempt, as the last leader recorded them. */
+static void rebuild_attempts(pr_ctl *c, const kube_provreq *pr)
+{
+	char *a = pr_details_get(pr, PR_DETAIL_ATTEMPTS), *n = pr_details_get(pr, PR_DETAIL_NEXT_ATTEMPT);
+	int64_t attempts = 0, next = 0;
+	state_request rs;
+	if(a && n && str_to_int64(a, &attempts) == 0 && str_to_int64(n, &next) == 0 && attempts > 0 &&
+	   state_request_ensure(c->db, pr->meta.uid, pr->meta.ns, pr->meta.name, &rs, NULL) == 0) {
+		if(rs.attempts < attempts) {
+			rs.attempts = attempts;
+			rs.next_attempt_ns = next;
+			state_request_put(c->db, &rs, NULL);
+		}
+		state_request_clear(&rs);
+	}
+	free(a);
+	free(n);
+}
+
+void pr__rebuild_from_api(pr_ctl *c, pr_world *w)
+{
+	size_t i;
+	if(!c->db)
+		return;
+	for(i = 0; i < w->nprs; i++) {
+		if(!pr__module_for(w->prs[i]->class_name))
+			continue;
+		rebuild_booking(c, w, w->prs[i]);
+		rebuild_attempts(c, w->prs[i]);
+	}
+	log_info("local state rebuilt from the apiserver", "requests", LOGI(w->nprs));
+}
+
+/* ---- the host table ---------------------------------------------------- */
+
+static void h_set_cond(pr_class_ctx *x, const char *type, const char *status, const char *reason, const char *msg)
+{
+	pr__set_cond(x->c, x->pr, x->conds, type, status, reason, msg, false);
+}
+
+static void h_provisioned(pr_class_ctx *x, const char *reason, const char *msg)
+{
+	pr__set_cond(x->c, x->pr, x->conds, PR_COND_PROVISIONED, "True", reason, msg, false);
+	pr__wake_at(x->c, x->c->now + x->c->cfg.booking_ttl_ns);
+}
+
+static void h_failed(pr_class_ctx *x, const char *reason, const char *msg)
+{
+	/* One Warning for a final failure, not a Normal and a Warning. */
+	pr__set_cond(x->c, x->pr, x->conds, PR_COND_PROVISIONED, "False", reason, msg, true);
+	pr__set_cond(x->c, x->pr, x->conds, PR_COND_FAILED, "True", reason, msg, false);
+}
+
+static void h_not_provisioned(pr_class_ctx *x, const char *reason, const char *msg)
+{
+	pr_ctl *c = x->c;
+	int64_t next = 0;
+	state_request rs;
+	if(x->pp->no_retry) {
+		h_failed(x, reason, msg);
+		return;
+	}
+	pr__set_cond(c, x->pr, x->conds, PR_COND_PROVISIONED, "False", reason, msg, false);
+	if(c->db && state_request_bump(c->db, x->pr->meta.uid, reason, &next, NULL) == 0 &&
+	   state_request_get(c->db, x->pr->meta.uid, &rs, NULL) == 0) {
+		char num[32];
+		pr__wake_at(c, next);
+		snprintf(num, sizeof(num), "%lld", (long long)rs.attempts);
+		pr_details_put(c->details, PR_DETAIL_ATTEMPTS, num, NULL);
+		snprintf(num, sizeof(num), "%lld", (long long)rs.next_attempt_ns);
+		pr_details_put(c->details, PR_DETAIL_NEXT_ATTEMPT, num, NULL);
+		state_request_clear(&rs);
+	}
+}
+
+static void h_set_detail(pr_class_ctx *x, const char *key, const char *value)
+{
+	prd_err e;
+	if(pr_details_put(x->c->details, key, value, &e))
+		log_warn("a provisioningClassDetails value is too large to record", "request", x->pr->meta.name, "error",
+			 e.msg);
+}
+
+static void h_wake_at(pr_class_ctx *x, int64_t t)
+{
+	pr__wake_at(x->c, t);
+}
+
+static bool h_may_act(pr_class_ctx *x)
+{
+	return !x->dropped && pr__may_act(x->c);
+}
+
+static int h_write_now(pr_class_ctx *x, prd_err *err)
+{
+	if(x->dropped)
+		return prd_err_set(err, PRD_ENOTFOUND, "the request is gone");
+	return pr__write_status(x, err);
+}
+
+static pr_node_state h_node_state(pr_class_ctx *x, const char *name)
+{
+	void *v = hmap_get(&x->w->nodes_by_name, name);
+	return v == PR_NODE_USABLE ? PR_NODE_READY : v == PR_NODE_PRESENT ? PR_NODE_NOT_READY : PR_NODE_ABSENT;
+}
+
+static json_object *h_template_json(pr_class_ctx *x, const char *name)
+{
+	char key[600];
+	snprintf(key, sizeof(key), "%s/%s", x->pr ? x->pr->meta.ns : "", name);
+	return hmap_get(&x->w->tpls, key);
+}
+
+static void h_count(pr_class_ctx *x, pr_class_stat what)
+{
+	if(what == PR_STAT_SCALEUP_STARTED)
+		x->c->stats.scaleups_started++;
+	else if(what == PR_STAT_SCALEUP_SUCCEEDED)
+		x->c->stats.scaleups_succeeded++;
+	else
+		x->c->stats.scaleups_rolled_back++;
+}
+
+void pr__host_init(pr_class_host *h, pr_class_ctx *x)
+{
+	memset(h, 0, sizeof(*h));
+	h->ctx = x;
+	h->now = x->c->now;
+	h->limits = &x->c->limits;
+	h->ar = &x->w->ar;
+	h->snap = x->w->snap;
+	h->db = x->c->db;
+	h->expander = x->c->expander;
+	h->groups = x->w->groups;
+	h->ngroups = x->w->ngroups;
+	h->cluster_nodes = (int64_t)hmap_len(&x->w->nodes_by_name);
+	h->set_cond = h_set_cond;
+	h->provisioned = h_provisioned;
+	h->not_provisioned = h_not_provisioned;
+	h->failed = h_failed;
+	h->book = h_book;
+	h->set_detail = h_set_detail;
+	h->wake_at = h_wake_at;
+	h->may_act = h_may_act;
+	h->write_now = h_write_now;
+	h->node_state = h_node_state;
+	h->template_json = h_template_json;
+	h->count = h_count;
+}
