@@ -4,6 +4,8 @@
 #include "driver/host.h"
 #include "ops/metrics.h"
 #include "provreq/controller.h"
+#include "classes/details.h"
+#include "classes/vocab.h"
 #include "util/yamljson.h"
 
 #include <stdio.h>
@@ -594,6 +596,625 @@ static void test_failover_adopts_plan(void)
 	stop();
 }
 
+/* ---- an asynchronous cloud, in process ----------------------------------
+ *
+ * One group "g" (max 10, template: 4 cpu) whose increase only raises the
+ * target: instances appear when a test creates them (no node name), their
+ * Nodes when a test registers them, deletes finish when a test says so.
+ * Any call can be made to fail. This is what every real cloud does and what
+ * the first atomic class got wrong. */
+
+typedef struct ainst {
+	char id[32], node[32];
+	int state, errclass;
+} ainst;
+
+typedef struct acloud {
+	int32_t target;
+	ainst v[32];
+	size_t n;
+	int seq;
+	int fail_groups, fail_instances, fail_delete; /* calls to fail */
+	int decreases, deletes, increases;
+} acloud;
+
+static acloud ac;
+
+static int a_refresh(void *st, prd_cloud_error *err)
+{
+	(void)st;
+	(void)err;
+	return 0;
+}
+
+static int a_groups(void *st, prd_cloud_node_group **out, size_t *n, prd_cloud_error *err)
+{
+	prd_cloud_node_group *g;
+	(void)st;
+	if(ac.fail_groups > 0) {
+		ac.fail_groups--;
+		snprintf(err->message, sizeof(err->message), "node groups: cloud unavailable");
+		return PRD_CLOUD_EAGAIN;
+	}
+	g = calloc(1, sizeof(*g));
+	g->id = strdup("g");
+	g->min_size = 0;
+	g->max_size = 10;
+	g->target_size = ac.target;
+	*out = g;
+	*n = 1;
+	return 0;
+}
+
+static void a_release_groups(void *st, prd_cloud_node_group *g, size_t n)
+{
+	(void)st;
+	(void)n;
+	free(g[0].id);
+	free(g);
+}
+
+static int a_instances(void *st, const char *gid, prd_cloud_instance **out, size_t *n, prd_cloud_error *err)
+{
+	prd_cloud_instance *v;
+	size_t i;
+	(void)st;
+	(void)gid;
+	if(ac.fail_instances > 0) {
+		ac.fail_instances--;
+		snprintf(err->message, sizeof(err->message), "instances: cloud unavailable");
+		return PRD_CLOUD_EAGAIN;
+	}
+	v = calloc(ac.n + 1, sizeof(*v));
+	for(i = 0; i < ac.n; i++) {
+		v[i].id = strdup(ac.v[i].id);
+		v[i].node_name = ac.v[i].node[0] ? strdup(ac.v[i].node) : NULL;
+		v[i].state = ac.v[i].state;
+		v[i].error_class = ac.v[i].errclass;
+		if(ac.v[i].errclass) {
+			v[i].error_code = strdup("OutOfCapacity");
+			v[i].error_message = strdup("zone has no capacity");
+		}
+	}
+	*out = v;
+	*n = ac.n;
+	return 0;
+}
+
+static void a_release_instances(void *st, prd_cloud_instance *v, size_t n)
+{
+	size_t i;
+	(void)st;
+	for(i = 0; i < n; i++) {
+		free(v[i].id);
+		free(v[i].node_name);
+		free(v[i].error_code);
+		free(v[i].error_message);
+	}
+	free(v);
+}
+
+static int a_template(void *st, const char *gid, char **json, prd_cloud_error *err)
+{
+	(void)st;
+	(void)gid;
+	(void)err;
+	*json = strdup("{\"metadata\":{\"name\":\"tmpl\",\"labels\":{\"group\":\"g\"}},\"status\":{\"allocatable\":"
+		       "{\"cpu\":\"4\",\"memory\":\"16Gi\",\"pods\":\"110\"}}}");
+	return 0;
+}
+
+static int a_increase(void *st, const char *gid, int32_t d, prd_cloud_error *err)
+{
+	(void)st;
+	(void)gid;
+	(void)err;
+	ac.increases++;
+	ac.target += d;
+	return 0;
+}
+
+static size_t a_live(void)
+{
+	size_t i, k = 0;
+	for(i = 0; i < ac.n; i++)
+		k += ac.v[i].state != PRD_CLOUD_INSTANCE_DELETING;
+	return k;
+}
+
+static int a_decrease(void *st, const char *gid, int32_t d, prd_cloud_error *err)
+{
+	(void)st;
+	(void)gid;
+	if(ac.target - d < (int32_t)a_live()) {
+		snprintf(err->message, sizeof(err->message), "below the existing instances");
+		return PRD_CLOUD_ERANGE;
+	}
+	ac.decreases++;
+	ac.target -= d;
+	return 0;
+}
+
+static int a_delete_instances(void *st, const char *gid, const char *const *ids, size_t n, prd_cloud_error *err)
+{
+	size_t i, k;
+	(void)st;
+	(void)gid;
+	if(ac.fail_delete > 0) {
+		ac.fail_delete--;
+		snprintf(err->message, sizeof(err->message), "delete: cloud unavailable");
+		return PRD_CLOUD_EAGAIN;
+	}
+	ac.deletes++;
+	for(i = 0; i < n; i++)
+		for(k = 0; k < ac.n; k++)
+			if(!strcmp(ac.v[k].id, ids[i]) && ac.v[k].state != PRD_CLOUD_INSTANCE_DELETING) {
+				ac.v[k].state = PRD_CLOUD_INSTANCE_DELETING;
+				ac.target--;
+			}
+	return 0;
+}
+
+static int a_delete_nodes(void *st, const char *gid, const char *const *names, size_t n, prd_cloud_error *err)
+{
+	(void)st;
+	(void)gid;
+	(void)names;
+	(void)n;
+	snprintf(err->message, sizeof(err->message), "use delete_instances");
+	return PRD_CLOUD_EUNSUPPORTED;
+}
+
+static void a_release_string(void *st, char *s)
+{
+	(void)st;
+	free(s);
+}
+
+static const prd_cloud_driver a_driver = {
+	.abi_major = PRD_CLOUD_ABI_MAJOR,
+	.abi_minor = PRD_CLOUD_ABI_MINOR,
+	.struct_size = sizeof(prd_cloud_driver),
+	.name = "async-test",
+	.refresh = a_refresh,
+	.node_groups = a_groups,
+	.release_node_groups = a_release_groups,
+	.instances = a_instances,
+	.release_instances = a_release_instances,
+	.template_node = a_template,
+	.increase_size = a_increase,
+	.delete_nodes = a_delete_nodes,
+	.decrease_target_size = a_decrease,
+	.release_string = a_release_string,
+	.delete_instances = a_delete_instances,
+};
+
+static cloud_driver a_drv = { NULL, NULL, &a_driver, NULL, NULL };
+static cloud_driver *a_drvs[1] = { &a_drv };
+
+static void start_async(pr_config *cfg)
+{
+	pr_config def;
+	memset(&ac, 0, sizeof(ac));
+	start(NULL, NULL);
+	pr_ctl_free(ctl);
+	drivers.v = a_drvs;
+	drivers.n = 1;
+	pr_config_default(&def);
+	def.provision_timeout_ns = 2 * MIN;
+	{
+		prd_err e;
+		CU_ASSERT_EQUAL_FATAL(pr_ctl_new(cfg ? cfg : &def, &fake, &api, db, &drivers, &ctl, &e), 0);
+	}
+}
+
+static void stop_async(void)
+{
+	drivers.v = NULL;
+	drivers.n = 0;
+	stop();
+}
+
+/* k new instances, as the cloud creates them: an id, no node yet. */
+static void a_create(int k, int errclass)
+{
+	while(k-- > 0 && ac.n < 32) {
+		ainst *x = &ac.v[ac.n++];
+		memset(x, 0, sizeof(*x));
+		snprintf(x->id, sizeof(x->id), "test://g/i-%d", ++ac.seq);
+		x->state = errclass ? PRD_CLOUD_INSTANCE_CREATING : PRD_CLOUD_INSTANCE_CREATING;
+		x->errclass = errclass;
+	}
+}
+
+/* The Node of every nameless, healthy instance registers (Ready). */
+static void a_register(int k)
+{
+	size_t i;
+	for(i = 0; i < ac.n && k > 0; i++) {
+		ainst *x = &ac.v[i];
+		if(x->node[0] || x->errclass || x->state == PRD_CLOUD_INSTANCE_DELETING)
+			continue;
+		snprintf(x->node, sizeof(x->node), "g-node-%d", ac.seq + (int)i * 100);
+		x->state = PRD_CLOUD_INSTANCE_RUNNING;
+		add_node(x->node, "4", ", group: g");
+		k--;
+	}
+}
+
+/* Deletes that were asked for finish. */
+static void a_finish_deletes(void)
+{
+	size_t i, k = 0;
+	for(i = 0; i < ac.n; i++) {
+		if(ac.v[i].state == PRD_CLOUD_INSTANCE_DELETING) {
+			if(ac.v[i].node[0]) {
+				char path[200];
+				prd_err e;
+				snprintf(path, sizeof(path), "/api/v1/nodes/%s", ac.v[i].node);
+				kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e);
+			}
+			continue;
+		}
+		ac.v[k++] = ac.v[i];
+	}
+	ac.n = k;
+}
+
+static size_t open_plans(void)
+{
+	state_intent *in = NULL;
+	size_t n = 0;
+	state_intent_list_open(db, &in, &n, NULL);
+	state_intent_list_free(in, n);
+	return n;
+}
+
+/* Broken controller caught: one that rolls back when the cloud has not yet
+ * named its instances (the first version recorded node names once, right
+ * after the call, and rolled back a clusterapi scale-up every time). */
+static void test_async_cloud_waits_for_instances(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(ac.target, 2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	a_create(2, 0);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	a_register(1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	a_register(1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.decreases + ac.deletes, 0);
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	stop_async();
+}
+
+/* Broken controllers caught: one that never lowers the target for
+ * instances not yet created (decrease_target_size was never called), one
+ * that closes the plan before the cloud confirms, one that closes it when
+ * listing fails. */
+static void test_async_rollback_is_confirmed(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 8, NULL);   /* 4 nodes */
+	pass();
+	CU_ASSERT_EQUAL(ac.target, 4);
+	a_create(1, 0);
+	a_register(1);
+	clk_fake_advance(&fake, 121 * SEC);
+	ac.fail_delete = 1;
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpFailed");
+	/* Three never created: the target came down by three; the delete of
+	 * the one that exists failed and is retried. */
+	CU_ASSERT_EQUAL(ac.decreases, 1);
+	CU_ASSERT_EQUAL(ac.target, 1);
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	clk_fake_advance(&fake, 5 * SEC);
+	ac.fail_instances = 5;
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 1);   /* cannot see the cloud: stays open */
+	ac.fail_instances = 0;
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.deletes, 1);
+	CU_ASSERT_EQUAL(open_plans(), 1);   /* deleting, not gone */
+	a_finish_deletes();
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.target, 0);
+	CU_ASSERT_EQUAL(ac.n, 0);
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->scaleups_rolled_back, 1);
+	{
+		bool off = false;
+		CU_ASSERT_EQUAL(state_group_backed_off(db, "g", &off, NULL, NULL), 0);
+		CU_ASSERT_TRUE(off); /* a timeout is the cloud's failure */
+	}
+	stop_async();
+}
+
+/* Broken controllers caught: one that returns before progressing the plan
+ * of a request that turned terminal (its nodes stayed and the group stayed
+ * busy), one that lets a stale errored instance veto every plan of a group,
+ * and one that rolls back the plan of a deleted request with nothing
+ * deleted when the node-group list fails. */
+static void test_async_terminal_deleted_and_foreign_errors(void)
+{
+	prd_err e;
+	start_async(NULL);
+	a_create(1, PRD_CLOUD_ERRCLASS_OTHER);   /* an old failed instance */
+	ac.target = 1;
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+
+	/* A second request; then it is failed by someone else mid-plan. */
+	add_pr("a", "fails", PR_CLASS_ATOMIC, "two", 2, NULL);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "fails", "Provisioned"), "False/ScaleUpInProgress");
+	a_create(1, 0);
+	{
+		json_object *patch = NULL;
+		const char *y = "{\"status\":{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\",\"reason\":\"Manual\","
+				"\"message\":\"x\",\"lastTransitionTime\":\"2024-05-01T10:00:00Z\"}]}}";
+		patch = json_tokener_parse(y);
+		CU_ASSERT_EQUAL(kube_api_call(&api, "PATCH",
+					      "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/fails/status",
+					      "application/merge-patch+json", patch, NULL, NULL, &e), 0);
+		json_object_put(patch);
+	}
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	a_finish_deletes();
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.target, 3);            /* the old failed one + job's two */
+	CU_ASSERT_EQUAL(a_live(), 3);
+	{
+		bool off = true;
+		CU_ASSERT_EQUAL(state_group_backed_off(db, "g", &off, NULL, NULL), 0);
+		CU_ASSERT_FALSE(off); /* not the cloud's failure */
+	}
+
+	/* A third request; deleted mid-plan while the group list fails. */
+	add_pr("a", "deleted", PR_CLASS_ATOMIC, "two", 2, NULL);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.target, 4);
+	a_create(1, 0);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/deleted",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	ac.fail_groups = 1;
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	CU_ASSERT_EQUAL(a_live(), 4);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	a_finish_deletes();
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(a_live(), 3);
+	CU_ASSERT_EQUAL(ac.target, 3);
+	stop_async();
+}
+
+/* Broken controller caught: one that lets another request (or the next
+ * pass) count the Ready nodes of a plan that is still waiting for the rest
+ * of its nodes, and then rolls back nodes that are in use. */
+static void test_async_plan_nodes_are_reserved(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(1);
+	add_pr("a", "check", PR_CLASS_CHECK, "two", 2, NULL);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "check", "Provisioned"), "False/CapacityIsNotFound");
+	a_register(1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	stop_async();
+}
+
+/* Broken controller caught: one that treats its own crash as a cloud
+ * failure (rolls back the interrupted plan and backs the group off for
+ * minutes) when the cloud did take the increase. */
+static void test_async_crash_resumes_without_backoff(void)
+{
+	state_intent in;
+	prd_err e;
+	prd_cloud_error de;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	/* What a crash right after the cloud call leaves: the plan in
+	 * increasing, the cloud's target raised. */
+	{
+		json_object *o = NULL;
+		const char *uid;
+		CU_ASSERT_EQUAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+					      NULL, NULL, &o, NULL, &e), 0);
+		uid = json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid"));
+		memset(&in, 0, sizeof(in));
+		in.plan_id = "crash/1";
+		in.request_uid = (char *)uid;
+		in.node_group = "g";
+		in.delta = 2;
+		in.target_before = 0;
+		in.deadline_ns = clk_wall(&fake) + 2 * MIN;
+		CU_ASSERT_EQUAL(state_intent_begin(db, &in, &e), 0);
+		CU_ASSERT_EQUAL(state_intent_set_known(db, "crash/1", "h1:", &e), 0);
+		CU_ASSERT_EQUAL(state_intent_advance(db, "crash/1", STATE_PHASE_INCREASING, NULL, &e), 0);
+		json_object_put(o);
+	}
+	CU_ASSERT_EQUAL(a_increase(NULL, "g", 2, &de), 0);
+	pass();
+	CU_ASSERT_EQUAL(state_intent_get(db, "crash/1", &in, &e), 0);
+	CU_ASSERT_EQUAL(in.phase, STATE_PHASE_WAITING_FOR_NODES);
+	state_intent_clear(&in);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	stop_async();
+}
+
+/* Broken controllers caught: one that keeps a deleted request's booking
+ * until it expires (the recreated request waited 15 minutes), and one whose
+ * new leader, with an empty database, forgets bookings and retry times. */
+static void test_deleted_booking_and_failover_state(void)
+{
+	prd_err e;
+	state_db *db2 = NULL;
+	state_config sc;
+	char path2[600];
+	pr_ctl *ctl2 = NULL;
+	pr_config cfg;
+	start(NULL, NULL);
+	add_node("n1", "4", NULL);
+	add_template("k", "four", "4");
+	add_template("k", "huge", "64");
+	add_pr("k", "a", PR_CLASS_CHECK, "four", 1, NULL);
+	add_pr("k", "retry", PR_CLASS_CHECK, "huge", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("k", "a", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(cond("k", "retry", "Provisioned"), "False/CapacityIsNotFound");
+	/* Failover: a replica with an empty store. */
+	pr_config_default(&cfg);
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/replica-b-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, NULL, &ctl2, &e), 0);
+	clk_fake_advance(&fake, 20 * SEC);
+	add_pr("k", "b", PR_CLASS_CHECK, "four", 1, NULL);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("k", "b", "Provisioned"), "False/CapacityIsNotFound");
+	{
+		state_request rs;
+		json_object *o = NULL;
+		CU_ASSERT_EQUAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/k/provisioningrequests/retry",
+					      NULL, NULL, &o, NULL, &e), 0);
+		CU_ASSERT_EQUAL(state_request_get(db2, json_object_get_string(json_object_object_get(
+						       json_object_object_get(o, "metadata"), "uid")), &rs, NULL), 0);
+		CU_ASSERT_EQUAL(rs.attempts, 1);
+		CU_ASSERT_TRUE(rs.next_attempt_ns > clk_wall(&fake));
+		state_request_clear(&rs);
+		json_object_put(o);
+	}
+	/* Deletion releases at once: delete a, recreate it: Provisioned in
+	 * the next pass. */
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/k/provisioningrequests/a",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	add_pr("k", "a", PR_CLASS_CHECK, "four", 1, NULL);
+	clk_fake_advance(&fake, SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("k", "a", "Provisioned"), "True/CapacityIsFound");
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop();
+}
+
+/* Broken controller caught: one that adopts (and then acts on) plans of
+ * requests meant for another processorInstance. */
+static void test_shards_do_not_adopt(void)
+{
+	pr_config cfg;
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.processor_instance = "shard-b";
+	start_async(&cfg);
+	add_template("a", "two", "2");
+	add_pr("a", "theirs", PR_CLASS_ATOMIC, "two", 4, "{processorInstance: shard-a}");
+	{
+		json_object *patch = json_tokener_parse(
+			"{\"status\":{\"conditions\":[{\"type\":\"Provisioned\",\"status\":\"False\",\"reason\":\"ScaleUpInProgress\","
+			"\"message\":\"x\",\"lastTransitionTime\":\"2024-05-01T10:00:00Z\"}],\"provisioningClassDetails\":{"
+			"\"scaleUpPlan\":\"p/1\",\"nodeGroup\":\"g\",\"nodesRequested\":\"2\",\"targetSizeBefore\":\"0\","
+			"\"nodesReadyDeadline\":\"2030-01-01T00:00:00Z\",\"scaleUpPhase\":\"waiting-for-nodes\","
+			"\"provreqd.io/instances-before\":\"h1:\"}}}");
+		CU_ASSERT_EQUAL(kube_api_call(&api, "PATCH",
+					      "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/theirs/status",
+					      "application/merge-patch+json", patch, NULL, NULL, &e), 0);
+		json_object_put(patch);
+	}
+	ac.target = 2;
+	a_create(2, 0);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.deletes + ac.decreases, 0);
+	stop_async();
+	/* The owner adopts it. */
+	cfg.processor_instance = "shard-a";
+	start_async(&cfg);
+	stop_async();
+}
+
+/* Plans and bookings of a thousand nodes with 63-character names fit the
+ * API: each value under the CRD's 32,768-byte cap, and read back whole. */
+static void test_details_chunking(void)
+{
+	char name[64], *big, *back;
+	json_object *patch = json_object_new_object(), *it;
+	kube_provreq pr;
+	kube_kv kv[20];
+	size_t i, n = 0, len = 0;
+	prd_err e;
+	big = calloc(1000 * 65 + 1, 1);
+	for(i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "%s%05zu", "node-with-a-long-name-in-a-long-named-group-zone-a-pool-", i);
+		len += (size_t)sprintf(big + len, "%s%s", i ? "," : "", name);
+	}
+	CU_ASSERT_EQUAL(pr_details_put(patch, "k", big, &e), 0);
+	memset(&pr, 0, sizeof(pr));
+	json_object_object_foreach(patch, key, val) {
+		if(!val)
+			continue;
+		CU_ASSERT_TRUE(json_object_get_string_len(val) <= 32768);
+		kv[n].key = key;
+		kv[n++].value = json_object_get_string(val);
+	}
+	(void)it;
+	CU_ASSERT_TRUE(n >= 2);
+	pr.class_details = kv;
+	pr.nclass_details = (uint16_t)n;
+	back = pr_details_get(&pr, "k");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+	CU_ASSERT_STRING_EQUAL(back, big);
+	free(back);
+	free(big);
+	json_object_put(patch);
+}
+
 static const test_case cases[] = {
 	{ "failover adopts the plan", test_failover_adopts_plan },
 	{ "informer mode", test_informer_mode },
@@ -603,6 +1224,14 @@ static const test_case cases[] = {
 	{ "booking consumed, expired, revoked and GC", test_booking_consumed_expired_revoked },
 	{ "parameters, templates, foreign requests", test_parameters_and_templates },
 	{ "atomic scale-up limits and rollback", test_atomic_rollback_and_limits },
+	{ "async cloud: waits for instances", test_async_cloud_waits_for_instances },
+	{ "async cloud: rollback is confirmed", test_async_rollback_is_confirmed },
+	{ "async cloud: terminal, deleted, foreign errors", test_async_terminal_deleted_and_foreign_errors },
+	{ "async cloud: plan nodes reserved", test_async_plan_nodes_are_reserved },
+	{ "async cloud: crash resumes without backoff", test_async_crash_resumes_without_backoff },
+	{ "deleted booking released; failover keeps state", test_deleted_booking_and_failover_state },
+	{ "shards do not adopt", test_shards_do_not_adopt },
+	{ "details chunking", test_details_chunking },
 	{ NULL, NULL }
 };
 
