@@ -348,7 +348,8 @@ static bool atomic_in_flight(const pr_class_module *m, const pr_class_host *h, c
 
 /* One step of a rollback. Closes the plan (true) only when the cloud shows
  * none of its instances and the target no higher than before the plan. */
-static bool roll_back_step(const pr_class_host *h, pr_class_group *g, const state_intent *in)
+static bool roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class_group *g,
+			   const state_intent *in)
 {
 	plan_view pv;
 	prd_cloud_error de;
@@ -411,6 +412,14 @@ static bool roll_back_step(const pr_class_host *h, pr_class_group *g, const stat
 			cloud_driver_error(g->drv, "delete instances", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
 			log_warn("rollback: deleting the plan's instances failed; retrying", "group", g->id, "error",
 				 e.msg);
+			if(req && !req->terminal) {
+				char msg[900];
+				snprintf(msg, sizeof(msg),
+					 "removing the %zu instance%s the failed scale-up of %s added: the delete failed (%s); "
+					 "retrying every %ds until the cloud confirms",
+					 nd, nd == 1 ? "" : "s", g->id, e.msg, (int)(RETRY_NS / NS_PER_S));
+				h->event(h->ctx, "Warning", "RollbackDeleteFailed", msg);
+			}
 		} else {
 			log_info("rollback: deleting the plan's instances", "group", g->id, "plan", in->plan_id,
 				 "instances", LOGI(nd));
@@ -429,10 +438,18 @@ static void start_roll_back(const pr_class_host *h, const pr_class_req *req, pr_
 	state_intent_advance(h->db, in->plan_id, STATE_PHASE_ROLLING_BACK, cause, NULL);
 	if(cloud_failure) {
 		int64_t until = 0;
+		state_group_backoff gb;
 		state_group_fail(h->db, in->node_group, cause, &until, NULL);
 		if(g) {
 			g->backed_off = true;
 			g->backoff_until = until;
+		}
+		/* Recorded with the request, so a new leader keeps the backoff. */
+		if(req && !req->terminal && state_group_get(h->db, in->node_group, &gb, NULL) == 0) {
+			char v[400];
+			snprintf(v, sizeof(v), "%s %lld %lld", in->node_group, (long long)gb.until_ns, (long long)gb.failures);
+			h->set_detail(h->ctx, PR_DETAIL_GROUP_BACKOFF, v);
+			state_group_clear(&gb);
 		}
 	}
 	log_warn("scale-up failed; rolling back", "group", in->node_group, "plan", in->plan_id, "cause", cause);
@@ -446,7 +463,7 @@ static void start_roll_back(const pr_class_host *h, const pr_class_req *req, pr_
 		state_intent now = *in;
 		now.phase = STATE_PHASE_ROLLING_BACK;
 		now.last_error = (char *)cause;
-		if(roll_back_step(h, g, &now) && req && !req->terminal)
+		if(roll_back_step(h, req, g, &now) && req && !req->terminal)
 			clear_plan_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
 	}
 }
@@ -516,7 +533,7 @@ static bool progress(const pr_class_host *h, const pr_class_req *req, state_inte
 		return true;
 	}
 	if(in->phase == STATE_PHASE_ROLLING_BACK) {
-		if(roll_back_step(h, g, in) && req && !req->terminal)
+		if(roll_back_step(h, req, g, in) && req && !req->terminal)
 			clear_plan_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
 		return false;
 	}

@@ -146,6 +146,9 @@ typedef struct pr_class_host {
 	/* A PodTemplate's `template` of the request's namespace (borrowed),
 	 * or NULL. */
 	json_object *(*template_json)(pr_class_ctx *ctx, const char *name);
+	/* An Event on the request (when there is one) that is not a condition
+	 * transition: type "Normal" or "Warning". */
+	void (*event)(pr_class_ctx *ctx, const char *type, const char *reason, const char *msg);
 	/* Count an event of a scale-up in the controller's statistics. */
 	void (*count)(pr_class_ctx *ctx, pr_class_stat what);
 } pr_class_host;

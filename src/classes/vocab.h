@@ -49,5 +49,8 @@
 /* Retry state, so a new leader does not retry early. */
 #define PR_DETAIL_ATTEMPTS "provreqd.io/attempts"
 #define PR_DETAIL_NEXT_ATTEMPT "provreqd.io/next-attempt"
+/* The node-group backoff a failed scale-up caused: "group until-ns
+ * failures", so a new leader does not retry the group early. */
+#define PR_DETAIL_GROUP_BACKOFF "provreqd.io/node-group-backoff"
 
 #endif

@@ -308,6 +308,18 @@ out:
 	free(text);
 }
 
+/* A node-group backoff the last leader recorded with a failed scale-up. */
+static void rebuild_group_backoff(pr_ctl *c, const kube_provreq *pr)
+{
+	char *v = pr_details_get(pr, PR_DETAIL_GROUP_BACKOFF), group[256];
+	long long until = 0, failures = 0;
+	if(v && sscanf(v, "%255s %lld %lld", group, &until, &failures) == 3 &&
+	   state_group_restore(c->db, group, failures, until, "recorded by the previous leader", NULL) == 0 &&
+	   until > c->now)
+		log_info("node-group backoff rebuilt from a request's status", "group", group, "request", pr->meta.name);
+	free(v);
+}
+
 /* Attempts and the next attempt, as the last leader recorded them. */
 static void rebuild_attempts(pr_ctl *c, const kube_provreq *pr)
 {
@@ -337,6 +349,7 @@ void pr__rebuild_from_api(pr_ctl *c, pr_world *w)
 			continue;
 		rebuild_booking(c, w, w->prs[i]);
 		rebuild_attempts(c, w->prs[i]);
+		rebuild_group_backoff(c, w->prs[i]);
 	}
 	log_info("local state rebuilt from the apiserver", "requests", LOGI(w->nprs));
 }
@@ -421,6 +434,12 @@ static json_object *h_template_json(pr_class_ctx *x, const char *name)
 	return hmap_get(&x->w->tpls, key);
 }
 
+static void h_event(pr_class_ctx *x, const char *type, const char *reason, const char *msg)
+{
+	if(x->pr && !x->dropped)
+		emit_event(x->c, x->pr, type, reason, msg);
+}
+
 static void h_count(pr_class_ctx *x, pr_class_stat what)
 {
 	if(what == PR_STAT_SCALEUP_STARTED)
@@ -456,4 +475,5 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->node_state = h_node_state;
 	h->template_json = h_template_json;
 	h->count = h_count;
+	h->event = h_event;
 }

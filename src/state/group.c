@@ -225,3 +225,49 @@ int state_group_list(state_db *db, state_group_backoff **out, size_t *n, prd_err
 	return state__collect(db, st, rc, sizeof(**out), collect_row, clear_row, "listing node-group backoffs",
 			      (void **)out, n, err);
 }
+
+int state_group_restore(state_db *db, const char *group_id, int64_t failures, int64_t until_ns,
+                        const char *reason, prd_err *err)
+{
+	state_group_backoff g;
+	sqlite3_stmt *st = NULL;
+	int64_t now = state__now(db), duration;
+	bool found = false;
+	int rc;
+
+	memset(&g, 0, sizeof(g));
+	if(until_ns <= now || failures <= 0)
+		return 0;
+	rc = state__need(group_id, "node group id", err);
+	if(!rc)
+		rc = state__begin(db, err);
+	if(rc)
+		return rc;
+	rc = get_row(db, group_id, &g, &found, err);
+	if(rc || (found && g.until_ns >= until_ns))
+		goto done;
+	duration = until_ns - now;
+	rc = state__prep(db, sql_put, &st, err);
+	if(!rc)
+		rc = state__bind_text(db, st, 1, group_id, err);
+	if(!rc)
+		rc = state__bind_i64(db, st, 2, failures, err);
+	if(!rc)
+		rc = state__bind_i64(db, st, 3, duration, err);
+	if(!rc)
+		rc = state__bind_i64(db, st, 4, now, err);
+	if(!rc)
+		rc = state__bind_i64(db, st, 5, until_ns, err);
+	if(!rc)
+		rc = state__bind_text(db, st, 6, reason ? reason : "", err);
+	if(!rc)
+		rc = state__step_done(db, st, "restoring node-group backoff", err);
+	state__release(st);
+done:
+	if(!rc)
+		rc = state__commit(db, err);
+	state_group_clear(&g);
+	if(rc)
+		state__rollback(db);
+	return rc;
+}

@@ -171,6 +171,12 @@ int state_group_fail(state_db *db, const char *group_id, const char *reason,
  * backoff. */
 int state_group_success(state_db *db, const char *group_id, prd_err *err);
 
+/* Restore a backoff another replica recorded (in the API): the group is
+ * backed off until `until_ns` after `failures` failures, unless the local
+ * row already says so for longer. A time in the past is a no-op. */
+int state_group_restore(state_db *db, const char *group_id, int64_t failures, int64_t until_ns,
+                        const char *reason, prd_err *err);
+
 /* Is the group backed off now? *backed_off is set; *until_ns (optional)
  * gets the end of the backoff, or 0 when the group is not backed off. */
 int state_group_backed_off(state_db *db, const char *group_id, bool *backed_off,

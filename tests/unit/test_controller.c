@@ -944,6 +944,27 @@ static void test_async_rollback_is_confirmed(void)
 		CU_ASSERT_EQUAL(state_group_backed_off(db, "g", &off, NULL, NULL), 0);
 		CU_ASSERT_TRUE(off); /* a timeout is the cloud's failure */
 	}
+	/* A new leader with an empty store keeps the group backed off. */
+	{
+		state_db *db2 = NULL;
+		state_config sc;
+		char path2[600];
+		pr_ctl *ctl2 = NULL;
+		pr_config cfg;
+		prd_err e;
+		bool off = false;
+		pr_config_default(&cfg);
+		state_config_default(&sc);
+		snprintf(path2, sizeof(path2), "%s/replica-c-%d.db", test_tmpdir(), rand());
+		CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+		CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+		CU_ASSERT_EQUAL(state_group_backed_off(db2, "g", &off, NULL, NULL), 0);
+		CU_ASSERT_TRUE(off);
+		CU_ASSERT_EQUAL(ac.increases, 1);
+		pr_ctl_free(ctl2);
+		state_close(db2);
+	}
 	stop_async();
 }
 
