@@ -213,6 +213,23 @@ static void put_plan_details(const pr_class_host *h, const state_intent *in, sta
 	h->set_detail(h->ctx, PR_DETAIL_KNOWN, in->known_before);
 }
 
+/* The rollback is confirmed: say so on the request (same reason, no new
+ * Event, no new retry). */
+static void rolled_back(const pr_class_host *h, const pr_class_req *req, const state_intent *in)
+{
+	char msg[1400];
+	if(!req || req->terminal)
+		return;
+	snprintf(msg, sizeof(msg), "scale-up of node group %s failed: %s; rolled back: the cloud shows none of the "
+		 "instances it added and the target is back to %lld", in->node_group,
+		 in->last_error && in->last_error[0] ? in->last_error : "unknown cause", (long long)in->target_before);
+	h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALE_UP_FAILED, msg);
+	h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_ROLLED_BACK));
+	h->set_detail(h->ctx, PR_DETAIL_KNOWN, NULL);
+	h->set_detail(h->ctx, PR_DETAIL_TARGET_BEFORE, NULL);
+	h->set_detail(h->ctx, PR_DETAIL_PROGRESS, NULL);
+}
+
 /* The plan is over: only the outcome stays in the details. */
 static void clear_plan_details(const pr_class_host *h, const char *phase)
 {
@@ -463,8 +480,8 @@ static void start_roll_back(const pr_class_host *h, const pr_class_req *req, pr_
 		state_intent now = *in;
 		now.phase = STATE_PHASE_ROLLING_BACK;
 		now.last_error = (char *)cause;
-		if(roll_back_step(h, req, g, &now) && req && !req->terminal)
-			clear_plan_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
+		if(roll_back_step(h, req, g, &now))
+			rolled_back(h, req, &now);
 	}
 }
 
@@ -517,6 +534,17 @@ static const char *failure_kind(const plan_view *pv, int64_t delta)
 	return "partial creation";
 }
 
+/* Close a plan whose cloud call never took effect: nothing to undo, no
+ * backoff, and the group is free again for this pass. */
+static void close_without_effect(const pr_class_host *h, pr_class_group *g, const state_intent *in, const char *why)
+{
+	if(in->phase != STATE_PHASE_PLANNED)
+		state_intent_advance(h->db, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
+	state_intent_close(h->db, in->plan_id, STATE_PHASE_ROLLED_BACK, why, NULL);
+	if(g)
+		g->busy = false;
+}
+
 /* Returns true when the plan ended without effect and the request may
  * start over in this pass. */
 static bool progress(const pr_class_host *h, const pr_class_req *req, state_intent *in)
@@ -528,13 +556,13 @@ static bool progress(const pr_class_host *h, const pr_class_req *req, state_inte
 
 	if(in->phase == STATE_PHASE_PLANNED) {
 		/* The cloud was never called (the call comes after increasing). */
-		state_intent_close(h->db, in->plan_id, STATE_PHASE_ROLLED_BACK, "interrupted before the cloud call", NULL);
+		close_without_effect(h, g, in, "interrupted before the cloud call");
 		log_info("scale-up plan interrupted before the cloud call; nothing to undo", "plan", in->plan_id);
 		return true;
 	}
 	if(in->phase == STATE_PHASE_ROLLING_BACK) {
-		if(roll_back_step(h, req, g, in) && req && !req->terminal)
-			clear_plan_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
+		if(roll_back_step(h, req, g, in))
+			rolled_back(h, req, in);
 		return false;
 	}
 	if(!g || pr_group_list(g, &e) || plan_view_of(h, g, in, &pv)) {
@@ -559,8 +587,7 @@ static bool progress(const pr_class_host *h, const pr_class_req *req, state_inte
 			if(req && !req->terminal)
 				h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_WAITING_FOR_NODES));
 		} else if(g->target <= in->target_before) {
-			state_intent_close(h->db, in->plan_id, STATE_PHASE_ROLLED_BACK,
-					   "interrupted; the cloud never took the increase", NULL);
+			close_without_effect(h, g, in, "interrupted; the cloud never took the increase");
 			log_info("interrupted scale-up never reached the cloud; starting over", "plan", in->plan_id,
 				 "group", g->id);
 			return true;
@@ -809,11 +836,10 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 	if(rc) {
 		de.message[sizeof(de.message) - 1] = '\0';
 		cloud_driver_error(g->drv, "increase size", rc, &de, &e);
-		snprintf(msg, sizeof(msg), "%s%s", rc == PRD_CLOUD_EAGAIN ? "the cloud refused the increase for now: " :
-						 (de.code == PRD_CLOUD_ERANGE || rc == PRD_CLOUD_ERANGE) ? "stockout: " : "",
-			 e.msg);
-		/* A transient refusal is not a reason to avoid the group. */
-		start_roll_back(h, req, g, &in, msg, rc != PRD_CLOUD_EAGAIN);
+		snprintf(msg, sizeof(msg), "the cloud refused the increase: %s", e.msg);
+		/* Like cluster-autoscaler: any failed increase backs the group
+		 * off, a stockout reported as "try again" included. */
+		start_roll_back(h, req, g, &in, msg, true);
 	} else {
 		state_intent_advance(h->db, plan, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
 		h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_WAITING_FOR_NODES));

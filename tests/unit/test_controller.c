@@ -1110,6 +1110,47 @@ static void test_async_crash_resumes_without_backoff(void)
 	stop_async();
 }
 
+/* Broken controllers caught: one that cannot close a plan interrupted
+ * before the cloud took the increase (it looped on it forever), one that
+ * backs the group off for provreqd's own crash, one that waits out a
+ * backoff before starting over. */
+static void test_async_crash_before_the_call_starts_over(void)
+{
+	state_intent in;
+	prd_err e;
+	json_object *o = NULL;
+	bool off = true;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+				      NULL, NULL, &o, NULL, &e), 0);
+	memset(&in, 0, sizeof(in));
+	in.plan_id = "crash/2";
+	in.request_uid = (char *)json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid"));
+	in.node_group = "g";
+	in.delta = 2;
+	in.deadline_ns = clk_wall(&fake) + 2 * MIN;
+	CU_ASSERT_EQUAL(state_intent_begin(db, &in, &e), 0);
+	CU_ASSERT_EQUAL(state_intent_set_known(db, "crash/2", "h1:", &e), 0);
+	CU_ASSERT_EQUAL(state_intent_advance(db, "crash/2", STATE_PHASE_INCREASING, NULL, &e), 0);
+	json_object_put(o);
+	pass();
+	CU_ASSERT_EQUAL(state_intent_get(db, "crash/2", &in, &e), 0);
+	CU_ASSERT_EQUAL(in.phase, STATE_PHASE_ROLLED_BACK);
+	state_intent_clear(&in);
+	/* Started over in the same pass, once. */
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	CU_ASSERT_EQUAL(state_group_backed_off(db, "g", &off, NULL, NULL), 0);
+	CU_ASSERT_FALSE(off);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	stop_async();
+}
+
 /* Broken controllers caught: one that keeps a deleted request's booking
  * until it expires (the recreated request waited 15 minutes), and one whose
  * new leader, with an empty database, forgets bookings and retry times. */
@@ -1250,6 +1291,7 @@ static const test_case cases[] = {
 	{ "async cloud: terminal, deleted, foreign errors", test_async_terminal_deleted_and_foreign_errors },
 	{ "async cloud: plan nodes reserved", test_async_plan_nodes_are_reserved },
 	{ "async cloud: crash resumes without backoff", test_async_crash_resumes_without_backoff },
+	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
 	{ "deleted booking released; failover keeps state", test_deleted_booking_and_failover_state },
 	{ "shards do not adopt", test_shards_do_not_adopt },
 	{ "details chunking", test_details_chunking },
