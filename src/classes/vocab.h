@@ -43,6 +43,8 @@
 #define PR_DETAIL_PHASE "scaleUpPhase"
 #define PR_DETAIL_KNOWN "provreqd.io/instances-before"
 #define PR_DETAIL_PROGRESS "nodesProgress"
+/* A plan split across groups: "podSet:group=pods,..." */
+#define PR_DETAIL_PODSET_GROUPS "podSetNodeGroups"
 /* What a Provisioned request booked, per podSet and node, so a replica
  * that takes over the lease rebuilds the booking. */
 #define PR_DETAIL_BOOKING "provreqd.io/booking"

@@ -605,79 +605,121 @@ static void test_failover_adopts_plan(void)
  * the first atomic class got wrong. */
 
 typedef struct ainst {
-	char id[32], node[32];
+	char id[40], node[40];
 	int state, errclass;
 } ainst;
 
-typedef struct acloud {
+/* One group of the test cloud. */
+typedef struct agroup {
 	int32_t target;
 	ainst v[32];
 	size_t n;
+	int decreases, deletes, increases;
+	int fail_increase;          /* increases to refuse */
+} agroup;
+
+/* Group 0 "g": 4 cpu. Group 1 "gpu" (only when ac.ngroups == 2): 8 cpu and
+ * 4 example.com/gpu, tainted gpu=true:NoSchedule. */
+typedef struct acloud {
+	agroup grp[2];
+	size_t ngroups;
 	int seq;
 	int fail_groups, fail_instances, fail_delete; /* calls to fail */
+	/* group 0's fields, for the single-group tests */
+	int32_t target;
+	size_t n;
+	ainst *v;
 	int decreases, deletes, increases;
 } acloud;
 
 static acloud ac;
 
+static const char *const a_ids[2] = { "g", "gpu" };
+
+static agroup *a_group(const char *gid)
+{
+	return !strcmp(gid, "gpu") && ac.ngroups == 2 ? &ac.grp[1] : &ac.grp[0];
+}
+
+/* Keep group 0's mirror fields in step (tests read ac.target etc.). */
+static void a_sync_out(void)
+{
+	ac.target = ac.grp[0].target;
+	ac.n = ac.grp[0].n;
+	ac.v = ac.grp[0].v;
+	ac.decreases = ac.grp[0].decreases;
+	ac.deletes = ac.grp[0].deletes;
+	ac.increases = ac.grp[0].increases;
+}
+
+static void a_sync_in(void)
+{
+	ac.grp[0].target = ac.target;
+}
+
 static int a_refresh(void *st, prd_cloud_error *err)
 {
 	(void)st;
 	(void)err;
+	a_sync_in();
 	return 0;
 }
 
 static int a_groups(void *st, prd_cloud_node_group **out, size_t *n, prd_cloud_error *err)
 {
 	prd_cloud_node_group *g;
+	size_t i;
 	(void)st;
 	if(ac.fail_groups > 0) {
 		ac.fail_groups--;
 		snprintf(err->message, sizeof(err->message), "node groups: cloud unavailable");
 		return PRD_CLOUD_EAGAIN;
 	}
-	g = calloc(1, sizeof(*g));
-	g->id = strdup("g");
-	g->min_size = 0;
-	g->max_size = 10;
-	g->target_size = ac.target;
+	g = calloc(ac.ngroups, sizeof(*g));
+	for(i = 0; i < ac.ngroups; i++) {
+		g[i].id = strdup(a_ids[i]);
+		g[i].min_size = 0;
+		g[i].max_size = 10;
+		g[i].target_size = ac.grp[i].target;
+	}
 	*out = g;
-	*n = 1;
+	*n = ac.ngroups;
 	return 0;
 }
 
 static void a_release_groups(void *st, prd_cloud_node_group *g, size_t n)
 {
+	size_t i;
 	(void)st;
-	(void)n;
-	free(g[0].id);
+	for(i = 0; i < n; i++)
+		free(g[i].id);
 	free(g);
 }
 
 static int a_instances(void *st, const char *gid, prd_cloud_instance **out, size_t *n, prd_cloud_error *err)
 {
 	prd_cloud_instance *v;
+	agroup *g = a_group(gid);
 	size_t i;
 	(void)st;
-	(void)gid;
 	if(ac.fail_instances > 0) {
 		ac.fail_instances--;
 		snprintf(err->message, sizeof(err->message), "instances: cloud unavailable");
 		return PRD_CLOUD_EAGAIN;
 	}
-	v = calloc(ac.n + 1, sizeof(*v));
-	for(i = 0; i < ac.n; i++) {
-		v[i].id = strdup(ac.v[i].id);
-		v[i].node_name = ac.v[i].node[0] ? strdup(ac.v[i].node) : NULL;
-		v[i].state = ac.v[i].state;
-		v[i].error_class = ac.v[i].errclass;
-		if(ac.v[i].errclass) {
+	v = calloc(g->n + 1, sizeof(*v));
+	for(i = 0; i < g->n; i++) {
+		v[i].id = strdup(g->v[i].id);
+		v[i].node_name = g->v[i].node[0] ? strdup(g->v[i].node) : NULL;
+		v[i].state = g->v[i].state;
+		v[i].error_class = g->v[i].errclass;
+		if(g->v[i].errclass) {
 			v[i].error_code = strdup("OutOfCapacity");
 			v[i].error_message = strdup("zone has no capacity");
 		}
 	}
 	*out = v;
-	*n = ac.n;
+	*n = g->n;
 	return 0;
 }
 
@@ -697,61 +739,83 @@ static void a_release_instances(void *st, prd_cloud_instance *v, size_t n)
 static int a_template(void *st, const char *gid, char **json, prd_cloud_error *err)
 {
 	(void)st;
-	(void)gid;
 	(void)err;
-	*json = strdup("{\"metadata\":{\"name\":\"tmpl\",\"labels\":{\"group\":\"g\"}},\"status\":{\"allocatable\":"
-		       "{\"cpu\":\"4\",\"memory\":\"16Gi\",\"pods\":\"110\"}}}");
+	if(a_group(gid) == &ac.grp[1])
+		*json = strdup("{\"metadata\":{\"name\":\"tgpu\",\"labels\":{\"group\":\"gpu\"}},\"spec\":{\"taints\":"
+			       "[{\"key\":\"gpu\",\"value\":\"true\",\"effect\":\"NoSchedule\"}]},\"status\":{\"allocatable\":"
+			       "{\"cpu\":\"8\",\"memory\":\"32Gi\",\"pods\":\"110\",\"example.com/gpu\":\"4\"}}}");
+	else
+		*json = strdup("{\"metadata\":{\"name\":\"tmpl\",\"labels\":{\"group\":\"g\"}},\"status\":{\"allocatable\":"
+			       "{\"cpu\":\"4\",\"memory\":\"16Gi\",\"pods\":\"110\"}}}");
 	return 0;
 }
 
 static int a_increase(void *st, const char *gid, int32_t d, prd_cloud_error *err)
 {
+	agroup *g;
 	(void)st;
-	(void)gid;
-	(void)err;
-	ac.increases++;
-	ac.target += d;
+	a_sync_in();
+	g = a_group(gid);
+	if(g->fail_increase > 0) {
+		g->fail_increase--;
+		snprintf(err->message, sizeof(err->message), "ZONE_RESOURCE_POOL_EXHAUSTED");
+		return PRD_CLOUD_EIO;
+	}
+	g->increases++;
+	g->target += d;
+	a_sync_out();
 	return 0;
+}
+
+static size_t a_live_in(const agroup *g)
+{
+	size_t i, k = 0;
+	for(i = 0; i < g->n; i++)
+		k += g->v[i].state != PRD_CLOUD_INSTANCE_DELETING;
+	return k;
 }
 
 static size_t a_live(void)
 {
-	size_t i, k = 0;
-	for(i = 0; i < ac.n; i++)
-		k += ac.v[i].state != PRD_CLOUD_INSTANCE_DELETING;
-	return k;
+	return a_live_in(&ac.grp[0]);
 }
 
 static int a_decrease(void *st, const char *gid, int32_t d, prd_cloud_error *err)
 {
+	agroup *g;
 	(void)st;
-	(void)gid;
-	if(ac.target - d < (int32_t)a_live()) {
+	a_sync_in();
+	g = a_group(gid);
+	if(g->target - d < (int32_t)a_live_in(g)) {
 		snprintf(err->message, sizeof(err->message), "below the existing instances");
 		return PRD_CLOUD_ERANGE;
 	}
-	ac.decreases++;
-	ac.target -= d;
+	g->decreases++;
+	g->target -= d;
+	a_sync_out();
 	return 0;
 }
 
 static int a_delete_instances(void *st, const char *gid, const char *const *ids, size_t n, prd_cloud_error *err)
 {
+	agroup *g;
 	size_t i, k;
 	(void)st;
-	(void)gid;
+	a_sync_in();
+	g = a_group(gid);
 	if(ac.fail_delete > 0) {
 		ac.fail_delete--;
 		snprintf(err->message, sizeof(err->message), "delete: cloud unavailable");
 		return PRD_CLOUD_EAGAIN;
 	}
-	ac.deletes++;
+	g->deletes++;
 	for(i = 0; i < n; i++)
-		for(k = 0; k < ac.n; k++)
-			if(!strcmp(ac.v[k].id, ids[i]) && ac.v[k].state != PRD_CLOUD_INSTANCE_DELETING) {
-				ac.v[k].state = PRD_CLOUD_INSTANCE_DELETING;
-				ac.target--;
+		for(k = 0; k < g->n; k++)
+			if(!strcmp(g->v[k].id, ids[i]) && g->v[k].state != PRD_CLOUD_INSTANCE_DELETING) {
+				g->v[k].state = PRD_CLOUD_INSTANCE_DELETING;
+				g->target--;
 			}
+	a_sync_out();
 	return 0;
 }
 
@@ -792,10 +856,12 @@ static const prd_cloud_driver a_driver = {
 static cloud_driver a_drv = { NULL, NULL, &a_driver, NULL, NULL };
 static cloud_driver *a_drvs[1] = { &a_drv };
 
-static void start_async(pr_config *cfg)
+static void start_async_n(pr_config *cfg, size_t ngroups)
 {
 	pr_config def;
 	memset(&ac, 0, sizeof(ac));
+	ac.ngroups = ngroups;
+	a_sync_out();
 	start(NULL, NULL);
 	pr_ctl_free(ctl);
 	drivers.v = a_drvs;
@@ -808,6 +874,11 @@ static void start_async(pr_config *cfg)
 	}
 }
 
+static void start_async(pr_config *cfg)
+{
+	start_async_n(cfg, 1);
+}
+
 static void stop_async(void)
 {
 	drivers.v = NULL;
@@ -815,50 +886,80 @@ static void stop_async(void)
 	stop();
 }
 
-/* k new instances, as the cloud creates them: an id, no node yet. */
-static void a_create(int k, int errclass)
+/* k new instances in group gi, as the cloud creates them: an id, no node. */
+static void a_create_in(size_t gi, int k, int errclass)
 {
-	while(k-- > 0 && ac.n < 32) {
-		ainst *x = &ac.v[ac.n++];
+	agroup *g = &ac.grp[gi];
+	a_sync_in();
+	while(k-- > 0 && g->n < 32) {
+		ainst *x = &g->v[g->n++];
 		memset(x, 0, sizeof(*x));
-		snprintf(x->id, sizeof(x->id), "test://g/i-%d", ++ac.seq);
-		x->state = errclass ? PRD_CLOUD_INSTANCE_CREATING : PRD_CLOUD_INSTANCE_CREATING;
+		snprintf(x->id, sizeof(x->id), "test://%s/i-%d", a_ids[gi], ++ac.seq);
+		x->state = PRD_CLOUD_INSTANCE_CREATING;
 		x->errclass = errclass;
 	}
+	a_sync_out();
 }
 
-/* The Node of every nameless, healthy instance registers (Ready). */
-static void a_register(int k)
+static void a_create(int k, int errclass)
 {
+	a_create_in(0, k, errclass);
+}
+
+/* The Nodes of k nameless, healthy instances of group gi register (Ready). */
+static void a_register_in(size_t gi, int k)
+{
+	agroup *g = &ac.grp[gi];
 	size_t i;
-	for(i = 0; i < ac.n && k > 0; i++) {
-		ainst *x = &ac.v[i];
+	for(i = 0; i < g->n && k > 0; i++) {
+		ainst *x = &g->v[i];
+		char labels[200], y[1024];
 		if(x->node[0] || x->errclass || x->state == PRD_CLOUD_INSTANCE_DELETING)
 			continue;
-		snprintf(x->node, sizeof(x->node), "g-node-%d", ac.seq + (int)i * 100);
+		snprintf(x->node, sizeof(x->node), "%s-node-%d", a_ids[gi], ++ac.seq);
 		x->state = PRD_CLOUD_INSTANCE_RUNNING;
-		add_node(x->node, "4", ", group: g");
+		if(gi == 0) {
+			add_node(x->node, "4", ", group: g");
+		} else {
+			snprintf(labels, sizeof(labels), "{kubernetes.io/hostname: %s, group: gpu}", x->node);
+			snprintf(y, sizeof(y),
+				 "metadata: {name: %s, labels: %s}\n"
+				 "spec: {taints: [{key: gpu, value: \"true\", effect: NoSchedule}]}\n"
+				 "status:\n  allocatable: {cpu: \"8\", memory: 32Gi, pods: \"110\", example.com/gpu: \"4\"}\n"
+				 "  conditions: [{type: Ready, status: \"True\"}]\n", x->node, labels);
+			post("/api/v1/nodes", y);
+		}
 		k--;
 	}
+	a_sync_out();
+}
+
+static void a_register(int k)
+{
+	a_register_in(0, k);
 }
 
 /* Deletes that were asked for finish. */
 static void a_finish_deletes(void)
 {
-	size_t i, k = 0;
-	for(i = 0; i < ac.n; i++) {
-		if(ac.v[i].state == PRD_CLOUD_INSTANCE_DELETING) {
-			if(ac.v[i].node[0]) {
-				char path[200];
-				prd_err e;
-				snprintf(path, sizeof(path), "/api/v1/nodes/%s", ac.v[i].node);
-				kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e);
+	size_t gi, i, k;
+	for(gi = 0; gi < 2; gi++) {
+		agroup *g = &ac.grp[gi];
+		for(i = 0, k = 0; i < g->n; i++) {
+			if(g->v[i].state == PRD_CLOUD_INSTANCE_DELETING) {
+				if(g->v[i].node[0]) {
+					char path[200];
+					prd_err e;
+					snprintf(path, sizeof(path), "/api/v1/nodes/%s", g->v[i].node);
+					kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e);
+				}
+				continue;
 			}
-			continue;
+			g->v[k++] = g->v[i];
 		}
-		ac.v[k++] = ac.v[i];
+		g->n = k;
 	}
-	ac.n = k;
+	a_sync_out();
 }
 
 static size_t open_plans(void)
@@ -979,6 +1080,7 @@ static void test_async_terminal_deleted_and_foreign_errors(void)
 	start_async(NULL);
 	a_create(1, PRD_CLOUD_ERRCLASS_OTHER);   /* an old failed instance */
 	ac.target = 1;
+	a_sync_in();
 	add_template("a", "two", "2");
 	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
 	pass();
@@ -1151,6 +1253,112 @@ static void test_async_crash_before_the_call_starts_over(void)
 	stop_async();
 }
 
+static void add_gpu_template(const char *ns, const char *name)
+{
+	char y[1024], path[256];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s}\n"
+		 "template:\n  metadata: {labels: {app: %s}}\n"
+		 "  spec:\n    tolerations: [{key: gpu, operator: Exists, effect: NoSchedule}]\n"
+		 "    containers: [{name: c, image: x, resources: {requests: {cpu: \"1\", example.com/gpu: \"2\"},"
+		 " limits: {example.com/gpu: \"2\"}}}]\n", name, name);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/podtemplates", ns);
+	post(path, y);
+}
+
+static void add_two_podset_pr(const char *ns, const char *name)
+{
+	char y[1024], path[256];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s}\n"
+		 "spec:\n  provisioningClassName: %s\n"
+		 "  podSets: [{podTemplateRef: {name: worker}, count: 8}, {podTemplateRef: {name: launcher}, count: 1}]\n",
+		 name, PR_CLASS_ATOMIC);
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests", ns);
+	post(path, y);
+}
+
+/* 8 GPU workers (2 GPUs each, 4 per node: 4 nodes of "gpu") and a CPU
+ * launcher (no toleration for the GPU taint: 1 node of "g"). Broken
+ * controller caught: one that can use only one group (the request was
+ * CapacityIsNotFound), one that says Provisioned before every node of
+ * every group is Ready. */
+static void test_multi_group_plan(void)
+{
+	start_async_n(NULL, 2);
+	add_gpu_template("m", "worker");
+	add_template("m", "launcher", "2");
+	add_two_podset_pr("m", "train");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("m", "train", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(ac.grp[1].target, 4);
+	CU_ASSERT_EQUAL(ac.grp[0].target, 1);
+	CU_ASSERT_EQUAL(open_plans(), 2);
+	a_create_in(1, 4, 0);
+	a_create_in(0, 1, 0);
+	a_register_in(1, 4);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("m", "train", "Provisioned"), "False/ScaleUpInProgress");
+	a_register_in(0, 1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("m", "train", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.grp[0].increases + ac.grp[1].increases, 2);
+	stop_async();
+}
+
+/* The GPU group's instances fail: both groups go back to their size, only
+ * the GPU group is backed off, the request names it. Broken controllers
+ * caught: one that rolls back only the failing group, one that backs off
+ * every group of the plan. */
+static void test_multi_group_rollback(void)
+{
+	bool off = false;
+	start_async_n(NULL, 2);
+	add_gpu_template("m", "worker");
+	add_template("m", "launcher", "2");
+	add_two_podset_pr("m", "train");
+	pass();
+	a_create_in(0, 1, 0);
+	a_register_in(0, 1);
+	a_create_in(1, 2, 0);
+	a_create_in(1, 2, PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("m", "train", "Provisioned"), "False/ScaleUpFailed");
+	a_finish_deletes();
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.grp[0].target, 0);
+	CU_ASSERT_EQUAL(ac.grp[1].target, 0);
+	CU_ASSERT_EQUAL(a_live_in(&ac.grp[0]) + a_live_in(&ac.grp[1]), 0);
+	CU_ASSERT_EQUAL(state_group_backed_off(db, "gpu", &off, NULL, NULL), 0);
+	CU_ASSERT_TRUE(off);
+	CU_ASSERT_EQUAL(state_group_backed_off(db, "g", &off, NULL, NULL), 0);
+	CU_ASSERT_FALSE(off);
+	{
+		json_object *o = NULL;
+		prd_err e;
+		const char *msg = NULL;
+		json_object *cs;
+		size_t i;
+		CU_ASSERT_EQUAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/m/provisioningrequests/train",
+					      NULL, NULL, &o, NULL, &e), 0);
+		cs = json_object_object_get(json_object_object_get(o, "status"), "conditions");
+		for(i = 0; cs && i < json_object_array_length(cs); i++)
+			if(!strcmp(json_object_get_string(json_object_object_get(json_object_array_get_idx(cs, i), "type")),
+				   "Provisioned"))
+				msg = json_object_get_string(json_object_object_get(json_object_array_get_idx(cs, i), "message"));
+		CU_ASSERT_PTR_NOT_NULL(msg ? strstr(msg, "in gpu") : NULL);
+		CU_ASSERT_PTR_NOT_NULL(msg ? strstr(msg, "rolled back") : NULL);
+		json_object_put(o);
+	}
+	stop_async();
+}
+
 /* Broken controllers caught: one that keeps a deleted request's booking
  * until it expires (the recreated request waited 15 minutes), and one whose
  * new leader, with an empty database, forgets bookings and retry times. */
@@ -1230,6 +1438,7 @@ static void test_shards_do_not_adopt(void)
 		json_object_put(patch);
 	}
 	ac.target = 2;
+	a_sync_in();
 	a_create(2, 0);
 	pass();
 	CU_ASSERT_EQUAL(open_plans(), 0);
@@ -1294,6 +1503,8 @@ static const test_case cases[] = {
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
 	{ "deleted booking released; failover keeps state", test_deleted_booking_and_failover_state },
 	{ "shards do not adopt", test_shards_do_not_adopt },
+	{ "multi-group plan", test_multi_group_plan },
+	{ "multi-group rollback", test_multi_group_rollback },
 	{ "details chunking", test_details_chunking },
 	{ NULL, NULL }
 };

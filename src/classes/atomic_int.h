@@ -1,0 +1,81 @@
+/* Internals of the atomic scale-up class, shared by atomic.c (the module:
+ * starting and progressing plans), atomic_plan.c (what the cloud shows of a
+ * plan, the plan in the API, rollback steps) and atomic_choose.c (which
+ * node groups, by how much). */
+#ifndef PRD_CLASSES_ATOMIC_INT_H
+#define PRD_CLASSES_ATOMIC_INT_H
+
+#include "classes/class.h"
+#include "util/hmap.h"
+
+#define AT_NS_PER_S PRD_NS_PER_SEC
+#define AT_POLL_NS (2 * AT_NS_PER_S)
+#define AT_RETRY_NS (5 * AT_NS_PER_S)
+
+/* A plan: one intent row per node group, all of one request, opened
+ * together and closed together. */
+typedef struct at_plan {
+	state_intent *v;
+	size_t n;
+} at_plan;
+
+/* The open plan of a request (every open intent of its uid). False when
+ * there is none. Caller frees with at_plan_free. */
+bool at_plan_open(const pr_class_host *h, const char *uid, at_plan *out);
+void at_plan_free(at_plan *p);
+/* The plan id the intents share: the intent id up to its last '/'. */
+void at_plan_base(const char *intent_id, char *out, size_t len);
+
+pr_class_group *at_find_group(const pr_class_host *h, const char *id);
+
+/* What the cloud shows of one intent of a plan. */
+typedef struct at_view {
+	size_t n;              /* the intent's instances listed now */
+	size_t live;           /* ... not being deleted */
+	size_t named, ready;   /* ... with a registered Node / a Ready one */
+	size_t failed, failed_oor;
+	size_t extra;          /* new instances beyond delta: not the plan's */
+	const char *fail_msg;  /* the first failure (borrowed from the group) */
+	const pr_class_inst **v; /* the intent's instances (arena) */
+} at_view;
+
+/* The group's instances before a call, as the plan's "known" text. */
+char *at_known_encode(const pr_class_group *g);
+/* Which of the group's instances are the intent's (the group must be
+ * listed). */
+int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in, at_view *pv);
+
+/* The plan in the request's provisioningClassDetails. */
+void at_put_details(const pr_class_host *h, const at_plan *p, state_phase phase);
+/* The plan is over: only its outcome stays. */
+void at_clear_details(const pr_class_host *h, const char *phase);
+/* Adopt a plan the request's status names and the store does not know. */
+void at_adopt(const pr_class_host *h, const kube_provreq *pr);
+
+/* One rollback step of one intent. True once the cloud confirms: none of
+ * its instances listed and the target no higher than before (the intent
+ * is then closed). */
+bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class_group *g, const state_intent *in);
+/* Close an intent whose cloud call never took effect: nothing to undo. */
+void at_close_without_effect(const pr_class_host *h, pr_class_group *g, const state_intent *in, const char *why);
+
+/* One group of a choice and how many nodes it adds. */
+typedef struct at_part {
+	pr_class_group *g;
+	int64_t delta;
+} at_part;
+
+typedef struct at_choice {
+	at_part *parts;        /* arena */
+	size_t n;
+	int64_t remaining;     /* pods that do not fit existing nodes */
+	char *podset_groups;   /* "podSet:group,..." (arena) */
+} at_choice;
+
+/* Choose the groups for the pods that do not fit existing nodes: one group
+ * when one can take them all, else a split across groups. Returns 1 with
+ * *out filled, 0 when no choice exists (the request is answered here), or
+ * 2 when everything already fits (booked and answered here). */
+int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out);
+
+#endif

@@ -1,0 +1,417 @@
+/* The atomic class's plans as the cloud and the API see them: which
+ * instances are a plan's, the plan in the request's status (and adopting it
+ * from there), and the steps of a rollback. See atomic.c for the life of a
+ * plan. */
+#include "classes/atomic_int.h"
+#include "classes/details.h"
+#include "ops/log.h"
+#include "ops/metrics.h"
+#include "util/buf.h"
+#include "util/rfc3339.h"
+#include "util/str.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KNOWN_PREFIX "h1:"
+#define HASH_CHARS 8
+
+pr_class_group *at_find_group(const pr_class_host *h, const char *id)
+{
+	size_t i;
+	for(i = 0; i < h->ngroups; i++)
+		if(!strcmp(h->groups[i].id, id))
+			return &h->groups[i];
+	return NULL;
+}
+
+void at_plan_base(const char *id, char *out, size_t len)
+{
+	const char *hash = strrchr(id, '#');
+	size_t n = hash ? (size_t)(hash - id) : strlen(id);
+	snprintf(out, len, "%.*s", (int)n, id);
+}
+
+bool at_plan_open(const pr_class_host *h, const char *uid, at_plan *out)
+{
+	state_intent *open = NULL;
+	size_t n = 0, i;
+	memset(out, 0, sizeof(*out));
+	if(!h->db || state_intent_list_open(h->db, &open, &n, NULL))
+		return false;
+	out->v = calloc(n + 1, sizeof(*out->v));
+	for(i = 0; out->v && i < n; i++) {
+		if(!strcmp(open[i].request_uid, uid)) {
+			out->v[out->n++] = open[i];
+			memset(&open[i], 0, sizeof(open[i]));
+		}
+	}
+	state_intent_list_free(open, n);
+	if(!out->n) {
+		free(out->v);
+		out->v = NULL;
+	}
+	return out->n > 0;
+}
+
+void at_plan_free(at_plan *p)
+{
+	size_t i;
+	for(i = 0; i < p->n; i++)
+		state_intent_clear(&p->v[i]);
+	free(p->v);
+	memset(p, 0, sizeof(*p));
+}
+
+/* 48 bits of FNV-1a of an instance id as 8 base64url characters: a
+ * thousand-instance group costs 8 kB in the API, and two ids collide with
+ * a chance of one in 2^48. */
+static void id_hash(const char *id, char out[HASH_CHARS + 1])
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	uint64_t h = 1469598103934665603ULL;
+	int i;
+	for(; *id; id++) {
+		h ^= (unsigned char)*id;
+		h *= 1099511628211ULL;
+	}
+	for(i = 0; i < HASH_CHARS; i++) {
+		out[i] = b64[h & 63];
+		h >>= 6;
+	}
+	out[HASH_CHARS] = '\0';
+}
+
+/* The group's instances as the plan's "known before" text. */
+char *at_known_encode(const pr_class_group *g)
+{
+	buf b;
+	size_t i;
+	char hs[HASH_CHARS + 1];
+	buf_init(&b);
+	buf_append_str(&b, KNOWN_PREFIX);
+	for(i = 0; i < g->ninst; i++) {
+		id_hash(g->inst[i].id, hs);
+		buf_append_str(&b, hs);
+	}
+	return buf_detach(&b);
+}
+
+/* Parse "known before" into a set of hashes. Plans written by older
+ * versions hold node names, one per line: hash those. */
+static void known_decode(const char *text, hmap *set)
+{
+	char hs[HASH_CHARS + 1];
+	const char *p;
+	if(!text)
+		return;
+	if(!strncmp(text, KNOWN_PREFIX, strlen(KNOWN_PREFIX))) {
+		for(p = text + strlen(KNOWN_PREFIX); strlen(p) >= HASH_CHARS; p += HASH_CHARS) {
+			memcpy(hs, p, HASH_CHARS);
+			hs[HASH_CHARS] = '\0';
+			hmap_put(set, hs, NULL);
+		}
+		return;
+	}
+	for(p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		char *name = str_ndup(p, len);
+		if(name && *name) {
+			id_hash(name, hs);
+			hmap_put(set, hs, NULL);
+		}
+		free(name);
+		p += len + (nl ? 1 : 0);
+	}
+}
+
+static bool known_has(const hmap *set, const pr_class_inst *in)
+{
+	char hs[HASH_CHARS + 1];
+	id_hash(in->id, hs);
+	if(hmap_has(set, hs))
+		return true;
+	if(in->node) {
+		id_hash(in->node, hs);
+		return hmap_has(set, hs);
+	}
+	return false;
+}
+
+/* Which of the group's instances are the plan's. */
+int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in, at_view *pv)
+{
+	hmap known;
+	size_t i;
+	memset(pv, 0, sizeof(*pv));
+	pv->v = arena_array(h->ar, g->ninst + 1, sizeof(*pv->v));
+	if(!pv->v)
+		return PRD_ENOMEM;
+	hmap_init(&known, NULL);
+	known_decode(in->known_before, &known);
+	for(i = 0; i < g->ninst; i++) {
+		const pr_class_inst *x = &g->inst[i];
+		if(known_has(&known, x))
+			continue;
+		if((int64_t)pv->n >= in->delta) {
+			pv->extra++;
+			continue;
+		}
+		pv->v[pv->n++] = x;
+		if(x->state != PRD_CLOUD_INSTANCE_DELETING)
+			pv->live++;
+		if(x->errclass != PRD_CLOUD_ERRCLASS_NONE) {
+			pv->failed++;
+			if(x->errclass == PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES)
+				pv->failed_oor++;
+			if(!pv->fail_msg)
+				pv->fail_msg = x->errmsg;
+			continue;
+		}
+		if(x->node) {
+			pv->named++;
+			if(x->state != PRD_CLOUD_INSTANCE_DELETING && h->node_state(h->ctx, x->node) == PR_NODE_READY)
+				pv->ready++;
+		}
+	}
+	hmap_free(&known);
+	return 0;
+}
+
+
+/* ---- the plan in the API ----------------------------------------------- */
+
+void at_put_details(const pr_class_host *h, const at_plan *p, state_phase phase)
+{
+	char base[200], ts[RFC3339_MAX];
+	buf groups, deltas, before, known;
+	size_t i;
+	if(!p->n)
+		return;
+	buf_init(&groups);
+	buf_init(&deltas);
+	buf_init(&before);
+	buf_init(&known);
+	for(i = 0; i < p->n; i++) {
+		const char *sep = i ? "," : "";
+		buf_printf(&groups, "%s%s", sep, p->v[i].node_group);
+		buf_printf(&deltas, "%s%lld", sep, (long long)p->v[i].delta);
+		buf_printf(&before, "%s%lld", sep, (long long)p->v[i].target_before);
+		buf_printf(&known, "%s%s", i ? "|" : "", p->v[i].known_before ? p->v[i].known_before : "");
+	}
+	at_plan_base(p->v[0].plan_id, base, sizeof(base));
+	h->set_detail(h->ctx, PR_DETAIL_PLAN, base);
+	h->set_detail(h->ctx, PR_DETAIL_GROUP, buf_str(&groups));
+	h->set_detail(h->ctx, PR_DETAIL_DELTA, buf_str(&deltas));
+	h->set_detail(h->ctx, PR_DETAIL_TARGET_BEFORE, buf_str(&before));
+	rfc3339_format(p->v[0].deadline_ns, ts, sizeof(ts));
+	h->set_detail(h->ctx, PR_DETAIL_DEADLINE, ts);
+	h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(phase));
+	h->set_detail(h->ctx, PR_DETAIL_KNOWN, buf_str(&known));
+	buf_free(&groups);
+	buf_free(&deltas);
+	buf_free(&before);
+	buf_free(&known);
+}
+
+void at_clear_details(const pr_class_host *h, const char *phase)
+{
+	h->set_detail(h->ctx, PR_DETAIL_PHASE, phase);
+	h->set_detail(h->ctx, PR_DETAIL_KNOWN, NULL);
+	h->set_detail(h->ctx, PR_DETAIL_TARGET_BEFORE, NULL);
+	h->set_detail(h->ctx, PR_DETAIL_PROGRESS, NULL);
+}
+
+/* The i-th item of a `sep`-separated list (copied into `out`). */
+static bool nth(const char *list, char sep, size_t i, char *out, size_t len)
+{
+	const char *p = list, *end;
+	for(; i > 0 && p; i--) {
+		p = strchr(p, sep);
+		if(p)
+			p++;
+	}
+	if(!p)
+		return false;
+	end = strchr(p, sep);
+	snprintf(out, len, "%.*s", (int)(end ? (size_t)(end - p) : strlen(p)), p);
+	return true;
+}
+
+/* Write one adopted intent to the store. */
+static int adopt_one(const pr_class_host *h, const kube_provreq *pr, const char *id, const char *group, int64_t delta,
+		     int64_t before, int64_t deadline, const char *known, state_phase ph, prd_err *e)
+{
+	state_intent in;
+	int rc;
+	memset(&in, 0, sizeof(in));
+	in.plan_id = (char *)id;
+	in.request_uid = (char *)pr->meta.uid;
+	in.node_group = (char *)group;
+	in.delta = delta;
+	in.target_before = before;
+	in.deadline_ns = deadline;
+	rc = state_intent_begin(h->db, &in, e);
+	if(!rc)
+		rc = state_intent_set_known(h->db, id, known, e);
+	/* planned and increasing both mean "the call may have happened":
+	 * the progress step asks the cloud which. */
+	if(!rc)
+		rc = state_intent_advance(h->db, id, STATE_PHASE_INCREASING, NULL, e);
+	if(!rc && ph != STATE_PHASE_INCREASING && ph != STATE_PHASE_PLANNED)
+		rc = state_intent_advance(h->db, id, ph, NULL, e);
+	return rc;
+}
+
+/* A request whose status names an open plan that this replica's store does
+ * not know (written by the previous leader, or before a lost database):
+ * adopt it, so it is finished or rolled back here, never started again. */
+void at_adopt(const pr_class_host *h, const kube_provreq *pr)
+{
+	char *plan = pr_details_get(pr, PR_DETAIL_PLAN), *groups = pr_details_get(pr, PR_DETAIL_GROUP);
+	char *deltas = pr_details_get(pr, PR_DETAIL_DELTA), *before = pr_details_get(pr, PR_DETAIL_TARGET_BEFORE);
+	char *deadline = pr_details_get(pr, PR_DETAIL_DEADLINE), *phase = pr_details_get(pr, PR_DETAIL_PHASE);
+	char *known = pr_details_get(pr, PR_DETAIL_KNOWN), group[300], num[40], id[400], *kn = NULL;
+	state_phase ph = STATE_PHASE_INCREASING;
+	int64_t dl = 0, d = 0, tb = 0;
+	size_t i;
+	prd_err e;
+	at_plan have;
+	if(!plan || !groups || !deltas || !deadline || !known || rfc3339_parse(deadline, &dl, NULL))
+		goto out;
+	if(phase && (state_phase_parse(phase, &ph) || state_phase_is_terminal(ph)))
+		goto out;
+	if(at_plan_open(h, pr->meta.uid, &have)) {
+		at_plan_free(&have);
+		goto out; /* known here already */
+	}
+	for(i = 0; nth(groups, ',', i, group, sizeof(group)); i++) {
+		state_intent old;
+		size_t klen = strlen(known) + 1;
+		snprintf(id, sizeof(id), "%s#%zu", plan, i);
+		if(state_intent_get(h->db, id, &old, NULL) == 0) {
+			state_intent_clear(&old);
+			continue; /* closed here already */
+		}
+		free(kn);
+		kn = malloc(klen);
+		if(!kn || !nth(deltas, ',', i, num, sizeof(num)) || str_to_int64(num, &d) || d <= 0 || d > INT32_MAX ||
+		   !nth(known, '|', i, kn, klen))
+			break;
+		tb = 0;
+		if(before && nth(before, ',', i, num, sizeof(num)) && (str_to_int64(num, &tb) || tb < 0))
+			break;
+		if(adopt_one(h, pr, id, group, d, tb, dl, kn, ph, &e)) {
+			log_error("cannot adopt the scale-up plan of the previous leader", "request", pr->meta.name,
+				  "plan", id, "error", e.msg);
+			break;
+		}
+		log_info("adopted a scale-up plan recorded in the request's status", "request", pr->meta.name,
+			 "namespace", pr->meta.ns, "plan", id, "group", group, "phase", state_phase_name(ph));
+	}
+out:
+	free(kn);
+	free(plan);
+	free(groups);
+	free(deltas);
+	free(before);
+	free(deadline);
+	free(phase);
+	free(known);
+}
+
+/* ---- rollback ---------------------------------------------------------- */
+
+void at_close_without_effect(const pr_class_host *h, pr_class_group *g, const state_intent *in, const char *why)
+{
+	if(in->phase != STATE_PHASE_PLANNED)
+		state_intent_advance(h->db, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
+	state_intent_close(h->db, in->plan_id, STATE_PHASE_ROLLED_BACK, why, NULL);
+	if(g)
+		g->busy = false;
+}
+
+/* One step of a rollback. Closes the plan (true) only when the cloud shows
+ * none of its instances and the target no higher than before the plan. */
+bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class_group *g, const state_intent *in)
+{
+	at_view pv;
+	prd_cloud_error de;
+	prd_err e;
+	int64_t excess;
+	size_t i, nd = 0;
+	const char **ids;
+	if(!g) {
+		log_error("rollback waits: the plan's node group is not listed by any driver", "group", in->node_group,
+			  "plan", in->plan_id);
+		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+		return false;
+	}
+	if(pr_group_list(g, &e) || at_view_of(h, g, in, &pv)) {
+		log_warn("rollback waits: cannot list the group's instances; retrying", "group", g->id, "error", e.msg);
+		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+		return false;
+	}
+	if(pv.n == 0 && g->target <= in->target_before) {
+		state_intent_close(h->db, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
+		metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
+		h->count(h->ctx, PR_STAT_SCALEUP_ROLLED_BACK);
+		log_warn("scale-up rolled back: the cloud shows none of its instances", "group", g->id, "plan",
+			 in->plan_id, "cause", in->last_error);
+		return true;
+	}
+	if(!h->may_act(h->ctx))
+		return false;
+	/* Requested but not created: the target minus what existed before and
+	 * what of the plan still exists. Lower it first, so the cloud stops
+	 * creating what the deletes below would have to chase. */
+	excess = (int64_t)g->target - in->target_before - (int64_t)pv.live;
+	if(excess > in->delta)
+		excess = in->delta;
+	if(excess > 0) {
+		memset(&de, 0, sizeof(de));
+		if(g->drv->api->decrease_target_size(g->drv->state, g->id, (int32_t)excess, &de)) {
+			de.message[sizeof(de.message) - 1] = '\0';
+			cloud_driver_error(g->drv, "decrease target size", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
+			log_warn("rollback: cannot lower the target yet; retrying", "group", g->id, "error", e.msg);
+		}
+	}
+	ids = arena_array(h->ar, pv.n + 1, sizeof(*ids));
+	for(i = 0; ids && i < pv.n; i++) {
+		if(pv.v[i]->state == PRD_CLOUD_INSTANCE_DELETING)
+			continue;
+		if(CLOUD_DRIVER_HAS(g->drv->api, delete_instances) && g->drv->api->delete_instances)
+			ids[nd++] = pv.v[i]->id;
+		else if(pv.v[i]->node)
+			ids[nd++] = pv.v[i]->node;
+	}
+	if(nd && h->may_act(h->ctx)) {
+		int rc;
+		memset(&de, 0, sizeof(de));
+		rc = CLOUD_DRIVER_HAS(g->drv->api, delete_instances) && g->drv->api->delete_instances
+			     ? g->drv->api->delete_instances(g->drv->state, g->id, ids, nd, &de)
+			     : g->drv->api->delete_nodes(g->drv->state, g->id, ids, nd, &de);
+		if(rc) {
+			de.message[sizeof(de.message) - 1] = '\0';
+			cloud_driver_error(g->drv, "delete instances", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
+			log_warn("rollback: deleting the plan's instances failed; retrying", "group", g->id, "error",
+				 e.msg);
+			if(req && !req->terminal) {
+				char msg[900];
+				snprintf(msg, sizeof(msg),
+					 "removing the %zu instance%s the failed scale-up of %s added: the delete failed (%s); "
+					 "retrying every %ds until the cloud confirms",
+					 nd, nd == 1 ? "" : "s", g->id, e.msg, (int)(AT_RETRY_NS / AT_NS_PER_S));
+				h->event(h->ctx, "Warning", "RollbackDeleteFailed", msg);
+			}
+		} else {
+			log_info("rollback: deleting the plan's instances", "group", g->id, "plan", in->plan_id,
+				 "instances", LOGI(nd));
+		}
+	}
+	h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+	return false;
+}
+
