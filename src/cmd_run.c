@@ -345,6 +345,8 @@ int cmd_run(int argc, char **argv)
 	pc.expander = c.expander;
 	pc.max_nodes_total = c.max_nodes_total;
 	pc.max_nodes_per_scaleup = c.max_nodes_per_scaleup;
+	pc.scale_down = c.scale_down;
+	pc.scale_down_idle_ns = c.scale_down_idle;
 	if(pr_ctl_new(&pc, clock, &api, db, &drivers, &ctl, &e)) {
 		log_error("cannot start the controller", "error", e.msg);
 		goto done;

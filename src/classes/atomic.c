@@ -222,6 +222,15 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 			metrics_counter_add(M_SCALEUPS, METRICS_L(p->v[i].node_group, "succeeded"), 1);
 		}
 		h->count(h->ctx, PR_STAT_SCALEUP_SUCCEEDED);
+		for(i = 0; i < p->n; i++) {
+			pr_class_group *g = at_find_group(h, p->v[i].node_group);
+			at_view pv;
+			size_t k;
+			if(g && pr_group_list(g, NULL) == 0 && at_view_of(h, g, &p->v[i], &pv) == 0)
+				for(k = 0; k < pv.n; k++)
+					if(pv.v[k]->node)
+						h->mark_node(h->ctx, pv.v[k]->node);
+		}
 		snprintf(msg, sizeof(msg), "%lld new node%s (%s) are ready; capacity for all pods is booked", (long long)total,
 			 total == 1 ? "" : "s", gw);
 		at_clear_details(h, state_phase_name(STATE_PHASE_DONE));

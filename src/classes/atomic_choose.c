@@ -293,8 +293,8 @@ int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
 	sched_snapshot_revert(h->snap);
 	sched_place_result_free(&existing);
 	if(!ok) {
-		snprintf(msg, sizeof(msg), "no node group, nor a split across groups, can provide all %lld pods that do not "
-			 "fit existing nodes%s%s%s%s", (long long)remaining,
+		snprintf(msg, sizeof(msg), "no node group can provide all %lld pods that do not fit existing nodes, alone "
+			 "or split across groups%s%s%s%s", (long long)remaining,
 			 h->ngroups ? ": " : " (no node groups are configured)", why, why2[0] ? "; " : "", why2);
 		h->not_provisioned(h->ctx, PR_R_NOT_FOUND, msg);
 		return 0;

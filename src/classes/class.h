@@ -149,6 +149,9 @@ typedef struct pr_class_host {
 	/* An Event on the request (when there is one) that is not a condition
 	 * transition: type "Normal" or "Warning". */
 	void (*event)(pr_class_ctx *ctx, const char *type, const char *reason, const char *msg);
+	/* Mark a Node as made by a plan of this request, so it is removed
+	 * when it stays empty after the request's booking ended. */
+	void (*mark_node)(pr_class_ctx *ctx, const char *node_name);
 	/* Count an event of a scale-up in the controller's statistics. */
 	void (*count)(pr_class_ctx *ctx, pr_class_stat what);
 } pr_class_host;

@@ -89,6 +89,11 @@ const cfg_option cfg_options[] = {
 	  "cluster-wide node limit for scale-ups; 0 = no limit", 0, 1000000, NULL },
 	{ "max-nodes-per-scaleup", "scaleUp.maxNodesPerScaleUp", CFG_INT, O(max_nodes_per_scaleup), "1000",
 	  "most nodes one request may add; 0 = no limit", 0, 1000000, NULL },
+	{ "scale-down", "scaleDown.enabled", CFG_BOOL, O(scale_down), "true",
+	  "remove nodes provreqd added once they stay empty after the booking they were made for ended; "
+	  "false when cluster-autoscaler scales down", 0, 0, NULL },
+	{ "scale-down-idle", "scaleDown.idleTime", CFG_DURATION, O(scale_down_idle), "10m",
+	  "how long such a node must stay empty before it is cordoned and removed", 0, DAY, NULL },
 	{ "pool-debounce", "pools.debounce", CFG_DURATION, O(pool_debounce), "5s",
 	  "wait this long after a node change before recomputing ResourcePool quotas", 0, HOUR, NULL },
 	{ "pool-include-unready", "pools.includeUnready", CFG_BOOL, O(pool_include_unready), "false",

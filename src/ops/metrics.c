@@ -132,6 +132,9 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 	[M_UNOWNED] = { "provreqd_unowned_requests_total",
 			"ProvisioningRequests seen whose class no module or driver here serves (each counted once).",
 			METRICS_COUNTER, NULL, NULL, 0 },
+	[M_SCALE_DOWNS] = { "provreqd_scale_downs_total",
+			    "Idle nodes that provreqd added for a request and removed after its booking ended, by node group.",
+			    METRICS_COUNTER, L("node_group"), NULL, 0 },
 };
 
 static void child_free(void *p)

@@ -1,6 +1,7 @@
 #include "provreq/controller.h"
 #include "provreq/ctl_int.h"
 #include "classes/details.h"
+#include "provreq/scaledown.h"
 #include "kube/events.h"
 #include "kube/objects.h"
 #include "kube/quantity.h"
@@ -31,6 +32,8 @@ void pr_config_default(pr_config *cfg)
 	cfg->max_age_ns = 7 * 24 * 60 * NS_PER_MIN;
 	cfg->gc_after_ns = 7 * 24 * 60 * NS_PER_MIN;
 	cfg->expander = "least-waste";
+	cfg->scale_down = true;
+	cfg->scale_down_idle_ns = 10 * NS_PER_MIN;
 }
 
 int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, state_db *db,
@@ -47,6 +50,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	c->drivers = drivers;
 	hmap_init(&c->written, free);
 	hmap_init(&c->unowned, NULL);
+	hmap_init(&c->idle_since, free);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
 	c->limits.provision_timeout_ns = cfg->provision_timeout_ns;
@@ -80,6 +84,7 @@ void pr_ctl_free(pr_ctl *c)
 	kube_recorder_free(c->recorder);
 	hmap_free(&c->written);
 	hmap_free(&c->unowned);
+	hmap_free(&c->idle_since);
 	json_object_put(c->details);
 	free(c);
 }
@@ -147,6 +152,8 @@ static void world_free(pr_world *w)
 	free(w->prs);
 	hmap_free(&w->nodes_by_name);
 	hmap_free(&w->uids);
+	hmap_free(&w->blocking);
+	free(w->marked);
 	hmap_free(&w->tpls);
 	hmap_free(&w->consumers);
 	for(i = 0; i < w->ngroups; i++) {
@@ -410,8 +417,19 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	for(i = 0; i < w->nnodes; i++)
 		if(hmap_put(&w->nodes_by_name, w->nodes[i]->meta.name,
-			    node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT))
+			    node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT) ||
+		   (c->cfg.scale_down && pr__scaledown_digest(w, w->nodes[i])))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	if(w->nmarked) {
+		/* Only the marked nodes' pods matter. */
+		for(i = 0; i < w->nmarked; i++)
+			if(hmap_put(&w->blocking, w->marked[i].name, NULL))
+				return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		for(i = 0; i < w->npods; i++)
+			if(pr__pod_blocks_scaledown(w->pods[i]) && hmap_has(&w->blocking, w->pods[i]->node_name) &&
+			   hmap_put(&w->blocking, w->pods[i]->node_name, (void *)1))
+				return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
 	for(i = 0; i < w->npods; i++) {
 		const kube_pod *p = w->pods[i];
 		char key[600];
@@ -449,6 +467,7 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 	arena_init(&w->ar);
 	hmap_init(&w->nodes_by_name, NULL);
 	hmap_init(&w->uids, NULL);
+	hmap_init(&w->blocking, NULL);
 	hmap_init(&w->tpls, put_json);
 	hmap_init(&w->consumers, NULL);
 	w->in = kube_intern_new();
@@ -925,6 +944,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	for(i = 0; i < w.nprs; i++)
 		reconcile(c, &w, w.prs[i]);
 	modules_hook(c, &w, false);
+	pr__scaledown(c, &w);
 	json_object_put(c->details);
 	c->details = NULL;
 	export_gauges(c, &w);

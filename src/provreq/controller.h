@@ -34,6 +34,8 @@ typedef struct pr_config {
 	const char *expander;           /* expander chain, default "least-waste" */
 	int64_t max_nodes_total;        /* 0 = no limit */
 	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
+	bool scale_down;                /* remove idle nodes provreqd added: on */
+	int64_t scale_down_idle_ns;     /* ... after this long idle: 10 min */
 } pr_config;
 
 void pr_config_default(pr_config *cfg);

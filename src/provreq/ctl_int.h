@@ -21,6 +21,12 @@
 
 typedef pr_class_group pr_group;
 
+/* A node provreqd's plan made (see scaledown.c). Strings in the arena. */
+typedef struct pr_marked {
+	const char *name, *uid;
+	bool cordoned, opted_out, unschedulable;
+} pr_marked;
+
 /* Everything read at the start of a pass. */
 typedef struct pr_world {
 	kube_intern *in;
@@ -38,6 +44,9 @@ typedef struct pr_world {
 	size_t nprs;
 	hmap nodes_by_name;       /* name → PR_NODE_USABLE or PR_NODE_PRESENT */
 	hmap uids;                /* uid of every request of the pass (no values) */
+	hmap blocking;            /* node → non-NULL when a non-DaemonSet pod runs there */
+	pr_marked *marked;        /* nodes provreqd made */
+	size_t nmarked, capmarked;
 	hmap tpls;                /* "ns/name" → PodTemplate `template` JSON (owned) */
 	hmap consumers;           /* "ns/name" of a request → scheduled consumer pods */
 	pr_group *groups;
@@ -84,6 +93,7 @@ struct pr_ctl {
 	json_object *details;
 	pr_class_limits limits;
 	hmap unowned;             /* uids of requests of a class nobody here serves, logged once */
+	hmap idle_since;          /* node → int64_t* when it became idle (scale-down) */
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	pr_stats stats;
 	int64_t now;

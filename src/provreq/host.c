@@ -8,6 +8,7 @@
 #include "ops/metrics.h"
 #include "provreq/convert.h"
 #include "provreq/ctl_int.h"
+#include "provreq/scaledown.h"
 #include "util/buf.h"
 #include "util/str.h"
 
@@ -440,6 +441,12 @@ static void h_event(pr_class_ctx *x, const char *type, const char *reason, const
 		emit_event(x->c, x->pr, type, reason, msg);
 }
 
+static void h_mark_node(pr_class_ctx *x, const char *node)
+{
+	if(x->pr)
+		pr__mark_node(x->c, x->pr, node);
+}
+
 static void h_count(pr_class_ctx *x, pr_class_stat what)
 {
 	if(what == PR_STAT_SCALEUP_STARTED)
@@ -476,4 +483,5 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->template_json = h_template_json;
 	h->count = h_count;
 	h->event = h_event;
+	h->mark_node = h_mark_node;
 }

@@ -1359,6 +1359,90 @@ static void test_multi_group_rollback(void)
 	stop_async();
 }
 
+static void add_pod_on(const char *ns, const char *name, const char *node, const char *owner_kind)
+{
+	char y[1024], path[256];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s%s%s%s}\n"
+		 "spec: {nodeName: %s, containers: [{name: c, image: x, resources: {requests: {cpu: \"100m\"}}}]}\n"
+		 "status: {phase: Running}\n", name,
+		 owner_kind ? ", ownerReferences: [{apiVersion: apps/v1, kind: " : "", owner_kind ? owner_kind : "",
+		 owner_kind ? ", name: ds, uid: u1, controller: true}]" : "", node);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
+	post(path, y);
+}
+
+static bool node_has(const char *node, const char *what)
+{
+	char path[200];
+	json_object *o = NULL;
+	prd_err e;
+	bool r;
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", node);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e))
+		return false;
+	r = strstr(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), what) != NULL;
+	json_object_put(o);
+	return r;
+}
+
+/* Nodes a plan made and nobody uses after the booking ended are removed;
+ * a node with a running non-DaemonSet pod is kept. Broken controllers
+ * caught: one that never scales down (nodes stay forever), one that
+ * removes a node in use, one that counts DaemonSet pods as use, one that
+ * removes without cordoning first or before the idle time. */
+static void test_scale_down_idle_nodes(void)
+{
+	prd_err e;
+	const char *n1, *n2;
+	start_async(NULL);
+	add_template("s", "two", "2");
+	add_pr("s", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	n1 = ac.grp[0].v[0].node;
+	n2 = ac.grp[0].v[1].node;
+	CU_ASSERT_TRUE(node_has(n1, "provreqd.io/provisioned-for"));
+	/* Booked: nothing happens however long it is empty. */
+	clk_fake_advance(&fake, 9 * MIN);
+	pass();
+	CU_ASSERT_FALSE(node_has(n1, "scale-down-cordoned"));
+	/* The job runs on n2 only (and a DaemonSet pod on both), then the
+	 * request is deleted: the booking ended. */
+	add_pod_on("s", "worker", n2, NULL);
+	add_pod_on("s", "ds-1", n1, "DaemonSet");
+	add_pod_on("s", "ds-2", n2, "DaemonSet");
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/s/provisioningrequests/job",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	clk_fake_advance(&fake, 9 * MIN);
+	pass();
+	CU_ASSERT_FALSE(node_has(n1, "scale-down-cordoned"));
+	clk_fake_advance(&fake, 61 * SEC);
+	pass();
+	CU_ASSERT_TRUE(node_has(n1, "scale-down-cordoned"));
+	CU_ASSERT_TRUE(node_has(n1, "\"unschedulable\":true"));
+	CU_ASSERT_EQUAL(ac.grp[0].deletes, 0);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.grp[0].deletes, 1);
+	CU_ASSERT_EQUAL(ac.grp[0].target, 1);
+	CU_ASSERT_EQUAL(ac.grp[0].v[0].state, PRD_CLOUD_INSTANCE_DELETING);
+	CU_ASSERT_NOT_EQUAL(ac.grp[0].v[1].state, PRD_CLOUD_INSTANCE_DELETING);
+	CU_ASSERT_FALSE(node_has(n2, "scale-down-cordoned"));
+	{
+		double v = 0;
+		CU_ASSERT_TRUE(metrics_get(M_SCALE_DOWNS, METRICS_L("g"), &v));
+		CU_ASSERT_EQUAL(v, 1);
+	}
+	stop_async();
+}
+
 /* Broken controllers caught: one that keeps a deleted request's booking
  * until it expires (the recreated request waited 15 minutes), and one whose
  * new leader, with an empty database, forgets bookings and retry times. */
@@ -1505,6 +1589,7 @@ static const test_case cases[] = {
 	{ "shards do not adopt", test_shards_do_not_adopt },
 	{ "multi-group plan", test_multi_group_plan },
 	{ "multi-group rollback", test_multi_group_rollback },
+	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
 	{ "details chunking", test_details_chunking },
 	{ NULL, NULL }
 };

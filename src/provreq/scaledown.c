@@ -1,0 +1,230 @@
+/* Scale-down of the nodes provreqd added (issue: "nodes stay forever").
+ *
+ * A node a plan made carries provreqd.io/provisioned-for (namespace/name of
+ * the request) and provreqd.io/provisioned-for-uid, written when the plan
+ * succeeds. Such a node is idle when the booking of that request has ended
+ * (the request is gone or final) and no pod other than DaemonSet and mirror
+ * pods runs on it. After --scale-down-idle of idleness it is cordoned; on
+ * the next pass, still idle, it is deleted through its driver (never below
+ * the group's min size). Nothing is ever evicted: a pod arriving on a
+ * cordoned node uncordons it. The node annotation
+ * provreqd.io/scale-down-disabled: "true" opts a node out; on a group's
+ * template node it opts the group out. Idle times are kept in memory: a
+ * restart starts them over, which only delays a removal. */
+#include "classes/class.h"
+#include "classes/vocab.h"
+#include "ops/log.h"
+#include "ops/metrics.h"
+#include "provreq/ctl_int.h"
+#include "provreq/scaledown.h"
+#include "util/rfc3339.h"
+#include "util/str.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *node_ann(const kube_node *n, const char *key)
+{
+	size_t i;
+	for(i = 0; i < n->nannotations; i++)
+		if(!strcmp(n->annotations[i].key, key))
+			return n->annotations[i].value;
+	return NULL;
+}
+
+int pr__scaledown_digest(pr_world *w, const kube_node *n)
+{
+	const char *uid = node_ann(n, PR_ANN_PROVISIONED_FOR_UID);
+	pr_marked *m;
+	if(!uid)
+		return 0;
+	if(w->nmarked == w->capmarked) {
+		size_t nc = w->capmarked ? w->capmarked * 2 : 16;
+		pr_marked *nv = realloc(w->marked, nc * sizeof(*nv));
+		if(!nv)
+			return PRD_ENOMEM;
+		w->marked = nv;
+		w->capmarked = nc;
+	}
+	m = &w->marked[w->nmarked];
+	memset(m, 0, sizeof(*m));
+	m->name = arena_strdup(&w->ar, n->meta.name);
+	m->uid = arena_strdup(&w->ar, uid);
+	m->cordoned = node_ann(n, PR_ANN_SCALE_DOWN_CORDONED) != NULL;
+	m->opted_out = str_eq(node_ann(n, PR_ANN_SCALE_DOWN_DISABLED), "true");
+	m->unschedulable = n->unschedulable;
+	if(!m->name || !m->uid)
+		return PRD_ENOMEM;
+	w->nmarked++;
+	return 0;
+}
+
+bool pr__pod_blocks_scaledown(const kube_pod *p)
+{
+	if(!p->node_name || p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED)
+		return false;
+	/* DaemonSet pods run everywhere; mirror (static) pods are owned by
+	 * their Node. */
+	return !(p->owner_kind && (!strcmp(p->owner_kind, "DaemonSet") || !strcmp(p->owner_kind, "Node")));
+}
+
+static int patch_node(pr_ctl *c, const char *name, const char *json, prd_err *err)
+{
+	json_object *patch = json_tokener_parse(json);
+	char path[400];
+	int rc;
+	if(!patch)
+		return prd_err_set(err, PRD_EINVAL, "bad patch");
+	if(!pr__may_act(c)) {
+		json_object_put(patch);
+		return prd_err_set(err, PRD_EAGAIN, "fenced");
+	}
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
+	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, err);
+	json_object_put(patch);
+	return rc;
+}
+
+void pr__mark_node(pr_ctl *c, const kube_provreq *pr, const char *node)
+{
+	char js[1200];
+	prd_err e;
+	if(!c->cfg.scale_down)
+		return;
+	snprintf(js, sizeof(js), "{\"metadata\":{\"annotations\":{\"%s\":\"%s/%s\",\"%s\":\"%s\"}}}", PR_ANN_PROVISIONED_FOR,
+		 pr->meta.ns, pr->meta.name, PR_ANN_PROVISIONED_FOR_UID, pr->meta.uid);
+	if(patch_node(c, node, js, &e))
+		log_warn("cannot mark a new node as provreqd's; it will not be scaled down", "node", node, "error", e.msg);
+}
+
+static void node_event(pr_ctl *c, const char *node, const char *type, const char *reason, const char *msg)
+{
+	kube_object_ref ref;
+	memset(&ref, 0, sizeof(ref));
+	ref.kind = "Node";
+	ref.api_version = "v1";
+	ref.name = node;
+	kube_recorder_event(c->recorder, &ref, type, reason, "%s", msg);
+}
+
+/* Has the booking of the request the node was made for ended? */
+static bool booking_ended(pr_world *w, const char *uid)
+{
+	size_t i;
+	for(i = 0; i < w->nprs; i++)
+		if(!strcmp(w->prs[i]->meta.uid, uid))
+			return pr_is_terminal(w->prs[i]) || pr_cond(w->prs[i], PR_COND_PROVISIONED) == NULL ||
+			       !pr_cond_true(w->prs[i], PR_COND_PROVISIONED);
+	return true; /* the request is gone */
+}
+
+/* The group and instance a node belongs to, among the listed groups. */
+static pr_group *group_of(pr_world *w, const char *node, const char **id)
+{
+	size_t i, k;
+	for(i = 0; i < w->ngroups; i++) {
+		pr_group *g = &w->groups[i];
+		if(pr_group_list(g, NULL))
+			continue;
+		for(k = 0; k < g->ninst; k++)
+			if(g->inst[k].node && !strcmp(g->inst[k].node, node)) {
+				*id = g->inst[k].id;
+				return g;
+			}
+	}
+	return NULL;
+}
+
+static bool group_opted_out(const pr_group *g)
+{
+	json_object *a = json_object_object_get(json_object_object_get(g->tmpl_json, "metadata"), "annotations");
+	return str_eq(json_object_get_string(json_object_object_get(a, PR_ANN_SCALE_DOWN_DISABLED)), "true");
+}
+
+static void remove_node(pr_ctl *c, pr_world *w, const pr_marked *m)
+{
+	const char *id = NULL;
+	pr_group *g = group_of(w, m->name, &id);
+	prd_cloud_error de;
+	char msg[600];
+	int rc;
+	if(!g) {
+		log_info("idle node of provreqd's is in no node group a driver lists; leaving it", "node", m->name);
+		return;
+	}
+	if(group_opted_out(g))
+		return;
+	if(g->target - 1 < g->min) {
+		log_debug("idle node kept: its group is at its min size", "node", m->name, "group", g->id);
+		return;
+	}
+	if(!pr__may_act(c))
+		return;
+	memset(&de, 0, sizeof(de));
+	rc = CLOUD_DRIVER_HAS(g->drv->api, delete_instances) && g->drv->api->delete_instances
+		     ? g->drv->api->delete_instances(g->drv->state, g->id, &id, 1, &de)
+		     : g->drv->api->delete_nodes(g->drv->state, g->id, &m->name, 1, &de);
+	if(rc) {
+		prd_err e;
+		de.message[sizeof(de.message) - 1] = '\0';
+		cloud_driver_error(g->drv, "delete instances", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
+		log_warn("scale-down: deleting an idle node failed; retrying", "node", m->name, "error", e.msg);
+		pr__wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
+		return;
+	}
+	g->target--;
+	metrics_counter_add(M_SCALE_DOWNS, METRICS_L(g->id), 1);
+	snprintf(msg, sizeof(msg), "removed: empty for %llds after the booking it was made for ended",
+		 (long long)(c->cfg.scale_down_idle_ns / PRD_NS_PER_SEC));
+	node_event(c, m->name, "Normal", "ScaleDown", msg);
+	log_info("scale-down: removed an idle node provreqd had added", "node", m->name, "group", g->id);
+	hmap_del(&c->idle_since, m->name);
+}
+
+void pr__scaledown(pr_ctl *c, pr_world *w)
+{
+	size_t i;
+	prd_err e;
+	if(!c->cfg.scale_down)
+		return;
+	for(i = 0; i < w->nmarked; i++) {
+		const pr_marked *m = &w->marked[i];
+		int64_t *since = hmap_get(&c->idle_since, m->name);
+		bool busy = hmap_get(&w->blocking, m->name) != NULL;
+		if(m->opted_out || busy || !booking_ended(w, m->uid)) {
+			hmap_del(&c->idle_since, m->name);
+			if(m->cordoned && busy &&
+			   patch_node(c, m->name, "{\"spec\":{\"unschedulable\":null},\"metadata\":{\"annotations\":{\""
+					 PR_ANN_SCALE_DOWN_CORDONED "\":null}}}", &e) == 0)
+				node_event(c, m->name, "Normal", "ScaleDownCancelled", "a pod arrived; uncordoned");
+			continue;
+		}
+		if(!since) {
+			since = malloc(sizeof(*since));
+			if(!since || hmap_put(&c->idle_since, m->name, since)) {
+				free(since);
+				continue;
+			}
+			*since = c->now;
+		}
+		if(c->now < *since + c->cfg.scale_down_idle_ns) {
+			pr__wake_at(c, *since + c->cfg.scale_down_idle_ns);
+			continue;
+		}
+		if(!m->cordoned) {
+			char js[300], ts[RFC3339_MAX];
+			rfc3339_format(c->now, ts, sizeof(ts));
+			snprintf(js, sizeof(js), "{\"spec\":{\"unschedulable\":true},\"metadata\":{\"annotations\":{\"%s\":\"%s\"}}}",
+				 PR_ANN_SCALE_DOWN_CORDONED, ts);
+			if(patch_node(c, m->name, js, &e) == 0) {
+				node_event(c, m->name, "Normal", "ScaleDownCordoned",
+					   "empty since the booking it was made for ended; cordoned before removal");
+				pr__wake_at(c, c->now + PRD_NS_PER_SEC);
+			}
+			continue;
+		}
+		/* Cordoned by us and still empty when looked at again. */
+		remove_node(c, w, m);
+	}
+}
