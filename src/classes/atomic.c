@@ -112,14 +112,22 @@ static bool atomic_in_flight(const pr_class_module *m, const pr_class_host *h, c
 
 /* ---- rollback ---------------------------------------------------------- */
 
-static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, const at_plan *p)
+static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, const at_plan *open)
 {
 	char msg[1400], gw[400];
 	const char *cause = "unknown cause";
+	at_plan all;
+	const at_plan *p = open;
 	size_t i;
 	if(!req || req->terminal)
 		return;
-	/* The failing group's cause, not a follower's. */
+	/* The whole plan, closed rows included: the failing group's cause, not
+	 * a follower's. */
+	memset(&all, 0, sizeof(all));
+	if(open->n && at_plan_all(h, open->v[0].plan_id, &all))
+		p = &all;
+	else
+		at_plan_free(&all);
 	for(i = 0; i < p->n; i++)
 		if(p->v[i].last_error && p->v[i].last_error[0] &&
 		   (!strcmp(cause, "unknown cause") || !strncmp(cause, FOLLOWER, strlen(FOLLOWER))))
@@ -127,6 +135,8 @@ static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, con
 	groups_words(p, gw, sizeof(gw));
 	snprintf(msg, sizeof(msg), "scale-up of %s failed: %s; rolled back: the cloud shows none of the instances it "
 		 "added and every target is back where it was", gw, cause);
+	if(p == &all)
+		at_plan_free(&all);
 	h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALE_UP_FAILED, msg);
 	at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
 }
@@ -231,8 +241,12 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 					if(pv.v[k]->node)
 						h->mark_node(h->ctx, pv.v[k]->node);
 		}
-		snprintf(msg, sizeof(msg), "%lld new node%s (%s) are ready; capacity for all pods is booked", (long long)total,
-			 total == 1 ? "" : "s", gw);
+		if(p->n == 1)
+			snprintf(msg, sizeof(msg), "%lld new node%s in %s are ready; capacity for all pods is booked",
+				 (long long)total, total == 1 ? "" : "s", p->v[0].node_group);
+		else
+			snprintf(msg, sizeof(msg), "%lld new nodes (%s) are ready; capacity for all pods is booked",
+				 (long long)total, gw);
 		at_clear_details(h, state_phase_name(STATE_PHASE_DONE));
 		h->provisioned(h->ctx, PR_R_PROVISIONED, msg);
 	} else {

@@ -23,6 +23,9 @@ typedef struct at_plan {
  * there is none. Caller frees with at_plan_free. */
 bool at_plan_open(const pr_class_host *h, const char *uid, at_plan *out);
 void at_plan_free(at_plan *p);
+/* Every intent of the plan `any_id` belongs to, open or closed. */
+bool at_plan_all(const pr_class_host *h, const char *any_id, at_plan *out);
+#define AT_MAX_GROUPS 16
 /* The plan id the intents share: the intent id up to its last '/'. */
 void at_plan_base(const char *intent_id, char *out, size_t len);
 

@@ -55,6 +55,26 @@ bool at_plan_open(const pr_class_host *h, const char *uid, at_plan *out)
 	return out->n > 0;
 }
 
+bool at_plan_all(const pr_class_host *h, const char *any_id, at_plan *out)
+{
+	char base[300], id[340];
+	size_t i;
+	memset(out, 0, sizeof(*out));
+	at_plan_base(any_id, base, sizeof(base));
+	out->v = calloc(AT_MAX_GROUPS + 1, sizeof(*out->v));
+	if(!out->v || !h->db)
+		return false;
+	for(i = 0; i < AT_MAX_GROUPS; i++) {
+		snprintf(id, sizeof(id), "%s#%zu", base, i);
+		if(state_intent_get(h->db, id, &out->v[out->n], NULL))
+			break;
+		out->n++;
+	}
+	if(!out->n && state_intent_get(h->db, any_id, &out->v[0], NULL) == 0)
+		out->n = 1; /* a plan of an older version: one intent, no '#' */
+	return out->n > 0;
+}
+
 void at_plan_free(at_plan *p)
 {
 	size_t i;
