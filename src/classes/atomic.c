@@ -40,18 +40,6 @@
 
 #define FOLLOWER "another group of the plan failed"
 
-static bool cond_is(const kube_provreq *pr, const char *type, const char *status, const char *reason)
-{
-	size_t i;
-	for(i = 0; i < pr->nconditions; i++) {
-		const kube_condition *c = &pr->conditions[i];
-		if(c->type && !strcmp(c->type, type))
-			return (!status || (c->status && !strcmp(c->status, status))) &&
-			       (!reason || (c->reason && !strcmp(c->reason, reason)));
-	}
-	return false;
-}
-
 /* "a by 3 and b by 1" */
 static void groups_words(const at_plan *p, char *out, size_t len)
 {
@@ -85,9 +73,17 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 	(void)m;
 	if(!h->db)
 		return;
-	for(i = 0; i < p->nprs; i++)
-		if(p->ours(h->ctx, p->prs[i]) && cond_is(p->prs[i], PR_COND_PROVISIONED, "False", PR_R_SCALING_UP))
+	/* A plan the API shows open (scaling up or rolling back) and this
+	 * store does not know is adopted. */
+	for(i = 0; i < p->nprs; i++) {
+		char *phase;
+		state_phase ph;
+		if(!p->ours(h->ctx, p->prs[i]) || !(phase = pr_details_get(p->prs[i], PR_DETAIL_PHASE)))
+			continue;
+		if(state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph))
 			at_adopt(h, p->prs[i]);
+		free(phase);
+	}
 	if(state_intent_list_open(h->db, &open, &n, NULL))
 		return;
 	for(i = 0; i < n; i++) {

@@ -1144,6 +1144,56 @@ static void test_async_terminal_deleted_and_foreign_errors(void)
 	stop_async();
 }
 
+/* Failover in the middle of a rollback: the new leader, with an empty
+ * store, adopts the rolling-back plan from the API and finishes it. Broken
+ * controller caught: one that adopts only plans still scaling up (the
+ * rollback's instances leaked). */
+static void test_async_failover_during_rollback(void)
+{
+	state_db *db2 = NULL;
+	state_config sc;
+	char path2[600];
+	pr_ctl *ctl2 = NULL;
+	pr_config cfg;
+	prd_err e;
+	state_intent *in = NULL;
+	size_t n = 0;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	clk_fake_advance(&fake, 121 * SEC);
+	ac.fail_delete = 1;
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpFailed");
+	CU_ASSERT_EQUAL(a_live(), 2);
+	/* The leader dies; the standby has an empty store. */
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/replica-d-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(state_intent_list_open(db2, &in, &n, NULL), 0);
+	CU_ASSERT_EQUAL(n, 1);
+	state_intent_list_free(in, n);
+	CU_ASSERT_EQUAL(a_live(), 0);
+	a_finish_deletes();
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(state_intent_list_open(db2, &in, &n, NULL), 0);
+	CU_ASSERT_EQUAL(n, 0);
+	state_intent_list_free(in, n);
+	CU_ASSERT_EQUAL(ac.target, 0);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
 /* Broken controller caught: one that lets another request (or the next
  * pass) count the Ready nodes of a plan that is still waiting for the rest
  * of its nodes, and then rolls back nodes that are in use. */
@@ -1583,6 +1633,7 @@ static const test_case cases[] = {
 	{ "async cloud: rollback is confirmed", test_async_rollback_is_confirmed },
 	{ "async cloud: terminal, deleted, foreign errors", test_async_terminal_deleted_and_foreign_errors },
 	{ "async cloud: plan nodes reserved", test_async_plan_nodes_are_reserved },
+	{ "async cloud: failover during rollback", test_async_failover_during_rollback },
 	{ "async cloud: crash resumes without backoff", test_async_crash_resumes_without_backoff },
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
 	{ "deleted booking released; failover keeps state", test_deleted_booking_and_failover_state },
