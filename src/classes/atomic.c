@@ -152,6 +152,8 @@ static bool roll_back_all(const pr_class_host *h, const pr_class_req *req, at_pl
 	if(closed < p->n)
 		return false;
 	say_rolled_back(h, req, p);
+	if(req)
+		h->hold(h->ctx, false, NULL);
 	return true;
 }
 
@@ -245,6 +247,7 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 				 (long long)total, gw);
 		at_clear_details(h, state_phase_name(STATE_PHASE_DONE));
 		h->provisioned(h->ctx, PR_R_PROVISIONED, msg);
+		h->hold(h->ctx, false, NULL);
 	} else {
 		sched_snapshot_revert(h->snap);
 		/* The nodes are there and Ready, but other pods took them: they
@@ -257,6 +260,7 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 			 "stay in use and the request is retried", gw, (long long)res.placed, (long long)res.requested);
 		at_clear_details(h, state_phase_name(STATE_PHASE_DONE));
 		h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, msg);
+		h->hold(h->ctx, false, NULL);
 	}
 	sched_place_result_free(&res);
 }
@@ -390,7 +394,8 @@ static void progress_waiting(const pr_class_host *h, const pr_class_req *req, at
 	}
 	if(!req || req->terminal) {
 		start_roll_back(h, req, p, NULL,
-				req ? "the request finished before its nodes were ready" : "the request was deleted");
+				req && !req->deleting ? "the request finished before its nodes were ready"
+						      : "the request was deleted");
 		return;
 	}
 	if(cause[0]) {
@@ -583,11 +588,11 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 	at_put_details(h, &p, STATE_PHASE_INCREASING);
 	if(ch.podset_groups)
 		h->set_detail(h->ctx, PR_DETAIL_PODSET_GROUPS, ch.podset_groups);
-	if(!h->may_act(h->ctx) || h->write_now(h->ctx, &e)) {
+	if(!h->may_act(h->ctx) || h->write_now(h->ctx, &e) || h->hold(h->ctx, true, &e)) {
 		/* Not in the API: the cloud must not be called. */
 		for(i = 0; i < p.n; i++)
 			at_close_without_effect(h, NULL, &p.v[i], "the plan could not be written to the API");
-		log_warn("scale-up not started: the plan could not be recorded in the request's status", "request",
+		log_warn("scale-up not started: the plan could not be recorded in the request (status and finalizer)", "request",
 			 req->pr->meta.name, "error", h->may_act(h->ctx) ? e.msg : "fenced");
 		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 		at_plan_free(&p);
@@ -617,6 +622,8 @@ static void atomic_decide(const pr_class_module *m, const pr_class_host *h, cons
 	if(at_plan_open(h, req->pr->meta.uid, &p)) {
 		bool again = progress(h, req, &p);
 		at_plan_free(&p);
+		if(again)
+			h->hold(h->ctx, false, NULL);
 		if(!again || req->terminal || !req->sets)
 			return;
 	} else if(req->terminal || !req->sets) {

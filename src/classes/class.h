@@ -95,7 +95,9 @@ typedef struct pr_class_req {
 	const kube_provreq *pr;
 	const char *class_name;   /* as written on the request */
 	bool no_retry;
-	bool terminal;            /* Failed, BookingExpired or CapacityRevoked */
+	bool terminal;            /* Failed, BookingExpired or CapacityRevoked, or
+	                             being deleted */
+	bool deleting;            /* has a deletionTimestamp */
 	sched_podset *sets;       /* the podSets resolved against their templates;
 	                             NULL for a request in flight whose templates
 	                             are gone */
@@ -152,6 +154,10 @@ typedef struct pr_class_host {
 	/* Mark a Node as made by a plan of this request, so it is removed
 	 * when it stays empty after the request's booking ended. */
 	void (*mark_node)(pr_class_ctx *ctx, const char *node_name);
+	/* Hold the request (a finalizer) while the module has cloud work in
+	 * flight for it, so deleting it waits until that work is undone even
+	 * across a failover; release when the work is over. 0 or an error. */
+	int (*hold)(pr_class_ctx *ctx, bool on, prd_err *err);
 	/* Count an event of a scale-up in the controller's statistics. */
 	void (*count)(pr_class_ctx *ctx, pr_class_stat what);
 } pr_class_host;

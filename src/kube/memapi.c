@@ -587,13 +587,20 @@ static int not_found(const mem_req *q, long *status, char **resp, size_t *resp_l
 /* Replace `cur` (the stored object) by `next` following the rules of the
  * main resource or the status subresource, then store and log it. Takes
  * ownership of next. */
+static bool has_finalizers(json_object *o)
+{
+	json_object *f = json_object_object_get(meta_of(o), "finalizers");
+	return f && json_object_is_type(f, json_type_array) && json_object_array_length(f) > 0;
+}
+
 static int commit_update(memapi *m, mem_req *q, json_object *cur, json_object *next, long *status, char **resp,
 			 size_t *resp_len)
 {
 	char key[600];
 	json_object *nmd = meta_of(next), *cmd = meta_of(cur), *v;
 	bool status_sub = !strcmp(q->sub, "status");
-	const char *keep[] = { "uid", "creationTimestamp", "namespace", "name", "generation", NULL };
+	const char *keep[] = { "uid", "creationTimestamp", "namespace", "name", "generation", "deletionTimestamp",
+			       NULL };
 	int i;
 
 	/* Fields the server owns. */
@@ -645,6 +652,16 @@ static int commit_update(memapi *m, mem_req *q, json_object *cur, json_object *n
 	}
 	stamp_rv(m, next);
 	store_key(key, sizeof(key), q->kind->r.namespaced ? q->ns : NULL, q->name);
+	/* The last finalizer of an object being deleted is gone: the
+	 * apiserver removes the object. */
+	if(json_object_object_get(nmd, "deletionTimestamp") && !has_finalizers(next)) {
+		int rc;
+		hmap_del(&m->stores[q->kind->store], key);
+		log_event(m, q->kind->store, "DELETED", next);
+		rc = ok_answer(200, next, status, resp, resp_len);
+		json_object_put(next);
+		return rc;
+	}
 	hmap_put(&m->stores[q->kind->store], key, next);
 	log_event(m, q->kind->store, "MODIFIED", next);
 	return ok_answer(200, next, status, resp, resp_len);
@@ -731,6 +748,23 @@ static int do_delete(memapi *m, mem_req *q, json_object *opts, long *status, cha
 		snprintf(msg, sizeof(msg), "Precondition failed: %s for %s \"%s\" does not match",
 			 uid ? "UID" : "ResourceVersion", q->kind->r.resource, q->name);
 		return status_answer(409, "Conflict", msg, status, resp, resp_len);
+	}
+	if(has_finalizers(cur)) {
+		/* Finalizers hold the object: it is only marked, as the
+		 * apiserver does, until the last one is removed. */
+		json_object *next = NULL;
+		char ts[RFC3339_MAX];
+		if(json_object_object_get(meta_of(cur), "deletionTimestamp"))
+			return ok_answer(200, cur, status, resp, resp_len);
+		json_object_deep_copy(cur, &next, NULL);
+		if(!next)
+			return status_answer(500, NULL, "out of memory", status, resp, resp_len);
+		rfc3339_format(clk_wall(m->clock), ts, sizeof(ts));
+		json_object_object_add(meta_of(next), "deletionTimestamp", json_object_new_string(ts));
+		stamp_rv(m, next);
+		hmap_put(&m->stores[q->kind->store], key, next);
+		log_event(m, q->kind->store, "MODIFIED", next);
+		return ok_answer(200, next, status, resp, resp_len);
 	}
 	json_object_get(cur);
 	hmap_del(&m->stores[q->kind->store], key);

@@ -790,6 +790,12 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	c->stats.requests_seen++;
 	pr__host_init(&h, &x);
 	in_flight = m->in_flight && m->in_flight(m, &h, pr);
+	if(pr->meta.deleted_ns && !in_flight) {
+		/* Being deleted with nothing in flight: let it go. */
+		if(pr__hold(c, pr, false, &e) && e.code != PRD_ENOTFOUND)
+			log_warn("cannot release a deleted request", "request", pr->meta.name, "error", e.msg);
+		return;
+	}
 	if(pr_is_terminal(pr) && !in_flight) {
 		gc_terminal(c, pr);
 		return;
@@ -808,7 +814,8 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	req.pr = pr;
 	req.class_name = pr->class_name;
 	req.no_retry = pp.no_retry;
-	req.terminal = pr_is_terminal(pr);
+	req.deleting = pr->meta.deleted_ns != 0;
+	req.terminal = pr_is_terminal(pr) || req.deleting;
 	req.nsets = pr->npod_sets;
 	if(in_flight) {
 		char missing[300];
@@ -824,7 +831,9 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	}
 	if(req.sets || in_flight)
 		m->decide(m, &h, &req);
-	pr__write_status(&x, &e);
+	if(pr__write_status(&x, &e) == 0 && x.release && pr__hold(c, pr, false, &e) && e.code != PRD_ENOTFOUND)
+		log_warn("cannot remove provreqd's finalizer; it is removed when the request is deleted", "request",
+			 pr->meta.name, "error", e.msg);
 	free(x.rv_owned);
 	pr_conds_free(&conds);
 	state_request_clear(&rs);

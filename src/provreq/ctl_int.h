@@ -71,6 +71,7 @@ struct pr_class_ctx {
 	const char *rv;           /* the version the next status write is based on */
 	char *rv_owned;           /* ... when a write_now made a newer one */
 	bool dropped;             /* the object is gone (404): write nothing more */
+	bool release;             /* remove provreqd's finalizer after the status write */
 };
 
 struct pr_ctl {
@@ -127,6 +128,10 @@ void pr__rebuild_from_api(pr_ctl *c, pr_world *w);
 /* Resolve the request's PodTemplates into sched podSets. */
 int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
 			prd_err *err);
+/* provreqd's finalizer on a request with cloud work in flight. */
+#define PR_FINALIZER "provreqd.io/scale-up-in-flight"
+int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err);
+
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const char *class_name);
 

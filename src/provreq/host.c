@@ -447,6 +447,89 @@ static void h_mark_node(pr_class_ctx *x, const char *node)
 		pr__mark_node(x->c, x->pr, node);
 }
 
+/* Add or remove provreqd's finalizer: read the object fresh (its current
+ * finalizers), write the whole list back with its resourceVersion as a
+ * precondition. */
+int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err)
+{
+	char path[700];
+	json_object *o = NULL, *fin, *list, *patch, *md;
+	size_t i, n;
+	bool have = false;
+	int rc;
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", pr->meta.ns,
+		 pr->meta.name);
+	if(!pr__may_act(c))
+		return prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
+	rc = kube_api_call(&c->api, "GET", path, NULL, NULL, &o, NULL, err);
+	if(rc)
+		return rc;
+	md = json_object_object_get(o, "metadata");
+	fin = json_object_object_get(md, "finalizers");
+	n = fin && json_object_is_type(fin, json_type_array) ? json_object_array_length(fin) : 0;
+	list = json_object_new_array();
+	for(i = 0; i < n; i++) {
+		const char *f = json_object_get_string(json_object_array_get_idx(fin, i));
+		if(f && !strcmp(f, PR_FINALIZER)) {
+			have = true;
+			if(!on)
+				continue;
+		}
+		json_object_array_add(list, json_object_new_string(f ? f : ""));
+	}
+	if(have == on) {
+		json_object_put(list);
+		json_object_put(o);
+		return 0;
+	}
+	if(on)
+		json_object_array_add(list, json_object_new_string(PR_FINALIZER));
+	patch = json_object_new_object();
+	md = json_object_new_object();
+	json_object_object_add(md, "resourceVersion",
+			       json_object_get(json_object_object_get(json_object_object_get(o, "metadata"), "resourceVersion")));
+	json_object_object_add(md, "finalizers", list);
+	json_object_object_add(patch, "metadata", md);
+	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, err);
+	json_object_put(patch);
+	json_object_put(o);
+	return rc == PRD_ENOTFOUND && !on ? 0 : rc;
+}
+
+static int h_hold(pr_class_ctx *x, bool on, prd_err *err)
+{
+	int rc;
+	if(!x->pr || x->dropped)
+		return on ? prd_err_set(err, PRD_ENOTFOUND, "the request is gone") : 0;
+	if(!on) {
+		/* After the status write of this decision (a release first
+		 * would make that write's resourceVersion stale). */
+		x->release = true;
+		return 0;
+	}
+	rc = pr__hold(x->c, x->pr, on, err);
+	if(rc == 0 && on) {
+		/* The hold made a new version: the status write that follows is
+		 * based on it. Read it back through the same path. */
+		json_object *o = NULL;
+		char path[700];
+		prd_err e;
+		snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s",
+			 x->pr->meta.ns, x->pr->meta.name);
+		if(kube_api_call(&x->c->api, "GET", path, NULL, NULL, &o, NULL, &e) == 0) {
+			const char *rv = json_object_get_string(
+				json_object_object_get(json_object_object_get(o, "metadata"), "resourceVersion"));
+			char *next = str_dup(rv);
+			if(next) {
+				free(x->rv_owned);
+				x->rv = x->rv_owned = next;
+			}
+			json_object_put(o);
+		}
+	}
+	return rc;
+}
+
 static void h_count(pr_class_ctx *x, pr_class_stat what)
 {
 	if(what == PR_STAT_SCALEUP_STARTED)
@@ -484,4 +567,5 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->count = h_count;
 	h->event = h_event;
 	h->mark_node = h_mark_node;
+	h->hold = h_hold;
 }

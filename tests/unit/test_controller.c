@@ -1133,6 +1133,9 @@ static void test_async_terminal_deleted_and_foreign_errors(void)
 	pass();
 	CU_ASSERT_EQUAL(open_plans(), 1);
 	CU_ASSERT_EQUAL(a_live(), 4);
+	/* provreqd's finalizer holds the request while its plan is undone:
+	 * a new leader would still find the plan in its status. */
+	CU_ASSERT_STRING_NOT_EQUAL(cond("a", "deleted", "Provisioned"), "gone");
 	clk_fake_advance(&fake, 10 * SEC);
 	pass();
 	a_finish_deletes();
@@ -1141,6 +1144,7 @@ static void test_async_terminal_deleted_and_foreign_errors(void)
 	CU_ASSERT_EQUAL(open_plans(), 0);
 	CU_ASSERT_EQUAL(a_live(), 3);
 	CU_ASSERT_EQUAL(ac.target, 3);
+	CU_ASSERT_STRING_EQUAL(cond("a", "deleted", "Provisioned"), "gone");
 	stop_async();
 }
 
