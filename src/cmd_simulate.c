@@ -193,10 +193,49 @@ static void print_requests(const kube_api *api)
 	kube_intern_free(in);
 }
 
-static void print_groups(cloud_drivers *drivers)
+/* Node-group sizes over the run, sampled after every pass: the largest
+ * target seen, and the nodes added and removed (target changes between
+ * passes), so the final table shows scale-ups that were later scaled
+ * down. */
+typedef struct sim_group {
+	char *id;
+	int32_t first, last, peak, added, removed;
+} sim_group;
+
+typedef struct sim_groups {
+	sim_group *v;
+	size_t n;
+} sim_groups;
+
+static void sim_groups_free(sim_groups *t)
+{
+	size_t i;
+	for(i = 0; i < t->n; i++)
+		free(t->v[i].id);
+	free(t->v);
+}
+
+static sim_group *sim_group_get(sim_groups *t, const char *id, int32_t target)
+{
+	sim_group *nv;
+	size_t i;
+	for(i = 0; i < t->n; i++)
+		if(!strcmp(t->v[i].id, id))
+			return &t->v[i];
+	nv = realloc(t->v, (t->n + 1) * sizeof(*nv));
+	if(!nv)
+		return NULL;
+	t->v = nv;
+	memset(&nv[t->n], 0, sizeof(*nv));
+	if(!(nv[t->n].id = strdup(id)))
+		return NULL;
+	nv[t->n].first = nv[t->n].last = nv[t->n].peak = target;
+	return &t->v[t->n++];
+}
+
+static void track_groups(cloud_drivers *drivers, sim_groups *t)
 {
 	size_t d, i;
-	printf("\n%-24s %-5s %-5s %-7s %s\n", "NODE GROUP", "MIN", "MAX", "TARGET", "DRIVER");
 	for(d = 0; d < drivers->n; d++) {
 		cloud_driver *drv = drivers->v[d];
 		prd_cloud_node_group *g = NULL;
@@ -204,9 +243,40 @@ static void print_groups(cloud_drivers *drivers)
 		size_t n = 0;
 		if(drv->api->node_groups(drv->state, &g, &n, &de))
 			continue;
-		for(i = 0; i < n; i++)
-			printf("%-24s %-5d %-5d %-7d %s\n", g[i].id, (int)g[i].min_size, (int)g[i].max_size,
-			       (int)g[i].target_size, drv->api->name);
+		for(i = 0; i < n; i++) {
+			sim_group *s = g[i].id ? sim_group_get(t, g[i].id, g[i].target_size) : NULL;
+			if(!s)
+				continue;
+			if(g[i].target_size > s->last)
+				s->added += g[i].target_size - s->last;
+			else
+				s->removed += s->last - g[i].target_size;
+			s->last = g[i].target_size;
+			if(s->last > s->peak)
+				s->peak = s->last;
+		}
+		drv->api->release_node_groups(drv->state, g, n);
+	}
+}
+
+static void print_groups(cloud_drivers *drivers, sim_groups *t)
+{
+	size_t d, i;
+	printf("\n%-24s %-5s %-5s %-7s %-6s %-6s %-6s %s\n", "NODE GROUP", "MIN", "MAX", "TARGET", "PEAK", "ADDED",
+	       "REMOVED", "DRIVER");
+	for(d = 0; d < drivers->n; d++) {
+		cloud_driver *drv = drivers->v[d];
+		prd_cloud_node_group *g = NULL;
+		prd_cloud_error de;
+		size_t n = 0;
+		if(drv->api->node_groups(drv->state, &g, &n, &de))
+			continue;
+		for(i = 0; i < n; i++) {
+			sim_group *s = g[i].id ? sim_group_get(t, g[i].id, g[i].target_size) : NULL;
+			printf("%-24s %-5d %-5d %-7d %-6d %-6d %-7d %s\n", g[i].id, (int)g[i].min_size, (int)g[i].max_size,
+			       (int)g[i].target_size, s ? (int)s->peak : (int)g[i].target_size, s ? (int)s->added : 0,
+			       s ? (int)s->removed : 0, drv->api->name);
+		}
 		drv->api->release_node_groups(drv->state, g, n);
 	}
 }
@@ -254,6 +324,7 @@ int cmd_simulate(int argc, char **argv)
 	int64_t until = 3600 * PRD_NS_PER_SEC, start, end;
 	int level = PRD_LOG_WARN, fmt = PRD_LOG_TEXT, c, rc = 1;
 	unsigned passes = 0;
+	sim_groups sizes = { NULL, 0 };
 	size_t len;
 	pr_config cfg;
 	json_object *objs = NULL;
@@ -360,15 +431,21 @@ int cmd_simulate(int argc, char **argv)
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
 		goto done;
 	}
+	track_groups(&drivers, &sizes);
 	for(;;) {
 		int64_t wake;
+		uint64_t rv = memapi_resource_version(m);
 		if(pr_ctl_pass(ctl, &wake, &e)) {
 			fprintf(stderr, "provreqd simulate: %s\n", e.msg);
 			goto done;
 		}
 		passes++;
-		/* New fake nodes turn Ready a moment after they are created. */
-		if(kwok_make_ready(&api) && wake > clk_wall(&clock) + PRD_NS_PER_SEC)
+		track_groups(&drivers, &sizes);
+		/* What the pass wrote reaches `run` through its watches and starts
+		 * another pass (a request turning final lets its nodes idle, say);
+		 * here it does so one simulated second later. New fake nodes
+		 * turn Ready a moment after they are created. */
+		if((kwok_make_ready(&api) || memapi_resource_version(m) != rv) && wake > clk_wall(&clock) + PRD_NS_PER_SEC)
 			wake = clk_wall(&clock) + PRD_NS_PER_SEC;
 		if(wake == INT64_MAX || wake > end || passes >= 100000)
 			break;
@@ -376,18 +453,21 @@ int cmd_simulate(int argc, char **argv)
 	}
 	clk_fake_set(&clock, end);
 	print_requests(&api);
-	print_groups(&drivers);
+	track_groups(&drivers, &sizes);
+	print_groups(&drivers, &sizes);
 	{
 		const pr_stats *s = pr_ctl_stats(ctl);
 		printf("\nsimulated %llds in %u passes: %llu scale-ups started, %llu succeeded, %llu rolled back; "
-		       "%llu status writes, %llu events\n",
+		       "%llu idle nodes scaled down; %llu status writes, %llu events\n",
 		       (long long)(until / PRD_NS_PER_SEC), passes, (unsigned long long)s->scaleups_started,
 		       (unsigned long long)s->scaleups_succeeded, (unsigned long long)s->scaleups_rolled_back,
-		       (unsigned long long)s->status_writes, (unsigned long long)s->events);
+		       (unsigned long long)s->scaledown_nodes, (unsigned long long)s->status_writes,
+		       (unsigned long long)s->events);
 	}
 	rc = 0;
 done:
 	pr_ctl_free(ctl);
+	sim_groups_free(&sizes);
 	cloud_drivers_free(&drivers);
 	state_close(db);
 	memapi_free(m);

@@ -48,6 +48,7 @@ typedef struct pr_stats {
 	uint64_t scaleups_started;
 	uint64_t scaleups_succeeded;
 	uint64_t scaleups_rolled_back;
+	uint64_t scaledown_nodes;       /* idle nodes of provreqd's removed */
 	uint64_t requests_seen;         /* of our classes, last pass */
 	uint64_t bookings_held;         /* last pass */
 } pr_stats;

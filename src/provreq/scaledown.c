@@ -9,7 +9,8 @@
  * the group's min size). Nothing is ever evicted: a pod arriving on a
  * cordoned node uncordons it. The node annotation
  * provreqd.io/scale-down-disabled: "true" opts a node out; on a group's
- * template node it opts the group out. Idle times are kept in memory: a
+ * template node it opts the group out. A node on which another request
+ * holds a booking is not idle. Idle times are kept in memory: a
  * restart starts them over, which only delays a removal. */
 #include "classes/class.h"
 #include "classes/vocab.h"
@@ -174,6 +175,7 @@ static void remove_node(pr_ctl *c, pr_world *w, const pr_marked *m)
 		return;
 	}
 	g->target--;
+	c->stats.scaledown_nodes++;
 	metrics_counter_add(M_SCALE_DOWNS, METRICS_L(g->id), 1);
 	snprintf(msg, sizeof(msg), "removed: empty for %llds after the booking it was made for ended",
 		 (long long)(c->cfg.scale_down_idle_ns / PRD_NS_PER_SEC));
@@ -182,12 +184,39 @@ static void remove_node(pr_ctl *c, pr_world *w, const pr_marked *m)
 	hmap_del(&c->idle_since, m->name);
 }
 
+/* Mark as busy every marked node on which a request other than the one it
+ * was made for holds a booking: a check-capacity request may book the
+ * room of an idle node, and removing the node would revoke that booking.
+ * Read after the requests were decided, so bookings released this pass do
+ * not count and bookings made this pass do. */
+static void busy_with_bookings(pr_ctl *c, pr_world *w)
+{
+	state_booking *b = NULL;
+	size_t nb = 0, i, k;
+	prd_err e;
+	if(!c->db || !w->nmarked)
+		return;
+	if(state_booking_list_active(c->db, &b, &nb, &e)) {
+		/* Not knowing the bookings, keep every node this pass. */
+		log_warn("scale-down skipped this pass: cannot read bookings", "error", e.msg);
+		for(k = 0; k < w->nmarked; k++)
+			hmap_put(&w->blocking, w->marked[k].name, (void *)1);
+		return;
+	}
+	for(i = 0; i < nb; i++)
+		for(k = 0; k < w->nmarked; k++)
+			if(!strcmp(b[i].node_name, w->marked[k].name) && strcmp(b[i].request_uid, w->marked[k].uid))
+				hmap_put(&w->blocking, w->marked[k].name, (void *)1);
+	state_booking_list_free(b, nb);
+}
+
 void pr__scaledown(pr_ctl *c, pr_world *w)
 {
 	size_t i;
 	prd_err e;
 	if(!c->cfg.scale_down)
 		return;
+	busy_with_bookings(c, w);
 	for(i = 0; i < w->nmarked; i++) {
 		const pr_marked *m = &w->marked[i];
 		int64_t *since = hmap_get(&c->idle_since, m->name);

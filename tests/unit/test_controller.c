@@ -1497,6 +1497,59 @@ static void test_scale_down_idle_nodes(void)
 	stop_async();
 }
 
+/* A node provreqd made stays while another request holds a booking on it,
+ * however long it is empty. Broken controller caught: one whose scale-down
+ * looks only at pods and deletes a node a check-capacity request has
+ * booked, revoking that booking (seen in `simulate`: BookedNodesRemoved). */
+static void test_scale_down_keeps_booked_nodes(void)
+{
+	prd_err e;
+	pr_config cfg;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	cfg.scale_down_idle_ns = 2 * MIN; /* shorter than cc's 10-minute booking */
+	start_async(&cfg);
+	add_template("s", "two", "2");
+	add_pr("s", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/s/provisioningrequests/job",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	/* The freed room is booked at once by a check-capacity request that
+	 * needs both new nodes. */
+	add_pr("s", "cc", PR_CLASS_CHECK, "two", 4, NULL);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "cc", "Provisioned"), "True/CapacityIsFound");
+	/* Well past the idle time, still within cc's 10-minute booking. */
+	clk_fake_advance(&fake, 3 * MIN);
+	pass();
+	clk_fake_advance(&fake, 3 * MIN);
+	pass();
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_FALSE(node_has(ac.grp[0].v[0].node, "scale-down-cordoned"));
+	CU_ASSERT_FALSE(node_has(ac.grp[0].v[1].node, "scale-down-cordoned"));
+	CU_ASSERT_EQUAL(ac.grp[0].deletes, 0);
+	CU_ASSERT_STRING_EQUAL(cond("s", "cc", "CapacityRevoked"), "-");
+	/* cc's booking expires unused: now the nodes are idle and go. */
+	clk_fake_advance(&fake, 4 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "cc", "BookingExpired"), "True/CapacityReservationTimeExpired");
+	clk_fake_advance(&fake, SEC);
+	pass();
+	clk_fake_advance(&fake, 2 * MIN + SEC);
+	pass();
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.grp[0].target, 0);
+	stop_async();
+}
+
 /* Broken controllers caught: one that keeps a deleted request's booking
  * until it expires (the recreated request waited 15 minutes), and one whose
  * new leader, with an empty database, forgets bookings and retry times. */
@@ -1645,6 +1698,7 @@ static const test_case cases[] = {
 	{ "multi-group plan", test_multi_group_plan },
 	{ "multi-group rollback", test_multi_group_rollback },
 	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
+	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
 	{ "details chunking", test_details_chunking },
 	{ NULL, NULL }
 };

@@ -20,9 +20,22 @@ expect team-a no-room 'False +True +Expired: not provisioned within ValidUntilSe
 expect team-b training-run 'atomic-scale-up +True +True'
 # too big for any group, noRetry: failed at once, with the reason per group.
 expect team-b too-big 'False +True +CapacityIsNotFound: no node group can provide all'
-echo "$out" | grep -qE '^general +0 +10 +[1-9]' || { echo "FAIL: general group did not grow"; fail=1; }
-echo "$out" | grep -qE '^gpu +0 +4 +0 ' || { echo "FAIL: gpu group was touched"; fail=1; }
-echo "$out" | grep -q '1 scale-ups started, 1 succeeded, 0 rolled back' || { echo "FAIL: scale-up counts"; fail=1; }
+# fine-tune needs two kinds of nodes: 2 GPU nodes and 1 general node, in one plan.
+expect team-b fine-tune 'atomic-scale-up +True +True'
+# Columns: group min max target peak added removed. fine-tune goes first
+# (training-run does not fit while fits-now holds its booking): general +1
+# for its launcher, gpu +2 for its workers. When both bookings have
+# expired, training-run's 12 pods of 3 cpu find room for 5 on existing
+# nodes (2 + 2 on the workers, 1 on fine-tune's idle general node, which it
+# books) and general grows by 7. Every new node is removed once the booking
+# it was made for expired unused and nobody else books it: 8 and 2.
+echo "$out" | grep -qE '^general +0 +10 +0 +8 +8 +8 ' || { echo "FAIL: general did not grow by 8 and shrink back"; fail=1; }
+echo "$out" | grep -qE '^gpu +0 +4 +0 +2 +2 +2 ' || { echo "FAIL: gpu did not grow by 2 and shrink back"; fail=1; }
+echo "$out" | grep -qE '^gold +0 +5 +0 +0 +0 +0 ' || { echo "FAIL: gold group was touched"; fail=1; }
+echo "$out" | grep -q '2 scale-ups started, 2 succeeded, 0 rolled back; 10 idle nodes scaled down' ||
+	{ echo "FAIL: scale-up/scale-down counts"; fail=1; }
+# Scale-down must never take a node someone still holds a booking on.
+echo "$out" | grep -q 'BookedNodesRemoved' && { echo "FAIL: a booked node was scaled down"; fail=1; }
 
 # Bad input gets a clear error and exit status 1, not a crash.
 printf 'apiVersion: v1\nkind: Node\nmetadata: {name: x\n' > "${TMPDIR:-/tmp}/prd-bad-$$.yaml"
