@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libcurl4-openssl-dev libjson-c-dev libyaml-dev libsqlite3-dev
       libcunit1-dev libssl-dev libmicrohttpd-dev
-      clang openssl curl ca-certificates git unzip)
+      clang libclang-rt-14-dev openssl curl ca-certificates git unzip)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
