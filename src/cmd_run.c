@@ -44,6 +44,9 @@
  * controller is due, and at least every resync interval. */
 #define RUN_RESYNC_NS (30 * PRD_NS_PER_SEC)
 #define RUN_QUIET_NS (100 * PRD_NS_PER_MS)
+/* After SIGTERM, requests to the apiserver may run this much longer (the
+ * lease release among them); the process ends well within 5 s. */
+#define RUN_SHUTDOWN_NS (3 * PRD_NS_PER_SEC)
 
 static volatile sig_atomic_t stop_requested;
 
@@ -202,6 +205,71 @@ static void on_not_leading(void *ud)
 	log_warn("stopped leading: no more writes until the lease is held again");
 }
 
+/* The lease cannot be used (or can again): readiness says why. Runs on the
+ * lease thread; health_* is safe from any thread. */
+static void on_lease_problem(void *ud, const char *cause)
+{
+	char reason[PRD_ERR_MSG_MAX + 64];
+	if(cause)
+		snprintf(reason, sizeof(reason), "cannot take the leader-election lease: %s", cause);
+	health_set_flag(ud, "leader-election", cause == NULL, cause ? reason : NULL);
+}
+
+/* Leader election: identity $POD_NAME (else host_pid), namespace
+ * --lease-namespace, else $POD_NAMESPACE, else kube-system. */
+static int start_lease(const cfg *c, kube_client *client, health *hl, kube_lease **out, prd_err *e)
+{
+	kube_lease_opts lo;
+	char hostname[128] = "provreqd", identity[200];
+	const char *pod = getenv("POD_NAME"), *pod_ns = getenv("POD_NAMESPACE");
+
+	if(pod && pod[0]) {
+		snprintf(identity, sizeof(identity), "%s", pod);
+	} else {
+		gethostname(hostname, sizeof(hostname) - 1);
+		snprintf(identity, sizeof(identity), "%s_%ld", hostname, (long)getpid());
+	}
+	memset(&lo, 0, sizeof(lo));
+	lo.namespace_ = c->lease_namespace && c->lease_namespace[0] ? c->lease_namespace
+			: pod_ns && pod_ns[0]                          ? pod_ns
+									: "kube-system";
+	lo.name = c->lease_name;
+	lo.identity = identity;
+	lo.lease_duration_ns = c->lease_duration;
+	lo.renew_deadline_ns = c->lease_renew_deadline;
+	lo.retry_period_ns = c->lease_retry_period;
+	lo.on_started = on_leading;
+	lo.on_stopped = on_not_leading;
+	lo.on_problem = on_lease_problem;
+	lo.ud = hl;
+	health_add_flag(hl, "leader-election", true, NULL);
+	waiting_since = clk_mono(clk_real());
+	if(kube_lease_new(client, &lo, out, e) || kube_lease_start(*out, e))
+		return e->code ? e->code : PRD_EINTERNAL;
+	log_info("leader election started", "lease", c->lease_name, "namespace", lo.namespace_, "identity",
+		 identity);
+	return 0;
+}
+
+/* Wait for the first list of every informer, beating the liveness clock
+ * and giving up at once on SIGTERM/SIGINT. false = stop asked. */
+static bool wait_caches(kube_informer *const *inf, size_t n, health *hl)
+{
+	size_t i;
+	for(i = 0; i < n;) {
+		struct timespec step = { 0, RUN_QUIET_NS };
+		if(stop_requested)
+			return false;
+		health_beat(hl);
+		if(kube_informer_has_synced(inf[i])) {
+			i++;
+			continue;
+		}
+		nanosleep(&step, NULL);
+	}
+	return true;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	cfg c;
@@ -315,25 +383,9 @@ int cmd_run(int argc, char **argv)
 		log_error("cannot serve metrics and health", "error", e.msg);
 		goto done;
 	}
-	if(c.leader_elect) {
-		kube_lease_opts lo;
-		char hostname[128] = "provreqd", identity[200];
-		gethostname(hostname, sizeof(hostname) - 1);
-		snprintf(identity, sizeof(identity), "%s_%ld", hostname, (long)getpid());
-		memset(&lo, 0, sizeof(lo));
-		lo.namespace_ = c.lease_namespace;
-		lo.name = c.lease_name;
-		lo.identity = identity;
-		lo.lease_duration_ns = c.lease_duration;
-		lo.renew_deadline_ns = c.lease_renew_deadline;
-		lo.retry_period_ns = c.lease_retry_period;
-		lo.on_started = on_leading;
-		lo.on_stopped = on_not_leading;
-		waiting_since = clk_mono(clk_real());
-		if(kube_lease_new(client, &lo, &lease, &e) || kube_lease_start(lease, &e)) {
-			log_error("cannot start leader election", "error", e.msg);
-			goto done;
-		}
+	if(c.leader_elect && start_lease(&c, client, hl, &lease, &e)) {
+		log_error("cannot start leader election", "error", e.msg);
+		goto done;
 	}
 	pr_config_default(&pc);
 	pc.booking_ttl_ns = c.booking_ttl;
@@ -400,11 +452,10 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 	health_add_flag(hl, "caches-synced", false, "the informer caches are still listing");
-	for(i = 0; i < 4 && !stop_requested; i++) {
-		if(!kube_informer_wait_synced(inf[i])) {
-			log_error("informer stopped before its first list", "resource", inf_res[i]->resource);
-			goto done;
-		}
+	if(!wait_caches(inf, 4, hl)) {
+		rc = 0;
+		log_info("shutting down before the caches synced");
+		goto done;
 	}
 	health_set_flag(hl, "caches-synced", true, NULL);
 	pi.intern = intern;
@@ -451,6 +502,10 @@ int cmd_run(int argc, char **argv)
 	}
 	log_info("shutting down: releasing the lease and closing the state store");
 done:
+	/* Whatever the apiserver does now, the process ends within seconds:
+	 * requests still running after this are aborted, none is retried. */
+	if(client)
+		kube_client_set_deadline(client, clk_mono(clk_real()) + RUN_SHUTDOWN_NS);
 	for(i = 0; i < 4; i++) {
 		if(inf[i])
 			kube_informer_stop(inf[i]);

@@ -299,7 +299,7 @@ int main(int argc, char **argv)
 		else if(strcmp(req, "quit") == 0)
 			break;
 		else
-			snprintf(out, sizeof(out), "ERROR unknown command '%s'", req);
+			snprintf(out, sizeof(out), "ERROR unknown command '%.200s'", req);
 		write_file(dir, "response", out);
 	}
 	kube_informer_free(pods.inf);

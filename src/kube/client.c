@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,6 +43,9 @@ struct kube_client {
 	int64_t rl_last_ns;
 	unsigned long throttled;  /* requests that waited for the bucket */
 	unsigned long requests;   /* HTTP requests sent (attempts) */
+	/* Monotonic time after which no request is sent or kept running and
+	 * nothing is retried (0 = none): set when the process shuts down. */
+	_Atomic int64_t deadline_ns;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -240,6 +244,27 @@ static void handle_put(kube_client *c, CURL *h)
 	pthread_mutex_unlock(&c->pool_mu);
 	if(h)
 		curl_easy_cleanup(h);
+}
+
+void kube_client_set_deadline(kube_client *c, int64_t mono_ns)
+{
+	atomic_store(&c->deadline_ns, mono_ns);
+}
+
+static bool past_deadline(kube_client *c)
+{
+	int64_t d = atomic_load(&c->deadline_ns);
+	return d > 0 && clk_mono(clk_real()) >= d;
+}
+
+/* Progress callback of an ordinary request: aborts it past the deadline. */
+static int req_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	(void)dt;
+	(void)dn;
+	(void)ut;
+	(void)un;
+	return past_deadline(ud) ? 1 : 0;
 }
 
 static void sleep_ns(int64_t ns)
@@ -611,6 +636,11 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 		r.body.failed = 0;
 		r.retry_after_s = -1;
 		memset(st, 0, sizeof(*st));
+		if(past_deadline(c)) {
+			rc = prd_err_set(err, PRD_ETIMEDOUT, "%s %s: not sent, the process is shutting down", method,
+					 path);
+			break;
+		}
 		rate_wait(c);
 		rc = kube_config_credentials(c->cfg, c->o.clock, false, &cr, err);
 		if(rc) {
@@ -635,6 +665,9 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 		curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
 		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, read_header);
 		curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
+		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, req_progress);
+		curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
 		if(strcmp(method, "GET") == 0) {
 			curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
 		} else {
@@ -658,7 +691,10 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 		if(c->o.observe)
 			c->o.observe(c->o.observe_ud, method, path, cc == CURLE_OK ? code : 0,
 				     clk_mono(clk_real()) - t0);
-		if(cc != CURLE_OK) {
+		if(cc == CURLE_ABORTED_BY_CALLBACK) {
+			rc = prd_err_set(err, PRD_ETIMEDOUT, "%s %s: aborted, the process is shutting down", method,
+					 path);
+		} else if(cc != CURLE_OK) {
 			rc = r.body.failed == PRD_ERANGE ? PRD_ERANGE : curl_code_to_err(cc);
 			prd_err_set(err, rc, "%s %s: %s", method, path,
 				    r.body.failed == PRD_ERANGE ? "answer too large" : curl_easy_strerror(cc));
@@ -685,7 +721,7 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 			/* 429 means the request was not processed: safe for any verb. */
 			retry = code == 429 || (idempotent && code >= 500 && code != 501);
 		}
-		if(!retry || attempt >= c->o.max_retries)
+		if(!retry || attempt >= c->o.max_retries || atomic_load(&c->deadline_ns) > 0)
 			break;
 		{
 			int64_t d = retry_delay_ns(attempt, r.retry_after_s > 0 ? r.retry_after_s : st->retry_after_s);
@@ -709,11 +745,21 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
 				body_len, idem, out, st, err);
 }
 
-/* Progress callback of a watch: aborts the transfer when the owner asks. */
+/* Progress callback of a watch: aborts the transfer when the owner asks
+ * or the client's deadline has passed. */
+struct stream_ctx {
+	const kube__stream *s;
+	kube_client *c;
+};
+
 static int stream_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
-	const kube__stream *s = ud;
-	return s->cancelled && s->cancelled(s->cancel_ud) ? 1 : 0;
+	const struct stream_ctx *x = ud;
+	(void)dt;
+	(void)dn;
+	(void)ut;
+	(void)un;
+	return past_deadline(x->c) || (x->s->cancelled && x->s->cancelled(x->s->cancel_ud)) ? 1 : 0;
 }
 
 /* Records the HTTP code from each status line ("HTTP/1.1 200 OK"), so the
@@ -738,6 +784,7 @@ int kube__stream_get(kube_client *c, const char *path, kube__stream *s, prd_err 
 	CURLcode cc;
 	long code = 0;
 	int rc;
+	struct stream_ctx x = { s, c };
 
 	s->http_code = 0;
 	rate_wait(c);
@@ -768,7 +815,7 @@ int kube__stream_get(kube_client *c, const char *path, kube__stream *s, prd_err 
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, s->write_ud);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, stream_progress);
-	curl_easy_setopt(h, CURLOPT_XFERINFODATA, s);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	if(code)

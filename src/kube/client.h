@@ -73,6 +73,11 @@ typedef struct kube_status {
 int kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client **out, prd_err *err);
 void kube_client_free(kube_client *c);
 kube_config *kube_client_config(kube_client *c);
+/* From now on, after the monotonic time `mono_ns` (clk_mono(clk_real())),
+ * requests are not sent, transfers in progress (watches included) are
+ * aborted with PRD_ETIMEDOUT, and nothing is retried: for a shutdown that
+ * must end within a bound whatever the apiserver does. Any thread. */
+void kube_client_set_deadline(kube_client *c, int64_t mono_ns);
 /* HTTP requests sent (every attempt) and how many of them had to wait for
  * the QPS/burst token bucket. Either pointer may be NULL. */
 void kube_client_stats(kube_client *c, unsigned long *requests, unsigned long *throttled);

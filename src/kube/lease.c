@@ -24,6 +24,7 @@ struct kube_lease {
 	int64_t obs_mono;
 	bool observed;
 	int64_t last_renew_mono;     /* last successful renewal while leading */
+	char problem[PRD_ERR_MSG_MAX]; /* why the lease cannot be used; "" = none (under mu) */
 	/* helper thread */
 	pthread_t thr;
 	bool running;
@@ -94,6 +95,37 @@ bool kube_lease_is_leader(kube_lease *le)
 	l = le->leading;
 	pthread_mutex_unlock(&le->mu);
 	return l;
+}
+
+bool kube_lease_problem(kube_lease *le, char *out, size_t n)
+{
+	bool p;
+	pthread_mutex_lock(&le->mu);
+	p = le->problem[0] != 0;
+	if(out && n)
+		str_copy(out, n, le->problem);
+	pthread_mutex_unlock(&le->mu);
+	return p;
+}
+
+/* Record the outcome of one step: `cause` NULL = the lease could be read
+ * and written (or another candidate holds it). Reports changes only. */
+static void set_problem(kube_lease *le, const char *cause)
+{
+	bool changed;
+	pthread_mutex_lock(&le->mu);
+	changed = !str_eq(cause ? cause : "", le->problem);
+	str_copy(le->problem, sizeof(le->problem), cause ? cause : "");
+	pthread_mutex_unlock(&le->mu);
+	if(!changed)
+		return;
+	if(cause)
+		log_warn("cannot take the leader-election lease", "lease", le->name, "namespace", le->ns, "error",
+			 cause);
+	else
+		log_info("the leader-election lease can be used again", "lease", le->name, "namespace", le->ns);
+	if(le->o.on_problem)
+		le->o.on_problem(le->o.ud, cause);
 }
 
 static const char *jget(json_object *o, const char *k)
@@ -272,7 +304,12 @@ int kube_lease_step(kube_lease *le, bool *leading, int64_t *next_ns, prd_err *er
 {
 	bool won = false, was = kube_lease_is_leader(le);
 	int64_t now;
-	int rc = try_acquire_or_renew(le, &won, err);
+	prd_err local = {0};
+	int rc;
+
+	if(!err)
+		err = &local;
+	rc = try_acquire_or_renew(le, &won, err);
 
 	now = clk_mono(le->o.clock);
 	if(won) {
@@ -285,12 +322,11 @@ int kube_lease_step(kube_lease *le, bool *leading, int64_t *next_ns, prd_err *er
 		if(other || now - le->last_renew_mono >= le->o.renew_deadline_ns) {
 			if(rc)
 				log_warn("failed to renew the lease within the deadline", "lease", le->name,
-					 "error", err ? err->msg : "");
+					 "error", err->msg);
 			set_leading(le, false);
 		}
 	}
-	if(rc && !was)
-		log_debug("lease: could not reach the apiserver", "lease", le->name);
+	set_problem(le, rc ? (err->msg[0] ? err->msg : "the apiserver could not be asked") : NULL);
 	if(leading)
 		*leading = kube_lease_is_leader(le);
 	if(next_ns)

@@ -35,6 +35,11 @@ typedef struct kube_lease_opts {
 	void (*on_stopped)(void *ud);
 	/* Called when the observed holder changes (may be NULL/"" = none). */
 	void (*on_new_leader)(void *ud, const char *identity);
+	/* Called when the lease cannot be read or written for a reason other
+	 * than another holder (missing namespace, forbidden, unreachable
+	 * apiserver), with the cause, once per distinct cause; and with NULL
+	 * once it can be again. The cause is also logged at warn. */
+	void (*on_problem)(void *ud, const char *cause);
 	void *ud;
 } kube_lease_opts;
 
@@ -56,6 +61,8 @@ int kube_lease_step(kube_lease *le, bool *leading, int64_t *next_ns, prd_err *er
 int kube_lease_release(kube_lease *le, prd_err *err);
 
 bool kube_lease_is_leader(kube_lease *le);
+/* The current problem (see on_problem) copied into out; false when none. */
+bool kube_lease_problem(kube_lease *le, char *out, size_t n);
 
 /* Run step() on a thread every retry period (with jitter) until
  * kube_lease_stop(), which releases the lease and joins the thread. */

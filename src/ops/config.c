@@ -51,8 +51,9 @@ const cfg_option cfg_options[] = {
 	  "take a coordination.k8s.io Lease before acting (required with more than one replica)", 0, 0, NULL },
 	{ "lease-name", "leaderElection.leaseName", CFG_STRING, O(lease_name), "provreqd",
 	  "name of the leader-election Lease", 0, 0, check_lease_name },
-	{ "lease-namespace", "leaderElection.leaseNamespace", CFG_STRING, O(lease_namespace), "provreqd-system",
-	  "namespace of the leader-election Lease", 0, 0, check_lease_namespace },
+	{ "lease-namespace", "leaderElection.leaseNamespace", CFG_STRING, O(lease_namespace), "",
+	  "namespace of the leader-election Lease; empty = $POD_NAMESPACE, else kube-system", 0, 0,
+	  check_lease_namespace },
 	{ "lease-duration", "leaderElection.leaseDuration", CFG_DURATION, O(lease_duration), "15s",
 	  "how long a Lease is valid after its last renewal; a standby takes over after it", SEC, HOUR, NULL },
 	{ "lease-renew-deadline", "leaderElection.renewDeadline", CFG_DURATION, O(lease_renew_deadline), "10s",
@@ -684,7 +685,7 @@ static int check_lease_name(const cfg *c, buf *why)
 
 static int check_lease_namespace(const cfg *c, buf *why)
 {
-	if(str_is_dns_label(c->lease_namespace))
+	if(!c->lease_namespace || !c->lease_namespace[0] || str_is_dns_label(c->lease_namespace))
 		return PRD_OK;
 	buf_printf(why, "'%s' is not a valid namespace name (lowercase DNS label)", c->lease_namespace);
 	return PRD_EINVAL;

@@ -49,7 +49,7 @@ static void test_defaults(void)
 	CU_ASSERT_EQUAL(c.v, 2);
 	CU_ASSERT_TRUE(c.leader_elect);
 	CU_ASSERT_STRING_EQUAL(c.lease_name, "provreqd");
-	CU_ASSERT_STRING_EQUAL(c.lease_namespace, "provreqd-system");
+	CU_ASSERT_STRING_EQUAL(c.lease_namespace, "");
 	CU_ASSERT_EQUAL(c.lease_duration, 15 * SEC);
 	CU_ASSERT_EQUAL(c.lease_renew_deadline, 10 * SEC);
 	CU_ASSERT_EQUAL(c.lease_retry_period, 2 * SEC);

@@ -463,6 +463,29 @@ static void test_retry_500(void)
 	fx_stop(&f);
 }
 
+/* Broken shutdown caught: a client that keeps retrying (or keeps sending)
+ * after the process was told to stop, so SIGTERM waits out every backoff
+ * of an apiserver that answers 429. */
+static void test_shutdown_deadline(void)
+{
+	fixture f;
+	kube_status st;
+	prd_err e;
+	kube_client_opts opts = {.max_retries = 3};
+
+	/* A deadline ahead: the request goes out once, the 429 is not retried. */
+	fx_start(&f, M_429, &opts);
+	kube_client_set_deadline(f.c, clk_mono(clk_real()) + 600 * PRD_NS_PER_SEC);
+	CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", NULL, &st, &e), PRD_EAGAIN);
+	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 1);
+	/* Past it: nothing is sent at all. */
+	kube_client_set_deadline(f.c, clk_mono(clk_real()) - 1);
+	CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", NULL, &st, &e), PRD_ETIMEDOUT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "shutting down"));
+	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 1);
+	fx_stop(&f);
+}
+
 typedef struct items {
 	char names[256];
 	int restarts;
@@ -738,6 +761,7 @@ static const test_case cases[] = {
 	{"5xx retried for GET and versioned PUT, not POST", test_retry_500},
 	{"pagination over 3 pages, expired continue restarts", test_pagination},
 	{"QPS/burst pacing", test_qps},
+	{"a shutdown deadline stops retries and sending", test_shutdown_deadline},
 	{"delete preconditions, patch types, scale, AlreadyExists", test_verbs_wire},
 	{"watch streaming across chunk boundaries", test_watch_stream},
 	{"watch 410, ERROR event, stop, cancel", test_watch_errors},

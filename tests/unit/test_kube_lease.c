@@ -15,9 +15,22 @@
 typedef struct cand {
 	kube_lease *le;
 	clk fc;
-	int started, stopped, new_leader;
+	int started, stopped, new_leader, problems, cleared;
 	char leader[64];
+	char problem[512];
 } cand;
+
+static void on_problem(void *ud, const char *cause)
+{
+	cand *c = ud;
+	if(cause) {
+		c->problems++;
+		snprintf(c->problem, sizeof(c->problem), "%s", cause);
+	} else {
+		c->cleared++;
+		c->problem[0] = 0;
+	}
+}
 
 static void on_started(void *ud) { ((cand *)ud)->started++; }
 static void on_stopped(void *ud) { ((cand *)ud)->stopped++; }
@@ -32,7 +45,7 @@ static void cand_init(cand *c, kube_client *cl, const char *id)
 {
 	kube_lease_opts o = {.namespace_ = "kube-system", .name = "provreqd", .identity = id,
 			     .on_started = on_started, .on_stopped = on_stopped,
-			     .on_new_leader = on_new_leader};
+			     .on_new_leader = on_new_leader, .on_problem = on_problem};
 	prd_err e;
 	memset(c, 0, sizeof(*c));
 	clk_fake_init(&c->fc, 1700000000LL * PRD_NS_PER_SEC);
@@ -238,6 +251,56 @@ static void test_conflict_loses(void)
 	fake_store_free(st);
 }
 
+/* Broken lease code caught: one that stays silent (and ready) when its
+ * Lease cannot be written because the namespace is missing or RBAC
+ * forbids it, that reports the same cause on every retry, that never
+ * clears the report, or that calls another holder a problem. */
+static void test_problem_reported_once(void)
+{
+	fake_store *st = fake_store_new();
+	fake_srv *srv = fake_start(fake_store_handler, st);
+	kube_config *cfg;
+	kube_client *cl;
+	cand a, b;
+	char why[512];
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_EQUAL_FATAL(fake_client(srv, NULL, &cfg, &cl), 0);
+	cand_init(&a, cl, "a");
+	cand_init(&b, cl, "b");
+	/* The namespace does not exist: the create is refused with 404. */
+	fake_store_fail_on(st, "POST", 404, 3);
+	for(i = 0; i < 3; i++)
+		CU_ASSERT_FALSE(step(&a));
+	CU_ASSERT_EQUAL(a.problems, 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(a.problem, "404"));
+	CU_ASSERT_TRUE(kube_lease_problem(a.le, why, sizeof(why)));
+	CU_ASSERT_STRING_EQUAL(why, a.problem);
+	/* A different cause is reported again. */
+	fake_store_fail_on(st, "POST", 403, 1);
+	CU_ASSERT_FALSE(step(&a));
+	CU_ASSERT_EQUAL(a.problems, 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(a.problem, "403"));
+	/* It works: cleared once, and a leader. */
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_EQUAL(a.cleared, 1);
+	CU_ASSERT_FALSE(kube_lease_problem(a.le, why, sizeof(why)));
+	CU_ASSERT_STRING_EQUAL(why, "");
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_EQUAL(a.cleared, 1);
+	/* Another holder is not a problem. */
+	CU_ASSERT_FALSE(step(&b));
+	CU_ASSERT_EQUAL(b.problems, 0);
+	CU_ASSERT_FALSE(kube_lease_problem(b.le, NULL, 0));
+	kube_lease_free(a.le);
+	kube_lease_free(b.le);
+	kube_client_free(cl);
+	kube_config_free(cfg);
+	fake_stop(srv);
+	fake_store_free(st);
+}
+
 static void test_thread(void)
 {
 	fake_store *st = fake_store_new();
@@ -283,6 +346,7 @@ static const test_case cases[] = {
 	{"acquire, renew, take over after expiry, release", test_acquire_takeover_release},
 	{"renew deadline ends leadership", test_renew_deadline},
 	{"a conflicting write loses; a new holder is respected", test_conflict_loses},
+	{"a lease that cannot be taken is reported once, and cleared", test_problem_reported_once},
 	{"helper thread acquires and releases on stop", test_thread},
 	{NULL, NULL}
 };
