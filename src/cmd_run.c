@@ -393,6 +393,7 @@ int cmd_run(int argc, char **argv)
 	pc.template_grace_ns = c.missing_template_grace;
 	pc.max_age_ns = c.max_age;
 	pc.gc_after_ns = c.gc_after;
+	pc.state_retention_ns = c.state_retention;
 	pc.processor_instance = c.processor_instance && c.processor_instance[0] ? c.processor_instance : NULL;
 	pc.expander = c.expander;
 	pc.max_nodes_total = c.max_nodes_total;

@@ -38,6 +38,8 @@ const cfg_option cfg_options[] = {
 	  "configuration file handed to the cloud drivers", 0, 0, NULL },
 	{ "state-db", "state.db", CFG_STRING, O(state_db), "provreqd.db",
 	  "SQLite state database (created 0600; schema migrated on open)", 0, 0, check_nonempty_state_db },
+	{ "state-retention", "state.retention", CFG_DURATION, O(state_retention), "24h",
+	  "closed scale-up plans stay in the state store this long, then are pruned", MIN, 365 * DAY, NULL },
 	{ "http-addr", "http.addr", CFG_STRING, O(http_addr), ":8080",
 	  "address of the /metrics, /healthz and /readyz endpoint: HOST:PORT, :PORT or [IPV6]:PORT", 0, 0,
 	  check_http_addr },

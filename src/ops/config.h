@@ -59,6 +59,7 @@ typedef struct cfg {
 	int64_t missing_template_grace;
 	int64_t max_age;
 	int64_t gc_after;
+	int64_t state_retention;
 	char *expander;                 /* comma-separated chain */
 	int64_t max_nodes_total;        /* 0 = no limit */
 	int64_t max_nodes_per_scaleup;  /* 0 = no limit */

@@ -135,6 +135,10 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 	[M_SCALE_DOWNS] = { "provreqd_scale_downs_total",
 			    "Idle nodes that provreqd added for a request and removed after its booking ended, by node group.",
 			    METRICS_COUNTER, L("node_group"), NULL, 0 },
+	[M_STATE_ROWS] = { "provreqd_state_rows",
+			   "Rows in each table of the state store (bounded: rows of vanished requests and old "
+			   "closed plans are pruned).",
+			   METRICS_GAUGE, L("table"), NULL, 0 },
 };
 
 static void child_free(void *p)

@@ -71,8 +71,9 @@ enum metrics_id {
 	M_LEADER_TRANSITIONS,      /* provreqd_leader_transitions_total{event} event=acquired|lost */
 	M_LEADER_ACQUIRE_WAIT,     /* provreqd_leader_acquire_wait_seconds (failover time) */
 	M_STATE_ERRORS,            /* provreqd_state_store_errors_total{op} */
-	M_UNOWNED,
-	M_SCALE_DOWNS,             /* provreqd_scale_downs_total{node_group}: idle nodes provreqd added and removed */                 /* provreqd_unowned_requests_total: requests of a class nobody here serves */
+	M_UNOWNED,                 /* provreqd_unowned_requests_total: requests of a class nobody here serves */
+	M_SCALE_DOWNS,             /* provreqd_scale_downs_total{node_group}: idle nodes provreqd added and removed */
+	M_STATE_ROWS,              /* provreqd_state_rows{table} */
 	M_BUILTIN_COUNT
 };
 

@@ -31,6 +31,7 @@ void pr_config_default(pr_config *cfg)
 	cfg->template_grace_ns = 5 * NS_PER_MIN;
 	cfg->max_age_ns = 7 * 24 * 60 * NS_PER_MIN;
 	cfg->gc_after_ns = 7 * 24 * 60 * NS_PER_MIN;
+	cfg->state_retention_ns = 24 * 60 * NS_PER_MIN;
 	cfg->expander = "least-waste";
 	cfg->scale_down = true;
 	cfg->scale_down_idle_ns = 10 * NS_PER_MIN;
@@ -930,6 +931,76 @@ static void modules_hook(pr_ctl *c, pr_world *w, bool begin)
 	}
 }
 
+/* Remove the keys of `m` that are not in `live`. */
+static void forget_vanished(hmap *m, const hmap *live)
+{
+	hmap_iter it;
+	const char *k;
+	char **drop = NULL;
+	size_t n = 0, cap = 0, i;
+	hmap_iter_init(&it, m);
+	while(hmap_iter_next(&it, &k, NULL)) {
+		if(hmap_has(live, k))
+			continue;
+		if(n == cap) {
+			char **v = realloc(drop, (cap = cap ? cap * 2 : 16) * sizeof(*v));
+			if(!v)
+				break;
+			drop = v;
+		}
+		if(!(drop[n] = str_dup(k)))
+			break;
+		n++;
+	}
+	for(i = 0; i < n; i++) {
+		hmap_del(m, drop[i]);
+		free(drop[i]);
+	}
+	free(drop);
+}
+
+/* Drop what only vanished requests used: their state rows and bookings
+ * (the state store), and the controller's own per-uid memory. */
+static size_t prune_vanished(pr_ctl *c, const pr_world *w)
+{
+	state_request *rows = NULL;
+	size_t n = 0, i, gone = 0;
+	if(c->db && state_request_list(c->db, &rows, &n, NULL) == 0) {
+		for(i = 0; i < n; i++) {
+			if(hmap_has(&w->uids, rows[i].uid))
+				continue;
+			if(state_request_delete(c->db, rows[i].uid, NULL) == 0)
+				gone++;
+			state_booking_delete_request(c->db, rows[i].uid, NULL, NULL);
+		}
+		state_request_list_free(rows, n);
+	}
+	forget_vanished(&c->written, &w->uids);
+	forget_vanished(&c->unowned, &w->uids);
+	return gone;
+}
+
+/* Keep the state store bounded, at most once a minute: rows of requests
+ * that no longer exist (deleted by Kueue, a user or a namespace deletion)
+ * and closed scale-up plans older than the retention period; then export
+ * the row counts. */
+static void prune_state(pr_ctl *c, const pr_world *w)
+{
+	int64_t counts[STATE_NTABLES];
+	size_t vanished, plans = 0, i;
+	if(c->pruned_at && c->now < c->pruned_at + PR_PRUNE_EVERY_NS)
+		return;
+	c->pruned_at = c->now;
+	vanished = prune_vanished(c, w);
+	if(c->db && c->cfg.state_retention_ns > 0)
+		state_intent_prune(c->db, c->now - c->cfg.state_retention_ns, &plans, NULL);
+	if(vanished || plans)
+		log_info("pruned the state store", "vanished_requests", LOGI(vanished), "closed_plans", LOGI(plans));
+	if(c->db && state_row_counts(c->db, counts, NULL) == 0)
+		for(i = 0; i < STATE_NTABLES; i++)
+			metrics_gauge_set(M_STATE_ROWS, METRICS_L(state_tables[i]), (double)counts[i]);
+}
+
 int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 {
 	int64_t t0 = clk_mono(clk_real());
@@ -954,6 +1025,8 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 		reconcile(c, &w, w.prs[i]);
 	modules_hook(c, &w, false);
 	pr__scaledown(c, &w);
+	if(!c->fenced)
+		prune_state(c, &w);
 	json_object_put(c->details);
 	c->details = NULL;
 	export_gauges(c, &w);

@@ -30,6 +30,7 @@ typedef struct pr_config {
 	int64_t template_grace_ns;      /* wait for missing PodTemplates: 5 min */
 	int64_t max_age_ns;             /* not provisioned after this: Failed/Expired, 7 d */
 	int64_t gc_after_ns;            /* delete terminal requests after this, 7 d */
+	int64_t state_retention_ns;     /* closed scale-up plans kept in the state store: 24 h */
 	const char *processor_instance; /* serve only requests naming it (NULL: those naming none) */
 	const char *expander;           /* expander chain, default "least-waste" */
 	int64_t max_nodes_total;        /* 0 = no limit */

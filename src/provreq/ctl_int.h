@@ -74,6 +74,9 @@ struct pr_class_ctx {
 	bool release;             /* remove provreqd's finalizer after the status write */
 };
 
+/* The state store is pruned at most this often. */
+#define PR_PRUNE_EVERY_NS (60 * PRD_NS_PER_SEC)
+
 struct pr_ctl {
 	pr_config cfg;
 	const clk *clock;
@@ -96,6 +99,7 @@ struct pr_ctl {
 	hmap unowned;             /* uids of requests of a class nobody here serves, logged once */
 	hmap idle_since;          /* node → int64_t* when it became idle (scale-down) */
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
+	int64_t pruned_at;        /* when the state store was last pruned (0 = never) */
 	pr_stats stats;
 	int64_t now;
 	int64_t next_wake;

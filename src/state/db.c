@@ -556,3 +556,21 @@ int state_schema_version(state_db *db, int *version, prd_err *err)
 {
 	return query_int(db, "PRAGMA user_version", version, "reading schema version", err);
 }
+
+const char *const state_tables[STATE_NTABLES] = { "request_state", "group_backoff", "scaleup_intent",
+						  "scaleup_intent_node", "booking" };
+
+int state_row_counts(state_db *db, int64_t counts[STATE_NTABLES], prd_err *err)
+{
+	size_t i;
+	for(i = 0; i < STATE_NTABLES; i++) {
+		char sql[96];
+		int n = 0, rc;
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", state_tables[i]);
+		rc = query_int(db, sql, &n, "counting rows", err);
+		if(rc)
+			return rc;
+		counts[i] = n;
+	}
+	return 0;
+}

@@ -92,6 +92,11 @@ void state_close(state_db *db);
  * successful open). */
 int state_schema_version(state_db *db, int *version, prd_err *err);
 
+/* The tables, and how many rows each holds now (for the row-count gauge). */
+#define STATE_NTABLES 5
+extern const char *const state_tables[STATE_NTABLES];
+int state_row_counts(state_db *db, int64_t counts[STATE_NTABLES], prd_err *err);
+
 /* The delay before retry number `attempt` (1 = first retry):
  * initial * 2^(attempt-1), capped at max; 0 for attempt <= 0. Exposed so
  * callers and tests share one definition of the arithmetic. */

@@ -1605,6 +1605,101 @@ static void test_deleted_booking_and_failover_state(void)
 	stop();
 }
 
+static int64_t rows_in(const char *table)
+{
+	int64_t counts[STATE_NTABLES];
+	size_t i;
+	CU_ASSERT_EQUAL_FATAL(state_row_counts(db, counts, NULL), 0);
+	for(i = 0; i < STATE_NTABLES; i++)
+		if(!strcmp(state_tables[i], table))
+			return counts[i];
+	CU_FAIL("no such table");
+	return -1;
+}
+
+static double rows_metric(const char *table)
+{
+	double v = -1;
+	metrics_get(M_STATE_ROWS, METRICS_L(table), &v);
+	return v;
+}
+
+static void closed_plan(const char *id)
+{
+	state_intent in;
+	memset(&in, 0, sizeof(in));
+	in.plan_id = (char *)id;
+	in.request_uid = (char *)"uid-of-a-request-long-gone";
+	in.node_group = (char *)"g";
+	in.delta = 1;
+	in.deadline_ns = clk_wall(&fake) + 15 * MIN;
+	CU_ASSERT_EQUAL(state_intent_begin(db, &in, NULL), 0);
+	CU_ASSERT_EQUAL(state_intent_advance(db, id, STATE_PHASE_INCREASING, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(state_intent_advance(db, id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(state_intent_add_node(db, id, "n-made", NULL), 0);
+	CU_ASSERT_EQUAL(state_intent_close(db, id, STATE_PHASE_DONE, NULL, NULL), 0);
+}
+
+/* Broken controllers caught: one whose state store only grows (rows of
+ * requests Kueue or a namespace deletion removed, closed plans forever),
+ * one that prunes plans still inside the retention period, one that
+ * prunes the rows of requests that still exist, and one that prunes on
+ * every pass (a full table scan per informer event). */
+static void test_state_pruned(void)
+{
+	char name[16];
+	int i;
+	prd_err e;
+	start(NULL, NULL);
+	add_node("n1", "4", NULL);
+	add_template("k", "huge", "64");
+	for(i = 0; i < 6; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		add_pr("k", name, PR_CLASS_CHECK, "huge", 1, NULL);
+	}
+	closed_plan("old-plan#0");
+	clk_fake_advance(&fake, 2 * 60 * MIN);
+	closed_plan("new-plan#0");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("k", "r0", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_EQUAL(rows_in("request_state"), 6);
+	CU_ASSERT_EQUAL(rows_metric("request_state"), 6);
+	CU_ASSERT_EQUAL(rows_in("scaleup_intent"), 2);
+	/* Four are deleted (Kueue deletes what it created). */
+	for(i = 0; i < 4; i++) {
+		char path[200];
+		snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/k/provisioningrequests/r%d", i);
+		CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e), 0);
+	}
+	/* Not on every pass: at most once a minute. */
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(rows_in("request_state"), 6);
+	clk_fake_advance(&fake, 51 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(rows_in("request_state"), 2);
+	CU_ASSERT_EQUAL(rows_metric("request_state"), 2);
+	CU_ASSERT_STRING_EQUAL(cond("k", "r4", "Provisioned"), "False/CapacityIsNotFound");
+	/* Both plans are younger than the 24 h retention. */
+	CU_ASSERT_EQUAL(rows_in("scaleup_intent"), 2);
+	CU_ASSERT_EQUAL(rows_in("scaleup_intent_node"), 2);
+	/* 23 h later the older plan (closed 25 h ago) goes with its nodes. */
+	clk_fake_advance(&fake, 23 * 60 * MIN);
+	pass();
+	CU_ASSERT_EQUAL(rows_in("scaleup_intent"), 1);
+	CU_ASSERT_EQUAL(rows_in("scaleup_intent_node"), 1);
+	CU_ASSERT_EQUAL(rows_metric("scaleup_intent"), 1);
+	{
+		state_intent it;
+		CU_ASSERT_EQUAL(state_intent_get(db, "new-plan#0", &it, NULL), 0);
+		state_intent_clear(&it);
+		CU_ASSERT_EQUAL(state_intent_get(db, "old-plan#0", &it, NULL), PRD_ENOTFOUND);
+	}
+	/* The live requests keep their rows. */
+	CU_ASSERT_EQUAL(rows_in("request_state"), 2);
+	stop();
+}
+
 /* Broken controller caught: one that adopts (and then acts on) plans of
  * requests meant for another processorInstance. */
 static void test_shards_do_not_adopt(void)
@@ -1700,6 +1795,7 @@ static const test_case cases[] = {
 	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
 	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
 	{ "details chunking", test_details_chunking },
+	{ "the state store is pruned of vanished requests and old closed plans", test_state_pruned },
 	{ NULL, NULL }
 };
 
