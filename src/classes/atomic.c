@@ -54,22 +54,94 @@ static void groups_words(const at_plan *p, char *out, size_t len)
 
 /* Reserve the nodes a plan has made for its request: no other request of
  * this pass may count them. */
-static void reserve(const pr_class_host *h, pr_class_group *g, const state_intent *in)
+static void reserve_node(const pr_class_host *h, const state_intent *in, const char *node)
+{
+	sched_res all = { "pods", SCHED_QTY_MAX };
+	size_t idx;
+	if(sched_snapshot_find_node(h->snap, node, &idx) == 0)
+		sched_snapshot_book(h->snap, in->request_uid, idx, &all, 1, NULL);
+}
+
+typedef struct reserve_ctx {
+	const pr_class_host *h;
+	const state_intent *in;
+	const state_intent *open; /* every open plan, for their recorded nodes */
+	size_t nopen;
+	const hmap *booked;       /* nodes some request has booked */
+} reserve_ctx;
+
+/* A node some group this pass listed (other than the plan's, which could
+ * not be listed) is known not to be the plan's. */
+static bool listed_elsewhere(const pr_class_host *h, const char *group, const char *node)
+{
+	size_t i, k;
+	for(i = 0; i < h->ngroups; i++) {
+		const pr_class_group *g = &h->groups[i];
+		if(!g->listed || g->list_rc || !strcmp(g->id, group))
+			continue;
+		for(k = 0; k < g->ninst; k++)
+			if(g->inst[k].node && !strcmp(g->inst[k].node, node))
+				return true;
+	}
+	return false;
+}
+
+static void reserve_cb(void *ud, const char *node)
+{
+	reserve_ctx *r = ud;
+	size_t i, k;
+	for(i = 0; i < r->nopen; i++)
+		for(k = 0; &r->open[i] != r->in && k < r->open[i].n_nodes; k++)
+			if(!strcmp(r->open[i].nodes[k], node))
+				return; /* another plan's */
+	if(hmap_has(r->booked, node))
+		return; /* some request's already (a plan that ended, a Provisioned request) */
+	if(!listed_elsewhere(r->h, r->in->node_group, node))
+		reserve_node(r->h, r->in, node);
+}
+
+/* The room a plan's request holds on existing nodes lasts this long past
+ * the plan's deadline: a plan ends (provisioned, or rolled back, which
+ * gives the room back at once) within it. */
+#define AT_HOLD_MARGIN_NS (10LL * 60 * AT_NS_PER_S)
+
+/* Node and apiserver clocks may disagree this much. */
+#define AT_CLOCK_SKEW_NS (60LL * AT_NS_PER_S)
+
+/* The nodes the plan is known to have made are recorded with its intent, so
+ * that they stay reserved in a pass where the cloud cannot be asked (a
+ * failed instance listing used to leave them free for other requests, and
+ * the plan's request then had to scale up a second time). When the cloud
+ * cannot be asked, every Node that registered since the plan began is held
+ * for this pass too: one of them may be the plan's and not yet recorded. */
+static bool reserve(const pr_class_host *h, pr_class_group *g, const state_intent *in)
 {
 	at_view pv;
-	sched_res all = { "pods", SCHED_QTY_MAX };
-	size_t i, idx;
-	if(pr_group_list(g, NULL) || at_view_of(h, g, in, &pv))
-		return;
-	for(i = 0; i < pv.n; i++)
-		if(pv.v[i]->node && sched_snapshot_find_node(h->snap, pv.v[i]->node, &idx) == 0)
-			sched_snapshot_book(h->snap, in->request_uid, idx, &all, 1, NULL);
+	size_t i, k;
+	for(i = 0; i < in->n_nodes; i++)
+		reserve_node(h, in, in->nodes[i]);
+	if(!g || pr_group_list(g, NULL) || at_view_of(h, g, in, &pv))
+		return false;
+	for(i = 0; i < pv.n; i++) {
+		bool recorded = false;
+		if(!pv.v[i]->node || pv.v[i]->errclass != PRD_CLOUD_ERRCLASS_NONE)
+			continue;
+		for(k = 0; k < in->n_nodes && !recorded; k++)
+			recorded = !strcmp(in->nodes[k], pv.v[i]->node);
+		if(recorded)
+			continue;
+		reserve_node(h, in, pv.v[i]->node);
+		if(!state_phase_is_terminal(in->phase))
+			state_intent_add_node(h->db, in->plan_id, pv.v[i]->node, NULL);
+	}
+	return true;
 }
 
 static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p)
 {
 	state_intent *open = NULL;
 	size_t n = 0, i;
+	bool *unlisted, any_unlisted = false;
 	(void)m;
 	if(!h->db)
 		return;
@@ -86,12 +158,38 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 	}
 	if(state_intent_list_open(h->db, &open, &n, NULL))
 		return;
+	unlisted = arena_array(h->ar, n + 1, sizeof(*unlisted));
+	if(!unlisted) {
+		state_intent_list_free(open, n);
+		return;
+	}
 	for(i = 0; i < n; i++) {
 		pr_class_group *g = at_find_group(h, open[i].node_group);
-		if(!g)
-			continue;
-		g->busy = true;
-		reserve(h, g, &open[i]);
+		if(g)
+			g->busy = true;
+		unlisted[i] = !reserve(h, g, &open[i]);
+	}
+	/* Then, for plans whose group could not be listed, the Nodes that
+	 * registered since they began, except those the other listings
+	 * show are not theirs. */
+	for(i = 0; i < n && !any_unlisted; i++)
+		any_unlisted = unlisted[i];
+	if(any_unlisted) {
+		state_booking *b = NULL;
+		size_t nb = 0, k;
+		hmap booked;
+		hmap_init(&booked, NULL);
+		if(state_booking_list_active(h->db, &b, &nb, NULL) == 0) {
+			for(k = 0; k < nb; k++)
+				hmap_put(&booked, b[k].node_name, NULL);
+			state_booking_list_free(b, nb);
+		}
+		for(i = 0; i < n; i++) {
+			reserve_ctx r = { h, &open[i], open, n, &booked };
+			if(unlisted[i])
+				h->nodes_since(h->ctx, open[i].created_ns - AT_CLOCK_SKEW_NS, reserve_cb, &r);
+		}
+		hmap_free(&booked);
 	}
 	state_intent_list_free(open, n);
 }
@@ -159,6 +257,44 @@ static bool roll_back_all(const pr_class_host *h, const pr_class_req *req, at_pl
 
 /* Enter rolling-back for the whole plan. `failing` (may be NULL) marks the
  * intents whose group failed: only those groups are backed off. */
+/* The pods of the request that fit existing nodes keep that room while its
+ * plan runs (else a later request takes it and the plan, once its nodes
+ * are Ready, finds too little room and the request scales up again):
+ * booked until `until_ns`, the plan's deadline with a margin. */
+static void hold_existing(const pr_class_host *h, const pr_class_req *req, int64_t until_ns)
+{
+	sched_place_result res;
+	prd_err e;
+	int64_t placed = 0;
+	size_t i;
+	memset(&res, 0, sizeof(res));
+	if(sched_snapshot_fork(h->snap))
+		return;
+	if(sched_place(h->snap, req->sets, req->nsets, &res, &e) == 0) {
+		for(i = 0; i < req->nsets; i++)
+			placed += res.sets[i].placed;
+
+
+		if(placed > 0 && h->book_until(h->ctx, req->sets, req->nsets, &res, until_ns, &e) == 0) {
+			sched_snapshot_commit(h->snap);
+			sched_place_result_free(&res);
+			return;
+		}
+	}
+	sched_snapshot_revert(h->snap);
+	sched_place_result_free(&res);
+}
+
+/* A plan that will not provision its request gives the held room back. */
+static void release_held(const pr_class_host *h, const pr_class_req *req)
+{
+	if(!req || !h->db)
+		return;
+	state_booking_delete_request(h->db, req->pr->meta.uid, NULL, NULL);
+	if(!req->terminal)
+		h->set_detail(h->ctx, PR_DETAIL_BOOKING, NULL);
+}
+
 static void start_roll_back(const pr_class_host *h, const pr_class_req *req, at_plan *p, const bool *failing,
 			    const char *cause)
 {
@@ -203,6 +339,7 @@ static void start_roll_back(const pr_class_host *h, const pr_class_req *req, at_
 		h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, msg);
 		h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_ROLLING_BACK));
 	}
+	release_held(h, req);
 	roll_back_all(h, req, p);
 }
 
@@ -249,6 +386,7 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 		h->provisioned(h->ctx, PR_R_PROVISIONED, msg);
 		h->hold(h->ctx, false, NULL);
 	} else {
+
 		sched_snapshot_revert(h->snap);
 		/* The nodes are there and Ready, but other pods took them: they
 		 * are in use, so they stay; the plan is over and the request
@@ -519,6 +657,9 @@ static void call_cloud(const pr_class_host *h, const pr_class_req *req, at_plan 
 			     ? g->drv->api->atomic_increase_size(g->drv->state, g->id, (int32_t)in->delta, &de)
 			     : g->drv->api->increase_size(g->drv->state, g->id, (int32_t)in->delta, &de);
 		pr_group_unlist(g);
+		/* Even a failed increase may have taken effect (an answer lost
+		 * to a timeout): the target must be read again. */
+		g->target_stale = true;
 		if(rc) {
 			char msg[1100];
 			bool *failing = arena_array(h->ar, p->n + 1, sizeof(*failing));
@@ -580,6 +721,7 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 		at_plan_free(&p);
 		return;
 	}
+	hold_existing(h, req, p.v[0].deadline_ns + AT_HOLD_MARGIN_NS);
 	groups_words(&p, gw, sizeof(gw));
 	snprintf(msg, sizeof(msg), "scaling node group%s %s node%s for %lld pods%s%s", p.n > 1 ? "s" : "", gw,
 		 p.n == 1 && p.v[0].delta == 1 ? "" : "s", (long long)ch.remaining,
@@ -592,6 +734,7 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 		/* Not in the API: the cloud must not be called. */
 		for(i = 0; i < p.n; i++)
 			at_close_without_effect(h, NULL, &p.v[i], "the plan could not be written to the API");
+		release_held(h, req);
 		log_warn("scale-up not started: the plan could not be recorded in the request (status and finalizer)", "request",
 			 req->pr->meta.name, "error", h->may_act(h->ctx) ? e.msg : "fenced");
 		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
@@ -615,10 +758,55 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 
 /* ---- the module --------------------------------------------------------- */
 
+/* The API still shows a plan in flight that this store has closed: the
+ * status write that ended it was lost (a crash right after closing it, an
+ * apiserver error). Say now how it ended, instead of deciding the request
+ * afresh and scaling up a second time. true when handled. */
+static bool finish_recorded(const pr_class_host *h, const pr_class_req *req)
+{
+	char *plan = pr_details_get(req->pr, PR_DETAIL_PLAN), *phase = pr_details_get(req->pr, PR_DETAIL_PHASE);
+	state_phase ph;
+	at_plan p;
+	bool handled = false, done = true;
+	size_t i;
+	if(!plan || !phase || state_phase_parse(phase, &ph) || state_phase_is_terminal(ph) || !h->db ||
+	   !at_plan_all(h, plan, &p))
+		goto out;
+	for(i = 0; i < p.n; i++) {
+		if(!state_phase_is_terminal(p.v[i].phase))
+			goto free_plan; /* open: progress() has it */
+		done = done && p.v[i].phase == STATE_PHASE_DONE;
+	}
+	handled = true;
+	log_info("the end of a scale-up plan was not in the API yet; writing it", "request", req->pr->meta.name,
+		 "plan", plan, "outcome", done ? "done" : "rolled back");
+	if(done) {
+		succeed(h, req, &p);
+	} else {
+		char msg[900];
+		const char *why = "";
+		for(i = 0; i < p.n && !why[0]; i++)
+			if(p.v[i].last_error && p.v[i].last_error[0])
+				why = p.v[i].last_error;
+		snprintf(msg, sizeof(msg), "the scale-up was rolled back%s%s", why[0] ? ": " : "", why);
+		at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
+		h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, msg);
+		h->hold(h->ctx, false, NULL);
+	}
+free_plan:
+	at_plan_free(&p);
+out:
+	free(plan);
+	free(phase);
+	return handled;
+}
+
 static void atomic_decide(const pr_class_module *m, const pr_class_host *h, const pr_class_req *req)
 {
 	at_plan p;
 	(void)m;
+	if(!req->terminal && req->sets && finish_recorded(h, req))
+		return;
 	if(at_plan_open(h, req->pr->meta.uid, &p)) {
 		bool again = progress(h, req, &p);
 		at_plan_free(&p);

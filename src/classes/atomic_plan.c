@@ -374,6 +374,12 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 		return false;
 	}
+	if(pr_group_refresh_target(g, &e)) {
+		log_warn("rollback waits: cannot read the group's target size; retrying", "group", g->id, "error",
+			 e.msg);
+		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+		return false;
+	}
 	if(pv.n == 0 && g->target <= in->target_before) {
 		state_intent_close(h->db, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
 		metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);

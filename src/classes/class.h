@@ -51,6 +51,10 @@ typedef struct pr_class_group {
 	bool backed_off;
 	int64_t backoff_until;
 	bool busy;                /* an open plan already targets it */
+	/* `target` was read before a call that may have changed it (an
+	 * increase that failed may still have taken effect): read it again
+	 * (pr_group_refresh_target) before trusting it. */
+	bool target_stale;
 	/* The group's instances, listed at most once a pass (pr_group_list). */
 	bool listed;
 	int list_rc;              /* 0, or the error of the listing */
@@ -65,6 +69,9 @@ typedef struct pr_class_group {
 int pr_group_list(pr_class_group *g, prd_err *err);
 /* Forget the listing, so the next pr_group_list asks the cloud again. */
 void pr_group_unlist(pr_class_group *g);
+/* Ask the driver for the group's sizes again (when target_stale): 0 and
+ * target_stale cleared, or an error (target_stale stays set). */
+int pr_group_refresh_target(pr_class_group *g, prd_err *err);
 
 /* Limits and durations a module may need (copied from the controller's
  * configuration). Durations in nanoseconds. */
@@ -132,6 +139,9 @@ typedef struct pr_class_host {
 	 * request, until the booking TTL. */
 	int (*book)(pr_class_ctx *ctx, const sched_podset *sets, size_t n, const sched_place_result *res,
 		    prd_err *err);
+	/* The same, held until wall time `until_ns` instead of the TTL. */
+	int (*book_until)(pr_class_ctx *ctx, const sched_podset *sets, size_t n, const sched_place_result *res,
+			  int64_t until_ns, prd_err *err);
 	/* Set (value non-NULL) or remove one provisioningClassDetails key. */
 	void (*set_detail)(pr_class_ctx *ctx, const char *key, const char *value);
 	/* Ask for another pass by wall time t. */
@@ -145,6 +155,8 @@ typedef struct pr_class_host {
 	int (*write_now)(pr_class_ctx *ctx, prd_err *err);
 	/* What the cluster knows of a Node by name. */
 	pr_node_state (*node_state)(pr_class_ctx *ctx, const char *node_name);
+	/* fn(ud, name) for every Node created at or after wall time t. */
+	void (*nodes_since)(pr_class_ctx *ctx, int64_t t, void (*fn)(void *ud, const char *node), void *ud);
 	/* A PodTemplate's `template` of the request's namespace (borrowed),
 	 * or NULL. */
 	json_object *(*template_json)(pr_class_ctx *ctx, const char *name);

@@ -57,6 +57,34 @@ static int copy_instances(pr_class_group *g, const prd_cloud_instance *v, size_t
 	return 0;
 }
 
+int pr_group_refresh_target(pr_class_group *g, prd_err *err)
+{
+	prd_cloud_node_group *v = NULL;
+	prd_cloud_error de;
+	size_t n = 0, i;
+	int rc;
+	if(!g->target_stale)
+		return 0;
+	memset(&de, 0, sizeof(de));
+	rc = g->drv->api->node_groups(g->drv->state, &v, &n, &de);
+	if(rc) {
+		de.message[sizeof(de.message) - 1] = '\0';
+		return cloud_driver_error(g->drv, "node groups", de.code ? de.code : PRD_CLOUD_EIO, &de, err);
+	}
+	rc = prd_err_set(err, PRD_ENOTFOUND, "driver %s no longer lists node group %s", g->drv->api->name, g->id);
+	for(i = 0; v && i < n; i++) {
+		if(v[i].id && !strcmp(v[i].id, g->id)) {
+			g->target = v[i].target_size;
+			g->target_stale = false;
+			rc = 0;
+			break;
+		}
+	}
+	if(v)
+		g->drv->api->release_node_groups(g->drv->state, v, n);
+	return rc;
+}
+
 static int group_list(pr_class_group *g, prd_err *err);
 
 int pr_group_list(pr_class_group *g, prd_err *err)

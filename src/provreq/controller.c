@@ -824,11 +824,18 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		if(req.sets && pr__resolve_podsets(w, pr, req.sets, missing, sizeof(missing), &e))
 			req.sets = NULL;
 	} else {
+		/* Bookings of a request that is neither Provisioned nor scaling
+		 * up are leftovers (a status write that failed after booking, the
+		 * room an ended plan held): gone before it is decided, which books
+		 * again if it provisions. Requests decided earlier in this pass
+		 * saw them held. */
+		if(!pr_cond_true(pr, PR_COND_PROVISIONED)) {
+			size_t released = 0;
+			sched_snapshot_unbook(w->snap, pr->meta.uid, &released);
+			if(released && c->db)
+				state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
+		}
 		req.sets = gate(&x, &pp, prc, &e, &rs);
-		/* A booking left by an earlier pass whose status write failed
-		 * must not stand in the request's own way. */
-		if(req.sets)
-			sched_snapshot_unbook(w->snap, pr->meta.uid, NULL);
 	}
 	if(req.sets || in_flight)
 		m->decide(m, &h, &req);

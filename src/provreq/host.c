@@ -177,45 +177,65 @@ typedef struct booked {
 	int64_t pods;
 } booked;
 
-/* One state_booking per node for `items` (pods per podSet and node). */
+/* One state_booking per node for `items` (pods per podSet and node): the
+ * podSets that share a node are summed into its one row (two rows for one
+ * node broke the store's key, and a request of two podSets whose pods
+ * shared a node could never be booked). */
 static int store_bookings(pr_ctl *c, const kube_provreq *pr, const sched_podset *sets, const booked *items,
 			  size_t nitems, int64_t expires, prd_err *err)
 {
 	state_booking *v = calloc(nitems + 1, sizeof(*v));
-	size_t i, k;
+	size_t i, j, k, nv = 0;
 	int rc = 0;
 	if(!v)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	for(i = 0; i < nitems; i++) {
-		json_object *m = json_object_new_object();
+		json_object *m;
+		int64_t pods = 0;
 		char b[64];
-		const sched_pod_spec *ps = sets[items[i].set].pod;
-		for(k = 0; k < ps->n_requests; k++) {
-			int64_t val = ps->requests[k].value * items[i].pods;
-			snprintf(b, sizeof(b), !strcmp(ps->requests[k].name, "cpu") ? "%lldm" : "%lld", (long long)val);
-			json_object_object_add(m, ps->requests[k].name, json_object_new_string(b));
+		bool seen = false;
+		for(j = 0; j < i && !seen; j++)
+			seen = !strcmp(items[j].node, items[i].node);
+		if(seen)
+			continue;
+		m = json_object_new_object();
+		for(j = i; j < nitems; j++) {
+			const sched_pod_spec *ps = sets[items[j].set].pod;
+			if(strcmp(items[j].node, items[i].node))
+				continue;
+			pods += items[j].pods;
+			for(k = 0; k < ps->n_requests; k++) {
+				const char *name = ps->requests[k].name;
+				json_object *have = NULL;
+				int64_t val = ps->requests[k].value * items[j].pods;
+				if(json_object_object_get_ex(m, name, &have))
+					val += strtoll(json_object_get_string(have), NULL, 10);
+				snprintf(b, sizeof(b), !strcmp(name, "cpu") ? "%lldm" : "%lld", (long long)val);
+				json_object_object_add(m, name, json_object_new_string(b));
+			}
 		}
-		snprintf(b, sizeof(b), "%lld", (long long)items[i].pods);
+		snprintf(b, sizeof(b), "%lld", (long long)pods);
 		json_object_object_add(m, "pods", json_object_new_string(b));
-		v[i].request_uid = (char *)pr->meta.uid;
-		v[i].node_name = (char *)items[i].node;
-		v[i].resources_json = str_dup(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN));
+		v[nv].request_uid = (char *)pr->meta.uid;
+		v[nv].node_name = (char *)items[i].node;
+		v[nv].resources_json = str_dup(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN));
 		json_object_put(m);
-		if(!v[i].resources_json) {
+		if(!v[nv++].resources_json) {
 			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 			goto done;
 		}
 	}
 	if(c->db)
-		rc = state_booking_set(c->db, pr->meta.uid, v, nitems, expires, err);
+		rc = state_booking_set(c->db, pr->meta.uid, v, nv, expires, err);
 done:
-	for(i = 0; i < nitems; i++)
+	for(i = 0; i < nv; i++)
 		free(v[i].resources_json);
 	free(v);
 	return rc;
 }
 
-static int h_book(pr_class_ctx *x, const sched_podset *sets, size_t n, const sched_place_result *res, prd_err *err)
+static int h_book_until(pr_class_ctx *x, const sched_podset *sets, size_t n, const sched_place_result *res,
+			int64_t until_ns, prd_err *err)
 {
 	pr_class_host h;
 	booked *items;
@@ -234,7 +254,7 @@ static int h_book(pr_class_ctx *x, const sched_podset *sets, size_t n, const sch
 			items[ni].node = sched_snapshot_node_name(x->w->snap, res->sets[i].assign[j].node);
 			items[ni++].pods = res->sets[i].assign[j].count;
 		}
-	rc = store_bookings(x->c, x->pr, sets, items, ni, x->c->now + x->c->cfg.booking_ttl_ns, err);
+	rc = store_bookings(x->c, x->pr, sets, items, ni, until_ns, err);
 	free(items);
 	if(rc)
 		return rc;
@@ -244,6 +264,11 @@ static int h_book(pr_class_ctx *x, const sched_podset *sets, size_t n, const sch
 			 "request", x->pr->meta.name);
 	free(text);
 	return 0;
+}
+
+static int h_book(pr_class_ctx *x, const sched_podset *sets, size_t n, const sched_place_result *res, prd_err *err)
+{
+	return h_book_until(x, sets, n, res, x->c->now + x->c->cfg.booking_ttl_ns, err);
 }
 
 /* Rebuild the local bookings of a Provisioned request from its status. */
@@ -428,6 +453,14 @@ static pr_node_state h_node_state(pr_class_ctx *x, const char *name)
 	return v == PR_NODE_USABLE ? PR_NODE_READY : v == PR_NODE_PRESENT ? PR_NODE_NOT_READY : PR_NODE_ABSENT;
 }
 
+static void h_nodes_since(pr_class_ctx *x, int64_t t, void (*fn)(void *ud, const char *node), void *ud)
+{
+	size_t i;
+	for(i = 0; i < x->w->nnodes; i++)
+		if(x->w->nodes[i]->meta.created_ns >= t)
+			fn(ud, x->w->nodes[i]->meta.name);
+}
+
 static json_object *h_template_json(pr_class_ctx *x, const char *name)
 {
 	char key[600];
@@ -558,11 +591,13 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->not_provisioned = h_not_provisioned;
 	h->failed = h_failed;
 	h->book = h_book;
+	h->book_until = h_book_until;
 	h->set_detail = h_set_detail;
 	h->wake_at = h_wake_at;
 	h->may_act = h_may_act;
 	h->write_now = h_write_now;
 	h->node_state = h_node_state;
+	h->nodes_since = h_nodes_since;
 	h->template_json = h_template_json;
 	h->count = h_count;
 	h->event = h_event;

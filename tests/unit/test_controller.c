@@ -616,6 +616,7 @@ typedef struct agroup {
 	size_t n;
 	int decreases, deletes, increases;
 	int fail_increase;          /* increases to refuse */
+	int ambiguous;              /* increases that take effect but answer an error */
 } agroup;
 
 /* Group 0 "g": 4 cpu. Group 1 "gpu" (only when ac.ngroups == 2): 8 cpu and
@@ -764,6 +765,11 @@ static int a_increase(void *st, const char *gid, int32_t d, prd_cloud_error *err
 	g->increases++;
 	g->target += d;
 	a_sync_out();
+	if(g->ambiguous > 0) {
+		g->ambiguous--;
+		snprintf(err->message, sizeof(err->message), "timed out waiting for the answer");
+		return PRD_CLOUD_EAGAIN;
+	}
 	return 0;
 }
 
@@ -1218,6 +1224,159 @@ static void test_async_plan_nodes_are_reserved(void)
 	pass();
 	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
 	stop_async();
+}
+
+/* Found by the simulation test (tests/dst). Broken controller caught: one
+ * that trusts the target it read before an increase whose answer was lost
+ * (a timeout after the cloud took it), closes the plan as rolled back at
+ * once with the target still raised, and leaves the cloud creating nodes
+ * nobody asked for. */
+static void test_async_lost_answer_is_rolled_back(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	ac.grp[0].ambiguous = 1;
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpFailed");
+	/* Not closed while the cloud still aims for 2. */
+	CU_ASSERT_EQUAL(ac.target, 0);
+	CU_ASSERT_TRUE(ac.decreases >= 1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.target, 0);
+	CU_ASSERT_EQUAL(a_live(), 0);
+	stop_async();
+}
+
+/* Found by the simulation test. Broken controller caught: one that reserves
+ * a plan's Ready nodes only in passes where the cloud answers the instance
+ * listing, so a request in such a pass takes them and the plan's request
+ * must scale up again. */
+static void test_async_reserved_when_the_cloud_does_not_answer(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	ac.fail_instances = 1000;
+	add_pr("a", "check", PR_CLASS_CHECK, "two", 2, NULL);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "check", "Provisioned"), "False/CapacityIsNotFound");
+	ac.fail_instances = 0;
+	a_register(1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	stop_async();
+}
+
+/* Found by the simulation test. Broken controller caught: one that lets a
+ * later request take the room an atomic request's pods have on existing
+ * nodes while its scale-up for the rest runs; once the new node is Ready
+ * the request no longer fits and scales up a second time. */
+static void test_async_existing_room_is_held(void)
+{
+	start_async(NULL);
+	add_node("n1", "4", ", group: g");
+	add_template("a", "four", "4");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "four", 2, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(ac.target, 1);
+	add_pr("a", "later", PR_CLASS_CHECK, "four", 1, NULL);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "later", "Provisioned"), "False/CapacityIsNotFound");
+	a_create(1, 0);
+	a_register(1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	stop_async();
+}
+
+/* The message of a condition ("" when absent; static buffer). */
+static const char *cond_msg(const char *ns, const char *name, const char *type)
+{
+	static char out[1024];
+	char path[300];
+	json_object *o = NULL, *cs;
+	prd_err e;
+	size_t i;
+	out[0] = 0;
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", ns, name);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e))
+		return out;
+	cs = json_object_object_get(json_object_object_get(o, "status"), "conditions");
+	for(i = 0; cs && i < json_object_array_length(cs); i++) {
+		json_object *c = json_object_array_get_idx(cs, i);
+		if(!strcmp(json_object_get_string(json_object_object_get(c, "type")), type))
+			snprintf(out, sizeof(out), "%s", json_object_get_string(json_object_object_get(c, "message")));
+	}
+	json_object_put(o);
+	return out;
+}
+
+/* Found by the simulation test. Broken controller caught: one whose plan is
+ * closed as done in its store while the status write saying so fails, and
+ * that then decides the request afresh: it says no scale-up was needed
+ * (the plan's nodes look like capacity that was always there) and, had
+ * the room gone meanwhile, would scale up a second time. The plan's record
+ * says how it ended. */
+static void test_async_lost_status_write_after_success(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 2, NULL);
+	pass();
+	a_create(1, 0);
+	a_register(1);
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+			    500, 1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "job", "Provisioned"), "1 new node in g"));
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.target, 1);
+	stop_async();
+}
+
+/* Found by the simulation test. Broken controller caught: one that writes a
+ * booking row per podSet and node, so a request of two podSets whose pods
+ * share a node can never be booked (FailedToBookCapacity). */
+static void test_two_podsets_on_one_node(void)
+{
+	start(NULL, NULL);
+	add_node("n1", "8", NULL);
+	add_template("k", "a", "2");
+	add_template("k", "b", "2");
+	post("/apis/autoscaling.x-k8s.io/v1/namespaces/k/provisioningrequests",
+	     "metadata: {name: two}\nspec:\n  provisioningClassName: " PR_CLASS_CHECK "\n"
+	     "  podSets: [{podTemplateRef: {name: a}, count: 1}, {podTemplateRef: {name: b}, count: 1}]\n");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("k", "two", "Provisioned"), "True/CapacityIsFound");
+	/* The node's one row holds both podSets: 4 cpu of 8 are left. */
+	add_pr("k", "rest", PR_CLASS_CHECK, "a", 2, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("k", "rest", "Provisioned"), "True/CapacityIsFound");
+	add_pr("k", "more", PR_CLASS_CHECK, "a", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("k", "more", "Provisioned"), "False/CapacityIsNotFound");
+	stop();
 }
 
 /* Broken controller caught: one that treats its own crash as a cloud
@@ -1796,6 +1955,11 @@ static const test_case cases[] = {
 	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
 	{ "details chunking", test_details_chunking },
 	{ "the state store is pruned of vanished requests and old closed plans", test_state_pruned },
+	{ "dst: an increase whose answer was lost is rolled back", test_async_lost_answer_is_rolled_back },
+	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },
+	{ "dst: room on existing nodes is held during a scale-up", test_async_existing_room_is_held },
+	{ "dst: a lost status write after success is written from the plan", test_async_lost_status_write_after_success },
+	{ "dst: two podSets on one node are booked", test_two_podsets_on_one_node },
 	{ NULL, NULL }
 };
 
