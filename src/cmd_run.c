@@ -504,9 +504,15 @@ int cmd_run(int argc, char **argv)
 	log_info("shutting down: releasing the lease and closing the state store");
 done:
 	/* Whatever the apiserver does now, the process ends within seconds:
-	 * requests still running after this are aborted, none is retried. */
+	 * the lease is released first (the worker no longer writes), with a
+	 * few seconds for that; then whatever the informers still have in
+	 * flight is aborted at once, and nothing is retried. */
 	if(client)
 		kube_client_set_deadline(client, clk_mono(clk_real()) + RUN_SHUTDOWN_NS);
+	if(lease)
+		kube_lease_stop(lease);
+	if(client)
+		kube_client_set_deadline(client, clk_mono(clk_real()));
 	for(i = 0; i < 4; i++) {
 		if(inf[i])
 			kube_informer_stop(inf[i]);
@@ -521,8 +527,6 @@ done:
 	pool_ctl_free(pools);
 	hmap_free(&pool_children);
 	pr_ctl_free(ctl);
-	if(lease)
-		kube_lease_stop(lease);
 	kube_lease_free(lease);
 	if(http)
 		http_stop(http);

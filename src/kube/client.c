@@ -727,7 +727,13 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 			int64_t d = retry_delay_ns(attempt, r.retry_after_s > 0 ? r.retry_after_s : st->retry_after_s);
 			log_debug("retrying request", "method", method, "path", path, "code", LOGI(code),
 				  "attempt", LOGI(attempt + 1), "delay_ms", LOGI(d / PRD_NS_PER_MS));
-			sleep_ns(d);
+			/* In slices, so a shutdown deadline set meanwhile ends the
+			 * wait. */
+			while(d > 0 && atomic_load(&c->deadline_ns) == 0) {
+				int64_t step = d < 50 * PRD_NS_PER_MS ? d : 50 * PRD_NS_PER_MS;
+				sleep_ns(step);
+				d -= step;
+			}
 		}
 		attempt++;
 	}
