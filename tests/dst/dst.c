@@ -27,8 +27,9 @@
  *  (iv)  every plan has ended (provisioned or rolled back) within its
  *        deadline plus a bounded time.
  *
- * Usage: dst [--seeds N] [--first S] [--steps K] [-v]  (1000 seeds by
- * default, what make check runs; DST_SEEDS=N overrides)
+ * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]  (1000
+ * seeds by default, what make check runs; DST_SEEDS=N overrides). Seeds
+ * run in batches of 500 in child processes, J at a time. 
  * Prints one line: "dst: N seeds, V invariant violations, R seeds/s"; a
  * violation prints "dst: seed S step K: WHAT" and "reproduce: dst --first S
  * --seeds 1 -v". Exit status 1 when any invariant was violated. */
@@ -54,6 +55,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SEC PRD_NS_PER_SEC
@@ -752,6 +755,7 @@ static bool is_open(const char *phase)
 }
 
 #define MAXPLANS 512
+#define DST_BATCH 500
 
 /* (i) and (iii) after every step; with `final`, (ii) and (iv). */
 static void check(world *w, bool final)
@@ -989,8 +993,12 @@ out:
 
 int main(int argc, char **argv)
 {
-	int64_t seeds = 1000, first = 1, i;
-	int steps = 120, a;
+	int64_t seeds = 1000, first = 1;
+	int steps = 120, a, jobs = 1;
+	struct {
+		pid_t pid;
+		int fd;
+	} children[16];
 	world w;
 	struct timespec t0, t1;
 	const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -1004,23 +1012,84 @@ int main(int argc, char **argv)
 			first = strtoll(argv[++a], NULL, 10);
 		else if(!strcmp(argv[a], "--steps") && a + 1 < argc)
 			steps = atoi(argv[++a]);
+		else if(!strcmp(argv[a], "--jobs") && a + 1 < argc)
+			jobs = atoi(argv[++a]);
 		else if(!strcmp(argv[a], "-v"))
 			verbose = true;
 		else {
-			fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [-v]\n");
+			fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]\n");
 			return 2;
 		}
 	}
 	if(getenv("DST_SEEDS"))
 		seeds = strtoll(getenv("DST_SEEDS"), NULL, 10);
+	if(jobs < 1)
+		jobs = 1;
+	if(jobs > 16)
+		jobs = 16;
 	log_setup(verbose ? PRD_LOG_INFO : PRD_LOG_ERROR, PRD_LOG_TEXT, verbose ? stderr : devnull);
 	memset(&w, 0, sizeof(w));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for(i = 0; i < seeds; i++) {
-		int before = w.violations;
-		run_seed(&w, first + i, steps, dir);
-		if(w.violations > before && verbose)
-			fprintf(stderr, "seed %lld: %d violations\n", (long long)(first + i), w.violations - before);
+	/* Batches of seeds in child processes: what crashed passes leave
+	 * behind (by design, as a killed process would) goes with each child,
+	 * and --jobs runs batches side by side. */
+	{
+		int64_t next = 0;
+		int running = 0;
+		fflush(stdout);
+		while(next < seeds || running > 0) {
+			while(next < seeds && running < jobs) {
+				int fd[2];
+				int64_t n = seeds - next < DST_BATCH ? seeds - next : DST_BATCH;
+				pid_t pid;
+				if(pipe(fd)) {
+					perror("dst: pipe");
+					return 2;
+				}
+				pid = fork();
+				if(pid < 0) {
+					perror("dst: fork");
+					return 2;
+				}
+				if(pid == 0) {
+					int64_t k;
+					close(fd[0]);
+					for(k = 0; k < n; k++) {
+						int before = w.violations;
+						run_seed(&w, first + next + k, steps, dir);
+						if(w.violations > before && verbose)
+							fprintf(stderr, "seed %lld: %d violations\n", (long long)(first + next + k),
+								w.violations - before);
+					}
+					fflush(stdout);
+					if(write(fd[1], &w.violations, sizeof(w.violations)) != (ssize_t)sizeof(w.violations))
+						_exit(3);
+					_exit(0);
+				}
+				close(fd[1]);
+				children[running].pid = pid;
+				children[running].fd = fd[0];
+				running++;
+				next += n;
+			}
+			/* Wait for the oldest batch. */
+			{
+				int v = 0, status = 0;
+				if(read(children[0].fd, &v, sizeof(v)) != (ssize_t)sizeof(v))
+					v = -1;
+				close(children[0].fd);
+				waitpid(children[0].pid, &status, 0);
+				if(v < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+					printf("dst: (v) a batch of seeds crashed (status %d); run it with --seeds %d -v to see "
+					       "where\n", status, DST_BATCH);
+					w.violations++;
+				} else {
+					w.violations += v;
+				}
+				memmove(&children[0], &children[1], (size_t)(running - 1) * sizeof(children[0]));
+				running--;
+			}
+		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
