@@ -113,6 +113,7 @@ static void kwok_free(kwok *k)
 	free(k->cm_name);
 	kwok_faults_free(k->faults, k->nfaults);
 	kwok_groups_free(k->groups, k->ngroups);
+	kwok_async_free(k->async);
 	free(k);
 }
 
@@ -134,7 +135,11 @@ static int kw_init(const prd_cloud_host *host, const char *config, void **state,
 	if(!rc)
 		rc = kwok_check_fault_groups(k, err);
 	if(!rc)
+		rc = kwok_async_check_groups(k, err);
+	if(!rc)
 		rc = count_live(k, err);
+	if(!rc)
+		rc = kwok_async_progress(k, err);
 	for(i = 0; !rc && k->create_initial && i < k->ngroups; i++) {
 		kwok_group *g = &k->groups[i];
 		char **names = NULL;
@@ -171,6 +176,8 @@ static int kw_refresh(void *state, prd_cloud_error *err)
 	kwok_group *groups = NULL, *old = k->groups;
 	size_t n = 0, nold = k->ngroups, i;
 	int rc = apply_faults(k, KWOK_OP_REFRESH, NULL, NULL, NULL, err);
+	if(!rc)
+		rc = kwok_async_transient(k, NULL, "refresh", err);
 	if(rc)
 		return rc;
 	rc = kwok_load_templates(k, &groups, &n, err);
@@ -189,7 +196,11 @@ static int kw_refresh(void *state, prd_cloud_error *err)
 	k->ngroups = n;
 	rc = kwok_check_fault_groups(k, err);
 	if(!rc)
+		rc = kwok_async_check_groups(k, err);
+	if(!rc)
 		rc = count_live(k, err);
+	if(!rc)
+		rc = kwok_async_progress(k, err);
 	if(rc) {
 		/* Back to the old groups (with their refused nodes). */
 		for(i = 0; i < n; i++) {
@@ -222,6 +233,8 @@ static int kw_node_groups(void *state, prd_cloud_node_group **out, size_t *count
 	prd_cloud_node_group *v;
 	size_t i;
 	int rc = apply_faults(k, KWOK_OP_NODE_GROUPS, NULL, NULL, NULL, err);
+	if(!rc)
+		rc = kwok_async_transient(k, NULL, "node groups", err);
 	if(rc)
 		return rc;
 	v = calloc(k->ngroups + 1, sizeof(*v));
@@ -237,7 +250,7 @@ static int kw_node_groups(void *state, prd_cloud_node_group **out, size_t *count
 		}
 		v[i].min_size = k->groups[i].min;
 		v[i].max_size = k->groups[i].max;
-		v[i].target_size = k->groups[i].live + (int32_t)k->groups[i].nfailed;
+		v[i].target_size = k->groups[i].live + (int32_t)k->groups[i].nfailed + k->groups[i].pending;
 	}
 	*out = v;
 	*count = k->ngroups;
@@ -336,6 +349,34 @@ static int add_node_instance(void *ud, json_object *node)
 	return 0;
 }
 
+/* An instance of the async cloud that has no Node yet: reported once it
+ * has appeared, with its provider ID and no node name. */
+static int add_pending_instance(void *ud, const char *name, bool appeared, const char *failed, bool deleting)
+{
+	inst_list *l = ud;
+	prd_cloud_instance in;
+	char id[320];
+	if(!appeared)
+		return 0;
+	memset(&in, 0, sizeof(in));
+	snprintf(id, sizeof(id), KWOK_PROVIDER_PREFIX "%s", name);
+	in.id = kwok_strdup(id);
+	in.state = deleting ? PRD_CLOUD_INSTANCE_DELETING : PRD_CLOUD_INSTANCE_CREATING;
+	if(failed) {
+		in.error_class = PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES;
+		in.error_code = kwok_strdup(failed);
+		in.error_message = kwok_strdup("the zone has no capacity for this instance (simulated)");
+	}
+	/* Not counted in l->live: the group's pending count covers it. */
+	if(!in.id || (failed && (!in.error_code || !in.error_message)) || inst_push(l, &in)) {
+		free(in.id);
+		free(in.error_code);
+		free(in.error_message);
+		return PRD_CLOUD_ENOMEM;
+	}
+	return 0;
+}
+
 static int kw_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
 			prd_cloud_error *err)
 {
@@ -348,6 +389,10 @@ static int kw_instances(void *state, const char *group_id, prd_cloud_instance **
 	if(!g)
 		return no_group(err, group_id);
 	rc = apply_faults(k, KWOK_OP_INSTANCES, g->id, NULL, NULL, err);
+	if(!rc)
+		rc = kwok_async_transient(k, g->id, "instances", err);
+	if(!rc && kwok_async_for(k, g->id))
+		rc = kwok_async_progress(k, err);
 	if(rc)
 		return rc;
 	snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL "%%3D%s", g->id);
@@ -373,6 +418,8 @@ static int kw_instances(void *state, const char *group_id, prd_cloud_instance **
 			rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 		}
 	}
+	if(!rc && kwok_async_for(k, g->id))
+		rc = kwok_async_each(k, g->id, add_pending_instance, &l, err);
 	if(rc) {
 		drv_instances_free(l.v, l.n);
 		return rc;
@@ -564,7 +611,7 @@ static int grow(kwok *k, const char *group_id, int32_t delta, bool atomic, prd_c
 	if(delta <= 0)
 		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: group %s: the increase must be positive, got %d", g->id,
 				 (int)delta);
-	target = g->live + (int32_t)g->nfailed;
+	target = g->live + (int32_t)g->nfailed + g->pending;
 	if(delta > g->max - target)
 		return kwok_fail(err, PRD_CLOUD_ERANGE,
 				 "kwok: group %s: increasing the size from %d by %d would exceed its maximum size %d",
@@ -573,6 +620,8 @@ static int grow(kwok *k, const char *group_id, int32_t delta, bool atomic, prd_c
 			  err);
 	if(rc)
 		return rc;
+	if(kwok_async_for(k, g->id))
+		return kwok_async_grow(k, g, delta, atomic, err);
 	rc = create_nodes(k, g, succeed, &created, &ncreated, &e);
 	if(!rc && succeed < delta) {
 		if(atomic) {
@@ -647,6 +696,8 @@ static int kw_delete_nodes(void *state, const char *group_id, const char *const 
 	if(!count)
 		return 0;
 	rc = apply_faults(k, KWOK_OP_DELETE, g->id, NULL, NULL, err);
+	if(!rc)
+		rc = kwok_async_transient(k, g->id, "delete", err);
 	if(rc)
 		return rc;
 	uids = calloc(count, sizeof(*uids));
@@ -735,8 +786,25 @@ static int kw_decrease_target(void *state, const char *group_id, int32_t delta, 
 		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: group %s: the decrease must be positive, got %d", g->id,
 				 (int)delta);
 	rc = apply_faults(k, KWOK_OP_DECREASE, g->id, NULL, NULL, err);
+	if(!rc)
+		rc = kwok_async_transient(k, g->id, "decrease target", err);
 	if(rc)
 		return rc;
+	if(kwok_async_for(k, g->id)) {
+		int32_t can = 0, done = 0;
+		rc = kwok_async_cancellable(k, g, &can, err);
+		if(rc)
+			return rc;
+		if(delta > can + (int32_t)g->nfailed)
+			return kwok_fail(err, PRD_CLOUD_ERANGE,
+					 "kwok: group %s: cannot lower the target by %d: only %d requested instances are "
+					 "not created yet or failed (delete instances to go lower)",
+					 g->id, (int)delta, (int)(can + (int32_t)g->nfailed));
+		rc = kwok_async_cancel(k, g, delta, &done, err);
+		if(rc)
+			return rc;
+		delta -= done;
+	}
 	if((size_t)delta > g->nfailed)
 		return kwok_fail(err, PRD_CLOUD_ERANGE,
 				 "kwok: group %s: cannot lower the target by %d: only %zu requested nodes are not "
@@ -745,6 +813,65 @@ static int kw_decrease_target(void *state, const char *group_id, int32_t delta, 
 	while(delta-- > 0)
 		drop_failed(g, g->nfailed - 1);
 	return 0;
+}
+
+/* Delete instances by id, Node or not: an async instance without a Node is
+ * cancelled (not created yet) or deleted (after deleteDelayMs); a refused
+ * one is cleared; a Node is deleted. An id that is already gone is not an
+ * error. */
+static int kw_delete_instances(void *state, const char *group_id, const char *const *ids, size_t count,
+			       prd_cloud_error *err)
+{
+	kwok *k = state;
+	kwok_group *g = find_group(k, group_id);
+	size_t i;
+	int rc;
+	if(!g)
+		return no_group(err, group_id);
+	rc = apply_faults(k, KWOK_OP_DELETE, g->id, NULL, NULL, err);
+	if(!rc)
+		rc = kwok_async_transient(k, g->id, "delete", err);
+	for(i = 0; !rc && i < count; i++) {
+		const char *name = ids[i] ? ids[i] : "";
+		bool found = false;
+		ssize_t at;
+		if(!strncmp(name, KWOK_PROVIDER_PREFIX, strlen(KWOK_PROVIDER_PREFIX)))
+			name += strlen(KWOK_PROVIDER_PREFIX);
+		if(!name[0] || strchr(name, '/'))
+			continue;
+		if(kwok_async_for(k, g->id)) {
+			rc = kwok_async_delete(k, g, name, &found, err);
+			if(rc || found)
+				continue;
+		}
+		if((at = failed_index(g, name)) >= 0) {
+			drop_failed(g, (size_t)at);
+			continue;
+		}
+		{
+			char path[320];
+			json_object *node = NULL;
+			const char *label, *uid;
+			snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
+			rc = kwok_request(k, "GET", path, NULL, NULL, &node, NULL, err);
+			if(rc == PRD_CLOUD_ENOTFOUND) {
+				rc = 0; /* gone already */
+				continue;
+			}
+			label = kwok_jstr(kwok_jobj(kwok_jobj(node, "metadata"), "labels"), KWOK_GROUP_LABEL);
+			uid = kwok_jstr(kwok_jobj(node, "metadata"), "uid");
+			if(!rc && (!label || strcmp(label, g->id)))
+				rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: node %s is not in group %s; not deleted", name,
+					       g->id);
+			else if(!rc && !node_deleting(node)) {
+				rc = delete_node(k, name, uid, err);
+				if(!rc && g->live > 0)
+					g->live--;
+			}
+			json_object_put(node);
+		}
+	}
+	return rc;
 }
 
 static const prd_cloud_driver descriptor = {
@@ -766,6 +893,7 @@ static const prd_cloud_driver descriptor = {
 	.delete_nodes = kw_delete_nodes,
 	.decrease_target_size = kw_decrease_target,
 	.release_string = drv_release_string,
+	.delete_instances = kw_delete_instances,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

@@ -67,9 +67,21 @@ typedef struct kwok_group {
 	int32_t min, max, initial;
 	json_object *tmpl;      /* the validated template Node (owned) */
 	int32_t live;           /* Nodes of the group not being deleted */
+	int32_t pending;        /* async mode: requested, no Node yet, not being deleted */
 	kwok_failed *failed;
 	size_t nfailed;
 } kwok_group;
+
+/* The `async:` key: a cloud that answers before its instances exist (see
+ * kwok_async.c). */
+typedef struct kwok_async {
+	char *state_file;       /* the instances asked for; survives provreqd */
+	char **groups;          /* only these groups (none listed: every group) */
+	size_t ngroups;
+	uint64_t seed, rng;
+	long create_delay_ms, register_delay_ms, delete_delay_ms;
+	int instance_failure_pct, stockout_pct, transient_pct;
+} kwok_async;
 
 typedef struct kwok {
 	const prd_cloud_host *host;
@@ -82,6 +94,7 @@ typedef struct kwok {
 	kwok_group *groups;
 	size_t ngroups;
 	uint64_t rng;           /* fallback when getrandom() is unavailable */
+	kwok_async *async;      /* NULL: every increase creates its Nodes at once */
 } kwok;
 
 /* Errors, logging, strings, JSON and API helpers: the drivers' shared
@@ -106,6 +119,26 @@ int kwok_check_fault_groups(const kwok *k, prd_cloud_error *err);
 void kwok_groups_free(kwok_group *groups, size_t n);
 void kwok_faults_free(kwok_fault *faults, size_t n);
 const char *kwok_op_name(int op);
+
+/* kwok_async.c: the asynchronous mode. */
+int kwok_async_parse(kwok *k, json_object *v, prd_cloud_error *err);
+void kwok_async_free(kwok_async *a);
+int kwok_async_check_groups(const kwok *k, prd_cloud_error *err);
+bool kwok_async_for(const kwok *k, const char *group);
+/* PRD_CLOUD_EAGAIN with the configured probability (async groups only). */
+int kwok_async_transient(kwok *k, const char *group, const char *op, prd_cloud_error *err);
+/* Register what is due, finish deletes, recount each group's pending. */
+int kwok_async_progress(kwok *k, prd_cloud_error *err);
+int kwok_async_grow(kwok *k, kwok_group *g, int32_t delta, bool atomic, prd_cloud_error *err);
+/* fn for each instance of `group` without a Node yet. */
+int kwok_async_each(kwok *k, const char *group,
+		    int (*fn)(void *ud, const char *name, bool appeared, const char *failed, bool deleting), void *ud,
+		    prd_cloud_error *err);
+/* Delete (or cancel) the pending instance `name`; *found says whether it
+ * was one. */
+int kwok_async_delete(kwok *k, kwok_group *g, const char *name, bool *found, prd_cloud_error *err);
+int kwok_async_cancellable(kwok *k, kwok_group *g, int32_t *n, prd_cloud_error *err);
+int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t *cancelled, prd_cloud_error *err);
 
 /* The Node a new member of `g` named `name` is created as (caller puts). */
 json_object *kwok_node_for_group(const kwok_group *g, const char *name);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static memapi *m;
 static clk fake;
@@ -726,6 +727,177 @@ static void test_no_apiserver(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "no apiserver connection"));
 }
 
+/* The instances of a group: how many, how many without a node name, how
+ * many failed, and their ids (up to 8). */
+typedef struct async_view {
+	size_t n, nameless, failed, deleting;
+	char ids[8][128];
+} async_view;
+
+static int async_list(const char *group, async_view *out)
+{
+	prd_cloud_instance *v = NULL;
+	size_t n = 0, i;
+	prd_cloud_error e = {0, ""};
+	int rc = drv->api->instances(drv->state, group, &v, &n, &e);
+	memset(out, 0, sizeof(*out));
+	if(rc)
+		return rc;
+	out->n = n;
+	for(i = 0; i < n; i++) {
+		CU_ASSERT_PTR_NOT_NULL(v[i].id);
+		out->nameless += v[i].node_name == NULL;
+		out->failed += v[i].error_class != PRD_CLOUD_ERRCLASS_NONE;
+		out->deleting += v[i].state == PRD_CLOUD_INSTANCE_DELETING;
+		if(i < 8)
+			snprintf(out->ids[i], sizeof(out->ids[i]), "%s", v[i].id);
+	}
+	drv->api->release_instances(drv->state, v, n);
+	return 0;
+}
+
+static void async_cfg(char *buf, size_t len, const char *state, const char *extra)
+{
+	snprintf(buf, len,
+		 "async:\n  stateFile: %s\n  seed: 7\n  createDelayMs: 1000\n  registerDelayMs: 2000\n"
+		 "  deleteDelayMs: 1000\n%s",
+		 state, extra ? extra : "");
+}
+
+/* Broken cloud caught: one whose increase creates Nodes at once (what every
+ * controller test against kwok proved was only the happy path). The async
+ * cloud answers first; instances appear without a node name, then their
+ * Nodes register; what was asked for survives the driver (provreqd) being
+ * restarted; stockouts, instance failures and transient errors happen as
+ * configured; cancelling and deleting what is not created yet works. */
+static void test_async_cloud(void)
+{
+	char state[600], cfg[1200];
+	prd_cloud_error e = {0, ""};
+	async_view av;
+	snprintf(state, sizeof(state), "%s/kwok-async-%d.json", test_tmpdir(), rand());
+	async_cfg(cfg, sizeof(cfg), state, NULL);
+	start(cfg);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 3, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("general"), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 3);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL(av.n, 0); /* not even reported yet */
+	clk_fake_advance(&fake, 1100 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL(av.n, 3);
+	CU_ASSERT_EQUAL(av.nameless, 3);
+	CU_ASSERT_EQUAL(strncmp(av.ids[0], "kwok://general-", 15), 0);
+	/* provreqd restarts: the cloud still knows the three. */
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	{
+		prd_err pe;
+		char full[2600];
+		snprintf(full, sizeof(full), "templateDir: %s\n%s", nodegroups_dir(), cfg);
+		CU_ASSERT_EQUAL_FATAL(cloud_drivers_load(&set, module_path(), &host.host, full, &drv, &pe), 0);
+	}
+	CU_ASSERT_EQUAL(target_of("general"), 3);
+	clk_fake_advance(&fake, 2000 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL(av.n, 3);
+	CU_ASSERT_EQUAL(av.nameless, 0);
+	CU_ASSERT_EQUAL(count_nodes("general"), 3);
+	/* The same id before and after the Node registered. */
+	{
+		char want[128];
+		json_object *items = group_nodes("general");
+		snprintf(want, sizeof(want), "kwok://%s", name_of(json_object_array_get_idx(items, 0)));
+		CU_ASSERT_TRUE(!strcmp(av.ids[0], want) || !strcmp(av.ids[1], want) || !strcmp(av.ids[2], want));
+		json_object_put(items);
+	}
+	/* Cancel two requested and not created; a third cannot be. */
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 2, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 5);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size(drv->state, "general", 3, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size(drv->state, "general", 2, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 3);
+	clk_fake_advance(&fake, 5 * PRD_NS_PER_SEC);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL(av.n, 3);
+	/* An instance that appeared is deleted through its id, Node or not. */
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 1, &e), 0);
+	clk_fake_advance(&fake, 1100 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL(av.nameless, 1);
+	{
+		size_t i;
+		for(i = 0; i < av.n; i++) {
+			const char *id = av.ids[i];
+			json_object *items = group_nodes("general");
+			bool named = false;
+			size_t k;
+			for(k = 0; k < json_object_array_length(items); k++) {
+				char p[128];
+				snprintf(p, sizeof(p), "kwok://%s", name_of(json_object_array_get_idx(items, k)));
+				named = named || !strcmp(p, id);
+			}
+			json_object_put(items);
+			if(!named) {
+				const char *ids[1] = { id };
+				CU_ASSERT_EQUAL(drv->api->delete_instances(drv->state, "general", ids, 1, &e), 0);
+			}
+		}
+	}
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL(av.deleting, 1);
+	CU_ASSERT_EQUAL(target_of("general"), 3);
+	clk_fake_advance(&fake, 3 * PRD_NS_PER_SEC);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL(av.n, 3);
+	CU_ASSERT_EQUAL(count_nodes("general"), 3);
+	unlink(state);
+
+	/* Every instance fails; every increase is a stockout; every call fails. */
+	snprintf(state, sizeof(state), "%s/kwok-async-%d.json", test_tmpdir(), rand());
+	async_cfg(cfg, sizeof(cfg), state, "  instanceFailurePercent: 100\n");
+	start(cfg);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 2, &e), 0);
+	clk_fake_advance(&fake, 10 * PRD_NS_PER_SEC);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL(av.n, 2);
+	CU_ASSERT_EQUAL(av.failed, 2);
+	CU_ASSERT_EQUAL(count_nodes("general"), 0);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size(drv->state, "general", 2, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 0);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL(av.n, 0);
+	unlink(state);
+	async_cfg(cfg, sizeof(cfg), state, "  stockoutPercent: 100\n");
+	start(cfg);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 2, &e), PRD_CLOUD_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "ZONE_RESOURCE_POOL_EXHAUSTED"));
+	CU_ASSERT_EQUAL(target_of("general"), 0);
+	unlink(state);
+	async_cfg(cfg, sizeof(cfg), state, "  transientPercent: 100\n  groups: [gpu]\n");
+	start(cfg);
+	CU_ASSERT_EQUAL(async_list("gpu", &av), PRD_CLOUD_EAGAIN);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0); /* not an async group */
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 1, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("general"), 1); /* synchronous */
+	unlink(state);
+	/* Config errors. */
+	fresh_api();
+	{
+		prd_err pe;
+		CU_ASSERT_EQUAL(load_cfg(&pe, "templateDir: %s\nasync: {seed: 1}\n", nodegroups_dir()), PRD_EINVAL);
+		CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "stateFile"));
+		CU_ASSERT_EQUAL(load_cfg(&pe, "templateDir: %s\nasync: {stateFile: /tmp/x, stockoutPercent: 101}\n",
+					 nodegroups_dir()),
+				PRD_EINVAL);
+		CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "stockoutPercent"));
+		CU_ASSERT_EQUAL(load_cfg(&pe, "templateDir: %s\nasync: {stateFile: /tmp/x, groups: [nope]}\n",
+					 nodegroups_dir()),
+				PRD_EINVAL);
+		CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "nope"));
+	}
+}
+
 static const test_case cases[] = {
 	{"increase creates nodes from the template", test_increase_creates_nodes},
 	{"instance states follow the Nodes", test_instances_states},
@@ -740,6 +912,7 @@ static const test_case cases[] = {
 	{"bad config and templates", test_bad_config},
 	{"refresh", test_refresh},
 	{"no apiserver", test_no_apiserver},
+	{"asynchronous cloud", test_async_cloud},
 	{NULL, NULL}};
 
 int main(void)

@@ -1,0 +1,493 @@
+/* The kwok driver's asynchronous mode: a cloud that behaves like a real
+ * one, for tests.
+ *
+ * An increase only raises the target: the requested instances are kept in
+ * a state file (so they outlive provreqd: kill it, restart it, run two
+ * replicas, and the cloud still knows what it was asked for). Each one
+ * appears after createDelayMs as "creating" with its provider ID and no
+ * node name; after registerDelayMs more its Node is created (the kwok
+ * controller then makes it Ready, as its stages say). A share of the
+ * instances fail instead (out of resources) and stay reported with their
+ * error until deleted or cancelled; a share of the increases are refused
+ * as a stockout; a share of every call fails as a transient error;
+ * deleting an instance that has appeared takes deleteDelayMs.
+ *
+ * The cloud moves on lazily: whenever the driver is called, what is due by
+ * then happens. The state file is locked (flock) for each step, so several
+ * processes may share it. Random draws come from `seed`. */
+#include "kwok/kwok.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#define NS_PER_MS 1000000LL
+
+void kwok_async_free(kwok_async *a)
+{
+	size_t i;
+	if(!a)
+		return;
+	free(a->state_file);
+	for(i = 0; i < a->ngroups; i++)
+		free(a->groups[i]);
+	free(a->groups);
+	free(a);
+}
+
+static int want_int(json_object *v, const char *key, long long lo, long long hi, long long *out,
+		    prd_cloud_error *err)
+{
+	if(!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < lo || json_object_get_int64(v) > hi)
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: async.%s must be an integer from %lld to %lld",
+				 key, lo, hi);
+	*out = json_object_get_int64(v);
+	return 0;
+}
+
+int kwok_async_parse(kwok *k, json_object *v, prd_cloud_error *err)
+{
+	kwok_async *a;
+	int rc = 0;
+	if(!json_object_is_type(v, json_type_object))
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: async must be a mapping");
+	a = calloc(1, sizeof(*a));
+	if(!a)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	a->seed = 1;
+	a->create_delay_ms = 1000;
+	a->register_delay_ms = 2000;
+	a->delete_delay_ms = 1000;
+	json_object_object_foreach(v, key, val) {
+		long long n = 0;
+		if(rc)
+			break;
+		if(!strcmp(key, "stateFile")) {
+			if(!json_object_is_type(val, json_type_string) || !json_object_get_string_len(val)) {
+				rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: async.stateFile must be a path");
+				break;
+			}
+			a->state_file = kwok_strdup(json_object_get_string(val));
+			if(!a->state_file)
+				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		} else if(!strcmp(key, "groups")) {
+			size_t i, m;
+			if(!json_object_is_type(val, json_type_array)) {
+				rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: async.groups must be a list of group names");
+				break;
+			}
+			m = json_object_array_length(val);
+			a->groups = calloc(m + 1, sizeof(*a->groups));
+			for(i = 0; a->groups && i < m && !rc; i++) {
+				json_object *g = json_object_array_get_idx(val, i);
+				if(!json_object_is_type(g, json_type_string))
+					rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: async.groups[%zu] must be a string", i);
+				else if(!(a->groups[a->ngroups++] = kwok_strdup(json_object_get_string(g))))
+					rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+			}
+			if(!a->groups)
+				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		} else if(!strcmp(key, "seed")) {
+			if(!(rc = want_int(val, key, 0, INT64_MAX, &n, err)))
+				a->seed = (uint64_t)n;
+		} else if(!strcmp(key, "createDelayMs")) {
+			if(!(rc = want_int(val, key, 0, 3600000, &n, err)))
+				a->create_delay_ms = (long)n;
+		} else if(!strcmp(key, "registerDelayMs")) {
+			if(!(rc = want_int(val, key, 0, 3600000, &n, err)))
+				a->register_delay_ms = (long)n;
+		} else if(!strcmp(key, "deleteDelayMs")) {
+			if(!(rc = want_int(val, key, 0, 3600000, &n, err)))
+				a->delete_delay_ms = (long)n;
+		} else if(!strcmp(key, "instanceFailurePercent")) {
+			if(!(rc = want_int(val, key, 0, 100, &n, err)))
+				a->instance_failure_pct = (int)n;
+		} else if(!strcmp(key, "stockoutPercent")) {
+			if(!(rc = want_int(val, key, 0, 100, &n, err)))
+				a->stockout_pct = (int)n;
+		} else if(!strcmp(key, "transientPercent")) {
+			if(!(rc = want_int(val, key, 0, 100, &n, err)))
+				a->transient_pct = (int)n;
+		} else {
+			rc = kwok_fail(err, PRD_CLOUD_EINVAL,
+				       "kwok config: async: unknown key '%s' (known: stateFile, groups, seed, "
+				       "createDelayMs, registerDelayMs, deleteDelayMs, instanceFailurePercent, "
+				       "stockoutPercent, transientPercent)",
+				       key);
+		}
+	}
+	if(!rc && !a->state_file)
+		rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: async needs stateFile (where the cloud keeps "
+						    "the instances it was asked for)");
+	if(rc) {
+		kwok_async_free(a);
+		return rc;
+	}
+	a->rng = a->seed * 0x9e3779b97f4a7c15ULL + 1;
+	kwok_async_free(k->async);
+	k->async = a;
+	return 0;
+}
+
+int kwok_async_check_groups(const kwok *k, prd_cloud_error *err)
+{
+	size_t i, j;
+	for(i = 0; k->async && i < k->async->ngroups; i++) {
+		for(j = 0; j < k->ngroups; j++)
+			if(!strcmp(k->groups[j].id, k->async->groups[i]))
+				break;
+		if(j == k->ngroups)
+			return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: async.groups: '%s' is not a node group",
+					 k->async->groups[i]);
+	}
+	return 0;
+}
+
+bool kwok_async_for(const kwok *k, const char *group)
+{
+	size_t i;
+	if(!k->async)
+		return false;
+	if(!k->async->ngroups || !group)
+		return true;
+	for(i = 0; i < k->async->ngroups; i++)
+		if(!strcmp(k->async->groups[i], group))
+			return true;
+	return false;
+}
+
+/* A draw with probability pct percent, from the seeded generator. */
+static bool draw(kwok *k, int pct)
+{
+	uint64_t z;
+	if(pct <= 0)
+		return false;
+	z = (k->async->rng += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	return (int)(z % 100) < pct;
+}
+
+int kwok_async_transient(kwok *k, const char *group, const char *op, prd_cloud_error *err)
+{
+	if(!kwok_async_for(k, group) || !draw(k, k->async->transient_pct))
+		return 0;
+	return kwok_fail(err, PRD_CLOUD_EAGAIN, "kwok: %s%s%s: the cloud is unavailable, try again (simulated)", op,
+			 group ? " " : "", group ? group : "");
+}
+
+/* ---- the state file ---------------------------------------------------- */
+
+typedef int (*state_fn)(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err);
+
+/* Run fn on the instance array of the state file, under its lock; write it
+ * back (atomically) when fn says it changed. */
+static int with_state(kwok *k, state_fn fn, void *ud, prd_cloud_error *err)
+{
+	char lockp[4200], tmp[4200];
+	json_object *doc = NULL, *insts = NULL;
+	bool dirty = false;
+	int fd, rc;
+	snprintf(lockp, sizeof(lockp), "%s.lock", k->async->state_file);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", k->async->state_file, (long)getpid());
+	fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if(fd < 0)
+		return kwok_fail(err, PRD_CLOUD_EIO, "kwok: async state %s: %s", lockp, strerror(errno));
+	while(flock(fd, LOCK_EX) != 0 && errno == EINTR)
+		;
+	if(access(k->async->state_file, F_OK) == 0) {
+		doc = json_object_from_file(k->async->state_file);
+		if(!doc || !json_object_object_get_ex(doc, "instances", &insts) ||
+		   !json_object_is_type(insts, json_type_array)) {
+			rc = kwok_fail(err, PRD_CLOUD_EIO, "kwok: async state %s is not a state file (delete it to start "
+							   "an empty cloud)",
+				       k->async->state_file);
+			goto out;
+		}
+	} else {
+		doc = json_object_new_object();
+		insts = json_object_new_array();
+		json_object_object_add(doc, "instances", insts);
+		dirty = true;
+	}
+	rc = fn(k, insts, ud, &dirty, err);
+	if(!rc && dirty) {
+		if(json_object_to_file_ext(tmp, doc, JSON_C_TO_STRING_PLAIN) || rename(tmp, k->async->state_file)) {
+			unlink(tmp);
+			rc = kwok_fail(err, PRD_CLOUD_EIO, "kwok: cannot write async state %s: %s", k->async->state_file,
+				       strerror(errno));
+		}
+	}
+out:
+	json_object_put(doc);
+	flock(fd, LOCK_UN);
+	close(fd);
+	return rc;
+}
+
+static int64_t jint(json_object *o, const char *key)
+{
+	json_object *v;
+	return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
+}
+
+static void drop(json_object *insts, size_t i)
+{
+	json_object_array_del_idx(insts, i, 1);
+}
+
+/* The cloud moves on to now: Nodes register, deletes finish; each group's
+ * pending count is recomputed. */
+static int progress_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err)
+{
+	int64_t now = k->host->now_ns(k->host->ctx);
+	size_t i, g;
+	(void)ud;
+	for(g = 0; g < k->ngroups; g++)
+		k->groups[g].pending = 0;
+	for(i = json_object_array_length(insts); i-- > 0;) {
+		json_object *x = json_object_array_get_idx(insts, i);
+		const char *name = kwok_jstr(x, "name"), *group = kwok_jstr(x, "group");
+		const char *failed = kwok_jstr(x, "failed");
+		int64_t del = jint(x, "deleteAt");
+		kwok_group *kg = NULL;
+		for(g = 0; group && g < k->ngroups; g++)
+			if(!strcmp(k->groups[g].id, group))
+				kg = &k->groups[g];
+		if(!name || !kg) {
+			drop(insts, i);
+			*dirty = true;
+			continue;
+		}
+		if(del) {
+			if(now >= del) {
+				drop(insts, i);
+				*dirty = true;
+			}
+			continue;
+		}
+		if((!failed || !failed[0]) && now >= jint(x, "registerAt")) {
+			json_object *node = kwok_node_for_group(kg, name);
+			long status = 0;
+			int rc;
+			if(!node)
+				return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+			rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, node, NULL, &status, err);
+			json_object_put(node);
+			if(rc && status != 409) {
+				kg->pending++;
+				continue; /* registers at a later call */
+			}
+			kg->live++;
+			drop(insts, i);
+			*dirty = true;
+			continue;
+		}
+		kg->pending++;
+	}
+	return 0;
+}
+
+int kwok_async_progress(kwok *k, prd_cloud_error *err)
+{
+	if(!k->async)
+		return 0;
+	return with_state(k, progress_fn, NULL, err);
+}
+
+typedef struct grow_ctx {
+	kwok_group *g;
+	int32_t delta;
+	bool atomic;
+} grow_ctx;
+
+static int grow_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err)
+{
+	grow_ctx *c = ud;
+	int64_t now = k->host->now_ns(k->host->ctx);
+	bool all_fail = c->atomic && draw(k, k->async->instance_failure_pct);
+	int32_t i;
+	for(i = 0; i < c->delta; i++) {
+		json_object *x = json_object_new_object();
+		char name[80], suffix[6];
+		int64_t appear = now + k->async->create_delay_ms * NS_PER_MS;
+		bool fail = c->atomic ? all_fail : draw(k, k->async->instance_failure_pct);
+		kwok_random_suffix(k, suffix);
+		snprintf(name, sizeof(name), "%s-%s", c->g->id, suffix);
+		json_object_object_add(x, "name", json_object_new_string(name));
+		json_object_object_add(x, "group", json_object_new_string(c->g->id));
+		json_object_object_add(x, "appearAt", json_object_new_int64(appear));
+		json_object_object_add(x, "registerAt",
+				       json_object_new_int64(appear + k->async->register_delay_ms * NS_PER_MS));
+		json_object_object_add(x, "failed", json_object_new_string(fail ? "OutOfResources" : ""));
+		json_object_object_add(x, "deleteAt", json_object_new_int64(0));
+		if(json_object_array_add(insts, x))
+			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		c->g->pending++;
+	}
+	*dirty = true;
+	return 0;
+}
+
+int kwok_async_grow(kwok *k, kwok_group *g, int32_t delta, bool atomic, prd_cloud_error *err)
+{
+	grow_ctx c = { g, delta, atomic };
+	int rc = kwok_async_transient(k, g->id, atomic ? "atomic-increase" : "increase", err);
+	if(rc)
+		return rc;
+	if(draw(k, k->async->stockout_pct))
+		return kwok_fail(err, PRD_CLOUD_EIO,
+				 "kwok: group %s: ZONE_RESOURCE_POOL_EXHAUSTED: no capacity for %d nodes (simulated "
+				 "stockout)",
+				 g->id, (int)delta);
+	rc = with_state(k, grow_fn, &c, err);
+	if(!rc)
+		kwok_log(k, PRD_CLOUD_LOG_INFO, "kwok: group %s: target raised by %d; instances come asynchronously",
+			 g->id, (int)delta);
+	return rc;
+}
+
+typedef struct each_ctx {
+	const char *group;
+	int (*fn)(void *ud, const char *name, bool appeared, const char *failed, bool deleting);
+	void *ud;
+} each_ctx;
+
+static int each_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err)
+{
+	each_ctx *c = ud;
+	int64_t now = k->host->now_ns(k->host->ctx);
+	size_t i, n = json_object_array_length(insts);
+	(void)dirty;
+	for(i = 0; i < n; i++) {
+		json_object *x = json_object_array_get_idx(insts, i);
+		const char *group = kwok_jstr(x, "group"), *name = kwok_jstr(x, "name"), *failed = kwok_jstr(x, "failed");
+		if(!group || !name || strcmp(group, c->group))
+			continue;
+		if(c->fn(c->ud, name, now >= jint(x, "appearAt"), failed && failed[0] ? failed : NULL,
+			 jint(x, "deleteAt") != 0))
+			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+int kwok_async_each(kwok *k, const char *group,
+		    int (*fn)(void *ud, const char *name, bool appeared, const char *failed, bool deleting), void *ud,
+		    prd_cloud_error *err)
+{
+	each_ctx c = { group, fn, ud };
+	return with_state(k, each_fn, &c, err);
+}
+
+typedef struct del_ctx {
+	kwok_group *g;
+	const char *name;
+	bool found;
+} del_ctx;
+
+static int del_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err)
+{
+	del_ctx *c = ud;
+	int64_t now = k->host->now_ns(k->host->ctx);
+	size_t i, n = json_object_array_length(insts);
+	(void)err;
+	for(i = 0; i < n; i++) {
+		json_object *x = json_object_array_get_idx(insts, i);
+		const char *group = kwok_jstr(x, "group"), *name = kwok_jstr(x, "name");
+		if(!group || !name || strcmp(group, c->g->id) || strcmp(name, c->name))
+			continue;
+		c->found = true;
+		if(jint(x, "deleteAt"))
+			return 0; /* already being deleted */
+		if(now < jint(x, "appearAt"))
+			drop(insts, i); /* not created yet: cancelled */
+		else
+			json_object_object_add(x, "deleteAt", json_object_new_int64(now + k->async->delete_delay_ms * NS_PER_MS));
+		if(c->g->pending > 0)
+			c->g->pending--;
+		*dirty = true;
+		return 0;
+	}
+	return 0;
+}
+
+int kwok_async_delete(kwok *k, kwok_group *g, const char *name, bool *found, prd_cloud_error *err)
+{
+	del_ctx c = { g, name, false };
+	int rc = with_state(k, del_fn, &c, err);
+	*found = c.found;
+	return rc;
+}
+
+typedef struct cancel_ctx {
+	kwok_group *g;
+	int32_t delta, cancelled;
+} cancel_ctx;
+
+/* Lower the target: requested instances that have not appeared go first
+ * (newest first), then failed ones. */
+static int cancel_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err)
+{
+	cancel_ctx *c = ud;
+	int64_t now = k->host->now_ns(k->host->ctx);
+	int pass;
+	(void)err;
+	for(pass = 0; pass < 2 && c->cancelled < c->delta; pass++) {
+		size_t i;
+		for(i = json_object_array_length(insts); i-- > 0 && c->cancelled < c->delta;) {
+			json_object *x = json_object_array_get_idx(insts, i);
+			const char *group = kwok_jstr(x, "group"), *failed = kwok_jstr(x, "failed");
+			bool is_failed = failed && failed[0];
+			if(!group || strcmp(group, c->g->id) || jint(x, "deleteAt"))
+				continue;
+			if(pass == 0 ? (now >= jint(x, "appearAt") || is_failed) : !is_failed)
+				continue;
+			drop(insts, i);
+			c->cancelled++;
+			if(c->g->pending > 0)
+				c->g->pending--;
+			*dirty = true;
+		}
+	}
+	return 0;
+}
+
+int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t *cancelled, prd_cloud_error *err)
+{
+	cancel_ctx c = { g, delta, 0 };
+	int rc = with_state(k, cancel_fn, &c, err);
+	*cancelled = c.cancelled;
+	return rc;
+}
+
+/* How many could be cancelled (for the range check before cancelling). */
+static int count_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err)
+{
+	cancel_ctx *c = ud;
+	int64_t now = k->host->now_ns(k->host->ctx);
+	size_t i, n = json_object_array_length(insts);
+	(void)dirty;
+	(void)err;
+	for(i = 0; i < n; i++) {
+		json_object *x = json_object_array_get_idx(insts, i);
+		const char *group = kwok_jstr(x, "group"), *failed = kwok_jstr(x, "failed");
+		if(!group || strcmp(group, c->g->id) || jint(x, "deleteAt"))
+			continue;
+		if(now < jint(x, "appearAt") || (failed && failed[0]))
+			c->cancelled++;
+	}
+	return 0;
+}
+
+int kwok_async_cancellable(kwok *k, kwok_group *g, int32_t *n, prd_cloud_error *err)
+{
+	cancel_ctx c = { g, 0, 0 };
+	int rc = with_state(k, count_fn, &c, err);
+	*n = c.cancelled;
+	return rc;
+}
