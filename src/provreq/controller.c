@@ -416,6 +416,16 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 	for(i = 0; i < w->nprs; i++)
 		if(hmap_put(&w->uids, w->prs[i]->meta.uid, NULL))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	w->born = arena_array(&w->ar, w->nnodes + 1, sizeof(*w->born));
+	if(!w->born)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(i = 0; i < w->nnodes; i++) {
+		w->born[i].name = arena_strdup(&w->ar, w->nodes[i]->meta.name);
+		w->born[i].created_ns = w->nodes[i]->meta.created_ns;
+		if(!w->born[i].name)
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	w->nborn = w->nnodes;
 	for(i = 0; i < w->nnodes; i++)
 		if(hmap_put(&w->nodes_by_name, w->nodes[i]->meta.name,
 			    node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT) ||

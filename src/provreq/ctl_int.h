@@ -43,6 +43,11 @@ typedef struct pr_world {
 	kube_provreq **prs;       /* owned: decoded, or cloned from the cache */
 	size_t nprs;
 	hmap nodes_by_name;       /* name → PR_NODE_USABLE or PR_NODE_PRESENT */
+	struct pr_node_born {     /* every node's name and creationTimestamp (arena) */
+		const char *name;
+		int64_t created_ns;
+	} *born;
+	size_t nborn;
 	hmap uids;                /* uid of every request of the pass (no values) */
 	hmap blocking;            /* node → non-NULL when a non-DaemonSet pod runs there */
 	pr_marked *marked;        /* nodes provreqd made */

@@ -1278,6 +1278,58 @@ static void test_async_reserved_when_the_cloud_does_not_answer(void)
 	stop_async();
 }
 
+/* Found by the e2e kill -9 trials on the asynchronous kwok cloud. Broken
+ * controller caught: one that, in informer mode, reads the Nodes' creation
+ * times from the cache's objects after their locks were released (they
+ * are gone by then: provreqd crashed on the first pass where a plan's group
+ * could not be listed). */
+static void test_async_informer_mode_unlisted_group(void)
+{
+	static const kube_kind kinds[4] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE, KUBE_KIND_PROVREQ };
+	static const char *const kv[4][2] = { { "v1", "Node" }, { "v1", "Pod" }, { "v1", "PodTemplate" },
+					       { "autoscaling.x-k8s.io/v1", "ProvisioningRequest" } };
+	kube_informer *inf[4];
+	kube_listwatch lw[4];
+	kube_intern *in = kube_intern_new();
+	pr_informers pi;
+	prd_err e;
+	int i;
+	start_async(NULL);
+	for(i = 0; i < 4; i++) {
+		kube_informer_opts o;
+		memset(&o, 0, sizeof(o));
+		o.kind = kinds[i];
+		o.intern = in;
+		CU_ASSERT_EQUAL_FATAL(kube_informer_new(&o, &inf[i], &e), 0);
+		memapi_listwatch(m, memapi_resource_for_kind(m, kv[i][0], kv[i][1]), &lw[i]);
+		CU_ASSERT_EQUAL_FATAL(kube_informer_start(inf[i], &lw[i], &e), 0);
+		CU_ASSERT_TRUE(kube_informer_wait_synced(inf[i]));
+	}
+	pi.intern = in;
+	pi.nodes = inf[0];
+	pi.pods = inf[1];
+	pi.podtemplates = inf[2];
+	pi.provreqs = inf[3];
+	pr_ctl_use_informers(ctl, &pi);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	wait_for("a", "job", "Provisioned", "False/ScaleUpInProgress");
+	a_create(2, 0);
+	a_register(1);
+	ac.fail_instances = 1000000;
+	add_pr("a", "check", PR_CLASS_CHECK, "two", 2, NULL);
+	clk_fake_advance(&fake, 10 * SEC);
+	wait_for("a", "check", "Provisioned", "False/CapacityIsNotFound");
+	ac.fail_instances = 0;
+	a_register(1);
+	clk_fake_advance(&fake, 10 * SEC);
+	wait_for("a", "job", "Provisioned", "True/CapacityIsProvisioned");
+	for(i = 0; i < 4; i++)
+		kube_informer_free(inf[i]);
+	kube_intern_free(in);
+	stop_async();
+}
+
 /* Found by the simulation test. Broken controller caught: one that lets a
  * later request take the room an atomic request's pods have on existing
  * nodes while its scale-up for the rest runs; once the new node is Ready
@@ -1960,6 +2012,7 @@ static const test_case cases[] = {
 	{ "dst: room on existing nodes is held during a scale-up", test_async_existing_room_is_held },
 	{ "dst: a lost status write after success is written from the plan", test_async_lost_status_write_after_success },
 	{ "dst: two podSets on one node are booked", test_two_podsets_on_one_node },
+	{ "e2e: informer mode, a plan's group not listed", test_async_informer_mode_unlisted_group },
 	{ NULL, NULL }
 };
 
