@@ -22,7 +22,7 @@ set -euo pipefail
 trials=${E2E_KILL9_TRIALS:-30}
 pr_init pr71
 state="$PR_WORK/cloud-state.json"
-flags=(--v 3 --provision-timeout 1m --request-backoff-initial 2s --group-backoff-initial 3s --scale-down=false)
+flags=(--provision-timeout 1m --request-backoff-initial 2s --group-backoff-initial 3s --scale-down=false)
 
 cloud_yaml() {
 	local seed=$1 faulty=$2
@@ -118,4 +118,6 @@ echo "bench=async_kill9_recovery_max_s value=$(awk -v s="$rec_max" 'BEGIN { prin
 t_eq "no orphan instances after $trials kill -9 trials" 0 "$orphans"
 t_eq "no double scale-up" 0 "$doubles"
 t_eq "no stuck plan" 0 "$stuck"
+t_eq "no crash or sanitizer report in provreqd's log" 0 \
+	"$({ grep -E 'runtime error|AddressSanitizer|Segmentation' "$PR_WORK/provreqd.log" || true; } | grep -c . || true)"
 t_done
