@@ -194,7 +194,10 @@ static void on_leading(void *ud)
 	(void)ud;
 	metrics_counter_add(M_LEADER_TRANSITIONS, METRICS_L("acquired"), 1);
 	metrics_observe(M_LEADER_ACQUIRE_WAIT, NULL, waited);
+	metrics_gauge_set(M_LEADER, NULL, 1);
 	log_info("became leader", "waited_s", LOGI((long long)waited));
+	/* Start now, not at the worker's next resync. */
+	note_change(NULL);
 }
 
 static void on_not_leading(void *ud)
@@ -202,6 +205,7 @@ static void on_not_leading(void *ud)
 	(void)ud;
 	waiting_since = clk_mono(clk_real());
 	metrics_counter_add(M_LEADER_TRANSITIONS, METRICS_L("lost"), 1);
+	metrics_gauge_set(M_LEADER, NULL, 0);
 	log_warn("stopped leading: no more writes until the lease is held again");
 }
 

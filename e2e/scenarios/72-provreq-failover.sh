@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Nothing lost on deletion or failover, against the real apiserver:
+#  A. Request a books all the capacity of a group; a competing request is
+#     refused; a is deleted (as Kueue does when it evicts or retries) and b,
+#     for the same pods, is created: b is Provisioned at once (the deleted
+#     request's booking is released in the pass that sees it gone; it used
+#     to hold until its 10-minute expiry). bench= seconds.
+#  B. Two replicas with leader election, each with its own empty state DB
+#     (the Deployment's emptyDir). The leader books all capacity for a2, a
+#     scale-up of 3 nodes on the asynchronous cloud is in flight for s2, and
+#     the leader is killed with SIGKILL. The standby takes the Lease
+#     (bench= failover seconds), still refuses a competing request while
+#     a2's booking holds, and finishes s2's scale-up once: the group holds
+#     exactly 3 nodes. Fails for a new leader that forgets bookings, or
+#     that scales up a second time or rolls back a plan the cloud is
+#     completing.
+set -euo pipefail
+# shellcheck source=../testlib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
+# shellcheck source=../tools/pr-e2e-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tools/pr-e2e-lib.sh"
+
+pr_init pr72
+lease=$(t_unique lease72)
+ga=$(t_unique fa72)
+gb=$(t_unique fb72)
+gs=$(t_unique fs72)
+pr_on_exit "kubectl -n kube-system delete lease $lease --wait=false >/dev/null 2>&1"
+pr_group "$gs" 4 8Gi 10
+pr_watch_nodes "$gs"
+pr_add_nodes "$ga" 2 4 8Gi
+pr_add_nodes "$gb" 2 4 8Gi
+t_wait 30 "the fixed nodes are Ready" bash -c "[[ \$(kubectl get nodes -l $PR_GROUP_LABEL=$ga -o jsonpath='{.items[*].status.conditions[?(@.type==\"Ready\")].status}') == 'True True' ]]"
+{
+	printf 'templateDir: %s\n' "$PR_WORK/templates"
+	printf 'async:\n  stateFile: %s\n  groups: [%s]\n  createDelayMs: 2000\n  registerDelayMs: 6000\n' \
+		"$PR_WORK/cloud-state.json" "$gs"
+} >"$PR_WORK/cloud.yaml"
+
+# --------------------------------------------------- A: delete, recreate
+pr_start
+pr_template wa 3 1Gi "$ga"
+pr_request a check-capacity wa 2
+t_wait 20 "A: a books the group's two nodes" pr_cond_is a Provisioned True/CapacityIsFound
+pr_request c check-capacity wa 1
+t_wait 20 "A: a competing request is refused" pr_cond_is c Provisioned False/CapacityIsNotFound
+kubectl delete provreq -n "$PR_NS" a --wait=true >/dev/null
+t0=$(date +%s%N)
+pr_request b check-capacity wa 2
+t_wait 20 "A: b, for the same pods, is Provisioned" pr_cond_is b Provisioned True/CapacityIsFound
+t1=$(date +%s%N)
+echo "bench=delete_recreate_provisioned_s value=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')"
+pr_stop
+
+# --------------------------------------------------- B: failover
+declare -A pid http
+replica() {
+	local r=$1
+	http[$r]="127.0.0.1:$(pr_free_port)"
+	POD_NAME="provreqd-$r" "$PR_BIN" run --kubeconfig "$KUBECONFIG" --state-db "$PR_WORK/state-$r.db" \
+		--http-addr "${http[$r]}" --cloud-driver "$PR_KWOK_SO" --cloud-config "$PR_WORK/cloud.yaml" \
+		--lease-namespace kube-system --lease-name "$lease" --lease-duration 4s --lease-renew-deadline 3s \
+		--lease-retry-period 1s --provision-timeout 2m >>"$PR_WORK/replica-$r.log" 2>&1 &
+	pid[$r]=$!
+	pr_on_exit "kill -9 ${pid[$r]} 2>/dev/null"
+}
+leads() { [[ "$(curl -sS --max-time 2 "http://${http[$1]}/metrics" 2>/dev/null | awk '$1 == "provreqd_leader" { print $2 }')" == 1 ]]; }
+replica one
+t_wait 20 "B: replica one leads" leads one
+replica two
+t_wait 20 "B: replica two is up (standing by)" bash -c "curl -sS --max-time 2 http://${http[two]}/metrics | grep -q '^provreqd_leader 0'"
+pr_template wb 3 1Gi "$gb"
+pr_request a2 check-capacity wb 2
+t_wait 20 "B: a2 books the group's two nodes" pr_cond_is a2 Provisioned True/CapacityIsFound
+pr_template ws 3 1Gi "$gs"
+pr_request s2 atomic-scale-up ws 3
+t_wait 20 "B: s2's scale-up is in flight" pr_cond_is s2 Provisioned False/ScaleUpInProgress
+t_eq "B: no node of s2 registered yet" 0 "$(pr_count "$gs")"
+kill -9 "${pid[one]}"
+t0=$(date +%s%N)
+t_pass "B: the leader was killed with SIGKILL"
+t_wait 30 "B: replica two takes the Lease" leads two
+t1=$(date +%s%N)
+echo "bench=failover_s value=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')"
+pr_request c2 check-capacity wb 1
+t_wait 20 "B: the new leader refuses a competing request while a2's booking holds" \
+	pr_cond_is c2 Provisioned False/CapacityIsNotFound
+t_wait 90 "B: s2 is Provisioned by the new leader" pr_cond_is s2 Provisioned True/CapacityIsProvisioned
+t_eq "B: the group holds exactly s2's 3 nodes" 3 "$(pr_count "$gs")"
+t_eq "B: no node was ever created beyond the 3" 3 "$(pr_added "$gs")"
+t_eq "B: a2 is still Provisioned" True/CapacityIsFound "$(pr_cond a2 Provisioned)"
+kill "${pid[two]}" 2>/dev/null || true
+t_done
