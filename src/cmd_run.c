@@ -193,9 +193,9 @@ static void on_leading(void *ud)
 	double waited = (double)(clk_mono(clk_real()) - waiting_since) / (double)PRD_NS_PER_SEC;
 	(void)ud;
 	metrics_counter_add(M_LEADER_TRANSITIONS, METRICS_L("acquired"), 1);
-	metrics_observe(M_LEADER_ACQUIRE_WAIT, NULL, waited);
+	metrics_gauge_set(M_LEADER_ACQUIRE_WAIT, NULL, waited);
 	metrics_gauge_set(M_LEADER, NULL, 1);
-	log_info("became leader", "waited_s", LOGI((long long)waited));
+	log_info("became leader", "waited_ms", LOGI((long long)(waited * 1000)));
 	/* Start now, not at the worker's next resync. */
 	note_change(NULL);
 }

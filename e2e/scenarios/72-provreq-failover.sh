@@ -82,6 +82,10 @@ t_pass "B: the leader was killed with SIGKILL"
 t_wait 30 "B: replica two takes the Lease" leads two
 t1=$(date +%s%N)
 echo "bench=failover_s value=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')"
+waited=$(curl -sS --max-time 2 "http://${http[two]}/metrics" | awk '$1 == "provreqd_leader_acquire_wait_seconds" { print $2 }')
+awk -v w="$waited" 'BEGIN { exit !(w > 1 && w < 120) }' ||
+	t_fail "B: provreqd_leader_acquire_wait_seconds should say how long replica two waited; got '$waited'"
+t_pass "B: provreqd_leader_acquire_wait_seconds says replica two waited ${waited}s"
 pr_request c2 check-capacity wb 1
 t_wait 20 "B: the new leader refuses a competing request while a2's booking holds" \
 	pr_cond_is c2 Provisioned False/CapacityIsNotFound
