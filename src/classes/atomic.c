@@ -100,11 +100,6 @@ static void reserve_cb(void *ud, const char *node)
 		reserve_node(r->h, r->in, node);
 }
 
-/* The room a plan's request holds on existing nodes lasts this long past
- * the plan's deadline: a plan ends (provisioned, or rolled back, which
- * gives the room back at once) within it. */
-#define AT_HOLD_MARGIN_NS (10LL * 60 * AT_NS_PER_S)
-
 /* Node and apiserver clocks may disagree this much. */
 #define AT_CLOCK_SKEW_NS (60LL * AT_NS_PER_S)
 
@@ -721,7 +716,7 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 		at_plan_free(&p);
 		return;
 	}
-	hold_existing(h, req, p.v[0].deadline_ns + AT_HOLD_MARGIN_NS);
+	hold_existing(h, req, p.v[0].deadline_ns + PR_HOLD_MARGIN_NS);
 	groups_words(&p, gw, sizeof(gw));
 	snprintf(msg, sizeof(msg), "scaling node group%s %s node%s for %lld pods%s%s", p.n > 1 ? "s" : "", gw,
 		 p.n == 1 && p.v[0].delta == 1 ? "" : "s", (long long)ch.remaining,

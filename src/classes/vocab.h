@@ -48,6 +48,10 @@
 /* What a Provisioned request booked, per podSet and node, so a replica
  * that takes over the lease rebuilds the booking. */
 #define PR_DETAIL_BOOKING "provreqd.io/booking"
+/* The room a request with a scale-up in flight holds on existing nodes
+ * (PR_DETAIL_BOOKING) lasts this long past the plan's deadline; a plan ends
+ * within it (a rollback gives the room back at once). */
+#define PR_HOLD_MARGIN_NS (10LL * 60 * 1000000000LL)
 /* Retry state, so a new leader does not retry early. */
 #define PR_DETAIL_ATTEMPTS "provreqd.io/attempts"
 #define PR_DETAIL_NEXT_ATTEMPT "provreqd.io/next-attempt"

@@ -10,6 +10,7 @@
 #include "provreq/ctl_int.h"
 #include "provreq/scaledown.h"
 #include "util/buf.h"
+#include "util/rfc3339.h"
 #include "util/str.h"
 
 #include <stdio.h>
@@ -271,11 +272,53 @@ static int h_book(pr_class_ctx *x, const sched_podset *sets, size_t n, const sch
 	return h_book_until(x, sets, n, res, x->c->now + x->c->cfg.booking_ttl_ns, err);
 }
 
-/* Rebuild the local bookings of a Provisioned request from its status. */
-static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr)
+/* When the booking a request's status records ends, or 0 when it records
+ * none that holds: a Provisioned request's, the booking TTL after it was
+ * Provisioned; the room held for a scale-up in flight, the plan's deadline
+ * plus the hold margin. */
+static int64_t recorded_booking_end(const pr_ctl *c, const kube_provreq *pr)
 {
 	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
-	int64_t expires = prov ? prov->last_transition_ns + c->cfg.booking_ttl_ns : 0;
+	char *phase, *deadline, *plan;
+	int64_t end = 0, dl = 0;
+	state_phase ph;
+	if(pr_is_terminal(pr))
+		return 0;
+	if(prov && pr_cond_true(pr, PR_COND_PROVISIONED))
+		return prov->last_transition_ns + c->cfg.booking_ttl_ns;
+	phase = pr_details_get(pr, PR_DETAIL_PHASE);
+	deadline = pr_details_get(pr, PR_DETAIL_DEADLINE);
+	plan = pr_details_get(pr, PR_DETAIL_PLAN);
+	/* Only while the plan may still provision the request: not once it
+	 * rolls back (that gave the room back) or the request is being
+	 * deleted. */
+	if(phase && deadline && plan && !pr->meta.deleted_ns && state_phase_parse(phase, &ph) == 0 &&
+	   (ph == STATE_PHASE_INCREASING || ph == STATE_PHASE_WAITING_FOR_NODES) &&
+	   rfc3339_parse(deadline, &dl, NULL) == 0) {
+		/* Unless this store knows better (a status write that said so
+		 * was lost): a plan rolling back or ended holds nothing. */
+		state_intent in;
+		char id[400];
+		snprintf(id, sizeof(id), "%s#0", plan);
+		end = dl + PR_HOLD_MARGIN_NS;
+		if(state_intent_get(c->db, id, &in, NULL) == 0) {
+			if(in.phase != STATE_PHASE_INCREASING && in.phase != STATE_PHASE_WAITING_FOR_NODES &&
+			   in.phase != STATE_PHASE_PLANNED)
+				end = 0;
+			state_intent_clear(&in);
+		}
+	}
+	free(phase);
+	free(deadline);
+	free(plan);
+	return end;
+}
+
+/* Rebuild the local bookings of a request from its status: a Provisioned
+ * request's, and the room a request with a scale-up in flight holds. */
+static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr)
+{
+	int64_t expires = recorded_booking_end(c, pr);
 	char *text = NULL, missing[300];
 	sched_podset *sets;
 	booked *items = NULL;
@@ -284,7 +327,7 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	size_t nhave = 0;
 	prd_err e;
 	const char *p;
-	if(!prov || expires <= c->now || pr_is_terminal(pr) || !pr_cond_true(pr, PR_COND_PROVISIONED))
+	if(expires <= c->now)
 		return;
 	if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0 && nhave) {
 		state_booking_list_free(have, nhave);

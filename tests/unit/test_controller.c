@@ -1378,6 +1378,47 @@ static const char *cond_msg(const char *ns, const char *name, const char *type)
 	return out;
 }
 
+/* Broken controller caught: a new leader, with an empty store, that lets a
+ * later request take the room a request with a scale-up in flight holds on
+ * existing nodes (recorded in the status), so that request scales up again
+ * once its new node is Ready. */
+static void test_async_failover_keeps_held_room(void)
+{
+	state_db *db2 = NULL;
+	state_config sc;
+	pr_config cfg;
+	pr_ctl *ctl2 = NULL;
+	char path2[600];
+	prd_err e;
+	start_async(NULL);
+	add_node("n1", "4", ", group: g");
+	add_template("a", "four", "4");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "four", 2, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(ac.target, 1);
+	/* Failover: a replica with an empty store. */
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/replica-held-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	add_pr("a", "later", PR_CLASS_CHECK, "four", 1, NULL);
+	clk_fake_advance(&fake, 10 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("a", "later", "Provisioned"), "False/CapacityIsNotFound");
+	a_create(1, 0);
+	a_register(1);
+	clk_fake_advance(&fake, 10 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
 /* Found by the simulation test. Broken controller caught: one whose plan is
  * closed as done in its store while the status write saying so fails, and
  * that then decides the request afresh: it says no scale-up was needed
@@ -2013,6 +2054,7 @@ static const test_case cases[] = {
 	{ "dst: a lost status write after success is written from the plan", test_async_lost_status_write_after_success },
 	{ "dst: two podSets on one node are booked", test_two_podsets_on_one_node },
 	{ "e2e: informer mode, a plan's group not listed", test_async_informer_mode_unlisted_group },
+	{ "a new leader keeps the room a scale-up in flight holds", test_async_failover_keeps_held_room },
 	{ NULL, NULL }
 };
 
