@@ -25,6 +25,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "util/rand.h"
+
 #define NS_PER_MS 1000000LL
 
 void kwok_async_free(kwok_async *a)
@@ -163,14 +165,9 @@ bool kwok_async_for(const kwok *k, const char *group)
 /* A draw with probability pct percent, from the seeded generator. */
 static bool draw(kwok *k, int pct)
 {
-	uint64_t z;
 	if(pct <= 0)
 		return false;
-	z = (k->async->rng += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	z ^= z >> 31;
-	return (int)(z % 100) < pct;
+	return (int)(prd_splitmix64(&k->async->rng) % 100) < pct;
 }
 
 int kwok_async_transient(kwok *k, const char *group, const char *op, prd_cloud_error *err)

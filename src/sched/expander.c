@@ -1,4 +1,5 @@
 #include "sched/expander.h"
+#include "util/rand.h"
 #include "util/str.h"
 
 #include <regex.h>
@@ -132,14 +133,6 @@ fail:
 	return rc;
 }
 
-/* splitmix64: small, seedable, good enough to pick among a few options. */
-static uint64_t next_rand(uint64_t *st)
-{
-	uint64_t z = (*st += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 /* Unused share of cpu plus memory across the option's new nodes, as
  * upstream's least-waste computes it (0 = nothing wasted, 2 = all). */
@@ -179,7 +172,7 @@ static void filter(sched_expander *x, enum strat st, const sched_option *o, size
 	bool have = false;
 
 	if(st == S_RANDOM) {
-		idx[0] = idx[next_rand(&x->rng) % *n];
+		idx[0] = idx[prd_splitmix64(&x->rng) % *n];
 		*n = 1;
 		return;
 	}

@@ -42,6 +42,7 @@
 #include "provreq/controller.h"
 #include "state/state.h"
 #include "util/clock.h"
+#include "util/rand.h"
 #include "util/str.h"
 #include "util/yamljson.h"
 
@@ -82,10 +83,7 @@ static uint64_t rng;
 
 static uint64_t rnd(void)
 {
-	uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return prd_splitmix64(&rng);
 }
 
 static int64_t rnd_in(int64_t lo, int64_t hi)

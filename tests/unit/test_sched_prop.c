@@ -24,6 +24,7 @@
 #include "sched/match.h"
 #include "sched/place.h"
 #include "sched/sched.h"
+#include "util/rand.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,10 +40,7 @@ static uint64_t rng;
 
 static uint64_t rnd(void)
 {
-	uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return prd_splitmix64(&rng);
 }
 
 static int ri(int n)
