@@ -410,41 +410,35 @@ static void start_delete(grp *g, inst *x)
 	g->target--;
 }
 
-static int c_delete_instances(void *st, const char *gid, const char *const *ids, size_t n, prd_cloud_error *err)
+/* Delete the instances named by id, or by node name. */
+static int delete_matching(const char *gid, const char *const *keys, size_t n, bool by_node, prd_cloud_error *err)
 {
 	grp *g = group_of(gid);
 	size_t i, k;
-	(void)st;
 	call_begin();
 	if(!g)
 		return PRD_CLOUD_ENOTFOUND;
-	if(transient(err, "delete instances"))
+	if(transient(err, by_node ? "delete nodes" : "delete instances"))
 		return PRD_CLOUD_EAGAIN;
 	for(i = 0; i < n; i++)
 		for(k = 0; k < g->n; k++)
-			if(!strcmp(g->v[k].id, ids[i]))
+			if(!strcmp(by_node ? g->v[k].node : g->v[k].id, keys[i]))
 				start_delete(g, &g->v[k]);
-	vlog("cloud: %s delete %zu instances, target %d", g->id, n, g->target);
+	vlog("cloud: %s delete %zu %s, target %d", g->id, n, by_node ? "nodes" : "instances", g->target);
 	crash_point(true);
 	return 0;
 }
 
+static int c_delete_instances(void *st, const char *gid, const char *const *ids, size_t n, prd_cloud_error *err)
+{
+	(void)st;
+	return delete_matching(gid, ids, n, false, err);
+}
+
 static int c_delete_nodes(void *st, const char *gid, const char *const *names, size_t n, prd_cloud_error *err)
 {
-	grp *g = group_of(gid);
-	size_t i, k;
 	(void)st;
-	call_begin();
-	if(!g)
-		return PRD_CLOUD_ENOTFOUND;
-	if(transient(err, "delete nodes"))
-		return PRD_CLOUD_EAGAIN;
-	for(i = 0; i < n; i++)
-		for(k = 0; k < g->n; k++)
-			if(g->v[k].node[0] && !strcmp(g->v[k].node, names[i]))
-				start_delete(g, &g->v[k]);
-	crash_point(true);
-	return 0;
+	return delete_matching(gid, names, n, true, err);
 }
 
 static void c_release_string(void *st, char *s)
