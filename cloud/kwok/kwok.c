@@ -791,16 +791,8 @@ static int kw_decrease_target(void *state, const char *group_id, int32_t delta, 
 	if(rc)
 		return rc;
 	if(kwok_async_for(k, g->id)) {
-		int32_t can = 0, done = 0;
-		rc = kwok_async_cancellable(k, g, &can, err);
-		if(rc)
-			return rc;
-		if(delta > can + (int32_t)g->nfailed)
-			return kwok_fail(err, PRD_CLOUD_ERANGE,
-					 "kwok: group %s: cannot lower the target by %d: only %d requested instances are "
-					 "not created yet or failed (delete instances to go lower)",
-					 g->id, (int)delta, (int)(can + (int32_t)g->nfailed));
-		rc = kwok_async_cancel(k, g, delta, &done, err);
+		int32_t done = 0;
+		rc = kwok_async_cancel(k, g, delta, (int32_t)g->nfailed, &done, err);
 		if(rc)
 			return rc;
 		delta -= done;

@@ -137,8 +137,10 @@ int kwok_async_each(kwok *k, const char *group,
 /* Delete (or cancel) the pending instance `name`; *found says whether it
  * was one. */
 int kwok_async_delete(kwok *k, kwok_group *g, const char *name, bool *found, prd_cloud_error *err);
-int kwok_async_cancellable(kwok *k, kwok_group *g, int32_t *n, prd_cloud_error *err);
-int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t *cancelled, prd_cloud_error *err);
+/* Cancel `delta` requested instances, counting `elsewhere` more the caller
+ * can cancel itself; PRD_CLOUD_ERANGE (nothing cancelled) when fewer can be. */
+int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t elsewhere, int32_t *cancelled,
+		      prd_cloud_error *err);
 
 /* The Node a new member of `g` named `name` is created as (caller puts). */
 json_object *kwok_node_for_group(const kwok_group *g, const char *name);

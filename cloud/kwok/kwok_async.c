@@ -424,25 +424,42 @@ int kwok_async_delete(kwok *k, kwok_group *g, const char *name, bool *found, prd
 typedef struct cancel_ctx {
 	kwok_group *g;
 	int32_t delta, cancelled;
+	int32_t cancellable;   /* found in the state (when the range check failed) */
+	int32_t elsewhere;     /* requested instances the caller can still cancel itself */
+	bool refused;
 } cancel_ctx;
 
+/* Cancellable: requested and not appeared yet, or failed; not being deleted. */
+static bool cancellable(json_object *x, const char *group, int64_t now)
+{
+	const char *g = kwok_jstr(x, "group"), *failed = kwok_jstr(x, "failed");
+	if(!g || strcmp(g, group) || jint(x, "deleteAt"))
+		return false;
+	return now < jint(x, "appearAt") || (failed && failed[0]);
+}
+
 /* Lower the target: requested instances that have not appeared go first
- * (newest first), then failed ones. */
+ * (newest first), then failed ones. Nothing is cancelled when fewer than
+ * delta (with the caller's own) can be. */
 static int cancel_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err)
 {
 	cancel_ctx *c = ud;
 	int64_t now = k->host->now_ns(k->host->ctx);
+	size_t i, n = json_object_array_length(insts);
 	int pass;
 	(void)err;
+	for(i = 0; i < n; i++)
+		c->cancellable += cancellable(json_object_array_get_idx(insts, i), c->g->id, now);
+	if(c->delta > c->cancellable + c->elsewhere) {
+		c->refused = true;
+		return 0;
+	}
 	for(pass = 0; pass < 2 && c->cancelled < c->delta; pass++) {
-		size_t i;
 		for(i = json_object_array_length(insts); i-- > 0 && c->cancelled < c->delta;) {
 			json_object *x = json_object_array_get_idx(insts, i);
-			const char *group = kwok_jstr(x, "group"), *failed = kwok_jstr(x, "failed");
+			const char *failed = kwok_jstr(x, "failed");
 			bool is_failed = failed && failed[0];
-			if(!group || strcmp(group, c->g->id) || jint(x, "deleteAt"))
-				continue;
-			if(pass == 0 ? (now >= jint(x, "appearAt") || is_failed) : !is_failed)
+			if(!cancellable(x, c->g->id, now) || (pass == 0) == is_failed)
 				continue;
 			drop(insts, i);
 			c->cancelled++;
@@ -454,37 +471,15 @@ static int cancel_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_clo
 	return 0;
 }
 
-int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t *cancelled, prd_cloud_error *err)
+int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t elsewhere, int32_t *cancelled, prd_cloud_error *err)
 {
-	cancel_ctx c = { g, delta, 0 };
+	cancel_ctx c = { g, delta, 0, 0, elsewhere, false };
 	int rc = with_state(k, cancel_fn, &c, err);
 	*cancelled = c.cancelled;
-	return rc;
-}
-
-/* How many could be cancelled (for the range check before cancelling). */
-static int count_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err)
-{
-	cancel_ctx *c = ud;
-	int64_t now = k->host->now_ns(k->host->ctx);
-	size_t i, n = json_object_array_length(insts);
-	(void)dirty;
-	(void)err;
-	for(i = 0; i < n; i++) {
-		json_object *x = json_object_array_get_idx(insts, i);
-		const char *group = kwok_jstr(x, "group"), *failed = kwok_jstr(x, "failed");
-		if(!group || strcmp(group, c->g->id) || jint(x, "deleteAt"))
-			continue;
-		if(now < jint(x, "appearAt") || (failed && failed[0]))
-			c->cancelled++;
-	}
-	return 0;
-}
-
-int kwok_async_cancellable(kwok *k, kwok_group *g, int32_t *n, prd_cloud_error *err)
-{
-	cancel_ctx c = { g, 0, 0 };
-	int rc = with_state(k, count_fn, &c, err);
-	*n = c.cancelled;
+	if(!rc && c.refused)
+		rc = kwok_fail(err, PRD_CLOUD_ERANGE,
+			       "kwok: group %s: cannot lower the target by %d: only %d requested instances are not "
+			       "created yet or failed (delete instances to go lower)",
+			       g->id, (int)delta, (int)(c.cancellable + elsewhere));
 	return rc;
 }
