@@ -254,7 +254,7 @@ void kube_client_set_deadline(kube_client *c, int64_t mono_ns)
 static bool past_deadline(kube_client *c)
 {
 	int64_t d = atomic_load(&c->deadline_ns);
-	return d > 0 && clk_mono(clk_real()) >= d;
+	return d > 0 && clk_mono(c->o.clock) >= d;
 }
 
 /* Progress callback of an ordinary request: aborts it past the deadline. */

@@ -73,7 +73,8 @@ typedef struct kube_status {
 int kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client **out, prd_err *err);
 void kube_client_free(kube_client *c);
 kube_config *kube_client_config(kube_client *c);
-/* From now on, after the monotonic time `mono_ns` (clk_mono(clk_real())),
+/* From now on, after the monotonic time `mono_ns` of the client's clock
+ * (kube_client_opts.clock; clk_mono(clk_real()) by default),
  * requests are not sent, transfers in progress (watches included) are
  * aborted with PRD_ETIMEDOUT, and nothing is retried: for a shutdown that
  * must end within a bound whatever the apiserver does. Any thread. */

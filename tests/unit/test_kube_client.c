@@ -471,15 +471,17 @@ static void test_shutdown_deadline(void)
 	fixture f;
 	kube_status st;
 	prd_err e;
-	kube_client_opts opts = {.max_retries = 3};
+	clk fc;
+	kube_client_opts opts = {.max_retries = 3, .clock = &fc};
 
+	clk_fake_init(&fc, 1700000000LL * PRD_NS_PER_SEC);
 	/* A deadline ahead: the request goes out once, the 429 is not retried. */
 	fx_start(&f, M_429, &opts);
-	kube_client_set_deadline(f.c, clk_mono(clk_real()) + 600 * PRD_NS_PER_SEC);
+	kube_client_set_deadline(f.c, clk_mono(&fc) + 600 * PRD_NS_PER_SEC);
 	CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", NULL, &st, &e), PRD_EAGAIN);
 	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 1);
 	/* Past it: nothing is sent at all. */
-	kube_client_set_deadline(f.c, clk_mono(clk_real()) - 1);
+	clk_fake_advance(&fc, 601 * PRD_NS_PER_SEC);
 	CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", NULL, &st, &e), PRD_ETIMEDOUT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "shutting down"));
 	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 1);
