@@ -667,11 +667,14 @@ static int mark_machine(capi *c, const capi_group *g, const char *machine, const
 	return rc;
 }
 
-/* Delete particular nodes: find each node's Machine in the group, mark it
- * with cluster.x-k8s.io/delete-machine, then lower replicas by the number
- * of Machines marked. If marking or scaling fails, the marks this call
- * added are removed again, so a later scale-down does not pick them. */
-static int cp_delete_nodes(void *state, const char *group_id, const char *const *names, size_t count,
+/* Delete particular Machines: find each one in the group (by its node's
+ * name, or by instance ID when by_id), mark it with
+ * cluster.x-k8s.io/delete-machine, then lower replicas by the number of
+ * Machines marked. An instance ID without a Machine is already gone and is
+ * skipped; a node name without one is refused. If marking or scaling fails,
+ * the marks this call added are removed again, so a later scale-down does
+ * not pick them. */
+static int delete_machines(void *state, const char *group_id, const char *const *names, size_t count, bool by_id,
 			   prd_cloud_error *err)
 {
 	capi *c = state;
@@ -706,9 +709,11 @@ static int cp_delete_nodes(void *state, const char *group_id, const char *const 
 			const char *node = machine_node(m);
 			char id[600];
 			machine_id(m, id, sizeof(id));
-			if(names[i] && ((node && !strcmp(node, names[i])) || !strcmp(id, names[i])))
+			if(names[i] && ((!by_id && node && !strcmp(node, names[i])) || !strcmp(id, names[i])))
 				found = m;
 		}
+		if(!found && by_id && names[i])
+			continue; /* gone already */
 		if(!found) {
 			rc = capi_fail(err, PRD_CLOUD_ENOTFOUND, "clusterapi: %s has no Machine for node %s; nothing deleted",
 				       g->id, names[i] ? names[i] : "(null)");
@@ -764,6 +769,21 @@ done:
 	return rc;
 }
 
+static int cp_delete_nodes(void *state, const char *group_id, const char *const *names, size_t count,
+			   prd_cloud_error *err)
+{
+	return delete_machines(state, group_id, names, count, false, err);
+}
+
+/* Instances by ID (a Machine's providerID, or its pending stand-in before
+ * the infrastructure assigned one): a Machine that never got a Node - one
+ * still provisioning, or one that failed - can be removed too. */
+static int cp_delete_instances(void *state, const char *group_id, const char *const *ids, size_t count,
+			       prd_cloud_error *err)
+{
+	return delete_machines(state, group_id, ids, count, true, err);
+}
+
 static const prd_cloud_driver descriptor = {
 	.abi_major = PRD_CLOUD_ABI_MAJOR,
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
@@ -785,6 +805,7 @@ static const prd_cloud_driver descriptor = {
 	.delete_nodes = cp_delete_nodes,
 	.decrease_target_size = cp_decrease_target,
 	.release_string = drv_release_string,
+	.delete_instances = cp_delete_instances,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

@@ -9,7 +9,8 @@
 #   pr_init PREFIX                 namespace, work dir, trap
 #   pr_group NAME CPU MEM MAX      a kwok Node template (node group) in the scenario's template dir
 #   pr_cloud_config [FAULTS]       write the kwok driver config (templateDir + faults YAML)
-#   pr_start [FLAGS...]            start provreqd run (kwok driver loaded when a cloud config exists)
+#   pr_start [FLAGS...]            start provreqd run (the driver $PR_DRIVER_SO, default kwok, loaded
+#                                  when $PR_WORK/cloud.yaml exists)
 #   pr_stop / pr_kill9             SIGTERM (waits) / SIGKILL
 #   pr_template NAME CPU MEM GROUP a PodTemplate whose pods need CPU/MEM and select GROUP's nodes
 #   pr_request NAME CLASS TMPL N [PARAM=VALUE...]
@@ -24,6 +25,7 @@
 
 PR_BIN="$PROVREQD_BUILDDIR/provreqd"
 PR_KWOK_SO="$PROVREQD_BUILDDIR/cloud/kwok/.libs/kwok.so"
+PR_DRIVER_SO=""
 PR_GROUP_LABEL=provreqd.io/node-group
 PR_PID=""
 PR_NS=""
@@ -147,7 +149,7 @@ pr_running() { [[ -n "$PR_PID" ]] && kill -0 "$PR_PID" 2>/dev/null; }
 pr_start() {
 	local drv=() port
 	if [[ -f "$PR_WORK/cloud.yaml" ]]; then
-		drv=(--cloud-driver "$PR_KWOK_SO" --cloud-config "$PR_WORK/cloud.yaml")
+		drv=(--cloud-driver "${PR_DRIVER_SO:-$PR_KWOK_SO}" --cloud-config "$PR_WORK/cloud.yaml")
 	fi
 	port=$(pr_free_port)
 	PR_HTTP="127.0.0.1:$port"

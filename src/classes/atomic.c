@@ -208,7 +208,9 @@ static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, con
 	at_plan all;
 	const at_plan *p = open;
 	size_t i;
-	if(!req || req->terminal)
+	/* A request that failed for good is told too: its Failed condition
+	 * said the rollback had begun, this says it is over. */
+	if(!req || req->deleting)
 		return;
 	/* The whole plan, closed rows included: the failing group's cause, not
 	 * a follower's. */
@@ -227,6 +229,7 @@ static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, con
 	if(p == &all)
 		at_plan_free(&all);
 	h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALE_UP_FAILED, msg);
+	h->event(h->ctx, "Normal", PR_R_SCALE_UP_ROLLED_BACK, msg);
 	at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
 }
 
@@ -402,8 +405,8 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 
 static const char *failure_kind(const at_view *pv, int64_t delta)
 {
-	if(pv->failed_oor == pv->failed && (int64_t)pv->failed >= delta)
-		return "stockout";
+	if((int64_t)pv->failed >= delta)
+		return pv->failed_oor == pv->failed ? "stockout" : "creation failure";
 	if(pv->failed_oor == pv->failed)
 		return "partial creation (out of resources)";
 	return "partial creation";

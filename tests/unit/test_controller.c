@@ -1378,6 +1378,75 @@ static const char *cond_msg(const char *ns, const char *name, const char *type)
 	return out;
 }
 
+/* An Event of this reason was emitted in namespace ns. */
+static bool has_event(const char *ns, const char *reason)
+{
+	json_object *o = NULL, *items;
+	char path[200];
+	prd_err e;
+	bool found = false;
+	size_t i;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e))
+		return false;
+	items = json_object_object_get(o, "items");
+	for(i = 0; items && i < json_object_array_length(items); i++) {
+		json_object *r = json_object_object_get(json_object_array_get_idx(items, i), "reason");
+		found |= r && !strcmp(json_object_get_string(r), reason);
+	}
+	json_object_put(o);
+	return found;
+}
+
+/* The words of each kind of failure, and the end of a rollback told on a
+ * request that has already Failed. Broken controllers caught: one that
+ * calls a group whose every instance failed a "partial creation", one that
+ * leaves a noRetry request saying "removing what it added" after the cloud
+ * confirmed the rollback, and one that emits no Event when it is over. */
+static void test_async_failure_words(void)
+{
+	static const struct {
+		int ok, oor, other;
+		const char *words;
+	} k[] = {
+		{ 0, 2, 0, "stockout in g: 2 of 2 instances failed (" },
+		{ 0, 0, 2, "creation failure in g: 2 of 2 instances failed (" },
+		{ 1, 1, 0, "partial creation (out of resources) in g: 1 of 2 instances failed (" },
+		{ 1, 0, 1, "partial creation in g: 1 of 2 instances failed (" },
+	};
+	size_t i;
+	for(i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		const char *msg;
+		start_async(NULL);
+		add_template("a", "two", "2");
+		add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, "{noRetry: \"true\"}");
+		pass();
+		CU_ASSERT_EQUAL(ac.target, 2);
+		a_create(k[i].ok, 0);
+		a_create(k[i].oor, PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES);
+		a_create(k[i].other, PRD_CLOUD_ERRCLASS_OTHER);
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		CU_ASSERT_STRING_EQUAL(cond("a", "job", "Failed"), "True/ScaleUpFailed");
+		msg = cond_msg("a", "job", "Provisioned");
+		CU_ASSERT_PTR_NOT_NULL(strstr(msg, k[i].words));
+		CU_ASSERT_PTR_NOT_NULL(strstr(msg, "zone has no capacity"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(msg, "removing what it added"));
+		CU_ASSERT_FALSE(has_event("a", PR_R_SCALE_UP_ROLLED_BACK));
+		a_finish_deletes();
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		CU_ASSERT_EQUAL(open_plans(), 0);
+		CU_ASSERT_EQUAL(ac.target, 0);
+		msg = cond_msg("a", "job", "Provisioned");
+		CU_ASSERT_PTR_NOT_NULL(strstr(msg, "rolled back: the cloud shows none of the instances"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(msg, k[i].words));
+		CU_ASSERT_TRUE(has_event("a", PR_R_SCALE_UP_ROLLED_BACK));
+		CU_ASSERT_STRING_EQUAL(cond("a", "job", "Failed"), "True/ScaleUpFailed");
+		stop_async();
+	}
+}
+
 /* Broken controller caught: a new leader, with an empty store, that lets a
  * later request take the room a request with a scale-up in flight holds on
  * existing nodes (recorded in the status), so that request scales up again
@@ -2049,6 +2118,7 @@ static const test_case cases[] = {
 	{ "details chunking", test_details_chunking },
 	{ "the state store is pruned of vanished requests and old closed plans", test_state_pruned },
 	{ "dst: an increase whose answer was lost is rolled back", test_async_lost_answer_is_rolled_back },
+	{ "async: the words of each failure kind; a Failed request is told the rollback ended", test_async_failure_words },
 	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },
 	{ "dst: room on existing nodes is held during a scale-up", test_async_existing_room_is_held },
 	{ "dst: a lost status write after success is written from the plan", test_async_lost_status_write_after_success },

@@ -522,6 +522,46 @@ static void test_instances(void)
 	}
 }
 
+/* Rollback removes a scale-up's Machines by instance ID, whether or not
+ * they ever got a Node: without delete_instances the host could delete
+ * only Machines with a node, and a plan whose Machines all failed was
+ * never rolled back (decrease_target_size is refused while they exist). */
+static void test_delete_instances(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *ids[3];
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 4);
+	machine("m-ok", "md-a", "node-ok", "");
+	machine("m-new", "md-a", NULL, "");
+	machine("m-bad", "md-a", NULL, "\"failureReason\":\"CreateError\",\"failureMessage\":\"quota\"");
+	machine("m-other", "md-b", "node-other", "");
+	load(NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->delete_instances);
+	/* Lowering the target is refused while the failed Machines exist. */
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size(drv->state, "MachineDeployment/ns1/md-a", 2, &e), PRD_CLOUD_ERANGE);
+	ids[0] = "clusterapi://ns1/m-new";
+	ids[1] = "clusterapi://ns1/m-bad";
+	ids[2] = "test://long-gone"; /* already gone: not an error, not counted */
+	CU_ASSERT_EQUAL(drv->api->delete_instances(drv->state, "MachineDeployment/ns1/md-a", ids, 3, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-new"));
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-bad"));
+	CU_ASSERT_PTR_NULL(delete_mark("m-ok"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+	/* By ID only: a node name is no instance ID, and another group's
+	 * Machine is not this group's. */
+	ids[0] = "node-ok";
+	ids[1] = "test://node-other";
+	CU_ASSERT_EQUAL(drv->api->delete_instances(drv->state, "MachineDeployment/ns1/md-a", ids, 2, &e), 0);
+	CU_ASSERT_PTR_NULL(delete_mark("m-ok"));
+	CU_ASSERT_PTR_NULL(delete_mark("m-other"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+	ids[0] = "test://node-ok";
+	CU_ASSERT_EQUAL(drv->api->delete_instances(drv->state, "MachineDeployment/ns1/md-a", ids, 1, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-ok"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 1);
+}
+
 static void test_node_group_for_node(void)
 {
 	prd_cloud_error e = {0, ""};
@@ -558,6 +598,7 @@ static const test_case cases[] = {
 	{"delete marks Machines and undoes the mark on failure", test_delete_nodes},
 	{"scale-from-zero template", test_scale_from_zero_template},
 	{"instances and failed Machines", test_instances},
+	{"delete_instances removes Machines by ID, Node or not", test_delete_instances},
 	{"node_group_for_node", test_node_group_for_node},
 	{NULL, NULL}};
 
