@@ -621,7 +621,7 @@ static int grow(kwok *k, const char *group_id, int32_t delta, bool atomic, prd_c
 	if(rc)
 		return rc;
 	if(kwok_async_for(k, g->id))
-		return kwok_async_grow(k, g, delta, atomic, err);
+		return kwok_async_grow(k, g, delta, succeed, error_code, atomic, err);
 	rc = create_nodes(k, g, succeed, &created, &ncreated, &e);
 	if(!rc && succeed < delta) {
 		if(atomic) {

@@ -129,7 +129,8 @@ bool kwok_async_for(const kwok *k, const char *group);
 int kwok_async_transient(kwok *k, const char *group, const char *op, prd_cloud_error *err);
 /* Register what is due, finish deletes, recount each group's pending. */
 int kwok_async_progress(kwok *k, prd_cloud_error *err);
-int kwok_async_grow(kwok *k, kwok_group *g, int32_t delta, bool atomic, prd_cloud_error *err);
+int kwok_async_grow(kwok *k, kwok_group *g, int32_t delta, int32_t succeed, const char *error_code, bool atomic,
+		    prd_cloud_error *err);
 /* fn for each instance of `group` without a Node yet. */
 int kwok_async_each(kwok *k, const char *group,
 		    int (*fn)(void *ud, const char *name, bool appeared, const char *failed, bool deleting), void *ud,

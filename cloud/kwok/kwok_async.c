@@ -299,7 +299,8 @@ int kwok_async_progress(kwok *k, prd_cloud_error *err)
 
 typedef struct grow_ctx {
 	kwok_group *g;
-	int32_t delta;
+	int32_t delta, succeed;
+	const char *error_code;
 	bool atomic;
 } grow_ctx;
 
@@ -307,13 +308,18 @@ static int grow_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud
 {
 	grow_ctx *c = ud;
 	int64_t now = k->host->now_ns(k->host->ctx);
-	bool all_fail = c->atomic && draw(k, k->async->instance_failure_pct);
+	/* An atomic increase fails as one; a `succeed` fault fails the
+	 * instances beyond K (all of them when the increase is atomic). */
+	bool all_fail = c->atomic && (c->succeed < c->delta || draw(k, k->async->instance_failure_pct));
 	int32_t i;
 	for(i = 0; i < c->delta; i++) {
 		json_object *x = json_object_new_object();
 		char name[80], suffix[6];
 		int64_t appear = now + k->async->create_delay_ms * NS_PER_MS;
-		bool fail = c->atomic ? all_fail : draw(k, k->async->instance_failure_pct);
+		bool forced = i >= c->succeed;
+		bool fail = c->atomic ? all_fail : forced || draw(k, k->async->instance_failure_pct);
+		const char *code = (forced || c->atomic) && c->succeed < c->delta && c->error_code ? c->error_code
+												     : "OutOfResources";
 		kwok_random_suffix(k, suffix);
 		snprintf(name, sizeof(name), "%s-%s", c->g->id, suffix);
 		json_object_object_add(x, "name", json_object_new_string(name));
@@ -321,7 +327,7 @@ static int grow_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud
 		json_object_object_add(x, "appearAt", json_object_new_int64(appear));
 		json_object_object_add(x, "registerAt",
 				       json_object_new_int64(appear + k->async->register_delay_ms * NS_PER_MS));
-		json_object_object_add(x, "failed", json_object_new_string(fail ? "OutOfResources" : ""));
+		json_object_object_add(x, "failed", json_object_new_string(fail ? code : ""));
 		json_object_object_add(x, "deleteAt", json_object_new_int64(0));
 		if(json_object_array_add(insts, x))
 			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
@@ -331,9 +337,10 @@ static int grow_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud
 	return 0;
 }
 
-int kwok_async_grow(kwok *k, kwok_group *g, int32_t delta, bool atomic, prd_cloud_error *err)
+int kwok_async_grow(kwok *k, kwok_group *g, int32_t delta, int32_t succeed, const char *error_code, bool atomic,
+		    prd_cloud_error *err)
 {
-	grow_ctx c = { g, delta, atomic };
+	grow_ctx c = { g, delta, succeed, error_code, atomic };
 	int rc = kwok_async_transient(k, g->id, atomic ? "atomic-increase" : "increase", err);
 	if(rc)
 		return rc;

@@ -12,6 +12,9 @@
 #     Node). The request is rolled back: replicas back to 1, the failed
 #     Machines deleted, the healthy one untouched; the condition and a
 #     Warning Event say the Machines failed, with the cloud's message.
+#   * md-part: of 2 new Machines one fails, the other is fine. The request
+#     is rolled back as a "partial creation": both Machines go (a rollback
+#     that removed only the failed one is caught), replicas back to 0.
 #   * md-slow: Machines are provisioned but never get a Node. At the
 #     provision timeout (1m) the request is rolled back: replicas back to 0
 #     and no Machine left; the condition says "timeout".
@@ -33,8 +36,8 @@ for c in machinedeployments machinesets machinepools machines; do
 done
 t_pass "minimal Cluster API CRDs installed"
 
-g_ok=$(t_unique capi-ok) g_bad=$(t_unique capi-bad) g_slow=$(t_unique capi-slow)
-PR_GROUPS+=("$g_ok" "$g_bad" "$g_slow")
+g_ok=$(t_unique capi-ok) g_bad=$(t_unique capi-bad) g_slow=$(t_unique capi-slow) g_part=$(t_unique capi-part)
+PR_GROUPS+=("$g_ok" "$g_bad" "$g_slow" "$g_part")
 cap=capacity.cluster-autoscaler.kubernetes.io
 # md NAME REPLICAS GROUP-LABEL: a MachineDeployment sized 0..6 whose nodes
 # have 4 CPUs and 8Gi and carry provreqd.io/node-group=GROUP-LABEL.
@@ -71,6 +74,7 @@ ts() { date -d "$1" +%s; }
 md md-ok 0 "$g_ok"
 md md-bad 1 "$g_bad"
 md md-slow 0 "$g_slow"
+md md-part 0 "$g_part"
 "$mc" "$PR_NS" >"$PR_WORK/machine-controller.log" 2>&1 &
 mc_pid=$!
 pr_on_exit "kill $mc_pid 2>/dev/null; wait $mc_pid 2>/dev/null; t_log '--- machine controller (last 30 lines)'; tail -n 30 '$PR_WORK/machine-controller.log'"
@@ -80,6 +84,8 @@ healthy=$(machines md-bad | awk '{ print $1 }')
 kubectl -n "$PR_NS" annotate machinedeployment md-bad \
 	'e2e.provreqd.io/fail-machines=InsufficientCapacity: no capacity left in zone e2e-a' >/dev/null
 kubectl -n "$PR_NS" annotate machinedeployment md-slow e2e.provreqd.io/hold-machines=true >/dev/null
+kubectl -n "$PR_NS" annotate machinedeployment md-part e2e.provreqd.io/fail-count=1 \
+	'e2e.provreqd.io/fail-machines=InsufficientCapacity: zone e2e-b ran out halfway' >/dev/null
 
 printf 'namespace: %s\n' "$PR_NS" >"$PR_WORK/cloud.yaml"
 pr_start --provision-timeout 1m --scale-down=false
@@ -87,6 +93,7 @@ pr_watch_nodes "$g_ok"
 pr_template w-ok 3 1Gi "$g_ok"
 pr_template w-bad 3 1Gi "$g_bad"
 pr_template w-slow 3 1Gi "$g_slow"
+pr_template w-part 3 1Gi "$g_part"
 
 # --- success: 0 -> 3 Machines, Provisioned after the Nodes
 pr_request ok atomic-scale-up w-ok 3
@@ -107,6 +114,7 @@ echo "bench=capi_time_to_provisioned_s value=$(($(ts "$prov") - $(ts "$created")
 # 3 pods: one fits on the healthy node, two need new Machines.
 pr_request bad atomic-scale-up w-bad 3 noRetry=true
 pr_request slow atomic-scale-up w-slow 2 noRetry=true
+pr_request part atomic-scale-up w-part 2 noRetry=true
 t_wait 60 "bad: Provisioned=False/ScaleUpFailed" pr_cond_is bad Provisioned False/ScaleUpFailed
 msg=$(pr_msg bad Provisioned)
 t_contains "bad: the condition names the group" "MachineDeployment/$PR_NS/md-bad" "$msg"
@@ -123,6 +131,14 @@ ev=$(kubectl get events -n "$PR_NS" --field-selector "involvedObject.name=bad,ty
 t_contains "bad: a Warning Event with the cloud's message" "no capacity left in zone e2e-a" "$ev"
 t_contains "bad: a Normal Event when the rollback is over" "ScaleUpRolledBack" \
 	"$(kubectl get events -n "$PR_NS" --field-selector involvedObject.name=bad -o 'jsonpath={.items[*].reason}')"
+
+t_wait 30 "part: Provisioned=False/ScaleUpFailed" pr_cond_is part Provisioned False/ScaleUpFailed
+t_contains "part: the condition says partial creation" \
+	"partial creation in MachineDeployment/$PR_NS/md-part: 1 of 2 instances failed (InsufficientCapacity: zone e2e-b ran out halfway)" \
+	"$(pr_msg part Provisioned)"
+t_wait 60 "part: md-part back to 0 replicas" bash -c "[[ \$(kubectl -n $PR_NS get md md-part -o jsonpath='{.spec.replicas}') == 0 ]]"
+t_wait 60 "part: no Machine left, the healthy one included" nmachines_is md-part 0
+t_wait 30 "part: no Node left" pr_count_is "$g_part" 0
 
 t_wait 100 "slow: Provisioned=False/ScaleUpFailed at the provision timeout" pr_cond_is slow Provisioned False/ScaleUpFailed
 msg=$(pr_msg slow Provisioned)

@@ -18,7 +18,8 @@
 #     gives it spec.providerID kwok://NAME - or, when its MachineDeployment
 #     carries the annotation e2e.provreqd.io/fail-machines: "REASON: MESSAGE",
 #     fails it (status.failureReason/failureMessage, phase Failed; it never
-#     gets a Node);
+#     gets a Node) - only while fewer than e2e.provreqd.io/fail-count of its
+#     Machines have failed, when that annotation is set;
 #   * CAPI_NODE_DELAY seconds (default 2) after that, creates a kwok Node
 #     NAME (capacity and labels from the capacity.cluster-autoscaler
 #     annotations of the MachineDeployment; the kwok controller makes it
@@ -67,18 +68,24 @@ plan() {
 	                         -(.metadata.creationTimestamp | t)])
 	        | .[0:(length - $want)][] | ["delete-machine", .metadata.name]
 	    else empty end),
+	  ($mds[] | . as $md | $md.metadata.name as $mdn |
+	    ($machines | map(select(.metadata.labels["cluster.x-k8s.io/deployment-name"] == $mdn))) as $mine |
+	    ($mine | map(select(.status.failureReason != null)) | length) as $nfailed |
+	    ($md | ann("e2e.provreqd.io/fail-machines")) as $fail |
+	    ($md | ann("e2e.provreqd.io/fail-count")) as $fc |
+	    ($mine | map(select(.metadata.deletionTimestamp == null and .status.failureReason == null
+	                        and (.spec.providerID // "") == ""
+	                        and (now - (.metadata.creationTimestamp | t)) >= $pd)) | sort_by(.metadata.name)) as $due |
+	    range($due | length) as $i | $due[$i] |
+	    if $fail != "" and ($fc == "" or $nfailed + $i < ($fc | tonumber)) then ["fail", .metadata.name, $fail]
+	    else ["provide", .metadata.name] end),
 	  ($machines[] | . as $m | ($m.metadata.labels["cluster.x-k8s.io/deployment-name"] // "") as $mdn |
 	    ($mds | map(select(.metadata.name == $mdn)) | first // {}) as $md |
 	    (now - ($m.metadata.creationTimestamp | t)) as $age |
 	    if $m.metadata.deletionTimestamp != null then
 	      if (now - ($m.metadata.deletionTimestamp | t)) >= $dd and (($m.metadata.finalizers // []) | index("'$fin'")) != null
 	      then ["finalize", $m.metadata.name, ($m.status.nodeRef.name // "")] else empty end
-	    elif $m.status.failureReason != null then empty
-	    elif ($m.spec.providerID // "") == "" then
-	      if $age < $pd then empty
-	      elif ($md | ann("e2e.provreqd.io/fail-machines")) != "" then
-	        ["fail", $m.metadata.name, ($md | ann("e2e.provreqd.io/fail-machines"))]
-	      else ["provide", $m.metadata.name] end
+	    elif $m.status.failureReason != null or ($m.spec.providerID // "") == "" then empty
 	    elif $m.status.nodeRef == null and $age >= ($pd + $nd) and ($md | ann("e2e.provreqd.io/hold-machines")) == "" then
 	      ["node", $m.metadata.name, ($md | ann("'$cap'/cpu")), ($md | ann("'$cap'/memory")),
 	       ($md | ann("'$cap'/maxPods")), ($md | ann("'$cap'/labels"))]

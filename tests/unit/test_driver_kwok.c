@@ -874,6 +874,36 @@ static void test_async_cloud(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "ZONE_RESOURCE_POOL_EXHAUSTED"));
 	CU_ASSERT_EQUAL(target_of("general"), 0);
 	unlink(state);
+	/* A `succeed: K` fault: the instances beyond K fail with its code; an
+	 * atomic increase fails as one. */
+	async_cfg(cfg, sizeof(cfg), state,
+		  "faults:\n- {operation: increase, group: general, succeed: 1, errorCode: QUOTA_EXCEEDED}\n"
+		  "- {operation: atomic-increase, group: general, succeed: 1}\n");
+	start(cfg);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 3, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->atomic_increase_size(drv->state, "general", 2, &e), 0);
+	clk_fake_advance(&fake, 1100 * PRD_NS_PER_MS);
+	{
+		prd_cloud_instance *v = NULL;
+		size_t n = 0, i, quota = 0, oor = 0, ok = 0;
+		CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, "general", &v, &n, &e), 0);
+		CU_ASSERT_EQUAL(n, 5);
+		for(i = 0; i < n; i++) {
+			if(v[i].error_class == PRD_CLOUD_ERRCLASS_NONE)
+				ok++;
+			else if(v[i].error_class == PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES && v[i].error_code &&
+				!strcmp(v[i].error_code, "QUOTA_EXCEEDED"))
+				quota++;
+			else if(v[i].error_class == PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES && v[i].error_code &&
+				!strcmp(v[i].error_code, "OutOfResources"))
+				oor++;
+		}
+		drv->api->release_instances(drv->state, v, n);
+		CU_ASSERT_EQUAL(ok, 1);
+		CU_ASSERT_EQUAL(quota, 2);
+		CU_ASSERT_EQUAL(oor, 2);
+	}
+	unlink(state);
 	async_cfg(cfg, sizeof(cfg), state, "  transientPercent: 100\n  groups: [gpu]\n");
 	start(cfg);
 	CU_ASSERT_EQUAL(async_list("gpu", &av), PRD_CLOUD_EAGAIN);
