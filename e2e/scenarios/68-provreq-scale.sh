@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Scale: 200 check-capacity requests created at once (noRetry, so each one
 # ends Provisioned=True or Failed=True), with room for exactly 160 of them:
-# the 160 oldest get it, the other 40 fail. Then one atomic scale-up
-# request for 1,000 nodes from a group whose max size is 1,000: it ends
-# Provisioned=True with exactly 1,000 Ready nodes.
+# the 160 oldest get it, the other 40 fail. Then atomic scale-ups to 1,000
+# nodes of a group with a 57-character name (node names of 63, the longest
+# a hostname label takes): one request for 500 nodes, then one for 500
+# more. The second plan (with its record of the 500 instances that existed
+# before it, which it needs to tell its own from them) must be in the
+# request's status while it runs, every status write accepted; provreqd is
+# then killed with SIGKILL mid scale-up and restarted WITHOUT its state DB
+# (what a failover to a replica with an empty database is): it must finish
+# the plan from the API alone, with exactly 1,000 Ready nodes (the old
+# encoding was refused with 422 and such a restart scaled up twice).
 #
 # Prints the issue's figures as `bench=` lines: wall time from creating the
 # requests to every one of them being final, provreqd's CPU seconds
@@ -25,6 +32,9 @@ SMALL_NODES=$(((FIT + PER_NODE - 1) / PER_NODE))
 pr_init pr68
 small=$(t_unique sc68)
 big=$(t_unique bg68)
+# 57 characters, the longest the kwok driver takes: node names of 63, the
+# longest a Node's kubernetes.io/hostname label may carry.
+big="$big-$(printf '%*s' $((56 - ${#big})) '' | tr ' ' g)"
 PR_GROUPS+=("$small")
 pr_group "$big" 2 4Gi "$NNODES"
 pr_cloud_config
@@ -87,17 +97,52 @@ echo "bench=checkcapacity_all_final_s $(elapsed "$t0" "$t1")"
 echo "bench=checkcapacity_provreqd_cpu_s $(elapsed "$cpu0" "$cpu1")"
 echo "bench=checkcapacity_provreqd_vmhwm_kb $(pr_hwm_kb "$pid")"
 
-# ------------------------------------------------- 1,000-node atomic
+# ------------------------------------------------- atomic, to 1,000 nodes
+half=$((NNODES / 2))
+rest=$((NNODES - half))
 cpu0=$(pr_cpu_seconds "$pid")
 t0=$(now)
-pr_request huge atomic-scale-up whole "$NNODES"
-t_wait 900 "huge: Provisioned=True/CapacityIsProvisioned" pr_cond_is huge Provisioned True/CapacityIsProvisioned
+pr_request first atomic-scale-up whole "$half"
+t_wait 900 "first: Provisioned=True/CapacityIsProvisioned" pr_cond_is first Provisioned True/CapacityIsProvisioned
 t1=$(now)
 cpu1=$(pr_cpu_seconds "$pid")
-t_eq "the group has exactly $NNODES nodes" "$NNODES" "$(pr_count "$big")"
-t_eq "all Ready" "$NNODES" "$(pr_ready "$big")"
-echo "bench=atomic_nodes $NNODES"
+t_eq "the group has exactly $half nodes" "$half" "$(pr_count "$big")"
+echo "bench=atomic_nodes $half"
 echo "bench=atomic_provisioned_s $(elapsed "$t0" "$t1")"
 echo "bench=atomic_provreqd_cpu_s $(elapsed "$cpu0" "$cpu1")"
 echo "bench=provreqd_vmhwm_kb $(pr_hwm_kb "$pid")"
+
+# details KEY: the request's provisioningClassDetails keys starting with KEY.
+details() {
+	kubectl get provreq -n "$PR_NS" "$1" -o json | jq -r --arg k "$2" \
+		'.status.provisioningClassDetails // {} | keys[] | select(startswith($k))'
+}
+plan_shown() { [[ -n "$(details huge scaleUpPhase)" && -n "$(details huge provreqd.io/instances-before)" ]]; }
+t0=$(now)
+pr_request huge atomic-scale-up whole "$rest"
+t_wait 60 "huge: the plan is in the request's status while it runs" plan_shown
+size=$(kubectl get provreq -n "$PR_NS" huge -o json | jq '[.status.provisioningClassDetails | to_entries[]
+	| select(.key | startswith("provreqd.io/instances-before")) | .value | length] | add')
+((size > 0 && size <= 32768)) || t_fail "huge: the record of $half instances takes $size bytes"
+t_pass "huge: its record of the $half instances before it takes $size bytes"
+echo "bench=atomic_plan_record_bytes $size"
+t_eq "huge: phase" increasing "$(kubectl get provreq -n "$PR_NS" huge -o jsonpath='{.status.provisioningClassDetails.scaleUpPhase}' |
+	sed 's/waiting-for-nodes/increasing/')"
+if grep -E '\b422\b|Unprocessable' "$PR_WORK/provreqd.log" >/dev/null; then
+	t_fail "a status write was refused: $(grep -E '\b422\b|Unprocessable' "$PR_WORK/provreqd.log" | head -n 3)"
+fi
+t_pass "no status write was refused"
+# Mid scale-up: kill -9, and come back with an empty state DB.
+t_wait 300 "huge: some of its nodes registered" bash -c "(( \$(kubectl get nodes -l $PR_GROUP_LABEL=$big -o name | wc -l) > $half + 20 ))"
+pr_kill9
+rm -f "$PR_WORK/state.db" "$PR_WORK/state.db-wal" "$PR_WORK/state.db-shm"
+t_log "killed with $(pr_count "$big") nodes of $big; restarting without the state DB"
+pr_start --request-backoff-initial 5s
+pid=$PR_PID
+t_wait 900 "huge: Provisioned=True/CapacityIsProvisioned after the restart" pr_cond_is huge Provisioned True/CapacityIsProvisioned
+t1=$(now)
+t_eq "the group has exactly $NNODES nodes: nothing was scaled up twice" "$NNODES" "$(pr_count "$big")"
+t_wait 120 "all Ready" pr_ready_is "$big" "$NNODES"
+t_eq "first is still Provisioned" True/CapacityIsProvisioned "$(pr_cond first Provisioned)"
+echo "bench=atomic_second_half_with_restart_s $(elapsed "$t0" "$t1")"
 t_done

@@ -13,7 +13,11 @@
 #     a2's booking holds, and finishes s2's scale-up once: the group holds
 #     exactly 3 nodes. Fails for a new leader that forgets bookings, or
 #     that scales up a second time or rolls back a plan the cloud is
-#     completing.
+#     completing. A request r2 that did not fit waits out its 30 s retry
+#     backoff: room for it appears right after the failover, and the new
+#     leader still does not retry it before the next-attempt time the old
+#     leader recorded (a leader that forgot the backoff would provision it
+#     at once), then provisions it.
 set -euo pipefail
 # shellcheck source=../testlib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
@@ -25,11 +29,13 @@ lease=$(t_unique lease72)
 ga=$(t_unique fa72)
 gb=$(t_unique fb72)
 gs=$(t_unique fs72)
+gr=$(t_unique fr72)
 pr_on_exit "kubectl -n kube-system delete lease $lease --wait=false >/dev/null 2>&1"
 pr_group "$gs" 4 8Gi 10
 pr_watch_nodes "$gs"
 pr_add_nodes "$ga" 2 4 8Gi
 pr_add_nodes "$gb" 2 4 8Gi
+pr_add_nodes "$gr" 1 4 8Gi
 t_wait 30 "the fixed nodes are Ready" bash -c "[[ \$(kubectl get nodes -l $PR_GROUP_LABEL=$ga -o jsonpath='{.items[*].status.conditions[?(@.type==\"Ready\")].status}') == 'True True' ]]"
 {
 	printf 'templateDir: %s\n' "$PR_WORK/templates"
@@ -60,7 +66,7 @@ replica() {
 	POD_NAME="provreqd-$r" "$PR_BIN" run --kubeconfig "$KUBECONFIG" --state-db "$PR_WORK/state-$r.db" \
 		--http-addr "${http[$r]}" --cloud-driver "$PR_KWOK_SO" --cloud-config "$PR_WORK/cloud.yaml" \
 		--lease-namespace kube-system --lease-name "$lease" --lease-duration 4s --lease-renew-deadline 3s \
-		--lease-retry-period 1s --provision-timeout 2m >>"$PR_WORK/replica-$r.log" 2>&1 &
+		--lease-retry-period 1s --provision-timeout 2m --request-backoff-initial 30s --request-backoff-max 30s >>"$PR_WORK/replica-$r.log" 2>&1 &
 	pid[$r]=$!
 	pr_on_exit "kill -9 ${pid[$r]} 2>/dev/null"
 }
@@ -76,6 +82,12 @@ pr_template ws 3 1Gi "$gs"
 pr_request s2 atomic-scale-up ws 3
 t_wait 20 "B: s2's scale-up is in flight" pr_cond_is s2 Provisioned False/ScaleUpInProgress
 t_eq "B: no node of s2 registered yet" 0 "$(pr_count "$gs")"
+pr_template wr 3 1Gi "$gr"
+pr_request r2 check-capacity wr 2
+t_wait 20 "B: r2 does not fit (one node for two pods)" pr_cond_is r2 Provisioned False/CapacityIsNotFound
+t_wait 10 "B: r2's next attempt is recorded" bash -c "kubectl get provreq -n $PR_NS r2 -o json |
+	jq -e '.status.provisioningClassDetails[\"provreqd.io/next-attempt\"]' >/dev/null"
+next_ns=$(kubectl get provreq -n "$PR_NS" r2 -o json | jq -r '.status.provisioningClassDetails["provreqd.io/next-attempt"]')
 kill -9 "${pid[one]}"
 t0=$(date +%s%N)
 t_pass "B: the leader was killed with SIGKILL"
@@ -89,6 +101,13 @@ t_pass "B: provreqd_leader_acquire_wait_seconds says replica two waited ${waited
 pr_request c2 check-capacity wb 1
 t_wait 20 "B: the new leader refuses a competing request while a2's booking holds" \
 	pr_cond_is c2 Provisioned False/CapacityIsNotFound
+# Room for r2 now; the new leader must still wait for r2's next attempt.
+pr_add_nodes "$gr" 1 4 8Gi
+hold=$(((next_ns - $(date +%s%N)) / 1000000000 - 2))
+((hold > 3)) || t_fail "B: r2's next attempt ($next_ns) is too close to test the backoff (${hold}s)"
+pr_stays "$hold" "B: the new leader does not retry r2 before its next attempt" \
+	bash -c "[[ \$(kubectl get provreq -n $PR_NS r2 -o jsonpath='{.status.conditions[?(@.type==\"Provisioned\")].status}') != True ]]"
+t_wait 30 "B: r2 is Provisioned at its next attempt" pr_cond_is r2 Provisioned True/CapacityIsFound
 t_wait 90 "B: s2 is Provisioned by the new leader" pr_cond_is s2 Provisioned True/CapacityIsProvisioned
 t_eq "B: the group holds exactly s2's 3 nodes" 3 "$(pr_count "$gs")"
 t_eq "B: no node was ever created beyond the 3" 3 "$(pr_added "$gs")"

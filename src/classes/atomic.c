@@ -419,6 +419,7 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 {
 	size_t i, took = 0, pending = 0;
 	bool *did = calloc(p->n + 1, sizeof(*did));
+	char part[700] = "";
 	if(!did)
 		return false;
 	for(i = 0; i < p->n; i++) {
@@ -439,6 +440,14 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 		if(g->target > in->target_before || pv.n > 0) {
 			did[i] = true;
 			took++;
+			/* A cloud takes an increase whole; only one that runs inside
+			 * provreqd (a driver that makes the nodes itself during the
+			 * call) can be cut short by its crash. */
+			if(g->target < in->target_before + in->delta && (int64_t)pv.n < in->delta && !part[0])
+				snprintf(part, sizeof(part),
+					 "provreqd was interrupted during the increase of %s, which took %zu of its %lld "
+					 "nodes; undoing it to start over",
+					 g->id, pv.n, (long long)in->delta);
 		}
 	}
 	if(pending) {
@@ -465,6 +474,13 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 				p->v[i].phase = STATE_PHASE_ROLLED_BACK;
 			}
 		start_roll_back(h, req, p, NULL, "provreqd was interrupted between the calls of a multi-group plan");
+		free(did);
+		return false;
+	}
+	if(part[0]) {
+		/* Not the cloud's failure: no group is backed off. */
+		log_warn("interrupted increase was cut short; rolling back", "plan", p->v[0].plan_id, "cause", part);
+		start_roll_back(h, req, p, NULL, part);
 		free(did);
 		return false;
 	}

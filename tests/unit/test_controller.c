@@ -1587,6 +1587,61 @@ static void test_async_crash_resumes_without_backoff(void)
 	stop_async();
 }
 
+/* A driver that makes the nodes itself during the call (the kwok driver's
+ * synchronous mode) is cut short by provreqd's crash: the group holds part
+ * of the increase. Broken controller caught: one that called that a
+ * partial creation by the cloud and backed the group off (seen in e2e 68:
+ * killed mid-call with 125 of 500 nodes made, the retry waited for the
+ * group's backoff). */
+static void test_async_crash_mid_call_is_not_the_clouds_failure(void)
+{
+	state_intent in;
+	prd_err e;
+	prd_cloud_error de;
+	bool off = true;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 8, NULL); /* 4 nodes */
+	{
+		json_object *o = NULL;
+		CU_ASSERT_EQUAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+					      NULL, NULL, &o, NULL, &e), 0);
+		memset(&in, 0, sizeof(in));
+		in.plan_id = "crash/2";
+		in.request_uid = (char *)json_object_get_string(
+			json_object_object_get(json_object_object_get(o, "metadata"), "uid"));
+		in.node_group = "g";
+		in.delta = 4;
+		in.target_before = 0;
+		in.deadline_ns = clk_wall(&fake) + 2 * MIN;
+		CU_ASSERT_EQUAL(state_intent_begin(db, &in, &e), 0);
+		CU_ASSERT_EQUAL(state_intent_set_known(db, "crash/2", "h1:", &e), 0);
+		CU_ASSERT_EQUAL(state_intent_advance(db, "crash/2", STATE_PHASE_INCREASING, NULL, &e), 0);
+		json_object_put(o);
+	}
+	/* The call had made one node of four when the process died. */
+	CU_ASSERT_EQUAL(a_increase(NULL, "g", 1, &de), 0);
+	a_create(1, 0);
+	a_register(1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpFailed");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "job", "Provisioned"), "interrupted during the increase of g, which took 1 of its 4"));
+	CU_ASSERT_EQUAL(state_group_backed_off(db, "g", &off, NULL, NULL), 0);
+	CU_ASSERT_FALSE(off);
+	a_finish_deletes();
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.target, 0);
+	/* The retry scales the group up again, whole. */
+	clk_fake_advance(&fake, 2 * MIN);
+	pass();
+	CU_ASSERT_EQUAL(ac.target, 4);
+	CU_ASSERT_EQUAL(ac.increases, 2);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	stop_async();
+}
+
 /* Broken controllers caught: one that cannot close a plan interrupted
  * before the cloud took the increase (it looped on it forever), one that
  * backs the group off for provreqd's own crash, one that waits out a
@@ -2119,6 +2174,7 @@ static const test_case cases[] = {
 	{ "the state store is pruned of vanished requests and old closed plans", test_state_pruned },
 	{ "dst: an increase whose answer was lost is rolled back", test_async_lost_answer_is_rolled_back },
 	{ "async: the words of each failure kind; a Failed request is told the rollback ended", test_async_failure_words },
+	{ "async: a crash that cut an in-process increase short is not the cloud's failure", test_async_crash_mid_call_is_not_the_clouds_failure },
 	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },
 	{ "dst: room on existing nodes is held during a scale-up", test_async_existing_room_is_held },
 	{ "dst: a lost status write after success is written from the plan", test_async_lost_status_write_after_success },
