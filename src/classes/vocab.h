@@ -30,6 +30,7 @@
 #define PR_R_NODES_REMOVED "BookedNodesRemoved"
 #define PR_R_SCALING_UP "ScaleUpInProgress"
 #define PR_R_SCALE_UP_FAILED "ScaleUpFailed"
+#define PR_R_DRIVER_ERROR "DriverError"
 #define PR_R_SCALE_UP_ROLLED_BACK "ScaleUpRolledBack" /* an Event reason only */
 #define PR_R_WAITING_TEMPLATES "PodTemplatesNotFound"
 

@@ -71,7 +71,8 @@ static const char *missing_function(const prd_cloud_driver *a)
 	if(!a->refresh) return "refresh";
 	if(!a->node_groups) return "node_groups";
 	if(!a->release_node_groups) return "release_node_groups";
-	if(!a->node_group_for_node) return "node_group_for_node";
+	/* node_group_for_node is optional since ABI 1.1: the host finds a
+	 * Node's group through the instances' node names. */
 	if(!a->instances) return "instances";
 	if(!a->release_instances) return "release_instances";
 	if(!a->template_node) return "template_node";

@@ -1,6 +1,7 @@
 #include "provreq/controller.h"
 #include "provreq/ctl_int.h"
 #include "classes/details.h"
+#include "classes/driver_class.h"
 #include "provreq/scaledown.h"
 #include "kube/events.h"
 #include "kube/objects.h"
@@ -35,6 +36,42 @@ void pr_config_default(pr_config *cfg)
 	cfg->expander = "least-waste";
 	cfg->scale_down = true;
 	cfg->scale_down_idle_ns = 10 * NS_PER_MIN;
+	cfg->driver_call_timeout_ns = 10 * PRD_NS_PER_SEC;
+}
+
+/* The built-in classes, then every class a loaded driver serves. */
+static int register_classes(pr_ctl *c, prd_err *err)
+{
+	size_t i, k;
+	int rc = pr_class_registry_new(&c->classes, err);
+	if(!rc)
+		rc = pr_class_register(c->classes, &pr_class_check_capacity, "built-in", err);
+	if(!rc)
+		rc = pr_class_register(c->classes, &pr_class_atomic, "built-in", err);
+	for(i = 0; !rc && c->drivers && i < c->drivers->n; i++) {
+		cloud_driver *d = c->drivers->v[i];
+		const char *const *names;
+		if(!d->api->provisioning_classes || !d->api->provision)
+			continue;
+		names = d->api->provisioning_classes(d->state);
+		for(k = 0; !rc && names && names[k]; k++) {
+			pr_class_module *m = NULL, **v;
+			char who[200];
+			v = realloc(c->dclasses, (c->ndclasses + 1) * sizeof(*v));
+			if(!v)
+				return prd_err_set(err, PRD_ENOMEM, "out of memory");
+			c->dclasses = v;
+			rc = pr_driver_class_new(d, names[k], c->cfg.driver_call_timeout_ns, &m, err);
+			if(rc)
+				break;
+			c->dclasses[c->ndclasses++] = m;
+			snprintf(who, sizeof(who), "driver %s (%s)", d->api->name, d->path ? d->path : "?");
+			rc = pr_class_register(c->classes, m, who, err);
+			if(!rc)
+				log_info("provisioning class served by a driver", "class", names[k], "driver", d->api->name);
+		}
+	}
+	return rc;
 }
 
 int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, state_db *db,
@@ -73,14 +110,24 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 			return prd_err_prefix(err, "event recorder");
 		}
 	}
+	rc = register_classes(c, err);
+	if(rc) {
+		pr_ctl_free(c);
+		return rc;
+	}
 	*out = c;
 	return 0;
 }
 
 void pr_ctl_free(pr_ctl *c)
 {
+	size_t i;
 	if(!c)
 		return;
+	pr_class_registry_free(c->classes);
+	for(i = 0; i < c->ndclasses; i++)
+		pr_driver_class_free(c->dclasses[i]);
+	free(c->dclasses);
 	sched_expander_free(c->expander);
 	kube_recorder_free(c->recorder);
 	hmap_free(&c->written);
@@ -664,7 +711,7 @@ static bool ours(pr_class_ctx *x, const kube_provreq *pr)
 {
 	const char *want = x->c->cfg.processor_instance ? x->c->cfg.processor_instance : "";
 	const char *have = processor_of(pr);
-	return pr__module_for(pr->class_name) && str_eq(have ? have : "", want);
+	return pr__module_for(x->c, pr->class_name) && str_eq(have ? have : "", want);
 }
 
 /* A request of a class nobody here serves: say so once. */
@@ -767,7 +814,7 @@ static sched_podset *gate(pr_class_ctx *x, const pr_params *pp, int prc, const p
 
 static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 {
-	const pr_class_module *m = pr__module_for(pr->class_name);
+	const pr_class_module *m = pr__module_for(c, pr->class_name);
 	pr_class_ctx x;
 	pr_class_host h;
 	pr_class_req req;
@@ -879,16 +926,19 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 {
 	static const char *const states[] = { "Pending", PR_COND_ACCEPTED, PR_COND_PROVISIONED, PR_COND_FAILED,
 					      PR_COND_BOOKING_EXPIRED, PR_COND_REVOKED };
-	static const pr_class classes[] = { PR_CLASS_CHECK_CAPACITY, PR_CLASS_ATOMIC_SCALE_UP };
-	double counts[2][6], booked[2] = { 0, 0 };
-	size_t i, k, s;
-	memset(counts, 0, sizeof(counts));
+	const pr_class_module *const *mods;
+	size_t nm = pr_class_modules(c->classes, &mods), i, k, s;
+	double (*counts)[6] = arena_array(&w->ar, nm + 1, sizeof(*counts));
+	double *booked = arena_array(&w->ar, nm + 1, sizeof(*booked));
+	if(!counts || !booked)
+		return;
 	for(i = 0; i < w->nprs; i++) {
-		pr_class cls = pr_class_of(w->prs[i]->class_name);
+		const pr_class_module *m = pr__module_for(c, w->prs[i]->class_name);
 		const char *st;
-		if(cls == PR_CLASS_OTHER)
+		if(!m)
 			continue;
-		k = cls == PR_CLASS_CHECK_CAPACITY ? 0 : 1;
+		for(k = 0; k < nm && mods[k] != m; k++)
+			;
 		st = pr_state(w->prs[i]);
 		for(s = 0; s < 6; s++)
 			if(!strcmp(states[s], st))
@@ -896,8 +946,8 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 		if(!strcmp(st, PR_COND_PROVISIONED))
 			booked[k]++;
 	}
-	for(k = 0; k < 2; k++) {
-		const char *cn = pr_class_name(classes[k]);
+	for(k = 0; k < nm; k++) {
+		const char *cn = mods[k]->short_name;
 		for(s = 0; s < 6; s++)
 			metrics_gauge_set(M_REQUESTS, METRICS_L(cn, states[s]), counts[k][s]);
 		metrics_gauge_set(M_BOOKINGS, METRICS_L(cn), booked[k]);
@@ -927,11 +977,11 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 /* Call every module's pass hook (begin or end). */
 static void modules_hook(pr_ctl *c, pr_world *w, bool begin)
 {
-	static const char *const names[] = { PR_CLASS_CHECK, PR_CLASS_ATOMIC };
+	const pr_class_module *const *mods;
 	pr_class_ctx x;
 	pr_class_host h;
 	pr_class_pass p;
-	size_t i;
+	size_t i, n = pr_class_modules(c->classes, &mods);
 	memset(&x, 0, sizeof(x));
 	x.c = c;
 	x.w = w;
@@ -939,8 +989,8 @@ static void modules_hook(pr_ctl *c, pr_world *w, bool begin)
 	p.prs = (const kube_provreq *const *)w->prs;
 	p.nprs = w->nprs;
 	p.ours = ours;
-	for(i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		const pr_class_module *m = pr__module_for(names[i]);
+	for(i = 0; i < n; i++) {
+		const pr_class_module *m = mods[i];
 		if(begin && m->pass_begin)
 			m->pass_begin(m, &h, &p);
 		if(!begin && m->pass_end)

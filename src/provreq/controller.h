@@ -37,6 +37,7 @@ typedef struct pr_config {
 	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
 	bool scale_down;                /* remove idle nodes provreqd added: on */
 	int64_t scale_down_idle_ns;     /* ... after this long idle: 10 min */
+	int64_t driver_call_timeout_ns; /* a driver class's provision call: 10 s */
 } pr_config;
 
 void pr_config_default(pr_config *cfg);
@@ -57,7 +58,10 @@ typedef struct pr_stats {
 typedef struct pr_ctl pr_ctl;
 
 /* Everything passed is borrowed and must outlive the controller. `drivers`
- * may be NULL (check-capacity only). Caller frees with pr_ctl_free(). */
+ * may be NULL (check-capacity only). The classes the drivers serve
+ * (provisioning_classes) are registered beside the built-in ones; a class
+ * served twice is refused (PRD_EEXIST, naming both providers). Caller
+ * frees with pr_ctl_free(). */
 int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, state_db *db,
 	       cloud_drivers *drivers, pr_ctl **out, prd_err *err);
 void pr_ctl_free(pr_ctl *c);

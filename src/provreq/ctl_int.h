@@ -102,6 +102,9 @@ struct pr_ctl {
 	json_object *details;
 	pr_class_limits limits;
 	hmap unowned;             /* uids of requests of a class nobody here serves, logged once */
+	pr_class_registry *classes; /* built-in modules and the drivers' classes */
+	pr_class_module **dclasses; /* the drivers' class modules (owned) */
+	size_t ndclasses;
 	hmap idle_since;          /* node → int64_t* when it became idle (scale-down) */
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	int64_t pruned_at;        /* when the state store was last pruned (0 = never) */
@@ -142,6 +145,6 @@ int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets,
 int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err);
 
 /* The module serving a class name, or NULL. */
-const pr_class_module *pr__module_for(const char *class_name);
+const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);
 
 #endif

@@ -17,21 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const pr_class_module *const builtin[] = { &pr_class_check_capacity, &pr_class_atomic };
-
-const pr_class_module *pr__module_for(const char *name)
+const pr_class_module *pr__module_for(const pr_ctl *c, const char *name)
 {
-	size_t i, k;
-	if(!name)
-		return NULL;
-	for(i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++) {
-		if(!strcmp(builtin[i]->name, name))
-			return builtin[i];
-		for(k = 0; builtin[i]->aliases && builtin[i]->aliases[k]; k++)
-			if(!strcmp(builtin[i]->aliases[k], name))
-				return builtin[i];
-	}
-	return NULL;
+	return pr_class_lookup(c->classes, name);
 }
 
 /* ---- conditions and Events -------------------------------------------- */
@@ -68,7 +56,8 @@ void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char
 	pr_conds_set(conds, type, status, reason, msg, c->now, pr->meta.generation);
 	if(transition && !strcmp(status, "True") && pr->meta.created_ns) {
 		double age = (double)(c->now - pr->meta.created_ns) / (double)PRD_NS_PER_SEC;
-		const char *cls = pr_class_name(pr_class_of(pr->class_name));
+		const pr_class_module *m = pr__module_for(c, pr->class_name);
+		const char *cls = m ? m->short_name : "other";
 		if(!strcmp(type, PR_COND_PROVISIONED))
 			metrics_observe(M_TIME_TO_PROVISIONED, METRICS_L(cls), age);
 		else if(!strcmp(type, PR_COND_FAILED))
@@ -414,7 +403,7 @@ void pr__rebuild_from_api(pr_ctl *c, pr_world *w)
 	if(!c->db)
 		return;
 	for(i = 0; i < w->nprs; i++) {
-		if(!pr__module_for(w->prs[i]->class_name))
+		if(!pr__module_for(c, w->prs[i]->class_name))
 			continue;
 		rebuild_booking(c, w, w->prs[i]);
 		rebuild_attempts(c, w->prs[i]);

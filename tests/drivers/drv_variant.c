@@ -9,8 +9,6 @@ static int ok_refresh(void *s, prd_cloud_error *e) { (void)s; (void)e; return 0;
 static int ok_groups(void *s, prd_cloud_node_group **g, size_t *n, prd_cloud_error *e)
 { (void)s; (void)e; *g = NULL; *n = 0; return 0; }
 static void ok_release_groups(void *s, prd_cloud_node_group *g, size_t n) { (void)s; (void)g; (void)n; }
-static int ok_for_node(void *s, const char *j, char **id, prd_cloud_error *e)
-{ (void)s; (void)j; (void)e; *id = NULL; return 0; }
 static int ok_instances(void *s, const char *g, prd_cloud_instance **i, size_t *n, prd_cloud_error *e)
 { (void)s; (void)g; (void)e; *i = NULL; *n = 0; return 0; }
 static void ok_release_instances(void *s, prd_cloud_instance *i, size_t n) { (void)s; (void)i; (void)n; }
@@ -62,7 +60,7 @@ static const prd_cloud_driver descriptor = {
 	.refresh = ok_refresh,
 	.node_groups = ok_groups,
 	.release_node_groups = ok_release_groups,
-	.node_group_for_node = ok_for_node,
+	/* No node_group_for_node: optional since ABI 1.1. */
 	.instances = ok_instances,
 	.release_instances = ok_release_instances,
 	.template_node = ok_template,

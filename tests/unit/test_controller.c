@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define T0 (1714557600LL * PRD_NS_PER_SEC)
 #define SEC PRD_NS_PER_SEC
@@ -2148,6 +2149,200 @@ static void test_details_chunking(void)
 	json_object_put(patch);
 }
 
+/* ---- classes a driver serves ------------------------------------------ */
+
+static int dc_mode;            /* what the next provision call answers */
+static int dc_calls;
+static volatile int dc_release; /* a hanging call returns once set */
+static volatile int dc_returned;
+static char dc_seen[4096];
+
+static const char *const dc_names[] = { "instant.example.test", NULL };
+static const char *const dc_clash[] = { "instant.example.test", NULL };
+static const char *const dc_builtin[] = { "check-capacity.autoscaling.x-k8s.io", NULL };
+
+static const char *const *dc_classes(void *st)
+{
+	return st ? (const char *const *)st : dc_names;
+}
+
+static int dc_provision(void *st, const char *cls, const char *req, const char *tmpls, prd_cloud_outcome *o,
+			prd_cloud_error *err)
+{
+	(void)st;
+	dc_calls++;
+	snprintf(dc_seen, sizeof(dc_seen), "%s|%s|%s", cls, req, tmpls);
+	switch(dc_mode) {
+	case 0:
+		o->state = PRD_CLOUD_OUTCOME_PROVISIONED;
+		snprintf(o->reason, sizeof(o->reason), "InstantCapacity");
+		snprintf(o->message, sizeof(o->message), "made at once");
+		return 0;
+	case 1:
+		o->state = PRD_CLOUD_OUTCOME_NOT_PROVISIONED;
+		snprintf(o->reason, sizeof(o->reason), "TooManyPods");
+		snprintf(o->message, sizeof(o->message), "at most 10 pods");
+		return 0;
+	case 2:
+		o->state = PRD_CLOUD_OUTCOME_FAILED;
+		snprintf(o->reason, sizeof(o->reason), "Unsupported");
+		snprintf(o->message, sizeof(o->message), "never");
+		return 0;
+	case 3:
+		o->state = 77;
+		return 0;
+	case 4:
+		snprintf(err->message, sizeof(err->message), "quota service down");
+		return PRD_CLOUD_EIO;
+	case 5:
+		while(!dc_release)
+			usleep(1000);
+		o->state = PRD_CLOUD_OUTCOME_PROVISIONED;
+		dc_returned = 1;
+		return 0;
+	default:
+		o->state = PRD_CLOUD_OUTCOME_PROVISIONED;
+		snprintf(o->reason, sizeof(o->reason), "not a reason!");
+		return 0;
+	}
+}
+
+static int dc_groups(void *st, prd_cloud_node_group **out, size_t *n, prd_cloud_error *err)
+{
+	(void)st;
+	(void)err;
+	*out = NULL;
+	*n = 0;
+	return 0;
+}
+
+static const prd_cloud_driver dc_driver = {
+	.abi_major = PRD_CLOUD_ABI_MAJOR,
+	.abi_minor = PRD_CLOUD_ABI_MINOR,
+	.struct_size = sizeof(prd_cloud_driver),
+	.name = "classy",
+	.refresh = a_refresh,
+	.node_groups = dc_groups,
+	.release_node_groups = a_release_groups,
+	.instances = a_instances,
+	.release_instances = a_release_instances,
+	.template_node = a_template,
+	.increase_size = a_increase,
+	.delete_nodes = a_delete_nodes,
+	.decrease_target_size = a_decrease,
+	.release_string = a_release_string,
+	.provisioning_classes = dc_classes,
+	.provision = dc_provision,
+};
+
+/* Broken controllers caught: one that drops a request of a driver's class
+ * like a foreign one (provision was never called), one that ignores the
+ * outcome's reason or state, one that lets garbage or an error through as
+ * an answer, and one whose loop waits for a driver that hangs. Also: a
+ * class served twice is refused at start, naming both. */
+static void test_driver_classes(void)
+{
+	static cloud_driver d1 = { "/drivers/classy.so", NULL, &dc_driver, NULL, NULL };
+	static cloud_driver d2 = { "/drivers/other.so", NULL, &dc_driver, (void *)dc_clash, NULL };
+	static cloud_driver d3 = { "/drivers/third.so", NULL, &dc_driver, (void *)dc_builtin, NULL };
+	cloud_driver *v[2];
+	pr_config cfg;
+	prd_err e;
+	pr_ctl *c2 = NULL;
+	int i;
+	start(NULL, NULL);
+	pr_ctl_free(ctl);
+	pr_config_default(&cfg);
+	cfg.driver_call_timeout_ns = 50 * PRD_NS_PER_MS;
+	v[0] = &d1;
+	drivers.v = v;
+	drivers.n = 1;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	add_template("a", "two", "2");
+	dc_mode = 0;
+	add_pr("a", "ok", "instant.example.test", "two", 3, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "ok", "Provisioned"), "True/InstantCapacity");
+	CU_ASSERT_STRING_EQUAL(cond_msg("a", "ok", "Provisioned"), "made at once");
+	CU_ASSERT_EQUAL(dc_calls, 1);
+	/* The driver saw the request and its PodTemplate. */
+	CU_ASSERT_PTR_NOT_NULL(strstr(dc_seen, "instant.example.test|"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(dc_seen, "\"podTemplateRef\":{\"name\":\"two\"},\"count\":3"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(dc_seen, "|[{\"name\":\"two\",\"template\":{"));
+	pass();
+	CU_ASSERT_EQUAL(dc_calls, 1); /* decided once */
+
+	static const struct {
+		int mode;
+		const char *want, *words;
+	} k[] = {
+		{ 1, "False/TooManyPods", "at most 10 pods" },
+		{ 2, "False/Unsupported", "never" },
+		{ 3, "False/DriverError", "outcome state 77" },
+		{ 4, "False/DriverError", "driver classy: provision: quota service down" },
+		{ 6, "False/DriverError", "not a CamelCase word" },
+	};
+	for(i = 0; i < (int)(sizeof(k) / sizeof(k[0])); i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "r%d", i);
+		dc_mode = k[i].mode;
+		add_pr("a", name, "instant.example.test", "two", 1, NULL);
+		pass();
+		CU_ASSERT_STRING_EQUAL(cond("a", name, "Provisioned"), k[i].want);
+		CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", name, "Provisioned"), k[i].words));
+	}
+	CU_ASSERT_STRING_EQUAL(cond("a", "r1", "Failed"), "True/Unsupported");
+	CU_ASSERT_STRING_EQUAL(cond("a", "r0", "Failed"), "-"); /* not provisioned: retried */
+
+	/* A hanging driver: the pass goes on; the class is busy until the
+	 * call returns, then is asked again. */
+	dc_mode = 5;
+	dc_release = 0;
+	dc_returned = 0;
+	add_pr("a", "hang", "instant.example.test", "two", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "hang", "Provisioned"), "False/DriverError");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "hang", "Provisioned"), "did not answer provision within"));
+	clk_fake_advance(&fake, 2 * MIN);
+	i = dc_calls;
+	pass();
+	CU_ASSERT_EQUAL(dc_calls, i); /* not called again while busy */
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "hang", "Provisioned"), "still busy"));
+	dc_release = 1;
+	for(i = 0; i < 5000 && !dc_returned; i++)
+		usleep(1000);
+	usleep(20000); /* the call's thread marks the class free after the driver returned */
+	dc_mode = 0;
+	clk_fake_advance(&fake, 2 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "hang", "Provisioned"), "True/InstantCapacity");
+	{
+		double mv = -1;
+		CU_ASSERT_FALSE(metrics_get(M_UNOWNED, NULL, &mv) && mv > 0);
+	}
+	add_pr("a", "typo", "instant.example.tset", "two", 1, NULL);
+	pass();
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "typo", "Provisioned"), "-");
+	{
+		double mv = -1;
+		CU_ASSERT_TRUE(metrics_get(M_UNOWNED, NULL, &mv));
+		CU_ASSERT_DOUBLE_EQUAL(mv, 1, 0.1); /* once, not every pass */
+	}
+
+	/* Served twice: refused, naming both; a built-in class likewise. */
+	v[1] = &d2;
+	drivers.n = 2;
+	CU_ASSERT_EQUAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &c2, &e), PRD_EEXIST);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "instant.example.test is served by both driver classy (/drivers/classy.so) and driver classy (/drivers/other.so)"));
+	v[1] = &d3;
+	CU_ASSERT_EQUAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &c2, &e), PRD_EEXIST);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "check-capacity.autoscaling.x-k8s.io is served by both built-in and driver classy"));
+	drivers.v = NULL;
+	drivers.n = 0;
+	stop();
+}
+
 static const test_case cases[] = {
 	{ "failover adopts the plan", test_failover_adopts_plan },
 	{ "informer mode", test_informer_mode },
@@ -2171,6 +2366,7 @@ static const test_case cases[] = {
 	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
 	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
 	{ "details chunking", test_details_chunking },
+	{ "classes a driver serves", test_driver_classes },
 	{ "the state store is pruned of vanished requests and old closed plans", test_state_pruned },
 	{ "dst: an increase whose answer was lost is rolled back", test_async_lost_answer_is_rolled_back },
 	{ "async: the words of each failure kind; a Failed request is told the rollback ended", test_async_failure_words },

@@ -106,6 +106,7 @@ static void test_good_and_duplicate(void)
 	CU_ASSERT_EQUAL_FATAL(cloud_drivers_load(&set, drv("good"), &host.host, NULL, &d, &e), 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(d);
 	CU_ASSERT_STRING_EQUAL(d->api->name, "variant");
+	CU_ASSERT_PTR_NULL(d->api->node_group_for_node); /* optional since ABI 1.1 */
 	CU_ASSERT_PTR_EQUAL(cloud_drivers_find(&set, "variant"), d);
 	CU_ASSERT_PTR_NULL(cloud_drivers_find(&set, "other"));
 	CU_ASSERT_PTR_NULL(d->api->atomic_increase_size);

@@ -36,6 +36,7 @@ check "- small min=0 max=10 target=1"
 check "template allocatable: cpu=4 memory=16Gi pods=110"
 check "instances: 1 (1 running, 0 with errors)"
 check "- gpu min=0 max=4 target=0"
+check "extra provisioning classes: instant.example.provreqd.io"
 
 # A broken config is reported, not crashed on.
 printf 'small 0 1\n' > "$tmp/bad.txt"

@@ -5,6 +5,12 @@
  *
  *     # id     min  max  target  cpu  memory  pods
  *     small    0    10   1       4    16Gi    110
+ *     maxPods  10
+ *
+ * It also serves a provisioning class of its own,
+ * instant.example.provreqd.io: a request of that class is provisioned at
+ * once when it asks for at most `maxPods` pods in all (default 10), and
+ * answered not-provisioned otherwise.
  *
  * "Creating" a node only records it; a real driver would call its cloud's
  * API here and report each instance's progress in instances(). Build it
@@ -44,6 +50,7 @@ struct state {
 	int ngroups;
 	struct node nodes[MAX_NODES];
 	int nnodes;
+	long max_pods;                /* the instant class's limit */
 };
 
 static int fail(prd_cloud_error *err, int code, const char *fmt, ...)
@@ -99,6 +106,11 @@ static int parse_config(struct state *st, const char *config, prd_cloud_error *e
 		p = nl ? nl + 1 : NULL;
 		if(buf[strspn(buf, " \t")] == '#' || buf[strspn(buf, " \t")] == '\0')
 			continue;
+		if(sscanf(buf, " maxPods %ld", &st->max_pods) == 1) {
+			if(st->max_pods < 0)
+				return fail(err, PRD_CLOUD_EINVAL, "config line %d: maxPods must be >= 0", line);
+			continue;
+		}
 		memset(&g, 0, sizeof(g));
 		n = sscanf(buf, "%63s %d %d %d %15s %15s %15s", g.id, &g.min, &g.max, &g.target,
 			   g.cpu, g.memory, g.pods);
@@ -140,6 +152,7 @@ static int ex_init(const prd_cloud_host *host, const char *config, void **state,
 	if(!st)
 		return fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	st->host = host;
+	st->max_pods = 10;
 	rc = parse_config(st, config, err);
 	for(i = 0; !rc && i < st->ngroups; i++)
 		rc = add_nodes(st, i, st->groups[i].target);
@@ -326,6 +339,58 @@ static int ex_decrease_target(void *state, const char *group_id, int32_t delta, 
 	return fail(err, PRD_CLOUD_EUNSUPPORTED, "group %s has no pending nodes to cancel", group_id);
 }
 
+/* ---- the driver's own class ---------------------------------------- */
+
+static const char *const classes[] = { "instant.example.provreqd.io", NULL };
+
+static const char *const *ex_classes(void *state)
+{
+	(void)state;
+	return classes;
+}
+
+/* The total pod count of the request: the sum of "count" in
+ * spec.podSets. The host writes compact JSON; a real driver would use a
+ * JSON parser instead of this scan. */
+static long total_pods(const char *request_json)
+{
+	const char *p = strstr(request_json, "\"podSets\":["), *end;
+	long total = 0;
+	if(!p)
+		return -1;
+	end = strchr(p, ']');
+	while((p = strstr(p, "\"count\":")) && (!end || p < end)) {
+		p += strlen("\"count\":");
+		total += strtol(p, NULL, 10);
+	}
+	return total;
+}
+
+static int ex_provision(void *state, const char *class_name, const char *request_json,
+			const char *templates_json, prd_cloud_outcome *outcome, prd_cloud_error *err)
+{
+	struct state *st = state;
+	long pods = total_pods(request_json);
+	(void)templates_json;
+	if(strcmp(class_name, classes[0]) != 0)
+		return fail(err, PRD_CLOUD_EINVAL, "class %s is not served here", class_name);
+	if(pods < 0)
+		return fail(err, PRD_CLOUD_EINVAL, "the request has no podSets");
+	if(pods <= st->max_pods) {
+		outcome->state = PRD_CLOUD_OUTCOME_PROVISIONED;
+		snprintf(outcome->reason, sizeof(outcome->reason), "InstantCapacity");
+		snprintf(outcome->message, sizeof(outcome->message),
+			 "the example driver provisioned %ld pods at once (at most %ld)", pods, st->max_pods);
+	} else {
+		outcome->state = PRD_CLOUD_OUTCOME_NOT_PROVISIONED;
+		snprintf(outcome->reason, sizeof(outcome->reason), "TooManyPods");
+		snprintf(outcome->message, sizeof(outcome->message),
+			 "the example driver provisions at most %ld pods per request; this one asks for %ld",
+			 st->max_pods, pods);
+	}
+	return 0;
+}
+
 static void ex_release_string(void *state, char *s)
 {
 	(void)state;
@@ -351,6 +416,8 @@ static const prd_cloud_driver descriptor = {
 	.delete_nodes = ex_delete_nodes,
 	.decrease_target_size = ex_decrease_target,
 	.release_string = ex_release_string,
+	.provisioning_classes = ex_classes,
+	.provision = ex_provision,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);
