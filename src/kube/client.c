@@ -9,12 +9,10 @@
 #include "kube/client.h"
 
 #include <curl/curl.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <config.h> /* autoconf: PACKAGE_VERSION */
 #include "kube/client_int.h"
@@ -265,17 +263,6 @@ static int req_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 	(void)ut;
 	(void)un;
 	return past_deadline(ud) ? 1 : 0;
-}
-
-static void sleep_ns(int64_t ns)
-{
-	struct timespec ts;
-	if(ns <= 0)
-		return;
-	ts.tv_sec = ns / PRD_NS_PER_SEC;
-	ts.tv_nsec = ns % PRD_NS_PER_SEC;
-	while(nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
 }
 
 /* Token bucket, client-go style: take a token, going into debt if none is
@@ -729,11 +716,11 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 			int64_t d = retry_delay_ns(attempt, r.retry_after_s > 0 ? r.retry_after_s : st->retry_after_s);
 			log_debug("retrying request", "method", method, "path", path, "code", LOGI(code),
 				  "attempt", LOGI(attempt + 1), "delay_ms", LOGI(d / PRD_NS_PER_MS));
-			/* In slices, so a shutdown deadline set meanwhile ends the
-			 * wait. */
+			/* On the client's clock, in slices, so a shutdown
+			 * deadline set meanwhile ends the wait. */
 			while(d > 0 && atomic_load(&c->deadline_ns) == 0) {
 				int64_t step = d < 50 * PRD_NS_PER_MS ? d : 50 * PRD_NS_PER_MS;
-				sleep_ns(step);
+				clk_sleep(c->o.clock, step);
 				d -= step;
 			}
 		}

@@ -397,19 +397,24 @@ static void test_get_404(void)
 	fx_stop(&f);
 }
 
+/* On a fake clock, so the waits are exact and take no real time. */
 static void test_retry_429(void)
 {
 	fixture f;
 	kube_status st;
 	prd_err e;
 	json_object *o = NULL;
-	kube_client_opts opts = {.max_retries = 3};
+	clk fc;
+	kube_client_opts opts = {.max_retries = 3, .clock = &fc};
 
+	clk_fake_init(&fc, 1700000000LL * PRD_NS_PER_SEC);
 	fx_start(&f, M_429, &opts);
 	CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", &o, &st, &e), 0);
 	CU_ASSERT_PTR_NOT_NULL(o);
 	json_object_put(o);
 	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 3);
+	/* Two 429s, each with Retry-After: 1, honoured to the nanosecond. */
+	CU_ASSERT_EQUAL(clk_mono(&fc), 2 * PRD_NS_PER_SEC);
 	fx_stop(&f);
 
 	/* 429 means "not processed": a POST is retried too. */
@@ -418,6 +423,7 @@ static void test_retry_429(void)
 	CU_ASSERT_EQUAL(kube_create(f.c, &KUBE_PODS, "ns1", o, NULL, &st, &e), 0);
 	json_object_put(o);
 	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 3);
+	CU_ASSERT_EQUAL(clk_mono(&fc), 4 * PRD_NS_PER_SEC);
 	fx_stop(&f);
 
 	/* Out of retries: PRD_EAGAIN with the server's Retry-After. */
@@ -427,6 +433,7 @@ static void test_retry_429(void)
 	CU_ASSERT_EQUAL(st.http_code, 429);
 	CU_ASSERT_EQUAL(st.retry_after_s, 1);
 	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 2);
+	CU_ASSERT_EQUAL(clk_mono(&fc), 5 * PRD_NS_PER_SEC);
 	fx_stop(&f);
 }
 
