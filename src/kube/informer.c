@@ -811,39 +811,3 @@ int kube_informer_by_label(kube_informer *inf, const char *key, const char *valu
 			return ps_foreach(bucket(inf, IDX_FIXED + i, value), fn, ud);
 	return PRD_ENOTFOUND;
 }
-
-/* ------------------------------------------------------------ workqueue glue */
-
-static void enqueue_key(wq *q, const kube_meta *m)
-{
-	char key[600];
-	if(kube_meta_key(m, key, sizeof(key)))
-		wq_add(q, key);
-	else
-		log_warn("informer: object key too long to queue", "name", m->name);
-}
-
-static void enq_add(void *ud, const kube_meta *m)
-{
-	enqueue_key(ud, m);
-}
-
-static void enq_update(void *ud, const kube_meta *old, const kube_meta *m)
-{
-	enqueue_key(ud, m);
-}
-
-static void enq_delete(void *ud, const kube_meta *old)
-{
-	enqueue_key(ud, old);
-}
-
-kube_handler kube_handler_enqueue(wq *q)
-{
-	kube_handler h;
-	h.on_add = enq_add;
-	h.on_update = enq_update;
-	h.on_delete = enq_delete;
-	h.ud = q;
-	return h;
-}

@@ -25,8 +25,8 @@
  *    lock held. The objects they receive stay valid until the handler
  *    returns (an old object is freed only after every handler saw it). A
  *    handler may take the read lock; it must not block for long, since it
- *    holds up the watch. The usual handler computes a key and calls
- *    wq_add().
+ *    holds up the watch. The usual handler notes that something changed
+ *    and wakes the worker (see cmd_run.c).
  *  - has_synced and the counters may be read from any thread.
  *  - Handlers are registered before kube_informer_start(). */
 #ifndef PRD_KUBE_INFORMER_H
@@ -37,7 +37,6 @@
 
 #include "kube/objects.h"
 #include "kube/reflector.h"
-#include "kube/workqueue.h"
 #include "util/err.h"
 
 typedef struct kube_handler {
@@ -97,11 +96,5 @@ size_t kube_informer_count_by_consumer(kube_informer *inf, const char *ns, const
 /* Objects whose label `key` (one of opts.label_indexes) is `value`.
  * PRD_ENOTFOUND if key is not indexed. */
 int kube_informer_by_label(kube_informer *inf, const char *key, const char *value, kube_obj_fn fn, void *ud);
-
-/* ---- workqueue glue ---- */
-
-/* A handler that adds the object's own key ("ns/name" or "name") to q on
- * every add, update and delete. */
-kube_handler kube_handler_enqueue(wq *q);
 
 #endif

@@ -4,7 +4,6 @@
 #include "testutil.h"
 #include "kube/informer.h"
 #include "kube/reflector.h"
-#include "kube/workqueue.h"
 #include "ops/log.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -624,16 +623,14 @@ static char *node_json(const char *name, const char *rv, const char *group)
 	return strdup(buf);
 }
 
-static void test_nodes_label_index_and_queue(void)
+static void test_nodes_label_index(void)
 {
 	harness h;
 	fsess *s;
 	static const char *const labels[] = { "provreqd.io/node-group", NULL };
-	wq *q = wq_new(NULL);
-	kube_handler enq = kube_handler_enqueue(q);
+	kube_handler hd = { h_add, h_update, h_delete, &h.log };
 	kube_informer_opts o;
 	int n = 0;
-	char *k;
 
 	memset(&h, 0, sizeof(h));
 	fake_init(&h.f);
@@ -652,7 +649,7 @@ static void test_nodes_label_index_and_queue(void)
 	o.reflector.sleep = f_sleep;
 	o.reflector.sleep_ud = &h.f;
 	CU_ASSERT_EQUAL_FATAL(kube_informer_new(&o, &h.inf, NULL), 0);
-	CU_ASSERT_EQUAL(kube_informer_add_handler(h.inf, &enq), 0);
+	CU_ASSERT_EQUAL(kube_informer_add_handler(h.inf, &hd), 0);
 	h.f.inf = h.inf;
 	h.lw.list = f_list;
 	h.lw.watch = f_watch;
@@ -672,15 +669,14 @@ static void test_nodes_label_index_and_queue(void)
 	CU_ASSERT_PTR_NOT_NULL(kube_informer_get(h.inf, "whatever", "n1"));
 	kube_informer_rdunlock(h.inf);
 
-	/* Three adds and one update, de-duplicated to three keys. */
-	CU_ASSERT_EQUAL(wq_len(q), 3);
-	while(wq_try_get(q, &k) == 0) {
-		CU_ASSERT_TRUE(strcmp(k, "n1") == 0 || strcmp(k, "n2") == 0 || strcmp(k, "n3") == 0);
-		wq_done(q, k);
-		free(k);
-	}
+	/* Three adds and one update; a cluster-scoped object has no
+	 * namespace. */
+	CU_ASSERT_EQUAL(h.log.n, 4);
+	CU_ASSERT_TRUE(log_has(&h.log, "add /n1 1"));
+	CU_ASSERT_TRUE(log_has(&h.log, "add /n2 2"));
+	CU_ASSERT_TRUE(log_has(&h.log, "add /n3 3"));
+	CU_ASSERT_STRING_EQUAL(h.log.lines[3], "update /n2 2>14");
 	finish(&h);
-	wq_free(q);
 }
 
 static void test_stop_promptly(void)
@@ -776,7 +772,7 @@ static const test_case cases[] = {
 	{ "relist_keeps_unchanged", test_relist_keeps_unchanged },
 	{ "backoff", test_backoff },
 	{ "malformed_skipped", test_malformed_skipped },
-	{ "nodes_label_index_and_queue", test_nodes_label_index_and_queue },
+	{ "nodes_label_index", test_nodes_label_index },
 	{ "stop_promptly", test_stop_promptly },
 	{ "store_direct", test_store_direct },
 	{ NULL, NULL }
