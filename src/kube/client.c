@@ -9,12 +9,10 @@
 #include "kube/client.h"
 
 #include <curl/curl.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <config.h> /* autoconf: PACKAGE_VERSION */
 #include "kube/client_int.h"
@@ -267,20 +265,11 @@ static int req_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 	return past_deadline(ud) ? 1 : 0;
 }
 
-static void sleep_ns(int64_t ns)
-{
-	struct timespec ts;
-	if(ns <= 0)
-		return;
-	ts.tv_sec = ns / PRD_NS_PER_SEC;
-	ts.tv_nsec = ns % PRD_NS_PER_SEC;
-	while(nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* Token bucket, client-go style: take a token, going into debt if none is
  * left, and sleep until the debt would have been refilled. Reserving under
- * the lock and sleeping outside it keeps waiters in arrival order. */
+ * the lock and sleeping outside it keeps waiters in arrival order. Both the
+ * refill and the wait are on the client's clock, so with a fake clock the
+ * pacing is exact and takes no real time. */
 static void rate_wait(kube_client *c)
 {
 	int64_t now, wait = 0;
@@ -298,7 +287,7 @@ static void rate_wait(kube_client *c)
 	}
 	c->requests++;
 	pthread_mutex_unlock(&c->rl_mu);
-	sleep_ns(wait);
+	clk_sleep(c->o.clock, wait);
 }
 
 typedef struct resp {
@@ -727,11 +716,11 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 			int64_t d = retry_delay_ns(attempt, r.retry_after_s > 0 ? r.retry_after_s : st->retry_after_s);
 			log_debug("retrying request", "method", method, "path", path, "code", LOGI(code),
 				  "attempt", LOGI(attempt + 1), "delay_ms", LOGI(d / PRD_NS_PER_MS));
-			/* In slices, so a shutdown deadline set meanwhile ends the
-			 * wait. */
+			/* On the client's clock, in slices, so a shutdown
+			 * deadline set meanwhile ends the wait. */
 			while(d > 0 && atomic_load(&c->deadline_ns) == 0) {
 				int64_t step = d < 50 * PRD_NS_PER_MS ? d : 50 * PRD_NS_PER_MS;
-				sleep_ns(step);
+				clk_sleep(c->o.clock, step);
 				d -= step;
 			}
 		}

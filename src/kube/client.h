@@ -51,7 +51,10 @@ typedef struct kube_client_opts {
 	int max_retries;             /* default 5; negative = never retry */
 	const char *user_agent;      /* default "provreqd/<version>" */
 	const char *field_manager;   /* for apply/create/update; default "provreqd" */
-	const clk *clock;            /* default clk_real() */
+	/* Paces requests (the token bucket refills and waits on it), times
+	 * the waits between retries and measures the shutdown deadline.
+	 * Default clk_real(). */
+	const clk *clock;
 	/* Observe every request (metrics): verb, resource, HTTP code (0 on
 	 * transport failure), latency. Called from the calling thread. */
 	void (*observe)(void *ud, const char *verb, const char *resource, long code, int64_t latency_ns);

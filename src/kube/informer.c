@@ -7,104 +7,7 @@
 #include <string.h>
 
 #include "ops/log.h"
-#include "util/hmap.h"
 #include "util/str.h"
-
-/* ------------------------------------------------------------ ptrset */
-
-/* A set of object pointers: open addressing, linear probing, deletion by
- * backward shift (no tombstones). Index buckets are these. */
-typedef struct ptrset {
-	const kube_meta **slots;
-	uint32_t cap, len;
-} ptrset;
-
-static size_t ptr_hash(const void *p)
-{
-	uint64_t x = (uint64_t)(uintptr_t)p;
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return (size_t)x;
-}
-
-static int ps_grow(ptrset *s)
-{
-	uint32_t ncap = s->cap ? s->cap * 2 : 4, i;
-	const kube_meta **n = calloc(ncap, sizeof(*n));
-	if(!n)
-		return PRD_ENOMEM;
-	for(i = 0; i < s->cap; i++) {
-		size_t j;
-		if(!s->slots[i])
-			continue;
-		for(j = ptr_hash(s->slots[i]) & (ncap - 1); n[j]; j = (j + 1) & (ncap - 1))
-			;
-		n[j] = s->slots[i];
-	}
-	free(s->slots);
-	s->slots = n;
-	s->cap = ncap;
-	return PRD_OK;
-}
-
-static int ps_add(ptrset *s, const kube_meta *p)
-{
-	size_t i;
-	if((s->len + 1) * 4 > s->cap * 3 && ps_grow(s))
-		return PRD_ENOMEM;
-	for(i = ptr_hash(p) & (s->cap - 1); s->slots[i]; i = (i + 1) & (s->cap - 1))
-		if(s->slots[i] == p)
-			return PRD_OK;
-	s->slots[i] = p;
-	s->len++;
-	return PRD_OK;
-}
-
-/* Is `home` cyclically within (i, j]? */
-static bool cyc_between(size_t i, size_t home, size_t j)
-{
-	return i <= j ? (i < home && home <= j) : (i < home || home <= j);
-}
-
-static void ps_del(ptrset *s, const kube_meta *p)
-{
-	size_t mask, i, j;
-	if(!s->cap)
-		return;
-	mask = s->cap - 1;
-	for(i = ptr_hash(p) & mask; s->slots[i] != p; i = (i + 1) & mask)
-		if(!s->slots[i])
-			return;
-	s->slots[i] = NULL;
-	s->len--;
-	for(j = (i + 1) & mask; s->slots[j]; j = (j + 1) & mask) {
-		if(cyc_between(i, ptr_hash(s->slots[j]) & mask, j))
-			continue;
-		s->slots[i] = s->slots[j];
-		s->slots[j] = NULL;
-		i = j;
-	}
-}
-
-static void ps_free(void *p)
-{
-	ptrset *s = p;
-	if(!s)
-		return;
-	free(s->slots);
-	free(s);
-}
-
-static int ps_foreach(const ptrset *s, kube_obj_fn fn, void *ud)
-{
-	uint32_t i;
-	int rc;
-	for(i = 0; s && i < s->cap; i++)
-		if(s->slots[i] && (rc = fn(ud, s->slots[i])) != 0)
-			return rc;
-	return PRD_OK;
-}
 
 /* ------------------------------------------------------------ objtab */
 
@@ -125,6 +28,12 @@ static size_t key_hash(const char *ns, const char *name)
 	for(p = (const unsigned char *)name; *p; p++)
 		h = (h ^ *p) * 1099511628211ULL;
 	return (size_t)h;
+}
+
+/* Is `home` cyclically within (i, j]? */
+static bool cyc_between(size_t i, size_t home, size_t j)
+{
+	return i <= j ? (i < home && home <= j) : (i < home || home <= j);
 }
 
 static size_t obj_hash(const kube_meta *m)
@@ -204,30 +113,28 @@ static void ot_del(objtab *t, const kube_meta *m)
 	}
 }
 
-/* ------------------------------------------------------------ indexes */
+/* Free the table (not the objects). */
+static void ot_free(objtab *t)
+{
+	free(t->slots);
+	memset(t, 0, sizeof(*t));
+}
 
-enum { IDX_NODE, IDX_CONSUME, IDX_FIXED };
-
-/* Everything that a relist swaps at once: the table and its indexes. */
-typedef struct tables {
-	objtab objs;
-	hmap *idx;       /* IDX_FIXED + number of label indexes; value -> ptrset* */
-} tables;
+/* ------------------------------------------------------------ informer */
 
 struct kube_informer {
 	kube_kind kind;
 	kube_intern *in;
-	char **label_keys;
-	size_t nlabel_keys, nidx;
 
 	kube_handler *handlers;
 	size_t nhandlers;
 
 	pthread_rwlock_t lock;   /* readers vs the reflector thread's writes */
-	tables cur;              /* guarded by lock */
+	objtab cur;              /* guarded by lock */
 
-	/* Reflector-thread only: the table being built by a list. */
-	tables next;
+	/* Reflector-thread only: the table being built by a list, swapped
+	 * in whole when the list ends. */
+	objtab next;
 	bool listing;
 
 	pthread_mutex_t sync_mu;
@@ -246,146 +153,29 @@ static bool cluster_scoped(kube_kind k)
 	return k == KUBE_KIND_NODE || k == KUBE_KIND_RESOURCEPOOL;
 }
 
-static const kube_kv *labels_of(const kube_meta *m, size_t *n)
-{
-	if(m->kind == KUBE_KIND_POD) {
-		*n = ((const kube_pod *)m)->nlabels;
-		return ((const kube_pod *)m)->labels;
-	}
-	if(m->kind == KUBE_KIND_NODE) {
-		*n = ((const kube_node *)m)->nlabels;
-		return ((const kube_node *)m)->labels;
-	}
-	*n = 0;
-	return NULL;
-}
-
-/* The index values of m, one per index (NULL = not indexed there). The
- * consume value "ns/name" is written into cbuf. */
-static void index_values(kube_informer *inf, const kube_meta *m, const char **vals, char *cbuf, size_t cbuflen)
-{
-	size_t i, nl;
-	const kube_kv *l;
-	memset(vals, 0, inf->nidx * sizeof(*vals));
-	if(m->kind == KUBE_KIND_POD) {
-		const kube_pod *p = (const kube_pod *)m;
-		vals[IDX_NODE] = p->node_name;
-		if(p->consume) {
-			size_t a = strlen(m->ns), b = strlen(p->consume);
-			if(a + 1 + b < cbuflen) {
-				memcpy(cbuf, m->ns, a);
-				cbuf[a] = '/';
-				memcpy(cbuf + a + 1, p->consume, b + 1);
-				vals[IDX_CONSUME] = cbuf;
-			}
-		}
-	}
-	l = labels_of(m, &nl);
-	for(i = 0; i < inf->nlabel_keys; i++)
-		vals[IDX_FIXED + i] = kube_kv_get(l, nl, inf->label_keys[i]);
-}
-
-#define CBUF 600
-
-static int idx_add(kube_informer *inf, tables *t, const kube_meta *m)
-{
-	const char *vals[IDX_FIXED + 16];
-	char cbuf[CBUF];
-	size_t i;
-	index_values(inf, m, vals, cbuf, sizeof(cbuf));
-	for(i = 0; i < inf->nidx; i++) {
-		ptrset *s;
-		if(!vals[i])
-			continue;
-		s = hmap_get(&t->idx[i], vals[i]);
-		if(!s) {
-			s = calloc(1, sizeof(*s));
-			if(!s || hmap_put(&t->idx[i], vals[i], s)) {
-				free(s);
-				return PRD_ENOMEM;
-			}
-		}
-		if(ps_add(s, m))
-			return PRD_ENOMEM;
-	}
-	return PRD_OK;
-}
-
-static void idx_del(kube_informer *inf, tables *t, const kube_meta *m)
-{
-	const char *vals[IDX_FIXED + 16];
-	char cbuf[CBUF];
-	size_t i;
-	index_values(inf, m, vals, cbuf, sizeof(cbuf));
-	for(i = 0; i < inf->nidx; i++) {
-		ptrset *s;
-		if(!vals[i] || !(s = hmap_get(&t->idx[i], vals[i])))
-			continue;
-		ps_del(s, m);
-		if(!s->len)
-			hmap_del(&t->idx[i], vals[i]);
-	}
-}
-
-static int tables_init(kube_informer *inf, tables *t)
-{
-	size_t i;
-	memset(t, 0, sizeof(*t));
-	t->idx = calloc(inf->nidx, sizeof(*t->idx));
-	if(!t->idx)
-		return PRD_ENOMEM;
-	for(i = 0; i < inf->nidx; i++)
-		hmap_init(&t->idx[i], ps_free);
-	return PRD_OK;
-}
-
-/* Free the table structures (not the objects). */
-static void tables_free(kube_informer *inf, tables *t)
-{
-	size_t i;
-	if(t->idx)
-		for(i = 0; i < inf->nidx; i++)
-			hmap_free(&t->idx[i]);
-	free(t->idx);
-	free(t->objs.slots);
-	memset(t, 0, sizeof(*t));
-}
-
 /* ------------------------------------------------------------ lifecycle */
 
 int kube_informer_new(const kube_informer_opts *o, kube_informer **out, prd_err *err)
 {
 	kube_informer *inf;
-	size_t n = 0;
 
 	*out = NULL;
 	if(!o || !o->intern)
 		return prd_err_set(err, PRD_EINVAL, "informer: an intern table is required");
 	if(!strcmp(kube_kind_name(o->kind), "?"))
 		return prd_err_set(err, PRD_EINVAL, "informer: unknown kind %d", (int)o->kind);
-	while(o->label_indexes && o->label_indexes[n])
-		n++;
-	if(n > 16)
-		return prd_err_set(err, PRD_EINVAL, "informer: at most 16 label indexes");
 	inf = calloc(1, sizeof(*inf));
 	if(!inf)
 		return prd_err_set(err, PRD_ENOMEM, "informer: out of memory");
 	inf->kind = o->kind;
 	inf->in = o->intern;
-	inf->nidx = IDX_FIXED + n;
-	inf->label_keys = calloc(n + 1, sizeof(char *));
-	if(!inf->label_keys)
-		goto nomem;
-	for(inf->nlabel_keys = 0; inf->nlabel_keys < n; inf->nlabel_keys++)
-		if(!(inf->label_keys[inf->nlabel_keys] = str_dup(o->label_indexes[inf->nlabel_keys])))
-			goto nomem;
 	inf->ropts = o->reflector;
 	inf->name = str_dup(o->reflector.name ? o->reflector.name : kube_kind_name(o->kind));
-	if(!inf->name)
-		goto nomem;
+	if(!inf->name) {
+		free(inf);
+		return prd_err_set(err, PRD_ENOMEM, "informer: out of memory");
+	}
 	inf->ropts.name = inf->name;
-	if(tables_init(inf, &inf->cur))
-		goto nomem;
 	pthread_rwlock_init(&inf->lock, NULL);
 	pthread_mutex_init(&inf->sync_mu, NULL);
 	pthread_cond_init(&inf->sync_cv, NULL);
@@ -393,14 +183,6 @@ int kube_informer_new(const kube_informer_opts *o, kube_informer **out, prd_err 
 	atomic_init(&inf->stopped, false);
 	*out = inf;
 	return PRD_OK;
-nomem:
-	free(inf->name);
-	if(inf->label_keys)
-		for(n = 0; n < inf->nlabel_keys; n++)
-			free(inf->label_keys[n]);
-	free(inf->label_keys);
-	free(inf);
-	return prd_err_set(err, PRD_ENOMEM, "informer: out of memory");
 }
 
 int kube_informer_add_handler(kube_informer *inf, const kube_handler *h)
@@ -468,12 +250,12 @@ static int reject(kube_informer *inf, json_object *obj)
 static void drop_next(kube_informer *inf)
 {
 	size_t i;
-	for(i = 0; i < inf->next.objs.cap; i++) {
-		kube_meta *m = inf->next.objs.slots[i];
-		if(m && ot_get(&inf->cur.objs, m->ns, m->name) != m)
+	for(i = 0; i < inf->next.cap; i++) {
+		kube_meta *m = inf->next.slots[i];
+		if(m && ot_get(&inf->cur, m->ns, m->name) != m)
 			kube_obj_free(inf->in, m);
 	}
-	tables_free(inf, &inf->next);
+	ot_free(&inf->next);
 	inf->listing = false;
 }
 
@@ -482,8 +264,7 @@ static int st_list_begin(void *ud)
 	kube_informer *inf = ud;
 	if(inf->listing)
 		drop_next(inf);
-	if(tables_init(inf, &inf->next))
-		return PRD_ENOMEM;
+	memset(&inf->next, 0, sizeof(inf->next));
 	inf->listing = true;
 	return PRD_OK;
 }
@@ -501,25 +282,21 @@ static int st_list_item(void *ud, json_object *item)
 		ns = "";
 	/* Unchanged objects are carried over, not decoded again. Reading cur
 	 * without the lock is fine: only this thread writes it. */
-	old = ot_get(&inf->cur.objs, ns, name);
+	old = ot_get(&inf->cur, ns, name);
 	if(old && *rv && strcmp(old->rv, rv) == 0)
 		m = old;
 	else if((rc = decode(inf, item, &m)) != 0)
 		return rc;
-	rc = ot_put(&inf->next.objs, m, &dup);
-	if(!rc && dup) {
-		/* The same name twice in one list: the later one wins. */
-		idx_del(inf, &inf->next, dup);
-		if(dup != old)
-			kube_obj_free(inf->in, dup);
-	}
-	if(!rc)
-		rc = idx_add(inf, &inf->next, m);
+	rc = ot_put(&inf->next, m, &dup);
 	if(rc) {
-		if(m != old && ot_get(&inf->next.objs, m->ns, m->name) != m)
+		/* Out of memory growing the table: m was not inserted. */
+		if(m != old)
 			kube_obj_free(inf->in, m);
 		return rc;
 	}
+	/* The same name twice in one list: the later one wins. */
+	if(dup && dup != old)
+		kube_obj_free(inf->in, dup);
 	return PRD_OK;
 }
 
@@ -534,7 +311,7 @@ static void mark_synced(kube_informer *inf)
 static int st_list_end(void *ud, bool ok, const char *rv)
 {
 	kube_informer *inf = ud;
-	tables old;
+	objtab old;
 	size_t i;
 
 	if(!inf->listing)
@@ -552,31 +329,31 @@ static int st_list_end(void *ud, bool ok, const char *rv)
 
 	/* Now cur is the new contents and `old` is reachable only from here.
 	 * Adds and updates first, then deletes, then free what nobody holds. */
-	for(i = 0; i < inf->cur.objs.cap; i++) {
-		kube_meta *m = inf->cur.objs.slots[i], *o;
+	for(i = 0; i < inf->cur.cap; i++) {
+		kube_meta *m = inf->cur.slots[i], *o;
 		if(!m)
 			continue;
-		o = ot_get(&old.objs, m->ns, m->name);
+		o = ot_get(&old, m->ns, m->name);
 		if(!o)
 			emit_add(inf, m);
 		else if(o != m)
 			emit_update(inf, o, m);
 	}
-	for(i = 0; i < old.objs.cap; i++) {
-		kube_meta *o = old.objs.slots[i], *m;
+	for(i = 0; i < old.cap; i++) {
+		kube_meta *o = old.slots[i], *m;
 		if(!o)
 			continue;
-		m = ot_get(&inf->cur.objs, o->ns, o->name);
+		m = ot_get(&inf->cur, o->ns, o->name);
 		if(!m)
 			emit_delete(inf, o);
 		if(m != o)
 			kube_obj_free(inf->in, o);
 	}
-	tables_free(inf, &old);
+	ot_free(&old);
 	if(!atomic_load(&inf->synced))
 		mark_synced(inf);
 	log_debug("informer: list committed", "kind", kube_kind_name(inf->kind), "objects",
-		  LOGI(inf->cur.objs.len), "resourceVersion", rv);
+		  LOGI(inf->cur.len), "resourceVersion", rv);
 	return PRD_OK;
 }
 
@@ -584,7 +361,7 @@ static int st_event(void *ud, kube_event_type type, json_object *obj)
 {
 	kube_informer *inf = ud;
 	const char *ns, *name, *rv;
-	kube_meta *m = NULL, *old, *dup = NULL;
+	kube_meta *m = NULL, *old, *replaced = NULL;
 	int rc;
 
 	if(kube_json_meta(obj, &ns, &name, &rv))
@@ -593,14 +370,13 @@ static int st_event(void *ud, kube_event_type type, json_object *obj)
 		ns = "";
 	else if(!*ns)
 		return reject(inf, obj);
-	old = ot_get(&inf->cur.objs, ns, name);
+	old = ot_get(&inf->cur, ns, name);
 
 	if(type == KUBE_EV_DELETED) {
 		if(!old)
 			return PRD_OK;
 		pthread_rwlock_wrlock(&inf->lock);
-		ot_del(&inf->cur.objs, old);
-		idx_del(inf, &inf->cur, old);
+		ot_del(&inf->cur, old);
 		pthread_rwlock_unlock(&inf->lock);
 		emit_delete(inf, old);
 		kube_obj_free(inf->in, old);
@@ -611,25 +387,14 @@ static int st_event(void *ud, kube_event_type type, json_object *obj)
 		return PRD_OK;
 	if((rc = decode(inf, obj, &m)) != 0)
 		return rc;
+	/* Same key, so what m replaces is old. */
 	pthread_rwlock_wrlock(&inf->lock);
-	if(old)
-		idx_del(inf, &inf->cur, old);
-	rc = ot_put(&inf->cur.objs, m, &dup);
-	if(!rc)
-		rc = idx_add(inf, &inf->cur, m);
-	if(rc) {
-		/* Out of memory half way: take the new object out again and
-		 * drop the old one as well; the reflector relists. */
-		ot_del(&inf->cur.objs, m);
-		idx_del(inf, &inf->cur, m);
-	}
+	rc = ot_put(&inf->cur, m, &replaced);
 	pthread_rwlock_unlock(&inf->lock);
 	if(rc) {
+		/* Out of memory growing the table: nothing changed, the cache
+		 * still holds old; the reflector relists. */
 		kube_obj_free(inf->in, m);
-		if(old) {
-			emit_delete(inf, old);
-			kube_obj_free(inf->in, old);
-		}
 		return rc;
 	}
 	if(old)
@@ -684,12 +449,9 @@ void kube_informer_free(kube_informer *inf)
 	kube_reflector_free(inf->refl);
 	if(inf->listing)
 		drop_next(inf);
-	for(i = 0; i < inf->cur.objs.cap; i++)
-		kube_obj_free(inf->in, inf->cur.objs.slots[i]);
-	tables_free(inf, &inf->cur);
-	for(i = 0; i < inf->nlabel_keys; i++)
-		free(inf->label_keys[i]);
-	free(inf->label_keys);
+	for(i = 0; i < inf->cur.cap; i++)
+		kube_obj_free(inf->in, inf->cur.slots[i]);
+	ot_free(&inf->cur);
 	free(inf->handlers);
 	free(inf->name);
 	pthread_rwlock_destroy(&inf->lock);
@@ -736,7 +498,7 @@ void kube_informer_rdunlock(kube_informer *inf)
 
 size_t kube_informer_len(kube_informer *inf)
 {
-	return inf->cur.objs.len;
+	return inf->cur.len;
 }
 
 const kube_meta *kube_informer_get(kube_informer *inf, const char *ns, const char *name)
@@ -745,105 +507,15 @@ const kube_meta *kube_informer_get(kube_informer *inf, const char *ns, const cha
 		return NULL;
 	if(!ns || cluster_scoped(inf->kind))
 		ns = "";
-	return ot_get(&inf->cur.objs, ns, name);
+	return ot_get(&inf->cur, ns, name);
 }
 
 int kube_informer_foreach(kube_informer *inf, kube_obj_fn fn, void *ud)
 {
 	size_t i;
 	int rc;
-	for(i = 0; i < inf->cur.objs.cap; i++)
-		if(inf->cur.objs.slots[i] && (rc = fn(ud, inf->cur.objs.slots[i])) != 0)
+	for(i = 0; i < inf->cur.cap; i++)
+		if(inf->cur.slots[i] && (rc = fn(ud, inf->cur.slots[i])) != 0)
 			return rc;
 	return PRD_OK;
-}
-
-static const ptrset *bucket(kube_informer *inf, size_t idx, const char *value)
-{
-	if(idx >= inf->nidx || !value)
-		return NULL;
-	return hmap_get(&inf->cur.idx[idx], value);
-}
-
-int kube_informer_by_node(kube_informer *inf, const char *node, kube_obj_fn fn, void *ud)
-{
-	return ps_foreach(bucket(inf, IDX_NODE, node), fn, ud);
-}
-
-size_t kube_informer_count_by_node(kube_informer *inf, const char *node)
-{
-	const ptrset *s = bucket(inf, IDX_NODE, node);
-	return s ? s->len : 0;
-}
-
-static const ptrset *consumer_bucket(kube_informer *inf, const char *ns, const char *name)
-{
-	char key[CBUF];
-	size_t a, b;
-	if(!ns || !name)
-		return NULL;
-	a = strlen(ns);
-	b = strlen(name);
-	if(a + 1 + b >= sizeof(key))
-		return NULL;
-	memcpy(key, ns, a);
-	key[a] = '/';
-	memcpy(key + a + 1, name, b + 1);
-	return bucket(inf, IDX_CONSUME, key);
-}
-
-int kube_informer_by_consumer(kube_informer *inf, const char *ns, const char *name, kube_obj_fn fn, void *ud)
-{
-	return ps_foreach(consumer_bucket(inf, ns, name), fn, ud);
-}
-
-size_t kube_informer_count_by_consumer(kube_informer *inf, const char *ns, const char *name)
-{
-	const ptrset *s = consumer_bucket(inf, ns, name);
-	return s ? s->len : 0;
-}
-
-int kube_informer_by_label(kube_informer *inf, const char *key, const char *value, kube_obj_fn fn, void *ud)
-{
-	size_t i;
-	for(i = 0; i < inf->nlabel_keys; i++)
-		if(strcmp(inf->label_keys[i], key) == 0)
-			return ps_foreach(bucket(inf, IDX_FIXED + i, value), fn, ud);
-	return PRD_ENOTFOUND;
-}
-
-/* ------------------------------------------------------------ workqueue glue */
-
-static void enqueue_key(wq *q, const kube_meta *m)
-{
-	char key[600];
-	if(kube_meta_key(m, key, sizeof(key)))
-		wq_add(q, key);
-	else
-		log_warn("informer: object key too long to queue", "name", m->name);
-}
-
-static void enq_add(void *ud, const kube_meta *m)
-{
-	enqueue_key(ud, m);
-}
-
-static void enq_update(void *ud, const kube_meta *old, const kube_meta *m)
-{
-	enqueue_key(ud, m);
-}
-
-static void enq_delete(void *ud, const kube_meta *old)
-{
-	enqueue_key(ud, old);
-}
-
-kube_handler kube_handler_enqueue(wq *q)
-{
-	kube_handler h;
-	h.on_add = enq_add;
-	h.on_update = enq_update;
-	h.on_delete = enq_delete;
-	h.ud = q;
-	return h;
 }

@@ -1,16 +1,11 @@
 /* Informer: a reflector feeding a cache of compact typed objects (one kind
- * per informer), with indexes and change handlers.
+ * per informer), looked up by namespace/name or walked whole, with change
+ * handlers. The controller reads every object of a kind in each pass, so
+ * there are no secondary indexes.
  *
- * Indexes kept for every informer: namespace/name. For pods also: by
- * spec.nodeName, and by the ProvisioningRequest they consume (the
- * `autoscaling.x-k8s.io/consume-provisioning-request` annotation, or the
- * deprecated `cluster-autoscaler.kubernetes.io/` form, resolved in the pod's
- * namespace). For nodes and pods: by the value of each label key named in
- * the options (e.g. the node-group label).
- *
- * Relist: a full list builds a new table and new indexes beside the old
- * ones and swaps them in under the write lock, so a reader sees either the
- * old contents or the new, never a mix. Objects whose resourceVersion did
+ * Relist: a full list builds a new table beside the old one and swaps it
+ * in under the write lock, so a reader sees either the old contents or the
+ * new, never a mix. Objects whose resourceVersion did
  * not change are carried over (not decoded again, no handler call);
  * changed ones get on_update, new ones on_add, vanished ones on_delete.
  *
@@ -25,8 +20,8 @@
  *    lock held. The objects they receive stay valid until the handler
  *    returns (an old object is freed only after every handler saw it). A
  *    handler may take the read lock; it must not block for long, since it
- *    holds up the watch. The usual handler computes a key and calls
- *    wq_add().
+ *    holds up the watch. The usual handler notes that something changed
+ *    and wakes the worker (see cmd_run.c).
  *  - has_synced and the counters may be read from any thread.
  *  - Handlers are registered before kube_informer_start(). */
 #ifndef PRD_KUBE_INFORMER_H
@@ -37,7 +32,6 @@
 
 #include "kube/objects.h"
 #include "kube/reflector.h"
-#include "kube/workqueue.h"
 #include "util/err.h"
 
 typedef struct kube_handler {
@@ -50,7 +44,6 @@ typedef struct kube_handler {
 typedef struct kube_informer_opts {
 	kube_kind kind;
 	kube_intern *intern;                /* borrowed; shared between informers */
-	const char *const *label_indexes;   /* NULL-terminated label keys; copied */
 	kube_reflector_opts reflector;      /* name defaults to the kind */
 } kube_informer_opts;
 
@@ -88,20 +81,5 @@ size_t kube_informer_len(kube_informer *inf);
 /* ns is "" (or NULL) for cluster-scoped kinds. NULL if absent. */
 const kube_meta *kube_informer_get(kube_informer *inf, const char *ns, const char *name);
 int kube_informer_foreach(kube_informer *inf, kube_obj_fn fn, void *ud);
-/* Pods bound to node `node`. */
-int kube_informer_by_node(kube_informer *inf, const char *node, kube_obj_fn fn, void *ud);
-size_t kube_informer_count_by_node(kube_informer *inf, const char *node);
-/* Pods in namespace ns that consume the ProvisioningRequest ns/name. */
-int kube_informer_by_consumer(kube_informer *inf, const char *ns, const char *name, kube_obj_fn fn, void *ud);
-size_t kube_informer_count_by_consumer(kube_informer *inf, const char *ns, const char *name);
-/* Objects whose label `key` (one of opts.label_indexes) is `value`.
- * PRD_ENOTFOUND if key is not indexed. */
-int kube_informer_by_label(kube_informer *inf, const char *key, const char *value, kube_obj_fn fn, void *ud);
-
-/* ---- workqueue glue ---- */
-
-/* A handler that adds the object's own key ("ns/name" or "name") to q on
- * every add, update and delete. */
-kube_handler kube_handler_enqueue(wq *q);
 
 #endif

@@ -1,5 +1,6 @@
 #include "util/clock.h"
 
+#include <errno.h>
 #include <time.h>
 
 static int64_t real_wall(const clk *c)
@@ -18,7 +19,17 @@ static int64_t real_mono(const clk *c)
 	return (int64_t)ts.tv_sec * PRD_NS_PER_SEC + ts.tv_nsec;
 }
 
-static const clk real_clock = { real_wall, real_mono, 0, 0 };
+static void real_sleep(const clk *c, int64_t ns)
+{
+	struct timespec ts;
+	(void)c;
+	ts.tv_sec = (time_t)(ns / PRD_NS_PER_SEC);
+	ts.tv_nsec = (long)(ns % PRD_NS_PER_SEC);
+	while(nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static const clk real_clock = { real_wall, real_mono, real_sleep, 0, 0 };
 
 const clk *clk_real(void)
 {
@@ -28,10 +39,18 @@ const clk *clk_real(void)
 static int64_t fake_wall(const clk *c) { return c->fake_wall; }
 static int64_t fake_mono(const clk *c) { return c->fake_mono; }
 
+/* Every fake clock is a `clk` its owner declared without const (only
+ * clk_fake_init installs this function), so moving it here is sound. */
+static void fake_sleep(const clk *c, int64_t ns)
+{
+	clk_fake_advance((clk *)c, ns);
+}
+
 void clk_fake_init(clk *c, int64_t start_wall_ns)
 {
 	c->wall_ns = fake_wall;
 	c->mono_ns = fake_mono;
+	c->sleep_ns = fake_sleep;
 	c->fake_wall = start_wall_ns;
 	c->fake_mono = 0;
 }

@@ -13,10 +13,10 @@
  * rss_mb is the process's resident set once both caches are synced;
  * initial_list_ms covers both lists end to end, including writing the
  * JSON text; json_generation_ms is that writing alone (the server's work),
- * so list_without_generation_ms is parse + decode + index.
+ * so list_without_generation_ms is parse + decode + insert.
  * bytes_per_pod is the growth of the resident set while the pod cache
- * filled, divided by the pod count (so it includes index and intern-table
- * overhead and allocator slack). Usage: bench_informer [nodes] [pods]. */
+ * filled, divided by the pod count (so it includes hash-table and
+ * intern-table overhead and allocator slack). Usage: bench_informer [nodes] [pods]. */
 #include <json-c/json.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -270,19 +270,30 @@ static int gen_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)
 	return 0;
 }
 
+typedef struct on_node {
+	const char *node;
+	size_t n;
+} on_node;
+
+static int count_on_node(void *ud, const kube_meta *m)
+{
+	on_node *o = ud;
+	const char *node = ((const kube_pod *)m)->node_name;
+	if(node && strcmp(node, o->node) == 0)
+		o->n++;
+	return 0;
+}
+
 static kube_informer *load(kube_intern *in, gen *g, double *ms)
 {
 	kube_informer_opts o;
 	kube_informer *inf;
 	kube_listwatch lw = { gen_list, gen_watch, g };
-	static const char *const node_labels[] = { "provreqd.io/node-group", NULL };
 	double t0;
 
 	memset(&o, 0, sizeof(o));
 	o.kind = g->kind;
 	o.intern = in;
-	if(g->kind == KUBE_KIND_NODE)
-		o.label_indexes = node_labels;
 	if(kube_informer_new(&o, &inf, NULL))
 		return NULL;
 	t0 = now_ms();
@@ -302,7 +313,8 @@ int main(int argc, char **argv)
 	kube_informer *ni, *pi;
 	double node_ms = 0, pod_ms = 0;
 	long rss0, rss1, rss2, hwm;
-	size_t node_json_bytes, pods_on_node0;
+	size_t node_json_bytes;
+	on_node node0 = { "node-00000", 0 };
 
 	if(argc > 1)
 		gn.count = gp.nodes = atol(argv[1]);
@@ -330,7 +342,7 @@ int main(int argc, char **argv)
 	rss2 = rss_kb("VmRSS:");
 	hwm = rss_kb("VmHWM:");
 	kube_informer_rdlock(pi);
-	pods_on_node0 = kube_informer_count_by_node(pi, "node-00000");
+	kube_informer_foreach(pi, count_on_node, &node0);
 	if(kube_informer_len(pi) != (size_t)gp.count || kube_informer_len(ni) != (size_t)gn.count) {
 		fprintf(stderr, "bench_informer: cache holds %zu pods, %zu nodes\n", kube_informer_len(pi),
 			kube_informer_len(ni));
@@ -345,7 +357,7 @@ int main(int argc, char **argv)
 	       pod_ms + node_ms - gen_ms_total, node_ms,
 	       gp.count ? (double)(rss2 - rss1) * 1024.0 / (double)gp.count : 0.0,
 	       (double)(rss1 - rss0) * 1024.0 / (double)gn.count, json_bytes_sample, node_json_bytes,
-	       kube_intern_count(in), kube_intern_bytes(in) / 1024, pods_on_node0);
+	       kube_intern_count(in), kube_intern_bytes(in) / 1024, node0.n);
 	kube_informer_free(pi);
 	kube_informer_free(ni);
 	kube_intern_free(in);

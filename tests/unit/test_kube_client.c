@@ -397,19 +397,24 @@ static void test_get_404(void)
 	fx_stop(&f);
 }
 
+/* On a fake clock, so the waits are exact and take no real time. */
 static void test_retry_429(void)
 {
 	fixture f;
 	kube_status st;
 	prd_err e;
 	json_object *o = NULL;
-	kube_client_opts opts = {.max_retries = 3};
+	clk fc;
+	kube_client_opts opts = {.max_retries = 3, .clock = &fc};
 
+	clk_fake_init(&fc, 1700000000LL * PRD_NS_PER_SEC);
 	fx_start(&f, M_429, &opts);
 	CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", &o, &st, &e), 0);
 	CU_ASSERT_PTR_NOT_NULL(o);
 	json_object_put(o);
 	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 3);
+	/* Two 429s, each with Retry-After: 1, honoured to the nanosecond. */
+	CU_ASSERT_EQUAL(clk_mono(&fc), 2 * PRD_NS_PER_SEC);
 	fx_stop(&f);
 
 	/* 429 means "not processed": a POST is retried too. */
@@ -418,6 +423,7 @@ static void test_retry_429(void)
 	CU_ASSERT_EQUAL(kube_create(f.c, &KUBE_PODS, "ns1", o, NULL, &st, &e), 0);
 	json_object_put(o);
 	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 3);
+	CU_ASSERT_EQUAL(clk_mono(&fc), 4 * PRD_NS_PER_SEC);
 	fx_stop(&f);
 
 	/* Out of retries: PRD_EAGAIN with the server's Retry-After. */
@@ -427,6 +433,7 @@ static void test_retry_429(void)
 	CU_ASSERT_EQUAL(st.http_code, 429);
 	CU_ASSERT_EQUAL(st.retry_after_s, 1);
 	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 2);
+	CU_ASSERT_EQUAL(clk_mono(&fc), 5 * PRD_NS_PER_SEC);
 	fx_stop(&f);
 }
 
@@ -554,22 +561,49 @@ static void test_pagination(void)
 	fx_stop(&f);
 }
 
+/* The token bucket on a fake clock: the waits are exact and nothing
+ * here depends on how fast the machine is. */
 static void test_qps(void)
 {
 	fixture f;
-	kube_client_opts opts = {.qps = 10, .burst = 2};
+	clk fc;
+	kube_client_opts opts = {.qps = 5, .burst = 2, .clock = &fc};
 	unsigned long req = 0, thr = 0;
+	int64_t at[9];
 	prd_err e;
 
+	clk_fake_init(&fc, 1700000000LL * PRD_NS_PER_SEC);
 	fx_start(&f, M_OK, &opts);
-	for(int i = 0; i < 8; i++)
+	for(int i = 0; i < 6; i++) {
 		CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", NULL, NULL, &e), 0);
+		at[i] = clk_mono(&fc);
+	}
+	/* Two go out at once on the burst; each further one waits for the
+	 * next token, 1/qps = 200 ms later. */
+	CU_ASSERT_EQUAL(at[0], 0);
+	CU_ASSERT_EQUAL(at[1], 0);
+	CU_ASSERT_EQUAL(at[2], 200 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(at[3], 400 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(at[4], 600 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(at[5], 800 * PRD_NS_PER_MS);
 	kube_client_stats(f.c, &req, &thr);
-	CU_ASSERT_EQUAL(req, 8);
-	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 8);
-	/* Two go out on the burst; the rest are paced (each loopback request
-	 * takes far less than the 100 ms a token takes to refill). */
-	CU_ASSERT_TRUE(thr >= 5);
+	CU_ASSERT_EQUAL(req, 6);
+	CU_ASSERT_EQUAL(thr, 4);
+	CU_ASSERT_EQUAL(atomic_load(&f.s.n), 6);
+
+	/* A second idle refills the bucket, but never beyond the burst: two
+	 * at once again, then the third waits 200 ms. */
+	clk_fake_advance(&fc, PRD_NS_PER_SEC);
+	for(int i = 6; i < 9; i++) {
+		CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", NULL, NULL, &e), 0);
+		at[i] = clk_mono(&fc);
+	}
+	CU_ASSERT_EQUAL(at[6], 1800 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(at[7], 1800 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(at[8], 2000 * PRD_NS_PER_MS);
+	kube_client_stats(f.c, &req, &thr);
+	CU_ASSERT_EQUAL(req, 9);
+	CU_ASSERT_EQUAL(thr, 5);
 	fx_stop(&f);
 }
 

@@ -4,7 +4,6 @@
 #include "testutil.h"
 #include "kube/informer.h"
 #include "kube/reflector.h"
-#include "kube/workqueue.h"
 #include "ops/log.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -273,7 +272,7 @@ typedef struct harness {
 	kube_listwatch lw;
 } harness;
 
-static void start(harness *h, kube_kind kind, const char *const *labels)
+static void start(harness *h, kube_kind kind)
 {
 	kube_informer_opts o;
 	kube_handler hd = { h_add, h_update, h_delete, &h->log };
@@ -282,7 +281,6 @@ static void start(harness *h, kube_kind kind, const char *const *labels)
 	h->in = kube_intern_new();
 	o.kind = kind;
 	o.intern = h->in;
-	o.label_indexes = labels;
 	o.reflector.clock = &h->f.clock;
 	o.reflector.sleep = f_sleep;
 	o.reflector.sleep_ud = &h->f;
@@ -322,6 +320,28 @@ static int count_cb(void *ud, const kube_meta *m)
 	return 0;
 }
 
+typedef struct on_node {
+	const char *node;
+	int n;
+} on_node;
+
+static int on_node_cb(void *ud, const kube_meta *m)
+{
+	on_node *o = ud;
+	const kube_pod *p = (const kube_pod *)m;
+	if(p->node_name && strcmp(p->node_name, o->node) == 0)
+		o->n++;
+	return 0;
+}
+
+/* How many cached pods are bound to `node` (under the read lock). */
+static int pods_on(kube_informer *inf, const char *node)
+{
+	on_node o = { node, 0 };
+	kube_informer_foreach(inf, on_node_cb, &o);
+	return o.n;
+}
+
 /* ------------------------------------------------------------ tests */
 
 static void test_list_then_watch(void)
@@ -345,7 +365,7 @@ static void test_list_then_watch(void)
 	add_ev(s, "MODIFIED", pod_json("default", "p4", "11", "node-b", "req1"));
 	add_ev(s, "BOOKMARK", bookmark("20"));
 	s->end_rc = 0; /* the server closes the watch */
-	start(&h, KUBE_KIND_POD, NULL);
+	start(&h, KUBE_KIND_POD);
 	CU_ASSERT_TRUE(kube_informer_wait_synced(h.inf));
 	wait_idle(&h.f);
 
@@ -370,13 +390,10 @@ static void test_list_then_watch(void)
 	CU_ASSERT_EQUAL(kube_informer_len(h.inf), 3);
 	CU_ASSERT_PTR_NULL(kube_informer_get(h.inf, "default", "p2"));
 	CU_ASSERT_PTR_NULL(kube_informer_get(h.inf, "other", "p1"));
-	CU_ASSERT_EQUAL(kube_informer_count_by_node(h.inf, "node-a"), 0);
-	CU_ASSERT_EQUAL(kube_informer_count_by_node(h.inf, "node-b"), 3);
-	CU_ASSERT_EQUAL(kube_informer_count_by_consumer(h.inf, "default", "req1"), 1);
-	CU_ASSERT_EQUAL(kube_informer_count_by_consumer(h.inf, "other", "req1"), 1);
-	CU_ASSERT_EQUAL(kube_informer_by_node(h.inf, "node-b", count_cb, &n), 0);
-	CU_ASSERT_EQUAL(n, 3);
-	n = 0;
+	/* The cache holds the latest version of each pod: p1 moved to
+	 * node-b, p2 (on node-a) is gone. */
+	CU_ASSERT_EQUAL(pods_on(h.inf, "node-a"), 0);
+	CU_ASSERT_EQUAL(pods_on(h.inf, "node-b"), 3);
 	CU_ASSERT_EQUAL(kube_informer_foreach(h.inf, count_cb, &n), 0);
 	CU_ASSERT_EQUAL(n, 3);
 	kube_informer_rdunlock(h.inf);
@@ -443,7 +460,7 @@ static void run_gone(bool in_stream)
 		add_ev(s, "ERROR", gone_status());
 	else
 		s->end_rc = PRD_EGONE;
-	start(&h, KUBE_KIND_POD, NULL);
+	start(&h, KUBE_KIND_POD);
 	CU_ASSERT_TRUE(kube_informer_wait_synced(h.inf));
 	wait_idle(&h.f);
 
@@ -462,8 +479,8 @@ static void run_gone(bool in_stream)
 	CU_ASSERT_EQUAL(h.f.nsess, 1);
 	kube_informer_rdlock(h.inf);
 	CU_ASSERT_EQUAL(kube_informer_len(h.inf), 4);
-	CU_ASSERT_EQUAL(kube_informer_count_by_node(h.inf, "n1"), 2);
-	CU_ASSERT_EQUAL(kube_informer_count_by_node(h.inf, "n2"), 2);
+	CU_ASSERT_EQUAL(pods_on(h.inf, "n1"), 2);
+	CU_ASSERT_EQUAL(pods_on(h.inf, "n2"), 2);
 	kube_informer_rdunlock(h.inf);
 	kube_informer_get_stats(h.inf, &st);
 	CU_ASSERT_EQUAL(st.gone, 1);
@@ -510,7 +527,7 @@ static void test_relist_keeps_unchanged(void)
 	s = &h.f.sess[h.f.nsess++];
 	s->mutate = keep_same;
 	s->end_rc = PRD_EGONE;
-	start(&h, KUBE_KIND_POD, NULL);
+	start(&h, KUBE_KIND_POD);
 	wait_idle(&h.f);
 	kube_informer_rdlock(h.inf);
 	after = kube_informer_get(h.inf, "ns", "a");
@@ -551,7 +568,7 @@ static void test_backoff(void)
 	s->advance_ns = 61 * PRD_NS_PER_SEC;
 	s->end_rc = PRD_EIO;
 	h.f.sess[h.f.nsess++].end_rc = 0;
-	start(&h, KUBE_KIND_POD, NULL);
+	start(&h, KUBE_KIND_POD);
 	wait_idle(&h.f);
 	/* Two failed lists: 800 ms, 1.6 s; then the watch failures go on
 	 * doubling from 3.2 s (one backoff for the whole list-watch). */
@@ -600,7 +617,7 @@ static void test_malformed_skipped(void)
 				  "\"spec\":{\"nodeName\":5}}"));
 	add_ev(s, "MODIFIED", pod_json("ns", "good", "13", "n2", NULL));
 	h.f.nsess++; /* an empty session records where the next watch starts */
-	start(&h, KUBE_KIND_POD, NULL);
+	start(&h, KUBE_KIND_POD);
 	wait_idle(&h.f);
 	kube_informer_get_stats(h.inf, &st);
 	CU_ASSERT_EQUAL(st.rejected, 3);
@@ -624,16 +641,17 @@ static char *node_json(const char *name, const char *rv, const char *group)
 	return strdup(buf);
 }
 
-static void test_nodes_label_index_and_queue(void)
+static const char *group_of(kube_informer *inf, const char *name)
+{
+	const kube_node *nd = (const kube_node *)kube_informer_get(inf, NULL, name);
+	return nd ? kube_kv_get(nd->labels, nd->nlabels, "provreqd.io/node-group") : NULL;
+}
+
+static void test_nodes_cluster_scoped(void)
 {
 	harness h;
 	fsess *s;
-	static const char *const labels[] = { "provreqd.io/node-group", NULL };
-	wq *q = wq_new(NULL);
-	kube_handler enq = kube_handler_enqueue(q);
-	kube_informer_opts o;
-	int n = 0;
-	char *k;
+	const char *g;
 
 	memset(&h, 0, sizeof(h));
 	fake_init(&h.f);
@@ -642,45 +660,29 @@ static void test_nodes_label_index_and_queue(void)
 	set_obj(&h.f, 2, node_json("n3", "3", "cpu"));
 	s = &h.f.sess[h.f.nsess++];
 	add_ev(s, "MODIFIED", node_json("n2", "14", "cpu"));
-
-	memset(&o, 0, sizeof(o));
-	h.in = kube_intern_new();
-	o.kind = KUBE_KIND_NODE;
-	o.intern = h.in;
-	o.label_indexes = labels;
-	o.reflector.clock = &h.f.clock;
-	o.reflector.sleep = f_sleep;
-	o.reflector.sleep_ud = &h.f;
-	CU_ASSERT_EQUAL_FATAL(kube_informer_new(&o, &h.inf, NULL), 0);
-	CU_ASSERT_EQUAL(kube_informer_add_handler(h.inf, &enq), 0);
-	h.f.inf = h.inf;
-	h.lw.list = f_list;
-	h.lw.watch = f_watch;
-	h.lw.ud = &h.f;
-	CU_ASSERT_EQUAL_FATAL(kube_informer_start(h.inf, &h.lw, NULL), 0);
+	start(&h, KUBE_KIND_NODE);
 	wait_idle(&h.f);
 
 	kube_informer_rdlock(h.inf);
-	CU_ASSERT_EQUAL(kube_informer_by_label(h.inf, "provreqd.io/node-group", "gpu", count_cb, &n), 0);
-	CU_ASSERT_EQUAL(n, 1);
-	n = 0;
-	CU_ASSERT_EQUAL(kube_informer_by_label(h.inf, "provreqd.io/node-group", "cpu", count_cb, &n), 0);
-	CU_ASSERT_EQUAL(n, 2);
-	CU_ASSERT_EQUAL(kube_informer_by_label(h.inf, "zone", "a", count_cb, &n), PRD_ENOTFOUND);
+	CU_ASSERT_EQUAL(kube_informer_len(h.inf), 3);
 	/* Cluster-scoped: any namespace argument means none. */
 	CU_ASSERT_PTR_NOT_NULL(kube_informer_get(h.inf, NULL, "n1"));
 	CU_ASSERT_PTR_NOT_NULL(kube_informer_get(h.inf, "whatever", "n1"));
+	/* The update replaced n2 with its new labels. */
+	g = group_of(h.inf, "n2");
+	CU_ASSERT_TRUE(g && strcmp(g, "cpu") == 0);
+	g = group_of(h.inf, "n1");
+	CU_ASSERT_TRUE(g && strcmp(g, "gpu") == 0);
 	kube_informer_rdunlock(h.inf);
 
-	/* Three adds and one update, de-duplicated to three keys. */
-	CU_ASSERT_EQUAL(wq_len(q), 3);
-	while(wq_try_get(q, &k) == 0) {
-		CU_ASSERT_TRUE(strcmp(k, "n1") == 0 || strcmp(k, "n2") == 0 || strcmp(k, "n3") == 0);
-		wq_done(q, k);
-		free(k);
-	}
+	/* Three adds and one update; a cluster-scoped object has no
+	 * namespace. */
+	CU_ASSERT_EQUAL(h.log.n, 4);
+	CU_ASSERT_TRUE(log_has(&h.log, "add /n1 1"));
+	CU_ASSERT_TRUE(log_has(&h.log, "add /n2 2"));
+	CU_ASSERT_TRUE(log_has(&h.log, "add /n3 3"));
+	CU_ASSERT_STRING_EQUAL(h.log.lines[3], "update /n2 2>14");
 	finish(&h);
-	wq_free(q);
 }
 
 static void test_stop_promptly(void)
@@ -715,7 +717,7 @@ static void test_stop_promptly(void)
 	/* Stop while the watch is parked. */
 	memset(&h, 0, sizeof(h));
 	fake_init(&h.f);
-	start(&h, KUBE_KIND_POD, NULL);
+	start(&h, KUBE_KIND_POD);
 	wait_idle(&h.f);
 	kube_informer_stop(h.inf);
 	finish(&h);
@@ -755,11 +757,11 @@ static void test_store_direct(void)
 	CU_ASSERT_EQUAL(ops->list_item(inf, p2), 0);
 	CU_ASSERT_EQUAL(ops->list_end(inf, true, "6"), 0);
 	CU_ASSERT_EQUAL(kube_informer_len(inf), 1);
-	CU_ASSERT_EQUAL(kube_informer_count_by_node(inf, "n"), 1);
+	CU_ASSERT_EQUAL(pods_on(inf, "n"), 1);
 	CU_ASSERT_EQUAL(ops->event(inf, KUBE_EV_DELETED, p2), 0);
 	CU_ASSERT_EQUAL(ops->event(inf, KUBE_EV_DELETED, p2), 0);
 	CU_ASSERT_EQUAL(kube_informer_len(inf), 0);
-	CU_ASSERT_EQUAL(kube_informer_count_by_node(inf, "n"), 0);
+	CU_ASSERT_EQUAL(pods_on(inf, "n"), 0);
 	json_object_put(p1);
 	json_object_put(p2);
 	free(t1);
@@ -776,7 +778,7 @@ static const test_case cases[] = {
 	{ "relist_keeps_unchanged", test_relist_keeps_unchanged },
 	{ "backoff", test_backoff },
 	{ "malformed_skipped", test_malformed_skipped },
-	{ "nodes_label_index_and_queue", test_nodes_label_index_and_queue },
+	{ "nodes_cluster_scoped", test_nodes_cluster_scoped },
 	{ "stop_promptly", test_stop_promptly },
 	{ "store_direct", test_store_direct },
 	{ NULL, NULL }

@@ -202,6 +202,21 @@ static void test_clock_fake(void)
 	CU_ASSERT_EQUAL(clk_mono(&c), 10 * PRD_NS_PER_SEC);
 	CU_ASSERT_TRUE(clk_wall(r) > 1600000000LL * PRD_NS_PER_SEC);
 	CU_ASSERT_TRUE(clk_mono(r) <= clk_mono(r));
+	/* Sleeping on a fake clock moves it by exactly the time asked for
+	 * and returns at once; nothing for a wait of zero or less. */
+	clk_sleep(&c, 250 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(clk_wall(&c), 900 * PRD_NS_PER_SEC + 250 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(clk_mono(&c), 10 * PRD_NS_PER_SEC + 250 * PRD_NS_PER_MS);
+	clk_sleep(&c, 0);
+	clk_sleep(&c, -5);
+	CU_ASSERT_EQUAL(clk_mono(&c), 10 * PRD_NS_PER_SEC + 250 * PRD_NS_PER_MS);
+	/* The real clock really waits: never less than asked (a lower bound
+	 * only, so a busy machine cannot make this fail). */
+	{
+		int64_t t0 = clk_mono(r);
+		clk_sleep(r, 2 * PRD_NS_PER_MS);
+		CU_ASSERT_TRUE(clk_mono(r) - t0 >= 2 * PRD_NS_PER_MS);
+	}
 }
 
 struct ts_case {
