@@ -88,8 +88,8 @@ t_contains "-o wide adds BOOKINGEXPIRED" BOOKINGEXPIRED "$(kubectl get provreq -
 # --- errors from the apiserver, worded like kubectl's
 kcreate fits -n "$PR_NS" --class=check-capacity --template=small --count=2
 t_eq "AlreadyExists: exit 1" 1 "$status"
-t_eq "AlreadyExists: the message" \
-	"Error from server (AlreadyExists): provisioningrequests.autoscaling.x-k8s.io \"fits\" already exists" "$out"
+t_eq "AlreadyExists: the message, naming the server" \
+	"Error from server (AlreadyExists): provisioningrequests.autoscaling.x-k8s.io \"fits\" already exists (server $(kubectl config view --minify -o 'jsonpath={.clusters[0].cluster.server}'))" "$out"
 
 # The PodTemplate made for a request that cannot be created is removed.
 kcreate fits -n "$PR_NS" --class=check-capacity --template=orphan --count=1 --cpu=1
