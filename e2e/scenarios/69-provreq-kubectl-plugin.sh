@@ -2,7 +2,8 @@
 # The kubectl plugin path: with the build directory on PATH, `kubectl create
 # provisioningrequest ...` runs kubectl-create-provisioningrequest; the
 # requests it creates are served by provreqd, and `kubectl get provreq`
-# shows the CLASS/ACCEPTED/PROVISIONED/FAILED columns with their states.
+# shows the CLASS/ACCEPTED/PROVISIONED/FAILED/REASON/BOOKINGEXPIRED/REVOKED
+# columns with their states (MESSAGE with -o wide).
 # Also: the namespace of the kubeconfig context, --image/--cpu creating the
 # PodTemplate (owned by the request, deleted again when the request cannot
 # be created), --dry-run=server, and apiserver errors worded like kubectl's
@@ -74,22 +75,25 @@ t_wait 90 "scale: Provisioned=True/CapacityIsProvisioned" pr_cond_is scale Provi
 table=$(kubectl get provreq -n "$PR_NS")
 t_log "$table"
 header=$(sed -n 1p <<<"$table")
-for col in NAME CLASS ACCEPTED PROVISIONED FAILED AGE; do
+for col in NAME CLASS ACCEPTED PROVISIONED FAILED REASON BOOKINGEXPIRED REVOKED AGE; do
 	[[ " $header " == *" $col "* ]] || t_fail "column $col missing from: $header"
 done
 t_pass "the columns: $header"
 row() { awk -v n="$1" '$1 == n { $NF = ""; print }' <<<"$table" | sed 's/ *$//'; }
-t_eq "fits row" "fits check-capacity.autoscaling.x-k8s.io True True" "$(row fits)"
-t_eq "nofit row" "nofit check-capacity.autoscaling.x-k8s.io True False True" "$(row nofit)"
-t_eq "scale row" "scale best-effort-atomic-scale-up.autoscaling.x-k8s.io True True" "$(row scale)"
+# (empty cells vanish in these rows: no request is final by booking yet)
+t_eq "fits row" "fits check-capacity.autoscaling.x-k8s.io True True CapacityIsFound" "$(row fits)"
+t_eq "nofit row" "nofit check-capacity.autoscaling.x-k8s.io True False True CapacityIsNotFound" "$(row nofit)"
+t_eq "scale row" "scale best-effort-atomic-scale-up.autoscaling.x-k8s.io True True CapacityIsProvisioned" "$(row scale)"
 t_contains "the short name provreqs works too" scale "$(kubectl get provreqs -n "$PR_NS" -o name)"
-t_contains "-o wide adds BOOKINGEXPIRED" BOOKINGEXPIRED "$(kubectl get provreq -n "$PR_NS" -o wide | sed -n 1p)"
+t_contains "-o wide adds MESSAGE" MESSAGE "$(kubectl get provreq -n "$PR_NS" -o wide | sed -n 1p)"
+t_contains "the MESSAGE of nofit is Provisioned's" "$(pr_msg nofit Provisioned)" \
+	"$(kubectl get provreq -n "$PR_NS" nofit -o wide | sed -n 2p)"
 
 # --- errors from the apiserver, worded like kubectl's
 kcreate fits -n "$PR_NS" --class=check-capacity --template=small --count=2
 t_eq "AlreadyExists: exit 1" 1 "$status"
-t_eq "AlreadyExists: the message" \
-	"Error from server (AlreadyExists): provisioningrequests.autoscaling.x-k8s.io \"fits\" already exists" "$out"
+t_eq "AlreadyExists: the message, naming the server" \
+	"Error from server (AlreadyExists): provisioningrequests.autoscaling.x-k8s.io \"fits\" already exists (server $(kubectl config view --minify -o 'jsonpath={.clusters[0].cluster.server}'))" "$out"
 
 # The PodTemplate made for a request that cannot be created is removed.
 kcreate fits -n "$PR_NS" --class=check-capacity --template=orphan --count=1 --cpu=1

@@ -322,6 +322,28 @@ static size_t read_header(char *ptr, size_t size, size_t n, void *ud)
 	return len;
 }
 
+/* Impersonate-User and one Impersonate-Group per group (kubectl --as,
+ * --as-group). On failure the list is freed and *hl set to NULL. */
+static int add_impersonation(struct curl_slist **hl, const kube_config *cfg)
+{
+	char *line = str_printf("Impersonate-User: %s", cfg->impersonate_user);
+	struct curl_slist *nl = line ? curl_slist_append(*hl, line) : NULL;
+	size_t i;
+
+	free(line);
+	for(i = 0; nl && cfg->impersonate_groups && cfg->impersonate_groups[i]; i++) {
+		line = str_printf("Impersonate-Group: %s", cfg->impersonate_groups[i]);
+		nl = line ? curl_slist_append(*hl, line) : NULL;
+		free(line);
+	}
+	if(!nl) {
+		curl_slist_free_all(*hl);
+		*hl = NULL;
+		return PRD_ENOMEM;
+	}
+	return 0;
+}
+
 /* Options shared by ordinary requests and watches: URL, TLS, identity and
  * credentials. `hdrs` receives the header list the caller frees after the
  * transfer. */
@@ -403,6 +425,11 @@ static int setup_handle(kube_client *c, CURL *h, const char *path, const kube_cr
 			curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
 			curl_easy_setopt(h, CURLOPT_USERNAME, cfg->username);
 			curl_easy_setopt(h, CURLOPT_PASSWORD, cfg->password ? cfg->password : "");
+		}
+		if(hl && cfg->impersonate_user) {
+			rc = add_impersonation(&hl, cfg);
+			if(rc)
+				hl = NULL;
 		}
 		if(!hl) {
 			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");

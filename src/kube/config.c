@@ -593,53 +593,176 @@ static kube_config *config_new(void)
 	return cfg;
 }
 
+/* Overwrite a secret before freeing it so it does not linger in freed
+ * heap memory. */
+static void free_secret(char *s, size_t n)
+{
+	if(!s)
+		return;
+	if(!n)
+		n = strlen(s);
+	explicit_bzero(s, n);
+	free(s);
+}
+
+/* A header value may not carry a line break (it would start another
+ * header) or other control characters. */
+static bool header_safe(const char *v)
+{
+	for(; *v; v++)
+		if((unsigned char)*v < 0x20 || *v == 0x7f)
+			return false;
+	return true;
+}
+
+/* Apply the connection and credential overrides (not context/cluster/user,
+ * which choose kubeconfig entries) to a loaded configuration. */
+static int apply_overrides(kube_config *cfg, const kube_config_overrides *ov, prd_err *err)
+{
+	int rc = 0;
+
+	if(ov->server) {
+		free(cfg->server);
+		cfg->server = NULL;
+		rc = set_server(cfg, ov->server, "--server", err);
+		if(rc)
+			return rc;
+		/* The kubeconfig's name for its own server says nothing
+		 * about another one. */
+		free(cfg->tls_server_name);
+		cfg->tls_server_name = NULL;
+	}
+	if(ov->insecure_skip_tls_verify) {
+		cfg->insecure = true;
+		free(cfg->ca_pem);
+		cfg->ca_pem = NULL;
+		cfg->ca_len = 0;
+	}
+	if(ov->token) {
+		if(!*ov->token || !header_safe(ov->token))
+			return prd_err_set(err, PRD_EINVAL, "--token: empty or contains control characters");
+		free_secret(cfg->token, 0);
+		cfg->token = NULL;
+		free(cfg->token_file);
+		cfg->token_file = NULL;
+		free(cfg->username);
+		cfg->username = NULL;
+		free_secret(cfg->password, 0);
+		cfg->password = NULL;
+		exec_free(cfg->exec);
+		cfg->exec = NULL;
+		rc = dup_field(&cfg->token, ov->token, err);
+		if(rc)
+			return rc;
+	}
+	if(ov->impersonate_groups && ov->impersonate_groups[0] && !ov->impersonate_user)
+		return prd_err_set(err, PRD_EINVAL, "--as-group needs --as: groups are impersonated with a user");
+	if(ov->impersonate_user) {
+		size_t n = 0, i;
+		if(!*ov->impersonate_user || !header_safe(ov->impersonate_user))
+			return prd_err_set(err, PRD_EINVAL, "--as: empty or contains control characters");
+		rc = dup_field(&cfg->impersonate_user, ov->impersonate_user, err);
+		if(rc)
+			return rc;
+		while(ov->impersonate_groups && ov->impersonate_groups[n])
+			n++;
+		if(n) {
+			cfg->impersonate_groups = calloc(n + 1, sizeof(char *));
+			if(!cfg->impersonate_groups)
+				return prd_err_set(err, PRD_ENOMEM, "out of memory");
+			for(i = 0; i < n; i++) {
+				if(!*ov->impersonate_groups[i] || !header_safe(ov->impersonate_groups[i]))
+					return prd_err_set(err, PRD_EINVAL,
+							   "--as-group: empty or contains control characters");
+				cfg->impersonate_groups[i] = str_dup(ov->impersonate_groups[i]);
+				if(!cfg->impersonate_groups[i])
+					return prd_err_set(err, PRD_ENOMEM, "out of memory");
+			}
+		}
+	}
+	return 0;
+}
+
 int kube_config_load(const char *path, const char *context, kube_config **out, prd_err *err)
+{
+	kube_config_overrides ov;
+	memset(&ov, 0, sizeof(ov));
+	ov.context = context;
+	return kube_config_load_with(path, &ov, out, err);
+}
+
+int kube_config_load_with(const char *path, const kube_config_overrides *ovp, kube_config **out, prd_err *err)
 {
 	kc_set s = {0};
 	kube_config *cfg = NULL;
+	kube_config_overrides ov;
 	kc_entry ctx, cl, us;
-	const char *ctxname = context, *clname, *usname, *ns;
+	const char *ctxname, *clname = NULL, *usname = NULL, *ns = NULL, *first;
 	int rc;
 
 	*out = NULL;
+	if(ovp)
+		ov = *ovp;
+	else
+		memset(&ov, 0, sizeof(ov));
+	if(ov.server && !*ov.server)
+		ov.server = NULL;
+	ctxname = ov.context && *ov.context ? ov.context : NULL;
 	rc = kc_gather(&s, path, err);
+	/* kubectl --server=URL works without any kubeconfig; an explicitly
+	 * named file must still exist. */
+	if(rc == PRD_ENOTFOUND && ov.server && !(path && *path)) {
+		prd_err_clear(err);
+		rc = 0;
+	}
 	if(rc)
 		goto done;
-	if(!ctxname || !*ctxname) {
-		ctxname = NULL;
-		for(size_t i = 0; i < s.n && !ctxname; i++)
-			ctxname = jstr_nonempty(s.files[i].doc, "current-context");
-		if(!ctxname) {
-			rc = prd_err_set(err, PRD_EINVAL,
-					 "kubeconfig %s%s: no current-context is set and no context was given",
-					 s.files[0].path, s.n > 1 ? " (and the other KUBECONFIG files)" : "");
+	first = s.n ? s.files[0].path : "(none found)";
+	for(size_t i = 0; i < s.n && !ctxname; i++)
+		ctxname = jstr_nonempty(s.files[i].doc, "current-context");
+	if(!ctxname && !ov.cluster && !ov.server) {
+		rc = prd_err_set(err, PRD_EINVAL, "kubeconfig %s%s: no current-context is set and no context was given",
+				 first, s.n > 1 ? " (and the other KUBECONFIG files)" : "");
+		goto done;
+	}
+	if(ctxname) {
+		rc = kc_find(&s, "contexts", "context", ctxname, &ctx, err);
+		if(rc == PRD_ENOTFOUND)
+			rc = prd_err_set(err, PRD_ENOTFOUND, "kubeconfig %s: context \"%s\" is not defined", first,
+					 ctxname);
+		if(rc)
+			goto done;
+		clname = jstr_nonempty(ctx.body, "cluster");
+		usname = jstr_nonempty(ctx.body, "user");
+		ns = jstr_nonempty(ctx.body, "namespace");
+		if(!clname && !ov.cluster && !ov.server) {
+			rc = prd_err_set(err, PRD_EINVAL, "kubeconfig %s: contexts[%s].cluster is missing",
+					 ctx.file->path, ctxname);
 			goto done;
 		}
 	}
-	rc = kc_find(&s, "contexts", "context", ctxname, &ctx, err);
-	if(rc == PRD_ENOTFOUND)
-		rc = prd_err_set(err, PRD_ENOTFOUND, "kubeconfig %s: context \"%s\" is not defined",
-				 s.files[0].path, ctxname);
-	if(rc)
-		goto done;
-	clname = jstr_nonempty(ctx.body, "cluster");
-	usname = jstr_nonempty(ctx.body, "user");
-	ns = jstr_nonempty(ctx.body, "namespace");
-	if(!clname) {
-		rc = prd_err_set(err, PRD_EINVAL, "kubeconfig %s: contexts[%s].cluster is missing",
-				 ctx.file->path, ctxname);
-		goto done;
+	if(ov.cluster && *ov.cluster)
+		clname = ov.cluster;
+	if(ov.user && *ov.user)
+		usname = ov.user;
+	if(clname) {
+		rc = kc_find(&s, "clusters", "cluster", clname, &cl, err);
+		if(rc == PRD_ENOTFOUND && clname == ov.cluster)
+			rc = prd_err_set(err, PRD_ENOTFOUND, "kubeconfig %s: cluster \"%s\" (--cluster) is not defined",
+					 first, clname);
+		else if(rc == PRD_ENOTFOUND)
+			rc = prd_err_set(err, PRD_ENOTFOUND,
+					 "kubeconfig %s: context \"%s\" names cluster \"%s\", which is not defined",
+					 ctx.file->path, ctxname, clname);
+		if(rc)
+			goto done;
 	}
-	rc = kc_find(&s, "clusters", "cluster", clname, &cl, err);
-	if(rc == PRD_ENOTFOUND)
-		rc = prd_err_set(err, PRD_ENOTFOUND,
-				 "kubeconfig %s: context \"%s\" names cluster \"%s\", which is not defined",
-				 ctx.file->path, ctxname, clname);
-	if(rc)
-		goto done;
 	if(usname) {
 		rc = kc_find(&s, "users", "user", usname, &us, err);
-		if(rc == PRD_ENOTFOUND)
+		if(rc == PRD_ENOTFOUND && usname == ov.user)
+			rc = prd_err_set(err, PRD_ENOTFOUND, "kubeconfig %s: user \"%s\" (--user) is not defined",
+					 first, usname);
+		else if(rc == PRD_ENOTFOUND)
 			rc = prd_err_set(err, PRD_ENOTFOUND,
 					 "kubeconfig %s: context \"%s\" names user \"%s\", which is not defined",
 					 ctx.file->path, ctxname, usname);
@@ -651,18 +774,21 @@ int kube_config_load(const char *path, const char *context, kube_config **out, p
 		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 		goto done;
 	}
-	cfg->context = str_dup(ctxname);
+	cfg->context = ctxname ? str_dup(ctxname) : NULL;
 	cfg->namespace_ = str_dup(ns ? ns : "default");
-	if(!cfg->context || !cfg->namespace_) {
+	if((ctxname && !cfg->context) || !cfg->namespace_) {
 		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 		goto done;
 	}
-	rc = load_cluster(cfg, &cl, clname, err);
+	if(clname)
+		rc = load_cluster(cfg, &cl, clname, err);
 	if(!rc && usname)
 		rc = load_user(cfg, &us, usname, err);
+	if(!rc)
+		rc = apply_overrides(cfg, &ov, err);
 	if(rc)
 		goto done;
-	log_debug("kubeconfig loaded", "file", s.files[0].path, "context", cfg->context, "server",
+	log_debug("kubeconfig loaded", "file", first, "context", cfg->context ? cfg->context : "(none)", "server",
 		  cfg->server);
 	*out = cfg;
 	cfg = NULL;
@@ -743,11 +869,20 @@ done:
 
 int kube_config_auto(const char *path, const char *context, kube_config **out, prd_err *err)
 {
+	kube_config_overrides ov;
+	memset(&ov, 0, sizeof(ov));
+	ov.context = context;
+	return kube_config_auto_with(path, &ov, out, err);
+}
+
+int kube_config_auto_with(const char *path, const kube_config_overrides *ov, kube_config **out, prd_err *err)
+{
 	const char *env = getenv("KUBECONFIG");
 	const char *home = getenv("HOME");
+	int rc;
 
 	if((path && *path) || (env && *env))
-		return kube_config_load(path, context, out, err);
+		return kube_config_load_with(path, ov, out, err);
 	if(home && *home) {
 		char *p = str_printf("%s/.kube/config", home);
 		bool exists;
@@ -755,22 +890,18 @@ int kube_config_auto(const char *path, const char *context, kube_config **out, p
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 		exists = access(p, F_OK) == 0;
 		free(p);
-		if(exists)
-			return kube_config_load(NULL, context, out, err);
+		if(exists || (ov && ov->server && *ov->server))
+			return kube_config_load_with(NULL, ov, out, err);
 	}
-	return kube_config_in_cluster(NULL, out, err);
-}
-
-/* Overwrite a secret before freeing it so it does not linger in freed
- * heap memory. */
-static void free_secret(char *s, size_t n)
-{
-	if(!s)
-		return;
-	if(!n)
-		n = strlen(s);
-	explicit_bzero(s, n);
-	free(s);
+	rc = kube_config_in_cluster(NULL, out, err);
+	if(!rc && ov) {
+		rc = apply_overrides(*out, ov, err);
+		if(rc) {
+			kube_config_free(*out);
+			*out = NULL;
+		}
+	}
+	return rc;
 }
 
 void kube_config_free(kube_config *cfg)
@@ -789,6 +920,12 @@ void kube_config_free(kube_config *cfg)
 	free(cfg->username);
 	free_secret(cfg->password, 0);
 	exec_free(cfg->exec);
+	free(cfg->impersonate_user);
+	if(cfg->impersonate_groups) {
+		for(size_t i = 0; cfg->impersonate_groups[i]; i++)
+			free(cfg->impersonate_groups[i]);
+		free(cfg->impersonate_groups);
+	}
 	kube__cred_cache_free(cfg->cred);
 	free(cfg);
 }

@@ -44,6 +44,10 @@ typedef struct kube_config {
 	char *username;        /* basic auth */
 	char *password;
 	kube_exec_config *exec;
+	/* Impersonation (kubectl --as/--as-group): sent as Impersonate-User
+	 * and one Impersonate-Group header per group. */
+	char *impersonate_user;
+	char **impersonate_groups; /* NULL-terminated, or NULL */
 	/* private: rotating credential cache, guarded by an internal lock */
 	struct kube_cred_cache *cred;
 } kube_config;
@@ -64,6 +68,33 @@ typedef struct kube_credentials {
  * directory of the file that names them. Caller frees with
  * kube_config_free(). Errors name the file and the field. */
 int kube_config_load(const char *path, const char *context, kube_config **out, prd_err *err);
+
+/* What kubectl's global flags change in the loaded configuration. Every
+ * field is optional (NULL/false = keep the kubeconfig's value):
+ *   context   --context: the context instead of current-context
+ *   cluster   --cluster: the kubeconfig cluster entry instead of the context's
+ *   user      --user: the kubeconfig user entry instead of the context's
+ *   server    --server: the apiserver URL (tls-server-name is dropped)
+ *   token     --token: the bearer token; replaces the user's token, token
+ *             file, basic auth and exec plugin (client certificates stay)
+ *   insecure_skip_tls_verify  no server certificate check (the CA is dropped)
+ *   impersonate_user / impersonate_groups (NULL-terminated)  --as/--as-group
+ * With `server` set and no kubeconfig file found, the configuration is built
+ * from these fields alone (namespace "default"), as kubectl does. */
+typedef struct kube_config_overrides {
+	const char *context;
+	const char *cluster;
+	const char *user;
+	const char *server;
+	const char *token;
+	bool insecure_skip_tls_verify;
+	const char *impersonate_user;
+	const char *const *impersonate_groups;
+} kube_config_overrides;
+
+/* kube_config_load and kube_config_auto with overrides (`ov` may be NULL). */
+int kube_config_load_with(const char *path, const kube_config_overrides *ov, kube_config **out, prd_err *err);
+int kube_config_auto_with(const char *path, const kube_config_overrides *ov, kube_config **out, prd_err *err);
 
 /* In-cluster config from KUBERNETES_SERVICE_HOST/PORT and the mounted
  * service account (token, ca.crt, namespace). `root` is the directory that

@@ -178,49 +178,6 @@ const char *cfg_format_duration(int64_t ns, char out[32])
 	return out;
 }
 
-/* Levenshtein distance, for "did you mean". Short strings only. */
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), i, j;
-	size_t row[128];
-	if(lb >= 128 || la >= 128)
-		return (size_t)-1;
-	for(j = 0; j <= lb; j++)
-		row[j] = j;
-	for(i = 1; i <= la; i++) {
-		size_t prev = row[0];
-		row[0] = i;
-		for(j = 1; j <= lb; j++) {
-			size_t cur = row[j];
-			size_t best = prev + (a[i - 1] != b[j - 1]);
-			if(row[j] + 1 < best)
-				best = row[j] + 1;
-			if(row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			prev = cur;
-		}
-	}
-	return row[lb];
-}
-
-/* Closest candidate within a third of the word's length (at least 2). */
-static const char *closest(const char *word, const char *const *cands, size_t n)
-{
-	size_t i, best = (size_t)-1, limit = strlen(word) / 3;
-	const char *pick = NULL;
-	if(limit < 2)
-		limit = 2;
-	for(i = 0; i < n; i++) {
-		size_t d = edit_distance(word, cands[i]);
-		if(d < best) {
-			best = d;
-			pick = cands[i];
-		}
-	}
-	return best <= limit ? pick : NULL;
-}
-
 static const cfg_option *by_flag(const char *name, size_t len)
 {
 	size_t i;
@@ -444,7 +401,7 @@ static void suggest_key(const char *path, buf *msg)
 			}
 		}
 	}
-	pick = closest(path, cands, n);
+	pick = str_closest(path, cands, n);
 	if(pick)
 		buf_printf(msg, " (did you mean %s?)", pick);
 	for(i = 0; i < no; i++)
@@ -559,7 +516,7 @@ static void suggest_flag(const char *name, size_t len, buf *msg)
 		return;
 	for(i = 0; i < cfg_n_options && n < 128; i++)
 		cands[n++] = cfg_options[i].flag;
-	pick = closest(w, cands, n);
+	pick = str_closest(w, cands, n);
 	if(pick)
 		buf_printf(msg, " (did you mean --%s?)", pick);
 	free(w);

@@ -35,19 +35,35 @@ static void print_errors(const char *errs)
 	}
 }
 
-/* An apiserver error the way kubectl words it. */
+/* A 404 on the ProvisioningRequest collection itself: the apiserver does
+ * not serve the resource (a missing namespace also answers 404, but with
+ * `namespaces "x" not found`). The generic answer is a Status saying "the
+ * server could not find the requested resource", or a bare "404 page not
+ * found" that is no Status at all. */
+static bool crd_missing(const kube_resource *r, const kube_status *st)
+{
+	return r == &KUBE_PROVREQS && st->http_code == 404 &&
+	       (!st->message[0] || strstr(st->message, "could not find the requested resource"));
+}
+
+/* An apiserver error the way kubectl words it, naming the server, since
+ * with several kubeconfigs, contexts and --server the user may not know
+ * which one answered. */
 static void report_api_error(const kube_resource *r, const kube_status *st, const prd_err *e, const char *server)
 {
 	if(st->http_code <= 0) {
 		fprintf(stderr, "error: cannot reach the apiserver at %s: %s\n", server, e->msg);
 		return;
 	}
-	fprintf(stderr, "Error from server (%s): %s%s\n", st->reason[0] ? st->reason : "Unknown",
+	if(crd_missing(r, st)) {
+		fprintf(stderr, "error: the apiserver at %s does not serve provisioningrequests.autoscaling.x-k8s.io "
+				"(404): is the ProvisioningRequest CRD installed? "
+				"kubectl apply -f crd/provisioningrequests.yaml\n", server);
+		return;
+	}
+	fprintf(stderr, "Error from server (%s): %s%s (server %s)\n", st->reason[0] ? st->reason : "Unknown",
 		st->message[0] ? st->message : e->msg,
-		strlen(st->message) + 1 >= sizeof(st->message) ? " [message truncated]" : "");
-	if(st->http_code == 404 && r == &KUBE_PROVREQS && strstr(st->message, "could not find the requested resource"))
-		fputs("hint: the ProvisioningRequest CRD is not installed in this cluster "
-		      "(kubectl apply -f crd/provisioningrequests.yaml)\n", stderr);
+		strlen(st->message) + 1 >= sizeof(st->message) ? " [message truncated]" : "", server);
 }
 
 /* kubectl hides managedFields unless asked; so do we. */
@@ -173,6 +189,7 @@ static int run(const plug_opts *o)
 	kube_config *kc = NULL;
 	kube_client *c = NULL;
 	kube_client_opts copts;
+	kube_config_overrides ov;
 	json_object *req = NULL, *tmpl = NULL, *req_out = NULL, *tmpl_out = NULL;
 	const char *ns = o->namespace_;
 	kube_status st;
@@ -181,11 +198,21 @@ static int run(const plug_opts *o)
 
 	memset(&st, 0, sizeof(st));
 	prd_err_clear(&e);
+	memset(&ov, 0, sizeof(ov));
+	ov.context = o->context;
+	ov.cluster = o->cluster;
+	ov.user = o->user;
+	ov.server = o->server;
+	ov.token = o->token;
+	ov.insecure_skip_tls_verify = o->insecure;
+	ov.impersonate_user = o->as_user;
+	ov.impersonate_groups = o->as_groups;
 	if(!ns || o->dry_run != PLUG_DRY_CLIENT) {
-		if(kube_config_auto(o->kubeconfig, o->context, &kc, &e)) {
-			/* A client-side dry run needs no cluster; without an
-			 * explicit kubeconfig it prints for "default". */
-			if(o->dry_run != PLUG_DRY_CLIENT || o->kubeconfig || o->context) {
+		if(kube_config_auto_with(o->kubeconfig, &ov, &kc, &e)) {
+			/* A client-side dry run needs no cluster; unless the
+			 * flags name a kubeconfig or an entry of one, it prints
+			 * for "default". */
+			if(o->dry_run != PLUG_DRY_CLIENT || o->kubeconfig || o->context || o->cluster || o->user) {
 				fprintf(stderr, "error: cannot load the kubeconfig: %s\n", e.msg);
 				goto done;
 			}

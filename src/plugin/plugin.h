@@ -26,6 +26,9 @@
 #define PLUG_MAX_PODSETS 32
 #define PLUG_MAX_PARAMS 100
 #define PLUG_MAX_PARAM_VALUE 255
+/* Our own bounds on repeatable flags, far above any sane use. */
+#define PLUG_MAX_LABELS 64
+#define PLUG_MAX_GROUPS 32
 
 typedef enum plug_dry_run {
 	PLUG_DRY_NONE = 0,
@@ -45,6 +48,7 @@ typedef struct plug_podset {
 	int32_t count;
 } plug_podset;
 
+/* KEY=VALUE of --param, --label and --annotation. */
 typedef struct plug_param {
 	char *key;                  /* owned */
 	const char *value;          /* borrowed from argv (after the '=') */
@@ -59,9 +63,22 @@ typedef struct plug_opts {
 	size_t n_podsets;
 	plug_param params[PLUG_MAX_PARAMS];
 	size_t n_params;
+	plug_param labels[PLUG_MAX_LABELS];      /* --label, on the request */
+	size_t n_labels;
+	plug_param annotations[PLUG_MAX_LABELS]; /* --annotation, on the request */
+	size_t n_annotations;
 	const char *namespace_;     /* -n/--namespace, NULL when not given */
+	/* kubectl's global flags, NULL when not given */
 	const char *kubeconfig;
 	const char *context;
+	const char *cluster;        /* --cluster: kubeconfig cluster entry */
+	const char *user;           /* --user: kubeconfig user entry */
+	const char *server;         /* --server */
+	const char *token;          /* --token */
+	bool insecure;              /* --insecure-skip-tls-verify */
+	const char *as_user;        /* --as */
+	const char *as_groups[PLUG_MAX_GROUPS + 1]; /* --as-group, NULL-terminated */
+	size_t n_as_groups;
 	long request_timeout_ms;    /* 0 = the client's default */
 	plug_dry_run dry_run;
 	plug_output output;
@@ -83,6 +100,10 @@ typedef struct plug_opts {
  * Caller frees. */
 char *plug_class_resolve(const char *arg);
 
+/* For an unknown --class value: the short class name it is probably a typo
+ * of ("chek-capacity" → "check-capacity"), or NULL. */
+const char *plug_class_suggest(const char *arg);
+
 /* Parse argv[0..argc-1] (the arguments after the program name). Every
  * problem found is appended to `errs` as one line without the "error: "
  * prefix; returns 0 when there is none, PRD_EINVAL otherwise (PRD_ENOMEM on
@@ -91,7 +112,8 @@ char *plug_class_resolve(const char *arg);
 int plug_parse(int argc, char **argv, plug_opts *o, buf *errs);
 void plug_opts_free(plug_opts *o);
 
-/* The ProvisioningRequest (autoscaling.x-k8s.io/v1). `ns` NULL leaves out
+/* The ProvisioningRequest (autoscaling.x-k8s.io/v1), with the --label and
+ * --annotation pairs in its metadata. `ns` NULL leaves out
  * metadata.namespace. Returns a new object or NULL when out of memory. */
 json_object *plug_build_request(const plug_opts *o, const char *ns);
 

@@ -1,9 +1,10 @@
 /* Command line of kubectl-create-provisioningrequest.
  *
  * Flags take their value as "--flag=v" or "--flag v"; the one-letter forms
- * -n and -o also as "-nv" and "-n=v", like kubectl (pflag). Every problem is
- * reported, not just the first, so one run tells the user all they need to
- * fix. */
+ * -n and -o also as "-nv" and "-n=v", like kubectl (pflag). Boolean flags
+ * (--insecure-skip-tls-verify) take a value only as "--flag=true|false".
+ * Flags may come before or after NAME. Every problem is reported, not just
+ * the first, so one run tells the user all they need to fix. */
 #include "plugin/plugin.h"
 
 #include "kube/quantity.h"
@@ -27,19 +28,32 @@ char *plug_class_resolve(const char *arg)
 	return NULL;
 }
 
+const char *plug_class_suggest(const char *arg)
+{
+	static const char *const shorts[] = { "check-capacity", "atomic-scale-up", "best-effort-atomic-scale-up" };
+	if(!arg)
+		return NULL;
+	return str_closest(arg, shorts, sizeof(shorts) / sizeof(shorts[0]));
+}
+
 void plug_opts_free(plug_opts *o)
 {
 	size_t i;
 	free(o->class_name);
 	for(i = 0; i < o->n_params; i++)
 		free(o->params[i].key);
+	for(i = 0; i < o->n_labels; i++)
+		free(o->labels[i].key);
+	for(i = 0; i < o->n_annotations; i++)
+		free(o->annotations[i].key);
 	memset(o, 0, sizeof(*o));
 }
 
 /* Flags that take a value. */
 enum flag_id {
 	F_CLASS, F_TEMPLATE, F_COUNT, F_PARAM, F_NAMESPACE, F_KUBECONFIG, F_CONTEXT, F_OUTPUT, F_IMAGE,
-	F_CPU, F_MEMORY, F_GPU, F_REQUEST_TIMEOUT, F_VERBOSITY, F_DRY_RUN, F_HELP
+	F_CPU, F_MEMORY, F_GPU, F_REQUEST_TIMEOUT, F_VERBOSITY, F_DRY_RUN, F_HELP, F_LABEL, F_ANNOTATION,
+	F_CLUSTER, F_USER, F_SERVER, F_TOKEN, F_INSECURE, F_AS, F_AS_GROUP
 };
 
 typedef struct flag_def {
@@ -48,28 +62,58 @@ typedef struct flag_def {
 	enum flag_id id;
 	bool optional;    /* the value may be left out (--dry-run) */
 	bool no_value;    /* --help */
+	bool boolean;     /* a value only as --flag=true|false */
 } flag_def;
 
 static const flag_def flags[] = {
-	{ "class", 0, F_CLASS, false, false },
-	{ "template", 0, F_TEMPLATE, false, false },
-	{ "count", 0, F_COUNT, false, false },
-	{ "param", 0, F_PARAM, false, false },
-	{ "namespace", 'n', F_NAMESPACE, false, false },
-	{ "kubeconfig", 0, F_KUBECONFIG, false, false },
-	{ "context", 0, F_CONTEXT, false, false },
-	{ "output", 'o', F_OUTPUT, false, false },
-	{ "image", 0, F_IMAGE, false, false },
-	{ "cpu", 0, F_CPU, false, false },
-	{ "memory", 0, F_MEMORY, false, false },
-	{ "gpu", 0, F_GPU, false, false },
-	{ "request-timeout", 0, F_REQUEST_TIMEOUT, false, false },
+	{ "class", 0, F_CLASS, false, false, false },
+	{ "template", 0, F_TEMPLATE, false, false, false },
+	{ "count", 0, F_COUNT, false, false, false },
+	{ "param", 0, F_PARAM, false, false, false },
+	{ "namespace", 'n', F_NAMESPACE, false, false, false },
+	{ "kubeconfig", 0, F_KUBECONFIG, false, false, false },
+	{ "context", 0, F_CONTEXT, false, false, false },
+	{ "output", 'o', F_OUTPUT, false, false, false },
+	{ "image", 0, F_IMAGE, false, false, false },
+	{ "cpu", 0, F_CPU, false, false, false },
+	{ "memory", 0, F_MEMORY, false, false, false },
+	{ "gpu", 0, F_GPU, false, false, false },
+	{ "request-timeout", 0, F_REQUEST_TIMEOUT, false, false, false },
 	/* kubectl's log verbosity: accepted so `kubectl -v=6 create ...`
 	 * style invocations do not break, and otherwise ignored. */
-	{ "v", 'v', F_VERBOSITY, false, false },
-	{ "dry-run", 0, F_DRY_RUN, true, false },
-	{ "help", 'h', F_HELP, false, true },
+	{ "v", 'v', F_VERBOSITY, false, false, false },
+	{ "dry-run", 0, F_DRY_RUN, true, false, false },
+	{ "help", 'h', F_HELP, false, true, false },
+	{ "label", 0, F_LABEL, false, false, false },
+	{ "annotation", 0, F_ANNOTATION, false, false, false },
+	/* kubectl's global connection flags, as kubectl spells them. */
+	{ "cluster", 0, F_CLUSTER, false, false, false },
+	{ "user", 0, F_USER, false, false, false },
+	{ "server", 's', F_SERVER, false, false, false },
+	{ "token", 0, F_TOKEN, false, false, false },
+	{ "insecure-skip-tls-verify", 0, F_INSECURE, true, false, true },
+	{ "as", 0, F_AS, false, false, false },
+	{ "as-group", 0, F_AS_GROUP, false, false, false },
 };
+
+/* " (did you mean --x?)" for a mistyped long flag. */
+static void suggest_flag(const char *name, size_t len, buf *errs)
+{
+	const char *cands[sizeof(flags) / sizeof(flags[0])];
+	char w[64];
+	const char *pick;
+	size_t i;
+
+	if(len >= sizeof(w))
+		return;
+	memcpy(w, name, len);
+	w[len] = '\0';
+	for(i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		cands[i] = flags[i].long_name;
+	pick = str_closest(w, cands, i);
+	if(pick)
+		buf_printf(errs, " (did you mean --%s?)", pick);
+}
 
 static const flag_def *find_long(const char *name, size_t len)
 {
@@ -118,37 +162,96 @@ typedef struct collected {
 	bool too_many_templates, too_many_counts;
 } collected;
 
-static int add_param(plug_opts *o, const char *kv, buf *errs)
+/* A Kubernetes qualified name: [DNS-subdomain "/"] name, the name at most
+ * 63 characters of alphanumerics, '-', '_' and '.', beginning and ending
+ * alphanumeric. Label and annotation keys are these. */
+static bool qualified_name_ok(const char *s, size_t n)
 {
-	const char *eq = strchr(kv, '=');
+	const char *slash = memchr(s, '/', n);
 	size_t i;
+
+	if(slash) {
+		char prefix[254];
+		size_t pl = (size_t)(slash - s);
+		if(pl == 0 || pl > 253)
+			return false;
+		memcpy(prefix, s, pl);
+		prefix[pl] = '\0';
+		if(!str_is_dns_subdomain(prefix))
+			return false;
+		n -= pl + 1;
+		s = slash + 1;
+	}
+	if(n == 0 || n > 63)
+		return false;
+	for(i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if(!alnum && ((i == 0 || i == n - 1) || (c != '-' && c != '_' && c != '.')))
+			return false;
+	}
+	return true;
+}
+
+/* A label value: empty, or a qualified name without a prefix. */
+static bool label_value_ok(const char *v)
+{
+	return *v == '\0' || (!strchr(v, '/') && qualified_name_ok(v, strlen(v)));
+}
+
+typedef enum kv_kind { KV_PARAM, KV_LABEL, KV_ANNOTATION } kv_kind;
+
+/* Add KEY=VALUE to the list of --param, --label or --annotation, refusing
+ * a malformed pair, a key given twice and too many pairs. */
+static int add_kv(plug_opts *o, kv_kind kind, const char *kv, buf *errs)
+{
+	static const char *const flagname[] = { "--param", "--label", "--annotation" };
+	const char *fl = flagname[kind];
+	plug_param *list = kind == KV_PARAM ? o->params : kind == KV_LABEL ? o->labels : o->annotations;
+	size_t *n = kind == KV_PARAM ? &o->n_params : kind == KV_LABEL ? &o->n_labels : &o->n_annotations;
+	size_t max = kind == KV_PARAM ? PLUG_MAX_PARAMS : PLUG_MAX_LABELS;
+	const char *eq = strchr(kv, '=');
+	size_t i, kl;
 	char *key;
 
 	if(!eq || eq == kv) {
-		buf_printf(errs, "--param %s: expected KEY=VALUE\n", kv);
+		buf_printf(errs, "%s %s: expected KEY=VALUE\n", fl, kv);
 		return PRD_EINVAL;
 	}
-	if(strlen(eq + 1) > PLUG_MAX_PARAM_VALUE) {
+	kl = (size_t)(eq - kv);
+	if(kind == KV_PARAM && strlen(eq + 1) > PLUG_MAX_PARAM_VALUE) {
 		buf_printf(errs, "--param %.*s: the value is %zu characters long; at most %d are allowed\n",
-			   (int)(eq - kv), kv, strlen(eq + 1), PLUG_MAX_PARAM_VALUE);
+			   (int)kl, kv, strlen(eq + 1), PLUG_MAX_PARAM_VALUE);
 		return PRD_EINVAL;
 	}
-	for(i = 0; i < o->n_params; i++) {
-		if(strlen(o->params[i].key) == (size_t)(eq - kv) && strncmp(o->params[i].key, kv, (size_t)(eq - kv)) == 0) {
-			buf_printf(errs, "--param %.*s: given twice\n", (int)(eq - kv), kv);
+	if(kind != KV_PARAM && !qualified_name_ok(kv, kl)) {
+		buf_printf(errs, "%s %.*s: not a valid key (an optional DNS subdomain prefix and '/', then at most "
+				 "63 letters, digits, '-', '_' or '.', beginning and ending with a letter or digit)\n",
+			   fl, (int)kl, kv);
+		return PRD_EINVAL;
+	}
+	if(kind == KV_LABEL && !label_value_ok(eq + 1)) {
+		buf_printf(errs, "--label %.*s: value %s is not a valid label value (at most 63 letters, digits, "
+				 "'-', '_' or '.', beginning and ending with a letter or digit, or empty)\n",
+			   (int)kl, kv, eq + 1);
+		return PRD_EINVAL;
+	}
+	for(i = 0; i < *n; i++) {
+		if(strlen(list[i].key) == kl && strncmp(list[i].key, kv, kl) == 0) {
+			buf_printf(errs, "%s %.*s: given twice\n", fl, (int)kl, kv);
 			return PRD_EINVAL;
 		}
 	}
-	if(o->n_params == PLUG_MAX_PARAMS) {
-		buf_printf(errs, "--param: at most %d parameters are allowed\n", PLUG_MAX_PARAMS);
+	if(*n == max) {
+		buf_printf(errs, "%s: at most %zu are allowed\n", fl, max);
 		return PRD_EINVAL;
 	}
-	key = str_ndup(kv, (size_t)(eq - kv));
+	key = str_ndup(kv, kl);
 	if(!key)
 		return PRD_ENOMEM;
-	o->params[o->n_params].key = key;
-	o->params[o->n_params].value = eq + 1;
-	o->n_params++;
+	list[*n].key = key;
+	list[*n].value = eq + 1;
+	(*n)++;
 	return 0;
 }
 
@@ -172,7 +275,58 @@ static int apply_flag(plug_opts *o, collected *c, const flag_def *f, const char 
 			c->too_many_counts = true;
 		return 0;
 	case F_PARAM:
-		return add_param(o, v, errs);
+		return add_kv(o, KV_PARAM, v, errs);
+	case F_LABEL:
+		return add_kv(o, KV_LABEL, v, errs);
+	case F_ANNOTATION:
+		return add_kv(o, KV_ANNOTATION, v, errs);
+	case F_CLUSTER:
+	case F_USER:
+	case F_AS:
+		if(!*v) {
+			buf_printf(errs, "--%s: must not be empty\n", f->long_name);
+			return PRD_EINVAL;
+		}
+		if(f->id == F_CLUSTER)
+			o->cluster = v;
+		else if(f->id == F_USER)
+			o->user = v;
+		else
+			o->as_user = v;
+		return 0;
+	case F_AS_GROUP:
+		if(!*v) {
+			buf_append_str(errs, "--as-group: must not be empty\n");
+			return PRD_EINVAL;
+		}
+		if(o->n_as_groups == PLUG_MAX_GROUPS) {
+			buf_printf(errs, "--as-group: at most %d are allowed\n", PLUG_MAX_GROUPS);
+			return PRD_EINVAL;
+		}
+		o->as_groups[o->n_as_groups++] = v;
+		return 0;
+	case F_SERVER:
+		if(!str_starts_with(v, "https://") && !str_starts_with(v, "http://")) {
+			buf_printf(errs, "--server %s: not an http(s) URL (e.g. https://10.0.0.1:6443)\n", v);
+			return PRD_EINVAL;
+		}
+		o->server = v;
+		return 0;
+	case F_TOKEN:
+		if(!*v) {
+			buf_append_str(errs, "--token: must not be empty\n");
+			return PRD_EINVAL;
+		}
+		o->token = v;
+		return 0;
+	case F_INSECURE:
+		if(!v) {
+			o->insecure = true;
+		} else if(str_to_bool(v, &o->insecure) != 0) {
+			buf_printf(errs, "--insecure-skip-tls-verify=%s: must be true or false\n", v);
+			return PRD_EINVAL;
+		}
+		return 0;
 	case F_NAMESPACE:
 		if(!str_is_dns_label(v)) {
 			buf_printf(errs, "--namespace %s: not a valid namespace name (a DNS label: lower-case "
@@ -351,7 +505,9 @@ int plug_parse(int argc, char **argv, plug_opts *o, buf *errs)
 			size_t len = eq ? (size_t)(eq - name) : strlen(name);
 			f = find_long(name, len);
 			if(!f) {
-				buf_printf(errs, "unknown flag: --%.*s\n", (int)len, name);
+				buf_printf(errs, "unknown flag: --%.*s", (int)len, name);
+				suggest_flag(name, len, errs);
+				buf_append_str(errs, "\n");
 				rc = PRD_EINVAL;
 				continue;
 			}
@@ -378,7 +534,9 @@ int plug_parse(int argc, char **argv, plug_opts *o, buf *errs)
 				continue;
 			}
 		} else if(!inline_value) {
-			if(f->optional) {
+			if(f->boolean) {
+				/* pflag: "--flag true" is the flag and a word */
+			} else if(f->optional) {
 				/* "--dry-run client" reads naturally; take the
 				 * next word only when it is one of the values. */
 				if(i + 1 < argc && (strcmp(argv[i + 1], "client") == 0 ||
@@ -401,6 +559,10 @@ int plug_parse(int argc, char **argv, plug_opts *o, buf *errs)
 	}
 	if(o->help)
 		return 0;
+	if(o->n_as_groups && !o->as_user) {
+		buf_append_str(errs, "--as-group needs --as: groups are impersonated together with a user\n");
+		rc = PRD_EINVAL;
+	}
 
 	if(c.n_names == 0) {
 		buf_append_str(errs, "NAME is required: " PLUG_COMMAND " NAME --class=... --template=... --count=...\n");
@@ -425,8 +587,12 @@ int plug_parse(int argc, char **argv, plug_opts *o, buf *errs)
 	} else {
 		o->class_name = plug_class_resolve(c.class_arg);
 		if(!o->class_name) {
-			buf_printf(errs, "--class %s: unknown class; use check-capacity, atomic-scale-up or a full "
-					 "class name such as " PR_CLASS_CHECK "\n", c.class_arg);
+			const char *guess = plug_class_suggest(c.class_arg);
+			buf_printf(errs, "--class %s: unknown class; ", c.class_arg);
+			if(guess)
+				buf_printf(errs, "did you mean %s? ", guess);
+			buf_append_str(errs, "use check-capacity, atomic-scale-up or a full class name such as "
+					     PR_CLASS_CHECK "\n");
 			rc = PRD_EINVAL;
 		}
 	}

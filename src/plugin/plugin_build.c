@@ -38,16 +38,36 @@ static json_object *metadata(const char *name, const char *ns, bool *ok)
 	return m;
 }
 
+/* A JSON object of the KEY=VALUE pairs (n > 0); NULL and *ok false when
+ * out of memory. */
+static json_object *pairs(const plug_param *kv, size_t n, bool *ok)
+{
+	json_object *m = json_object_new_object();
+	size_t i;
+	if(!m) {
+		*ok = false;
+		return NULL;
+	}
+	for(i = 0; i < n; i++)
+		put(m, kv[i].key, str(kv[i].value), ok);
+	return m;
+}
+
 json_object *plug_build_request(const plug_opts *o, const char *ns)
 {
 	json_object *obj = json_object_new_object(), *spec = json_object_new_object(),
-		    *sets = json_object_new_array();
+		    *sets = json_object_new_array(), *meta;
 	bool ok = obj && spec && sets;
 	size_t i;
 
 	put(obj, "apiVersion", str("autoscaling.x-k8s.io/v1"), &ok);
 	put(obj, "kind", str("ProvisioningRequest"), &ok);
-	put(obj, "metadata", metadata(o->name, ns, &ok), &ok);
+	meta = metadata(o->name, ns, &ok);
+	if(o->n_labels)
+		put(meta, "labels", pairs(o->labels, o->n_labels, &ok), &ok);
+	if(o->n_annotations)
+		put(meta, "annotations", pairs(o->annotations, o->n_annotations, &ok), &ok);
+	put(obj, "metadata", meta, &ok);
 	put(spec, "provisioningClassName", str(o->class_name), &ok);
 	for(i = 0; i < o->n_podsets; i++) {
 		json_object *ps = json_object_new_object(), *ref = json_object_new_object();

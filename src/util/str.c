@@ -241,3 +241,44 @@ uint64_t str_hash(const char *s, size_t n)
 	}
 	return h;
 }
+
+size_t str_edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), i, j;
+	size_t row[128];
+	if(lb >= 128 || la >= 128)
+		return (size_t)-1;
+	for(j = 0; j <= lb; j++)
+		row[j] = j;
+	for(i = 1; i <= la; i++) {
+		size_t prev = row[0];
+		row[0] = i;
+		for(j = 1; j <= lb; j++) {
+			size_t cur = row[j];
+			size_t best = prev + (a[i - 1] != b[j - 1]);
+			if(row[j] + 1 < best)
+				best = row[j] + 1;
+			if(row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			prev = cur;
+		}
+	}
+	return row[lb];
+}
+
+const char *str_closest(const char *word, const char *const *cands, size_t n)
+{
+	size_t i, best = (size_t)-1, limit = strlen(word) / 3;
+	const char *pick = NULL;
+	if(limit < 2)
+		limit = 2;
+	for(i = 0; i < n; i++) {
+		size_t d = str_edit_distance(word, cands[i]);
+		if(d < best) {
+			best = d;
+			pick = cands[i];
+		}
+	}
+	return best <= limit ? pick : NULL;
+}

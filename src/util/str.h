@@ -31,6 +31,13 @@ bool str_is_dns_label(const char *s);
 /* Parse a Go-style duration ("90s", "1m30s", "10m", "2h", "500ms", "7d" is
  * accepted as days for convenience) into nanoseconds. */
 int str_parse_duration(const char *s, int64_t *out_ns);
+/* Levenshtein distance between a and b; (size_t)-1 when either is 128
+ * characters or longer (it is meant for flag and class names). */
+size_t str_edit_distance(const char *a, const char *b);
+/* For "did you mean X?": the candidate nearest to `word`, if it is within
+ * a third of the word's length (at least 2 edits); NULL otherwise. The
+ * first of equally near candidates wins. Returns one of `cands`. */
+const char *str_closest(const char *word, const char *const *cands, size_t n);
 /* FNV-1a 64-bit hash. */
 uint64_t str_hash(const char *s, size_t n);
 

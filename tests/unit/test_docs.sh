@@ -2,7 +2,8 @@
 # The docs check: every flag of the option table and every metric family
 # the code registers is documented, the docs name no flag or metric that
 # no longer exists, the example config is valid and the ConfigMap carries it
-# unchanged, and `make install` installs provreqd(8).
+# unchanged, `kubectl get provreq`'s columns (the CRD's printer columns) are
+# the ones the user guide lists, and `make install` installs provreqd(8).
 #
 # The lists come from the binary itself (`provreqd check-config
 # --list-options` and `--list-metrics`), so they cannot drift from the code.
@@ -72,6 +73,28 @@ awk 'found { sub(/^    /, ""); print; next } /^  provreqd.yaml: \|$/ { found = 1
 	"$PRD_SRCDIR/templates/deploy/configmap.yaml" >"$tmp/cm.yaml"
 cmp -s "$tmp/cm.yaml" "$cfgfile" ||
 	bad "templates/deploy/configmap.yaml does not carry templates/config/provreqd.yaml unchanged: $(diff "$cfgfile" "$tmp/cm.yaml" | head -5)"
+
+# kubectl get provreq: every printer column of the CRD has a row in the user
+# guide's column table (and no row names a column the CRD lacks), and every
+# served version has the same columns.
+crd=$PRD_SRCDIR/crd/provisioningrequests.yaml
+awk '/^  - name: / { v = $3 } /additionalPrinterColumns:/ { on = 1; next }
+	on && /^    - name: / { print v, toupper($3); next } on && /^    [a-z]/ { on = 0 }' "$crd" >"$tmp/cols"
+sed -n 's/^v1 //p' "$tmp/cols" >"$tmp/cols-v1"
+[ -s "$tmp/cols-v1" ] || bad "no printer columns found for v1 in crd/provisioningrequests.yaml"
+for v in $(cut -d' ' -f1 "$tmp/cols" | sort -u); do
+	sed -n "s/^$v //p" "$tmp/cols" | cmp -s - "$tmp/cols-v1" ||
+		bad "crd/provisioningrequests.yaml: the printer columns of $v differ from v1's"
+done
+awk '/^\| column \| shows \|$/ { on = 1; next } on && /^$/ { on = 0 } on' "$docs/user-guide.md" |
+	sed -n 's/^| `\([A-Z]*\)` |.*/\1/p' >"$tmp/doc-cols"
+[ -s "$tmp/doc-cols" ] || bad "docs/user-guide.md has no printer column table (| column | shows |)"
+while read -r col; do
+	grep -qx "$col" "$tmp/doc-cols" || bad "printer column $col is not in docs/user-guide.md's column table"
+done <"$tmp/cols-v1"
+while read -r col; do
+	grep -qx "$col" "$tmp/cols-v1" || bad "docs/user-guide.md documents printer column $col, which the CRD lacks"
+done <"$tmp/doc-cols"
 
 # make install puts the man page in section 8.
 ${MAKE:-make} -s -C "$PRD_BUILDDIR" DESTDIR="$tmp/root" install-man8 >/dev/null ||

@@ -219,6 +219,8 @@ typedef struct scenario {
 	char last_url[2048];
 	char last_method[16];
 	char last_auth[512];
+	char last_imp_user[256];
+	char last_imp_groups[512];
 	char last_ct[128];
 	char last_body[2048];
 	pthread_mutex_t mu;
@@ -245,6 +247,8 @@ static void handler(void *ud, const fake_req *rq, fake_resp *r)
 	str_copy(s->last_url, sizeof(s->last_url), rq->url);
 	str_copy(s->last_method, sizeof(s->last_method), rq->method);
 	str_copy(s->last_auth, sizeof(s->last_auth), rq->auth);
+	str_copy(s->last_imp_user, sizeof(s->last_imp_user), rq->impersonate_user);
+	str_copy(s->last_imp_groups, sizeof(s->last_imp_groups), rq->impersonate_groups);
 	str_copy(s->last_ct, sizeof(s->last_ct), rq->content_type);
 	str_copy(s->last_body, sizeof(s->last_body), rq->body);
 	pthread_mutex_unlock(&s->mu);
@@ -669,6 +673,37 @@ static void test_verbs_wire(void)
 	fx_stop(&f);
 }
 
+/* kubectl --as/--as-group: Impersonate-User and one Impersonate-Group
+ * header per group, on every request; none without them. */
+static void test_impersonation_headers(void)
+{
+	fixture f;
+	kube_status st;
+	prd_err e;
+	json_object *o = NULL;
+
+	fx_start(&f, M_OK, NULL);
+	CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", &o, &st, &e), 0);
+	json_object_put(o);
+	o = NULL;
+	CU_ASSERT_STRING_EQUAL(f.s.last_imp_user, "");
+	CU_ASSERT_STRING_EQUAL(f.s.last_imp_groups, "");
+	kube_client_free(f.c);
+	f.cfg->impersonate_user = strdup("jane");
+	f.cfg->impersonate_groups = calloc(3, sizeof(char *));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f.cfg->impersonate_groups);
+	f.cfg->impersonate_groups[0] = strdup("team-a");
+	f.cfg->impersonate_groups[1] = strdup("system:authenticated");
+	CU_ASSERT_EQUAL_FATAL(kube_client_new(f.cfg, NULL, &f.c, &e), 0);
+	CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", &o, &st, &e), 0);
+	json_object_put(o);
+	CU_ASSERT_STRING_EQUAL(f.s.last_imp_user, "jane");
+	CU_ASSERT_STRING_EQUAL(f.s.last_imp_groups, "team-a,system:authenticated");
+	/* the credentials are still sent: impersonation is on top of them */
+	CU_ASSERT_STRING_EQUAL(f.s.last_auth, "Bearer unit-test-token");
+	fx_stop(&f);
+}
+
 static void test_watch_stream(void)
 {
 	fixture f;
@@ -799,6 +834,7 @@ static const test_case cases[] = {
 	{"QPS/burst pacing", test_qps},
 	{"a shutdown deadline stops retries and sending", test_shutdown_deadline},
 	{"delete preconditions, patch types, scale, AlreadyExists", test_verbs_wire},
+	{"--as/--as-group: Impersonate-User and Impersonate-Group headers", test_impersonation_headers},
 	{"watch streaming across chunk boundaries", test_watch_stream},
 	{"watch 410, ERROR event, stop, cancel", test_watch_errors},
 	{"connection refused is EIO", test_connection_refused},

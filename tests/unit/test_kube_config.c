@@ -485,6 +485,120 @@ static void test_in_cluster(void)
 	unsetenv("KUBERNETES_SERVICE_PORT");
 }
 
+
+/* kubectl's global flags: --cluster/--user pick entries other than the
+ * context's, --server/--token/--insecure-skip-tls-verify replace what the
+ * kubeconfig says, --as/--as-group set impersonation; --server works
+ * without any kubeconfig file. */
+static void test_overrides(void)
+{
+	char kc[1024], none[1024];
+	kube_config *cfg = NULL;
+	kube_config_overrides ov;
+	const char *groups[] = { "team-a", "system:authenticated", NULL };
+	const char *bad_groups[] = { "ok", "evil\r\nX-Injected: 1", NULL };
+	prd_err e = {0};
+
+	snprintf(kc, sizeof(kc), "%s/ov.yaml", test_tmpdir());
+	write_file(kc, "current-context: main\n"
+		       "clusters:\n"
+		       "- name: prod\n  cluster: {server: 'https://prod.example.test:6443', "
+		       "certificate-authority-data: 'Q0EK', tls-server-name: prod-name}\n"
+		       "- name: staging\n  cluster: {server: 'https://staging.example.test'}\n"
+		       "users:\n"
+		       "- name: alice\n  user: {token: alice-token}\n"
+		       "- name: bob\n  user: {username: bob, password: pw}\n"
+		       "contexts:\n"
+		       "- name: main\n  context: {cluster: prod, user: alice, namespace: team-a}\n");
+
+	/* --cluster and --user pick other entries; the context's namespace stays */
+	memset(&ov, 0, sizeof(ov));
+	ov.cluster = "staging";
+	ov.user = "bob";
+	CU_ASSERT_EQUAL_FATAL(kube_config_load_with(kc, &ov, &cfg, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cfg->server, "https://staging.example.test");
+	CU_ASSERT_STRING_EQUAL(cfg->username, "bob");
+	CU_ASSERT_PTR_NULL(cfg->token);
+	CU_ASSERT_STRING_EQUAL(cfg->namespace_, "team-a");
+	kube_config_free(cfg);
+	cfg = NULL;
+
+	/* --server, --token, --insecure-skip-tls-verify, --as, --as-group */
+	memset(&ov, 0, sizeof(ov));
+	ov.user = "bob";
+	ov.server = "https://other.example.test:8443/";
+	ov.token = "flag-token";
+	ov.insecure_skip_tls_verify = true;
+	ov.impersonate_user = "jane";
+	ov.impersonate_groups = groups;
+	CU_ASSERT_EQUAL_FATAL(kube_config_load_with(kc, &ov, &cfg, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cfg->server, "https://other.example.test:8443");
+	CU_ASSERT_PTR_NULL(cfg->tls_server_name); /* it named the old server */
+	CU_ASSERT_TRUE(cfg->insecure);
+	CU_ASSERT_PTR_NULL(cfg->ca_pem);
+	CU_ASSERT_STRING_EQUAL(cfg->token, "flag-token");
+	CU_ASSERT_PTR_NULL(cfg->username); /* a token replaces basic auth */
+	CU_ASSERT_PTR_NULL(cfg->password);
+	CU_ASSERT_STRING_EQUAL(cfg->impersonate_user, "jane");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg->impersonate_groups);
+	CU_ASSERT_STRING_EQUAL(cfg->impersonate_groups[0], "team-a");
+	CU_ASSERT_STRING_EQUAL(cfg->impersonate_groups[1], "system:authenticated");
+	CU_ASSERT_PTR_NULL(cfg->impersonate_groups[2]);
+	kube_config_free(cfg);
+	cfg = NULL;
+
+	/* Without overrides nothing changes (and nothing is impersonated). */
+	CU_ASSERT_EQUAL_FATAL(kube_config_load_with(kc, NULL, &cfg, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cfg->server, "https://prod.example.test:6443");
+	CU_ASSERT_STRING_EQUAL(cfg->tls_server_name, "prod-name");
+	CU_ASSERT_STRING_EQUAL(cfg->token, "alice-token");
+	CU_ASSERT_PTR_NULL(cfg->impersonate_user);
+	kube_config_free(cfg);
+	cfg = NULL;
+
+	/* Refusals name the flag. */
+	memset(&ov, 0, sizeof(ov));
+	ov.cluster = "nope";
+	CU_ASSERT_EQUAL(kube_config_load_with(kc, &ov, &cfg, &e), PRD_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "cluster \"nope\" (--cluster) is not defined"));
+	memset(&ov, 0, sizeof(ov));
+	ov.user = "nope";
+	CU_ASSERT_EQUAL(kube_config_load_with(kc, &ov, &cfg, &e), PRD_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "user \"nope\" (--user) is not defined"));
+	memset(&ov, 0, sizeof(ov));
+	ov.server = "ftp://x";
+	CU_ASSERT_EQUAL(kube_config_load_with(kc, &ov, &cfg, &e), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--server"));
+	memset(&ov, 0, sizeof(ov));
+	ov.impersonate_groups = groups;
+	CU_ASSERT_EQUAL(kube_config_load_with(kc, &ov, &cfg, &e), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--as-group needs --as"));
+	ov.impersonate_user = "jane";
+	ov.impersonate_groups = bad_groups;
+	CU_ASSERT_EQUAL(kube_config_load_with(kc, &ov, &cfg, &e), PRD_EINVAL);
+	CU_ASSERT_PTR_NULL(cfg);
+
+	/* --server alone, no kubeconfig anywhere: like kubectl, that is enough. */
+	snprintf(none, sizeof(none), "%s/no-such-kubeconfig", test_tmpdir());
+	setenv("KUBECONFIG", none, 1);
+	memset(&ov, 0, sizeof(ov));
+	ov.server = "http://127.0.0.1:1";
+	ov.token = "t";
+	CU_ASSERT_EQUAL_FATAL(kube_config_auto_with(NULL, &ov, &cfg, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cfg->server, "http://127.0.0.1:1");
+	CU_ASSERT_STRING_EQUAL(cfg->namespace_, "default");
+	CU_ASSERT_STRING_EQUAL(cfg->token, "t");
+	kube_config_free(cfg);
+	cfg = NULL;
+	/* ... but a file named explicitly must exist */
+	CU_ASSERT_EQUAL(kube_config_load_with(none, &ov, &cfg, &e), PRD_ENOTFOUND);
+	/* and without --server a missing kubeconfig is still an error */
+	ov.server = NULL;
+	CU_ASSERT_NOT_EQUAL(kube_config_load_with(NULL, &ov, &cfg, &e), 0);
+	CU_ASSERT_PTR_NULL(cfg);
+	unsetenv("KUBECONFIG");
+}
+
 static const test_case cases[] = {
 	{"token context, CA file relative to the kubeconfig", test_token_context},
 	{"--context override, inline CA/cert/key data, tls-server-name", test_context_override},
@@ -498,6 +612,7 @@ static const test_case cases[] = {
 	{"exec plugin: no shell, expiry re-runs it", test_exec_plugin},
 	{"exec plugin failures", test_exec_failures},
 	{"in-cluster config from a service-account directory", test_in_cluster},
+	{"overrides: --cluster/--user/--server/--token/--insecure/--as", test_overrides},
 	{NULL, NULL}
 };
 

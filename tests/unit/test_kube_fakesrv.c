@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 struct fake_srv {
@@ -61,6 +62,17 @@ static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *k
 	size_t n = strlen(a->out);
 	snprintf(a->out + n, a->cap - n, "%c%s=%s", a->first ? '?' : '&', key, value ? value : "");
 	a->first = false;
+	return MHD_YES;
+}
+
+/* Collect every Impersonate-Group header (a request may carry several). */
+static enum MHD_Result add_group(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	char *out = cls;
+	size_t n = strlen(out);
+	(void)kind;
+	if(strcasecmp(key, "Impersonate-Group") == 0)
+		snprintf(out + n, 512 - n, "%s%s", n ? "," : "", value ? value : "");
 	return MHD_YES;
 }
 
@@ -142,6 +154,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	snprintf(req.auth, sizeof(req.auth), "%s", v ? v : "");
 	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
 	snprintf(req.content_type, sizeof(req.content_type), "%s", v ? v : "");
+	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Impersonate-User");
+	snprintf(req.impersonate_user, sizeof(req.impersonate_user), "%s", v ? v : "");
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, add_group, req.impersonate_groups);
 	req.body = cs->body ? cs->body : (char *)"";
 	req.body_len = cs->len;
 	r.status = 200;

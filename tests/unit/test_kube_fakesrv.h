@@ -13,6 +13,8 @@ typedef struct fake_req {
 	char url[2048];          /* path?query, query values decoded */
 	char auth[512];          /* Authorization header or "" */
 	char content_type[128];
+	char impersonate_user[256];   /* Impersonate-User header or "" */
+	char impersonate_groups[512]; /* every Impersonate-Group, joined with ',' */
 	char *body;              /* NUL-terminated request body (borrowed) */
 	size_t body_len;
 } fake_req;

@@ -354,6 +354,22 @@ static void test_help(void)
 	plug_opts_free(&o);
 	CU_ASSERT_PTR_NOT_NULL(strstr(plug_usage(), "--template=PODTEMPLATE --count=N"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(plug_usage(), "--dry-run=MODE"));
+	/* every flag the parser accepts is in the text */
+	{
+		static const char *const documented[] = {
+			"--class=", "--template=", "--count=", "--param ", "--image=", "--cpu=", "--memory=",
+			"--gpu=", "--label ", "--annotation ", "--dry-run=", "--output=", "--request-timeout=",
+			"--namespace=", "--kubeconfig=", "--context=", "--cluster=", "--user=", "--server=",
+			"--token=", "--insecure-skip-tls-verify", "--as=", "--as-group=", "--help",
+		};
+		size_t i;
+		for(i = 0; i < sizeof(documented) / sizeof(documented[0]); i++) {
+			if(!strstr(plug_usage(), documented[i])) {
+				fprintf(stderr, "--help lacks %s\n", documented[i]);
+				CU_FAIL("flag missing from --help");
+			}
+		}
+	}
 }
 
 /* The value at a dotted path of a JSON tree ("spec.podSets.1.count"). */
@@ -528,6 +544,115 @@ static void test_yaml_types_and_shape(void)
 	json_object_put(o);
 }
 
+
+/* kubectl's global flags, before and after NAME, as kubectl hands them on
+ * (issue 15: `kubectl -n team-a create provisioningrequest x --class=...`). */
+static void test_parse_global_flags(void)
+{
+	plug_opts o;
+	buf e;
+	CU_ASSERT_EQUAL(parse(&o, &e, "-n", "team-a", "--as=jane", "--as-group", "ml", "x", "--class=check-capacity",
+			      "--template=t", "--count=1", "--as-group=system:authenticated", "--token", "tok",
+			      "-s", "https://10.0.0.1:6443", "--user=u2", "--cluster", "c2",
+			      "--insecure-skip-tls-verify", "--kubeconfig=/k", "--context", "ctx", NULL), 0);
+	CU_ASSERT_STRING_EQUAL(buf_str(&e), "");
+	CU_ASSERT_STRING_EQUAL(o.name, "x");
+	CU_ASSERT_STRING_EQUAL(o.namespace_, "team-a");
+	CU_ASSERT_STRING_EQUAL(o.class_name, "check-capacity.autoscaling.x-k8s.io");
+	CU_ASSERT_STRING_EQUAL(o.as_user, "jane");
+	CU_ASSERT_EQUAL(o.n_as_groups, 2);
+	CU_ASSERT_STRING_EQUAL(o.as_groups[0], "ml");
+	CU_ASSERT_STRING_EQUAL(o.as_groups[1], "system:authenticated");
+	CU_ASSERT_PTR_NULL(o.as_groups[2]);
+	CU_ASSERT_STRING_EQUAL(o.token, "tok");
+	CU_ASSERT_STRING_EQUAL(o.server, "https://10.0.0.1:6443");
+	CU_ASSERT_STRING_EQUAL(o.user, "u2");
+	CU_ASSERT_STRING_EQUAL(o.cluster, "c2");
+	CU_ASSERT_TRUE(o.insecure);
+	CU_ASSERT_STRING_EQUAL(o.kubeconfig, "/k");
+	CU_ASSERT_STRING_EQUAL(o.context, "ctx");
+	buf_free(&e);
+	plug_opts_free(&o);
+
+	/* a boolean flag takes a value only after '=' (pflag) */
+	CU_ASSERT_EQUAL(parse(&o, &e, "x", "--class=check-capacity", "--template=t", "--count=1",
+			      "--insecure-skip-tls-verify=false", NULL), 0);
+	CU_ASSERT_FALSE(o.insecure);
+	buf_free(&e);
+	plug_opts_free(&o);
+	REFUSED("exactly one NAME is expected, got 2 (x, true)", "x", "--class=check-capacity", "--template=t",
+		"--count=1", "--insecure-skip-tls-verify", "true");
+	REFUSED("--insecure-skip-tls-verify=maybe: must be true or false", "x", "--class=check-capacity",
+		"--template=t", "--count=1", "--insecure-skip-tls-verify=maybe");
+	REFUSED("--as-group needs --as", "x", "--class=check-capacity", "--template=t", "--count=1", "--as-group=g");
+	REFUSED("--server ftp://h: not an http(s) URL", "x", "--class=check-capacity", "--template=t", "--count=1",
+		"--server=ftp://h");
+	REFUSED("--token: must not be empty", "x", "--class=check-capacity", "--template=t", "--count=1",
+		"--token=");
+	REFUSED("--user: must not be empty", "x", "--class=check-capacity", "--template=t", "--count=1", "--user=");
+}
+
+/* Typos: the nearest flag or short class name is suggested. */
+static void test_parse_suggestions(void)
+{
+	CU_ASSERT_STRING_EQUAL(plug_class_suggest("chek-capacity"), "check-capacity");
+	CU_ASSERT_STRING_EQUAL(plug_class_suggest("atomic-scaleup"), "atomic-scale-up");
+	CU_ASSERT_STRING_EQUAL(plug_class_suggest("best-effort-atomic-scaleup"), "best-effort-atomic-scale-up");
+	CU_ASSERT_PTR_NULL(plug_class_suggest("fast"));
+	REFUSED("--class chek-capacity: unknown class; did you mean check-capacity? use check-capacity", "x",
+		"--class=chek-capacity", "--template=t", "--count=1");
+	REFUSED("unknown flag: --clas (did you mean --class?)", "x", "--clas=check-capacity", "--template=t",
+		"--count=1");
+	REFUSED("unknown flag: --namespce (did you mean --namespace?)", "x", "--namespce=a",
+		"--class=check-capacity", "--template=t", "--count=1");
+	/* nothing near: no suggestion */
+	{
+		plug_opts o;
+		buf e;
+		CU_ASSERT_EQUAL(parse(&o, &e, "x", "--zzzzzzzz", "--class=fast", "--template=t", "--count=1", NULL),
+				PRD_EINVAL);
+		CU_ASSERT_PTR_NULL(strstr(buf_str(&e), "did you mean"));
+		buf_free(&e);
+		plug_opts_free(&o);
+	}
+}
+
+/* --label and --annotation: validated like the apiserver does, put in the
+ * request's metadata. */
+static void test_labels_annotations(void)
+{
+	plug_opts o;
+	buf e;
+	json_object *r;
+	CU_ASSERT_EQUAL(parse(&o, &e, "job", "--class=check-capacity", "--template=w", "--count=1", "--label",
+			      "team=ml", "--label=example.com/tier=", "--annotation", "note=any text: 2 GPUs, please",
+			      "--annotation=example.com/owner=jane@example.com", NULL), 0);
+	CU_ASSERT_STRING_EQUAL(buf_str(&e), "");
+	r = plug_build_request(&o, "ns");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_STRING_EQUAL(at_str(r, "metadata.labels.team"), "ml");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(
+				       json_object_object_get(json_object_object_get(r, "metadata"), "labels"),
+				       "example.com/tier")), "");
+	CU_ASSERT_STRING_EQUAL(at_str(r, "metadata.annotations.note"), "any text: 2 GPUs, please");
+	json_object_put(r);
+	buf_free(&e);
+	plug_opts_free(&o);
+
+	REFUSED("--label team: given twice", "job", "--class=check-capacity", "--template=w", "--count=1",
+		"--label=team=a", "--label=team=b");
+	REFUSED("--label team: expected KEY=VALUE", "job", "--class=check-capacity", "--template=w", "--count=1",
+		"--label=team");
+	REFUSED("--label -team: not a valid key", "job", "--class=check-capacity", "--template=w", "--count=1",
+		"--label=-team=a");
+	REFUSED("--label Bad_Prefix/x: not a valid key", "job", "--class=check-capacity", "--template=w",
+		"--count=1", "--label=Bad_Prefix/x=a");
+	REFUSED("--label team: value a b is not a valid label value", "job", "--class=check-capacity",
+		"--template=w", "--count=1", "--label=team=a b");
+	REFUSED("--annotation x/y/z: not a valid key", "job", "--class=check-capacity", "--template=w", "--count=1",
+		"--annotation=x/y/z=1");
+}
+
 static const test_case cases[] = {
 	{ "class names", test_class_names },
 	{ "parse: basic", test_parse_basic },
@@ -539,6 +664,9 @@ static const test_case cases[] = {
 	{ "parse: refusals and their messages", test_parse_refusals },
 	{ "parse: every problem reported", test_parse_reports_all },
 	{ "parse: 32 pod sets at most", test_parse_limits },
+	{ "parse: kubectl's global flags anywhere", test_parse_global_flags },
+	{ "parse: did you mean", test_parse_suggestions },
+	{ "parse and build: labels and annotations", test_labels_annotations },
 	{ "help", test_help },
 	{ "build: request", test_build_request },
 	{ "build: template", test_build_template },

@@ -3,12 +3,24 @@
 # --help, --dry-run=client in every output format (checked with grep, so the
 # test needs nothing but a POSIX shell), the namespace taken from the
 # kubeconfig context, exit status and messages of refused command lines, and
-# the message when the apiserver cannot be reached.
+# the message when the apiserver cannot be reached. Then against a stand-in
+# apiserver (tests/unit/plugin_fakeapi): what kubectl's global flags
+# (--cluster, --user, --server, --token, --as, --as-group) put on the wire,
+# --label/--annotation in the object, and the messages for a missing CRD
+# and an API error.
 set -eu
 : "${PRD_BUILDDIR:?}"
 plugin="$PRD_BUILDDIR/kubectl-create-provisioningrequest"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/prd-plugin-cli.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+api_pid=
+stop_api() {
+	if [ -n "$api_pid" ]; then
+		kill "$api_pid" 2>/dev/null || true
+		wait "$api_pid" 2>/dev/null || true
+		api_pid=
+	fi
+}
+trap 'stop_api; rm -rf "$tmp"' EXIT
 fail=0
 checks=0
 
@@ -145,6 +157,110 @@ expect_status 1 job --class=check-capacity --count=1
 has err "error: --template is required"
 expect_status 1 Job --class=check-capacity --template=t --count=1
 has err "error: NAME Job: not a valid name"
+
+# Typos get a suggestion.
+expect_status 1 job --class=chek-capacity --template=t --count=1
+has err "error: --class chek-capacity: unknown class; did you mean check-capacity?"
+expect_status 1 job --clas=check-capacity --template=t --count=1
+has err "error: unknown flag: --clas (did you mean --class?)"
+expect_status 1 job --class=check-capacity --template=t --count=1 --as-group=g
+has err "error: --as-group needs --as"
+expect_status 1 job --class=check-capacity --template=t --count=1 --label=-bad=x
+has err "error: --label -bad: not a valid key"
+
+# --- against a stand-in apiserver
+fakeapi="$PRD_BUILDDIR/tests/unit/plugin_fakeapi"
+# start_api MODE: (re)start it; $url is where it listens, its requests go
+# to $tmp/api.log.
+start_api() {
+	stop_api
+	: >"$tmp/url"
+	"$fakeapi" "$1" "$tmp/api.log" >"$tmp/url" &
+	api_pid=$!
+	n=0
+	while [ ! -s "$tmp/url" ] && [ $n -lt 100 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	url=$(cat "$tmp/url")
+	[ -n "$url" ] || { echo "plugin_fakeapi did not start"; exit 99; }
+}
+
+start_api create
+# current-context points at a dead server; --cluster/--user choose others.
+cat >"$tmp/kubeconfig2" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: dead
+  cluster: {server: "https://127.0.0.1:1"}
+- name: fake
+  cluster: {server: "$url"}
+users:
+- name: u
+  user: {token: context-token}
+- name: u2
+  user: {token: u2-token}
+contexts:
+- name: ctx
+  context: {cluster: dead, user: u, namespace: from-context}
+current-context: ctx
+EOF
+export KUBECONFIG="$tmp/kubeconfig2"
+expect_status 0 j1 --class=check-capacity --template=t --count=1 --cluster fake --user=u2
+has out "provisioningrequest.autoscaling.x-k8s.io/j1 created"
+cp "$tmp/api.log" "$tmp/log"
+has log "POST /apis/autoscaling.x-k8s.io/v1/namespaces/from-context/provisioningrequests?fieldManager=kubectl-create"
+has log "auth: Bearer u2-token"
+checks=$((checks + 1))
+grep -qx "impersonate-user: " "$tmp/log" || bad "impersonation without --as: $(cat "$tmp/log")"
+# kubectl's global flags before NAME (as `kubectl create provisioningrequest
+# -n team-a ...` hands them on) and after it; --server/--token replace the
+# context's server and token; --as/--as-group impersonate.
+: >"$tmp/api.log"
+expect_status 0 -n team-a --server "$url" --as jane j2 --as-group ml --as-group=system:authenticated \
+	--token flag-token --insecure-skip-tls-verify --class=atomic-scale-up --template=t --count=2 \
+	--label team=ml --label app.kubernetes.io/part-of=training --annotation "note=first try, 2 GPUs"
+has out "provisioningrequest.autoscaling.x-k8s.io/j2 created"
+cp "$tmp/api.log" "$tmp/log"
+has log "POST /apis/autoscaling.x-k8s.io/v1/namespaces/team-a/provisioningrequests?fieldManager=kubectl-create"
+has log "auth: Bearer flag-token"
+has log "impersonate-user: jane"
+has log "impersonate-groups: ml,system:authenticated"
+has log '"labels":{"team":"ml","app.kubernetes.io\/part-of":"training"}'
+has log '"annotations":{"note":"first try, 2 GPUs"}'
+# --label/--annotation show in a client dry run too
+expect_status 0 j3 --class=check-capacity --template=t --count=1 --label team=ml --dry-run=client -o yaml
+has out "  labels:"
+has out "    team: ml"
+# --server without any kubeconfig, as kubectl allows; namespace "default"
+: >"$tmp/api.log"
+KUBECONFIG="$tmp/none"
+expect_status 0 j4 --server="$url" --token=t4 --class=check-capacity --template=t --count=1
+KUBECONFIG="$tmp/kubeconfig2"
+cp "$tmp/api.log" "$tmp/log"
+has log "POST /apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests"
+has log "auth: Bearer t4"
+# a connection error names the server actually used
+expect_status 1 j5 --server https://127.0.0.1:1 --class=check-capacity --template=t --count=1 --request-timeout=2s
+has err "error: cannot reach the apiserver at https://127.0.0.1:1:"
+
+# An API error names the server too.
+start_api exists
+expect_status 1 j6 --server "$url" --class=check-capacity --template=t --count=1
+has err "Error from server (AlreadyExists): provisioningrequests.autoscaling.x-k8s.io \"j6\" already exists (server $url)"
+
+# No CRD: the 404 on the resource says so, whichever way the apiserver
+# words it; a PodTemplate made for the request is deleted again.
+for mode in nocrd nocrd-plain; do
+	start_api $mode
+	expect_status 1 j7 --server "$url" --class=check-capacity --count=1 --cpu=1
+	has err "error: the apiserver at $url does not serve provisioningrequests.autoscaling.x-k8s.io (404): is the ProvisioningRequest CRD installed? kubectl apply -f crd/provisioningrequests.yaml"
+	has err "podtemplate/j7 deleted again"
+	cp "$tmp/api.log" "$tmp/log"
+	has log "DELETE /api/v1/namespaces/from-context/podtemplates/j7"
+done
+stop_api
 
 echo "$checks checks"
 exit $fail

@@ -50,6 +50,26 @@ static void test_buf_max_sticky(void)
 	buf_free(&b);
 }
 
+static void test_str_closest(void)
+{
+	static const char *const flags[] = { "class", "template", "count", "context" };
+	char longw[200];
+	CU_ASSERT_EQUAL(str_edit_distance("", ""), 0);
+	CU_ASSERT_EQUAL(str_edit_distance("kitten", "sitting"), 3);
+	CU_ASSERT_EQUAL(str_edit_distance("check-capacity", "chek-capacity"), 1);
+	CU_ASSERT_EQUAL(str_edit_distance("abc", ""), 3);
+	CU_ASSERT_STRING_EQUAL(str_closest("clas", flags, 4), "class");
+	CU_ASSERT_STRING_EQUAL(str_closest("contxt", flags, 4), "context");
+	CU_ASSERT_STRING_EQUAL(str_closest("temp1ate", flags, 4), "template");
+	/* too far from everything: no suggestion rather than a wild guess */
+	CU_ASSERT_PTR_NULL(str_closest("image", flags, 4));
+	CU_ASSERT_PTR_NULL(str_closest("x", flags, 0));
+	memset(longw, 'a', sizeof(longw) - 1);
+	longw[sizeof(longw) - 1] = '\0';
+	CU_ASSERT_EQUAL(str_edit_distance(longw, "a"), (size_t)-1);
+	CU_ASSERT_PTR_NULL(str_closest(longw, flags, 4));
+}
+
 static void test_str_helpers(void)
 {
 	char t[32] = "  padded \t\n";
@@ -309,6 +329,7 @@ static const test_case cases[] = {
 	{ "buf basic", test_buf_basic },
 	{ "buf max and sticky failure", test_buf_max_sticky },
 	{ "string helpers", test_str_helpers },
+	{ "edit distance and did-you-mean", test_str_closest },
 	{ "str_to_int64", test_str_int64 },
 	{ "bool and DNS names", test_str_bool_dns },
 	{ "durations", test_str_duration },
