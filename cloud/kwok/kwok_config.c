@@ -78,93 +78,90 @@ static int nonneg_int(json_object *v, int32_t *out)
 	return 0;
 }
 
-/* One `faults:` entry. */
-static int parse_fault(json_object *f, size_t index, kwok_fault *out, prd_cloud_error *err)
+/* One key of a `faults:` entry. */
+static int fault_key(kwok_fault *out, const char *key, json_object *v, size_t index, int *has_effect,
+		     prd_cloud_error *err)
 {
 	const char *opname = NULL;
-	int has_effect = 0;
-	memset(out, 0, sizeof(*out));
-	out->op = -1;
-	out->succeed = -1;
-	out->times = -1;
-	out->fail_code = PRD_CLOUD_EIO;
-	if(!json_object_is_type(f, json_type_object))
-		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: faults[%zu] must be a mapping", index);
-	json_object_object_foreach(f, key, v) {
-		if(!strcmp(key, "operation")) {
-			int op;
-			opname = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-			for(op = 0; op < KWOK_OP_COUNT; op++)
-				if(!strcmp(op_names[op], opname))
-					out->op = op;
-			if(out->op < 0)
-				return kwok_fail(err, PRD_CLOUD_EINVAL,
-						 "kwok config: faults[%zu].operation '%s' is not one of refresh, "
-						 "node-groups, instances, template-node, increase, atomic-increase, "
-						 "delete, decrease",
-						 index, opname);
-		} else if(!strcmp(key, "group")) {
-			if(!json_object_is_type(v, json_type_string))
-				return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: faults[%zu].group must be a string",
-						 index);
-			free(out->group);
-			out->group = kwok_strdup(json_object_get_string(v));
-			if(!out->group)
-				return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-		} else if(!strcmp(key, "fail")) {
-			if(!json_object_is_type(v, json_type_string) || !json_object_get_string_len(v))
-				return kwok_fail(err, PRD_CLOUD_EINVAL,
-						 "kwok config: faults[%zu].fail must be the error message (a string)",
-						 index);
-			free(out->fail_message);
-			out->fail_message = kwok_strdup(json_object_get_string(v));
-			if(!out->fail_message)
-				return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-			has_effect = 1;
-		} else if(!strcmp(key, "failCode")) {
-			const char *c = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-			if(!strcmp(c, "EIO"))
-				out->fail_code = PRD_CLOUD_EIO;
-			else if(!strcmp(c, "EAGAIN"))
-				out->fail_code = PRD_CLOUD_EAGAIN;
-			else if(!strcmp(c, "EUNSUPPORTED"))
-				out->fail_code = PRD_CLOUD_EUNSUPPORTED;
-			else
-				return kwok_fail(err, PRD_CLOUD_EINVAL,
-						 "kwok config: faults[%zu].failCode '%s' is not one of EIO, EAGAIN, "
-						 "EUNSUPPORTED",
-						 index, c);
-		} else if(!strcmp(key, "succeed")) {
-			if(nonneg_int(v, &out->succeed))
-				return kwok_fail(err, PRD_CLOUD_EINVAL,
-						 "kwok config: faults[%zu].succeed must be a non-negative integer", index);
-			has_effect = 1;
-		} else if(!strcmp(key, "errorCode")) {
-			if(!json_object_is_type(v, json_type_string) || !json_object_get_string_len(v))
-				return kwok_fail(err, PRD_CLOUD_EINVAL,
-						 "kwok config: faults[%zu].errorCode must be a non-empty string", index);
-			free(out->error_code);
-			out->error_code = kwok_strdup(json_object_get_string(v));
-			if(!out->error_code)
-				return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-		} else if(!strcmp(key, "delayMs")) {
-			int32_t d;
-			if(nonneg_int(v, &d))
-				return kwok_fail(err, PRD_CLOUD_EINVAL,
-						 "kwok config: faults[%zu].delayMs must be a non-negative integer", index);
-			out->delay_ms = d;
-			has_effect = 1;
-		} else if(!strcmp(key, "times")) {
-			if(nonneg_int(v, &out->times) || out->times == 0)
-				return kwok_fail(err, PRD_CLOUD_EINVAL,
-						 "kwok config: faults[%zu].times must be a positive integer", index);
-		} else {
+	if(!strcmp(key, "operation")) {
+		int op;
+		opname = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+		for(op = 0; op < KWOK_OP_COUNT; op++)
+			if(!strcmp(op_names[op], opname))
+				out->op = op;
+		if(out->op < 0)
 			return kwok_fail(err, PRD_CLOUD_EINVAL,
-					 "kwok config: faults[%zu]: unknown key '%s' (known: operation, group, fail, "
-					 "failCode, succeed, errorCode, delayMs, times)",
-					 index, key);
-		}
+					 "kwok config: faults[%zu].operation '%s' is not one of refresh, "
+					 "node-groups, instances, template-node, increase, atomic-increase, "
+					 "delete, decrease",
+					 index, opname);
+	} else if(!strcmp(key, "group")) {
+		if(!json_object_is_type(v, json_type_string))
+			return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: faults[%zu].group must be a string",
+					 index);
+		free(out->group);
+		out->group = kwok_strdup(json_object_get_string(v));
+		if(!out->group)
+			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	} else if(!strcmp(key, "fail")) {
+		if(!json_object_is_type(v, json_type_string) || !json_object_get_string_len(v))
+			return kwok_fail(err, PRD_CLOUD_EINVAL,
+					 "kwok config: faults[%zu].fail must be the error message (a string)",
+					 index);
+		free(out->fail_message);
+		out->fail_message = kwok_strdup(json_object_get_string(v));
+		if(!out->fail_message)
+			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		*has_effect = 1;
+	} else if(!strcmp(key, "failCode")) {
+		const char *c = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+		if(!strcmp(c, "EIO"))
+			out->fail_code = PRD_CLOUD_EIO;
+		else if(!strcmp(c, "EAGAIN"))
+			out->fail_code = PRD_CLOUD_EAGAIN;
+		else if(!strcmp(c, "EUNSUPPORTED"))
+			out->fail_code = PRD_CLOUD_EUNSUPPORTED;
+		else
+			return kwok_fail(err, PRD_CLOUD_EINVAL,
+					 "kwok config: faults[%zu].failCode '%s' is not one of EIO, EAGAIN, "
+					 "EUNSUPPORTED",
+					 index, c);
+	} else if(!strcmp(key, "succeed")) {
+		if(nonneg_int(v, &out->succeed))
+			return kwok_fail(err, PRD_CLOUD_EINVAL,
+					 "kwok config: faults[%zu].succeed must be a non-negative integer", index);
+		*has_effect = 1;
+	} else if(!strcmp(key, "errorCode")) {
+		if(!json_object_is_type(v, json_type_string) || !json_object_get_string_len(v))
+			return kwok_fail(err, PRD_CLOUD_EINVAL,
+					 "kwok config: faults[%zu].errorCode must be a non-empty string", index);
+		free(out->error_code);
+		out->error_code = kwok_strdup(json_object_get_string(v));
+		if(!out->error_code)
+			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	} else if(!strcmp(key, "delayMs")) {
+		int32_t d;
+		if(nonneg_int(v, &d))
+			return kwok_fail(err, PRD_CLOUD_EINVAL,
+					 "kwok config: faults[%zu].delayMs must be a non-negative integer", index);
+		out->delay_ms = d;
+		*has_effect = 1;
+	} else if(!strcmp(key, "times")) {
+		if(nonneg_int(v, &out->times) || out->times == 0)
+			return kwok_fail(err, PRD_CLOUD_EINVAL,
+					 "kwok config: faults[%zu].times must be a positive integer", index);
+	} else {
+		return kwok_fail(err, PRD_CLOUD_EINVAL,
+				 "kwok config: faults[%zu]: unknown key '%s' (known: operation, group, fail, "
+				 "failCode, succeed, errorCode, delayMs, times)",
+				 index, key);
 	}
+	return 0;
+}
+
+/* The checks across the keys of a `faults:` entry. */
+static int fault_check(kwok_fault *out, size_t index, int has_effect, prd_cloud_error *err)
+{
 	if(out->op < 0)
 		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: faults[%zu] needs an operation", index);
 	if(!has_effect)
@@ -187,6 +184,25 @@ static int parse_fault(json_object *f, size_t index, kwok_fault *out, prd_cloud_
 			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	}
 	return 0;
+}
+
+/* One `faults:` entry. */
+static int parse_fault(json_object *f, size_t index, kwok_fault *out, prd_cloud_error *err)
+{
+	int has_effect = 0, rc;
+	memset(out, 0, sizeof(*out));
+	out->op = -1;
+	out->succeed = -1;
+	out->times = -1;
+	out->fail_code = PRD_CLOUD_EIO;
+	if(!json_object_is_type(f, json_type_object))
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: faults[%zu] must be a mapping", index);
+	json_object_object_foreach(f, key, v) {
+		rc = fault_key(out, key, v, index, &has_effect, err);
+		if(rc)
+			return rc;
+	}
+	return fault_check(out, index, has_effect, err);
 }
 
 int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
@@ -364,9 +380,36 @@ static int check_taints(json_object *taints, const char *source, prd_cloud_error
 
 /* Validate one template Node and turn it into a group (the template is
  * borrowed; the group keeps a copy). */
+/* The group's sizes from the template's annotations (min 0, max
+ * KWOK_DEFAULT_MAX, initial = min unless given). */
+static int template_sizes(json_object *ann, const char *source, kwok_group *g, prd_cloud_error *err)
+{
+	static const char *const keys[3] = {KWOK_MIN_ANNOTATION, KWOK_MAX_ANNOTATION, KWOK_INITIAL_ANNOTATION};
+	int32_t *dst[3] = {&g->min, &g->max, &g->initial};
+	int i;
+	g->min = 0;
+	g->max = KWOK_DEFAULT_MAX;
+	g->initial = -1;
+	for(i = 0; i < 3; i++) {
+		json_object *v;
+		if(ann && json_object_object_get_ex(ann, keys[i], &v) && nonneg_int(v, dst[i]))
+			return kwok_fail(err, PRD_CLOUD_EINVAL, "%s: annotation %s='%s' must be a non-negative integer",
+					 source, keys[i], json_object_get_string(v));
+	}
+	if(g->max < g->min)
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "%s: %s (%d) is below %s (%d)", source, KWOK_MAX_ANNOTATION,
+				 (int)g->max, KWOK_MIN_ANNOTATION, (int)g->min);
+	if(g->initial < 0)
+		g->initial = g->min; /* not given: start at the minimum */
+	if(g->initial > g->max || g->initial < g->min)
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "%s: %s (%d) is outside [%d, %d]", source,
+				 KWOK_INITIAL_ANNOTATION, (int)g->initial, (int)g->min, (int)g->max);
+	return 0;
+}
+
 static int template_to_group(json_object *node, const char *where, kwok_group *g, prd_cloud_error *err)
 {
-	json_object *md, *ann, *status, *cap, *alloc, *spec, *copy = NULL;
+	json_object *md, *status, *cap, *alloc, *spec, *copy = NULL;
 	const char *name, *kind = kwok_jstr(node, "kind"), *api = kwok_jstr(node, "apiVersion");
 	char source[800];
 	int rc;
@@ -392,36 +435,9 @@ static int template_to_group(json_object *node, const char *where, kwok_group *g
 				      err);
 	if(rc)
 		goto fail;
-	g->min = 0;
-	g->max = KWOK_DEFAULT_MAX;
-	g->initial = -1;
-	ann = kwok_jobj(md, "annotations");
-	{
-		static const char *const keys[3] = {KWOK_MIN_ANNOTATION, KWOK_MAX_ANNOTATION, KWOK_INITIAL_ANNOTATION};
-		int32_t *dst[3] = {&g->min, &g->max, &g->initial};
-		int i;
-		for(i = 0; i < 3; i++) {
-			json_object *v;
-			if(ann && json_object_object_get_ex(ann, keys[i], &v) && nonneg_int(v, dst[i])) {
-				rc = kwok_fail(err, PRD_CLOUD_EINVAL,
-					       "%s: annotation %s='%s' must be a non-negative integer", source, keys[i],
-					       json_object_get_string(v));
-				goto fail;
-			}
-		}
-	}
-	if(g->max < g->min) {
-		rc = kwok_fail(err, PRD_CLOUD_EINVAL, "%s: %s (%d) is below %s (%d)", source, KWOK_MAX_ANNOTATION,
-			       (int)g->max, KWOK_MIN_ANNOTATION, (int)g->min);
+	rc = template_sizes(kwok_jobj(md, "annotations"), source, g, err);
+	if(rc)
 		goto fail;
-	}
-	if(g->initial < 0)
-		g->initial = g->min; /* not given: start at the minimum */
-	if(g->initial > g->max || g->initial < g->min) {
-		rc = kwok_fail(err, PRD_CLOUD_EINVAL, "%s: %s (%d) is outside [%d, %d]", source,
-			       KWOK_INITIAL_ANNOTATION, (int)g->initial, (int)g->min, (int)g->max);
-		goto fail;
-	}
 	spec = json_object_object_get(copy, "spec");
 	if(spec && !json_object_is_type(spec, json_type_object)) {
 		rc = kwok_fail(err, PRD_CLOUD_EINVAL, "%s: spec must be a mapping", source);
