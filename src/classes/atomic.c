@@ -381,6 +381,7 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 			snprintf(msg, sizeof(msg), "%lld new nodes (%s) are ready; capacity for all pods is booked",
 				 (long long)total, gw);
 		at_clear_details(h, state_phase_name(STATE_PHASE_DONE));
+		pr_class_caveats(req->sets, req->nsets, msg, sizeof(msg));
 		h->provisioned(h->ctx, PR_R_PROVISIONED, msg);
 		h->hold(h->ctx, false, NULL);
 	} else {

@@ -7,6 +7,20 @@
 #include <stdio.h>
 #include <string.h>
 
+void pr_class_caveats(const sched_podset *sets, size_t n, char *msg, size_t len)
+{
+	size_t i, k, at = strlen(msg);
+	for(i = 0; i < n; i++) {
+		const char *c = sets[i].pod ? sets[i].pod->caveat : NULL;
+		bool seen = false;
+		for(k = 0; c && k < i; k++)
+			seen |= sets[k].pod && sets[k].pod->caveat && !strcmp(sets[k].pod->caveat, c);
+		if(!c || seen || at >= len)
+			continue;
+		at += (size_t)snprintf(msg + at, len - at, "%s%s", strstr(msg, "; not checked: ") ? "; " : "; not checked: ", c);
+	}
+}
+
 static void check_decide(const pr_class_module *m, const pr_class_host *h, const pr_class_req *req)
 {
 	sched_place_result res;
@@ -27,6 +41,7 @@ static void check_decide(const pr_class_module *m, const pr_class_host *h, const
 		sched_snapshot_commit(h->snap);
 		snprintf(msg, sizeof(msg), "capacity for all %lld pods is available and booked for %llds",
 			 (long long)res.requested, (long long)(h->limits->booking_ttl_ns / PRD_NS_PER_SEC));
+		pr_class_caveats(req->sets, req->nsets, msg, sizeof(msg));
 		h->provisioned(h->ctx, PR_R_FOUND, msg);
 	} else {
 		sched_snapshot_revert(h->snap);

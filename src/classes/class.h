@@ -225,6 +225,11 @@ const pr_class_module *pr_class_lookup(const pr_class_registry *r, const char *c
 /* Every registered module, in registration order. */
 size_t pr_class_modules(const pr_class_registry *r, const pr_class_module *const **out);
 
+/* Append "; not checked: ..." to msg (of size len) for what the pods of
+ * these podSets need that the simulation does not model (their caveats),
+ * so a positive answer says what it did not look at. */
+void pr_class_caveats(const sched_podset *sets, size_t n, char *msg, size_t len);
+
 /* Built-in modules. */
 extern const pr_class_module pr_class_check_capacity;
 extern const pr_class_module pr_class_atomic;

@@ -1,5 +1,6 @@
 #include "provreq/convert.h"
 #include "kube/quantity.h"
+#include "util/buf.h"
 #include "util/str.h"
 
 #include <stdio.h>
@@ -46,7 +47,7 @@ static int to_base_units(const char *name, json_object *v, const char *field, in
 {
 	qty q;
 	prd_err qe;
-	char buf[64];
+	char text[64];
 	const char *s;
 	int rc;
 
@@ -54,8 +55,8 @@ static int to_base_units(const char *name, json_object *v, const char *field, in
 		s = json_object_get_string(v);
 	} else if(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) {
 		/* Quantities may be JSON numbers; their original spelling is kept. */
-		snprintf(buf, sizeof(buf), "%s", json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
-		s = buf;
+		snprintf(text, sizeof(text), "%s", json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+		s = text;
 	} else {
 		return prd_err_set(err, PRD_EINVAL, "%s.%s: must be a quantity", field, name);
 	}
@@ -437,6 +438,25 @@ static int add_match_label_keys(arena *a, json_object *keys, const sched_pod_spe
 	return 0;
 }
 
+/* nodeTaintsPolicy and nodeAffinityPolicy of spread constraint i. */
+static int conv_spread_policies(json_object *e, sched_spread *s, size_t i, prd_err *err)
+{
+	const char *taints = NULL, *aff = NULL;
+	char f[96];
+	int rc;
+	snprintf(f, sizeof(f), "spec.topologySpreadConstraints[%zu]", i);
+	if((rc = get_string(e, "nodeTaintsPolicy", f, &taints, err)) ||
+	   (rc = get_string(e, "nodeAffinityPolicy", f, &aff, err)))
+		return rc;
+	if(taints && strcmp(taints, "Honor") && strcmp(taints, "Ignore"))
+		return prd_err_set(err, PRD_EINVAL, "%s.nodeTaintsPolicy: \"%s\" is not Honor or Ignore", f, taints);
+	if(aff && strcmp(aff, "Honor") && strcmp(aff, "Ignore"))
+		return prd_err_set(err, PRD_EINVAL, "%s.nodeAffinityPolicy: \"%s\" is not Honor or Ignore", f, aff);
+	s->honor_taints = taints && !strcmp(taints, "Honor");
+	s->ignore_affinity = aff && !strcmp(aff, "Ignore");
+	return 0;
+}
+
 static int conv_spread(arena *a, json_object *tsc, sched_pod_spec *p, prd_err *err)
 {
 	size_t i, n = arr_len(tsc);
@@ -484,7 +504,8 @@ static int conv_spread(arena *a, json_object *tsc, sched_pod_spec *p, prd_err *e
 		if((rc = pr_conv_label_selector(a, get(e, "labelSelector"), f, &ls, err)))
 			return rc;
 		s[i].selector = ls;
-		if((rc = add_match_label_keys(a, get(e, "matchLabelKeys"), p, &s[i], f, err)))
+		if((rc = add_match_label_keys(a, get(e, "matchLabelKeys"), p, &s[i], f, err)) ||
+		   (rc = conv_spread_policies(e, &s[i], i, err)))
 			return rc;
 	}
 	p->spread = s;
@@ -581,6 +602,49 @@ static int conv_containers(arena *a, json_object *spec, sched_pod_spec *p, prd_e
 	return 0;
 }
 
+/* Fields that matter to scheduling and that the simulation does not model
+ * (docs/user-guide.md, "What the simulation checks"): a pod another
+ * scheduler places, or one that claims DRA devices, cannot be answered
+ * (PRD_EUNSUPPORTED, never a wrong yes); volumes from PersistentVolumeClaims
+ * and generic ephemeral volumes are answered, with a caveat saying they
+ * were not checked. */
+static int conv_not_modelled(arena *a, json_object *spec, sched_pod_spec *p, prd_err *err)
+{
+	json_object *claims = get(spec, "resourceClaims"), *vols = get(spec, "volumes");
+	const char *sched = NULL;
+	size_t i, n = arr_len(vols);
+	buf b;
+	int rc;
+	if((rc = get_string(spec, "schedulerName", "spec", &sched, err)))
+		return rc;
+	if(sched && *sched && strcmp(sched, "default-scheduler"))
+		return prd_err_set(err, PRD_EUNSUPPORTED,
+				   "spec.schedulerName \"%.100s\": these pods are placed by another scheduler, whose "
+				   "decisions provreqd does not simulate",
+				   sched);
+	if(arr_len(claims))
+		return prd_err_set(err, PRD_EUNSUPPORTED,
+				   "spec.resourceClaims: the pods claim devices through Dynamic Resource Allocation, "
+				   "which provreqd does not simulate yet");
+	buf_init(&b);
+	for(i = 0; i < n; i++) {
+		json_object *v = json_object_array_get_idx(vols, i), *pvc = get(v, "persistentVolumeClaim");
+		const char *name = json_object_get_string(get(pvc ? pvc : v, pvc ? "claimName" : "name"));
+		if(pvc || get(v, "ephemeral"))
+			buf_printf(&b, "%s%s %s", b.len ? ", " : "", pvc ? "PersistentVolumeClaim" : "ephemeral volume",
+				   name ? name : "?");
+	}
+	if(b.len) {
+		bool ok = buf_printf(&b, " (volume binding is not simulated)") == 0;
+		p->caveat = ok ? arena_strdup(a, buf_str(&b)) : NULL;
+		buf_free(&b);
+		if(!p->caveat)
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	buf_free(&b);
+	return 0;
+}
+
 int pr_conv_pod(arena *a, json_object *spec, json_object *metadata, const char *ns, sched_pod_spec *p,
 		prd_err *err)
 {
@@ -614,7 +678,8 @@ int pr_conv_pod(arena *a, json_object *spec, json_object *metadata, const char *
 	   (rc = conv_pod_terms(a, get(aff, "podAntiAffinity"),
 				"spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
 				&p->pod_anti_affinity, &p->n_pod_anti_affinity, err)) ||
-	   (rc = conv_spread(a, get(spec, "topologySpreadConstraints"), p, err)))
+	   (rc = conv_spread(a, get(spec, "topologySpreadConstraints"), p, err)) ||
+	   (rc = conv_not_modelled(a, spec, p, err)))
 		return rc;
 	return sched_pod_validate(p, err);
 }

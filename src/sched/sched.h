@@ -141,6 +141,8 @@ typedef struct sched_spread {
 	int32_t min_domains;     /* 0 = unset, else >= 1 */
 	sched_unsat when;
 	const sched_label_selector *selector; /* NULL matches nothing */
+	bool honor_taints;       /* nodeTaintsPolicy Honor (default Ignore) */
+	bool ignore_affinity;    /* nodeAffinityPolicy Ignore (default Honor) */
 } sched_spread;
 
 typedef enum sched_proto {
@@ -191,6 +193,9 @@ typedef struct sched_pod_spec {
 	size_t n_pod_anti_affinity;
 	const sched_spread *spread;
 	size_t n_spread;
+	/* What the pods need that the simulation does not check, said with a
+	 * positive answer ("PersistentVolumeClaim data"); NULL when nothing. */
+	const char *caveat;
 } sched_pod_spec;
 
 /* ---- pod requests ---------------------------------------------------- */

@@ -91,7 +91,7 @@ static void make_tmpl(tmpl *t, int i, int64_t cpu, int64_t mem, bool aa, bool se
 		t->spec.n_pod_anti_affinity = 1;
 		t->sp_ml[0] = (sched_label){ "app", t->app };
 		t->sp_sel = (sched_label_selector){ t->sp_ml, 1, NULL, 0 };
-		t->spread[0] = (sched_spread){ SCHED_KEY_ZONE, 1, 0, SCHED_DO_NOT_SCHEDULE, &t->sp_sel };
+		t->spread[0] = (sched_spread){ SCHED_KEY_ZONE, 1, 0, SCHED_DO_NOT_SCHEDULE, &t->sp_sel, false, false };
 		t->spec.spread = t->spread;
 		t->spec.n_spread = 1;
 	}

@@ -95,6 +95,13 @@ static void test_bad_pod_specs(void)
 		{ "{\"containers\":[{\"ports\":[{\"hostPort\":70000}]}]}", PRD_EINVAL, "hostPort" },
 		{ "{\"containers\":[{\"ports\":[{\"hostPort\":80,\"protocol\":\"QUIC\"}]}]}", PRD_EINVAL, "unknown protocol" },
 		{ "[]", PRD_EINVAL, "spec: missing" },
+		/* Not modelled: said, never answered as if absent. */
+		{ "{\"containers\":[],\"schedulerName\":\"volcano\"}", PRD_EUNSUPPORTED,
+		  "spec.schedulerName \"volcano\": these pods are placed by another scheduler" },
+		{ "{\"containers\":[],\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"t\"}]}",
+		  PRD_EUNSUPPORTED, "Dynamic Resource Allocation" },
+		{ "{\"containers\":[],\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":"
+		  "\"kubernetes.io/hostname\",\"nodeTaintsPolicy\":\"Sometimes\"}]}", PRD_EINVAL, "nodeTaintsPolicy" },
 	};
 	size_t i;
 	for(i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -113,6 +120,34 @@ static void test_bad_pod_specs(void)
 		arena_free(&a);
 		json_object_put(spec);
 	}
+}
+
+/* What the simulation does not check is carried as a caveat; the spread
+ * policies are read. */
+static void test_caveats_and_policies(void)
+{
+	json_object *spec = json_tokener_parse(
+		"{\"containers\":[],\"schedulerName\":\"default-scheduler\",\"volumes\":["
+		"{\"name\":\"a\",\"persistentVolumeClaim\":{\"claimName\":\"data\"}},{\"name\":\"tmp\",\"emptyDir\":{}},"
+		"{\"name\":\"scratch\",\"ephemeral\":{\"volumeClaimTemplate\":{}}}],"
+		"\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"topology.kubernetes.io/zone\","
+		"\"nodeTaintsPolicy\":\"Honor\",\"nodeAffinityPolicy\":\"Ignore\"},"
+		"{\"maxSkew\":1,\"topologyKey\":\"kubernetes.io/hostname\"}]}");
+	sched_pod_spec p;
+	arena a;
+	prd_err e;
+	arena_init(&a);
+	CU_ASSERT_EQUAL_FATAL(pr_conv_pod(&a, spec, NULL, "ns", &p, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p.caveat);
+	CU_ASSERT_STRING_EQUAL(p.caveat,
+			       "PersistentVolumeClaim data, ephemeral volume scratch (volume binding is not simulated)");
+	CU_ASSERT_EQUAL_FATAL(p.n_spread, 2);
+	CU_ASSERT_TRUE(p.spread[0].honor_taints);
+	CU_ASSERT_TRUE(p.spread[0].ignore_affinity);
+	CU_ASSERT_FALSE(p.spread[1].honor_taints);
+	CU_ASSERT_FALSE(p.spread[1].ignore_affinity);
+	arena_free(&a);
+	json_object_put(spec);
 }
 
 static void test_node(void)
@@ -163,6 +198,7 @@ static const test_case cases[] = {
 	{ "pod template", test_pod_template },
 	{ "bad pod specs", test_bad_pod_specs },
 	{ "node", test_node },
+	{ "caveats and spread policies", test_caveats_and_policies },
 	{ NULL, NULL }
 };
 

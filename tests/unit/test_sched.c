@@ -171,8 +171,8 @@ static void test_validate(void)
 	sched_label_selector sel_gt = { NULL, 0, &gt_ok, 1 };
 	sched_pod_term term_gt = { SCHED_KEY_HOSTNAME, &sel_gt, NULL, 0, false };
 	sched_pod_term term_key = { "example.com/rack", NULL, NULL, 0, false };
-	sched_spread sp0 = { SCHED_KEY_ZONE, 0, 0, SCHED_DO_NOT_SCHEDULE, NULL };
-	sched_spread spneg = { SCHED_KEY_ZONE, 1, -1, SCHED_DO_NOT_SCHEDULE, NULL };
+	sched_spread sp0 = { SCHED_KEY_ZONE, 0, 0, SCHED_DO_NOT_SCHEDULE, NULL, false, false };
+	sched_spread spneg = { SCHED_KEY_ZONE, 1, -1, SCHED_DO_NOT_SCHEDULE, NULL, false, false };
 	sched_toleration tol_ex_val = { "k", SCHED_TOL_EXISTS, "v", SCHED_EFFECT_NONE };
 	sched_toleration tol_op = { "k", (sched_tol_op)7, NULL, SCHED_EFFECT_NONE };
 	sched_toleration tol_eff = { "k", SCHED_TOL_EQUAL, NULL, (sched_effect)9 };
@@ -666,8 +666,8 @@ static void test_affinity(void)
 static void test_spread(void)
 {
 	sched_snapshot *s = sched_snapshot_new();
-	sched_spread zs = { SCHED_KEY_ZONE, 1, 0, SCHED_DO_NOT_SCHEDULE, &sel_web };
-	sched_spread hs = { SCHED_KEY_HOSTNAME, 1, 0, SCHED_DO_NOT_SCHEDULE, &sel_web };
+	sched_spread zs = { SCHED_KEY_ZONE, 1, 0, SCHED_DO_NOT_SCHEDULE, &sel_web, false, false };
+	sched_spread hs = { SCHED_KEY_HOSTNAME, 1, 0, SCHED_DO_NOT_SCHEDULE, &sel_web, false, false };
 	sched_pod_spec web = pod_cpu(100);
 	sched_podset set = { &web, 7 };
 	sched_place_result r;

@@ -167,7 +167,7 @@ static void gen_shape(shape *h, int n_nodes)
 			h->spread[k] = (sched_spread){ topo(), 1 + ri(3), chance(25) ? 1 + ri(4) : 0,
 			                               chance(90) ? SCHED_DO_NOT_SCHEDULE
 			                                          : SCHED_SCHEDULE_ANYWAY,
-			                               &h->sp_sel[k] };
+			                               &h->sp_sel[k], false, false };
 		}
 		p->spread = h->spread;
 		p->n_spread = ns;
