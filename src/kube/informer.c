@@ -131,6 +131,7 @@ struct kube_informer {
 
 	pthread_rwlock_t lock;   /* readers vs the reflector thread's writes */
 	objtab cur;              /* guarded by lock */
+	uint64_t gen;            /* guarded by lock: bumped by every change of cur */
 
 	/* Reflector-thread only: the table being built by a list, swapped
 	 * in whole when the list ends. */
@@ -323,6 +324,7 @@ static int st_list_end(void *ud, bool ok, const char *rv)
 	pthread_rwlock_wrlock(&inf->lock);
 	old = inf->cur;
 	inf->cur = inf->next;
+	inf->gen++;
 	pthread_rwlock_unlock(&inf->lock);
 	memset(&inf->next, 0, sizeof(inf->next));
 	inf->listing = false;
@@ -377,6 +379,7 @@ static int st_event(void *ud, kube_event_type type, json_object *obj)
 			return PRD_OK;
 		pthread_rwlock_wrlock(&inf->lock);
 		ot_del(&inf->cur, old);
+		inf->gen++;
 		pthread_rwlock_unlock(&inf->lock);
 		emit_delete(inf, old);
 		kube_obj_free(inf->in, old);
@@ -390,6 +393,8 @@ static int st_event(void *ud, kube_event_type type, json_object *obj)
 	/* Same key, so what m replaces is old. */
 	pthread_rwlock_wrlock(&inf->lock);
 	rc = ot_put(&inf->cur, m, &replaced);
+	if(!rc)
+		inf->gen++;
 	pthread_rwlock_unlock(&inf->lock);
 	if(rc) {
 		/* Out of memory growing the table: nothing changed, the cache
@@ -494,6 +499,11 @@ void kube_informer_rdlock(kube_informer *inf)
 void kube_informer_rdunlock(kube_informer *inf)
 {
 	pthread_rwlock_unlock(&inf->lock);
+}
+
+uint64_t kube_informer_generation(kube_informer *inf)
+{
+	return inf->gen;
 }
 
 size_t kube_informer_len(kube_informer *inf)

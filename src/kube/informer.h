@@ -78,6 +78,10 @@ void kube_informer_rdunlock(kube_informer *inf);
 typedef int (*kube_obj_fn)(void *ud, const kube_meta *obj);
 
 size_t kube_informer_len(kube_informer *inf);
+/* A number that changes whenever the cache's contents change (an add, an
+ * update, a delete or a relist); call with the read lock held. Two equal
+ * readings mean the same contents. */
+uint64_t kube_informer_generation(kube_informer *inf);
 /* ns is "" (or NULL) for cluster-scoped kinds. NULL if absent. */
 const kube_meta *kube_informer_get(kube_informer *inf, const char *ns, const char *name);
 int kube_informer_foreach(kube_informer *inf, kube_obj_fn fn, void *ud);

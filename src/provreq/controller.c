@@ -125,6 +125,7 @@ void pr_ctl_free(pr_ctl *c)
 	if(!c)
 		return;
 	pr_class_registry_free(c->classes);
+	sched_snapshot_free(c->base);
 	for(i = 0; i < c->ndclasses; i++)
 		pr_driver_class_free(c->dclasses[i]);
 	free(c->dclasses);
@@ -389,10 +390,10 @@ static bool node_usable(const kube_node *n)
 	return n->ready == KUBE_COND_TRUE && !n->meta.deleted_ns;
 }
 
-static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
+/* Nodes and pods into a new snapshot. */
+static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 {
 	size_t i;
-	int rc;
 	w->snap = sched_snapshot_new();
 	if(!w->snap)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
@@ -421,6 +422,65 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			log_warn("pod left out of the simulation", "pod", p->meta.name, "namespace", p->meta.ns,
 				 "error", ce.msg);
 	}
+	return 0;
+}
+
+/* The snapshot of nodes and pods: the controller's base when the caches
+ * have not changed since it was built (a pass then costs nothing for a
+ * cluster that only gained a request), else a new one, kept as the base in
+ * informer mode. The pass works in a fork of a shared base. */
+static int snapshot_for_pass(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	int rc;
+	if(w->cacheable && c->base && c->base_gen_nodes == w->gen_nodes && c->base_gen_pods == w->gen_pods) {
+		w->snap = c->base;
+		w->ready_nodes = c->base_ready;
+		w->snap_shared = true;
+		c->stats.snapshot_reuses++;
+	} else {
+		if((rc = snapshot_nodes_pods(w, err)))
+			return rc;
+		if(w->cacheable) {
+			sched_snapshot_free(c->base);
+			c->base = w->snap;
+			c->base_gen_nodes = w->gen_nodes;
+			c->base_gen_pods = w->gen_pods;
+			c->base_ready = w->ready_nodes;
+			w->snap_shared = true;
+		}
+	}
+	if(w->snap_shared && sched_snapshot_fork(w->snap)) {
+		/* Cannot protect the base: the pass owns it, it is not kept. */
+		c->base = NULL;
+		w->snap_shared = false;
+	}
+	return 0;
+}
+
+/* End of a pass: give the base back as it was built. */
+static void release_snapshot(pr_ctl *c, pr_world *w)
+{
+	if(!w->snap_shared)
+		return;
+	w->snap_shared = false;
+	if(sched_snapshot_depth(w->snap) != 1) {
+		/* Unbalanced forks: what the base holds is not known; world_free
+		 * frees it and the next pass builds anew. */
+		log_warn("scheduling snapshot left forked at the end of a pass; rebuilding it", "depth",
+			 LOGI(sched_snapshot_depth(w->snap)));
+		c->base = NULL;
+		return;
+	}
+	sched_snapshot_revert(w->snap);
+	w->snap = NULL;
+}
+
+static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	size_t i;
+	int rc;
+	if((rc = snapshot_for_pass(c, w, err)))
+		return rc;
 	/* Bookings of requests that still hold capacity. */
 	if(c->db) {
 		state_booking *b = NULL;
@@ -497,15 +557,36 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 		if(hmap_put(&w->consumers, key, (void *)((uintptr_t)hmap_get(&w->consumers, key) + 1)))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
-	for(i = 0; i < ntp; i++) {
-		const kube_podtemplate *t = tp[i];
-		json_object *copy = NULL;
-		char key[600];
-		snprintf(key, sizeof(key), "%s/%s", t->meta.ns, t->meta.name);
-		if(json_object_deep_copy(t->tmpl, &copy, NULL) || hmap_put(&w->tpls, key, copy)) {
-			json_object_put(copy);
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	/* Copy only the PodTemplates some request names (the caches' own
+	 * objects cannot be used once their locks are released): on a large
+	 * cluster most templates belong to no request. */
+	{
+		hmap need;
+		int rc = 0;
+		size_t k;
+		hmap_init(&need, NULL);
+		for(i = 0; i < w->nprs && !rc; i++)
+			for(k = 0; k < w->prs[i]->npod_sets && !rc; k++) {
+				char key[600];
+				snprintf(key, sizeof(key), "%s/%s", w->prs[i]->meta.ns,
+					 w->prs[i]->pod_sets[k].template_name ? w->prs[i]->pod_sets[k].template_name : "");
+				rc = hmap_put(&need, key, NULL);
+			}
+		for(i = 0; i < ntp && !rc; i++) {
+			const kube_podtemplate *t = tp[i];
+			json_object *copy = NULL;
+			char key[600];
+			snprintf(key, sizeof(key), "%s/%s", t->meta.ns, t->meta.name);
+			if(!hmap_has(&need, key))
+				continue;
+			if(json_object_deep_copy(t->tmpl, &copy, NULL) || hmap_put(&w->tpls, key, copy)) {
+				json_object_put(copy);
+				rc = PRD_ENOMEM;
+			}
 		}
+		hmap_free(&need);
+		if(rc)
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
 	if(c->need_rebuild && c->db) {
 		pr__rebuild_from_api(c, w);
@@ -539,6 +620,9 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 		kube_informer_rdlock(c->inf.pods);
 		kube_informer_rdlock(c->inf.podtemplates);
 		kube_informer_rdlock(c->inf.provreqs);
+		w->cacheable = true;
+		w->gen_nodes = kube_informer_generation(c->inf.nodes);
+		w->gen_pods = kube_informer_generation(c->inf.pods);
 		rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err);
 		if(!rc)
 			rc = borrow_all(c->inf.pods, (void ***)&w->pods, &w->npods, err);
@@ -1083,6 +1167,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	c->stats.bookings_held = 0;
 	rc = load_world(c, &w, err);
 	if(rc) {
+		release_snapshot(c, &w);
 		world_free(&w);
 		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", prd_strerror(rc)), 1);
 		return prd_err_prefix(err, "reading the cluster");
@@ -1097,6 +1182,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	json_object_put(c->details);
 	c->details = NULL;
 	export_gauges(c, &w);
+	release_snapshot(c, &w);
 	world_free(&w);
 	metrics_observe(M_RECONCILE_DURATION, METRICS_L("provreq"),
 			(double)(clk_mono(clk_real()) - t0) / (double)PRD_NS_PER_SEC);

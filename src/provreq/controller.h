@@ -53,6 +53,7 @@ typedef struct pr_stats {
 	uint64_t scaledown_nodes;       /* idle nodes of provreqd's removed */
 	uint64_t requests_seen;         /* of our classes, last pass */
 	uint64_t bookings_held;         /* last pass */
+	uint64_t snapshot_reuses;       /* passes that reused the snapshot of unchanged nodes and pods */
 } pr_stats;
 
 typedef struct pr_ctl pr_ctl;

@@ -59,6 +59,13 @@ typedef struct pr_world {
 	arena ar;
 	sched_snapshot *snap;
 	int64_t ready_nodes;
+	/* Informer mode: the caches' generations when they were read. The
+	 * snapshot of nodes and pods is then kept between passes (pr_ctl's
+	 * base) and reused while they do not change; a pass works in a fork
+	 * of it, reverted at the end. */
+	bool cacheable;
+	uint64_t gen_nodes, gen_pods;
+	bool snap_shared;         /* w->snap is the controller's base */
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
 } pr_world;
 
@@ -103,6 +110,9 @@ struct pr_ctl {
 	pr_class_limits limits;
 	hmap unowned;             /* uids of requests of a class nobody here serves, logged once */
 	pr_class_registry *classes; /* built-in modules and the drivers' classes */
+	sched_snapshot *base;     /* nodes and pods as of base_gen_* (informer mode), or NULL */
+	uint64_t base_gen_nodes, base_gen_pods;
+	int64_t base_ready;
 	pr_class_module **dclasses; /* the drivers' class modules (owned) */
 	size_t ndclasses;
 	hmap idle_since;          /* node → int64_t* when it became idle (scale-down) */

@@ -538,6 +538,21 @@ static void test_informer_mode(void)
 	events = count_items("/api/v1/namespaces/i/events");
 	CU_ASSERT_EQUAL(events, 2);
 	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->status_conflicts, 0);
+	/* Nodes and pods did not change: the passes reused the snapshot, and
+	 * each added the booking anew in its own fork (a base that kept a
+	 * pass's changes would hold it twice, or a competitor's too). Broken
+	 * controllers caught: one that rebuilds nothing after a node arrives,
+	 * one that lets a pass's bookings leak into the next. */
+	CU_ASSERT_TRUE(pr_ctl_stats(ctl)->snapshot_reuses >= 10);
+	add_pr("i", "second", "check-capacity.autoscaling.x-k8s.io", "one", 2, "{noRetry: \"true\"}");
+	wait_for("i", "second", "Provisioned", "False/CapacityIsNotFound");
+	add_pr("i", "small", "check-capacity.autoscaling.x-k8s.io", "one", 1, NULL);
+	wait_for("i", "small", "Provisioned", "True/CapacityIsFound");
+	add_pr("i", "none-left", "check-capacity.autoscaling.x-k8s.io", "one", 1, "{noRetry: \"true\"}");
+	wait_for("i", "none-left", "Provisioned", "False/CapacityIsNotFound");
+	add_node("n2", "4", NULL);
+	add_pr("i", "third", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	wait_for("i", "third", "Provisioned", "True/CapacityIsFound");
 	/* A consumer pod arrives through the watch and releases the booking. */
 	add_consumer("i", "cached", "c1", "n1");
 	add_consumer("i", "cached", "c2", "n1");
