@@ -274,44 +274,52 @@ static bool wait_caches(kube_informer *const *inf, size_t n, health *hl)
 	return true;
 }
 
-int cmd_run(int argc, char **argv)
-{
+/* The informers, in this order: the controller and the pool sync find
+ * them by index (0 = nodes). */
+#define RUN_NINF 4
+static const kube_kind inf_kinds[RUN_NINF] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE,
+					       KUBE_KIND_PROVREQ };
+static const kube_resource *const inf_res[RUN_NINF] = { &KUBE_NODES, &KUBE_PODS, &KUBE_PODTEMPLATES,
+							&KUBE_PROVREQS };
+
+/* What run_setup() creates and run_teardown() frees. It lives on
+ * cmd_run's stack for the whole run and must not move: the drivers keep a
+ * pointer to `host`, the pool sync to `api`, the controller to `drivers`
+ * and to strings of `c`. Every pointer is NULL until created. */
+typedef struct run_ctx {
 	cfg c;
-	buf errs;
-	kube_config *kc = NULL;
-	kube_client *client = NULL;
-	state_db *db = NULL;
+	const clk *clock;
+	kube_config *kc;
+	kube_client *client;
+	kube_api api;
+	state_db *db;
+	char *cloud_cfg;
 	cloud_drivers drivers;
 	cloud_host_impl host;
-	health *hl = NULL;
-	http_server *http = NULL;
-	kube_lease *lease = NULL;
-	pr_ctl *ctl = NULL;
-	pool_ctl *pools = NULL;
-	kube_api api;
-	pr_config pc;
-	kube_client_opts copts;
-	state_config sc;
-	pool_opts po;
-	char *cloud_cfg = NULL;
+	health *hl;
+	http_server *http;
+	kube_lease *lease;
+	pr_ctl *ctl;
+	pool_ctl *pools;
 	hmap pool_children;
-	static const kube_kind inf_kinds[4] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE, KUBE_KIND_PROVREQ };
-	const kube_resource *inf_res[4] = { &KUBE_NODES, &KUBE_PODS, &KUBE_PODTEMPLATES, &KUBE_PROVREQS };
-	kube_informer *inf[4] = { NULL, NULL, NULL, NULL };
-	kube_listwatch lw[4];
-	kube_reflector_stats last_stats[4];
-	kube_intern *intern = NULL;
-	pr_informers pi;
-	bool lw_made[4] = { false, false, false, false };
-	int level = PRD_LOG_INFO, fmt = PRD_LOG_TEXT, rc = 1;
-	size_t i, len;
-	prd_err e;
-	struct sigaction sa;
-	const clk *clock = clk_real();
+	kube_intern *intern;
+	kube_informer *inf[RUN_NINF];
+	kube_listwatch lw[RUN_NINF];
+	bool lw_made[RUN_NINF];
+	kube_reflector_stats last_stats[RUN_NINF];
+} run_ctx;
 
-	hmap_init(&pool_children, NULL);
+/* --help, the configuration, logging, metrics and signal handlers. true
+ * to go on; false to end at once with *exit_code (then nothing needs
+ * freeing). */
+static bool run_start(run_ctx *r, int argc, char **argv, int *exit_code)
+{
+	buf errs;
+	int fmt = PRD_LOG_TEXT, i;
+	struct sigaction sa;
+
 	buf_init(&errs);
-	for(i = 1; i < (size_t)argc; i++) {
+	for(i = 1; i < argc; i++) {
 		if(!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			fputs("Usage: provreqd run [--config FILE] [flags]\n\n"
 			      "Serve ProvisioningRequests and populate ResourcePools against the cluster of\n"
@@ -320,24 +328,25 @@ int cmd_run(int argc, char **argv)
 			if(cfg_help(&errs) == 0)
 				fputs(buf_str(&errs), stdout);
 			buf_free(&errs);
-			return 0;
+			*exit_code = 0;
+			return false;
 		}
 	}
-	if(cfg_load(&c, argc - 1, argv + 1, &errs)) {
+	if(cfg_load(&r->c, argc - 1, argv + 1, &errs)) {
 		fprintf(stderr, "provreqd run: %s", buf_str(&errs));
 		buf_free(&errs);
-		cfg_free(&c);
-		return 2;
+		cfg_free(&r->c);
+		*exit_code = 2;
+		return false;
 	}
 	buf_free(&errs);
-	log_parse_format(c.log_format, &fmt);
-	level = (int)c.v;
-	log_setup(level, fmt, stderr);
-	cloud_drivers_init(&drivers);
+	log_parse_format(r->c.log_format, &fmt);
+	log_setup((int)r->c.v, fmt, stderr);
 	if(metrics_init()) {
 		fprintf(stderr, "provreqd run: out of memory\n");
-		cfg_free(&c);
-		return 1;
+		cfg_free(&r->c);
+		*exit_code = 1;
+		return false;
 	}
 
 	memset(&sa, 0, sizeof(sa));
@@ -345,202 +354,300 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	return true;
+}
+
+/* The apiserver client, the state store and the cloud drivers. */
+static int setup_backends(run_ctx *r, prd_err *e)
+{
+	const cfg *c = &r->c;
+	kube_client_opts copts;
+	state_config sc;
+	size_t i, len;
 
 	memset(&copts, 0, sizeof(copts));
 	copts.observe = observe_api;
-	if(kube_config_auto(c.kubeconfig && c.kubeconfig[0] ? c.kubeconfig : NULL, c.context, &kc, &e) ||
-	   kube_client_new(kc, &copts, &client, &e)) {
-		log_error("cannot reach the cluster", "error", e.msg);
-		goto done;
+	if(kube_config_auto(c->kubeconfig && c->kubeconfig[0] ? c->kubeconfig : NULL, c->context, &r->kc, e) ||
+	   kube_client_new(r->kc, &copts, &r->client, e)) {
+		log_error("cannot reach the cluster", "error", e->msg);
+		return 1;
 	}
-	api = kube_api_from_client(client);
+	r->api = kube_api_from_client(r->client);
 	state_config_default(&sc);
-	sc.request_backoff_initial_ns = c.request_backoff_initial;
-	sc.request_backoff_max_ns = c.request_backoff_max;
-	sc.group_backoff_initial_ns = c.group_backoff_initial;
-	sc.group_backoff_max_ns = c.group_backoff_max;
-	sc.group_backoff_reset_ns = c.group_backoff_reset;
-	if(state_open(c.state_db, clock, &sc, &db, &e)) {
-		log_error("cannot open the state store", "error", e.msg);
-		goto done;
+	sc.request_backoff_initial_ns = c->request_backoff_initial;
+	sc.request_backoff_max_ns = c->request_backoff_max;
+	sc.group_backoff_initial_ns = c->group_backoff_initial;
+	sc.group_backoff_max_ns = c->group_backoff_max;
+	sc.group_backoff_reset_ns = c->group_backoff_reset;
+	if(state_open(c->state_db, r->clock, &sc, &r->db, e)) {
+		log_error("cannot open the state store", "error", e->msg);
+		return 1;
 	}
-	if(c.cloud_config && c.cloud_config[0] && yj_read_file(c.cloud_config, 16u << 20, &cloud_cfg, &len, &e)) {
-		log_error("cannot read --cloud-config", "error", e.msg);
-		goto done;
+	if(c->cloud_config && c->cloud_config[0] && yj_read_file(c->cloud_config, 16u << 20, &r->cloud_cfg, &len, e)) {
+		log_error("cannot read --cloud-config", "error", e->msg);
+		return 1;
 	}
-	cloud_host_init(&host, "driver", clock, cloud_host_kube_request, client);
-	for(i = 0; i < c.cloud_drivers.n; i++) {
-		if(cloud_drivers_load(&drivers, c.cloud_drivers.v[i], &host.host, cloud_cfg, NULL, &e)) {
-			log_error("cannot load cloud driver", "error", e.msg);
-			goto done;
+	cloud_host_init(&r->host, "driver", r->clock, cloud_host_kube_request, r->client);
+	for(i = 0; i < c->cloud_drivers.n; i++) {
+		if(cloud_drivers_load(&r->drivers, c->cloud_drivers.v[i], &r->host.host, r->cloud_cfg, NULL, e)) {
+			log_error("cannot load cloud driver", "error", e->msg);
+			return 1;
 		}
-		log_info("cloud driver loaded", "path", c.cloud_drivers.v[i], "name", drivers.v[drivers.n - 1]->api->name);
+		log_info("cloud driver loaded", "path", c->cloud_drivers.v[i], "name",
+			 r->drivers.v[r->drivers.n - 1]->api->name);
 	}
-	if(health_new(clock, c.health_stale_after, &hl)) {
+	return 0;
+}
+
+/* Health flags, the metrics/health endpoint and leader election. */
+static int setup_health(run_ctx *r, prd_err *e)
+{
+	const cfg *c = &r->c;
+
+	if(health_new(r->clock, c->health_stale_after, &r->hl)) {
 		log_error("out of memory");
-		goto done;
+		return 1;
 	}
-	health_add_flag(hl, "state-store", true, NULL);
-	health_add_flag(hl, "leader", !c.leader_elect, c.leader_elect ? "standing by for the lease" : NULL);
-	health_add_flag(hl, "first-pass", false, "the first controller pass has not finished");
-	if(c.http_addr && c.http_addr[0] && http_start(c.http_addr, hl, &http, &e)) {
-		log_error("cannot serve metrics and health", "error", e.msg);
-		goto done;
+	health_add_flag(r->hl, "state-store", true, NULL);
+	health_add_flag(r->hl, "leader", !c->leader_elect, c->leader_elect ? "standing by for the lease" : NULL);
+	health_add_flag(r->hl, "first-pass", false, "the first controller pass has not finished");
+	if(c->http_addr && c->http_addr[0] && http_start(c->http_addr, r->hl, &r->http, e)) {
+		log_error("cannot serve metrics and health", "error", e->msg);
+		return 1;
 	}
-	if(c.leader_elect && start_lease(&c, client, hl, &lease, &e)) {
-		log_error("cannot start leader election", "error", e.msg);
-		goto done;
+	if(c->leader_elect && start_lease(c, r->client, r->hl, &r->lease, e)) {
+		log_error("cannot start leader election", "error", e->msg);
+		return 1;
 	}
+	return 0;
+}
+
+/* The ProvisioningRequest controller and the ResourcePool sync. */
+static int setup_controllers(run_ctx *r, prd_err *e)
+{
+	const cfg *c = &r->c;
+	pr_config pc;
+	pool_opts po;
+
 	pr_config_default(&pc);
-	pc.booking_ttl_ns = c.booking_ttl;
-	pc.provision_timeout_ns = c.provision_timeout;
-	pc.template_grace_ns = c.missing_template_grace;
-	pc.max_age_ns = c.max_age;
-	pc.gc_after_ns = c.gc_after;
-	pc.state_retention_ns = c.state_retention;
-	pc.processor_instance = c.processor_instance && c.processor_instance[0] ? c.processor_instance : NULL;
-	pc.expander = c.expander;
-	pc.max_nodes_total = c.max_nodes_total;
-	pc.max_nodes_per_scaleup = c.max_nodes_per_scaleup;
-	pc.scale_down = c.scale_down;
-	pc.scale_down_idle_ns = c.scale_down_idle;
-	if(pr_ctl_new(&pc, clock, &api, db, &drivers, &ctl, &e)) {
-		log_error("cannot start the controller", "error", e.msg);
-		goto done;
+	pc.booking_ttl_ns = c->booking_ttl;
+	pc.provision_timeout_ns = c->provision_timeout;
+	pc.template_grace_ns = c->missing_template_grace;
+	pc.max_age_ns = c->max_age;
+	pc.gc_after_ns = c->gc_after;
+	pc.state_retention_ns = c->state_retention;
+	pc.processor_instance = c->processor_instance && c->processor_instance[0] ? c->processor_instance : NULL;
+	pc.expander = c->expander;
+	pc.max_nodes_total = c->max_nodes_total;
+	pc.max_nodes_per_scaleup = c->max_nodes_per_scaleup;
+	pc.scale_down = c->scale_down;
+	pc.scale_down_idle_ns = c->scale_down_idle;
+	if(pr_ctl_new(&pc, r->clock, &r->api, r->db, &r->drivers, &r->ctl, e)) {
+		log_error("cannot start the controller", "error", e->msg);
+		return 1;
 	}
 	memset(&po, 0, sizeof(po));
-	po.api = &api;
-	po.clock = clock;
-	po.debounce_ns = c.pool_debounce;
-	po.filter.include_not_ready = c.pool_include_unready;
-	po.filter.include_unschedulable = c.pool_include_unready;
-	po.metrics = pool_metrics_registry(&pool_children);
-	if(pool_ctl_new(&po, &pools, &e)) {
-		log_error("cannot start pool population", "error", e.msg);
-		goto done;
+	po.api = &r->api;
+	po.clock = r->clock;
+	po.debounce_ns = c->pool_debounce;
+	po.filter.include_not_ready = c->pool_include_unready;
+	po.filter.include_unschedulable = c->pool_include_unready;
+	po.metrics = pool_metrics_registry(&r->pool_children);
+	if(pool_ctl_new(&po, &r->pools, e)) {
+		log_error("cannot start pool population", "error", e->msg);
+		return 1;
 	}
-	/* Informers: the controller reads the cluster from their caches, and
-	 * their events wake the worker. */
-	intern = kube_intern_new();
-	if(!intern) {
+	return 0;
+}
+
+/* Informers: the controller reads the cluster from their caches, and
+ * their events wake the worker. */
+static int setup_informers(run_ctx *r, prd_err *e)
+{
+	size_t i;
+
+	r->intern = kube_intern_new();
+	if(!r->intern) {
 		log_error("out of memory");
-		goto done;
+		return 1;
 	}
-	memset(last_stats, 0, sizeof(last_stats));
-	for(i = 0; i < 4; i++) {
+	memset(r->last_stats, 0, sizeof(r->last_stats));
+	for(i = 0; i < RUN_NINF; i++) {
 		kube_informer_opts io;
 		kube_handler h;
 		memset(&io, 0, sizeof(io));
 		io.kind = inf_kinds[i];
-		io.intern = intern;
+		io.intern = r->intern;
 		io.reflector.name = inf_res[i]->resource;
 		memset(&h, 0, sizeof(h));
 		if(inf_kinds[i] == KUBE_KIND_NODE) {
 			h.on_add = h_node;
 			h.on_update = h_node_update;
 			h.on_delete = h_node;
-			h.ud = pools;
+			h.ud = r->pools;
 		} else {
 			h.on_add = h_add;
 			h.on_update = h_update;
 			h.on_delete = h_delete;
 		}
-		if(kube_informer_new(&io, &inf[i], &e) || kube_informer_add_handler(inf[i], &h) ||
-		   kube_listwatch_client(client, inf_res[i], NULL, NULL, NULL, 0, &lw[i])) {
-			log_error("cannot set up the informers", "resource", inf_res[i]->resource, "error", e.msg);
-			goto done;
+		if(kube_informer_new(&io, &r->inf[i], e) || kube_informer_add_handler(r->inf[i], &h) ||
+		   kube_listwatch_client(r->client, inf_res[i], NULL, NULL, NULL, 0, &r->lw[i])) {
+			log_error("cannot set up the informers", "resource", inf_res[i]->resource, "error", e->msg);
+			return 1;
 		}
-		lw_made[i] = true;
-		if(kube_informer_start(inf[i], &lw[i], &e)) {
-			log_error("cannot start an informer", "resource", inf_res[i]->resource, "error", e.msg);
-			goto done;
+		r->lw_made[i] = true;
+		if(kube_informer_start(r->inf[i], &r->lw[i], e)) {
+			log_error("cannot start an informer", "resource", inf_res[i]->resource, "error", e->msg);
+			return 1;
 		}
 	}
-	health_add_flag(hl, "caches-synced", false, "the informer caches are still listing");
-	if(!wait_caches(inf, 4, hl)) {
-		rc = 0;
-		log_info("shutting down before the caches synced");
-		goto done;
+	return 0;
+}
+
+/* Everything the worker needs, in dependency order. 0, or 1 after logging
+ * why; run_teardown() frees what was made either way. */
+static int run_setup(run_ctx *r)
+{
+	prd_err e;
+	int rc = setup_backends(r, &e);
+
+	if(!rc)
+		rc = setup_health(r, &e);
+	if(!rc)
+		rc = setup_controllers(r, &e);
+	if(!rc)
+		rc = setup_informers(r, &e);
+	return rc;
+}
+
+/* Sync the pools when due; lowers *wake to when they are due next. */
+static void run_pools(run_ctx *r, int64_t now, int64_t *wake, prd_err *e)
+{
+	int64_t pool_wait = -1;
+
+	/* Pools are debounced by pool_ctl; node events mark them dirty.
+	 * Pools themselves change rarely and are read at each sync. */
+	if(pool_ctl_due(r->pools, &pool_wait)) {
+		pool_nodelist nl;
+		memset(&nl, 0, sizeof(nl));
+		if(pool_nodes_from_cache(r->inf[0], &nl) == 0)
+			pool_ctl_sync(r->pools, nl.nodes, nl.n, e);
+		kube_informer_rdunlock(r->inf[0]);
+		free(nl.nodes);
 	}
-	health_set_flag(hl, "caches-synced", true, NULL);
-	pi.intern = intern;
-	pi.nodes = inf[0];
-	pi.pods = inf[1];
-	pi.podtemplates = inf[2];
-	pi.provreqs = inf[3];
-	pr_ctl_use_informers(ctl, &pi);
-	log_info("provreqd running", "version", PACKAGE_VERSION, "server", kc->server, "drivers", LOGI(drivers.n),
-		 "leader_elect", c.leader_elect ? "true" : "false");
-	rc = 0;
-	while(!stop_requested) {
-		int64_t wake = INT64_MAX, now = clk_wall(clock), pool_wait = -1;
-		bool leading = !c.leader_elect || kube_lease_is_leader(lease);
-		health_beat(hl);
-		health_set_flag(hl, "leader", true, NULL);
-		metrics_gauge_set(M_LEADER, NULL, leading ? 1 : 0);
-		if(leading) {
-			if(pr_ctl_pass(ctl, &wake, &e)) {
-				log_error("controller pass failed; retrying", "error", e.msg);
-				wake = now + 5 * PRD_NS_PER_SEC;
-			} else {
-				health_set_flag(hl, "first-pass", true, NULL);
-			}
-			/* Pools are debounced by pool_ctl; node events mark them dirty.
-			 * Pools themselves change rarely and are read at each sync. */
-			if(pool_ctl_due(pools, &pool_wait)) {
-				pool_nodelist nl;
-				memset(&nl, 0, sizeof(nl));
-				if(pool_nodes_from_cache(inf[0], &nl) == 0)
-					pool_ctl_sync(pools, nl.nodes, nl.n, &e);
-				kube_informer_rdunlock(inf[0]);
-				free(nl.nodes);
-			}
-			if(pool_wait > 0 && now + pool_wait < wake)
-				wake = now + pool_wait;
+	if(pool_wait > 0 && now + pool_wait < *wake)
+		*wake = now + pool_wait;
+}
+
+/* One turn of the worker: a pass when leading, then sleep until the next
+ * timer, a change or the resync interval. */
+static void run_iteration(run_ctx *r)
+{
+	int64_t wake = INT64_MAX, now = clk_wall(r->clock);
+	bool leading = !r->c.leader_elect || kube_lease_is_leader(r->lease);
+	prd_err e;
+
+	health_beat(r->hl);
+	health_set_flag(r->hl, "leader", true, NULL);
+	metrics_gauge_set(M_LEADER, NULL, leading ? 1 : 0);
+	if(leading) {
+		if(pr_ctl_pass(r->ctl, &wake, &e)) {
+			log_error("controller pass failed; retrying", "error", e.msg);
+			wake = now + 5 * PRD_NS_PER_SEC;
 		} else {
-			health_set_flag(hl, "first-pass", true, NULL);
+			health_set_flag(r->hl, "first-pass", true, NULL);
 		}
-		export_informer_stats(inf, inf_res, last_stats);
-		if(wake > now + RUN_RESYNC_NS)
-			wake = now + RUN_RESYNC_NS;
-		sleep_until(clock, wake);
+		run_pools(r, now, &wake, &e);
+	} else {
+		health_set_flag(r->hl, "first-pass", true, NULL);
 	}
+	export_informer_stats(r->inf, inf_res, r->last_stats);
+	if(wake > now + RUN_RESYNC_NS)
+		wake = now + RUN_RESYNC_NS;
+	sleep_until(r->clock, wake);
+}
+
+/* Wait for the caches, then work until SIGTERM/SIGINT. */
+static void run_loop(run_ctx *r)
+{
+	pr_informers pi;
+
+	health_add_flag(r->hl, "caches-synced", false, "the informer caches are still listing");
+	if(!wait_caches(r->inf, RUN_NINF, r->hl)) {
+		log_info("shutting down before the caches synced");
+		return;
+	}
+	health_set_flag(r->hl, "caches-synced", true, NULL);
+	pi.intern = r->intern;
+	pi.nodes = r->inf[0];
+	pi.pods = r->inf[1];
+	pi.podtemplates = r->inf[2];
+	pi.provreqs = r->inf[3];
+	pr_ctl_use_informers(r->ctl, &pi);
+	log_info("provreqd running", "version", PACKAGE_VERSION, "server", r->kc->server, "drivers",
+		 LOGI(r->drivers.n), "leader_elect", r->c.leader_elect ? "true" : "false");
+	while(!stop_requested)
+		run_iteration(r);
 	log_info("shutting down: releasing the lease and closing the state store");
-done:
+}
+
+/* Free what run_setup() made, also after it failed part way. */
+static void run_teardown(run_ctx *r)
+{
+	size_t i;
+
 	/* Whatever the apiserver does now, the process ends within seconds:
 	 * the lease is released first (the worker no longer writes), with a
 	 * few seconds for that; then whatever the informers still have in
 	 * flight is aborted at once, and nothing is retried. */
-	if(client)
-		kube_client_set_deadline(client, clk_mono(clk_real()) + RUN_SHUTDOWN_NS);
-	if(lease)
-		kube_lease_stop(lease);
-	if(client)
-		kube_client_set_deadline(client, clk_mono(clk_real()));
-	for(i = 0; i < 4; i++) {
-		if(inf[i])
-			kube_informer_stop(inf[i]);
+	if(r->client)
+		kube_client_set_deadline(r->client, clk_mono(clk_real()) + RUN_SHUTDOWN_NS);
+	if(r->lease)
+		kube_lease_stop(r->lease);
+	if(r->client)
+		kube_client_set_deadline(r->client, clk_mono(clk_real()));
+	for(i = 0; i < RUN_NINF; i++) {
+		if(r->inf[i])
+			kube_informer_stop(r->inf[i]);
 	}
-	for(i = 0; i < 4; i++) {
-		kube_informer_free(inf[i]);
-		if(lw_made[i])
-			kube_listwatch_client_free(&lw[i]);
+	for(i = 0; i < RUN_NINF; i++) {
+		kube_informer_free(r->inf[i]);
+		if(r->lw_made[i])
+			kube_listwatch_client_free(&r->lw[i]);
 	}
-	if(intern)
-		kube_intern_free(intern);
-	pool_ctl_free(pools);
-	hmap_free(&pool_children);
-	pr_ctl_free(ctl);
-	kube_lease_free(lease);
-	if(http)
-		http_stop(http);
-	health_free(hl);
-	cloud_drivers_free(&drivers);
-	state_close(db);
-	kube_client_free(client);
-	kube_config_free(kc);
-	free(cloud_cfg);
-	cfg_free(&c);
+	if(r->intern)
+		kube_intern_free(r->intern);
+	pool_ctl_free(r->pools);
+	hmap_free(&r->pool_children);
+	pr_ctl_free(r->ctl);
+	kube_lease_free(r->lease);
+	if(r->http)
+		http_stop(r->http);
+	health_free(r->hl);
+	cloud_drivers_free(&r->drivers);
+	state_close(r->db);
+	kube_client_free(r->client);
+	kube_config_free(r->kc);
+	free(r->cloud_cfg);
+	cfg_free(&r->c);
 	metrics_shutdown();
+}
+
+int cmd_run(int argc, char **argv)
+{
+	run_ctx r;
+	int rc = 1;
+
+	memset(&r, 0, sizeof(r));
+	hmap_init(&r.pool_children, NULL);
+	cloud_drivers_init(&r.drivers);
+	r.clock = clk_real();
+	if(!run_start(&r, argc, argv, &rc))
+		return rc;
+	if(run_setup(&r) == 0) {
+		run_loop(&r);
+		rc = 0;
+	}
+	run_teardown(&r);
 	return rc;
 }

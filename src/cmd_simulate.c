@@ -304,7 +304,36 @@ static char *default_driver(void)
 	return str_printf("%s/kwok.so", PRD_DRIVERDIR);
 }
 
-int cmd_simulate(int argc, char **argv)
+/* The command line of `simulate`. */
+typedef struct sim_opts {
+	const char *cluster, *driver_path, *cfg_path;
+	int64_t until;
+	int level, fmt;
+	pr_config cfg;
+} sim_opts;
+
+/* --until, --booking-ttl or --provision-timeout (getopt's `c`): false,
+ * after saying why, when the value is not a positive duration. */
+static bool sim_duration(int c, const char *arg, sim_opts *o)
+{
+	int64_t d;
+	if(str_parse_duration(arg, &d) || d <= 0) {
+		fprintf(stderr, "provreqd simulate: --%s: \"%s\" is not a positive duration (e.g. 30m, 2h)\n",
+			c == 'u' ? "until" : c == 'b' ? "booking-ttl" : "provision-timeout", arg);
+		return false;
+	}
+	if(c == 'u')
+		o->until = d;
+	else if(c == 'b')
+		o->cfg.booking_ttl_ns = d;
+	else
+		o->cfg.provision_timeout_ns = d;
+	return true;
+}
+
+/* Parse the command line into `o`. true to go on; false to end at once
+ * with *exit_code (0 after --help, 2 for a bad command line). */
+static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 {
 	static const struct option opts[] = {
 		{ "cluster", required_argument, NULL, 'c' },
@@ -319,162 +348,220 @@ int cmd_simulate(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *cluster = NULL, *driver_path = NULL, *cfg_path = NULL;
-	char *driver_default = NULL, *config = NULL, *auto_cfg = NULL;
-	int64_t until = 3600 * PRD_NS_PER_SEC, start, end;
-	int level = PRD_LOG_WARN, fmt = PRD_LOG_TEXT, c, rc = 1;
-	unsigned passes = 0;
-	sim_groups sizes = { NULL, 0 };
-	size_t len;
-	pr_config cfg;
-	json_object *objs = NULL;
-	memapi *m = NULL;
-	state_db *db = NULL;
-	pr_ctl *ctl = NULL;
-	cloud_drivers drivers;
-	cloud_host_impl host;
-	kube_api api;
-	state_config sc;
-	clk clock;
-	prd_err e;
+	int c;
 
-	pr_config_default(&cfg);
-	cloud_drivers_init(&drivers);
+	*exit_code = 2;
 	optind = 0;
 	while((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		int64_t d;
 		switch(c) {
-		case 'c': cluster = optarg; break;
-		case 'd': driver_path = optarg; break;
-		case 'C': cfg_path = optarg; break;
-		case 'e': cfg.expander = optarg; break;
+		case 'c': o->cluster = optarg; break;
+		case 'd': o->driver_path = optarg; break;
+		case 'C': o->cfg_path = optarg; break;
+		case 'e': o->cfg.expander = optarg; break;
 		case 'u':
 		case 'b':
 		case 't':
-			if(str_parse_duration(optarg, &d) || d <= 0) {
-				fprintf(stderr, "provreqd simulate: --%s: \"%s\" is not a positive duration (e.g. 30m, 2h)\n",
-					c == 'u' ? "until" : c == 'b' ? "booking-ttl" : "provision-timeout", optarg);
-				return 2;
-			}
-			if(c == 'u')
-				until = d;
-			else if(c == 'b')
-				cfg.booking_ttl_ns = d;
-			else
-				cfg.provision_timeout_ns = d;
+			if(!sim_duration(c, optarg, o))
+				return false;
 			break;
 		case 'f':
-			if(log_parse_format(optarg, &fmt)) {
+			if(log_parse_format(optarg, &o->fmt)) {
 				fprintf(stderr, "provreqd simulate: --log-format must be text or json\n");
-				return 2;
+				return false;
 			}
 			break;
 		case 'v':
-			if(log_parse_level(optarg, &level)) {
+			if(log_parse_level(optarg, &o->level)) {
 				fprintf(stderr, "provreqd simulate: --v: unknown level \"%s\"\n", optarg);
-				return 2;
+				return false;
 			}
 			break;
 		case 'h':
 			fputs(simulate_usage, stdout);
-			return 0;
+			*exit_code = 0;
+			return false;
 		default:
 			fputs(simulate_usage, stderr);
-			return 2;
+			return false;
 		}
 	}
-	if(!cluster || optind != argc) {
+	if(!o->cluster || optind != argc) {
 		fputs(simulate_usage, stderr);
-		return 2;
+		return false;
 	}
-	log_setup(level, fmt, stderr);
-	metrics_init();
-	if(load_cluster(cluster, &objs, &e)) {
-		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
-		goto done;
-	}
-	start = start_time(objs);
-	end = start + until;
-	clk_fake_init(&clock, start);
-	if(memapi_new(&clock, 0, &m)) {
-		fprintf(stderr, "provreqd simulate: out of memory\n");
-		goto done;
-	}
-	api = kube_api_from_memapi(m);
-	if(memapi_load(m, objs, &e)) {
-		fprintf(stderr, "provreqd simulate: loading %s: %s\n", cluster, e.msg);
-		goto done;
-	}
-	state_config_default(&sc);
-	if(state_open(":memory:", &clock, &sc, &db, &e)) {
-		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
-		goto done;
-	}
+	return true;
+}
+
+/* What sim_setup() creates and sim_teardown() frees. It stays on
+ * cmd_simulate's stack for the whole run and must not move: the memory
+ * API and the state store keep pointers to `clock`, the drivers to
+ * `host`, the controller to `drivers`. */
+typedef struct sim_ctx {
+	clk clock;
+	json_object *objs;
+	memapi *m;
+	kube_api api;
+	state_db *db;
+	char *config, *auto_cfg, *driver_default;
+	cloud_drivers drivers;
+	cloud_host_impl host;
+	pr_ctl *ctl;
+	sim_groups sizes;
+	int64_t end;
+	unsigned passes;
+} sim_ctx;
+
+/* The driver's configuration: --cloud-config, else cloud-config.yaml in
+ * the --cluster directory when there is one. */
+static int sim_read_cloud_config(sim_ctx *s, const sim_opts *o, prd_err *e)
+{
+	const char *cfg_path = o->cfg_path;
+	size_t len;
+
 	if(!cfg_path) {
 		struct stat st;
-		auto_cfg = str_printf("%s/cloud-config.yaml", cluster);
-		if(auto_cfg && stat(auto_cfg, &st) == 0)
-			cfg_path = auto_cfg;
+		s->auto_cfg = str_printf("%s/cloud-config.yaml", o->cluster);
+		if(s->auto_cfg && stat(s->auto_cfg, &st) == 0)
+			cfg_path = s->auto_cfg;
 	}
-	if(cfg_path && yj_read_file(cfg_path, 16u << 20, &config, &len, &e)) {
-		fprintf(stderr, "provreqd simulate: --cloud-config: %s\n", e.msg);
-		goto done;
+	if(cfg_path && yj_read_file(cfg_path, 16u << 20, &s->config, &len, e)) {
+		fprintf(stderr, "provreqd simulate: --cloud-config: %s\n", e->msg);
+		return 1;
 	}
+	return 0;
+}
+
+/* The cluster in memory, the state store, the driver and the controller,
+ * the clock at the start. 0, or 1 after saying why; sim_teardown() frees
+ * what was made either way. */
+static int sim_setup(sim_ctx *s, const sim_opts *o)
+{
+	const char *driver_path = o->driver_path;
+	int64_t start;
+	state_config sc;
+	prd_err e;
+
+	if(load_cluster(o->cluster, &s->objs, &e)) {
+		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
+		return 1;
+	}
+	start = start_time(s->objs);
+	s->end = start + o->until;
+	clk_fake_init(&s->clock, start);
+	if(memapi_new(&s->clock, 0, &s->m)) {
+		fprintf(stderr, "provreqd simulate: out of memory\n");
+		return 1;
+	}
+	s->api = kube_api_from_memapi(s->m);
+	if(memapi_load(s->m, s->objs, &e)) {
+		fprintf(stderr, "provreqd simulate: loading %s: %s\n", o->cluster, e.msg);
+		return 1;
+	}
+	state_config_default(&sc);
+	if(state_open(":memory:", &s->clock, &sc, &s->db, &e)) {
+		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
+		return 1;
+	}
+	if(sim_read_cloud_config(s, o, &e))
+		return 1;
 	if(!driver_path)
-		driver_path = driver_default = default_driver();
-	cloud_host_init(&host, "driver", &clock, cloud_host_memapi_request, m);
-	if(cloud_drivers_load(&drivers, driver_path, &host.host, config, NULL, &e)) {
+		driver_path = s->driver_default = default_driver();
+	cloud_host_init(&s->host, "driver", &s->clock, cloud_host_memapi_request, s->m);
+	if(cloud_drivers_load(&s->drivers, driver_path, &s->host.host, s->config, NULL, &e)) {
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
-		goto done;
+		return 1;
 	}
-	if(pr_ctl_new(&cfg, &clock, &api, db, &drivers, &ctl, &e)) {
+	if(pr_ctl_new(&o->cfg, &s->clock, &s->api, s->db, &s->drivers, &s->ctl, &e)) {
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
-		goto done;
+		return 1;
 	}
-	track_groups(&drivers, &sizes);
+	return 0;
+}
+
+/* Passes until no timer is pending, the end of the simulated time, or
+ * 100000 passes. 0, or 1 after saying why a pass failed. */
+static int sim_loop(sim_ctx *s)
+{
+	prd_err e;
+
+	track_groups(&s->drivers, &s->sizes);
 	for(;;) {
 		int64_t wake;
-		uint64_t rv = memapi_resource_version(m);
-		if(pr_ctl_pass(ctl, &wake, &e)) {
+		uint64_t rv = memapi_resource_version(s->m);
+		if(pr_ctl_pass(s->ctl, &wake, &e)) {
 			fprintf(stderr, "provreqd simulate: %s\n", e.msg);
-			goto done;
+			return 1;
 		}
-		passes++;
-		track_groups(&drivers, &sizes);
+		s->passes++;
+		track_groups(&s->drivers, &s->sizes);
 		/* What the pass wrote reaches `run` through its watches and starts
 		 * another pass (a request turning final lets its nodes idle, say);
 		 * here it does so one simulated second later. New fake nodes
 		 * turn Ready a moment after they are created. */
-		if((kwok_make_ready(&api) || memapi_resource_version(m) != rv) && wake > clk_wall(&clock) + PRD_NS_PER_SEC)
-			wake = clk_wall(&clock) + PRD_NS_PER_SEC;
-		if(wake == INT64_MAX || wake > end || passes >= 100000)
+		if((kwok_make_ready(&s->api) || memapi_resource_version(s->m) != rv) &&
+		   wake > clk_wall(&s->clock) + PRD_NS_PER_SEC)
+			wake = clk_wall(&s->clock) + PRD_NS_PER_SEC;
+		if(wake == INT64_MAX || wake > s->end || s->passes >= 100000)
 			break;
-		clk_fake_set(&clock, wake > clk_wall(&clock) ? wake : clk_wall(&clock) + PRD_NS_PER_SEC);
+		clk_fake_set(&s->clock, wake > clk_wall(&s->clock) ? wake : clk_wall(&s->clock) + PRD_NS_PER_SEC);
 	}
-	clk_fake_set(&clock, end);
-	print_requests(&api);
-	track_groups(&drivers, &sizes);
-	print_groups(&drivers, &sizes);
-	{
-		const pr_stats *s = pr_ctl_stats(ctl);
-		printf("\nsimulated %llds in %u passes: %llu scale-ups started, %llu succeeded, %llu rolled back; "
-		       "%llu idle nodes scaled down; %llu status writes, %llu events\n",
-		       (long long)(until / PRD_NS_PER_SEC), passes, (unsigned long long)s->scaleups_started,
-		       (unsigned long long)s->scaleups_succeeded, (unsigned long long)s->scaleups_rolled_back,
-		       (unsigned long long)s->scaledown_nodes, (unsigned long long)s->status_writes,
-		       (unsigned long long)s->events);
-	}
-	rc = 0;
-done:
-	pr_ctl_free(ctl);
-	sim_groups_free(&sizes);
-	cloud_drivers_free(&drivers);
-	state_close(db);
-	memapi_free(m);
-	json_object_put(objs);
-	free(config);
-	free(auto_cfg);
-	free(driver_default);
+	return 0;
+}
+
+/* The tables and the summary line, at the end of the simulated time. */
+static void sim_report(sim_ctx *s, int64_t until)
+{
+	const pr_stats *st;
+
+	clk_fake_set(&s->clock, s->end);
+	print_requests(&s->api);
+	track_groups(&s->drivers, &s->sizes);
+	print_groups(&s->drivers, &s->sizes);
+	st = pr_ctl_stats(s->ctl);
+	printf("\nsimulated %llds in %u passes: %llu scale-ups started, %llu succeeded, %llu rolled back; "
+	       "%llu idle nodes scaled down; %llu status writes, %llu events\n",
+	       (long long)(until / PRD_NS_PER_SEC), s->passes, (unsigned long long)st->scaleups_started,
+	       (unsigned long long)st->scaleups_succeeded, (unsigned long long)st->scaleups_rolled_back,
+	       (unsigned long long)st->scaledown_nodes, (unsigned long long)st->status_writes,
+	       (unsigned long long)st->events);
+}
+
+static void sim_teardown(sim_ctx *s)
+{
+	pr_ctl_free(s->ctl);
+	sim_groups_free(&s->sizes);
+	cloud_drivers_free(&s->drivers);
+	state_close(s->db);
+	memapi_free(s->m);
+	json_object_put(s->objs);
+	free(s->config);
+	free(s->auto_cfg);
+	free(s->driver_default);
 	metrics_shutdown();
+}
+
+int cmd_simulate(int argc, char **argv)
+{
+	sim_opts o;
+	sim_ctx s;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.until = 3600 * PRD_NS_PER_SEC;
+	o.level = PRD_LOG_WARN;
+	o.fmt = PRD_LOG_TEXT;
+	pr_config_default(&o.cfg);
+	if(!sim_parse(argc, argv, &o, &rc))
+		return rc;
+	memset(&s, 0, sizeof(s));
+	cloud_drivers_init(&s.drivers);
+	log_setup(o.level, o.fmt, stderr);
+	metrics_init();
+	rc = sim_setup(&s, &o);
+	if(!rc)
+		rc = sim_loop(&s);
+	if(!rc)
+		sim_report(&s, o.until);
+	sim_teardown(&s);
 	return rc;
 }

@@ -184,6 +184,21 @@ static void adopt_template(kube_client *c, const char *ns, const char *tmpl_name
 	free(patch);
 }
 
+/* The request could not be created: take back the PodTemplate created
+ * for it, saying whether that worked. */
+static void delete_template(kube_client *c, const char *ns, const char *tmpl_name)
+{
+	kube_status st;
+	prd_err e;
+
+	memset(&st, 0, sizeof(st));
+	if(kube_delete(c, &KUBE_PODTEMPLATES, ns, tmpl_name, NULL, &st, &e) == 0)
+		fprintf(stderr, "podtemplate/%s deleted again, since the request was not created\n", tmpl_name);
+	else
+		fprintf(stderr, "warning: podtemplate/%s was created but could not be deleted: %s\n", tmpl_name,
+			e.msg);
+}
+
 static int run(const plug_opts *o)
 {
 	kube_config *kc = NULL;
@@ -250,17 +265,8 @@ static int run(const plug_opts *o)
 	}
 	if(create(c, o, &KUBE_PROVREQS, ns, req, &req_out, &st, &e)) {
 		report_api_error(&KUBE_PROVREQS, &st, &e, kc->server);
-		if(tmpl_out && o->dry_run == PLUG_DRY_NONE) {
-			kube_status dst;
-			prd_err de;
-			const char *tn = o->podsets[0].template_name;
-			memset(&dst, 0, sizeof(dst));
-			if(kube_delete(c, &KUBE_PODTEMPLATES, ns, tn, NULL, &dst, &de) == 0)
-				fprintf(stderr, "podtemplate/%s deleted again, since the request was not created\n", tn);
-			else
-				fprintf(stderr, "warning: podtemplate/%s was created but could not be deleted: %s\n", tn,
-					de.msg);
-		}
+		if(tmpl_out && o->dry_run == PLUG_DRY_NONE)
+			delete_template(c, ns, o->podsets[0].template_name);
 		goto done;
 	}
 	if(tmpl_out && o->dry_run == PLUG_DRY_NONE)

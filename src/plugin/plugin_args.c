@@ -255,112 +255,114 @@ static int add_kv(plug_opts *o, kv_kind kind, const char *kv, buf *errs)
 	return 0;
 }
 
-/* Apply one flag with its value (NULL for an optional value left out). */
-static int apply_flag(plug_opts *o, collected *c, const flag_def *f, const char *v, buf *errs)
+/* false, after saying so, when the value of --cluster, --user, --as,
+ * --as-group, --token or --image is empty. */
+static bool nonempty(const flag_def *f, const char *v, buf *errs)
 {
+	if(*v)
+		return true;
+	buf_printf(errs, "--%s: must not be empty\n", f->long_name);
+	return false;
+}
+
+/* --template and --count: kept in order, one more than allowed noted. */
+static void collect(const char **list, size_t *n, bool *too_many, const char *v)
+{
+	if(*n <= PLUG_MAX_PODSETS)
+		list[(*n)++] = v;
+	else
+		*too_many = true;
+}
+
+/* Who to be: --cluster, --user, --as, --as-group, --token. */
+static int apply_identity(plug_opts *o, const flag_def *f, const char *v, buf *errs)
+{
+	if(!nonempty(f, v, errs))
+		return PRD_EINVAL;
 	switch(f->id) {
-	case F_CLASS:
-		c->class_arg = v;
-		return 0;
-	case F_TEMPLATE:
-		if(c->n_templates <= PLUG_MAX_PODSETS)
-			c->templates[c->n_templates++] = v;
-		else
-			c->too_many_templates = true;
-		return 0;
-	case F_COUNT:
-		if(c->n_counts <= PLUG_MAX_PODSETS)
-			c->counts[c->n_counts++] = v;
-		else
-			c->too_many_counts = true;
-		return 0;
-	case F_PARAM:
-		return add_kv(o, KV_PARAM, v, errs);
-	case F_LABEL:
-		return add_kv(o, KV_LABEL, v, errs);
-	case F_ANNOTATION:
-		return add_kv(o, KV_ANNOTATION, v, errs);
 	case F_CLUSTER:
+		o->cluster = v;
+		break;
 	case F_USER:
+		o->user = v;
+		break;
 	case F_AS:
-		if(!*v) {
-			buf_printf(errs, "--%s: must not be empty\n", f->long_name);
-			return PRD_EINVAL;
-		}
-		if(f->id == F_CLUSTER)
-			o->cluster = v;
-		else if(f->id == F_USER)
-			o->user = v;
-		else
-			o->as_user = v;
-		return 0;
+		o->as_user = v;
+		break;
 	case F_AS_GROUP:
-		if(!*v) {
-			buf_append_str(errs, "--as-group: must not be empty\n");
-			return PRD_EINVAL;
-		}
 		if(o->n_as_groups == PLUG_MAX_GROUPS) {
 			buf_printf(errs, "--as-group: at most %d are allowed\n", PLUG_MAX_GROUPS);
 			return PRD_EINVAL;
 		}
 		o->as_groups[o->n_as_groups++] = v;
-		return 0;
-	case F_SERVER:
-		if(!str_starts_with(v, "https://") && !str_starts_with(v, "http://")) {
-			buf_printf(errs, "--server %s: not an http(s) URL (e.g. https://10.0.0.1:6443)\n", v);
-			return PRD_EINVAL;
-		}
-		o->server = v;
-		return 0;
+		break;
 	case F_TOKEN:
-		if(!*v) {
-			buf_append_str(errs, "--token: must not be empty\n");
-			return PRD_EINVAL;
-		}
+	default:
 		o->token = v;
-		return 0;
-	case F_INSECURE:
-		if(!v) {
-			o->insecure = true;
-		} else if(str_to_bool(v, &o->insecure) != 0) {
-			buf_printf(errs, "--insecure-skip-tls-verify=%s: must be true or false\n", v);
-			return PRD_EINVAL;
-		}
-		return 0;
-	case F_NAMESPACE:
-		if(!str_is_dns_label(v)) {
-			buf_printf(errs, "--namespace %s: not a valid namespace name (a DNS label: lower-case "
-					 "letters, digits and '-', at most 63 characters)\n", v);
-			return PRD_EINVAL;
-		}
-		o->namespace_ = v;
-		return 0;
-	case F_KUBECONFIG:
-		o->kubeconfig = v;
-		return 0;
-	case F_CONTEXT:
-		o->context = v;
-		return 0;
-	case F_OUTPUT:
-		if(strcmp(v, "yaml") == 0)
-			o->output = PLUG_OUT_YAML;
-		else if(strcmp(v, "json") == 0)
-			o->output = PLUG_OUT_JSON;
-		else if(strcmp(v, "name") == 0)
-			o->output = PLUG_OUT_NAME;
-		else {
-			buf_printf(errs, "--output %s: unsupported format; use yaml, json or name\n", v);
-			return PRD_EINVAL;
-		}
-		return 0;
+		break;
+	}
+	return 0;
+}
+
+static int apply_server(plug_opts *o, const char *v, buf *errs)
+{
+	if(!str_starts_with(v, "https://") && !str_starts_with(v, "http://")) {
+		buf_printf(errs, "--server %s: not an http(s) URL (e.g. https://10.0.0.1:6443)\n", v);
+		return PRD_EINVAL;
+	}
+	o->server = v;
+	return 0;
+}
+
+/* --insecure-skip-tls-verify alone, or =true|false. */
+static int apply_insecure(plug_opts *o, const char *v, buf *errs)
+{
+	if(!v) {
+		o->insecure = true;
+	} else if(str_to_bool(v, &o->insecure) != 0) {
+		buf_printf(errs, "--insecure-skip-tls-verify=%s: must be true or false\n", v);
+		return PRD_EINVAL;
+	}
+	return 0;
+}
+
+static int apply_namespace(plug_opts *o, const char *v, buf *errs)
+{
+	if(!str_is_dns_label(v)) {
+		buf_printf(errs, "--namespace %s: not a valid namespace name (a DNS label: lower-case "
+				 "letters, digits and '-', at most 63 characters)\n", v);
+		return PRD_EINVAL;
+	}
+	o->namespace_ = v;
+	return 0;
+}
+
+static int apply_output(plug_opts *o, const char *v, buf *errs)
+{
+	if(strcmp(v, "yaml") == 0)
+		o->output = PLUG_OUT_YAML;
+	else if(strcmp(v, "json") == 0)
+		o->output = PLUG_OUT_JSON;
+	else if(strcmp(v, "name") == 0)
+		o->output = PLUG_OUT_NAME;
+	else {
+		buf_printf(errs, "--output %s: unsupported format; use yaml, json or name\n", v);
+		return PRD_EINVAL;
+	}
+	return 0;
+}
+
+/* The PodTemplate to create: --image, --cpu, --memory, --gpu. */
+static int apply_pod(plug_opts *o, const flag_def *f, const char *v, buf *errs)
+{
+	int64_t n;
+
+	switch(f->id) {
 	case F_IMAGE:
-		if(!*v) {
-			buf_append_str(errs, "--image: must not be empty\n");
+		if(!nonempty(f, v, errs))
 			return PRD_EINVAL;
-		}
 		o->image = v;
-		o->make_template = true;
-		return 0;
+		break;
 	case F_CPU:
 	case F_MEMORY:
 		if(!positive_quantity(v)) {
@@ -372,44 +374,100 @@ static int apply_flag(plug_opts *o, collected *c, const flag_def *f, const char 
 			o->cpu = v;
 		else
 			o->memory = v;
-		o->make_template = true;
-		return 0;
-	case F_GPU: {
-		int64_t n;
+		break;
+	case F_GPU:
+	default:
 		if(str_to_int64(v, &n) != 0 || n < 1 || n > 1000000) {
 			buf_printf(errs, "--gpu %s: expected a whole number of GPUs, at least 1\n", v);
 			return PRD_EINVAL;
 		}
 		o->gpu = n;
-		o->make_template = true;
-		return 0;
+		break;
 	}
-	case F_REQUEST_TIMEOUT: {
-		int64_t ns, secs;
-		/* kubectl accepts "0" (no timeout), bare seconds and durations. */
-		if(str_to_int64(v, &secs) == 0 && secs >= 0)
-			ns = secs * 1000000000LL;
-		else if(str_parse_duration(v, &ns) != 0 || ns < 0) {
-			buf_printf(errs, "--request-timeout %s: expected a duration such as 30s or 1m\n", v);
-			return PRD_EINVAL;
-		}
-		o->request_timeout_ms = (long)(ns / 1000000);
-		return 0;
+	o->make_template = true;
+	return 0;
+}
+
+static int apply_request_timeout(plug_opts *o, const char *v, buf *errs)
+{
+	int64_t ns, secs;
+	/* kubectl accepts "0" (no timeout), bare seconds and durations. */
+	if(str_to_int64(v, &secs) == 0 && secs >= 0)
+		ns = secs * 1000000000LL;
+	else if(str_parse_duration(v, &ns) != 0 || ns < 0) {
+		buf_printf(errs, "--request-timeout %s: expected a duration such as 30s or 1m\n", v);
+		return PRD_EINVAL;
 	}
+	o->request_timeout_ms = (long)(ns / 1000000);
+	return 0;
+}
+
+/* --dry-run alone means client. */
+static int apply_dry_run(plug_opts *o, const char *v, buf *errs)
+{
+	if(!v || strcmp(v, "client") == 0)
+		o->dry_run = PLUG_DRY_CLIENT;
+	else if(strcmp(v, "server") == 0)
+		o->dry_run = PLUG_DRY_SERVER;
+	else if(strcmp(v, "none") == 0)
+		o->dry_run = PLUG_DRY_NONE;
+	else {
+		buf_printf(errs, "--dry-run %s: must be none, client or server\n", v);
+		return PRD_EINVAL;
+	}
+	return 0;
+}
+
+/* Apply one flag with its value (NULL for an optional value left out). */
+static int apply_flag(plug_opts *o, collected *c, const flag_def *f, const char *v, buf *errs)
+{
+	switch(f->id) {
+	case F_CLASS:
+		c->class_arg = v;
+		return 0;
+	case F_TEMPLATE:
+		collect(c->templates, &c->n_templates, &c->too_many_templates, v);
+		return 0;
+	case F_COUNT:
+		collect(c->counts, &c->n_counts, &c->too_many_counts, v);
+		return 0;
+	case F_PARAM:
+		return add_kv(o, KV_PARAM, v, errs);
+	case F_LABEL:
+		return add_kv(o, KV_LABEL, v, errs);
+	case F_ANNOTATION:
+		return add_kv(o, KV_ANNOTATION, v, errs);
+	case F_CLUSTER:
+	case F_USER:
+	case F_AS:
+	case F_AS_GROUP:
+	case F_TOKEN:
+		return apply_identity(o, f, v, errs);
+	case F_SERVER:
+		return apply_server(o, v, errs);
+	case F_INSECURE:
+		return apply_insecure(o, v, errs);
+	case F_NAMESPACE:
+		return apply_namespace(o, v, errs);
+	case F_KUBECONFIG:
+		o->kubeconfig = v;
+		return 0;
+	case F_CONTEXT:
+		o->context = v;
+		return 0;
+	case F_OUTPUT:
+		return apply_output(o, v, errs);
+	case F_IMAGE:
+	case F_CPU:
+	case F_MEMORY:
+	case F_GPU:
+		return apply_pod(o, f, v, errs);
+	case F_REQUEST_TIMEOUT:
+		return apply_request_timeout(o, v, errs);
 	case F_VERBOSITY:
 		return 0;
 	case F_DRY_RUN:
-		if(!v || strcmp(v, "client") == 0)
-			o->dry_run = PLUG_DRY_CLIENT;
-		else if(strcmp(v, "server") == 0)
-			o->dry_run = PLUG_DRY_SERVER;
-		else if(strcmp(v, "none") == 0)
-			o->dry_run = PLUG_DRY_NONE;
-		else {
-			buf_printf(errs, "--dry-run %s: must be none, client or server\n", v);
-			return PRD_EINVAL;
-		}
-		return 0;
+		return apply_dry_run(o, v, errs);
 	case F_HELP:
 		o->help = true;
 		return 0;
@@ -476,126 +534,169 @@ static int pair_podsets(plug_opts *o, const collected *c, buf *errs)
 	return rc;
 }
 
-int plug_parse(int argc, char **argv, plug_opts *o, buf *errs)
+/* The flag at argv[*i] and its value (NULL when an optional value is left
+ * out), moving *i past a value given as the next word. PRD_EINVAL, after
+ * saying why, for an unknown flag, a missing value, or a value given to a
+ * flag that takes none. */
+static int read_flag(int argc, char **argv, int *i, const flag_def **fp, const char **vp, buf *errs)
 {
-	collected c;
+	const char *a = argv[*i], *v = NULL;
+	const flag_def *f;
+	bool inline_value = false;
+
+	if(a[1] == '-') {
+		const char *name = a + 2, *eq = strchr(name, '=');
+		size_t len = eq ? (size_t)(eq - name) : strlen(name);
+		f = find_long(name, len);
+		if(!f) {
+			buf_printf(errs, "unknown flag: --%.*s", (int)len, name);
+			suggest_flag(name, len, errs);
+			buf_append_str(errs, "\n");
+			return PRD_EINVAL;
+		}
+		if(eq) {
+			v = eq + 1;
+			inline_value = true;
+		}
+	} else {
+		f = find_short(a[1]);
+		if(!f) {
+			buf_printf(errs, "unknown shorthand flag: '%c' in %s\n", a[1], a);
+			return PRD_EINVAL;
+		}
+		if(a[2]) {
+			v = a[2] == '=' ? a + 3 : a + 2;
+			inline_value = true;
+		}
+	}
+	if(f->no_value) {
+		if(inline_value) {
+			buf_printf(errs, "%s: takes no value\n", a);
+			return PRD_EINVAL;
+		}
+	} else if(!inline_value) {
+		if(f->boolean) {
+			/* pflag: "--flag true" is the flag and a word */
+		} else if(f->optional) {
+			/* "--dry-run client" reads naturally; take the
+			 * next word only when it is one of the values. */
+			if(*i + 1 < argc && (strcmp(argv[*i + 1], "client") == 0 ||
+					     strcmp(argv[*i + 1], "server") == 0 ||
+					     strcmp(argv[*i + 1], "none") == 0))
+				v = argv[++*i];
+		} else if(*i + 1 < argc) {
+			v = argv[++*i];
+		} else {
+			buf_printf(errs, "flag needs an argument: %s\n", a);
+			return PRD_EINVAL;
+		}
+	}
+	*fp = f;
+	*vp = v;
+	return 0;
+}
+
+/* Every word of the command line: flags applied to `o`, the rest (and
+ * everything after "--") collected as names. PRD_ENOMEM at once; else
+ * PRD_EINVAL when some flag was wrong, every one of them reported. */
+static int read_words(int argc, char **argv, plug_opts *o, collected *c, buf *errs)
+{
 	int i, rc = 0, r;
 	bool flags_done = false;
 
-	memset(o, 0, sizeof(*o));
-	memset(&c, 0, sizeof(c));
 	for(i = 0; i < argc; i++) {
-		const char *a = argv[i];
+		const char *a = argv[i], *v = NULL;
 		const flag_def *f = NULL;
-		const char *v = NULL;
-		bool inline_value = false;
 
 		if(flags_done || a[0] != '-' || a[1] == '\0') {
-			if(c.n_names < sizeof(c.names) / sizeof(c.names[0]))
-				c.names[c.n_names] = a;
-			c.n_names++;
+			if(c->n_names < sizeof(c->names) / sizeof(c->names[0]))
+				c->names[c->n_names] = a;
+			c->n_names++;
 			continue;
 		}
 		if(strcmp(a, "--") == 0) {
 			flags_done = true;
 			continue;
 		}
-		if(a[1] == '-') {
-			const char *name = a + 2, *eq = strchr(name, '=');
-			size_t len = eq ? (size_t)(eq - name) : strlen(name);
-			f = find_long(name, len);
-			if(!f) {
-				buf_printf(errs, "unknown flag: --%.*s", (int)len, name);
-				suggest_flag(name, len, errs);
-				buf_append_str(errs, "\n");
-				rc = PRD_EINVAL;
-				continue;
-			}
-			if(eq) {
-				v = eq + 1;
-				inline_value = true;
-			}
-		} else {
-			f = find_short(a[1]);
-			if(!f) {
-				buf_printf(errs, "unknown shorthand flag: '%c' in %s\n", a[1], a);
-				rc = PRD_EINVAL;
-				continue;
-			}
-			if(a[2]) {
-				v = a[2] == '=' ? a + 3 : a + 2;
-				inline_value = true;
-			}
-		}
-		if(f->no_value) {
-			if(inline_value) {
-				buf_printf(errs, "%s: takes no value\n", a);
-				rc = PRD_EINVAL;
-				continue;
-			}
-		} else if(!inline_value) {
-			if(f->boolean) {
-				/* pflag: "--flag true" is the flag and a word */
-			} else if(f->optional) {
-				/* "--dry-run client" reads naturally; take the
-				 * next word only when it is one of the values. */
-				if(i + 1 < argc && (strcmp(argv[i + 1], "client") == 0 ||
-						    strcmp(argv[i + 1], "server") == 0 ||
-						    strcmp(argv[i + 1], "none") == 0))
-					v = argv[++i];
-			} else if(i + 1 < argc) {
-				v = argv[++i];
-			} else {
-				buf_printf(errs, "flag needs an argument: %s\n", a);
-				rc = PRD_EINVAL;
-				continue;
-			}
-		}
-		r = apply_flag(o, &c, f, v, errs);
+		r = read_flag(argc, argv, &i, &f, &v, errs);
+		if(!r)
+			r = apply_flag(o, c, f, v, errs);
 		if(r == PRD_ENOMEM)
 			return r;
 		if(r)
 			rc = r;
 	}
+	return rc;
+}
+
+/* Exactly one NAME, a DNS subdomain, into o->name. */
+static int check_name(plug_opts *o, const collected *c, buf *errs)
+{
+	size_t i;
+
+	if(c->n_names == 0) {
+		buf_append_str(errs, "NAME is required: " PLUG_COMMAND " NAME --class=... --template=... --count=...\n");
+		return PRD_EINVAL;
+	}
+	if(c->n_names > 1) {
+		buf_printf(errs, "exactly one NAME is expected, got %zu (", c->n_names);
+		for(i = 0; i < c->n_names && i < 3; i++)
+			buf_printf(errs, "%s%s", i ? ", " : "", c->names[i]);
+		buf_append_str(errs, c->n_names > 3 ? ", ...)\n" : ")\n");
+		return PRD_EINVAL;
+	}
+	if(strlen(c->names[0]) > 253 || !str_is_dns_subdomain(c->names[0])) {
+		buf_printf(errs, "NAME %s: not a valid name (a DNS subdomain: lower-case letters, digits, '-' and "
+				 "'.', at most 253 characters)\n", c->names[0]);
+		return PRD_EINVAL;
+	}
+	o->name = c->names[0];
+	return 0;
+}
+
+/* --class, required, resolved into o->class_name (allocated). */
+static int check_class(plug_opts *o, const collected *c, buf *errs)
+{
+	const char *guess;
+
+	if(!c->class_arg) {
+		buf_append_str(errs, "--class is required: check-capacity, atomic-scale-up or a full class name\n");
+		return PRD_EINVAL;
+	}
+	o->class_name = plug_class_resolve(c->class_arg);
+	if(o->class_name)
+		return 0;
+	guess = plug_class_suggest(c->class_arg);
+	buf_printf(errs, "--class %s: unknown class; ", c->class_arg);
+	if(guess)
+		buf_printf(errs, "did you mean %s? ", guess);
+	buf_append_str(errs, "use check-capacity, atomic-scale-up or a full class name such as "
+			     PR_CLASS_CHECK "\n");
+	return PRD_EINVAL;
+}
+
+int plug_parse(int argc, char **argv, plug_opts *o, buf *errs)
+{
+	collected c;
+	int rc, r;
+
+	memset(o, 0, sizeof(*o));
+	memset(&c, 0, sizeof(c));
+	rc = read_words(argc, argv, o, &c, errs);
+	if(rc == PRD_ENOMEM)
+		return rc;
 	if(o->help)
 		return 0;
 	if(o->n_as_groups && !o->as_user) {
 		buf_append_str(errs, "--as-group needs --as: groups are impersonated together with a user\n");
 		rc = PRD_EINVAL;
 	}
-
-	if(c.n_names == 0) {
-		buf_append_str(errs, "NAME is required: " PLUG_COMMAND " NAME --class=... --template=... --count=...\n");
-		rc = PRD_EINVAL;
-	} else if(c.n_names > 1) {
-		buf_printf(errs, "exactly one NAME is expected, got %zu (", c.n_names);
-		for(i = 0; i < (int)c.n_names && i < 3; i++)
-			buf_printf(errs, "%s%s", i ? ", " : "", c.names[i]);
-		buf_append_str(errs, c.n_names > 3 ? ", ...)\n" : ")\n");
-		rc = PRD_EINVAL;
-	} else if(strlen(c.names[0]) > 253 || !str_is_dns_subdomain(c.names[0])) {
-		buf_printf(errs, "NAME %s: not a valid name (a DNS subdomain: lower-case letters, digits, '-' and "
-				 "'.', at most 253 characters)\n", c.names[0]);
-		rc = PRD_EINVAL;
-	} else {
-		o->name = c.names[0];
-	}
-
-	if(!c.class_arg) {
-		buf_append_str(errs, "--class is required: check-capacity, atomic-scale-up or a full class name\n");
-		rc = PRD_EINVAL;
-	} else {
-		o->class_name = plug_class_resolve(c.class_arg);
-		if(!o->class_name) {
-			const char *guess = plug_class_suggest(c.class_arg);
-			buf_printf(errs, "--class %s: unknown class; ", c.class_arg);
-			if(guess)
-				buf_printf(errs, "did you mean %s? ", guess);
-			buf_append_str(errs, "use check-capacity, atomic-scale-up or a full class name such as "
-					     PR_CLASS_CHECK "\n");
-			rc = PRD_EINVAL;
-		}
-	}
+	r = check_name(o, &c, errs);
+	if(r)
+		rc = r;
+	r = check_class(o, &c, errs);
+	if(r)
+		rc = r;
 	r = pair_podsets(o, &c, errs);
 	if(r)
 		rc = r;
