@@ -344,6 +344,66 @@ static int add_impersonation(struct curl_slist **hl, const kube_config *cfg)
 	return 0;
 }
 
+/* The client certificate: the one the credentials carry (an exec plugin
+ * may return one), else the kubeconfig's. curl copies both blobs. */
+static void set_client_cert(const kube_config *cfg, CURL *h, const kube_credentials *cr)
+{
+	const char *cert = cr->client_cert_pem ? cr->client_cert_pem : cfg->client_cert_pem;
+	size_t certlen = cr->client_cert_pem ? cr->client_cert_len : cfg->client_cert_len;
+	const char *key = cr->client_cert_pem ? cr->client_key_pem : cfg->client_key_pem;
+	size_t keylen = cr->client_cert_pem ? cr->client_key_len : cfg->client_key_len;
+
+	if(cert && key) {
+		struct curl_blob cb = {(void *)cert, certlen, CURL_BLOB_COPY};
+		struct curl_blob kb = {(void *)key, keylen, CURL_BLOB_COPY};
+		curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
+		curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+		curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
+		curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+	}
+}
+
+/* The request headers: Accept, Content-Type, the bearer token (or basic
+ * auth set on the handle) and impersonation. Returns the list, which the
+ * caller frees (clearing it: it may hold the token), or NULL when out of
+ * memory. */
+static struct curl_slist *build_headers(const kube_config *cfg, CURL *h, const kube_credentials *cr,
+					const char *content_type)
+{
+	struct curl_slist *hl = NULL, *nl;
+	char *auth = NULL;
+
+	hl = curl_slist_append(hl, "Accept: application/json");
+	if(hl && content_type) {
+		char *ct = str_printf("Content-Type: %s", content_type);
+		nl = ct ? curl_slist_append(hl, ct) : NULL;
+		free(ct);
+		if(!nl) {
+			curl_slist_free_all(hl);
+			hl = NULL;
+		}
+	}
+	if(hl && cr->bearer) {
+		auth = str_printf("Authorization: Bearer %s", cr->bearer);
+		nl = auth ? curl_slist_append(hl, auth) : NULL;
+		if(!nl) {
+			curl_slist_free_all(hl);
+			hl = NULL;
+		}
+	} else if(hl && cfg->username) {
+		curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+		curl_easy_setopt(h, CURLOPT_USERNAME, cfg->username);
+		curl_easy_setopt(h, CURLOPT_PASSWORD, cfg->password ? cfg->password : "");
+	}
+	if(hl && cfg->impersonate_user && add_impersonation(&hl, cfg))
+		hl = NULL;
+	if(auth) {
+		explicit_bzero(auth, strlen(auth));
+		free(auth);
+	}
+	return hl;
+}
+
 /* Options shared by ordinary requests and watches: URL, TLS, identity and
  * credentials. `hdrs` receives the header list the caller frees after the
  * transfer. */
@@ -351,9 +411,8 @@ static int setup_handle(kube_client *c, CURL *h, const char *path, const kube_cr
 			const char *content_type, struct curl_slist **hdrs, prd_err *err)
 {
 	const kube_config *cfg = c->cfg;
-	struct curl_slist *l = NULL, *nl;
+	struct curl_slist *l = NULL, *nl, *hl;
 	char *url = str_printf("%s%s", c->base_url, path);
-	char *auth = NULL;
 	int rc = 0;
 
 	if(!url)
@@ -386,64 +445,18 @@ static int setup_handle(kube_client *c, CURL *h, const char *path, const kube_cr
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
 	}
-	{
-		const char *cert = cr->client_cert_pem ? cr->client_cert_pem : cfg->client_cert_pem;
-		size_t certlen = cr->client_cert_pem ? cr->client_cert_len : cfg->client_cert_len;
-		const char *key = cr->client_cert_pem ? cr->client_key_pem : cfg->client_key_pem;
-		size_t keylen = cr->client_cert_pem ? cr->client_key_len : cfg->client_key_len;
-		if(cert && key) {
-			struct curl_blob cb = {(void *)cert, certlen, CURL_BLOB_COPY};
-			struct curl_blob kb = {(void *)key, keylen, CURL_BLOB_COPY};
-			curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
-			curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-			curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
-			curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-		}
+	set_client_cert(cfg, h, cr);
+	/* The header list is built on a separate list so CONNECT_TO's entry
+	 * (if any) is not sent as a header. */
+	hl = build_headers(cfg, h, cr, content_type);
+	if(!hl) {
+		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		goto done;
 	}
-	{
-		/* The header list is built on a separate list so CONNECT_TO's
-		 * entry (if any) is not sent as a header. */
-		struct curl_slist *hl = NULL;
-		hl = curl_slist_append(hl, "Accept: application/json");
-		if(hl && content_type) {
-			char *ct = str_printf("Content-Type: %s", content_type);
-			nl = ct ? curl_slist_append(hl, ct) : NULL;
-			free(ct);
-			if(!nl) {
-				curl_slist_free_all(hl);
-				hl = NULL;
-			}
-		}
-		if(hl && cr->bearer) {
-			auth = str_printf("Authorization: Bearer %s", cr->bearer);
-			nl = auth ? curl_slist_append(hl, auth) : NULL;
-			if(!nl) {
-				curl_slist_free_all(hl);
-				hl = NULL;
-			}
-		} else if(hl && cfg->username) {
-			curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-			curl_easy_setopt(h, CURLOPT_USERNAME, cfg->username);
-			curl_easy_setopt(h, CURLOPT_PASSWORD, cfg->password ? cfg->password : "");
-		}
-		if(hl && cfg->impersonate_user) {
-			rc = add_impersonation(&hl, cfg);
-			if(rc)
-				hl = NULL;
-		}
-		if(!hl) {
-			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-			goto done;
-		}
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-		hdrs[0] = hl;
-	}
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+	hdrs[0] = hl;
 done:
 	hdrs[1] = l;
-	if(auth) {
-		explicit_bzero(auth, strlen(auth));
-		free(auth);
-	}
 	free(url);
 	return rc;
 }
@@ -624,138 +637,208 @@ static int json_parse_body(const buf *b, json_object **out, prd_err *err, const 
 	return 0;
 }
 
+/* One request with its retries: what kube__request_ex was asked, plus the
+ * answer being read. */
+typedef struct req {
+	kube_client *c;
+	const char *method, *path, *content_type, *body;
+	size_t body_len;
+	bool idempotent;
+	bool refreshed;           /* credentials refreshed once after a 401 */
+	json_object **out;
+	kube_status *st;
+	prd_err *err;
+	resp r;
+} req;
+
+/* What to do after an attempt. */
+enum req_next {
+	REQ_DONE,                 /* stop with the attempt's result */
+	REQ_RETRY,                /* retry after a backoff, if allowed */
+	REQ_AGAIN                 /* repeat at once (credentials refreshed) */
+};
+
+/* Transfer options of an ordinary request: timeout, callbacks, verb and
+ * body. */
+static void set_request_opts(req *q, CURL *h)
+{
+	kube_client *c = q->c;
+
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->o.request_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &q->r);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, read_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &q->r);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, req_progress);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
+	if(strcmp(q->method, "GET") == 0) {
+		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	} else {
+		if(strcmp(q->method, "POST") != 0)
+			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(q->body ? q->body_len : 0));
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->body ? q->body : "");
+	}
+}
+
+/* One attempt: pacing, credentials, a pooled handle and the transfer.
+ * Returns 0 with *cc and *code set once the transfer ran (the answer is in
+ * q->r), or an error when nothing could be sent. */
+static int req_send(req *q, CURLcode *cc, long *code)
+{
+	kube_client *c = q->c;
+	kube_credentials cr;
+	struct curl_slist *hdrs[2] = {NULL, NULL};
+	CURL *h;
+	int64_t t0;
+	int rc;
+
+	rate_wait(c);
+	rc = kube_config_credentials(c->cfg, c->o.clock, false, &cr, q->err);
+	if(rc) {
+		prd_err_prefix(q->err, "%s %s: credentials", q->method, q->path);
+		return rc;
+	}
+	h = handle_get(c);
+	if(!h) {
+		kube_credentials_clear(&cr);
+		return prd_err_set(q->err, PRD_ENOMEM, "curl_easy_init failed");
+	}
+	rc = setup_handle(c, h, q->path, &cr, q->body ? q->content_type : NULL, hdrs, q->err);
+	kube_credentials_clear(&cr);
+	if(rc) {
+		free_hdrs(hdrs);
+		handle_put(c, h);
+		return rc;
+	}
+	set_request_opts(q, h);
+	t0 = clk_mono(clk_real());
+	*cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
+	free_hdrs(hdrs);
+	handle_put(c, h);
+	/* A server that refuses a request early (401, 413, ...) may reset
+	 * the stream while the body is still being sent; curl then
+	 * reports a transfer error although the answer's status line
+	 * arrived. The answer is what counts. */
+	if(*cc != CURLE_OK && *code >= 400 && !q->r.body.failed)
+		*cc = CURLE_OK;
+	if(c->o.observe)
+		c->o.observe(c->o.observe_ud, q->method, q->path, *cc == CURLE_OK ? *code : 0,
+			     clk_mono(clk_real()) - t0);
+	return 0;
+}
+
+/* An HTTP error answer: decode its Status, refresh the credentials once
+ * after a 401, and say whether the request may be retried. */
+static int req_error_answer(req *q, long code, enum req_next *next)
+{
+	int rc = kube__status_decode(code, q->r.body.data, q->r.body.len, q->r.retry_after_s, q->st);
+
+	prd_err_set(q->err, rc, "%s %s: %ld %s: %s", q->method, q->path, code, q->st->reason,
+		    q->st->message);
+	if(code == 401 && !q->refreshed) {
+		/* Rotated credentials: refresh once and repeat at once. */
+		kube_credentials tmp;
+		q->refreshed = true;
+		if(kube_config_credentials(q->c->cfg, q->c->o.clock, true, &tmp, NULL) == 0) {
+			kube_credentials_clear(&tmp);
+			log_info("401 from the apiserver, credentials refreshed", "path", q->path);
+			*next = REQ_AGAIN;
+			return rc;
+		}
+	}
+	/* 429 means the request was not processed: safe for any verb. */
+	*next = code == 429 || (q->idempotent && code >= 500 && code != 501) ? REQ_RETRY : REQ_DONE;
+	return rc;
+}
+
+/* The result of an attempt that ran: the decoded answer on success, else
+ * an error and whether to retry. */
+static int req_outcome(req *q, CURLcode cc, long code, enum req_next *next)
+{
+	int rc;
+
+	*next = REQ_DONE;
+	if(cc == CURLE_ABORTED_BY_CALLBACK)
+		return prd_err_set(q->err, PRD_ETIMEDOUT, "%s %s: aborted, the process is shutting down",
+				   q->method, q->path);
+	if(cc != CURLE_OK) {
+		rc = q->r.body.failed == PRD_ERANGE ? PRD_ERANGE : curl_code_to_err(cc);
+		prd_err_set(q->err, rc, "%s %s: %s", q->method, q->path,
+			    q->r.body.failed == PRD_ERANGE ? "answer too large" : curl_easy_strerror(cc));
+		if(q->idempotent && curl_retryable(cc))
+			*next = REQ_RETRY;
+		return rc;
+	}
+	if(q->r.body.failed)
+		return prd_err_set(q->err, q->r.body.failed, "%s %s: out of memory reading the answer", q->method,
+				   q->path);
+	if(code >= 200 && code < 300) {
+		q->st->http_code = code;
+		return q->out ? json_parse_body(&q->r.body, q->out, q->err, q->method, q->path) : 0;
+	}
+	return req_error_answer(q, code, next);
+}
+
+/* Sleep before retry `attempt`, on the client's clock, in slices, so a
+ * shutdown deadline set meanwhile ends the wait. */
+static void req_backoff(req *q, int attempt, long code)
+{
+	int64_t d = retry_delay_ns(attempt, q->r.retry_after_s > 0 ? q->r.retry_after_s : q->st->retry_after_s);
+
+	log_debug("retrying request", "method", q->method, "path", q->path, "code", LOGI(code), "attempt",
+		  LOGI(attempt + 1), "delay_ms", LOGI(d / PRD_NS_PER_MS));
+	while(d > 0 && atomic_load(&q->c->deadline_ns) == 0) {
+		int64_t step = d < 50 * PRD_NS_PER_MS ? d : 50 * PRD_NS_PER_MS;
+		clk_sleep(q->c->o.clock, step);
+		d -= step;
+	}
+}
+
 int kube__request_ex(kube_client *c, const char *method, const char *path, const char *content_type,
 		     const char *body, size_t body_len, bool idempotent, json_object **out,
 		     kube_status *st, prd_err *err)
 {
 	kube_status lst;
-	resp r;
+	req q = {.c = c, .method = method, .path = path, .content_type = content_type, .body = body,
+		 .body_len = body_len, .idempotent = idempotent, .out = out, .st = st ? st : &lst, .err = err};
 	int rc = 0, attempt = 0;
-	bool refreshed = false;
 
 	if(out)
 		*out = NULL;
-	if(!st)
-		st = &lst;
-	memset(st, 0, sizeof(*st));
-	buf_init_max(&r.body, BODY_MAX);
+	memset(q.st, 0, sizeof(*q.st));
+	buf_init_max(&q.r.body, BODY_MAX);
 	for(;;) {
-		kube_credentials cr;
-		struct curl_slist *hdrs[2] = {NULL, NULL};
-		CURL *h = NULL;
-		CURLcode cc;
+		CURLcode cc = CURLE_OK;
 		long code = 0;
-		int64_t t0;
-		bool retry = false;
+		enum req_next next;
 
-		buf_reset(&r.body);
-		r.body.failed = 0;
-		r.retry_after_s = -1;
-		memset(st, 0, sizeof(*st));
+		buf_reset(&q.r.body);
+		q.r.body.failed = 0;
+		q.r.retry_after_s = -1;
+		memset(q.st, 0, sizeof(*q.st));
 		if(past_deadline(c)) {
 			rc = prd_err_set(err, PRD_ETIMEDOUT, "%s %s: not sent, the process is shutting down", method,
 					 path);
 			break;
 		}
-		rate_wait(c);
-		rc = kube_config_credentials(c->cfg, c->o.clock, false, &cr, err);
-		if(rc) {
-			prd_err_prefix(err, "%s %s: credentials", method, path);
+		rc = req_send(&q, &cc, &code);
+		if(rc)
 			break;
-		}
-		h = handle_get(c);
-		if(!h) {
-			kube_credentials_clear(&cr);
-			rc = prd_err_set(err, PRD_ENOMEM, "curl_easy_init failed");
+		rc = req_outcome(&q, cc, code, &next);
+		if(next == REQ_AGAIN)
+			continue;
+		if(next != REQ_RETRY || attempt >= c->o.max_retries || atomic_load(&c->deadline_ns) > 0)
 			break;
-		}
-		rc = setup_handle(c, h, path, &cr, body ? content_type : NULL, hdrs, err);
-		kube_credentials_clear(&cr);
-		if(rc) {
-			free_hdrs(hdrs);
-			handle_put(c, h);
-			break;
-		}
-		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->o.request_timeout_ms);
-		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_body);
-		curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, read_header);
-		curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, req_progress);
-		curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
-		if(strcmp(method, "GET") == 0) {
-			curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-		} else {
-			if(strcmp(method, "POST") != 0)
-				curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-			curl_easy_setopt(h, CURLOPT_POST, 1L);
-			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? body_len : 0));
-			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
-		}
-		t0 = clk_mono(clk_real());
-		cc = curl_easy_perform(h);
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-		free_hdrs(hdrs);
-		handle_put(c, h);
-		/* A server that refuses a request early (401, 413, ...) may reset
-		 * the stream while the body is still being sent; curl then
-		 * reports a transfer error although the answer's status line
-		 * arrived. The answer is what counts. */
-		if(cc != CURLE_OK && code >= 400 && !r.body.failed)
-			cc = CURLE_OK;
-		if(c->o.observe)
-			c->o.observe(c->o.observe_ud, method, path, cc == CURLE_OK ? code : 0,
-				     clk_mono(clk_real()) - t0);
-		if(cc == CURLE_ABORTED_BY_CALLBACK) {
-			rc = prd_err_set(err, PRD_ETIMEDOUT, "%s %s: aborted, the process is shutting down", method,
-					 path);
-		} else if(cc != CURLE_OK) {
-			rc = r.body.failed == PRD_ERANGE ? PRD_ERANGE : curl_code_to_err(cc);
-			prd_err_set(err, rc, "%s %s: %s", method, path,
-				    r.body.failed == PRD_ERANGE ? "answer too large" : curl_easy_strerror(cc));
-			retry = idempotent && curl_retryable(cc);
-		} else if(r.body.failed) {
-			rc = prd_err_set(err, r.body.failed, "%s %s: out of memory reading the answer", method, path);
-		} else if(code >= 200 && code < 300) {
-			st->http_code = code;
-			rc = out ? json_parse_body(&r.body, out, err, method, path) : 0;
-			break;
-		} else {
-			rc = kube__status_decode(code, r.body.data, r.body.len, r.retry_after_s, st);
-			prd_err_set(err, rc, "%s %s: %ld %s: %s", method, path, code, st->reason, st->message);
-			if(code == 401 && !refreshed) {
-				/* Rotated credentials: refresh once and repeat at once. */
-				kube_credentials tmp;
-				refreshed = true;
-				if(kube_config_credentials(c->cfg, c->o.clock, true, &tmp, NULL) == 0) {
-					kube_credentials_clear(&tmp);
-					log_info("401 from the apiserver, credentials refreshed", "path", path);
-					continue;
-				}
-			}
-			/* 429 means the request was not processed: safe for any verb. */
-			retry = code == 429 || (idempotent && code >= 500 && code != 501);
-		}
-		if(!retry || attempt >= c->o.max_retries || atomic_load(&c->deadline_ns) > 0)
-			break;
-		{
-			int64_t d = retry_delay_ns(attempt, r.retry_after_s > 0 ? r.retry_after_s : st->retry_after_s);
-			log_debug("retrying request", "method", method, "path", path, "code", LOGI(code),
-				  "attempt", LOGI(attempt + 1), "delay_ms", LOGI(d / PRD_NS_PER_MS));
-			/* On the client's clock, in slices, so a shutdown
-			 * deadline set meanwhile ends the wait. */
-			while(d > 0 && atomic_load(&c->deadline_ns) == 0) {
-				int64_t step = d < 50 * PRD_NS_PER_MS ? d : 50 * PRD_NS_PER_MS;
-				clk_sleep(c->o.clock, step);
-				d -= step;
-			}
-		}
+		req_backoff(&q, attempt, code);
 		attempt++;
 	}
-	if(rc && empty_status(st) && st->http_code == 0)
-		str_copy(st->message, sizeof(st->message), err ? err->msg : "");
-	buf_free(&r.body);
+	if(rc && empty_status(q.st) && q.st->http_code == 0)
+		str_copy(q.st->message, sizeof(q.st->message), err ? err->msg : "");
+	buf_free(&q.r.body);
 	return rc;
 }
 

@@ -424,6 +424,56 @@ static void exec_free(kube_exec_config *x)
 	free(x);
 }
 
+/* exec.args: a list of strings, copied into x->args (NULL-terminated). */
+static int load_exec_args(kube_exec_config *x, json_object *ex, const kc_entry *e, const char *what,
+			  prd_err *err)
+{
+	json_object *args;
+	size_t na = json_object_object_get_ex(ex, "args", &args) && json_object_is_type(args, json_type_array)
+			    ? json_object_array_length(args)
+			    : 0;
+
+	x->args = calloc(na + 1, sizeof(char *));
+	if(!x->args)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(size_t i = 0; i < na; i++) {
+		json_object *a = json_object_array_get_idx(args, i);
+		if(!json_object_is_type(a, json_type_string))
+			return prd_err_set(err, PRD_EINVAL, "kubeconfig %s: %s.exec.args[%zu] is not a string",
+					   e->file->path, what, i);
+		x->args[i] = str_dup(json_object_get_string(a));
+		if(!x->args[i])
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+/* exec.env: a list of {name, value}, copied into x->env as "name=value"
+ * (NULL-terminated). */
+static int load_exec_env(kube_exec_config *x, json_object *ex, const kc_entry *e, const char *what,
+			 prd_err *err)
+{
+	json_object *env;
+	size_t ne = json_object_object_get_ex(ex, "env", &env) && json_object_is_type(env, json_type_array)
+			    ? json_object_array_length(env)
+			    : 0;
+
+	x->env = calloc(ne + 1, sizeof(char *));
+	if(!x->env)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(size_t i = 0; i < ne; i++) {
+		json_object *kv = json_object_array_get_idx(env, i);
+		const char *n = jstr_nonempty(kv, "name"), *val = jstr(kv, "value");
+		if(!n || strchr(n, '='))
+			return prd_err_set(err, PRD_EINVAL, "kubeconfig %s: %s.exec.env[%zu].name is invalid",
+					   e->file->path, what, i);
+		x->env[i] = str_printf("%s=%s", n, val ? val : "");
+		if(!x->env[i])
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
 static int load_exec(kube_config *cfg, json_object *ex, const kc_entry *e, const char *what,
 		     prd_err *err)
 {
@@ -431,7 +481,7 @@ static int load_exec(kube_config *cfg, json_object *ex, const kc_entry *e, const
 	const char *api = jstr_nonempty(ex, "apiVersion");
 	const char *cmd = jstr_nonempty(ex, "command");
 	const char *mode = jstr_nonempty(ex, "interactiveMode");
-	json_object *args, *env, *pci;
+	json_object *pci;
 	int rc = 0;
 
 	if(!x)
@@ -467,55 +517,11 @@ static int load_exec(kube_config *cfg, json_object *ex, const kc_entry *e, const
 		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 		goto done;
 	}
-	{
-		size_t na = json_object_object_get_ex(ex, "args", &args) &&
-					json_object_is_type(args, json_type_array)
-				    ? json_object_array_length(args)
-				    : 0;
-		x->args = calloc(na + 1, sizeof(char *));
-		if(!x->args) {
-			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-			goto done;
-		}
-		for(size_t i = 0; i < na; i++) {
-			json_object *a = json_object_array_get_idx(args, i);
-			if(!json_object_is_type(a, json_type_string)) {
-				rc = prd_err_set(err, PRD_EINVAL, "kubeconfig %s: %s.exec.args[%zu] is not a string",
-						 e->file->path, what, i);
-				goto done;
-			}
-			x->args[i] = str_dup(json_object_get_string(a));
-			if(!x->args[i]) {
-				rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-				goto done;
-			}
-		}
-	}
-	{
-		size_t ne = json_object_object_get_ex(ex, "env", &env) &&
-					json_object_is_type(env, json_type_array)
-				    ? json_object_array_length(env)
-				    : 0;
-		x->env = calloc(ne + 1, sizeof(char *));
-		if(!x->env) {
-			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-			goto done;
-		}
-		for(size_t i = 0; i < ne; i++) {
-			json_object *kv = json_object_array_get_idx(env, i);
-			const char *n = jstr_nonempty(kv, "name"), *val = jstr(kv, "value");
-			if(!n || strchr(n, '=')) {
-				rc = prd_err_set(err, PRD_EINVAL, "kubeconfig %s: %s.exec.env[%zu].name is invalid",
-						 e->file->path, what, i);
-				goto done;
-			}
-			x->env[i] = str_printf("%s=%s", n, val ? val : "");
-			if(!x->env[i]) {
-				rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-				goto done;
-			}
-		}
-	}
+	rc = load_exec_args(x, ex, e, what, err);
+	if(!rc)
+		rc = load_exec_env(x, ex, e, what, err);
+	if(rc)
+		goto done;
 	cfg->exec = x;
 	x = NULL;
 done:
@@ -691,13 +697,81 @@ int kube_config_load(const char *path, const char *context, kube_config **out, p
 	return kube_config_load_with(path, &ov, out, err);
 }
 
+/* The kubeconfig entries a load uses: the context, and the cluster and
+ * user it (or --cluster/--user) names. Names and bodies are borrowed from
+ * the kc_set. */
+typedef struct kc_pick {
+	const char *first;        /* first file's path, for messages */
+	const char *ctxname, *clname, *usname, *ns;
+	kc_entry ctx, cl, us;
+} kc_pick;
+
+/* Find the cluster or user `name` (`kind` "cluster" or "user", in the list
+ * `list`), named by the override `flag` when `overridden`, else by the
+ * context. */
+static int pick_entry(const kc_set *s, const kc_pick *pk, const char *list, const char *kind, const char *name,
+		      bool overridden, const char *flag, kc_entry *out, prd_err *err)
+{
+	int rc = kc_find(s, list, kind, name, out, err);
+
+	if(rc == PRD_ENOTFOUND && overridden)
+		rc = prd_err_set(err, PRD_ENOTFOUND, "kubeconfig %s: %s \"%s\" (%s) is not defined", pk->first,
+				 kind, name, flag);
+	else if(rc == PRD_ENOTFOUND)
+		rc = prd_err_set(err, PRD_ENOTFOUND,
+				 "kubeconfig %s: context \"%s\" names %s \"%s\", which is not defined",
+				 pk->ctx.file->path, pk->ctxname, kind, name);
+	return rc;
+}
+
+/* Choose the context (the override, else the first current-context) and
+ * find it, its cluster and its user, overrides winning. */
+static int kc_pick_entries(const kc_set *s, const kube_config_overrides *ov, kc_pick *pk, prd_err *err)
+{
+	int rc;
+
+	pk->ctxname = ov->context && *ov->context ? ov->context : NULL;
+	pk->first = s->n ? s->files[0].path : "(none found)";
+	for(size_t i = 0; i < s->n && !pk->ctxname; i++)
+		pk->ctxname = jstr_nonempty(s->files[i].doc, "current-context");
+	if(!pk->ctxname && !ov->cluster && !ov->server)
+		return prd_err_set(err, PRD_EINVAL,
+				   "kubeconfig %s%s: no current-context is set and no context was given", pk->first,
+				   s->n > 1 ? " (and the other KUBECONFIG files)" : "");
+	if(pk->ctxname) {
+		rc = kc_find(s, "contexts", "context", pk->ctxname, &pk->ctx, err);
+		if(rc == PRD_ENOTFOUND)
+			rc = prd_err_set(err, PRD_ENOTFOUND, "kubeconfig %s: context \"%s\" is not defined",
+					 pk->first, pk->ctxname);
+		if(rc)
+			return rc;
+		pk->clname = jstr_nonempty(pk->ctx.body, "cluster");
+		pk->usname = jstr_nonempty(pk->ctx.body, "user");
+		pk->ns = jstr_nonempty(pk->ctx.body, "namespace");
+		if(!pk->clname && !ov->cluster && !ov->server)
+			return prd_err_set(err, PRD_EINVAL, "kubeconfig %s: contexts[%s].cluster is missing",
+					   pk->ctx.file->path, pk->ctxname);
+	}
+	if(ov->cluster && *ov->cluster)
+		pk->clname = ov->cluster;
+	if(ov->user && *ov->user)
+		pk->usname = ov->user;
+	rc = 0;
+	if(pk->clname)
+		rc = pick_entry(s, pk, "clusters", "cluster", pk->clname, pk->clname == ov->cluster, "--cluster",
+				&pk->cl, err);
+	if(!rc && pk->usname)
+		rc = pick_entry(s, pk, "users", "user", pk->usname, pk->usname == ov->user, "--user", &pk->us,
+				err);
+	return rc;
+}
+
 int kube_config_load_with(const char *path, const kube_config_overrides *ovp, kube_config **out, prd_err *err)
 {
 	kc_set s = {0};
 	kube_config *cfg = NULL;
 	kube_config_overrides ov;
-	kc_entry ctx, cl, us;
-	const char *ctxname, *clname = NULL, *usname = NULL, *ns = NULL, *first;
+	kc_pick pk = {0};
 	int rc;
 
 	*out = NULL;
@@ -707,7 +781,6 @@ int kube_config_load_with(const char *path, const kube_config_overrides *ovp, ku
 		memset(&ov, 0, sizeof(ov));
 	if(ov.server && !*ov.server)
 		ov.server = NULL;
-	ctxname = ov.context && *ov.context ? ov.context : NULL;
 	rc = kc_gather(&s, path, err);
 	/* kubectl --server=URL works without any kubeconfig; an explicitly
 	 * named file must still exist. */
@@ -715,81 +788,31 @@ int kube_config_load_with(const char *path, const kube_config_overrides *ovp, ku
 		prd_err_clear(err);
 		rc = 0;
 	}
+	if(!rc)
+		rc = kc_pick_entries(&s, &ov, &pk, err);
 	if(rc)
 		goto done;
-	first = s.n ? s.files[0].path : "(none found)";
-	for(size_t i = 0; i < s.n && !ctxname; i++)
-		ctxname = jstr_nonempty(s.files[i].doc, "current-context");
-	if(!ctxname && !ov.cluster && !ov.server) {
-		rc = prd_err_set(err, PRD_EINVAL, "kubeconfig %s%s: no current-context is set and no context was given",
-				 first, s.n > 1 ? " (and the other KUBECONFIG files)" : "");
-		goto done;
-	}
-	if(ctxname) {
-		rc = kc_find(&s, "contexts", "context", ctxname, &ctx, err);
-		if(rc == PRD_ENOTFOUND)
-			rc = prd_err_set(err, PRD_ENOTFOUND, "kubeconfig %s: context \"%s\" is not defined", first,
-					 ctxname);
-		if(rc)
-			goto done;
-		clname = jstr_nonempty(ctx.body, "cluster");
-		usname = jstr_nonempty(ctx.body, "user");
-		ns = jstr_nonempty(ctx.body, "namespace");
-		if(!clname && !ov.cluster && !ov.server) {
-			rc = prd_err_set(err, PRD_EINVAL, "kubeconfig %s: contexts[%s].cluster is missing",
-					 ctx.file->path, ctxname);
-			goto done;
-		}
-	}
-	if(ov.cluster && *ov.cluster)
-		clname = ov.cluster;
-	if(ov.user && *ov.user)
-		usname = ov.user;
-	if(clname) {
-		rc = kc_find(&s, "clusters", "cluster", clname, &cl, err);
-		if(rc == PRD_ENOTFOUND && clname == ov.cluster)
-			rc = prd_err_set(err, PRD_ENOTFOUND, "kubeconfig %s: cluster \"%s\" (--cluster) is not defined",
-					 first, clname);
-		else if(rc == PRD_ENOTFOUND)
-			rc = prd_err_set(err, PRD_ENOTFOUND,
-					 "kubeconfig %s: context \"%s\" names cluster \"%s\", which is not defined",
-					 ctx.file->path, ctxname, clname);
-		if(rc)
-			goto done;
-	}
-	if(usname) {
-		rc = kc_find(&s, "users", "user", usname, &us, err);
-		if(rc == PRD_ENOTFOUND && usname == ov.user)
-			rc = prd_err_set(err, PRD_ENOTFOUND, "kubeconfig %s: user \"%s\" (--user) is not defined",
-					 first, usname);
-		else if(rc == PRD_ENOTFOUND)
-			rc = prd_err_set(err, PRD_ENOTFOUND,
-					 "kubeconfig %s: context \"%s\" names user \"%s\", which is not defined",
-					 ctx.file->path, ctxname, usname);
-		if(rc)
-			goto done;
-	}
 	cfg = config_new();
 	if(!cfg) {
 		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 		goto done;
 	}
-	cfg->context = ctxname ? str_dup(ctxname) : NULL;
-	cfg->namespace_ = str_dup(ns ? ns : "default");
-	if((ctxname && !cfg->context) || !cfg->namespace_) {
+	cfg->context = pk.ctxname ? str_dup(pk.ctxname) : NULL;
+	cfg->namespace_ = str_dup(pk.ns ? pk.ns : "default");
+	if((pk.ctxname && !cfg->context) || !cfg->namespace_) {
 		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 		goto done;
 	}
-	if(clname)
-		rc = load_cluster(cfg, &cl, clname, err);
-	if(!rc && usname)
-		rc = load_user(cfg, &us, usname, err);
+	if(pk.clname)
+		rc = load_cluster(cfg, &pk.cl, pk.clname, err);
+	if(!rc && pk.usname)
+		rc = load_user(cfg, &pk.us, pk.usname, err);
 	if(!rc)
 		rc = apply_overrides(cfg, &ov, err);
 	if(rc)
 		goto done;
-	log_debug("kubeconfig loaded", "file", first, "context", cfg->context ? cfg->context : "(none)", "server",
-		  cfg->server);
+	log_debug("kubeconfig loaded", "file", pk.first, "context", cfg->context ? cfg->context : "(none)",
+		  "server", cfg->server);
 	*out = cfg;
 	cfg = NULL;
 done:

@@ -175,15 +175,144 @@ static int read_ports(kube__dctx *c, json_object *ctr, const char *path, kube_ho
 	return PRD_OK;
 }
 
+/* Add the requests of spec.containers to `total` and collect their host
+ * ports. `cur` is scratch space; *pcap is the capacity of the ports. */
+static int sum_containers(kube__dctx *c, kube_pod *pod, json_object *ctrs, rlist *total, rlist *cur,
+			  size_t *pcap)
+{
+	size_t i, len = ctrs ? json_object_array_length(ctrs) : 0;
+	char p[64];
+	int rc = PRD_OK;
+
+	for(i = 0; i < len && !rc; i++) {
+		json_object *ct = json_object_array_get_idx(ctrs, i);
+		snprintf(p, sizeof(p), "spec.containers[%zu]", i);
+		if(!ct || !json_object_is_type(ct, json_type_object)) {
+			rc = kube__fail(c, PRD_EINVAL, p, "expected an object");
+			break;
+		}
+		if(!(rc = read_requests(c, ct, p, cur)) && (rc = rl_add_all(total, cur)) != 0)
+			rc = kube__fail(c, rc, p, "requests: sum out of range");
+		if(!rc)
+			rc = read_ports(c, ct, p, &pod->host_ports, &pod->nhost_ports, pcap);
+	}
+	return rc;
+}
+
+/* spec.initContainers: sidecars add to `total` (and their host ports are
+ * collected); the largest init container step, counting the sidecars
+ * started before it, is the floor of `total`. */
+static int sum_init_containers(kube__dctx *c, kube_pod *pod, json_object *inits, rlist *total, rlist *cur,
+			       size_t *pcap)
+{
+	rlist side = { 0 }, initmax = { 0 }, tmp = { 0 };
+	size_t i, len = inits ? json_object_array_length(inits) : 0;
+	char p[64];
+	int rc = PRD_OK;
+
+	for(i = 0; i < len && !rc; i++) {
+		json_object *ct = json_object_array_get_idx(inits, i);
+		snprintf(p, sizeof(p), "spec.initContainers[%zu]", i);
+		if(!ct || !json_object_is_type(ct, json_type_object)) {
+			rc = kube__fail(c, PRD_EINVAL, p, "expected an object");
+			break;
+		}
+		if((rc = read_requests(c, ct, p, cur)) != 0)
+			break;
+		tmp.n = 0;
+		if(is_sidecar(ct)) {
+			/* A sidecar runs beside everything after it: it adds to
+			 * the pod total and to every later init container. */
+			if((rc = rl_add_all(total, cur)) != 0 || (rc = rl_add_all(&side, cur)) != 0 ||
+			   (rc = rl_add_all(&tmp, &side)) != 0) {
+				rc = kube__fail(c, rc, p, "requests: sum out of range");
+				break;
+			}
+			rc = read_ports(c, ct, p, &pod->host_ports, &pod->nhost_ports, pcap);
+		} else if((rc = rl_add_all(&tmp, cur)) != 0 || (rc = rl_add_all(&tmp, &side)) != 0) {
+			rc = kube__fail(c, rc, p, "requests: sum out of range");
+			break;
+		}
+		if(!rc && (rc = rl_max_all(&initmax, &tmp)) != 0)
+			rc = kube__fail(c, rc, p, "out of memory");
+	}
+	if(!rc && (rc = rl_max_all(total, &initmax)) != 0)
+		rc = kube__fail(c, rc, "spec", "out of memory");
+	rl_free(&side);
+	rl_free(&initmax);
+	rl_free(&tmp);
+	return rc;
+}
+
+/* Pod-level requests (spec.resources) replace the container sum for the
+ * resources they name that pod-level resources support. */
+static int apply_pod_requests(kube__dctx *c, json_object *spec, rlist *total, rlist *cur)
+{
+	size_t i;
+	int rc;
+
+	if((rc = read_requests(c, spec, "spec", cur)) != 0)
+		return rc;
+	for(i = 0; i < cur->n && !rc; i++) {
+		const char *n = cur->v[i].name;
+		qty *s;
+		if(strcmp(n, "cpu") && strcmp(n, "memory") && !str_starts_with(n, "hugepages-"))
+			continue;
+		s = rl_slot(total, n, &rc);
+		if(s)
+			*s = cur->v[i].q;
+		else
+			rc = kube__fail(c, rc, "spec.resources", "out of memory");
+	}
+	return rc;
+}
+
+/* spec.overhead adds to the total. */
+static int add_overhead(kube__dctx *c, json_object *ovh, rlist *total)
+{
+	int rc = PRD_OK;
+
+	json_object_object_foreach(ovh, k, v) {
+		char op[160];
+		qty q;
+		snprintf(op, sizeof(op), "spec.overhead.%s", k);
+		if((rc = kube__qty(c, v, op, &q)) != 0)
+			break;
+		if((rc = rl_add(total, k, &q)) != 0) {
+			rc = kube__fail(c, rc, op, "sum out of range");
+			break;
+		}
+	}
+	return rc;
+}
+
+/* Store the summed requests in the pod, names interned. */
+static int store_requests(kube__dctx *c, kube_pod *pod, const rlist *total)
+{
+	size_t i;
+
+	if(total->n > UINT16_MAX)
+		return kube__fail(c, PRD_EINVAL, "spec", "too many resources");
+	if(!(pod->requests = calloc(total->n, sizeof(kube_res))))
+		return kube__fail(c, PRD_ENOMEM, "spec", "out of memory");
+	for(i = 0; i < total->n; i++) {
+		pod->requests[i].q = total->v[i].q;
+		pod->requests[i].name = kube_intern_get(c->in, total->v[i].name);
+		if(!pod->requests[i].name)
+			return kube__fail(c, PRD_ENOMEM, "spec", "out of memory");
+		pod->nrequests++;
+	}
+	return PRD_OK;
+}
+
 /* Sum requests over containers, sidecars and init containers, and collect
  * host ports (containers and sidecars; plain init containers have exited by
  * the time the pod's ports are bound). */
 static int pod_requests(kube__dctx *c, kube_pod *pod, json_object *spec)
 {
 	json_object *ctrs, *inits, *ovh, *podres;
-	rlist total = { 0 }, cur = { 0 }, side = { 0 }, initmax = { 0 }, tmp = { 0 };
-	size_t i, len, pcap = 0;
-	char p[64];
+	rlist total = { 0 }, cur = { 0 };
+	size_t pcap = 0;
 	int rc;
 
 	if((rc = kube__arr(c, spec, "containers", "spec", &ctrs)) != 0 ||
@@ -192,102 +321,17 @@ static int pod_requests(kube__dctx *c, kube_pod *pod, json_object *spec)
 	   (rc = kube__obj(c, spec, "resources", "spec", &podres)) != 0)
 		return rc;
 
-	len = ctrs ? json_object_array_length(ctrs) : 0;
-	for(i = 0; i < len && !rc; i++) {
-		json_object *ct = json_object_array_get_idx(ctrs, i);
-		snprintf(p, sizeof(p), "spec.containers[%zu]", i);
-		if(!ct || !json_object_is_type(ct, json_type_object)) {
-			rc = kube__fail(c, PRD_EINVAL, p, "expected an object");
-			break;
-		}
-		if(!(rc = read_requests(c, ct, p, &cur)) && (rc = rl_add_all(&total, &cur)) != 0)
-			rc = kube__fail(c, rc, p, "requests: sum out of range");
-		if(!rc)
-			rc = read_ports(c, ct, p, &pod->host_ports, &pod->nhost_ports, &pcap);
-	}
-
-	len = inits ? json_object_array_length(inits) : 0;
-	for(i = 0; i < len && !rc; i++) {
-		json_object *ct = json_object_array_get_idx(inits, i);
-		snprintf(p, sizeof(p), "spec.initContainers[%zu]", i);
-		if(!ct || !json_object_is_type(ct, json_type_object)) {
-			rc = kube__fail(c, PRD_EINVAL, p, "expected an object");
-			break;
-		}
-		if((rc = read_requests(c, ct, p, &cur)) != 0)
-			break;
-		tmp.n = 0;
-		if(is_sidecar(ct)) {
-			/* A sidecar runs beside everything after it: it adds to
-			 * the pod total and to every later init container. */
-			if((rc = rl_add_all(&total, &cur)) != 0 || (rc = rl_add_all(&side, &cur)) != 0 ||
-			   (rc = rl_add_all(&tmp, &side)) != 0) {
-				rc = kube__fail(c, rc, p, "requests: sum out of range");
-				break;
-			}
-			rc = read_ports(c, ct, p, &pod->host_ports, &pod->nhost_ports, &pcap);
-		} else if((rc = rl_add_all(&tmp, &cur)) != 0 || (rc = rl_add_all(&tmp, &side)) != 0) {
-			rc = kube__fail(c, rc, p, "requests: sum out of range");
-			break;
-		}
-		if(!rc && (rc = rl_max_all(&initmax, &tmp)) != 0)
-			rc = kube__fail(c, rc, p, "out of memory");
-	}
-	if(!rc && (rc = rl_max_all(&total, &initmax)) != 0)
-		rc = kube__fail(c, rc, "spec", "out of memory");
-
-	/* Pod-level requests (spec.resources) replace the container sum for
-	 * the resources they name that pod-level resources support. */
-	if(!rc && podres) {
-		if(!(rc = read_requests(c, spec, "spec", &cur))) {
-			for(i = 0; i < cur.n && !rc; i++) {
-				const char *n = cur.v[i].name;
-				qty *s;
-				if(strcmp(n, "cpu") && strcmp(n, "memory") && !str_starts_with(n, "hugepages-"))
-					continue;
-				s = rl_slot(&total, n, &rc);
-				if(s)
-					*s = cur.v[i].q;
-				else
-					rc = kube__fail(c, rc, "spec.resources", "out of memory");
-			}
-		}
-	}
-	if(!rc && ovh) {
-		json_object_object_foreach(ovh, k, v) {
-			char op[160];
-			qty q;
-			snprintf(op, sizeof(op), "spec.overhead.%s", k);
-			if((rc = kube__qty(c, v, op, &q)) != 0)
-				break;
-			if((rc = rl_add(&total, k, &q)) != 0) {
-				rc = kube__fail(c, rc, op, "sum out of range");
-				break;
-			}
-		}
-	}
-	if(!rc && total.n) {
-		if(total.n > UINT16_MAX) {
-			rc = kube__fail(c, PRD_EINVAL, "spec", "too many resources");
-		} else if(!(pod->requests = calloc(total.n, sizeof(kube_res)))) {
-			rc = kube__fail(c, PRD_ENOMEM, "spec", "out of memory");
-		} else {
-			for(i = 0; i < total.n; i++) {
-				pod->requests[i].q = total.v[i].q;
-				pod->requests[i].name = kube_intern_get(c->in, total.v[i].name);
-				if(!pod->requests[i].name) {
-					rc = kube__fail(c, PRD_ENOMEM, "spec", "out of memory");
-					break;
-				}
-				pod->nrequests++;
-			}
-		}
-	}
+	rc = sum_containers(c, pod, ctrs, &total, &cur, &pcap);
+	if(!rc)
+		rc = sum_init_containers(c, pod, inits, &total, &cur, &pcap);
+	if(!rc && podres)
+		rc = apply_pod_requests(c, spec, &total, &cur);
+	if(!rc && ovh)
+		rc = add_overhead(c, ovh, &total);
+	if(!rc && total.n)
+		rc = store_requests(c, pod, &total);
 	rl_free(&total);
 	rl_free(&cur);
-	rl_free(&side);
-	rl_free(&initmax);
-	rl_free(&tmp);
 	return rc;
 }
 

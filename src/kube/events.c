@@ -284,27 +284,124 @@ static int bump(kube_recorder *r, const char *ns, const char *name, long count, 
 	return rc;
 }
 
+/* One Event being recorded: who it is about, what it says, and when. */
+typedef struct ev_rec {
+	const kube_object_ref *obj;
+	const char *ns;           /* namespace of the Event object */
+	const char *type, *reason;
+	const char *msg, *ts;
+	const char *aggkey;       /* key of the aggregation map */
+	int64_t now_mono, now_wall;
+} ev_rec;
+
+/* The same Event within the aggregation window: bump the one we wrote.
+ * Returns true when that settled it (bumped, or failed and logged), false
+ * when a fresh Event must be written (the old one is gone). */
+static bool ev_bump(kube_recorder *r, const ev_rec *v, const char *agg_ns, const char *agg_name, long count,
+		    prd_err *err)
+{
+	int rc = bump(r, agg_ns, agg_name, count, v->ts, err);
+
+	if(rc == 0) {
+		pthread_mutex_lock(&r->mu);
+		agg_entry *e = hmap_get(&r->agg.m, v->aggkey);
+		if(e && e->count < count) {
+			e->count = count;
+			e->last_mono = v->now_mono;
+		}
+		r->stats.aggregated++;
+		pthread_mutex_unlock(&r->mu);
+		return true;
+	}
+	if(rc != PRD_ENOTFOUND) {
+		log_warn("event not recorded", "kind", v->obj->kind, "name", v->obj->name, "reason", v->reason,
+			 "error", err->msg);
+		pthread_mutex_lock(&r->mu);
+		r->stats.failed++;
+		pthread_mutex_unlock(&r->mu);
+		return true;
+	}
+	/* The Event was deleted (TTL): write a fresh one. */
+	return false;
+}
+
+/* Remember a written Event for aggregation. Lock held. */
+static void ev_remember(kube_recorder *r, const ev_rec *v, const char *evname)
+{
+	agg_entry *e = calloc(1, sizeof(*e));
+
+	if(!e)
+		return;
+	e->ns = str_dup(v->ns);
+	e->name = str_dup(evname);
+	e->count = 1;
+	e->first_wall = v->now_wall;
+	e->last_mono = v->now_mono;
+	if(!e->ns || !e->name)
+		agg_free(e);
+	else if(hmap_has(&r->agg.m, v->aggkey))
+		hmap_put(&r->agg.m, v->aggkey, e); /* replaces an expired entry */
+	else
+		bmap_insert(&r->agg, v->aggkey, e);
+}
+
+/* POST a new Event and remember it for aggregation. */
+static void ev_create(kube_recorder *r, const ev_rec *v, prd_err *err)
+{
+	const kube_object_ref *obj = v->obj;
+	char evname[320];
+	unsigned long seq;
+	json_object *ev;
+	int rc;
+
+	/* Time plus a sequence number: two Events in the same nanosecond (a
+	 * fake clock, a coarse one) still get different names. */
+	pthread_mutex_lock(&r->mu);
+	seq = ++r->seq;
+	pthread_mutex_unlock(&r->mu);
+	snprintf(evname, sizeof(evname), "%.240s.%llx%04x", nz(obj->name), (unsigned long long)v->now_wall,
+		 (unsigned)(seq & 0xffff));
+	ev = event_body(r, obj, v->ns, evname, v->type, v->reason, v->msg, v->ts);
+	{
+		char *path = kube_path(&KUBE_EVENTS, v->ns, NULL, NULL);
+		rc = ev && path ? kube_api_call(&r->api, "POST", path, NULL, ev, NULL, NULL, err) : PRD_ENOMEM;
+		free(path);
+	}
+	pthread_mutex_lock(&r->mu);
+	if(rc == 0) {
+		r->stats.created++;
+		ev_remember(r, v, evname);
+	} else {
+		r->stats.failed++;
+	}
+	pthread_mutex_unlock(&r->mu);
+	if(rc)
+		log_warn("event not recorded", "kind", obj->kind, "name", obj->name, "reason", v->reason,
+			 "error", rc == PRD_ENOMEM ? "out of memory" : err->msg);
+	else
+		log_debug("event recorded", "kind", obj->kind, "namespace", obj->namespace_, "name", obj->name,
+			  "type", v->type, "reason", v->reason);
+	json_object_put(ev);
+}
+
 void kube_recorder_event(kube_recorder *r, const kube_object_ref *obj, const char *type,
 			 const char *reason, const char *fmt, ...)
 {
-	char msg[EVENT_MESSAGE_MAX + 8], ts[RFC3339_MAX], evname[320];
+	char msg[EVENT_MESSAGE_MAX + 8], ts[RFC3339_MAX];
 	char *objkey = NULL, *aggkey = NULL, *agg_ns = NULL, *agg_name = NULL;
-	const char *ns = obj->namespace_ && *obj->namespace_ ? obj->namespace_ : "default";
-	int64_t now_mono, now_wall;
+	ev_rec v = {.obj = obj, .type = type, .reason = reason, .msg = msg, .ts = ts};
 	long count = 0;
-	unsigned long seq;
-	json_object *ev = NULL;
 	prd_err err = {0};
 	va_list ap;
-	int rc;
 
+	v.ns = obj->namespace_ && *obj->namespace_ ? obj->namespace_ : "default";
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	utf8_cut(msg, EVENT_MESSAGE_MAX);
-	now_mono = clk_mono(r->o.clock);
-	now_wall = clk_wall(r->o.clock);
-	rfc3339_format(now_wall, ts, sizeof(ts));
+	v.now_mono = clk_mono(r->o.clock);
+	v.now_wall = clk_wall(r->o.clock);
+	rfc3339_format(v.now_wall, ts, sizeof(ts));
 	objkey = str_printf("%s\x1f%s\x1f%s\x1f%s", nz(obj->kind), nz(obj->namespace_), nz(obj->name),
 			    nz(obj->uid));
 	aggkey = objkey ? str_printf("%s\x1f%s\x1f%s\x1f%s", objkey, type, reason, msg) : NULL;
@@ -312,9 +409,10 @@ void kube_recorder_event(kube_recorder *r, const kube_object_ref *obj, const cha
 		log_warn("event not recorded: out of memory", "reason", reason);
 		goto done;
 	}
+	v.aggkey = aggkey;
 
 	pthread_mutex_lock(&r->mu);
-	if(!spam_allow(r, objkey, now_mono)) {
+	if(!spam_allow(r, objkey, v.now_mono)) {
 		r->stats.dropped++;
 		pthread_mutex_unlock(&r->mu);
 		log_debug("event dropped by the spam filter", "kind", obj->kind, "namespace", obj->namespace_,
@@ -323,7 +421,7 @@ void kube_recorder_event(kube_recorder *r, const kube_object_ref *obj, const cha
 	}
 	{
 		agg_entry *e = hmap_get(&r->agg.m, aggkey);
-		if(e && now_mono - e->last_mono <= r->o.aggregate_window_ns) {
+		if(e && v.now_mono - e->last_mono <= r->o.aggregate_window_ns) {
 			agg_ns = str_dup(e->ns);
 			agg_name = str_dup(e->name);
 			count = e->count + 1;
@@ -331,72 +429,9 @@ void kube_recorder_event(kube_recorder *r, const kube_object_ref *obj, const cha
 	}
 	pthread_mutex_unlock(&r->mu);
 
-	if(agg_ns && agg_name) {
-		rc = bump(r, agg_ns, agg_name, count, ts, &err);
-		if(rc == 0) {
-			pthread_mutex_lock(&r->mu);
-			agg_entry *e = hmap_get(&r->agg.m, aggkey);
-			if(e && e->count < count) {
-				e->count = count;
-				e->last_mono = now_mono;
-			}
-			r->stats.aggregated++;
-			pthread_mutex_unlock(&r->mu);
-			goto done;
-		}
-		if(rc != PRD_ENOTFOUND) {
-			log_warn("event not recorded", "kind", obj->kind, "name", obj->name, "reason", reason,
-				 "error", err.msg);
-			pthread_mutex_lock(&r->mu);
-			r->stats.failed++;
-			pthread_mutex_unlock(&r->mu);
-			goto done;
-		}
-		/* The Event was deleted (TTL): write a fresh one. */
-	}
-
-	/* Time plus a sequence number: two Events in the same nanosecond (a
-	 * fake clock, a coarse one) still get different names. */
-	pthread_mutex_lock(&r->mu);
-	seq = ++r->seq;
-	pthread_mutex_unlock(&r->mu);
-	snprintf(evname, sizeof(evname), "%.240s.%llx%04x", nz(obj->name), (unsigned long long)now_wall,
-		 (unsigned)(seq & 0xffff));
-	ev = event_body(r, obj, ns, evname, type, reason, msg, ts);
-	{
-		char *path = kube_path(&KUBE_EVENTS, ns, NULL, NULL);
-		rc = ev && path ? kube_api_call(&r->api, "POST", path, NULL, ev, NULL, NULL, &err) : PRD_ENOMEM;
-		free(path);
-	}
-	pthread_mutex_lock(&r->mu);
-	if(rc == 0) {
-		agg_entry *e = calloc(1, sizeof(*e));
-		r->stats.created++;
-		if(e) {
-			e->ns = str_dup(ns);
-			e->name = str_dup(evname);
-			e->count = 1;
-			e->first_wall = now_wall;
-			e->last_mono = now_mono;
-			if(!e->ns || !e->name)
-				agg_free(e);
-			else if(hmap_has(&r->agg.m, aggkey))
-				hmap_put(&r->agg.m, aggkey, e); /* replaces an expired entry */
-			else
-				bmap_insert(&r->agg, aggkey, e);
-		}
-	} else {
-		r->stats.failed++;
-	}
-	pthread_mutex_unlock(&r->mu);
-	if(rc)
-		log_warn("event not recorded", "kind", obj->kind, "name", obj->name, "reason", reason,
-			 "error", rc == PRD_ENOMEM ? "out of memory" : err.msg);
-	else
-		log_debug("event recorded", "kind", obj->kind, "namespace", obj->namespace_, "name", obj->name,
-			  "type", type, "reason", reason);
+	if(!(agg_ns && agg_name && ev_bump(r, &v, agg_ns, agg_name, count, &err)))
+		ev_create(r, &v, &err);
 done:
-	json_object_put(ev);
 	free(objkey);
 	free(aggkey);
 	free(agg_ns);

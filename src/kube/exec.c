@@ -223,32 +223,136 @@ static char **exec_env(char *const *cfgenv, char *info)
 	return v;
 }
 
+/* argv for the plugin: its command then its arguments, borrowed from the
+ * configuration. Caller frees the array only; NULL when out of memory. */
+static char **exec_argv(const kube_exec_config *x)
+{
+	size_t nargs = 0;
+	char **argv;
+
+	while(x->args && x->args[nargs])
+		nargs++;
+	argv = calloc(nargs + 2, sizeof(char *));
+	if(!argv)
+		return NULL;
+	argv[0] = x->command;
+	for(size_t i = 0; i < nargs; i++)
+		argv[i + 1] = x->args[i];
+	return argv;
+}
+
+/* Start the plugin with stdin on /dev/null and stdout on `out_fd`; *pid is
+ * set on success. The file actions live only as long as the spawn. */
+static int exec_start(const kube_exec_config *x, char **argv, char **envp, int out_fd, pid_t *pid,
+		      prd_err *err)
+{
+	posix_spawn_file_actions_t fa;
+	int rc = 0, e;
+
+	if(posix_spawn_file_actions_init(&fa) != 0)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	if(posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) != 0 ||
+	   posix_spawn_file_actions_adddup2(&fa, out_fd, 1) != 0) {
+		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		goto done;
+	}
+	e = posix_spawnp(pid, x->command, &fa, NULL, argv, envp);
+	if(e != 0) {
+		*pid = -1;
+		rc = prd_err_set(err, PRD_EIO, "exec plugin %s: cannot run: %s%s%s", x->command,
+				 strerror(e), x->install_hint ? ". " : "",
+				 x->install_hint ? x->install_hint : "");
+	}
+done:
+	posix_spawn_file_actions_destroy(&fa);
+	return rc;
+}
+
+/* Read the plugin's stdout from `fd` into `out` until end of file, within
+ * the plugin's timeout. On error the plugin is killed (the caller still
+ * reaps it). */
+static int exec_read(const kube_exec_config *x, pid_t pid, int fd, buf *out, prd_err *err)
+{
+	const clk *rt = clk_real();
+	int64_t deadline = clk_mono(rt) + (x->timeout_ms > 0 ? x->timeout_ms : 60000) * PRD_NS_PER_MS;
+	int rc = 0;
+
+	for(;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int64_t left = deadline - clk_mono(rt);
+		char chunk[4096];
+		ssize_t r;
+		int pr;
+
+		if(left <= 0) {
+			rc = prd_err_set(err, PRD_ETIMEDOUT, "exec plugin %s: no answer within %ld ms",
+					 x->command, x->timeout_ms);
+			break;
+		}
+		pr = poll(&p, 1, (int)(left / PRD_NS_PER_MS) + 1);
+		if(pr < 0 && errno == EINTR)
+			continue;
+		if(pr < 0) {
+			rc = prd_err_set(err, PRD_EIO, "exec plugin %s: poll: %s", x->command, strerror(errno));
+			break;
+		}
+		if(pr == 0)
+			continue;
+		r = read(fd, chunk, sizeof(chunk));
+		if(r < 0 && errno == EINTR)
+			continue;
+		if(r <= 0)
+			return 0;
+		if(out->len + (size_t)r > EXEC_OUTPUT_MAX) {
+			rc = prd_err_set(err, PRD_ERANGE, "exec plugin %s: output larger than %u bytes",
+					 x->command, EXEC_OUTPUT_MAX);
+			break;
+		}
+		if(buf_append(out, chunk, (size_t)r)) {
+			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+			break;
+		}
+	}
+	kill(pid, SIGKILL);
+	return rc;
+}
+
+/* Wait for the plugin to end. When it ran without error so far (`rc` 0),
+ * anything but exit status 0 becomes the error. */
+static int exec_reap(const kube_exec_config *x, pid_t pid, int rc, prd_err *err)
+{
+	int status = 0;
+
+	while(waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if(!rc && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+		if(WIFEXITED(status))
+			rc = prd_err_set(err, PRD_EIO, "exec plugin %s exited with status %d%s%s",
+					 x->command, WEXITSTATUS(status), x->install_hint ? ". " : "",
+					 x->install_hint ? x->install_hint : "");
+		else
+			rc = prd_err_set(err, PRD_EIO, "exec plugin %s killed by signal %d", x->command,
+					 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	}
+	return rc;
+}
+
 /* Run the plugin and capture its stdout into `out`. */
 static int exec_spawn(const kube_config *cfg, buf *out, prd_err *err)
 {
 	const kube_exec_config *x = cfg->exec;
 	char *info_json = exec_info(cfg), *info = NULL;
 	char **argv = NULL, **envp = NULL;
-	posix_spawn_file_actions_t fa;
-	bool fa_init = false;
-	int fds[2] = {-1, -1}, rc = 0, status = 0, e;
-	size_t nargs = 0;
+	int fds[2] = {-1, -1}, rc = 0;
 	pid_t pid = -1;
-	const clk *rt = clk_real();
-	int64_t deadline;
 
 	if(info_json)
 		info = str_printf("KUBERNETES_EXEC_INFO=%s", info_json);
-	while(x->args && x->args[nargs])
-		nargs++;
-	argv = calloc(nargs + 2, sizeof(char *));
+	argv = exec_argv(x);
 	if(!info || !argv) {
 		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 		goto done;
 	}
-	argv[0] = x->command;
-	for(size_t i = 0; i < nargs; i++)
-		argv[i + 1] = x->args[i];
 	envp = exec_env(x->env, info);
 	if(!envp) {
 		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
@@ -258,83 +362,15 @@ static int exec_spawn(const kube_config *cfg, buf *out, prd_err *err)
 		rc = prd_err_set(err, PRD_EIO, "exec plugin %s: pipe: %s", x->command, strerror(errno));
 		goto done;
 	}
-	if(posix_spawn_file_actions_init(&fa) != 0) {
-		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+	rc = exec_start(x, argv, envp, fds[1], &pid, err);
+	if(rc)
 		goto done;
-	}
-	fa_init = true;
-	if(posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) != 0 ||
-	   posix_spawn_file_actions_adddup2(&fa, fds[1], 1) != 0) {
-		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-		goto done;
-	}
-	e = posix_spawnp(&pid, x->command, &fa, NULL, argv, envp);
-	if(e != 0) {
-		pid = -1;
-		rc = prd_err_set(err, PRD_EIO, "exec plugin %s: cannot run: %s%s%s", x->command,
-				 strerror(e), x->install_hint ? ". " : "",
-				 x->install_hint ? x->install_hint : "");
-		goto done;
-	}
 	close(fds[1]);
 	fds[1] = -1;
-	deadline = clk_mono(rt) + (x->timeout_ms > 0 ? x->timeout_ms : 60000) * PRD_NS_PER_MS;
-	for(;;) {
-		struct pollfd p = {.fd = fds[0], .events = POLLIN};
-		int64_t left = deadline - clk_mono(rt);
-		char chunk[4096];
-		ssize_t r;
-		int pr;
-
-		if(left <= 0) {
-			rc = prd_err_set(err, PRD_ETIMEDOUT, "exec plugin %s: no answer within %ld ms",
-					 x->command, x->timeout_ms);
-			kill(pid, SIGKILL);
-			goto done;
-		}
-		pr = poll(&p, 1, (int)(left / PRD_NS_PER_MS) + 1);
-		if(pr < 0 && errno == EINTR)
-			continue;
-		if(pr < 0) {
-			rc = prd_err_set(err, PRD_EIO, "exec plugin %s: poll: %s", x->command, strerror(errno));
-			kill(pid, SIGKILL);
-			goto done;
-		}
-		if(pr == 0)
-			continue;
-		r = read(fds[0], chunk, sizeof(chunk));
-		if(r < 0 && errno == EINTR)
-			continue;
-		if(r <= 0)
-			break;
-		if(out->len + (size_t)r > EXEC_OUTPUT_MAX) {
-			rc = prd_err_set(err, PRD_ERANGE, "exec plugin %s: output larger than %u bytes",
-					 x->command, EXEC_OUTPUT_MAX);
-			kill(pid, SIGKILL);
-			goto done;
-		}
-		if(buf_append(out, chunk, (size_t)r)) {
-			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-			kill(pid, SIGKILL);
-			goto done;
-		}
-	}
+	rc = exec_read(x, pid, fds[0], out, err);
 done:
-	if(pid > 0) {
-		while(waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-		if(!rc && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-			if(WIFEXITED(status))
-				rc = prd_err_set(err, PRD_EIO, "exec plugin %s exited with status %d%s%s",
-						 x->command, WEXITSTATUS(status), x->install_hint ? ". " : "",
-						 x->install_hint ? x->install_hint : "");
-			else
-				rc = prd_err_set(err, PRD_EIO, "exec plugin %s killed by signal %d", x->command,
-						 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-		}
-	}
-	if(fa_init)
-		posix_spawn_file_actions_destroy(&fa);
+	if(pid > 0)
+		rc = exec_reap(x, pid, rc, err);
 	if(fds[0] >= 0)
 		close(fds[0]);
 	if(fds[1] >= 0)

@@ -194,49 +194,48 @@ static void fill_spec(kube_lease *le, json_object *spec, bool keep, int64_t tran
 	}
 }
 
-/* One attempt; returns 0 with *won, or an error code. */
-static int try_acquire_or_renew(kube_lease *le, bool *won, prd_err *err)
+/* No Lease yet: create it holding it. *won when ours was created; another
+ * candidate creating it first is not an error. */
+static int create_lease(kube_lease *le, const char *now_s, json_object **out, bool *won, prd_err *err)
 {
-	json_object *cur = NULL, *spec, *meta, *obj = NULL, *out = NULL;
-	char now_s[RFC3339_MAX];
-	int64_t now = clk_mono(le->o.clock);
+	json_object *obj = json_object_new_object(), *meta = json_object_new_object(),
+		    *spec = json_object_new_object();
+	int rc;
+
+	if(!obj || !meta || !spec) {
+		json_object_put(obj);
+		json_object_put(meta);
+		json_object_put(spec);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	json_object_object_add(obj, "apiVersion", json_object_new_string("coordination.k8s.io/v1"));
+	json_object_object_add(obj, "kind", json_object_new_string("Lease"));
+	json_object_object_add(obj, "metadata", meta);
+	json_object_object_add(meta, "name", json_object_new_string(le->name));
+	json_object_object_add(meta, "namespace", json_object_new_string(le->ns));
+	json_object_object_add(obj, "spec", spec);
+	fill_spec(le, spec, false, 0, now_s);
+	rc = kube_create(le->c, &KUBE_LEASES, le->ns, obj, out, NULL, err);
+	json_object_put(obj);
+	if(rc == PRD_EEXIST)
+		return 0; /* someone else created it first */
+	if(!rc)
+		*won = true;
+	return rc;
+}
+
+/* The Lease exists (`cur`): observe its holder, and take it over when it
+ * lapsed or renew it when it is ours. *won when the update went through;
+ * a lease held by another, or a concurrent writer, is not an error. */
+static int update_lease(kube_lease *le, json_object *cur, int64_t now, const char *now_s, json_object **out,
+			bool *won, prd_err *err)
+{
+	json_object *spec, *meta = NULL, *t;
 	const char *holder, *renew, *rv;
 	int64_t transitions = 0;
 	bool mine;
 	int rc;
 
-	*won = false;
-	rfc3339_format_micro(clk_wall(le->o.clock), now_s, sizeof(now_s));
-	rc = kube_get(le->c, &KUBE_LEASES, le->ns, le->name, &cur, NULL, err);
-	if(rc == PRD_ENOTFOUND) {
-		obj = json_object_new_object();
-		meta = json_object_new_object();
-		spec = json_object_new_object();
-		if(!obj || !meta || !spec) {
-			json_object_put(obj);
-			json_object_put(meta);
-			json_object_put(spec);
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-		}
-		json_object_object_add(obj, "apiVersion", json_object_new_string("coordination.k8s.io/v1"));
-		json_object_object_add(obj, "kind", json_object_new_string("Lease"));
-		json_object_object_add(obj, "metadata", meta);
-		json_object_object_add(meta, "name", json_object_new_string(le->name));
-		json_object_object_add(meta, "namespace", json_object_new_string(le->ns));
-		json_object_object_add(obj, "spec", spec);
-		fill_spec(le, spec, false, 0, now_s);
-		rc = kube_create(le->c, &KUBE_LEASES, le->ns, obj, &out, NULL, err);
-		if(rc == PRD_EEXIST) {
-			rc = 0; /* someone else created it first */
-			goto done;
-		}
-		if(rc)
-			goto done;
-		*won = true;
-		goto record;
-	}
-	if(rc)
-		goto done;
 	if(!json_object_object_get_ex(cur, "spec", &spec) || !json_object_is_type(spec, json_type_object)) {
 		spec = json_object_new_object();
 		json_object_object_add(cur, "spec", spec);
@@ -248,10 +247,8 @@ static int try_acquire_or_renew(kube_lease *le, bool *won, prd_err *err)
 	if(holder && !*holder)
 		holder = NULL;
 	rc = observe(le, holder, renew, rv, now);
-	if(rc) {
-		prd_err_set(err, rc, "out of memory");
-		goto done;
-	}
+	if(rc)
+		return prd_err_set(err, rc, "out of memory");
 	mine = str_eq(holder, le->id);
 	{
 		/* The holder's own leaseDurationSeconds decides when its claim
@@ -261,13 +258,10 @@ static int try_acquire_or_renew(kube_lease *le, bool *won, prd_err *err)
 		if(json_object_object_get_ex(spec, "leaseDurationSeconds", &d) && json_object_get_int64(d) > 0)
 			dur = json_object_get_int64(d) * PRD_NS_PER_SEC;
 		if(holder && !mine && now < le->obs_mono + dur)
-			goto done; /* held by someone else and not expired */
+			return 0; /* held by someone else and not expired */
 	}
-	{
-		json_object *t;
-		if(json_object_object_get_ex(spec, "leaseTransitions", &t))
-			transitions = json_object_get_int64(t);
-	}
+	if(json_object_object_get_ex(spec, "leaseTransitions", &t))
+		transitions = json_object_get_int64(t);
 	if(!mine) {
 		if(holder)
 			log_info("lease expired, taking it over", "lease", le->name, "previous", holder);
@@ -276,16 +270,30 @@ static int try_acquire_or_renew(kube_lease *le, bool *won, prd_err *err)
 	fill_spec(le, spec, mine, transitions, now_s);
 	/* cur still carries metadata.resourceVersion: a concurrent writer
 	 * makes this PUT fail with Conflict. */
-	rc = kube_update(le->c, &KUBE_LEASES, le->ns, le->name, NULL, cur, &out, NULL, err);
-	if(rc == PRD_ECONFLICT) {
-		rc = 0;
-		goto done;
-	}
-	if(rc)
-		goto done;
-	*won = true;
-record:
-	{
+	rc = kube_update(le->c, &KUBE_LEASES, le->ns, le->name, NULL, cur, out, NULL, err);
+	if(rc == PRD_ECONFLICT)
+		return 0;
+	if(!rc)
+		*won = true;
+	return rc;
+}
+
+/* One attempt; returns 0 with *won, or an error code. */
+static int try_acquire_or_renew(kube_lease *le, bool *won, prd_err *err)
+{
+	json_object *cur = NULL, *out = NULL;
+	char now_s[RFC3339_MAX];
+	int64_t now = clk_mono(le->o.clock);
+	int rc;
+
+	*won = false;
+	rfc3339_format_micro(clk_wall(le->o.clock), now_s, sizeof(now_s));
+	rc = kube_get(le->c, &KUBE_LEASES, le->ns, le->name, &cur, NULL, err);
+	if(rc == PRD_ENOTFOUND)
+		rc = create_lease(le, now_s, &out, won, err);
+	else if(!rc)
+		rc = update_lease(le, cur, now, now_s, &out, won, err);
+	if(!rc && *won) {
 		json_object *os = NULL, *om = NULL;
 		json_object_object_get_ex(out, "spec", &os);
 		json_object_object_get_ex(out, "metadata", &om);
@@ -293,9 +301,7 @@ record:
 		if(rc)
 			prd_err_set(err, rc, "out of memory");
 	}
-done:
 	json_object_put(cur);
-	json_object_put(obj);
 	json_object_put(out);
 	return rc;
 }
