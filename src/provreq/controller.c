@@ -390,6 +390,101 @@ static bool node_usable(const kube_node *n)
 	return n->ready == KUBE_COND_TRUE && !n->meta.deleted_ns;
 }
 
+/* ---- what the snapshot is built from, as one number ----------------------
+ *
+ * FNV-1a over what a node or pod gives the simulation (not its status
+ * heartbeats or conditions), summed over all objects with their keys, so
+ * the order of the caches does not matter. Two equal fingerprints mean a
+ * rebuilt snapshot would hold the same nodes and pods. */
+
+#define FP_PRIME 1099511628211ULL
+#define FP_BASIS 14695981039346656037ULL
+
+static uint64_t fp_str(uint64_t h, const char *s)
+{
+	for(; s && *s; s++)
+		h = (h ^ (uint8_t)*s) * FP_PRIME;
+	return (h ^ 0xffu) * FP_PRIME; /* a separator: "ab","c" differs from "a","bc" */
+}
+
+static uint64_t fp_int(uint64_t h, uint64_t v)
+{
+	int i;
+	for(i = 0; i < 8; i++, v >>= 8)
+		h = (h ^ (v & 0xffu)) * FP_PRIME;
+	return h;
+}
+
+static uint64_t fp_kvs(uint64_t h, const kube_kv *kv, size_t n)
+{
+	size_t i;
+	h = fp_int(h, n);
+	for(i = 0; i < n; i++)
+		h = fp_str(fp_str(h, kv[i].key), kv[i].value);
+	return h;
+}
+
+static uint64_t fp_res(uint64_t h, const kube_res *r, size_t n)
+{
+	size_t i;
+	h = fp_int(h, n);
+	for(i = 0; i < n; i++)
+		h = fp_int(fp_int(fp_str(h, r[i].name), r[i].q.lo), (uint64_t)r[i].q.hi);
+	return h;
+}
+
+/* Mix a key's hash with its content's, to be summed (order-free). */
+static uint64_t fp_mix(uint64_t key, uint64_t content)
+{
+	uint64_t x = key ^ (content * 0x9e3779b97f4a7c15ULL);
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	return x ^ (x >> 29);
+}
+
+static uint64_t node_fp(const kube_node *n)
+{
+	uint64_t h = FP_BASIS;
+	size_t i;
+	if(!node_usable(n))
+		return 0; /* not in the snapshot */
+	h = fp_kvs(h, n->labels, n->nlabels);
+	h = fp_res(h, n->allocatable, n->nallocatable);
+	h = fp_int(h, n->ntaints);
+	for(i = 0; i < n->ntaints; i++)
+		h = fp_int(fp_str(fp_str(h, n->taints[i].key), n->taints[i].value), n->taints[i].effect);
+	h = fp_int(h, n->unschedulable);
+	return fp_mix(fp_str(FP_BASIS, n->meta.name), h);
+}
+
+static uint64_t pod_fp(const kube_pod *p)
+{
+	uint64_t h = FP_BASIS;
+	size_t i;
+	if(!p->node_name || p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED)
+		return 0; /* not in the snapshot */
+	h = fp_str(fp_str(h, p->meta.ns), p->node_name);
+	h = fp_kvs(h, p->labels, p->nlabels);
+	h = fp_res(h, p->requests, p->nrequests);
+	h = fp_int(h, p->nhost_ports);
+	for(i = 0; i < p->nhost_ports; i++)
+		h = fp_int(fp_int(fp_str(h, p->host_ports[i].host_ip), (uint64_t)p->host_ports[i].port),
+			   p->host_ports[i].protocol);
+	h = fp_str(h, p->affinity_json);
+	return fp_mix(fp_str(fp_str(FP_BASIS, p->meta.ns), p->meta.name), h);
+}
+
+static uint64_t world_fp(const pr_world *w)
+{
+	uint64_t sum = 0;
+	size_t i;
+	for(i = 0; i < w->nnodes; i++)
+		sum += node_fp(w->nodes[i]);
+	for(i = 0; i < w->npods; i++)
+		sum += pod_fp(w->pods[i]);
+	return sum;
+}
+
 /* Nodes and pods into a new snapshot. */
 static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 {
@@ -432,7 +527,19 @@ static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 static int snapshot_for_pass(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	int rc;
-	if(w->cacheable && c->base && c->base_gen_nodes == w->gen_nodes && c->base_gen_pods == w->gen_pods) {
+	uint64_t fp = 0;
+	bool same = w->cacheable && c->base && c->base_gen_nodes == w->gen_nodes && c->base_gen_pods == w->gen_pods;
+	if(w->cacheable && c->base && !same) {
+		/* Something changed; most changes (heartbeats, pod conditions)
+		 * change nothing the simulation reads. */
+		fp = world_fp(w);
+		same = fp == c->base_fp;
+		if(same) {
+			c->base_gen_nodes = w->gen_nodes;
+			c->base_gen_pods = w->gen_pods;
+		}
+	}
+	if(same) {
 		w->snap = c->base;
 		w->ready_nodes = c->base_ready;
 		w->snap_shared = true;
@@ -443,6 +550,7 @@ static int snapshot_for_pass(pr_ctl *c, pr_world *w, prd_err *err)
 		if(w->cacheable) {
 			sched_snapshot_free(c->base);
 			c->base = w->snap;
+			c->base_fp = fp ? fp : world_fp(w);
 			c->base_gen_nodes = w->gen_nodes;
 			c->base_gen_pods = w->gen_pods;
 			c->base_ready = w->ready_nodes;

@@ -112,6 +112,7 @@ struct pr_ctl {
 	pr_class_registry *classes; /* built-in modules and the drivers' classes */
 	sched_snapshot *base;     /* nodes and pods as of base_gen_* (informer mode), or NULL */
 	uint64_t base_gen_nodes, base_gen_pods;
+	uint64_t base_fp;         /* world_fp of what the base was built from */
 	int64_t base_ready;
 	pr_class_module **dclasses; /* the drivers' class modules (owned) */
 	size_t ndclasses;

@@ -553,6 +553,54 @@ static void test_informer_mode(void)
 	add_node("n2", "4", NULL);
 	add_pr("i", "third", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
 	wait_for("i", "third", "Provisioned", "True/CapacityIsFound");
+	/* A node's heartbeat changes its object, not what the simulation
+	 * reads: the snapshot is still reused. A label change rebuilds it. */
+	{
+		uint64_t g0, reuses;
+		json_object *patch;
+		int k;
+		pass();
+		kube_informer_rdlock(inf[0]);
+		g0 = kube_informer_generation(inf[0]);
+		kube_informer_rdunlock(inf[0]);
+		reuses = pr_ctl_stats(ctl)->snapshot_reuses;
+		patch = json_tokener_parse("{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\","
+					   "\"lastHeartbeatTime\":\"2024-05-01T10:00:30Z\"}]}}");
+		CU_ASSERT_EQUAL(kube_api_call(&api, "PATCH", "/api/v1/nodes/n1/status", "application/merge-patch+json", patch,
+					      NULL, NULL, &e), 0);
+		json_object_put(patch);
+		for(k = 0; k < 500; k++) {
+			uint64_t g;
+			kube_informer_rdlock(inf[0]);
+			g = kube_informer_generation(inf[0]);
+			kube_informer_rdunlock(inf[0]);
+			if(g != g0)
+				break;
+			usleep(2000);
+		}
+		pass();
+		CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->snapshot_reuses, reuses + 1);
+		patch = json_tokener_parse("{\"metadata\":{\"labels\":{\"rack\":\"r2\"}}}");
+		CU_ASSERT_EQUAL(kube_api_call(&api, "PATCH", "/api/v1/nodes/n1", "application/merge-patch+json", patch, NULL,
+					      NULL, &e), 0);
+		json_object_put(patch);
+		kube_informer_rdlock(inf[0]);
+		g0 = kube_informer_generation(inf[0]);
+		kube_informer_rdunlock(inf[0]);
+		for(k = 0; k < 500; k++) {
+			bool has;
+			const kube_node *n;
+			kube_informer_rdlock(inf[0]);
+			n = (const kube_node *)kube_informer_get(inf[0], "", "n1");
+			has = n && n->nlabels >= 2;
+			kube_informer_rdunlock(inf[0]);
+			if(has)
+				break;
+			usleep(2000);
+		}
+		pass();
+		CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->snapshot_reuses, reuses + 1); /* rebuilt */
+	}
 	/* A consumer pod arrives through the watch and releases the booking. */
 	add_consumer("i", "cached", "c1", "n1");
 	add_consumer("i", "cached", "c2", "n1");
