@@ -474,12 +474,19 @@ static uint64_t pod_fp(const kube_pod *p)
 	return fp_mix(fp_str(fp_str(FP_BASIS, p->meta.ns), p->meta.name), h);
 }
 
-static uint64_t world_fp(const pr_world *w)
+static uint64_t nodes_fp(const pr_world *w)
 {
 	uint64_t sum = 0;
 	size_t i;
 	for(i = 0; i < w->nnodes; i++)
 		sum += node_fp(w->nodes[i]);
+	return sum;
+}
+
+static uint64_t pods_fp(const pr_world *w)
+{
+	uint64_t sum = 0;
+	size_t i;
 	for(i = 0; i < w->npods; i++)
 		sum += pod_fp(w->pods[i]);
 	return sum;
@@ -511,8 +518,10 @@ static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 		prd_err ce;
 		if(!p->node_name || p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED)
 			continue;
-		if(sched_snapshot_find_node(w->snap, p->node_name, &idx))
+		if(sched_snapshot_find_node(w->snap, p->node_name, &idx)) {
+			w->skipped_pods++;
 			continue;
+		}
 		if(pr_conv_kube_pod(&w->ar, p, &ps, &ce) || sched_snapshot_add_pods(w->snap, idx, &ps, 1, &ce))
 			log_warn("pod left out of the simulation", "pod", p->meta.name, "namespace", p->meta.ns,
 				 "error", ce.msg);
@@ -520,26 +529,79 @@ static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 	return 0;
 }
 
+/* Nodes that turned usable and are not in the base yet, when that is all
+ * that changed (the node registrations of a scale-up): add them to the
+ * base. False when anything else changed. */
+static bool base_add_nodes(pr_ctl *c, pr_world *w, uint64_t nfp)
+{
+	uint64_t added = 0;
+	size_t i, n = 0;
+	const kube_node **v;
+	if(c->base_skipped)
+		return false; /* pods wait for nodes not in the base: rebuild */
+	v = arena_array(&w->ar, w->nnodes + 1, sizeof(*v));
+	if(!v)
+		return false;
+	for(i = 0; i < w->nnodes; i++) {
+		size_t idx;
+		if(!node_usable(w->nodes[i]) ||
+		   sched_snapshot_find_node(c->base, w->nodes[i]->meta.name, &idx) == 0)
+			continue;
+		v[n++] = w->nodes[i];
+		added += node_fp(w->nodes[i]);
+	}
+	if(!n || nfp - added != c->base_nodes_fp)
+		return false;
+	for(i = 0; i < n; i++) {
+		sched_node_spec ns;
+		prd_err ce;
+		if(pr_conv_kube_node(&w->ar, v[i], &ns, &ce))
+			return false; /* a rebuild says which */
+		if(sched_snapshot_add_node(c->base, &ns, NULL, &ce)) {
+			/* Part added: the base is no longer what its records say. */
+			sched_snapshot_free(c->base);
+			c->base = NULL;
+			return false;
+		}
+		c->base_ready++;
+	}
+	c->base_nodes_fp = nfp;
+	c->stats.snapshot_node_adds += n;
+	return true;
+}
+
+/* Can the base serve this pass (updated in place where it can)? */
+static bool base_serves(pr_ctl *c, pr_world *w)
+{
+	bool nodes_same, pods_same;
+	if(!w->cacheable || !c->base)
+		return false;
+	nodes_same = c->base_gen_nodes == w->gen_nodes;
+	pods_same = c->base_gen_pods == w->gen_pods;
+	/* Something changed; most changes (heartbeats, pod conditions)
+	 * change nothing the simulation reads. */
+	if(!pods_same)
+		pods_same = pods_fp(w) == c->base_pods_fp;
+	if(pods_same && !nodes_same) {
+		uint64_t nfp = nodes_fp(w);
+		nodes_same = nfp == c->base_nodes_fp || base_add_nodes(c, w, nfp);
+	}
+	if(!c->base || !nodes_same || !pods_same)
+		return false;
+	c->base_gen_nodes = w->gen_nodes;
+	c->base_gen_pods = w->gen_pods;
+	return true;
+}
+
 /* The snapshot of nodes and pods: the controller's base when the caches
- * have not changed since it was built (a pass then costs nothing for a
- * cluster that only gained a request), else a new one, kept as the base in
- * informer mode. The pass works in a fork of a shared base. */
+ * have not changed since it was built in a way the simulation reads (a
+ * pass then costs nothing for a cluster that only gained a request), or
+ * changed only by nodes that turned usable; else a new one, kept as the
+ * base in informer mode. The pass works in a fork of a shared base. */
 static int snapshot_for_pass(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	int rc;
-	uint64_t fp = 0;
-	bool same = w->cacheable && c->base && c->base_gen_nodes == w->gen_nodes && c->base_gen_pods == w->gen_pods;
-	if(w->cacheable && c->base && !same) {
-		/* Something changed; most changes (heartbeats, pod conditions)
-		 * change nothing the simulation reads. */
-		fp = world_fp(w);
-		same = fp == c->base_fp;
-		if(same) {
-			c->base_gen_nodes = w->gen_nodes;
-			c->base_gen_pods = w->gen_pods;
-		}
-	}
-	if(same) {
+	if(base_serves(c, w)) {
 		w->snap = c->base;
 		w->ready_nodes = c->base_ready;
 		w->snap_shared = true;
@@ -550,7 +612,9 @@ static int snapshot_for_pass(pr_ctl *c, pr_world *w, prd_err *err)
 		if(w->cacheable) {
 			sched_snapshot_free(c->base);
 			c->base = w->snap;
-			c->base_fp = fp ? fp : world_fp(w);
+			c->base_nodes_fp = nodes_fp(w);
+			c->base_pods_fp = pods_fp(w);
+			c->base_skipped = w->skipped_pods;
 			c->base_gen_nodes = w->gen_nodes;
 			c->base_gen_pods = w->gen_pods;
 			c->base_ready = w->ready_nodes;

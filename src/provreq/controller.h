@@ -54,6 +54,7 @@ typedef struct pr_stats {
 	uint64_t requests_seen;         /* of our classes, last pass */
 	uint64_t bookings_held;         /* last pass */
 	uint64_t snapshot_reuses;       /* passes that reused the snapshot of unchanged nodes and pods */
+	uint64_t snapshot_node_adds;    /* nodes added to a reused snapshot (registrations) */
 } pr_stats;
 
 typedef struct pr_ctl pr_ctl;

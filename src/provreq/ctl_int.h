@@ -66,6 +66,7 @@ typedef struct pr_world {
 	bool cacheable;
 	uint64_t gen_nodes, gen_pods;
 	bool snap_shared;         /* w->snap is the controller's base */
+	size_t skipped_pods;      /* scheduled pods whose node is not in the snapshot */
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
 } pr_world;
 
@@ -112,7 +113,8 @@ struct pr_ctl {
 	pr_class_registry *classes; /* built-in modules and the drivers' classes */
 	sched_snapshot *base;     /* nodes and pods as of base_gen_* (informer mode), or NULL */
 	uint64_t base_gen_nodes, base_gen_pods;
-	uint64_t base_fp;         /* world_fp of what the base was built from */
+	uint64_t base_nodes_fp, base_pods_fp; /* fingerprints of what the base holds */
+	size_t base_skipped;      /* scheduled pods left out: their node was not in it */
 	int64_t base_ready;
 	pr_class_module **dclasses; /* the drivers' class modules (owned) */
 	size_t ndclasses;

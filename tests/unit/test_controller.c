@@ -553,6 +553,9 @@ static void test_informer_mode(void)
 	add_node("n2", "4", NULL);
 	add_pr("i", "third", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
 	wait_for("i", "third", "Provisioned", "True/CapacityIsFound");
+	/* A node that turned usable was added to the kept snapshot (what a
+	 * scale-up's registrations do), not rebuilt: it fits "third". */
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->snapshot_node_adds, 1);
 	/* A node's heartbeat changes its object, not what the simulation
 	 * reads: the snapshot is still reused. A label change rebuilds it. */
 	{
