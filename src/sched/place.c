@@ -205,19 +205,13 @@ static void spread_min(pctx *c, spread_st *sp)
 	}
 }
 
-/* Everything about the pod that does not depend on the node: request
- * vector, anti-affinity / affinity domains, spread counts and minima. */
-static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod)
+/* The pod's DoNotSchedule spread constraints (ScheduleAnyway ones do not
+ * filter), at most SPREAD_MAX. */
+static int collect_spread(pctx *c)
 {
-	size_t i, j, k, nn = s->n_nodes, nz = s->n_zones;
-	const char *ns = pod->namespace;
-	bool any_match = false;
-	int rc;
+	const sched_pod_spec *pod = c->pod;
+	size_t i;
 
-	memset(c, 0, sizeof(*c));
-	c->s = s;
-	c->w = w;
-	c->pod = pod;
 	for(i = 0; i < pod->n_spread; i++) {
 		if(pod->spread[i].when != SCHED_DO_NOT_SCHEDULE)
 			continue;
@@ -229,31 +223,39 @@ static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spe
 			c->sp_zone = true;
 		c->n_sp++;
 	}
-	if((rc = ws_reserve(w, nn, nz, c->n_sp)))
-		return rc;
-	memset(w->flags, 0, nn);
-	memset(w->zflags, 0, nz);
-	sched__req_vector(s, pod->requests, pod->n_requests, c->req, &c->impossible);
-	for(i = 0; i < pod->n_host_ports; i++)
-		c->has_ports |= pod->host_ports[i].port != 0;
-	c->tol_unsched = sched_tolerates_unschedulable(pod);
+	return 0;
+}
 
-	/* Spread eligibility: nodes the pod's node affinity admits that carry
-	 * every topology key (nodeAffinityPolicy Honor, nodeTaintsPolicy
-	 * Ignore). */
-	if(c->n_sp)
-		for(i = 0; i < nn; i++) {
-			const sched__node *n = &s->nodes[i];
-			if(c->sp_zone && n->zone < 0)
-				continue;
-			if(!sched_node_affinity_matches(pod, n->labels, n->n_labels))
-				continue;
-			w->flags[i] |= F_ELIG;
-			if(n->zone >= 0)
-				w->zflags[n->zone] |= Z_DOM;
-		}
+/* Spread eligibility: nodes the pod's node affinity admits that carry
+ * every topology key (nodeAffinityPolicy Honor, nodeTaintsPolicy
+ * Ignore). */
+static void mark_spread_eligible(pctx *c)
+{
+	const sched_snapshot *s = c->s;
+	sched__ws *w = c->w;
+	size_t i;
 
-	/* The pod's own anti-affinity against pods already there. */
+	for(i = 0; i < s->n_nodes; i++) {
+		const sched__node *n = &s->nodes[i];
+		if(c->sp_zone && n->zone < 0)
+			continue;
+		if(!sched_node_affinity_matches(c->pod, n->labels, n->n_labels))
+			continue;
+		w->flags[i] |= F_ELIG;
+		if(n->zone >= 0)
+			w->zflags[n->zone] |= Z_DOM;
+	}
+}
+
+/* The pod's own anti-affinity against pods already there, and whether a
+ * term matches the pod itself. */
+static void forbid_own_anti(pctx *c)
+{
+	const sched_snapshot *s = c->s;
+	const sched_pod_spec *pod = c->pod;
+	const char *ns = pod->namespace;
+	size_t i, j;
+
 	for(i = 0; i < pod->n_pod_anti_affinity; i++) {
 		const sched_pod_term *t = &pod->pod_anti_affinity[i];
 		bool host = is_host(t->topology_key);
@@ -269,65 +271,93 @@ static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spe
 				forbid_group(c, g, host);
 		}
 	}
-	/* Existing pods' anti-affinity against this pod (symmetry). */
+}
+
+/* Existing pods' anti-affinity against this pod (symmetry). */
+static void forbid_their_anti(pctx *c)
+{
+	const sched_snapshot *s = c->s;
+	const sched_pod_spec *pod = c->pod;
+	size_t j, k;
+
 	for(j = 0; s->n_anti_groups && j < s->n_groups; j++) {
 		const sched__group *g = &s->groups[j];
 		if(!g->n_anti || g->total <= 0)
 			continue;
 		for(k = 0; k < g->n_anti; k++)
-			if(sched_pod_term_matches(&g->anti[k], g->ns, ns, pod->labels, pod->n_labels))
+			if(sched_pod_term_matches(&g->anti[k], g->ns, pod->namespace, pod->labels,
+			                          pod->n_labels))
 				forbid_group(c, g, is_host(g->anti[k].topology_key));
 	}
+}
 
-	/* Required pod affinity: domains holding pods that match every term. */
+/* Required pod affinity: domains holding pods that match every term. When
+ * none does, the first-pod rule applies if the pod matches every term
+ * itself, and nothing can satisfy the affinity otherwise. */
+static void mark_affinity(pctx *c)
+{
+	const sched_snapshot *s = c->s;
+	const sched_pod_spec *pod = c->pod;
+	const char *ns = pod->namespace;
+	sched__ws *w = c->w;
+	bool self_all = true, any_match = false;
+	size_t i, j, k;
+
 	c->n_aff = pod->n_pod_affinity;
-	if(c->n_aff) {
-		bool self_all = true;
-		for(i = 0; i < c->n_aff; i++) {
-			const sched_pod_term *t = &pod->pod_affinity[i];
-			if(is_host(t->topology_key))
-				c->aff_host = true;
-			else
-				c->aff_zone = true;
-			if(!sched_pod_term_matches(t, ns, ns, pod->labels, pod->n_labels))
-				self_all = false;
-		}
-		for(j = 0; j < s->n_groups; j++) {
-			const sched__group *g = &s->groups[j];
-			bool all = g->total > 0;
-			for(i = 0; i < c->n_aff && all; i++)
-				all = sched_pod_term_matches(&pod->pod_affinity[i], ns, g->ns, g->labels,
-				                             g->n_labels);
-			if(!all)
+	if(!c->n_aff)
+		return;
+	for(i = 0; i < c->n_aff; i++) {
+		const sched_pod_term *t = &pod->pod_affinity[i];
+		if(is_host(t->topology_key))
+			c->aff_host = true;
+		else
+			c->aff_zone = true;
+		if(!sched_pod_term_matches(t, ns, ns, pod->labels, pod->n_labels))
+			self_all = false;
+	}
+	for(j = 0; j < s->n_groups; j++) {
+		const sched__group *g = &s->groups[j];
+		bool all = g->total > 0;
+		for(i = 0; i < c->n_aff && all; i++)
+			all = sched_pod_term_matches(&pod->pod_affinity[i], ns, g->ns, g->labels,
+			                             g->n_labels);
+		if(!all)
+			continue;
+		for(k = 0; k < g->n_ents; k++) {
+			const sched__gent *en = &g->ents[k];
+			int32_t z = s->nodes[en->node].zone;
+			if(en->count <= 0)
 				continue;
-			for(k = 0; k < g->n_ents; k++) {
-				const sched__gent *en = &g->ents[k];
-				int32_t z = s->nodes[en->node].zone;
-				if(en->count <= 0)
-					continue;
-				w->flags[en->node] |= F_HAFF;
-				if(z >= 0)
-					w->zflags[z] |= Z_AFF;
-				if(c->aff_host || z >= 0)
-					any_match = true;
-			}
-		}
-		if(!any_match) {
-			c->wildcard = self_all;
-			c->aff_none = !self_all;
+			w->flags[en->node] |= F_HAFF;
+			if(z >= 0)
+				w->zflags[z] |= Z_AFF;
+			if(c->aff_host || z >= 0)
+				any_match = true;
 		}
 	}
+	if(!any_match) {
+		c->wildcard = self_all;
+		c->aff_none = !self_all;
+	}
+}
 
-	/* Spread counts: matching pods in the pod's namespace on eligible
-	 * nodes, per domain. */
+/* Spread counts: matching pods in the pod's namespace on eligible nodes,
+ * per domain; then each constraint's minimum. */
+static void count_spread(pctx *c)
+{
+	const sched_snapshot *s = c->s;
+	const sched_pod_spec *pod = c->pod;
+	sched__ws *w = c->w;
+	size_t i, j, k;
+
 	for(i = 0; i < c->n_sp; i++) {
 		spread_st *sp = &c->sp[i];
 		sp->cnt = sp->host ? w->spcnt[i] : w->zspcnt[i];
-		memset(sp->cnt, 0, (sp->host ? nn : nz) * sizeof(int64_t));
+		memset(sp->cnt, 0, (sp->host ? s->n_nodes : s->n_zones) * sizeof(int64_t));
 		sp->self = sched_selector_matches(sp->c->selector, pod->labels, pod->n_labels);
 		for(j = 0; j < s->n_groups; j++) {
 			const sched__group *g = &s->groups[j];
-			if(g->total <= 0 || strcmp(g->ns, ns) != 0 ||
+			if(g->total <= 0 || strcmp(g->ns, pod->namespace) != 0 ||
 			   !sched_selector_matches(sp->c->selector, g->labels, g->n_labels))
 				continue;
 			for(k = 0; k < g->n_ents; k++) {
@@ -342,6 +372,35 @@ static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spe
 		}
 		spread_min(c, sp);
 	}
+}
+
+/* Everything about the pod that does not depend on the node: request
+ * vector, anti-affinity / affinity domains, spread counts and minima. */
+static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod)
+{
+	size_t i, nn = s->n_nodes, nz = s->n_zones;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->s = s;
+	c->w = w;
+	c->pod = pod;
+	if((rc = collect_spread(c)))
+		return rc;
+	if((rc = ws_reserve(w, nn, nz, c->n_sp)))
+		return rc;
+	memset(w->flags, 0, nn);
+	memset(w->zflags, 0, nz);
+	sched__req_vector(s, pod->requests, pod->n_requests, c->req, &c->impossible);
+	for(i = 0; i < pod->n_host_ports; i++)
+		c->has_ports |= pod->host_ports[i].port != 0;
+	c->tol_unsched = sched_tolerates_unschedulable(pod);
+	if(c->n_sp)
+		mark_spread_eligible(c);
+	forbid_own_anti(c);
+	forbid_their_anti(c);
+	mark_affinity(c);
+	count_spread(c);
 	return 0;
 }
 
