@@ -334,153 +334,187 @@ static void warn_clamps(pool_ctl *c, json_object *pool, const char *name, const 
 	}
 }
 
+/* One reconcile of one pool: what it holds, released by pool_ctl_reconcile. */
+typedef struct recon {
+	json_object *pool;             /* the pool as last read (a reference) */
+	json_object *fresh;            /* the re-read after a conflict */
+	kube_meta *m;
+	const kube_resourcepool *rp;   /* decoded from pool, inside m */
+	pool_spec spec;
+	pool_plan plan;
+	char name[256];
+	char *keys;                    /* keys_list(&plan) */
+	buf changes;
+} recon;
+
+/* What a write attempt or re-read leads to. */
+typedef enum {
+	STEP_STOP,       /* finished: rc says how, nothing to publish */
+	STEP_PUBLISH,    /* the pool holds the plan: warn about clamps, publish */
+	STEP_CONFLICT,   /* someone else wrote the pool: re-read and retry */
+	STEP_RETRY       /* re-read done: compute and write again */
+} recon_step;
+
+/* Compute the plan against r->rp and write it if the pool differs. */
+static recon_step write_plan(pool_ctl *c, recon *r, const kube_node *const *nodes, size_t nnodes,
+			     int attempt, int *rc, prd_err *err)
+{
+	bool changed;
+	const char *prev_keys;
+	json_object *patch, *answer = NULL;
+	char *path;
+
+	pool_plan_free(&r->plan);
+	free(r->keys);
+	r->keys = NULL;
+	buf_reset(&r->changes);
+	if((*rc = pool_plan_compute(&r->spec, r->rp, nodes, nnodes, &c->o.filter, &r->plan, err))) {
+		c->st.errors++;
+		note_update(c, r->name, "error");
+		emit(c, r->pool, r->name, "Warning", "PopulationFailed", err ? err->msg : prd_strerror(*rc));
+		return STEP_STOP;
+	}
+	if(!(r->keys = keys_list(&r->plan))) {
+		*rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		return STEP_STOP;
+	}
+	prev_keys = kube_kv_get(r->rp->annotations, r->rp->nannotations, POOL_ANN_KEYS);
+	changed = diff(r->rp, &r->plan, &r->changes);
+	if(!changed && str_eq(prev_keys, r->keys) && recorded_nodes(r->rp) == (int64_t)r->plan.nodes) {
+		c->st.unchanged++;
+		note_update(c, r->name, "unchanged");
+		return STEP_PUBLISH;
+	}
+	if(!(patch = build_patch(c, r->rp, &r->plan, r->keys)) ||
+	   !(path = str_printf("%s/%s", POOLS_PATH, r->name))) {
+		json_object_put(patch);
+		*rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		return STEP_STOP;
+	}
+	*rc = kube_api_call(c->o.api, "PATCH", path, "application/merge-patch+json", patch, &answer, NULL, err);
+	free(path);
+	json_object_put(patch);
+	json_object_put(answer);
+	if(!*rc) {
+		char msg[1024];
+		c->st.writes++;
+		note_update(c, r->name, "written");
+		if(changed) {
+			snprintf(msg, sizeof(msg), "populated from %zu node(s) selected by \"%s\": %s", r->plan.nodes,
+				 r->spec.selector_text, buf_str(&r->changes));
+			emit(c, r->pool, r->name, "Normal", "Populated", msg);
+		}
+		return STEP_PUBLISH;
+	}
+	if(*rc == PRD_ENOTFOUND) {   /* deleted under us: nothing to keep */
+		*rc = 0;
+		forget(c, r->name);
+		return STEP_STOP;
+	}
+	if(*rc != PRD_ECONFLICT || attempt >= c->o.max_conflict_retries) {
+		c->st.errors++;
+		note_update(c, r->name, *rc == PRD_ECONFLICT ? "conflict" : "error");
+		log_error("pool: write failed", "pool", r->name, "error", err ? err->msg : prd_strerror(*rc));
+		return STEP_STOP;
+	}
+	return STEP_CONFLICT;
+}
+
+/* Someone else wrote the pool since we read it: read it again and take its
+ * annotations anew, so their keys survive and our clamp sees their used. */
+static recon_step reread(pool_ctl *c, recon *r, int *rc, prd_err *err)
+{
+	prd_err e2;
+
+	c->st.conflicts++;
+	note_update(c, r->name, "conflict");
+	json_object_put(r->fresh);
+	r->fresh = NULL;
+	if((*rc = get_pool(c, r->name, &r->fresh, err))) {
+		if(*rc == PRD_ENOTFOUND) {
+			*rc = 0;
+			forget(c, r->name);
+			return STEP_STOP;
+		}
+		c->st.errors++;
+		return STEP_STOP;
+	}
+	kube_obj_free(c->intern, r->m);
+	r->m = NULL;
+	if((*rc = kube_decode(KUBE_KIND_RESOURCEPOOL, r->fresh, c->intern, &r->m, err))) {
+		c->st.errors++;
+		return STEP_STOP;
+	}
+	r->rp = kube_as_resourcepool(r->m);
+	json_object_put(r->pool);
+	r->pool = json_object_get(r->fresh);
+	pool_spec_free(&r->spec);
+	*rc = pool_spec_parse(r->rp->annotations, r->rp->nannotations, &r->spec, &e2);
+	if(*rc == PRD_ENOTFOUND) {
+		forget(c, r->name);
+		*rc = 0;
+		return STEP_STOP;
+	}
+	if(*rc) {
+		c->st.invalid++;
+		emit(c, r->pool, r->name, "Warning", "InvalidPopulateAnnotation", e2.msg);
+		*rc = *rc == PRD_ENOMEM ? *rc : 0;
+		return STEP_STOP;
+	}
+	return STEP_RETRY;
+}
+
 int pool_ctl_reconcile(pool_ctl *c, json_object *pool_in, const kube_node *const *nodes, size_t nnodes,
 		       prd_err *err)
 {
-	json_object *pool = json_object_get(pool_in), *fresh = NULL;
-	kube_meta *m = NULL;
-	const kube_resourcepool *rp;
-	pool_spec spec;
-	pool_plan plan = { 0 };
-	char name[256] = "", *keys = NULL;
+	recon r = { .pool = json_object_get(pool_in) };
+	recon_step step;
 	prd_err e2;
-	buf changes;
 	int rc, attempt;
 
-	buf_init(&changes);
-	if((rc = kube_decode(KUBE_KIND_RESOURCEPOOL, pool, c->intern, &m, err))) {
+	buf_init(&r.changes);
+	if((rc = kube_decode(KUBE_KIND_RESOURCEPOOL, r.pool, c->intern, &r.m, err))) {
 		c->st.errors++;
 		log_error("pool: undecodable ResourcePool", "error", err ? err->msg : prd_strerror(rc));
 		goto done;
 	}
-	rp = kube_as_resourcepool(m);
-	str_copy(name, sizeof(name), rp->meta.name);
+	r.rp = kube_as_resourcepool(r.m);
+	str_copy(r.name, sizeof(r.name), r.rp->meta.name);
 
-	rc = pool_spec_parse(rp->annotations, rp->nannotations, &spec, &e2);
+	rc = pool_spec_parse(r.rp->annotations, r.rp->nannotations, &r.spec, &e2);
 	if(rc == PRD_ENOTFOUND) {
-		forget(c, name);
+		forget(c, r.name);
 		rc = 0;
 		goto done;
 	}
 	if(rc) {
 		c->st.invalid++;
-		note_update(c, name, "invalid");
-		emit(c, pool, name, "Warning", "InvalidPopulateAnnotation", e2.msg);
+		note_update(c, r.name, "invalid");
+		emit(c, r.pool, r.name, "Warning", "InvalidPopulateAnnotation", e2.msg);
 		rc = rc == PRD_ENOMEM ? rc : 0;
 		goto done;
 	}
 	c->st.reconciles++;
 
 	for(attempt = 0;; attempt++) {
-		bool changed;
-		const char *prev_keys;
-		json_object *patch, *answer = NULL;
-		char *path;
-
-		pool_plan_free(&plan);
-		free(keys);
-		keys = NULL;
-		buf_reset(&changes);
-		if((rc = pool_plan_compute(&spec, rp, nodes, nnodes, &c->o.filter, &plan, err))) {
-			c->st.errors++;
-			note_update(c, name, "error");
-			emit(c, pool, name, "Warning", "PopulationFailed", err ? err->msg : prd_strerror(rc));
+		step = write_plan(c, &r, nodes, nnodes, attempt, &rc, err);
+		if(step == STEP_CONFLICT)
+			step = reread(c, &r, &rc, err);
+		if(step != STEP_RETRY)
 			break;
-		}
-		if(!(keys = keys_list(&plan))) {
-			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-			break;
-		}
-		prev_keys = kube_kv_get(rp->annotations, rp->nannotations, POOL_ANN_KEYS);
-		changed = diff(rp, &plan, &changes);
-		if(!changed && str_eq(prev_keys, keys) && recorded_nodes(rp) == (int64_t)plan.nodes) {
-			c->st.unchanged++;
-			note_update(c, name, "unchanged");
-			break;
-		}
-		if(!(patch = build_patch(c, rp, &plan, keys)) || !(path = str_printf("%s/%s", POOLS_PATH, name))) {
-			json_object_put(patch);
-			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-			break;
-		}
-		rc = kube_api_call(c->o.api, "PATCH", path, "application/merge-patch+json", patch, &answer, NULL, err);
-		free(path);
-		json_object_put(patch);
-		json_object_put(answer);
-		if(!rc) {
-			char msg[1024];
-			c->st.writes++;
-			note_update(c, name, "written");
-			if(changed) {
-				snprintf(msg, sizeof(msg), "populated from %zu node(s) selected by \"%s\": %s", plan.nodes,
-					 spec.selector_text, buf_str(&changes));
-				emit(c, pool, name, "Normal", "Populated", msg);
-			}
-			break;
-		}
-		if(rc == PRD_ENOTFOUND) {   /* deleted under us: nothing to keep */
-			rc = 0;
-			forget(c, name);
-			goto done_plan;
-		}
-		if(rc != PRD_ECONFLICT || attempt >= c->o.max_conflict_retries) {
-			c->st.errors++;
-			note_update(c, name, rc == PRD_ECONFLICT ? "conflict" : "error");
-			log_error("pool: write failed", "pool", name, "error", err ? err->msg : prd_strerror(rc));
-			break;
-		}
-		/* Someone else wrote the pool since we read it: read it again and
-		 * recompute, so their keys survive and our clamp sees their used. */
-		c->st.conflicts++;
-		note_update(c, name, "conflict");
-		json_object_put(fresh);
-		fresh = NULL;
-		if((rc = get_pool(c, name, &fresh, err))) {
-			if(rc == PRD_ENOTFOUND) {
-				rc = 0;
-				forget(c, name);
-				goto done_plan;
-			}
-			c->st.errors++;
-			break;
-		}
-		kube_obj_free(c->intern, m);
-		m = NULL;
-		if((rc = kube_decode(KUBE_KIND_RESOURCEPOOL, fresh, c->intern, &m, err))) {
-			c->st.errors++;
-			break;
-		}
-		rp = kube_as_resourcepool(m);
-		json_object_put(pool);
-		pool = json_object_get(fresh);
-		/* The annotations may have changed too. */
-		pool_spec_free(&spec);
-		rc = pool_spec_parse(rp->annotations, rp->nannotations, &spec, &e2);
-		if(rc == PRD_ENOTFOUND) {
-			forget(c, name);
-			rc = 0;
-			goto done_plan;
-		}
-		if(rc) {
-			c->st.invalid++;
-			emit(c, pool, name, "Warning", "InvalidPopulateAnnotation", e2.msg);
-			rc = rc == PRD_ENOMEM ? rc : 0;
-			goto done_plan;
-		}
 	}
-	if(!rc) {
-		warn_clamps(c, pool, name, &plan);
-		publish(c, name, &plan);
+	if(step == STEP_PUBLISH) {
+		warn_clamps(c, r.pool, r.name, &r.plan);
+		publish(c, r.name, &r.plan);
 	}
-done_plan:
-	pool_spec_free(&spec);
-	pool_plan_free(&plan);
+	pool_spec_free(&r.spec);
+	pool_plan_free(&r.plan);
 done:
-	free(keys);
-	buf_free(&changes);
-	kube_obj_free(c->intern, m);
-	json_object_put(fresh);
-	json_object_put(pool);
+	free(r.keys);
+	buf_free(&r.changes);
+	kube_obj_free(c->intern, r.m);
+	json_object_put(r.fresh);
+	json_object_put(r.pool);
 	return rc;
 }
 

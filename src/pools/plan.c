@@ -121,111 +121,120 @@ static int add_vanished(pool_plan *p, const char *list)
 	return 0;
 }
 
-int pool_plan_compute(const pool_spec *s, const kube_resourcepool *pool, const kube_node *const *nodes,
-		      size_t nnodes, const pool_filter *f, pool_plan *out, prd_err *err)
+/* The resource set: listed, or the defaults (every extended resource a
+ * selected node offers joins later). Each gets an entry, so a listed
+ * resource no node has is populated as zero. PRD_ENOMEM or 0. */
+static int seed_entries(const pool_spec *s, pool_plan *p)
 {
-	pool_filter nofilter = { false, false };
-	pool_plan p = { 0 };
 	char key[POOL_KEY_MAX];
-	size_t i, j;
-	int rc = 0;
+	size_t i;
 
-	memset(out, 0, sizeof(*out));
-	if(!f)
-		f = &nofilter;
-
-	/* The resource set: listed, or the defaults plus every extended
-	 * resource a selected node offers. Each gets an entry, so a listed
-	 * resource no node has is populated as zero. */
 	if(s->resources) {
 		for(i = 0; i < s->nresources; i++) {
 			if(!pool_quota_key(s->resources[i], key, sizeof(key)))
 				continue;
-			if(!find_entry(&p, key) && !add_entry(&p, key, s->resources[i]))
-				goto nomem;
+			if(!find_entry(p, key) && !add_entry(p, key, s->resources[i]))
+				return PRD_ENOMEM;
 		}
 	} else {
 		for(i = 0; i < sizeof(default_resources) / sizeof(default_resources[0]); i++) {
 			pool_quota_key(default_resources[i], key, sizeof(key));
-			if(!add_entry(&p, key, default_resources[i]))
-				goto nomem;
+			if(!add_entry(p, key, default_resources[i]))
+				return PRD_ENOMEM;
 		}
 	}
+	return 0;
+}
+
+/* Does the pool's selector select node n? PRD_ENOMEM or 0. */
+static int node_selected(const pool_spec *s, const kube_node *n, bool *match)
+{
+	sel_label stack[32], *labels = stack;
+	size_t j;
+
+	if(n->nlabels > 32 && !(labels = malloc(n->nlabels * sizeof(*labels))))
+		return PRD_ENOMEM;
+	for(j = 0; j < n->nlabels; j++) {
+		labels[j].key = n->labels[j].key;
+		labels[j].value = n->labels[j].value;
+	}
+	*match = sel_matches_pairs(s->selector, labels, n->nlabels);
+	if(labels != stack)
+		free(labels);
+	return 0;
+}
+
+/* Count the selected nodes and add their allocatable to the entries'
+ * totals. */
+static int sum_nodes(const pool_spec *s, const kube_node *const *nodes, size_t nnodes,
+		     const pool_filter *f, pool_plan *p, prd_err *err)
+{
+	char key[POOL_KEY_MAX];
+	size_t i, j;
+	int rc;
 
 	for(i = 0; i < nnodes; i++) {
 		const kube_node *n = nodes[i];
-		sel_label stack[32], *labels = stack;
 		bool match;
 
 		if(!pool_node_counts(n, f))
 			continue;
-		if(n->nlabels > 32 && !(labels = malloc(n->nlabels * sizeof(*labels))))
-			goto nomem;
-		for(j = 0; j < n->nlabels; j++) {
-			labels[j].key = n->labels[j].key;
-			labels[j].value = n->labels[j].value;
-		}
-		match = sel_matches_pairs(s->selector, labels, n->nlabels);
-		if(labels != stack)
-			free(labels);
+		if(node_selected(s, n, &match))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 		if(!match)
 			continue;
-		p.nodes++;
+		p->nodes++;
 		for(j = 0; j < n->nallocatable; j++) {
 			const kube_res *r = &n->allocatable[j];
 			pool_entry *e;
 			if(!pool_quota_key(r->name, key, sizeof(key)))
 				continue;
-			e = find_entry(&p, key);
-			if(!e && !s->resources && pool_is_extended(r->name) && !(e = add_entry(&p, key, r->name)))
-				goto nomem;
-			if(e && (rc = qty_add(&e->total, &r->q))) {
-				rc = prd_err_set(err, rc, "%s: the sum over the nodes is out of range", key);
-				goto done;
-			}
+			e = find_entry(p, key);
+			if(!e && !s->resources && pool_is_extended(r->name) && !(e = add_entry(p, key, r->name)))
+				return prd_err_set(err, PRD_ENOMEM, "out of memory");
+			if(e && (rc = qty_add(&e->total, &r->q)))
+				return prd_err_set(err, rc, "%s: the sum over the nodes is out of range", key);
 		}
 	}
+	return 0;
+}
 
-	if(!s->resources && pool) {
-		const char *prev = kube_kv_get(pool->annotations, pool->nannotations, POOL_ANN_KEYS);
-		if(prev && (rc = add_vanished(&p, prev)))
-			goto nomem;
-	}
+/* A limits.cpu / limits.memory entry for each of the first nreq (requests)
+ * entries on cpu and memory: the computed request times the factor. */
+static int derive_limits(const pool_spec *s, pool_plan *p, size_t nreq, prd_err *err)
+{
+	char key[POOL_KEY_MAX];
+	size_t i;
+	int rc;
 
-	/* Headroom on the requests side, then the limits derived from it. */
-	size_t nreq = p.n;
 	for(i = 0; i < nreq; i++) {
-		if((rc = apply_headroom(s, &p.entries[i]))) {
-			rc = prd_err_set(err, rc, "%s: headroom arithmetic is out of range", p.entries[i].key);
-			goto done;
-		}
+		pool_entry *req = &p->entries[i], *lim;
+		char res[POOL_KEY_MAX];
+		qty computed;
+		/* A copy: add_entry below may move the array. */
+		str_copy(res, sizeof(res), req->resource);
+		if(req->vanished || (strcmp(res, "cpu") && strcmp(res, "memory")))
+			continue;
+		if((rc = pool_qty_scale(&req->computed, &s->factor, pool_granularity(res), &computed)))
+			return prd_err_set(err, rc, "limits.%s: factor arithmetic is out of range", res);
+		str_copy(key, sizeof(key), "limits.");
+		str_copy(key + 7, sizeof(key) - 7, res);
+		if(!(lim = add_entry(p, key, res)))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		req = &p->entries[i];
+		lim->total = req->total;
+		lim->computed = computed;
 	}
-	if(s->has_factor) {
-		for(i = 0; i < nreq; i++) {
-			pool_entry *req = &p.entries[i], *lim;
-			char res[POOL_KEY_MAX];
-			qty computed;
-			/* A copy: add_entry below may move the array. */
-			str_copy(res, sizeof(res), req->resource);
-			if(req->vanished || (strcmp(res, "cpu") && strcmp(res, "memory")))
-				continue;
-			if((rc = pool_qty_scale(&req->computed, &s->factor, pool_granularity(res), &computed))) {
-				rc = prd_err_set(err, rc, "limits.%s: factor arithmetic is out of range", res);
-				goto done;
-			}
-			str_copy(key, sizeof(key), "limits.");
-			str_copy(key + 7, sizeof(key) - 7, res);
-			if(!(lim = add_entry(&p, key, res)))
-				goto nomem;
-			req = &p.entries[i];
-			lim->total = req->total;
-			lim->computed = computed;
-		}
-	}
+	return 0;
+}
 
-	/* Never below what claims hold. */
-	for(i = 0; i < p.n; i++) {
-		pool_entry *e = &p.entries[i];
+/* Each entry's value: its computed amount, never below what claims hold. */
+static void clamp_to_used(const kube_resourcepool *pool, pool_plan *p)
+{
+	size_t i;
+
+	for(i = 0; i < p->n; i++) {
+		pool_entry *e = &p->entries[i];
 		const qty *used = pool ? kube_res_get(pool->used, pool->nused, e->key) : NULL;
 		e->used = used ? *used : qty_from_int64(0, QTY_DECIMAL_SI);
 		e->value = e->computed;
@@ -236,6 +245,40 @@ int pool_plan_compute(const pool_spec *s, const kube_resourcepool *pool, const k
 		if(e->vanished)
 			e->retire = qty_sign(&e->used) <= 0;
 	}
+}
+
+int pool_plan_compute(const pool_spec *s, const kube_resourcepool *pool, const kube_node *const *nodes,
+		      size_t nnodes, const pool_filter *f, pool_plan *out, prd_err *err)
+{
+	pool_filter nofilter = { false, false };
+	pool_plan p = { 0 };
+	size_t i, nreq;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if(!f)
+		f = &nofilter;
+	if(seed_entries(s, &p))
+		goto nomem;
+	if((rc = sum_nodes(s, nodes, nnodes, f, &p, err)))
+		goto done;
+	if(!s->resources && pool) {
+		const char *prev = kube_kv_get(pool->annotations, pool->nannotations, POOL_ANN_KEYS);
+		if(prev && (rc = add_vanished(&p, prev)))
+			goto nomem;
+	}
+
+	/* Headroom on the requests side, then the limits derived from it. */
+	nreq = p.n;
+	for(i = 0; i < nreq; i++) {
+		if((rc = apply_headroom(s, &p.entries[i]))) {
+			rc = prd_err_set(err, rc, "%s: headroom arithmetic is out of range", p.entries[i].key);
+			goto done;
+		}
+	}
+	if(s->has_factor && (rc = derive_limits(s, &p, nreq, err)))
+		goto done;
+	clamp_to_used(pool, &p);
 	qsort(p.entries, p.n, sizeof(*p.entries), cmp_entry);
 	*out = p;
 	return 0;

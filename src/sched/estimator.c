@@ -168,6 +168,65 @@ static int64_t limit_of(const sched_est_limits *lim, sched_est_limit *kind)
 	return max;
 }
 
+/* Place podSet `set` (its result r) first on the new nodes opened so far,
+ * then on fresh nodes opened as needed, at most max_new in all. Records in
+ * out->limited_by when the limit stopped it. */
+static int estimate_set(sched_snapshot *s, sched__ws *w, const sched__node *proto,
+                        const char *tname, size_t first_new, int64_t max_new,
+                        sched_est_limit kind, const sched_podset *set, sched_set_result *r,
+                        sched_est_result *out)
+{
+	const sched_pod_spec *pod = set->pod;
+	bool hs = has_host_spread(pod);
+	int64_t rem = set->count, p;
+	size_t gi = SIZE_MAX;
+	int rc;
+
+	r->requested = rem;
+	if((rc = sched__place_set(s, w, pod, rem, first_new, s->n_nodes, &gi, &p, r)))
+		return rc;
+	rem -= p;
+	while(rem > 0) {
+		int64_t avail = max_new - (int64_t)(s->n_nodes - first_new), bound, add, a;
+		size_t start = s->n_nodes;
+		if(avail <= 0) {
+			out->limited_by = kind;
+			break;
+		}
+		bound = fresh_bound(s, proto, pod);
+		if(bound <= 0)
+			break;
+		add = hs ? 1 : (rem + bound - 1) / bound;
+		if(add > avail)
+			add = avail;
+		for(a = 0; a < add; a++)
+			if((rc = add_fresh(s, proto, tname, s->n_nodes - first_new)))
+				return rc;
+		rc = sched__place_set(s, w, pod, rem, hs ? first_new : start, s->n_nodes, &gi, &p, r);
+		if(rc)
+			return rc;
+		trim(s, first_new);
+		rem -= p;
+		if(p == 0)
+			break;
+	}
+	r->placed = r->requested - rem;
+	return 0;
+}
+
+/* Assignments are reported relative to the first new node. */
+static void rebase_new(sched_place_result *pr, size_t first_new)
+{
+	size_t i, j;
+
+	for(i = 0; i < pr->n_sets; i++) {
+		sched_set_result *r = &pr->sets[i];
+		for(j = 0; j < r->n_assign; j++)
+			r->assign[j].node -= first_new;
+		sched__set_result_normalize(r);
+	}
+}
+
 int sched_estimate(sched_snapshot *s, const sched_node_spec *tmpl, const sched_podset *sets,
                    size_t n, const sched_est_limits *lim, sched_est_result *out, prd_err *e)
 {
@@ -176,7 +235,7 @@ int sched_estimate(sched_snapshot *s, const sched_node_spec *tmpl, const sched_p
 	sched__node proto;
 	sched_est_limit kind;
 	int64_t max_new;
-	size_t first_new, i, j;
+	size_t first_new, i;
 	bool forked = false;
 	int rc;
 
@@ -214,59 +273,22 @@ int sched_estimate(sched_snapshot *s, const sched_node_spec *tmpl, const sched_p
 	pr->fits_all = true;
 
 	for(i = 0; i < n; i++) {
-		size_t k = pr->order[i], gi = SIZE_MAX;
-		const sched_pod_spec *pod = sets[k].pod;
+		size_t k = pr->order[i];
 		sched_set_result *r = &pr->sets[k];
-		bool hs = has_host_spread(pod);
-		int64_t rem = sets[k].count, p;
-
-		r->requested = rem;
-		if((rc = sched__place_set(s, w, pod, rem, first_new, s->n_nodes, &gi, &p, r)))
-			goto fail;
-		rem -= p;
-		while(rem > 0) {
-			int64_t avail = max_new - (int64_t)(s->n_nodes - first_new), bound, add, a;
-			size_t start = s->n_nodes;
-			if(avail <= 0) {
-				out->limited_by = kind;
-				break;
-			}
-			bound = fresh_bound(s, &proto, pod);
-			if(bound <= 0)
-				break;
-			add = hs ? 1 : (rem + bound - 1) / bound;
-			if(add > avail)
-				add = avail;
-			for(a = 0; a < add; a++)
-				if((rc = add_fresh(s, &proto, tmpl->name, s->n_nodes - first_new)))
-					goto fail;
-			rc = sched__place_set(s, w, pod, rem, hs ? first_new : start, s->n_nodes, &gi,
-			                      &p, r);
-			if(rc)
-				goto fail;
-			trim(s, first_new);
-			rem -= p;
-			if(p == 0)
-				break;
+		rc = estimate_set(s, w, &proto, tmpl->name, first_new, max_new, kind, &sets[k], r, out);
+		if(rc) {
+			prd_err_set(e, rc, "estimate: %s", prd_strerror(rc));
+			goto done;
 		}
-		r->placed = r->requested - rem;
 		pr->requested += r->requested;
 		pr->placed += r->placed;
-		if(rem > 0)
+		if(r->placed < r->requested)
 			pr->fits_all = false;
 	}
 	out->new_nodes = (int64_t)(s->n_nodes - first_new);
-	for(i = 0; i < n; i++) {
-		sched_set_result *r = &pr->sets[i];
-		for(j = 0; j < r->n_assign; j++)
-			r->assign[j].node -= first_new;
-		sched__set_result_normalize(r);
-	}
+	rebase_new(pr, first_new);
 	if(pr->fits_all)
 		out->limited_by = SCHED_EST_UNLIMITED;
-	goto done;
-fail:
-	prd_err_set(e, rc, "estimate: %s", prd_strerror(rc));
 done:
 	if(forked)
 		sched_snapshot_revert(s);

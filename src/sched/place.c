@@ -205,19 +205,13 @@ static void spread_min(pctx *c, spread_st *sp)
 	}
 }
 
-/* Everything about the pod that does not depend on the node: request
- * vector, anti-affinity / affinity domains, spread counts and minima. */
-static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod)
+/* The pod's DoNotSchedule spread constraints (ScheduleAnyway ones do not
+ * filter), at most SPREAD_MAX. */
+static int collect_spread(pctx *c)
 {
-	size_t i, j, k, nn = s->n_nodes, nz = s->n_zones;
-	const char *ns = pod->namespace;
-	bool any_match = false;
-	int rc;
+	const sched_pod_spec *pod = c->pod;
+	size_t i;
 
-	memset(c, 0, sizeof(*c));
-	c->s = s;
-	c->w = w;
-	c->pod = pod;
 	for(i = 0; i < pod->n_spread; i++) {
 		if(pod->spread[i].when != SCHED_DO_NOT_SCHEDULE)
 			continue;
@@ -229,31 +223,39 @@ static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spe
 			c->sp_zone = true;
 		c->n_sp++;
 	}
-	if((rc = ws_reserve(w, nn, nz, c->n_sp)))
-		return rc;
-	memset(w->flags, 0, nn);
-	memset(w->zflags, 0, nz);
-	sched__req_vector(s, pod->requests, pod->n_requests, c->req, &c->impossible);
-	for(i = 0; i < pod->n_host_ports; i++)
-		c->has_ports |= pod->host_ports[i].port != 0;
-	c->tol_unsched = sched_tolerates_unschedulable(pod);
+	return 0;
+}
 
-	/* Spread eligibility: nodes the pod's node affinity admits that carry
-	 * every topology key (nodeAffinityPolicy Honor, nodeTaintsPolicy
-	 * Ignore). */
-	if(c->n_sp)
-		for(i = 0; i < nn; i++) {
-			const sched__node *n = &s->nodes[i];
-			if(c->sp_zone && n->zone < 0)
-				continue;
-			if(!sched_node_affinity_matches(pod, n->labels, n->n_labels))
-				continue;
-			w->flags[i] |= F_ELIG;
-			if(n->zone >= 0)
-				w->zflags[n->zone] |= Z_DOM;
-		}
+/* Spread eligibility: nodes the pod's node affinity admits that carry
+ * every topology key (nodeAffinityPolicy Honor, nodeTaintsPolicy
+ * Ignore). */
+static void mark_spread_eligible(pctx *c)
+{
+	const sched_snapshot *s = c->s;
+	sched__ws *w = c->w;
+	size_t i;
 
-	/* The pod's own anti-affinity against pods already there. */
+	for(i = 0; i < s->n_nodes; i++) {
+		const sched__node *n = &s->nodes[i];
+		if(c->sp_zone && n->zone < 0)
+			continue;
+		if(!sched_node_affinity_matches(c->pod, n->labels, n->n_labels))
+			continue;
+		w->flags[i] |= F_ELIG;
+		if(n->zone >= 0)
+			w->zflags[n->zone] |= Z_DOM;
+	}
+}
+
+/* The pod's own anti-affinity against pods already there, and whether a
+ * term matches the pod itself. */
+static void forbid_own_anti(pctx *c)
+{
+	const sched_snapshot *s = c->s;
+	const sched_pod_spec *pod = c->pod;
+	const char *ns = pod->namespace;
+	size_t i, j;
+
 	for(i = 0; i < pod->n_pod_anti_affinity; i++) {
 		const sched_pod_term *t = &pod->pod_anti_affinity[i];
 		bool host = is_host(t->topology_key);
@@ -269,65 +271,93 @@ static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spe
 				forbid_group(c, g, host);
 		}
 	}
-	/* Existing pods' anti-affinity against this pod (symmetry). */
+}
+
+/* Existing pods' anti-affinity against this pod (symmetry). */
+static void forbid_their_anti(pctx *c)
+{
+	const sched_snapshot *s = c->s;
+	const sched_pod_spec *pod = c->pod;
+	size_t j, k;
+
 	for(j = 0; s->n_anti_groups && j < s->n_groups; j++) {
 		const sched__group *g = &s->groups[j];
 		if(!g->n_anti || g->total <= 0)
 			continue;
 		for(k = 0; k < g->n_anti; k++)
-			if(sched_pod_term_matches(&g->anti[k], g->ns, ns, pod->labels, pod->n_labels))
+			if(sched_pod_term_matches(&g->anti[k], g->ns, pod->namespace, pod->labels,
+			                          pod->n_labels))
 				forbid_group(c, g, is_host(g->anti[k].topology_key));
 	}
+}
 
-	/* Required pod affinity: domains holding pods that match every term. */
+/* Required pod affinity: domains holding pods that match every term. When
+ * none does, the first-pod rule applies if the pod matches every term
+ * itself, and nothing can satisfy the affinity otherwise. */
+static void mark_affinity(pctx *c)
+{
+	const sched_snapshot *s = c->s;
+	const sched_pod_spec *pod = c->pod;
+	const char *ns = pod->namespace;
+	sched__ws *w = c->w;
+	bool self_all = true, any_match = false;
+	size_t i, j, k;
+
 	c->n_aff = pod->n_pod_affinity;
-	if(c->n_aff) {
-		bool self_all = true;
-		for(i = 0; i < c->n_aff; i++) {
-			const sched_pod_term *t = &pod->pod_affinity[i];
-			if(is_host(t->topology_key))
-				c->aff_host = true;
-			else
-				c->aff_zone = true;
-			if(!sched_pod_term_matches(t, ns, ns, pod->labels, pod->n_labels))
-				self_all = false;
-		}
-		for(j = 0; j < s->n_groups; j++) {
-			const sched__group *g = &s->groups[j];
-			bool all = g->total > 0;
-			for(i = 0; i < c->n_aff && all; i++)
-				all = sched_pod_term_matches(&pod->pod_affinity[i], ns, g->ns, g->labels,
-				                             g->n_labels);
-			if(!all)
+	if(!c->n_aff)
+		return;
+	for(i = 0; i < c->n_aff; i++) {
+		const sched_pod_term *t = &pod->pod_affinity[i];
+		if(is_host(t->topology_key))
+			c->aff_host = true;
+		else
+			c->aff_zone = true;
+		if(!sched_pod_term_matches(t, ns, ns, pod->labels, pod->n_labels))
+			self_all = false;
+	}
+	for(j = 0; j < s->n_groups; j++) {
+		const sched__group *g = &s->groups[j];
+		bool all = g->total > 0;
+		for(i = 0; i < c->n_aff && all; i++)
+			all = sched_pod_term_matches(&pod->pod_affinity[i], ns, g->ns, g->labels,
+			                             g->n_labels);
+		if(!all)
+			continue;
+		for(k = 0; k < g->n_ents; k++) {
+			const sched__gent *en = &g->ents[k];
+			int32_t z = s->nodes[en->node].zone;
+			if(en->count <= 0)
 				continue;
-			for(k = 0; k < g->n_ents; k++) {
-				const sched__gent *en = &g->ents[k];
-				int32_t z = s->nodes[en->node].zone;
-				if(en->count <= 0)
-					continue;
-				w->flags[en->node] |= F_HAFF;
-				if(z >= 0)
-					w->zflags[z] |= Z_AFF;
-				if(c->aff_host || z >= 0)
-					any_match = true;
-			}
-		}
-		if(!any_match) {
-			c->wildcard = self_all;
-			c->aff_none = !self_all;
+			w->flags[en->node] |= F_HAFF;
+			if(z >= 0)
+				w->zflags[z] |= Z_AFF;
+			if(c->aff_host || z >= 0)
+				any_match = true;
 		}
 	}
+	if(!any_match) {
+		c->wildcard = self_all;
+		c->aff_none = !self_all;
+	}
+}
 
-	/* Spread counts: matching pods in the pod's namespace on eligible
-	 * nodes, per domain. */
+/* Spread counts: matching pods in the pod's namespace on eligible nodes,
+ * per domain; then each constraint's minimum. */
+static void count_spread(pctx *c)
+{
+	const sched_snapshot *s = c->s;
+	const sched_pod_spec *pod = c->pod;
+	sched__ws *w = c->w;
+	size_t i, j, k;
+
 	for(i = 0; i < c->n_sp; i++) {
 		spread_st *sp = &c->sp[i];
 		sp->cnt = sp->host ? w->spcnt[i] : w->zspcnt[i];
-		memset(sp->cnt, 0, (sp->host ? nn : nz) * sizeof(int64_t));
+		memset(sp->cnt, 0, (sp->host ? s->n_nodes : s->n_zones) * sizeof(int64_t));
 		sp->self = sched_selector_matches(sp->c->selector, pod->labels, pod->n_labels);
 		for(j = 0; j < s->n_groups; j++) {
 			const sched__group *g = &s->groups[j];
-			if(g->total <= 0 || strcmp(g->ns, ns) != 0 ||
+			if(g->total <= 0 || strcmp(g->ns, pod->namespace) != 0 ||
 			   !sched_selector_matches(sp->c->selector, g->labels, g->n_labels))
 				continue;
 			for(k = 0; k < g->n_ents; k++) {
@@ -342,6 +372,35 @@ static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spe
 		}
 		spread_min(c, sp);
 	}
+}
+
+/* Everything about the pod that does not depend on the node: request
+ * vector, anti-affinity / affinity domains, spread counts and minima. */
+static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod)
+{
+	size_t i, nn = s->n_nodes, nz = s->n_zones;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->s = s;
+	c->w = w;
+	c->pod = pod;
+	if((rc = collect_spread(c)))
+		return rc;
+	if((rc = ws_reserve(w, nn, nz, c->n_sp)))
+		return rc;
+	memset(w->flags, 0, nn);
+	memset(w->zflags, 0, nz);
+	sched__req_vector(s, pod->requests, pod->n_requests, c->req, &c->impossible);
+	for(i = 0; i < pod->n_host_ports; i++)
+		c->has_ports |= pod->host_ports[i].port != 0;
+	c->tol_unsched = sched_tolerates_unschedulable(pod);
+	if(c->n_sp)
+		mark_spread_eligible(c);
+	forbid_own_anti(c);
+	forbid_their_anti(c);
+	mark_affinity(c);
+	count_spread(c);
 	return 0;
 }
 
@@ -562,28 +621,18 @@ static int assign_push(sched_set_result *r, size_t node, int64_t count)
 	return 0;
 }
 
-int sched__place_set(sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod,
-                     int64_t count, size_t lo, size_t hi, size_t *gi, int64_t *placed,
-                     sched_set_result *res)
+/* Capacities of nodes [lo, hi), then the candidates among them bucketed by
+ * zone (no zone last), each bucket's scan pointer at its start; and how
+ * many copies each zone may still take. */
+static void fill_buckets(pctx *c, const sched_snapshot *s, sched__ws *w, size_t lo, size_t hi)
 {
-	size_t nz = s->n_zones, ng = nz + 1, g, i, n_touched = 0;
-	int64_t rem = count;
-	spread_st *round_sp;
-	pctx c;
-	int rc;
+	size_t nz = s->n_zones, ng = nz + 1, g, i;
 
-	*placed = 0;
-	if(count <= 0 || lo >= hi)
-		return 0;
-	if((rc = prepare(&c, s, w, pod)))
-		return rc;
-
-	/* Capacities, then candidates bucketed by zone (no zone last). */
 	for(g = 0; g <= ng; g++)
 		w->gstart[g] = 0;
 	for(i = lo; i < hi; i++) {
 		w->placed[i] = 0;
-		w->cap[i] = node_cap(&c, i, NULL);
+		w->cap[i] = node_cap(c, i, NULL);
 		if(w->cap[i] > 0) {
 			int32_t z = s->nodes[i].zone;
 			w->gstart[(z < 0 ? nz : (size_t)z) + 1]++;
@@ -600,118 +649,146 @@ int sched__place_set(sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod,
 			w->list[w->gend[g]++] = i;
 		}
 	for(g = 0; g < nz; g++)
-		w->zcap[g] = c.self_anti_zone ? 1 : INF;
-	round_sp = round_batching(&c);
+		w->zcap[g] = c->self_anti_zone ? 1 : INF;
+}
 
-	while(rem > 0) {
-		size_t best = SIZE_MAX, k;
-		int64_t take;
-		int32_t z;
-		bool host_phase = false;
+/* The first node that can take a copy now, or SIZE_MAX: the smallest head
+ * among the open zones' buckets, after moving each head past nodes that
+ * cannot. */
+static size_t first_feasible(const pctx *c, sched__ws *w, size_t nz)
+{
+	size_t ng = nz + 1, best = SIZE_MAX, g;
 
-		for(g = 0; g < ng; g++) {
-			if(w->gptr[g] == w->gend[g])
-				continue;
-			if(g < nz && (w->zcap[g] == 0 || !zone_spread_ok(&c, (int32_t)g)))
-				continue;
-			while(w->gptr[g] < w->gend[g]) {
-				size_t x = w->list[w->gptr[g]];
-				if(w->cap[x] > 0 && aff_ok(&c, x) && host_spread_ok(&c, x))
-					break;
-				w->gptr[g]++;
-			}
-			if(w->gptr[g] < w->gend[g] && w->list[w->gptr[g]] < best)
-				best = w->list[w->gptr[g]];
+	for(g = 0; g < ng; g++) {
+		if(w->gptr[g] == w->gend[g])
+			continue;
+		if(g < nz && (w->zcap[g] == 0 || !zone_spread_ok(c, (int32_t)g)))
+			continue;
+		while(w->gptr[g] < w->gend[g]) {
+			size_t x = w->list[w->gptr[g]];
+			if(w->cap[x] > 0 && aff_ok(c, x) && host_spread_ok(c, x))
+				break;
+			w->gptr[g]++;
 		}
-		if(best == SIZE_MAX)
-			break;
-		if(round_sp && round_sp->n_at_min == round_sp->n_dom && !c.wildcard &&
-		   rem >= (int64_t)round_sp->n_dom) {
-			/* Balanced zones under maxSkew 1: first fit gives every zone
-			 * one copy per round, each on that zone's first feasible
-			 * node. While every zone has such a node and it can take R
-			 * more copies, R rounds are identical: place them at once. */
-			size_t heads = 0;
-			int64_t rounds = rem / (int64_t)round_sp->n_dom;
-			for(g = 0; g < nz; g++)
-				if(w->gptr[g] < w->gend[g]) {
-					size_t x = w->list[w->gptr[g]];
-					heads++;
-					if(w->cap[x] < rounds)
-						rounds = w->cap[x];
-				}
-			if(heads == round_sp->n_dom && rounds > 1) {
-				for(g = 0; g < nz; g++)
-					if(w->gptr[g] < w->gend[g]) {
-						size_t x = w->list[w->gptr[g]];
-						if(w->placed[x] == 0)
-							w->touched[n_touched++] = x;
-						w->placed[x] += rounds;
-						w->cap[x] -= rounds;
-						round_sp->cnt[g] += rounds;
-					}
-				round_sp->m += rounds;
-				rem -= rounds * (int64_t)heads;
-				continue;
-			}
-		}
-		z = s->nodes[best].zone;
-		take = rem < w->cap[best] ? rem : w->cap[best];
-		if(z >= 0 && w->zcap[z] < take)
-			take = w->zcap[z];
-		for(k = 0; k < c.n_sp; k++) {
-			spread_st *sp = &c.sp[k];
-			size_t d = sp->host ? best : (size_t)z;
-			int64_t allow;
-			if(!sp->self)
-				continue;
-			allow = sp->c->max_skew + sp->m - sp->cnt[d];
-			if(allow < take)
-				take = allow;
-			if(!sp->m_fixed && sp->cnt[d] == sp->m && sp->n_at_min == 1)
-				take = 1;
-		}
-		/* Apply the batch. */
-		if(w->placed[best] == 0)
-			w->touched[n_touched++] = best;
-		w->placed[best] += take;
-		w->cap[best] -= take;
-		if(z >= 0 && w->zcap[z] != INF)
-			w->zcap[z] -= take;
-		for(k = 0; k < c.n_sp; k++) {
-			spread_st *sp = &c.sp[k];
-			size_t d = sp->host ? best : (size_t)z;
-			int64_t old = sp->cnt[d];
-			if(!sp->self)
-				continue;
-			sp->cnt[d] += take;
-			if(sp->m_fixed || old != sp->m)
-				continue;
-			if(--sp->n_at_min == 0) {
-				spread_min(&c, sp);
-				if(sp->host)
-					host_phase = true;
-			}
-		}
-		if(c.wildcard) {
-			c.wildcard = false;
-			c.restrict_first = true;
-			c.first = best;
-		}
-		rem -= take;
-		if(host_phase)
-			compact(&c, ng);
+		if(w->gptr[g] < w->gend[g] && w->list[w->gptr[g]] < best)
+			best = w->list[w->gptr[g]];
 	}
+	return best;
+}
 
-	*placed = count - rem;
-	if(*placed == 0)
-		return 0;
+/* Balanced zones under maxSkew 1: first fit gives every zone one copy per
+ * round, each on that zone's first feasible node. While every zone has
+ * such a node and it can take R more copies, R rounds are identical: place
+ * them at once. Returns whether it did (and took them off *rem). */
+static bool place_rounds(pctx *c, sched__ws *w, size_t nz, spread_st *round_sp,
+                         int64_t *rem, size_t *n_touched)
+{
+	size_t heads = 0, g;
+	int64_t rounds;
+
+	if(round_sp->n_at_min != round_sp->n_dom || c->wildcard ||
+	   *rem < (int64_t)round_sp->n_dom)
+		return false;
+	rounds = *rem / (int64_t)round_sp->n_dom;
+	for(g = 0; g < nz; g++)
+		if(w->gptr[g] < w->gend[g]) {
+			size_t x = w->list[w->gptr[g]];
+			heads++;
+			if(w->cap[x] < rounds)
+				rounds = w->cap[x];
+		}
+	if(heads != round_sp->n_dom || rounds <= 1)
+		return false;
+	for(g = 0; g < nz; g++)
+		if(w->gptr[g] < w->gend[g]) {
+			size_t x = w->list[w->gptr[g]];
+			if(w->placed[x] == 0)
+				w->touched[(*n_touched)++] = x;
+			w->placed[x] += rounds;
+			w->cap[x] -= rounds;
+			round_sp->cnt[g] += rounds;
+		}
+	round_sp->m += rounds;
+	*rem -= rounds * (int64_t)heads;
+	return true;
+}
+
+/* How many copies go on `best` at once: bounded by its capacity, its
+ * zone's, each self-matching spread constraint's allowance, and cut to one
+ * when the copy would raise a minimum. */
+static int64_t batch_size(const pctx *c, const sched__ws *w, size_t best, int32_t z, int64_t rem)
+{
+	int64_t take = rem < w->cap[best] ? rem : w->cap[best];
+	size_t k;
+
+	if(z >= 0 && w->zcap[z] < take)
+		take = w->zcap[z];
+	for(k = 0; k < c->n_sp; k++) {
+		const spread_st *sp = &c->sp[k];
+		size_t d = sp->host ? best : (size_t)z;
+		int64_t allow;
+		if(!sp->self)
+			continue;
+		allow = sp->c->max_skew + sp->m - sp->cnt[d];
+		if(allow < take)
+			take = allow;
+		if(!sp->m_fixed && sp->cnt[d] == sp->m && sp->n_at_min == 1)
+			take = 1;
+	}
+	return take;
+}
+
+/* Place `take` copies on `best`: capacities, spread counts and minima,
+ * the first-pod rule. Returns whether a hostname minimum rose. */
+static bool apply_batch(pctx *c, sched__ws *w, size_t best, int32_t z, int64_t take,
+                        size_t *n_touched)
+{
+	bool host_phase = false;
+	size_t k;
+
+	if(w->placed[best] == 0)
+		w->touched[(*n_touched)++] = best;
+	w->placed[best] += take;
+	w->cap[best] -= take;
+	if(z >= 0 && w->zcap[z] != INF)
+		w->zcap[z] -= take;
+	for(k = 0; k < c->n_sp; k++) {
+		spread_st *sp = &c->sp[k];
+		size_t d = sp->host ? best : (size_t)z;
+		int64_t old = sp->cnt[d];
+		if(!sp->self)
+			continue;
+		sp->cnt[d] += take;
+		if(sp->m_fixed || old != sp->m)
+			continue;
+		if(--sp->n_at_min == 0) {
+			spread_min(c, sp);
+			if(sp->host)
+				host_phase = true;
+		}
+	}
+	if(c->wildcard) {
+		c->wildcard = false;
+		c->restrict_first = true;
+		c->first = best;
+	}
+	return host_phase;
+}
+
+/* Add the copies placed on the touched nodes to the snapshot as group *gi
+ * (created when SIZE_MAX), in node order, and append them to res. */
+static int commit_placed(const pctx *c, sched_snapshot *s, sched__ws *w, size_t n_touched,
+                         size_t *gi, sched_set_result *res)
+{
+	size_t i;
+	int rc;
+
 	for(i = 1; i < n_touched; i++)
 		if(w->touched[i - 1] > w->touched[i]) {
 			qsort(w->touched, n_touched, sizeof(size_t), cmp_size);
 			break;
 		}
-	if(*gi == SIZE_MAX && (rc = sched__group_new(s, pod, c.req, gi)))
+	if(*gi == SIZE_MAX && (rc = sched__group_new(s, c->pod, c->req, gi)))
 		return rc;
 	for(i = 0; i < n_touched; i++) {
 		size_t x = w->touched[i];
@@ -721,6 +798,46 @@ int sched__place_set(sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod,
 			return rc;
 	}
 	return 0;
+}
+
+int sched__place_set(sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod,
+                     int64_t count, size_t lo, size_t hi, size_t *gi, int64_t *placed,
+                     sched_set_result *res)
+{
+	size_t nz = s->n_zones, ng = nz + 1, n_touched = 0;
+	int64_t rem = count;
+	spread_st *round_sp;
+	pctx c;
+	int rc;
+
+	*placed = 0;
+	if(count <= 0 || lo >= hi)
+		return 0;
+	if((rc = prepare(&c, s, w, pod)))
+		return rc;
+	fill_buckets(&c, s, w, lo, hi);
+	round_sp = round_batching(&c);
+
+	while(rem > 0) {
+		size_t best = first_feasible(&c, w, nz);
+		int64_t take;
+		int32_t z;
+
+		if(best == SIZE_MAX)
+			break;
+		if(round_sp && place_rounds(&c, w, nz, round_sp, &rem, &n_touched))
+			continue;
+		z = s->nodes[best].zone;
+		take = batch_size(&c, w, best, z, rem);
+		rem -= take;
+		if(apply_batch(&c, w, best, z, take, &n_touched))
+			compact(&c, ng);
+	}
+
+	*placed = count - rem;
+	if(*placed == 0)
+		return 0;
+	return commit_placed(&c, s, w, n_touched, gi, res);
 }
 
 static int cmp_assign(const void *a, const void *b)
