@@ -32,8 +32,12 @@
 #define INF INT64_MAX
 #define SPREAD_MAX 16
 
-enum { F_ELIG = 1, F_HFORB = 2, F_HAFF = 4 };
-enum { Z_FORB = 1, Z_AFF = 2, Z_DOM = 4 };
+/* F_ELIG: the node carries every topology key of the pod's spread
+ * constraints; F_AFF: the pod's node affinity admits it; F_TOL: the pod
+ * tolerates its NoSchedule/NoExecute taints (computed only when a
+ * constraint honours taints). */
+enum { F_ELIG = 1, F_HFORB = 2, F_HAFF = 4, F_AFF = 8, F_TOL = 16 };
+enum { Z_FORB = 1, Z_AFF = 2 };
 
 typedef struct spread_st {
 	const sched_spread *c;
@@ -173,7 +177,9 @@ static void forbid_group(pctx *c, const sched__group *g, bool host)
 
 static bool spread_allows_dom(const spread_st *sp, size_t d)
 {
-	return sp->cnt[d] + sp->self - sp->m <= sp->c->max_skew;
+	/* A domain the constraint does not count (-1) is never a feasible
+	 * node's: the filters that exclude it from counting reject it. */
+	return (sp->cnt[d] < 0 ? 0 : sp->cnt[d]) + sp->self - sp->m <= sp->c->max_skew;
 }
 
 /* Minimum over the constraint's domains and how many sit at it. */
@@ -187,9 +193,8 @@ static void spread_min(pctx *c, spread_st *sp)
 	sp->n_dom = 0;
 	sp->m = 0;
 	for(i = 0; i < n; i++) {
-		bool dom = sp->host ? (c->w->flags[i] & F_ELIG) : (c->w->zflags[i] & Z_DOM);
-		if(!dom)
-			continue;
+		if(sp->cnt[i] < 0)
+			continue; /* not a domain of this constraint */
 		sp->n_dom++;
 		if(!any || sp->cnt[i] < sp->m) {
 			sp->m = sp->cnt[i];
@@ -226,25 +231,37 @@ static int collect_spread(pctx *c)
 	return 0;
 }
 
-/* Spread eligibility: nodes the pod's node affinity admits that carry
- * every topology key (nodeAffinityPolicy Honor, nodeTaintsPolicy
- * Ignore). */
+/* What the spread constraints need to know of each node: does it carry
+ * every topology key, does the pod's node affinity admit it, does the pod
+ * tolerate its taints. */
 static void mark_spread_eligible(pctx *c)
 {
 	const sched_snapshot *s = c->s;
 	sched__ws *w = c->w;
+	bool taints = false;
 	size_t i;
 
+	for(i = 0; i < c->n_sp; i++)
+		taints |= c->sp[i].c->honor_taints;
 	for(i = 0; i < s->n_nodes; i++) {
 		const sched__node *n = &s->nodes[i];
 		if(c->sp_zone && n->zone < 0)
 			continue;
-		if(!sched_node_affinity_matches(c->pod, n->labels, n->n_labels))
-			continue;
 		w->flags[i] |= F_ELIG;
-		if(n->zone >= 0)
-			w->zflags[n->zone] |= Z_DOM;
+		if(sched_node_affinity_matches(c->pod, n->labels, n->n_labels))
+			w->flags[i] |= F_AFF;
+		if(taints && sched_taints_tolerated(c->pod, n->taints, n->n_taints))
+			w->flags[i] |= F_TOL;
 	}
+}
+
+/* Does constraint sp count node i (its domain and its pods)? The node
+ * inclusion policies: nodeAffinityPolicy (default Honor) and
+ * nodeTaintsPolicy (default Ignore). */
+static bool spread_counts(const spread_st *sp, uint8_t flags)
+{
+	return (flags & F_ELIG) && (sp->c->ignore_affinity || (flags & F_AFF)) &&
+	       (!sp->c->honor_taints || (flags & F_TOL));
 }
 
 /* The pod's own anti-affinity against pods already there, and whether a
@@ -352,8 +369,14 @@ static void count_spread(pctx *c)
 
 	for(i = 0; i < c->n_sp; i++) {
 		spread_st *sp = &c->sp[i];
+		size_t nd = sp->host ? s->n_nodes : s->n_zones;
 		sp->cnt = sp->host ? w->spcnt[i] : w->zspcnt[i];
-		memset(sp->cnt, 0, (sp->host ? s->n_nodes : s->n_zones) * sizeof(int64_t));
+		/* -1: not a domain of this constraint (no node it counts). */
+		for(j = 0; j < nd; j++)
+			sp->cnt[j] = -1;
+		for(j = 0; j < s->n_nodes; j++)
+			if(spread_counts(sp, w->flags[j]))
+				sp->cnt[sp->host ? j : (size_t)s->nodes[j].zone] = 0;
 		sp->self = sched_selector_matches(sp->c->selector, pod->labels, pod->n_labels);
 		for(j = 0; j < s->n_groups; j++) {
 			const sched__group *g = &s->groups[j];
@@ -362,7 +385,7 @@ static void count_spread(pctx *c)
 				continue;
 			for(k = 0; k < g->n_ents; k++) {
 				const sched__gent *en = &g->ents[k];
-				if(en->count <= 0 || !(w->flags[en->node] & F_ELIG))
+				if(en->count <= 0 || !spread_counts(sp, w->flags[en->node]))
 					continue;
 				if(sp->host)
 					sp->cnt[en->node] += en->count;

@@ -663,6 +663,65 @@ static void test_affinity(void)
 	sched_snapshot_free(s);
 }
 
+/* The node inclusion policies of topology spread. With zone b's only node
+ * tainted: Ignore (the default) still counts zone b as a domain holding 0
+ * pods, so only one of two pods fits in zone a; Honor leaves zone b out
+ * and both fit (what kube-scheduler does). With the pod's node selector
+ * admitting only zone a: Honor (the default) leaves zone b out; Ignore
+ * counts it. Broken simulator caught: one with the policies hard-coded
+ * (the first version, which answered "only 1 of 2 pods fit"). */
+static void test_spread_policies(void)
+{
+	sched_snapshot *s = sched_snapshot_new();
+	sched_taint t[] = { { "dedicated", "gpu", SCHED_EFFECT_NO_SCHEDULE } };
+	sched_label pool_x[] = { { "pool", "x" } }, pool_y[] = { { "pool", "y" } };
+	sched_spread zs = { SCHED_KEY_ZONE, 1, 0, SCHED_DO_NOT_SCHEDULE, &sel_web, false, false };
+	sched_pod_spec web = pod_cpu(100);
+	sched_podset set = { &web, 2 };
+	sched_place_result r;
+
+	add_node(s, "a1", "za", 8000, 16, 110, pool_x, 1, NULL, 0, false);
+	add_node(s, "b1", "zb", 8000, 16, 110, pool_y, 1, t, N(t), false);
+	web.labels = app_web;
+	web.n_labels = 1;
+	web.spread = &zs;
+	web.n_spread = 1;
+	CU_ASSERT_EQUAL(sched_snapshot_fork(s), 0);
+	CU_ASSERT_EQUAL(sched_place(s, &set, 1, &r, NULL), 0);
+	CU_ASSERT_EQUAL(r.placed, 1); /* Ignore: zb counts with 0 */
+	sched_place_result_free(&r);
+	CU_ASSERT_EQUAL(sched_snapshot_revert(s), 0);
+	zs.honor_taints = true;
+	CU_ASSERT_EQUAL(sched_snapshot_fork(s), 0);
+	CU_ASSERT_EQUAL(sched_place(s, &set, 1, &r, NULL), 0);
+	CU_ASSERT_EQUAL(r.placed, 2); /* Honor: zb is no domain */
+	CU_ASSERT_TRUE(r.fits_all);
+	sched_place_result_free(&r);
+	CU_ASSERT_EQUAL(sched_snapshot_revert(s), 0);
+	zs.honor_taints = false;
+
+	/* Node affinity: the pod may only go to pool x (zone a); zone b is
+	 * untainted now. */
+	sched_snapshot_free(s);
+	s = sched_snapshot_new();
+	add_node(s, "a1", "za", 8000, 16, 110, pool_x, 1, NULL, 0, false);
+	add_node(s, "b1", "zb", 8000, 16, 110, pool_y, 1, NULL, 0, false);
+	web.node_selector = pool_x;
+	web.n_node_selector = 1;
+	CU_ASSERT_EQUAL(sched_snapshot_fork(s), 0);
+	CU_ASSERT_EQUAL(sched_place(s, &set, 1, &r, NULL), 0);
+	CU_ASSERT_EQUAL(r.placed, 2); /* Honor: zb is no domain */
+	sched_place_result_free(&r);
+	CU_ASSERT_EQUAL(sched_snapshot_revert(s), 0);
+	zs.ignore_affinity = true;
+	CU_ASSERT_EQUAL(sched_snapshot_fork(s), 0);
+	CU_ASSERT_EQUAL(sched_place(s, &set, 1, &r, NULL), 0);
+	CU_ASSERT_EQUAL(r.placed, 1); /* Ignore: zb counts with 0 */
+	sched_place_result_free(&r);
+	CU_ASSERT_EQUAL(sched_snapshot_revert(s), 0);
+	sched_snapshot_free(s);
+}
+
 static void test_spread(void)
 {
 	sched_snapshot *s = sched_snapshot_new();
@@ -1172,6 +1231,7 @@ static const test_case cases[] = {
 	{ "anti_affinity", test_anti_affinity },
 	{ "affinity", test_affinity },
 	{ "spread", test_spread },
+	{ "spread: node inclusion policies", test_spread_policies },
 	{ "group_placement", test_group_placement },
 	{ "group_fill", test_group_fill },
 	{ "fork_revert", test_fork_revert },

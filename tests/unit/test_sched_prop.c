@@ -167,7 +167,7 @@ static void gen_shape(shape *h, int n_nodes)
 			h->spread[k] = (sched_spread){ topo(), 1 + ri(3), chance(25) ? 1 + ri(4) : 0,
 			                               chance(90) ? SCHED_DO_NOT_SCHEDULE
 			                                          : SCHED_SCHEDULE_ANYWAY,
-			                               &h->sp_sel[k], false, false };
+			                               &h->sp_sel[k], chance(30), chance(30) };
 		}
 		p->spread = h->spread;
 		p->n_spread = ns;
@@ -246,6 +246,20 @@ static bool matches_all_aff(const sched_pod_spec *owner, const sched_pod_spec *p
 		                           p->labels, p->n_labels))
 			return false;
 	return true;
+}
+
+/* Does spread constraint c count node n: its keys, and the inclusion
+ * policies (nodeAffinityPolicy, nodeTaintsPolicy)? */
+static bool spread_counted(const model *m, const sched_pod_spec *p, const sched_spread *c, int n)
+{
+	size_t i;
+	const mnode *nd = &m->nodes[n];
+	for(i = 0; i < p->n_spread; i++)
+		if(p->spread[i].when == SCHED_DO_NOT_SCHEDULE && !has_key(m, p->spread[i].topology_key, n))
+			return false;
+	if(!c->ignore_affinity && !sched_node_affinity_matches(p, nd->labels, nd->n_labels))
+		return false;
+	return !c->honor_taints || sched_taints_tolerated(p, &nd->taint, nd->n_taints);
 }
 
 static bool spread_eligible(const model *m, const sched_pod_spec *p, int n)
@@ -352,7 +366,7 @@ static bool ref_fits(const model *m, const sched_pod_spec *p, int n)
 		if(!spread_eligible(m, p, n))
 			return false;
 		for(j = 0; j < m->n_nodes; j++) {
-			if(!spread_eligible(m, p, j))
+			if(!spread_counted(m, p, c, j))
 				continue;
 			d = is_host(c->topology_key) ? j : m->nodes[j].zone;
 			if(!dom[d])
@@ -361,7 +375,7 @@ static bool ref_fits(const model *m, const sched_pod_spec *p, int n)
 		}
 		for(i = 0; i < m->n_pods; i++) {
 			const mpod *e = &m->pods[i];
-			if(strcmp(e->spec->namespace, p->namespace) != 0 || !spread_eligible(m, p, e->node) ||
+			if(strcmp(e->spec->namespace, p->namespace) != 0 || !spread_counted(m, p, c, e->node) ||
 			   !sched_selector_matches(c->selector, e->spec->labels, e->spec->n_labels))
 				continue;
 			cnt[is_host(c->topology_key) ? e->node : m->nodes[e->node].zone]++;
