@@ -4,13 +4,15 @@
  *
  * Two flags are meant for tooling rather than people and are left out of
  * the help: --list-options prints the option table (flag, key, type,
- * default; tab-separated) and --list-metrics the names of the metric
- * families provreqd registers. tests/unit/test_docs.sh checks the docs
- * against both. */
+ * default; tab-separated), --list-metrics the names of the metric
+ * families provreqd registers and --list-metric-labels each family's name,
+ * type and label names (tab-separated; labels comma-separated, "-" for
+ * none). tests/unit/test_docs.sh checks the docs against all three. */
 #include "cmd.h"
 #include "ops/config.h"
 #include "ops/metrics.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +39,7 @@ static int print_buf(buf *b, FILE *f, int rc)
 	return rc;
 }
 
-static int list_metrics(void)
+static int list_metrics(bool labels)
 {
 	int i, n;
 	if(metrics_init() != 0) {
@@ -45,8 +47,21 @@ static int list_metrics(void)
 		return 1;
 	}
 	n = metrics_count();
-	for(i = 0; i < n; i++)
-		printf("%s\n", metrics_name(i));
+	for(i = 0; i < n; i++) {
+		enum metrics_type t;
+		const char *const *l = NULL;
+		size_t k;
+		if(!labels) {
+			printf("%s\n", metrics_name(i));
+			continue;
+		}
+		if(metrics_describe(i, &t, &l) != 0)
+			continue;
+		printf("%s\t%s\t", metrics_name(i), metrics_type_name(t));
+		for(k = 0; l && l[k]; k++)
+			printf("%s%s", k ? "," : "", l[k]);
+		printf("%s\n", k ? "" : "-");
+	}
 	metrics_shutdown();
 	return 0;
 }
@@ -74,7 +89,9 @@ int cmd_check_config(int argc, char **argv)
 			return print_buf(&out, stdout, 0);
 		}
 		if(strcmp(a, "--list-metrics") == 0)
-			return list_metrics();
+			return list_metrics(false);
+		if(strcmp(a, "--list-metric-labels") == 0)
+			return list_metrics(true);
 	}
 
 	buf_init(&errs);

@@ -173,7 +173,9 @@ static void export_informer_stats(kube_informer *const *inf, const kube_resource
 	}
 }
 
-/* Every apiserver request, into the API metrics. */
+/* Every apiserver request, into the API metrics. A watch (verb WATCH) is
+ * counted but not timed: the client reports it when the stream ends, with
+ * no latency, and the stream's life is not a request latency. */
 static void observe_api(void *ud, const char *verb, const char *resource, long code, int64_t latency_ns)
 {
 	char cb[16];
@@ -181,7 +183,8 @@ static void observe_api(void *ud, const char *verb, const char *resource, long c
 	(void)resource;
 	snprintf(cb, sizeof(cb), "%ld", code);
 	metrics_counter_add(M_API_REQUESTS, METRICS_L(verb, cb), 1);
-	metrics_observe(M_API_LATENCY, METRICS_L(verb), (double)latency_ns / (double)PRD_NS_PER_SEC);
+	if(strcmp(verb, "WATCH") != 0)
+		metrics_observe(M_API_LATENCY, METRICS_L(verb), (double)latency_ns / (double)PRD_NS_PER_SEC);
 }
 
 /* Monotonic time since this replica started waiting for the lease (at
