@@ -32,7 +32,7 @@ typedef struct cfg_strv {
  * never NULL after cfg_load ("" when unset). */
 typedef struct cfg {
 	char *config_file;              /* --config (flag only) */
-	char *kubeconfig;               /* "" = in-cluster, then $KUBECONFIG */
+	char *kubeconfig;               /* "" = $KUBECONFIG, ~/.kube/config, in-cluster */
 	char *context;
 	cfg_strv cloud_drivers;         /* paths of driver .so files */
 	char *cloud_config;
