@@ -414,7 +414,9 @@ int cmd_run(int argc, char **argv)
 	memset(&po, 0, sizeof(po));
 	po.api = &api;
 	po.clock = clock;
-	po.debounce_ns = c.pool_debounce;
+	/* pool_opts reads 0 as "the default"; --pool-debounce=0s means no wait. */
+	po.debounce_ns = c.pool_debounce > 0 ? c.pool_debounce : 1;
+	po.resync_ns = RUN_RESYNC_NS; /* pools are not watched */
 	po.filter.include_not_ready = c.pool_include_unready;
 	po.filter.include_unschedulable = c.pool_include_unready;
 	po.metrics = pool_metrics_registry(&pool_children);
@@ -489,7 +491,9 @@ int cmd_run(int argc, char **argv)
 				health_set_flag(hl, "first-pass", true, NULL);
 			}
 			/* Pools are debounced by pool_ctl; node events mark them dirty.
-			 * Pools themselves change rarely and are read at each sync. */
+			 * Pools themselves are not watched (the CRD may be absent):
+			 * each sync lists them, and one is due at least every
+			 * RUN_RESYNC_NS, so a new or edited pool is found by then. */
 			if(pool_ctl_due(pools, &pool_wait)) {
 				pool_nodelist nl;
 				memset(&nl, 0, sizeof(nl));
