@@ -206,6 +206,27 @@ comm -13 "$tmp/c-other-events" "$tmp/d-other-events" | while read -r t r; do
 done >>"$tmp/ediff"
 while read -r line; do bad "$line"; done <"$tmp/ediff"
 
+# The example ResourcePools select nodes the example node groups make:
+# each equality term (key=value) of populate-from-nodes is a label of at
+# least one template in templates/nodegroups, and every term holds on one
+# template (set-based terms are left out).
+for rp in "$PRD_SRCDIR"/templates/examples/resourcepool-*.yaml; do
+	sel=$(sed -n 's/^ *provreqd.io\/populate-from-nodes: *"\(.*\)"$/\1/p' "$rp")
+	[ -n "$sel" ] || { bad "$rp: no provreqd.io/populate-from-nodes"; continue; }
+	terms=$(printf '%s\n' "$sel" | sed 's/([^)]*)//g' | tr ',' '\n' | grep -E '^[^=!]+=[^=]+$' || true)
+	[ -n "$terms" ] || bad "$rp: no key=value term in \"$sel\" to check"
+	found=
+	for ng in "$PRD_SRCDIR"/templates/nodegroups/*.yaml; do
+		all=yes
+		for t in $terms; do
+			k=${t%%=*} v=${t#*=}
+			grep -qE "^    $k: \"?$v\"?\$" "$ng" || all=
+		done
+		[ -n "$all" ] && found=$ng
+	done
+	[ -n "$found" ] || bad "$rp selects \"$sel\", which no template in templates/nodegroups carries"
+done
+
 # make install puts the man page in section 8.
 ${MAKE:-make} -s -C "$PRD_BUILDDIR" DESTDIR="$tmp/root" install-man8 >/dev/null ||
 	bad "make install-man8 failed"
