@@ -42,7 +42,7 @@
 /* A pass runs when something changed in the caches (after a short quiet
  * period, so a burst of events makes one pass), when a timer of the
  * controller is due, and at least every resync interval. */
-#define RUN_RESYNC_NS (30 * PRD_NS_PER_SEC)
+#define RUN_RESYNC_NS CFG_IDLE_HEARTBEAT_NS /* the idle heartbeat check-config knows */
 #define RUN_QUIET_NS (100 * PRD_NS_PER_MS)
 /* After SIGTERM, requests to the apiserver may run this much longer (the
  * lease release among them); the process ends well within 5 s. */
