@@ -1,16 +1,24 @@
 /* provreqd check-config: load the config file and flags exactly as `run`
- * does, report every problem (exit 1) or print the effective configuration
- * as YAML (exit 0).
+ * does, check that the driver and cloud-config files it would open exist,
+ * report every problem (exit 1) or print the effective configuration as
+ * YAML (exit 0).
  *
  * Two flags are meant for tooling rather than people and are left out of
  * the help: --list-options prints the option table (flag, key, type,
- * default; tab-separated) and --list-metrics the names of the metric
- * families provreqd registers. tests/unit/test_docs.sh checks the docs
- * against both. */
+ * default; tab-separated), --list-metrics the names of the metric
+ * families provreqd registers and --list-metric-labels each family's name,
+ * type and label names (tab-separated; labels comma-separated, "-" for
+ * none). tests/unit/test_docs.sh checks the docs against all three. */
 #include "cmd.h"
 #include "ops/config.h"
 #include "ops/metrics.h"
+#include "util/err.h"
 
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +45,7 @@ static int print_buf(buf *b, FILE *f, int rc)
 	return rc;
 }
 
-static int list_metrics(void)
+static int list_metrics(bool labels)
 {
 	int i, n;
 	if(metrics_init() != 0) {
@@ -45,10 +53,57 @@ static int list_metrics(void)
 		return 1;
 	}
 	n = metrics_count();
-	for(i = 0; i < n; i++)
-		printf("%s\n", metrics_name(i));
+	for(i = 0; i < n; i++) {
+		enum metrics_type t;
+		const char *const *l = NULL;
+		size_t k;
+		if(!labels) {
+			printf("%s\n", metrics_name(i));
+			continue;
+		}
+		if(metrics_describe(i, &t, &l) != 0)
+			continue;
+		printf("%s\t%s\t", metrics_name(i), metrics_type_name(t));
+		for(k = 0; l && l[k]; k++)
+			printf("%s%s", k ? "," : "", l[k]);
+		printf("%s\n", k ? "" : "-");
+	}
 	metrics_shutdown();
 	return 0;
+}
+
+/* The files `run` would open at start-up: each --cloud-driver and the
+ * --cloud-config must be readable regular files, or `run` would stop
+ * there. Problems are appended to errs; 0 or PRD_EINVAL. */
+static int check_file(const char *flag, const char *key, const char *path, buf *errs)
+{
+	struct stat st;
+	if(stat(path, &st) != 0) {
+		buf_printf(errs, "--%s (%s): %s: %s\n", flag, key, path, strerror(errno));
+		return PRD_EINVAL;
+	}
+	if(!S_ISREG(st.st_mode)) {
+		buf_printf(errs, "--%s (%s): %s: not a regular file\n", flag, key, path);
+		return PRD_EINVAL;
+	}
+	if(access(path, R_OK) != 0) {
+		buf_printf(errs, "--%s (%s): %s: %s\n", flag, key, path, strerror(errno));
+		return PRD_EINVAL;
+	}
+	return PRD_OK;
+}
+
+static int check_files(const cfg *c, buf *errs)
+{
+	int rc = PRD_OK;
+	size_t i;
+	for(i = 0; i < c->cloud_drivers.n; i++)
+		if(check_file("cloud-driver", "cloud.drivers", c->cloud_drivers.v[i], errs) != PRD_OK)
+			rc = PRD_EINVAL;
+	if(c->cloud_config && *c->cloud_config &&
+	   check_file("cloud-config", "cloud.config", c->cloud_config, errs) != PRD_OK)
+		rc = PRD_EINVAL;
+	return rc;
 }
 
 int cmd_check_config(int argc, char **argv)
@@ -74,12 +129,16 @@ int cmd_check_config(int argc, char **argv)
 			return print_buf(&out, stdout, 0);
 		}
 		if(strcmp(a, "--list-metrics") == 0)
-			return list_metrics();
+			return list_metrics(false);
+		if(strcmp(a, "--list-metric-labels") == 0)
+			return list_metrics(true);
 	}
 
 	buf_init(&errs);
 	buf_init(&out);
 	rc = cfg_load(&c, argc - 1, argv + 1, &errs);
+	if(rc != PRD_ENOMEM && check_files(&c, &errs) != PRD_OK && rc == 0)
+		rc = PRD_EINVAL;
 	if(rc == 0)
 		rc = cfg_to_yaml(&c, &out);
 	cfg_free(&c);

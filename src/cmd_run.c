@@ -42,7 +42,7 @@
 /* A pass runs when something changed in the caches (after a short quiet
  * period, so a burst of events makes one pass), when a timer of the
  * controller is due, and at least every resync interval. */
-#define RUN_RESYNC_NS (30 * PRD_NS_PER_SEC)
+#define RUN_RESYNC_NS CFG_IDLE_HEARTBEAT_NS /* the idle heartbeat check-config knows */
 #define RUN_QUIET_NS (100 * PRD_NS_PER_MS)
 /* After SIGTERM, requests to the apiserver may run this much longer (the
  * lease release among them); the process ends well within 5 s. */
@@ -173,7 +173,9 @@ static void export_informer_stats(kube_informer *const *inf, const kube_resource
 	}
 }
 
-/* Every apiserver request, into the API metrics. */
+/* Every apiserver request, into the API metrics. A watch (verb WATCH) is
+ * counted but not timed: the client reports it when the stream ends, with
+ * no latency, and the stream's life is not a request latency. */
 static void observe_api(void *ud, const char *verb, const char *resource, long code, int64_t latency_ns)
 {
 	char cb[16];
@@ -181,7 +183,8 @@ static void observe_api(void *ud, const char *verb, const char *resource, long c
 	(void)resource;
 	snprintf(cb, sizeof(cb), "%ld", code);
 	metrics_counter_add(M_API_REQUESTS, METRICS_L(verb, cb), 1);
-	metrics_observe(M_API_LATENCY, METRICS_L(verb), (double)latency_ns / (double)PRD_NS_PER_SEC);
+	if(strcmp(verb, "WATCH") != 0)
+		metrics_observe(M_API_LATENCY, METRICS_L(verb), (double)latency_ns / (double)PRD_NS_PER_SEC);
 }
 
 /* Monotonic time since this replica started waiting for the lease (at
@@ -449,7 +452,9 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 	memset(&po, 0, sizeof(po));
 	po.api = &r->api;
 	po.clock = r->clock;
-	po.debounce_ns = c->pool_debounce;
+	/* pool_opts reads 0 as "the default"; --pool-debounce=0s means no wait. */
+	po.debounce_ns = c->pool_debounce > 0 ? c->pool_debounce : 1;
+	po.resync_ns = RUN_RESYNC_NS; /* pools are not watched */
 	po.filter.include_not_ready = c->pool_include_unready;
 	po.filter.include_unschedulable = c->pool_include_unready;
 	po.metrics = pool_metrics_registry(&r->pool_children);
@@ -526,7 +531,9 @@ static void run_pools(run_ctx *r, int64_t now, int64_t *wake, prd_err *e)
 	int64_t pool_wait = -1;
 
 	/* Pools are debounced by pool_ctl; node events mark them dirty.
-	 * Pools themselves change rarely and are read at each sync. */
+	 * Pools themselves are not watched (the CRD may be absent): each
+	 * sync lists them, and one is due at least every RUN_RESYNC_NS, so a
+	 * new or edited pool is found by then. */
 	if(pool_ctl_due(r->pools, &pool_wait)) {
 		pool_nodelist nl;
 		memset(&nl, 0, sizeof(nl));

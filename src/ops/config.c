@@ -29,7 +29,7 @@ const cfg_option cfg_options[] = {
 	{ "config", NULL, CFG_STRING, O(config_file), "",
 	  "YAML config file; flags given as well override its values", 0, 0, NULL },
 	{ "kubeconfig", "kube.kubeconfig", CFG_STRING, O(kubeconfig), "",
-	  "kubeconfig file; empty = in-cluster config, else $KUBECONFIG", 0, 0, NULL },
+	  "kubeconfig file; empty = $KUBECONFIG (a :-separated list), else ~/.kube/config, else the in-cluster service account", 0, 0, NULL },
 	{ "context", "kube.context", CFG_STRING, O(context), "",
 	  "kubeconfig context to use; empty = the current context", 0, 0, NULL },
 	{ "cloud-driver", "cloud.drivers", CFG_STRINGS, O(cloud_drivers), "",
@@ -103,6 +103,10 @@ const cfg_option cfg_options[] = {
 	  "count NotReady and unschedulable nodes in ResourcePool quotas", 0, 0, NULL },
 };
 const size_t cfg_n_options = sizeof(cfg_options) / sizeof(cfg_options[0]);
+_Static_assert(sizeof(cfg_options) / sizeof(cfg_options[0]) <= 64, "cfg.refused has one bit per option");
+
+#define REFUSE(c, o) ((c)->refused |= (uint64_t)1 << ((o) - cfg_options))
+#define REFUSED(c, o) (((c)->refused >> ((o) - cfg_options)) & 1)
 
 static const char *const type_names[] = { "string", "strings", "int", "duration", "bool" };
 
@@ -373,8 +377,10 @@ static int apply_json(cfg *c, const cfg_option *o, json_object *v, const char *f
 		}
 		break;
 	}
-	if(rc == PRD_EINVAL)
+	if(rc == PRD_EINVAL) {
 		add_err(errs, file, path, buf_str(&why));
+		REFUSE(c, o);
+	}
 	buf_free(&why);
 	return rc;
 }
@@ -576,8 +582,12 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 		seen[o - cfg_options] = true;
 		buf_init(&why);
 		r = set_text(c, o, val, &why);
-		if(r == PRD_EINVAL)
+		if(r == PRD_EINVAL) {
 			buf_printf(errs, "--%s: %s\n", o->flag, buf_str(&why));
+			REFUSE(c, o);
+		} else if(r == PRD_OK) {
+			c->refused &= ~((uint64_t)1 << (o - cfg_options)); /* a later flag fixed it */
+		}
 		buf_free(&why);
 		if(r == PRD_ENOMEM)
 			return r;
@@ -664,7 +674,7 @@ static int ordered(const cfg *c, const char *shorter, const char *longer, bool s
 	const cfg_option *a = by_flag(shorter, strlen(shorter)), *b = by_flag(longer, strlen(longer));
 	int64_t va = *CFIELD(c, a, int64_t), vb = *CFIELD(c, b, int64_t);
 	char da[32], db[32];
-	if(strict ? va < vb : va <= vb)
+	if(REFUSED(c, a) || REFUSED(c, b) || (strict ? va < vb : va <= vb))
 		return PRD_OK;
 	buf_printf(errs, "--%s (%s) must be %s --%s (%s)\n", shorter, cfg_format_duration(va, da),
 		   strict ? "shorter than" : "at most", longer, cfg_format_duration(vb, db));
@@ -678,7 +688,7 @@ int cfg_validate(const cfg *c, buf *errs)
 	for(i = 0; i < cfg_n_options; i++) {
 		const cfg_option *o = &cfg_options[i];
 		buf why;
-		if(!o->check)
+		if(!o->check || REFUSED(c, o))
 			continue;
 		buf_init(&why);
 		if(o->check(c, &why) != PRD_OK) {
@@ -698,7 +708,17 @@ int cfg_validate(const cfg *c, buf *errs)
 		rc = PRD_EINVAL;
 	if(ordered(c, "group-backoff-initial", "group-backoff-max", false, errs) != PRD_OK)
 		rc = PRD_EINVAL;
-	if(*c->cloud_config && c->cloud_drivers.n == 0) {
+	if(!REFUSED(c, by_flag("health-stale-after", 18)) && c->health_stale_after < 2 * CFG_IDLE_HEARTBEAT_NS) {
+		char d1[32], d2[32], d3[32];
+		buf_printf(errs,
+			   "--health-stale-after (%s) must be at least %s: an idle provreqd reports to /healthz "
+			   "only every %s, so /healthz would fail (and a liveness probe restart the pod) while "
+			   "nothing is wrong\n",
+			   cfg_format_duration(c->health_stale_after, d1), cfg_format_duration(2 * CFG_IDLE_HEARTBEAT_NS, d2),
+			   cfg_format_duration(CFG_IDLE_HEARTBEAT_NS, d3));
+		rc = PRD_EINVAL;
+	}
+	if(*c->cloud_config && c->cloud_drivers.n == 0 && !REFUSED(c, by_flag("cloud-driver", 12))) {
 		buf_append_str(errs, "--cloud-config is set but no --cloud-driver is loaded\n");
 		rc = PRD_EINVAL;
 	}
@@ -746,9 +766,14 @@ int cfg_load(cfg *c, int argc, char *const *argv, buf *errs)
 		return r;
 	if(r != PRD_OK)
 		rc = r;
-	/* Cross-checks on a half-applied config would only add noise. */
-	if(rc == PRD_OK)
-		rc = cfg_validate(c, errs);
+	/* Checks of the values that were taken, also when others were refused
+	 * (unknown keys, bad values): every problem is reported at once.
+	 * Checks involving a refused value are skipped (c->refused). */
+	r = cfg_validate(c, errs);
+	if(r == PRD_ENOMEM)
+		return r;
+	if(r != PRD_OK)
+		rc = r;
 	return rc;
 }
 

@@ -32,7 +32,7 @@ typedef struct cfg_strv {
  * never NULL after cfg_load ("" when unset). */
 typedef struct cfg {
 	char *config_file;              /* --config (flag only) */
-	char *kubeconfig;               /* "" = in-cluster, then $KUBECONFIG */
+	char *kubeconfig;               /* "" = $KUBECONFIG, ~/.kube/config, in-cluster */
 	char *context;
 	cfg_strv cloud_drivers;         /* paths of driver .so files */
 	char *cloud_config;
@@ -66,7 +66,15 @@ typedef struct cfg {
 	int64_t pool_debounce;
 	bool pool_include_unready;
 	int64_t health_stale_after;
+	/* Bit i: the value given for cfg_options[i] was refused, so the field
+	 * keeps its earlier value and cfg_validate skips the checks that
+	 * involve it (they would report on a value nobody gave). */
+	uint64_t refused;
 } cfg;
+
+/* An idle `provreqd run` wakes, and reports to /healthz, at least this
+ * often; --health-stale-after must be at least twice as long. */
+#define CFG_IDLE_HEARTBEAT_NS (30LL * 1000000000LL)
 
 enum cfg_type {
 	CFG_STRING = 0,

@@ -76,7 +76,7 @@ int log_parse_level(const char *s, int *out)
 
 const char *log__int(char *b, long long v)
 {
-	snprintf(b, 24, "%lld", v);
+	snprintf(b, 24, "%c%lld", LOG__NUM, v);
 	return b;
 }
 
@@ -165,7 +165,15 @@ void log_kv(int level, const char *msg, ...)
 			v = "<nil>";
 		if(key_is_secret(k))
 			v = "<redacted>";
-		if(logger.format == PRD_LOG_JSON) {
+		if(v[0] == LOG__NUM) {   /* from LOGI: digits and an optional '-' */
+			if(logger.format == PRD_LOG_JSON) {
+				buf_append_char(&b, ',');
+				put_json_string(&b, k);
+				buf_printf(&b, ":%s", v + 1);
+			} else {
+				buf_printf(&b, " %s=%s", k, v + 1);
+			}
+		} else if(logger.format == PRD_LOG_JSON) {
 			buf_append_char(&b, ',');
 			put_json_string(&b, k);
 			buf_append_char(&b, ':');

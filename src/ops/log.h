@@ -34,10 +34,14 @@ int log_parse_level(const char *s, int *out);
 void log_set_time_fn(long long (*now_ns)(void));
 
 /* Log `msg` with key/value string pairs, terminated by NULL. A NULL value
- * prints as "<nil>". */
+ * prints as "<nil>". Values made with LOGI() are JSON numbers in JSON
+ * lines; every other value is a JSON string. */
 void log_kv(int level, const char *msg, ...);
 
-/* Format integers for a key/value list without a named buffer. */
+/* Format integers for a key/value list without a named buffer. The text
+ * carries a leading LOG__NUM byte so log_kv writes it as a JSON number
+ * (and drops the byte in text lines); pass it only to log_* calls. */
+#define LOG__NUM '\x1f'
 const char *log__int(char *buf, long long v);
 #define LOGI(v) log__int((char[24]){0}, (long long)(v))
 

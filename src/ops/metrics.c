@@ -115,7 +115,7 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 			     "1 when the populated amount was raised to the pool's used amount, else 0.",
 			     METRICS_GAUGE, L("pool", "resource"), NULL, 0 },
 	[M_POOL_UPDATES] = { "provreqd_pool_updates_total",
-			     "ResourcePool quota updates by pool and result (updated, unchanged, error).",
+			     "ResourcePool quota updates by pool and result (written, unchanged, invalid, conflict, error).",
 			     METRICS_COUNTER, L("pool", "result"), NULL, 0 },
 	[M_LEADER] = { "provreqd_leader", "1 while this replica holds the leader lease, else 0.",
 		       METRICS_GAUGE, NULL, NULL, 0 },
@@ -511,6 +511,26 @@ const char *metrics_name(int id)
 		n = reg.fams[id]->name;
 	pthread_mutex_unlock(&reg.mu);
 	return n;
+}
+
+int metrics_describe(int id, enum metrics_type *type, const char *const **labels)
+{
+	int rc = PRD_ENOTFOUND;
+	pthread_mutex_lock(&reg.mu);
+	if(reg.ready && id >= 0 && id < reg.n) {
+		if(type)
+			*type = reg.fams[id]->type;
+		if(labels)
+			*labels = (const char *const *)reg.fams[id]->labels;
+		rc = PRD_OK;
+	}
+	pthread_mutex_unlock(&reg.mu);
+	return rc;
+}
+
+const char *metrics_type_name(enum metrics_type t)
+{
+	return (unsigned)t < sizeof(type_names) / sizeof(type_names[0]) ? type_names[t] : "?";
 }
 
 int metrics_count(void)

@@ -125,6 +125,12 @@ int metrics_render(buf *out);
 /* Name of family `id` (NULL when there is no such family). The string
  * lives until metrics_shutdown(). */
 const char *metrics_name(int id);
+/* Type and label names (NULL-terminated; borrowed, valid until
+ * metrics_shutdown()) of family `id`; either pointer may be NULL. 0, or
+ * PRD_ENOTFOUND when there is no such family. */
+int metrics_describe(int id, enum metrics_type *type, const char *const **labels);
+/* "counter", "gauge" or "histogram". */
+const char *metrics_type_name(enum metrics_type t);
 /* Number of registered families (ids are 0 … count-1). */
 int metrics_count(void);
 

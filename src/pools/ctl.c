@@ -38,7 +38,7 @@ int pool_ctl_new(const pool_opts *opts, pool_ctl **out, prd_err *err)
 	*out = NULL;
 	if(!opts || !opts->api || !opts->api->request)
 		return prd_err_set(err, PRD_EINVAL, "pool_ctl_new: an API is required");
-	if(opts->debounce_ns < 0 || opts->max_conflict_retries < 0 || opts->warning_repeat_ns < 0)
+	if(opts->debounce_ns < 0 || opts->resync_ns < 0 || opts->max_conflict_retries < 0 || opts->warning_repeat_ns < 0)
 		return prd_err_set(err, PRD_EINVAL, "pool_ctl_new: negative interval or retry count");
 	if(!(c = calloc(1, sizeof(*c))))
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
@@ -82,6 +82,13 @@ bool pool_ctl_due(pool_ctl *c, int64_t *wait_ns)
 	int64_t now, next;
 
 	if(atomic_load(&c->dirty_gen) == c->clean_gen) {
+		if(c->o.resync_ns > 0 && c->synced_once) {
+			now = clk_mono(c->o.clock);
+			next = c->last_sync_mono + c->o.resync_ns;
+			if(wait_ns)
+				*wait_ns = now >= next ? 0 : next - now;
+			return now >= next;
+		}
 		if(wait_ns)
 			*wait_ns = -1;
 		return false;

@@ -200,6 +200,10 @@ typedef struct pool_opts {
 	const kube_api *api;           /* borrowed; required */
 	const clk *clock;              /* default clk_real() */
 	int64_t debounce_ns;           /* at most one sync per interval; default 2 s */
+	/* ResourcePools are not watched, so a pool created or edited while no
+	 * node changes would wait for the next node event: with resync_ns, a
+	 * sync is also due this long after the last one. 0 = only when marked. */
+	int64_t resync_ns;
 	int max_conflict_retries;      /* default 5 */
 	pool_filter filter;            /* default: Ready and schedulable only */
 	int64_t warning_repeat_ns;     /* an identical Warning is repeated after; default 10 min */
@@ -236,8 +240,9 @@ void pool_ctl_free(pool_ctl *c);
 void pool_ctl_mark_dirty(pool_ctl *c);
 
 /* Is a sync due now? True when dirty and at least debounce_ns passed
- * since the last sync started. When false and dirty, *wait_ns (may be
- * NULL) is how long until it will be; when clean it is -1. */
+ * since the last sync started, or (with resync_ns) when resync_ns passed
+ * since then. When false, *wait_ns (may be NULL) is how long until it will
+ * be; -1 when clean and there is no resync. */
 bool pool_ctl_due(pool_ctl *c, int64_t *wait_ns);
 
 /* List every ResourcePool through the API and reconcile the opted-in ones

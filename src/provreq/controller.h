@@ -110,4 +110,13 @@ void pr_ctl_set_fence(pr_ctl *c, pr_fence_fn may_act, void *ud);
  * first pass after pr_ctl_new always rebuilds. */
 void pr_ctl_rebuild_from_api(pr_ctl *c);
 
+/* The Event type ("Warning" or "Normal") recorded when a request's
+ * condition `type` changes to `status` with `reason`. Warning marks what an
+ * operator must look at: Failed=True, CapacityRevoked=True,
+ * BookingExpired=True/CapacityReservationTimeExpired and
+ * Provisioned=False/ScaleUpFailed. A Provisioned=False that comes with
+ * Failed=True records no Event of its own. docs/user-guide.md lists it per
+ * reason; tests/unit/test_docs.sh compares the two. */
+const char *pr_event_type(const char *type, const char *status, const char *reason);
+
 #endif

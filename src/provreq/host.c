@@ -48,6 +48,11 @@ static bool warning_worthy(const char *type, const char *status, const char *rea
 	return !strcmp(type, PR_COND_PROVISIONED) && !strcmp(reason, PR_R_SCALE_UP_FAILED);
 }
 
+const char *pr_event_type(const char *type, const char *status, const char *reason)
+{
+	return warning_worthy(type, status, reason) ? "Warning" : "Normal";
+}
+
 void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char *type, const char *status,
 		  const char *reason, const char *msg, bool quiet)
 {
@@ -65,7 +70,7 @@ void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char
 	}
 	if(transition) {
 		if(!quiet)
-			emit_event(c, pr, warning_worthy(type, status, reason) ? "Warning" : "Normal", reason, msg);
+			emit_event(c, pr, pr_event_type(type, status, reason), reason, msg);
 		log_info("request condition", "namespace", pr->meta.ns, "request", pr->meta.name, "class",
 			 pr->class_name, "condition", type, "status", status, "reason", reason, "message", msg);
 	}

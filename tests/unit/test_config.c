@@ -229,7 +229,9 @@ static void test_bad_values(void)
 			       "--lease-duration: 0s is out of range 1s..1h\n"
 			       "--bookin-ttl: unknown flag (did you mean --booking-ttl?)\n"
 			       "extra: unexpected argument\n"
-			       "--state-db: needs a value\n");
+			       "--state-db: needs a value\n"
+			       /* a value that parsed is still checked */
+			       "--http-addr (http.addr): address '8080': missing ':PORT'\n");
 	cfg_free(&c);
 	buf_free(&errs);
 
@@ -247,6 +249,56 @@ static void test_bad_values(void)
 			       "--lease-renew-deadline (20s) must be shorter than --lease-duration (15s)\n"
 			       "--request-backoff-initial (20m) must be at most --request-backoff-max (10m)\n"
 			       "--cloud-config is set but no --cloud-driver is loaded\n");
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
+/* Errors of keys and values do not hide the cross-field checks of the
+ * values that were taken, and a refused value is not cross-checked in the
+ * form of the default it left in place. */
+static void test_cross_checks_with_key_errors(void)
+{
+	cfg c;
+	buf errs;
+	const char *f = write_tmp("cross.yaml", "requests:\n  bookingTTL2: 20m\n");
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f, "--lease-renew-deadline=20s", "--v=9")), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), ": requests.bookingTTL2: unknown key"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--v: 9 is out of range 0..4\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--lease-renew-deadline (20s) must be shorter than --lease-duration (15s)\n"));
+	cfg_free(&c);
+	buf_free(&errs);
+
+	/* leaseDuration was refused: no "shorter than 15s" about the default. */
+	f = write_tmp("cross2.yaml", "leaderElection:\n  leaseDuration: 30\n  renewDeadline: 20s\n");
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f, "--log-format=xml")), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), ": leaderElection.leaseDuration: want a duration"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--log-format (log.format): 'xml' is not a log format"));
+	CU_ASSERT_PTR_NULL(strstr(buf_str(&errs), "must be shorter than"));
+	cfg_free(&c);
+	buf_free(&errs);
+
+	/* A later flag that fixes a refused value brings its checks back. */
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--lease-duration=x", "--lease-duration=5s")), PRD_EINVAL);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs), "--lease-duration: bad duration 'x' (want e.g. 500ms, 90s, 1m30s, 10m, 3h, 7d)\n"
+					      "--lease-renew-deadline (10s) must be shorter than --lease-duration (5s)\n");
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
+/* /healthz must not fail while provreqd is idle. */
+static void test_health_threshold(void)
+{
+	cfg c;
+	buf errs;
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--health-stale-after=20s")), PRD_EINVAL);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs),
+			       "--health-stale-after (20s) must be at least 1m: an idle provreqd reports to /healthz only "
+			       "every 30s, so /healthz would fail (and a liveness probe restart the pod) while nothing is "
+			       "wrong\n");
+	cfg_free(&c);
+	buf_free(&errs);
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--health-stale-after=1m")), 0);
+	CU_ASSERT_EQUAL(errs.len, 0);
 	cfg_free(&c);
 	buf_free(&errs);
 }
@@ -395,6 +447,25 @@ static void test_check_config_command(void)
 	CU_ASSERT_PTR_NULL(strstr(out, "# provreqd effective configuration"));
 	free(out);
 
+	/* The files run would open must exist. */
+	f = write_tmp("driver.so", "not really a driver, but a readable file\n");
+	snprintf(args, sizeof(args), "check-config --cloud-driver '%s' --cloud-config '%s'", f, f);
+	CU_ASSERT_EQUAL(run_provreqd(args, &out), 0);
+	free(out);
+	snprintf(args, sizeof(args),
+		 "check-config --cloud-driver '%s' --cloud-driver /nonexistent/kwok.so --cloud-driver '%s' "
+		 "--cloud-config /nonexistent/cloud.yaml --health-stale-after 30s",
+		 f, test_tmpdir());
+	CU_ASSERT_EQUAL(run_provreqd(args, &out), 1);
+	CU_ASSERT_PTR_NOT_NULL(
+		strstr(out, "--cloud-driver (cloud.drivers): /nonexistent/kwok.so: No such file or directory\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, ": not a regular file\n"));
+	CU_ASSERT_PTR_NOT_NULL(
+		strstr(out, "--cloud-config (cloud.config): /nonexistent/cloud.yaml: No such file or directory\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--health-stale-after (30s) must be at least 1m"));
+	CU_ASSERT_PTR_NULL(strstr(out, "# provreqd effective configuration"));
+	free(out);
+
 	CU_ASSERT_EQUAL(run_provreqd("check-config --help", &out), 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "Usage: provreqd check-config"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "  --cloud-driver string\n"));
@@ -412,6 +483,8 @@ static const test_case cases[] = {
 	{ "repeatable_flag", test_repeatable_flag },
 	{ "unknown_keys_with_path", test_unknown_keys_with_path },
 	{ "bad_values", test_bad_values },
+	{ "cross_checks_with_key_errors", test_cross_checks_with_key_errors },
+	{ "health_threshold", test_health_threshold },
 	{ "file_problems", test_file_problems },
 	{ "yaml_round_trip", test_yaml_round_trip },
 	{ "format_duration", test_format_duration },

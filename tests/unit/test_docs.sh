@@ -1,12 +1,16 @@
 #!/bin/sh
 # The docs check: every flag of the option table and every metric family
 # the code registers is documented, the docs name no flag or metric that
-# no longer exists, the example config is valid and the ConfigMap carries it
+# no longer exists, each family's type and labels and the values the code
+# records for the fixed-valued labels are the documented ones, the Event
+# type per condition and reason is the one the user guide gives, the example config is valid and the ConfigMap carries it
 # unchanged, `kubectl get provreq`'s columns (the CRD's printer columns) are
 # the ones the user guide lists, and `make install` installs provreqd(8).
 #
 # The lists come from the binary itself (`provreqd check-config
-# --list-options` and `--list-metrics`), so they cannot drift from the code.
+# --list-options`, `--list-metrics` and `--list-metric-labels`) and from
+# tests/unit/event_types (the controller's pr_event_type), so they cannot
+# drift from the code; label values are read from the source.
 set -eu
 : "${PRD_BUILDDIR:?}" "${PRD_SRCDIR:?}"
 bin=$PRD_BUILDDIR/provreqd
@@ -95,6 +99,133 @@ done <"$tmp/cols-v1"
 while read -r col; do
 	grep -qx "$col" "$tmp/cols-v1" || bad "docs/user-guide.md documents printer column $col, which the CRD lacks"
 done <"$tmp/doc-cols"
+
+# Metric families: each row's type and label names are the registered ones.
+"$bin" check-config --list-metric-labels >"$tmp/metric-labels" || { echo "check-config --list-metric-labels failed"; exit 99; }
+while IFS='	' read -r name type labels; do
+	row=$(grep -F -- "| \`$name\` |" "$docs/metrics.md" | head -1)
+	[ -n "$row" ] || continue # reported above
+	dtype=$(printf '%s\n' "$row" | awk -F'|' '{ gsub(/ /, "", $3); print $3 }')
+	dlabels=$(printf '%s\n' "$row" | awk -F'|' '{ gsub(/[ `]/, "", $4); print $4 }')
+	[ "$dlabels" = "—" ] && dlabels=-
+	[ "$dtype" = "$type" ] || bad "docs/metrics.md: $name is a $type, the docs say '$dtype'"
+	[ "$dlabels" = "$labels" ] || bad "docs/metrics.md: $name has labels '$labels', the docs say '$dlabels'"
+done <"$tmp/metric-labels"
+
+# Label values: the values the code records for a label, against the
+# backquoted words of that label's bullet in docs/metrics.md's Labels
+# section (`pattern` keeps the words that look like values of it).
+bullet_values() { # prefix pattern
+	awk -v p="$1" 'index($0, p) == 1 { on = 1; print; next }
+		on && (/^\* / || /^#/ || /^$/) { on = 0 } on' "$docs/metrics.md" |
+		grep -o '`[^`]*`' | tr -d '`' | grep -xE "$2" | grep -v '^provreqd_' | sort -u
+}
+same_values() { # what code-file doc-file
+	comm -23 "$2" "$3" | while read -r v; do echo "$1: the code records '$v', docs/metrics.md does not list it"; done >"$tmp/vdiff"
+	comm -13 "$2" "$3" | while read -r v; do echo "$1: docs/metrics.md lists '$v', the code never records it"; done >>"$tmp/vdiff"
+	[ -s "$2" ] || echo "$1: no values found in the code (the extraction is broken)" >>"$tmp/vdiff"
+	while read -r line; do bad "$line"; done <"$tmp/vdiff"
+}
+src=$PRD_SRCDIR/src
+sed -n 's/.*\.short_name = "\([^"]*\)".*/\1/p' "$src"/classes/*.c | sort -u >"$tmp/c-class"
+bullet_values '* `class`:' '[a-z][a-z-]*-[a-z-]*' >"$tmp/d-class"
+same_values 'label class (built-in classes)' "$tmp/c-class" "$tmp/d-class"
+grep -ho 'M_SCALEUPS, METRICS_L([^)]*)' "$src"/classes/*.c | sed 's/.*"\([a-z_]*\)")$/\1/' | sort -u >"$tmp/c-sresult"
+bullet_values '* `result` (scale-ups)' '[a-z_]+' | grep -vx result >"$tmp/d-sresult"
+same_values 'label result of provreqd_scaleups_total' "$tmp/c-sresult" "$tmp/d-sresult"
+grep -h 'note_update(c, ' "$src"/pools/ctl.c | grep -o '"[a-z_]*"' | tr -d '"' | sort -u >"$tmp/c-presult"
+bullet_values '* `result` (pool updates)' '[a-z_]+' | grep -vx result >"$tmp/d-presult"
+same_values 'label result of provreqd_pool_updates_total' "$tmp/c-presult" "$tmp/d-presult"
+grep -ho 'M_LEADER_TRANSITIONS, METRICS_L("[a-z_]*")' "$src"/*.c | sed 's/.*("\([a-z_]*\)")/\1/' | sort -u >"$tmp/c-event"
+bullet_values '* `event` (leadership)' '[a-z_]+' | grep -vx event >"$tmp/d-event"
+same_values 'label event of provreqd_leader_transitions_total' "$tmp/c-event" "$tmp/d-event"
+# verb: the method of every apiserver call in the controller and the
+# drivers, and WATCH for the streams the client reports.
+grep -rhoE '(kube_api_call|kube__request_ex|send_obj|kube_request|capi_request|kwok_request)\([^,()]*, "[A-Z]+"' \
+	"$src" "$PRD_SRCDIR/cloud" | sed 's/.*"\([A-Z]*\)"$/\1/' >"$tmp/c-verb"
+grep -ho 'observe_ud, "[A-Z]*"' "$src"/kube/client.c | sed 's/.*"\([A-Z]*\)"$/\1/' >>"$tmp/c-verb"
+sort -u -o "$tmp/c-verb" "$tmp/c-verb"
+bullet_values '* `verb`, `code`' '[A-Z]+' >"$tmp/d-verb"
+same_values 'label verb of the API metrics' "$tmp/c-verb" "$tmp/d-verb"
+
+# Events on requests: the user guide's table says which are Warnings; the
+# controller decides with pr_event_type() (src/provreq/host.c), asked here
+# through tests/unit/event_types for every condition, status and reason.
+evbin=$PRD_BUILDDIR/tests/unit/event_types
+vocab=$src/classes/vocab.h
+[ -x "$evbin" ] || { echo "$evbin is not built"; exit 99; }
+sed -n 's/^#define PR_COND_[A-Z_]* "\(.*\)"$/\1/p' "$vocab" >"$tmp/conds"
+sed -n 's/^#define PR_R_[A-Z_]* "\([^"]*\)".*/\1/p' "$vocab" >"$tmp/reasons"
+echo SomeDriverReason >>"$tmp/reasons" # a reason a driver makes up
+awk '/^\| Event type \| condition \| reason \| when \|$/ { on = 1; next } on && /^$/ { on = 0 }
+	on && !/^\|---/' "$docs/user-guide.md" |
+	awk -F'|' '{ for(i = 2; i <= 4; i++) { gsub(/[ `]/, "", $i) } print $2, $3, $4 }' >"$tmp/doc-events"
+[ -s "$tmp/doc-events" ] || bad "docs/user-guide.md has no Event table (| Event type | condition | reason | when |)"
+for cond in $(cat "$tmp/conds"); do
+	for status in True False; do
+		sed "s/^/$cond $status /" "$tmp/reasons"
+	done
+done >"$tmp/combos"
+"$evbin" <"$tmp/combos" >"$tmp/code-events" || bad "tests/unit/event_types failed"
+# Each documented condition row has the code's type (an "any" row: for
+# every reason).
+while read -r dtype cs reason; do
+	[ "$cs" = "—" ] && continue
+	cond=${cs%=*} status=${cs#*=}
+	if [ "$reason" = any ]; then
+		got=$(awk -v c="$cond" -v s="$status" '$1 == c && $2 == s { print $4 }' "$tmp/code-events" | sort -u | tr '\n' ' ')
+	else
+		got=$(awk -v c="$cond" -v s="$status" -v r="$reason" '$1 == c && $2 == s && $3 == r { print $4 }' "$tmp/code-events")
+		[ -n "$got" ] || got=$(printf '%s %s %s\n' "$cond" "$status" "$reason" | "$evbin" | cut -d' ' -f4)
+	fi
+	[ "$got" = "$dtype" ] || [ "$got" = "$dtype " ] ||
+		bad "docs/user-guide.md: an Event for $cs/$reason is $dtype, the code records ${got% }"
+done <"$tmp/doc-events"
+# Every transition the code records as a Warning is in the table.
+awk '$4 == "Warning"' "$tmp/code-events" | while read -r cond status reason t; do
+	awk -v cs="$cond=$status" -v r="$reason" '$2 == cs && ($3 == r || $3 == "any") { f = 1 } END { exit !f }' \
+		"$tmp/doc-events" || echo "$cond=$status/$reason"
+done >"$tmp/undoc-warn"
+while read -r w; do bad "the code records a Warning Event for $w; docs/user-guide.md's Event table does not list it"; done <"$tmp/undoc-warn"
+# Events that are not condition changes (h->event in src/classes), both ways.
+grep -rhoE 'h->event\(h->ctx, "(Normal|Warning)", [A-Za-z_"]+' "$src"/classes |
+	sed 's/.*, "\([A-Za-z]*\)", \(.*\)$/\1 \2/' | while read -r t r; do
+		case $r in
+		\"*) r=$(printf '%s' "$r" | tr -d '"') ;;
+		*) r=$(sed -n "s/^#define $r \"\([^\"]*\)\".*/\1/p" "$vocab") ;;
+		esac
+		echo "$t $r"
+	done | sort -u >"$tmp/c-other-events"
+awk '$2 == "—" { print $1, $3 }' "$tmp/doc-events" | sort -u >"$tmp/d-other-events"
+[ -s "$tmp/c-other-events" ] || bad "no h->event calls found in src/classes (the extraction is broken)"
+comm -23 "$tmp/c-other-events" "$tmp/d-other-events" | while read -r t r; do
+	echo "the code records a $t Event $r; docs/user-guide.md's Event table does not list it (as $t)"
+done >"$tmp/ediff"
+comm -13 "$tmp/c-other-events" "$tmp/d-other-events" | while read -r t r; do
+	echo "docs/user-guide.md lists a $t Event $r that the code does not record"
+done >>"$tmp/ediff"
+while read -r line; do bad "$line"; done <"$tmp/ediff"
+
+# The example ResourcePools select nodes the example node groups make:
+# each equality term (key=value) of populate-from-nodes is a label of at
+# least one template in templates/nodegroups, and every term holds on one
+# template (set-based terms are left out).
+for rp in "$PRD_SRCDIR"/templates/examples/resourcepool-*.yaml; do
+	sel=$(sed -n 's/^ *provreqd.io\/populate-from-nodes: *"\(.*\)"$/\1/p' "$rp")
+	[ -n "$sel" ] || { bad "$rp: no provreqd.io/populate-from-nodes"; continue; }
+	terms=$(printf '%s\n' "$sel" | sed 's/([^)]*)//g' | tr ',' '\n' | grep -E '^[^=!]+=[^=]+$' || true)
+	[ -n "$terms" ] || bad "$rp: no key=value term in \"$sel\" to check"
+	found=
+	for ng in "$PRD_SRCDIR"/templates/nodegroups/*.yaml; do
+		all=yes
+		for t in $terms; do
+			k=${t%%=*} v=${t#*=}
+			grep -qE "^    $k: \"?$v\"?\$" "$ng" || all=
+		done
+		[ -n "$all" ] && found=$ng
+	done
+	[ -n "$found" ] || bad "$rp selects \"$sel\", which no template in templates/nodegroups carries"
+done
 
 # make install puts the man page in section 8.
 ${MAKE:-make} -s -C "$PRD_BUILDDIR" DESTDIR="$tmp/root" install-man8 >/dev/null ||

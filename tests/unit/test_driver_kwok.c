@@ -592,7 +592,7 @@ static void test_node_group_for_node_and_template(void)
 	t = json_tokener_parse(tmpl);
 	drv->api->release_string(drv->state, tmpl);
 	CU_ASSERT_STRING_EQUAL(path_str(t, "status", "allocatable", "memory"), "8Gi");
-	CU_ASSERT_STRING_EQUAL(path_str(t, "metadata", "labels", "tier"), "gold");
+	CU_ASSERT_STRING_EQUAL(path_str(t, "metadata", "labels", "pool"), "gold");
 	json_object_put(t);
 	CU_ASSERT_EQUAL(drv->api->template_node(drv->state, "nosuch", &tmpl, &e), PRD_CLOUD_ENOTFOUND);
 }

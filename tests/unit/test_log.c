@@ -62,6 +62,42 @@ static void test_json_line(void)
 	free(mem);
 }
 
+/* Integers given with LOGI are JSON numbers, not strings; text that only
+ * looks like a number stays a string. */
+static void test_json_numbers(void)
+{
+	FILE *f;
+	char *mem;
+	size_t len;
+	json_object *o, *v;
+	capture_begin(&f, &mem, &len, PRD_LOG_INFO, PRD_LOG_JSON);
+	log_info("counts", "attempts", LOGI(3), "delta", LOGI(-42), "big", LOGI(9007199254740993LL), "name", "17",
+		 "token", LOGI(5));
+	mem = capture_end(f, &mem);
+	o = json_tokener_parse(mem);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+	v = json_object_object_get(o, "attempts");
+	CU_ASSERT_TRUE(json_object_is_type(v, json_type_int));
+	CU_ASSERT_EQUAL(json_object_get_int64(v), 3);
+	v = json_object_object_get(o, "delta");
+	CU_ASSERT_TRUE(json_object_is_type(v, json_type_int));
+	CU_ASSERT_EQUAL(json_object_get_int64(v), -42);
+	CU_ASSERT_EQUAL(json_object_get_int64(json_object_object_get(o, "big")), 9007199254740993LL);
+	CU_ASSERT_TRUE(json_object_is_type(json_object_object_get(o, "name"), json_type_string));
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(o, "token")), "<redacted>");
+	CU_ASSERT_PTR_NOT_NULL(strstr(mem, "\"attempts\":3,\"delta\":-42,"));
+	json_object_put(o);
+	free(mem);
+
+	/* The marker never reaches a text line. */
+	capture_begin(&f, &mem, &len, PRD_LOG_INFO, PRD_LOG_TEXT);
+	log_info("counts", "attempts", LOGI(3), "delta", LOGI(-42));
+	mem = capture_end(f, &mem);
+	CU_ASSERT_PTR_NOT_NULL(strstr(mem, " attempts=3 delta=-42\n"));
+	CU_ASSERT_PTR_NULL(strchr(mem, LOG__NUM));
+	free(mem);
+}
+
 static void test_levels_filter(void)
 {
 	FILE *f;
@@ -122,6 +158,7 @@ static void test_parse_flags(void)
 static const test_case cases[] = {
 	{ "text line", test_text_line },
 	{ "json line", test_json_line },
+	{ "json numbers", test_json_numbers },
 	{ "level filter", test_levels_filter },
 	{ "secrets redacted", test_secrets_redacted },
 	{ "parse flags", test_parse_flags },

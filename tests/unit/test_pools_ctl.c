@@ -80,7 +80,7 @@ static int counting(void *ud, const char *method, const char *path, const char *
 	return f->inner.request(f->inner.ud, method, path, ct, body, len, status, resp, rlen);
 }
 
-static void fx_up(int64_t debounce_ns)
+static void fx_up_resync(int64_t debounce_ns, int64_t resync_ns)
 {
 	pool_opts o = { 0 };
 	prd_err e;
@@ -94,12 +94,18 @@ static void fx_up(int64_t debounce_ns)
 	o.api = &F.api;
 	o.clock = &F.clock;
 	o.debounce_ns = debounce_ns;
+	o.resync_ns = resync_ns;
 	o.metrics.nodes = m_nodes;
 	o.metrics.populated = m_populated;
 	o.metrics.update = m_update;
 	o.metrics.forget = m_forget;
 	memset(&M, 0, sizeof(M));
 	CU_ASSERT_EQUAL_FATAL(pool_ctl_new(&o, &F.ctl, &e), 0);
+}
+
+static void fx_up(int64_t debounce_ns)
+{
+	fx_up_resync(debounce_ns, 0);
 }
 
 static void fx_down(void)
@@ -401,6 +407,43 @@ static void test_burst_debounced(void)
 	fx_down();
 }
 
+/* ResourcePools are not watched: with a resync interval, a pool created
+ * (or edited) while no node changes is found at the next resync, and
+ * without one it waits for a node event. */
+static void test_resync_finds_new_pool(void)
+{
+	char b[64];
+	int64_t wait;
+
+	fx_up_resync(2 * PRD_NS_PER_SEC, 30 * PRD_NS_PER_SEC);
+	add_node("n1", "gold", "4", "16Gi");
+	CU_ASSERT_TRUE(pool_ctl_due(F.ctl, NULL));
+	sync_now();
+	add_pool("gold", GOLD, "{}", NULL); /* no pool_ctl_mark_dirty */
+	CU_ASSERT_FALSE(pool_ctl_due(F.ctl, &wait));
+	CU_ASSERT_EQUAL(wait, 30 * PRD_NS_PER_SEC);
+	clk_fake_advance(&F.clock, 29 * PRD_NS_PER_SEC);
+	CU_ASSERT_FALSE(pool_ctl_due(F.ctl, &wait));
+	CU_ASSERT_EQUAL(wait, PRD_NS_PER_SEC);
+	clk_fake_advance(&F.clock, wait);
+	CU_ASSERT_TRUE_FATAL(pool_ctl_due(F.ctl, &wait));
+	CU_ASSERT_EQUAL(wait, 0);
+	sync_now();
+	CU_ASSERT_STRING_EQUAL(hard("gold", "requests.cpu", b), "4");
+	/* The resync clock restarts at each sync. */
+	CU_ASSERT_FALSE(pool_ctl_due(F.ctl, &wait));
+	CU_ASSERT_EQUAL(wait, 30 * PRD_NS_PER_SEC);
+	fx_down();
+
+	fx_up(2 * PRD_NS_PER_SEC);
+	sync_now();
+	add_pool("gold", GOLD, "{}", NULL);
+	clk_fake_advance(&F.clock, 3600 * PRD_NS_PER_SEC);
+	CU_ASSERT_FALSE(pool_ctl_due(F.ctl, &wait));
+	CU_ASSERT_EQUAL(wait, -1);
+	fx_down();
+}
+
 static void concurrent_writer(fixture *f)
 {
 	(void)f;
@@ -601,6 +644,7 @@ static const test_case cases[] = {
 	{ "unmanaged keys and other pools untouched", test_untouched },
 	{ "numeric comparison: no write for another spelling", test_numeric_compare },
 	{ "500 node changes, debounced, a few writes", test_burst_debounced },
+	{ "a new pool is found by the resync", test_resync_finds_new_pool },
 	{ "409 Conflict re-read and retried, other writer kept", test_conflict_retried },
 	{ "bad annotations: Warning Event, no change", test_bad_annotations },
 	{ "opting out leaves the values", test_opt_out },
