@@ -570,6 +570,50 @@ static bool base_add_nodes(pr_ctl *c, pr_world *w, uint64_t nfp)
 	return true;
 }
 
+/* verify_snapshot: the reused base against a snapshot built anew from the
+ * same objects, node by node (by name: the order may differ), on every
+ * resource the simulation knows. */
+static void verify_base(pr_ctl *c, pr_world *w)
+{
+	static const char *const res[] = { "cpu", "memory", "pods", "ephemeral-storage", "nvidia.com/gpu" };
+	sched_snapshot *fresh;
+	int64_t ready = w->ready_nodes;
+	size_t skipped = w->skipped_pods, i, k, n, bad = 0;
+	prd_err e;
+	w->snap = NULL;
+	w->ready_nodes = 0;
+	if(snapshot_nodes_pods(w, &e)) {
+		sched_snapshot_free(w->snap);
+		w->snap = NULL;
+		return;
+	}
+	fresh = w->snap;
+	w->snap = NULL;
+	w->ready_nodes = ready;
+	w->skipped_pods = skipped;
+	n = sched_snapshot_node_count(fresh);
+	if(n != sched_snapshot_node_count(c->base))
+		bad++;
+	for(i = 0; i < n && !bad; i++) {
+		size_t j;
+		if(sched_snapshot_find_node(c->base, sched_snapshot_node_name(fresh, i), &j)) {
+			bad++;
+			break;
+		}
+		for(k = 0; k < sizeof(res) / sizeof(res[0]); k++) {
+			int64_t a = 0, b = 0;
+			sched_snapshot_node_free(fresh, i, res[k], &a);
+			sched_snapshot_node_free(c->base, j, res[k], &b);
+			bad += a != b;
+		}
+	}
+	if(bad) {
+		c->stats.snapshot_mismatches++;
+		log_warn("the kept scheduling snapshot differs from a rebuild", "nodes", LOGI(n));
+	}
+	sched_snapshot_free(fresh);
+}
+
 /* Can the base serve this pass (updated in place where it can)? */
 static bool base_serves(pr_ctl *c, pr_world *w)
 {
@@ -602,6 +646,8 @@ static int snapshot_for_pass(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	int rc;
 	if(base_serves(c, w)) {
+		if(c->cfg.verify_snapshot)
+			verify_base(c, w);
 		w->snap = c->base;
 		w->ready_nodes = c->base_ready;
 		w->snap_shared = true;

@@ -38,6 +38,9 @@ typedef struct pr_config {
 	bool scale_down;                /* remove idle nodes provreqd added: on */
 	int64_t scale_down_idle_ns;     /* ... after this long idle: 10 min */
 	int64_t driver_call_timeout_ns; /* a driver class's provision call: 10 s */
+	/* Tests: whenever a pass reuses the kept snapshot, also build it anew
+	 * and compare (stats.snapshot_mismatches counts differences). */
+	bool verify_snapshot;
 } pr_config;
 
 void pr_config_default(pr_config *cfg);
@@ -55,6 +58,7 @@ typedef struct pr_stats {
 	uint64_t bookings_held;         /* last pass */
 	uint64_t snapshot_reuses;       /* passes that reused the snapshot of unchanged nodes and pods */
 	uint64_t snapshot_node_adds;    /* nodes added to a reused snapshot (registrations) */
+	uint64_t snapshot_mismatches;   /* verify_snapshot: reused snapshots that differed from a rebuild */
 } pr_stats;
 
 typedef struct pr_ctl pr_ctl;

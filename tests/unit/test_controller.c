@@ -6,6 +6,7 @@
 #include "provreq/controller.h"
 #include "classes/details.h"
 #include "classes/vocab.h"
+#include "util/rand.h"
 #include "util/yamljson.h"
 
 #include <stdio.h>
@@ -496,23 +497,19 @@ static void wait_for(const char *ns, const char *name, const char *type, const c
 	CU_ASSERT_STRING_EQUAL(cond(ns, name, type), want);
 }
 
-static void test_informer_mode(void)
+/* Informers on the in-memory API (nodes, pods, templates, requests), fed
+ * to the controller. */
+static void use_informers(kube_informer *inf[4], kube_listwatch lw[4], kube_intern *in)
 {
 	static const kube_kind kinds[4] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE, KUBE_KIND_PROVREQ };
 	const kube_resource *res[4];
-	kube_informer *inf[4];
-	kube_listwatch lw[4];
-	kube_intern *in = kube_intern_new();
 	pr_informers pi;
 	prd_err e;
-	int i, events;
-	start(NULL, NULL);
+	int i;
 	res[0] = memapi_resource_for_kind(m, "v1", "Node");
 	res[1] = memapi_resource_for_kind(m, "v1", "Pod");
 	res[2] = memapi_resource_for_kind(m, "v1", "PodTemplate");
 	res[3] = memapi_resource_for_kind(m, "autoscaling.x-k8s.io/v1", "ProvisioningRequest");
-	add_node("n1", "4", NULL);
-	add_template("i", "one", "1");
 	for(i = 0; i < 4; i++) {
 		kube_informer_opts o;
 		memset(&o, 0, sizeof(o));
@@ -529,6 +526,19 @@ static void test_informer_mode(void)
 	pi.podtemplates = inf[2];
 	pi.provreqs = inf[3];
 	pr_ctl_use_informers(ctl, &pi);
+}
+
+static void test_informer_mode(void)
+{
+	kube_informer *inf[4];
+	kube_listwatch lw[4];
+	kube_intern *in = kube_intern_new();
+	prd_err e;
+	int i, events;
+	start(NULL, NULL);
+	add_node("n1", "4", NULL);
+	add_template("i", "one", "1");
+	use_informers(inf, lw, in);
 	add_pr("i", "cached", "check-capacity.autoscaling.x-k8s.io", "one", 3, NULL);
 	wait_for("i", "cached", "Provisioned", "True/CapacityIsFound");
 	/* Passes that run before the cache sees our own write decide nothing
@@ -611,6 +621,142 @@ static void test_informer_mode(void)
 	wait_for("i", "cached", "BookingExpired", "True/CapacityBookingConsumed");
 	for(i = 0; i < 4; i++)
 		kube_informer_free(inf[i]);
+	kube_intern_free(in);
+	stop();
+}
+
+/* The cache's generation, read under its lock. */
+static uint64_t gen_of(kube_informer *inf)
+{
+	uint64_t g;
+	kube_informer_rdlock(inf);
+	g = kube_informer_generation(inf);
+	kube_informer_rdunlock(inf);
+	return g;
+}
+
+/* Wait (bounded) until the cache has seen a change after generation g. */
+static void seen_after(kube_informer *inf, uint64_t g)
+{
+	int k;
+	for(k = 0; k < 2000 && gen_of(inf) == g; k++)
+		usleep(1000);
+}
+
+static int patch_json(const char *path, const char *json)
+{
+	json_object *p = json_tokener_parse(json);
+	prd_err e;
+	int rc = kube_api_call(&api, "PATCH", path, "application/merge-patch+json", p, NULL, NULL, &e);
+	json_object_put(p);
+	return rc;
+}
+
+/* Incremental passes give what a full pass would: random sequences of
+ * node registrations, heartbeats, label changes, nodes turning NotReady or
+ * deleted, pods bound and deleted, pod status churn and new requests, a
+ * pass after each; every time a pass reuses the kept snapshot it is
+ * compared with one built anew (verify_snapshot). Broken controllers
+ * caught: one that reuses the snapshot after a change the simulation
+ * reads (a deleted pod, a node gone NotReady), one that adds a node twice
+ * or misses the pods already bound to it. */
+static void test_incremental_equals_full(void)
+{
+	kube_informer *inf[4];
+	kube_listwatch lw[4];
+	kube_intern *in = kube_intern_new();
+	pr_config cfg;
+	prd_err e;
+	uint64_t rng = 0x5eed;
+	int step, nnodes = 0, npods = 0, nreq = 0;
+	start(NULL, NULL);
+	pr_ctl_free(ctl);
+	pr_config_default(&cfg);
+	cfg.verify_snapshot = true;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	add_template("r", "one", "1");
+	add_node("n0", "4", NULL);
+	use_informers(inf, lw, in);
+	for(step = 0; step < 240; step++) {
+		char path[200], y[600], name[32];
+		int what = (int)(prd_splitmix64(&rng) % 9), pick, rc = 0;
+		kube_informer *which = what >= 8 ? inf[3] : what >= 5 ? inf[1] : inf[0];
+		uint64_t g = gen_of(which);
+		switch(what) {
+		case 0: /* a node registers */
+			snprintf(name, sizeof(name), "n%d", ++nnodes);
+			snprintf(y, sizeof(y), "%d", 1 + (int)(prd_splitmix64(&rng) % 8));
+			add_node(name, y, ", pool: p1");
+			break;
+		case 1: /* heartbeat */
+			pick = (int)(prd_splitmix64(&rng) % (uint64_t)(nnodes + 1));
+			snprintf(path, sizeof(path), "/api/v1/nodes/n%d/status", pick);
+			snprintf(y, sizeof(y), "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\","
+				 "\"reason\":\"beat%d\"}]}}", step);
+			rc = patch_json(path, y);
+			break;
+		case 2: /* a label changes */
+			pick = (int)(prd_splitmix64(&rng) % (uint64_t)(nnodes + 1));
+			snprintf(path, sizeof(path), "/api/v1/nodes/n%d", pick);
+			snprintf(y, sizeof(y), "{\"metadata\":{\"labels\":{\"step\":\"s%d\"}}}", step);
+			rc = patch_json(path, y);
+			break;
+		case 3: /* a node turns NotReady, or Ready again */
+			pick = (int)(prd_splitmix64(&rng) % (uint64_t)(nnodes + 1));
+			snprintf(path, sizeof(path), "/api/v1/nodes/n%d/status", pick);
+			snprintf(y, sizeof(y),
+				 "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\",\"reason\":\"r%d\"}]}}",
+				 prd_splitmix64(&rng) % 2 ? "True" : "False", step);
+			rc = patch_json(path, y);
+			break;
+		case 4: /* a node is deleted */
+			pick = (int)(prd_splitmix64(&rng) % (uint64_t)(nnodes + 1));
+			snprintf(path, sizeof(path), "/api/v1/nodes/n%d", pick);
+			rc = kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e);
+			break;
+		case 5: /* a pod is bound (perhaps to a node that is not Ready yet) */
+			pick = (int)(prd_splitmix64(&rng) % (uint64_t)(nnodes + 2));
+			snprintf(name, sizeof(name), "p%d", ++npods);
+			snprintf(y, sizeof(y),
+				 "metadata: {name: %s, labels: {app: a%d}}\n"
+				 "spec: {nodeName: n%d, containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]}\n"
+				 "status: {phase: Running}\n", name, step % 3, pick);
+			post("/api/v1/namespaces/r/pods", y);
+			break;
+		case 6: /* a pod's status changes, or it ends */
+			pick = 1 + (int)(prd_splitmix64(&rng) % (uint64_t)(npods + 1));
+			snprintf(path, sizeof(path), "/api/v1/namespaces/r/pods/p%d/status", pick);
+			snprintf(y, sizeof(y), "{\"status\":{\"phase\":\"%s\",\"message\":\"m%d\"}}",
+				 step % 4 ? "Running" : "Succeeded", step);
+			rc = patch_json(path, y);
+			break;
+		case 7: /* a pod is deleted */
+			pick = 1 + (int)(prd_splitmix64(&rng) % (uint64_t)(npods + 1));
+			snprintf(path, sizeof(path), "/api/v1/namespaces/r/pods/p%d", pick);
+			rc = kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e);
+			break;
+		default: /* a request */
+			snprintf(name, sizeof(name), "q%d", ++nreq);
+			add_pr("r", name, "check-capacity.autoscaling.x-k8s.io", "one", 1 + (int)(prd_splitmix64(&rng) % 4),
+			       "{noRetry: \"true\"}");
+			break;
+		}
+		if(rc == 0)
+			seen_after(which, g);
+		pass();
+	}
+	fprintf(stderr, "incremental: %llu passes, %llu reused the snapshot, %llu nodes added to it, %llu mismatches\n",
+		(unsigned long long)pr_ctl_stats(ctl)->passes, (unsigned long long)pr_ctl_stats(ctl)->snapshot_reuses,
+		(unsigned long long)pr_ctl_stats(ctl)->snapshot_node_adds,
+		(unsigned long long)pr_ctl_stats(ctl)->snapshot_mismatches);
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->snapshot_mismatches, 0);
+	CU_ASSERT_TRUE(pr_ctl_stats(ctl)->snapshot_reuses > 40);
+	CU_ASSERT_TRUE(pr_ctl_stats(ctl)->snapshot_node_adds > 0);
+	{
+		int k;
+		for(k = 0; k < 4; k++)
+			kube_informer_free(inf[k]);
+	}
 	kube_intern_free(in);
 	stop();
 }
@@ -2412,6 +2558,7 @@ static void test_driver_classes(void)
 static const test_case cases[] = {
 	{ "failover adopts the plan", test_failover_adopts_plan },
 	{ "informer mode", test_informer_mode },
+	{ "incremental passes equal full ones on random event sequences", test_incremental_equals_full },
 	{ "foreign conditions and conflicts", test_foreign_conditions_and_conflicts },
 	{ "restart resumes and rolls back", test_restart_resumes_and_rolls_back },
 	{ "check-capacity fit, competition and retry", test_check_capacity_fit_and_retry },
