@@ -295,6 +295,8 @@ typedef struct run_ctx {
 	kube_config *kc;
 	kube_client *client;
 	kube_api api;
+	kube_client *ev_client;   /* Events: a rate budget of their own */
+	kube_api ev_api;
 	state_db *db;
 	char *cloud_cfg;
 	cloud_drivers drivers;
@@ -370,12 +372,15 @@ static int setup_backends(run_ctx *r, prd_err *e)
 
 	memset(&copts, 0, sizeof(copts));
 	copts.observe = observe_api;
+	copts.qps = (double)c->kube_api_qps;
+	copts.burst = (int)c->kube_api_burst;
 	if(kube_config_auto(c->kubeconfig && c->kubeconfig[0] ? c->kubeconfig : NULL, c->context, &r->kc, e) ||
-	   kube_client_new(r->kc, &copts, &r->client, e)) {
+	   kube_client_new(r->kc, &copts, &r->client, e) || kube_client_new(r->kc, &copts, &r->ev_client, e)) {
 		log_error("cannot reach the cluster", "error", e->msg);
 		return 1;
 	}
 	r->api = kube_api_from_client(r->client);
+	r->ev_api = kube_api_from_client(r->ev_client);
 	state_config_default(&sc);
 	sc.request_backoff_initial_ns = c->request_backoff_initial;
 	sc.request_backoff_max_ns = c->request_backoff_max;
@@ -445,7 +450,8 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 	pc.max_nodes_per_scaleup = c->max_nodes_per_scaleup;
 	pc.scale_down = c->scale_down;
 	pc.scale_down_idle_ns = c->scale_down_idle;
-	if(pr_ctl_new(&pc, r->clock, &r->api, r->db, &r->drivers, &r->ctl, e)) {
+	if(pr_ctl_new(&pc, r->clock, &r->api, r->db, &r->drivers, &r->ctl, e) ||
+	   pr_ctl_use_event_api(r->ctl, &r->ev_api, e)) {
 		log_error("cannot start the controller", "error", e->msg);
 		return 1;
 	}
@@ -613,6 +619,8 @@ static void run_teardown(run_ctx *r)
 		kube_lease_stop(r->lease);
 	if(r->client)
 		kube_client_set_deadline(r->client, clk_mono(clk_real()));
+	if(r->ev_client)
+		kube_client_set_deadline(r->ev_client, clk_mono(clk_real()));
 	for(i = 0; i < RUN_NINF; i++) {
 		if(r->inf[i])
 			kube_informer_stop(r->inf[i]);
@@ -634,6 +642,7 @@ static void run_teardown(run_ctx *r)
 	cloud_drivers_free(&r->drivers);
 	state_close(r->db);
 	kube_client_free(r->client);
+	kube_client_free(r->ev_client);
 	kube_config_free(r->kc);
 	free(r->cloud_cfg);
 	cfg_free(&r->c);

@@ -65,6 +65,8 @@ typedef struct cfg {
 	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
 	int64_t pool_debounce;
 	bool pool_include_unready;
+	int64_t kube_api_qps;            /* client-side rate limit of apiserver requests */
+	int64_t kube_api_burst;
 	int64_t health_stale_after;
 	/* Bit i: the value given for cfg_options[i] was refused, so the field
 	 * keeps its earlier value and cfg_validate skips the checks that

@@ -138,6 +138,22 @@ void pr_ctl_free(pr_ctl *c)
 	free(c);
 }
 
+int pr_ctl_use_event_api(pr_ctl *c, const kube_api *api, prd_err *err)
+{
+	kube_recorder_opts ro;
+	kube_recorder *r = NULL;
+	int rc;
+	memset(&ro, 0, sizeof(ro));
+	ro.clock = c->clock;
+	c->ev_api = *api;
+	rc = kube_recorder_new(&c->ev_api, &ro, &r, err);
+	if(rc)
+		return prd_err_prefix(err, "event recorder");
+	kube_recorder_free(c->recorder);
+	c->recorder = r;
+	return 0;
+}
+
 const pr_stats *pr_ctl_stats(const pr_ctl *c)
 {
 	return &c->stats;

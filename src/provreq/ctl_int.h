@@ -111,6 +111,7 @@ struct pr_ctl {
 	pr_class_limits limits;
 	hmap unowned;             /* uids of requests of a class nobody here serves, logged once */
 	pr_class_registry *classes; /* built-in modules and the drivers' classes */
+	kube_api ev_api;          /* what the recorder writes Events through, when set */
 	sched_snapshot *base;     /* nodes and pods as of base_gen_* (informer mode), or NULL */
 	uint64_t base_gen_nodes, base_gen_pods;
 	uint64_t base_nodes_fp, base_pods_fp; /* fingerprints of what the base holds */
