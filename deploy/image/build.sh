@@ -28,10 +28,10 @@
 # purpose: no shell, no package manager, no CA bundle (in a cluster the
 # ServiceAccount's ca.crt is used).
 #
-# The result is reproducible for a given source tree, build path and set of
-# Debian package versions: every timestamp is 0, owners are numeric, file
-# order is sorted, gzip stores no name or time, and the build uses
-# -ffile-prefix-map so no work-directory path ends up in the binaries.
+# The result is reproducible for a given source tree and set of Debian
+# package versions, wherever the tree and the work directory are: every
+# timestamp is 0, owners are numeric, file order is sorted, gzip stores no
+# name or time, and -ffile-prefix-map keeps the paths out of the binaries.
 #
 # Usage: build.sh --srcdir DIR [--workdir DIR] [--out FILE] [--tag TAG] [--jobs N]
 #   --srcdir   a source tree with a configure script that has not been

@@ -12,16 +12,34 @@
 #     `provreqd --version`, `provreqd check-config` of the image's config,
 #     `provreqd check-driver` of kwok.so (listing the example groups) and
 #     of clusterapi.so (loads; its listing needs an apiserver), and the
-#     kubectl plugin's --help.
+#     kubectl plugin's --help;
+#   * with --kubeconfig FILE (a kubeconfig with its certificates embedded,
+#     e.g. the e2e cluster's): `provreqd run` inside the chroot, with the
+#     kwok driver, against that cluster, until /readyz answers 200 and
+#     /metrics serves; then SIGTERM, which must end it with status 0, and
+#     the state database must be in /var/lib/provreqd. That is the image's
+#     libcurl, OpenSSL and SQLite doing real work. The chroot shares the
+#     host's network, so a loopback apiserver is reachable.
 #
-# Usage: verify.sh ARCHIVE.tar
+# Usage: verify.sh ARCHIVE.tar [--kubeconfig FILE [--http-port N]]
 set -euo pipefail
 {
 
 die() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
 ok() { printf 'ok: %s\n' "$*"; }
 
-archive=${1:?usage: verify.sh ARCHIVE.tar}
+archive=${1:?usage: verify.sh ARCHIVE.tar [--kubeconfig FILE [--http-port N]]}
+shift
+kubeconfig='' http_port=18089
+while (($#)); do
+	case $1 in
+	--kubeconfig) kubeconfig=$2; shift ;;
+	--http-port) http_port=$2; shift ;;
+	*) die "unknown argument: $1" ;;
+	esac
+	shift
+done
+[[ -z "$kubeconfig" || -f "$kubeconfig" ]] || die "no such kubeconfig: $kubeconfig"
 [[ -f "$archive" ]] || die "no such file: $archive"
 (($(id -u) == 0)) || die "verify.sh needs root (chroot)"
 for t in jq sha256sum tar gzip chroot; do
@@ -30,8 +48,15 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/provreqd-image-verify.XXXXXX")
 mounted=()
+pid=''
+# shellcheck disable=SC2317 # invoked by the trap
 cleanup() {
 	local i
+	# A provreqd still running holds the mounts.
+	if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
 	for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount "${mounted[$i]}" 2>/dev/null || true; done
 	rm -rf "$tmp"
 }
@@ -129,6 +154,47 @@ out=$(in_image /usr/bin/provreqd check-driver /usr/lib/provreqd/drivers/clustera
 ok "provreqd check-driver clusterapi.so loads and passes the ABI check (listing needs an apiserver)"
 out=$(in_image /usr/bin/kubectl-create-provisioningrequest --help 2>&1) || die "kubectl plugin --help: $out"
 ok "the kubectl plugin runs inside the image"
+
+if [[ -n "$kubeconfig" ]]; then
+	command -v curl >/dev/null 2>&1 || die "curl is missing (for /readyz)"
+	# /readyz must come from the provreqd started here.
+	! curl -s --max-time 2 -o /dev/null "http://127.0.0.1:$http_port/" ||
+		die "127.0.0.1:$http_port is taken; choose another --http-port"
+	# The kubeconfig goes to the image's /tmp, readable by provreqd only.
+	install -m 0600 -o 65532 -g 65532 "$kubeconfig" "$run_root/tmp/kubeconfig"
+	# env and chroot exec, so $! is provreqd itself (for the SIGTERM).
+	env -i PATH=/usr/bin "$chroot_bin" --userspec=65532:65532 "$run_root" /usr/bin/provreqd run --config /etc/provreqd/provreqd.yaml --kubeconfig /tmp/kubeconfig \
+		--leader-elect=false --http-addr "127.0.0.1:$http_port" \
+		--cloud-driver /usr/lib/provreqd/drivers/kwok.so --cloud-config /etc/provreqd/drivers/kwok.yaml \
+		--log-format text >"$tmp/run.log" 2>&1 &
+	pid=$!
+	ready=''
+	for ((i = 0; i < 240; i++)); do
+		if [[ "$(curl -fsS --max-time 2 "http://127.0.0.1:$http_port/readyz" 2>/dev/null)" == ok ]]; then
+			ready=1
+			break
+		fi
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.25
+	done
+	if [[ -z "$ready" ]]; then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		die "provreqd run in the image did not become ready: $(tail -20 "$tmp/run.log")"
+	fi
+	ok "provreqd run inside the image is ready against the cluster after $((i / 4))s"
+	metrics=$(curl -fsS --max-time 5 "http://127.0.0.1:$http_port/metrics") || die "/metrics did not answer"
+	[[ "$metrics" == *provreqd_build_info* || "$metrics" == *provreqd_* ]] || die "/metrics has no provreqd_ families"
+	ok "/metrics serves $(grep -c '^# TYPE provreqd_' <<<"$metrics") provreqd metric families"
+	kill -TERM "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+	pid=''
+	((rc == 0)) || die "provreqd run exited $rc on SIGTERM: $(tail -20 "$tmp/run.log")"
+	[[ -f "$run_root/var/lib/provreqd/state.db" ]] || die "no state database in /var/lib/provreqd"
+	ok "SIGTERM ends it with status 0; its state database is in /var/lib/provreqd"
+	rm -f "$run_root/tmp/kubeconfig"
+fi
 ok "image $mdigest verified"
 exit
 }

@@ -83,7 +83,7 @@ kubectl apply -f "$deploy/serviceaccount.yaml" -f "$deploy/rbac.yaml" >/dev/null
 # names through discovery and asks about the wrong group for resources
 # whose CRD is not installed, e.g. Cluster API's.)
 can() {
-	local verb=$1 res=$2 group= sub= ns= ra
+	local verb=$1 res=$2 group='' sub='' ns='' ra
 	shift 2
 	while (($#)); do
 		case $1 in
