@@ -3,7 +3,8 @@
 # kustomize manifests (templates/deploy):
 #  - `helm lint --strict` passes; the chart's default rendering and the
 #    kustomization both pass `kubectl apply --dry-run=server`, with no
-#    warnings, and create the same objects (kind and name);
+#    warnings, and create the same objects (kind and name); a real
+#    `helm install` creates them and `helm uninstall` removes them;
 #  - the chart's controller and driver ClusterRoles grant what the
 #    kustomize files grant, rule for rule;
 #  - a Pod of the Deployment's template is admitted in the namespace (Pod
@@ -36,7 +37,11 @@ t_pass "helm: $("$helm" version --short)"
 users_ns=$(t_unique helm51)
 created_ns=
 created_sa=
+installed=
 cleanup() {
+	if [[ -n "$installed" ]]; then
+		"$helm" uninstall provreqd -n "$ns" >/dev/null 2>&1 || true
+	fi
 	if [[ -n "$created_sa" ]]; then
 		kubectl -n "$ns" delete serviceaccount provreqd --ignore-not-found >/dev/null 2>&1 || true
 	fi
@@ -120,6 +125,25 @@ kustomize (user-roles.yaml)
 $b"
 done
 t_pass "the chart's controller, kwok, clusterapi, edit and view roles grant what templates/deploy grants"
+
+# A real install and uninstall: helm's own ordering and ownership work,
+# and uninstall leaves nothing behind (cluster-scoped roles included).
+out=$("$helm" install provreqd "$chart" -n "$ns" --set replicas=1 2>&1) || t_fail "helm install: $out"
+installed=1
+t_eq "helm install: the release is deployed" deployed \
+	"$("$helm" status provreqd -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["info"]["status"])')"
+for o in deployment/provreqd configmap/provreqd-config poddisruptionbudget/provreqd service/provreqd-metrics \
+	serviceaccount/provreqd role/provreqd-leader-election; do
+	kubectl -n "$ns" get "$o" >/dev/null 2>&1 || t_fail "helm install did not create $o"
+done
+for o in clusterrole/provreqd clusterrole/provreqd-edit clusterrole/provreqd-view clusterrolebinding/provreqd; do
+	kubectl get "$o" >/dev/null 2>&1 || t_fail "helm install did not create $o"
+done
+t_pass "helm install created the objects"
+out=$("$helm" uninstall provreqd -n "$ns" --wait 2>&1) || t_fail "helm uninstall: $out"
+installed=
+t_wait 60 "helm uninstall removed the ClusterRoles and the Deployment" \
+	bash -c "! kubectl get clusterrole provreqd-edit >/dev/null 2>&1 && ! kubectl -n $ns get deployment provreqd >/dev/null 2>&1"
 
 # The Deployment's Pod is admitted in the namespace: Pod Security
 # "restricted" (enforced there) and the system-cluster-critical priority.
