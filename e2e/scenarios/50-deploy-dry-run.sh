@@ -42,7 +42,8 @@ out=$(kubectl apply --dry-run=server -k "$deploy" 2>&1) || t_fail "server dry-ru
 for obj in "namespace/$ns" "serviceaccount/provreqd" "clusterrole.rbac.authorization.k8s.io/provreqd" \
 	"clusterrolebinding.rbac.authorization.k8s.io/provreqd" "role.rbac.authorization.k8s.io/provreqd-leader-election" \
 	"rolebinding.rbac.authorization.k8s.io/provreqd-leader-election" "configmap/provreqd-config" \
-	"deployment.apps/provreqd" "service/provreqd-metrics"; do
+	"deployment.apps/provreqd" "service/provreqd-metrics" "clusterrole.rbac.authorization.k8s.io/provreqd-edit" \
+	"clusterrole.rbac.authorization.k8s.io/provreqd-view" "poddisruptionbudget.policy/provreqd"; do
 	[[ "$out" == *"$obj "* ]] || t_fail "dry-run output does not name $obj: $out"
 done
 [[ "$out" != *Warning* ]] || t_fail "dry-run printed warnings: $out"
@@ -57,6 +58,7 @@ dep=$(kubectl apply --dry-run=server -k "$deploy" -o json 2>/dev/null |
 	python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps([i for i in d["items"] if i["kind"]=="Deployment"][0]))')
 jp() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print($1)" "$dep"; }
 t_eq "2 replicas" 2 "$(jp 'd["spec"]["replicas"]')"
+t_eq "priority class system-cluster-critical" system-cluster-critical "$(jp 'd["spec"]["template"]["spec"]["priorityClassName"]')"
 t_eq "liveness probe on /healthz" /healthz "$(jp 'd["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]["path"]')"
 t_eq "readiness probe on /readyz" /readyz "$(jp 'd["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"]')"
 t_eq "read-only root filesystem" True "$(jp 'd["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"]')"
@@ -81,7 +83,7 @@ kubectl apply -f "$deploy/serviceaccount.yaml" -f "$deploy/rbac.yaml" >/dev/null
 # names through discovery and asks about the wrong group for resources
 # whose CRD is not installed, e.g. Cluster API's.)
 can() {
-	local verb=$1 res=$2 group= sub= ns= ra
+	local verb=$1 res=$2 group='' sub='' ns='' ra
 	shift 2
 	while (($#)); do
 		case $1 in

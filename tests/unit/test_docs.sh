@@ -3,7 +3,8 @@
 # the code registers is documented, the docs name no flag or metric that
 # no longer exists, each family's type and labels and the values the code
 # records for the fixed-valued labels are the documented ones, the Event
-# type per condition and reason is the one the user guide gives, the example config is valid and the ConfigMap carries it
+# type per condition and reason is the one the user guide gives, the
+# example config is valid and the ConfigMap and the Helm chart carry it
 # unchanged, `kubectl get provreq`'s columns (the CRD's printer columns) are
 # the ones the user guide lists, and `make install` installs provreqd(8).
 #
@@ -77,6 +78,10 @@ awk 'found { sub(/^    /, ""); print; next } /^  provreqd.yaml: \|$/ { found = 1
 	"$PRD_SRCDIR/templates/deploy/configmap.yaml" >"$tmp/cm.yaml"
 cmp -s "$tmp/cm.yaml" "$cfgfile" ||
 	bad "templates/deploy/configmap.yaml does not carry templates/config/provreqd.yaml unchanged: $(diff "$cfgfile" "$tmp/cm.yaml" | head -5)"
+# The Helm chart's default config is the same file (helm, like kustomize,
+# reads nothing outside the chart).
+cmp -s "$PRD_SRCDIR/charts/provreqd/files/provreqd.yaml" "$cfgfile" ||
+	bad "charts/provreqd/files/provreqd.yaml is not templates/config/provreqd.yaml: $(diff "$cfgfile" "$PRD_SRCDIR/charts/provreqd/files/provreqd.yaml" | head -5)"
 
 # kubectl get provreq: every printer column of the CRD has a row in the user
 # guide's column table (and no row names a column the CRD lacks), and every
