@@ -44,6 +44,9 @@
  * controller is due, and at least every resync interval. */
 #define RUN_RESYNC_NS CFG_IDLE_HEARTBEAT_NS /* the idle heartbeat check-config knows */
 #define RUN_QUIET_NS (100 * PRD_NS_PER_MS)
+/* Lists are paged (limit/continue), so the initial list of a large cluster
+ * never holds more than one page of JSON in memory. */
+#define RUN_LIST_PAGE 500
 /* After SIGTERM, requests to the apiserver may run this much longer (the
  * lease release among them); the process ends well within 5 s. */
 #define RUN_SHUTDOWN_NS (3 * PRD_NS_PER_SEC)
@@ -502,7 +505,7 @@ static int setup_informers(run_ctx *r, prd_err *e)
 			h.on_delete = h_delete;
 		}
 		if(kube_informer_new(&io, &r->inf[i], e) || kube_informer_add_handler(r->inf[i], &h) ||
-		   kube_listwatch_client(r->client, inf_res[i], NULL, NULL, NULL, 0, &r->lw[i])) {
+		   kube_listwatch_client(r->client, inf_res[i], NULL, NULL, NULL, RUN_LIST_PAGE, &r->lw[i])) {
 			log_error("cannot set up the informers", "resource", inf_res[i]->resource, "error", e->msg);
 			return 1;
 		}

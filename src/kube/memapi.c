@@ -1192,34 +1192,64 @@ int memapi_load(memapi *m, json_object *objs, prd_err *err)
 
 /* ---- listwatch --------------------------------------------------------- */
 
+/* Lists in pages of MEM_LW_PAGE, as a client pages through a real
+ * apiserver: only one page's JSON is in memory at a time (the pages are
+ * larger than a client's 500: this store sorts every key for each page,
+ * which a real apiserver does not). The list's
+ * resourceVersion is the first page's (events after it are replayed by the
+ * watch, which the informer takes as no-ops where it has them). */
+#define MEM_LW_PAGE 5000
 static int mem_lw_list(void *ud, kube_item_fn fn, void *fn_ud, char **rv, prd_err *err)
 {
 	mem_lw *lw = ud;
-	char *path = kube_path(lw->r, NULL, NULL, NULL), *resp = NULL;
-	json_object *list = NULL, *items;
-	size_t i, len;
-	long status;
-	int rc;
-	if(!path)
+	char *base = kube_path(lw->r, NULL, NULL, NULL), *cont = NULL;
+	int rc = 0;
+	if(!base)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	rc = memapi_request(lw->m, "GET", path, NULL, NULL, 0, &status, &resp, &len);
-	free(path);
-	if(!rc)
-		list = json_tokener_parse(resp);
-	free(resp);
-	if(rc || !list) {
-		json_object_put(list);
-		return prd_err_set(err, rc ? rc : PRD_EINVAL, "in-memory list of %s failed", lw->r->resource);
-	}
-	items = json_object_object_get(list, "items");
-	for(i = 0; !rc && items && i < json_object_array_length(items); i++)
-		rc = fn(fn_ud, json_object_array_get_idx(items, i));
-	if(!rc && rv) {
-		*rv = str_dup(get_str(json_object_object_get(list, "metadata"), "resourceVersion"));
-		if(!*rv)
+	if(rv)
+		*rv = NULL;
+	do {
+		char *resp = NULL, *path;
+		json_object *list = NULL, *items, *md;
+		const char *next;
+		size_t i, len;
+		long status;
+		path = cont ? str_printf("%s?limit=%d&continue=%s", base, MEM_LW_PAGE, cont)
+			    : str_printf("%s?limit=%d", base, MEM_LW_PAGE);
+		if(!path) {
 			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+			break;
+		}
+		rc = memapi_request(lw->m, "GET", path, NULL, NULL, 0, &status, &resp, &len);
+		free(path);
+		if(!rc)
+			list = json_tokener_parse(resp);
+		free(resp);
+		if(rc || !list) {
+			json_object_put(list);
+			rc = prd_err_set(err, rc ? rc : PRD_EINVAL, "in-memory list of %s failed", lw->r->resource);
+			break;
+		}
+		items = json_object_object_get(list, "items");
+		for(i = 0; !rc && items && i < json_object_array_length(items); i++)
+			rc = fn(fn_ud, json_object_array_get_idx(items, i));
+		md = json_object_object_get(list, "metadata");
+		if(!rc && rv && !*rv) {
+			*rv = str_dup(get_str(md, "resourceVersion"));
+			if(!*rv)
+				rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		}
+		next = get_str(md, "continue");
+		free(cont);
+		cont = !rc && next && *next ? str_dup(next) : NULL;
+		json_object_put(list);
+	} while(!rc && cont);
+	free(cont);
+	free(base);
+	if(rc && rv) {
+		free(*rv);
+		*rv = NULL;
 	}
-	json_object_put(list);
 	return rc;
 }
 
