@@ -28,6 +28,7 @@
  * While a plan is open, the nodes it has made are reserved for its request
  * in every other simulation of the pass. */
 #include "classes/atomic_int.h"
+#include "util/hmap.h"
 #include "classes/details.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
@@ -112,23 +113,24 @@ static void reserve_cb(void *ud, const char *node)
 static bool reserve(const pr_class_host *h, pr_class_group *g, const state_intent *in)
 {
 	at_view pv;
-	size_t i, k;
+	hmap recorded;
+	size_t i;
 	for(i = 0; i < in->n_nodes; i++)
 		reserve_node(h, in, in->nodes[i]);
 	if(!g || pr_group_list(g, NULL) || at_view_of(h, g, in, &pv))
 		return false;
+	/* A set, not a scan: a plan of 1,000 nodes is looked at every pass. */
+	hmap_init(&recorded, NULL);
+	for(i = 0; i < in->n_nodes; i++)
+		hmap_put(&recorded, in->nodes[i], NULL);
 	for(i = 0; i < pv.n; i++) {
-		bool recorded = false;
-		if(!pv.v[i]->node || pv.v[i]->errclass != PRD_CLOUD_ERRCLASS_NONE)
-			continue;
-		for(k = 0; k < in->n_nodes && !recorded; k++)
-			recorded = !strcmp(in->nodes[k], pv.v[i]->node);
-		if(recorded)
+		if(!pv.v[i]->node || pv.v[i]->errclass != PRD_CLOUD_ERRCLASS_NONE || hmap_has(&recorded, pv.v[i]->node))
 			continue;
 		reserve_node(h, in, pv.v[i]->node);
 		if(!state_phase_is_terminal(in->phase))
 			state_intent_add_node(h->db, in->plan_id, pv.v[i]->node, NULL);
 	}
+	hmap_free(&recorded);
 	return true;
 }
 
