@@ -12,13 +12,15 @@
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "provreq/controller.h"
+#include "plugin/plugin.h"
 #include "provreq/request.h"
+#include "sim/sim.h"
 #include "state/state.h"
 #include "util/rfc3339.h"
 #include "util/str.h"
 #include "util/yamljson.h"
 
-#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -30,67 +32,31 @@
 static const char simulate_usage[] =
 	"Usage: provreqd simulate --cluster DIR|FILE [options]\n"
 	"\n"
-	"Load Nodes, Pods, PodTemplates and ProvisioningRequests from YAML (what\n"
-	"`kubectl get -o yaml` prints; a directory means every *.yaml/*.yml in it),\n"
-	"run the controller against an in-memory API with a node-group driver,\n"
-	"moving a simulated clock from one pending timer to the next, and print\n"
-	"the requests' conditions and the node groups' sizes.\n"
+	"Load Nodes, Pods, PodTemplates and ProvisioningRequests from YAML or JSON\n"
+	"(what `kubectl get nodes,pods,podtemplates,provreq -A -o yaml` prints; a\n"
+	"directory means every *.yaml, *.yml and *.json file in it), run the\n"
+	"controller against an in-memory API with a node-group driver, moving a\n"
+	"simulated clock from one pending timer to the next, and report every\n"
+	"condition transition and node-group size in simulated time. Objects that\n"
+	"cannot be simulated are skipped with a warning saying which and why.\n"
 	"\n"
 	"Options:\n"
 	"  --cluster PATH         the cluster to load (required)\n"
+	"  --request FILE         what-if ProvisioningRequests and their PodTemplates\n"
+	"                         (a YAML stream), added before the run; repeatable\n"
 	"  --until DURATION       how much simulated time to run (default 1h)\n"
+	"  -o, --output FORMAT    text (default), json or yaml (schema: docs/simulate.md)\n"
+	"  --plot FILE.svg        also draw node-group sizes and request states as SVG\n"
 	"  --cloud-driver PATH    node-group driver (default: the kwok driver)\n"
 	"  --cloud-config FILE    the driver's configuration (default: PATH/cloud-config.yaml\n"
-	"                         when --cluster is a directory that has one)\n"
+	"                         when --cluster is a directory that has one); a relative\n"
+	"                         templateDir in it is relative to the file's directory\n"
 	"  --booking-ttl DURATION how long Provisioned capacity is held (default 10m)\n"
 	"  --provision-timeout D  how long new nodes may take to become Ready (default 15m)\n"
 	"  --expander CHAIN       node-group choice (default least-waste)\n"
-	"  --log-format text|json, --v LEVEL  logging (default: warnings only)\n"
+	"  --log-format text|json, --v LEVEL  logging, stamped with simulated time\n"
+	"                         (default: warnings only)\n"
 	"  -h, --help             this help\n";
-
-/* Collect objects from a file or every YAML file of a directory (sorted,
- * so the load order is stable). */
-static int load_cluster(const char *path, json_object **all, prd_err *err)
-{
-	struct stat st;
-	json_object *objs = json_object_new_array();
-	int rc = 0;
-	if(!objs)
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	if(stat(path, &st))
-		rc = prd_err_set(err, PRD_ENOTFOUND, "--cluster %s: no such file or directory", path);
-	else if(S_ISDIR(st.st_mode)) {
-		struct dirent **names = NULL;
-		int n = scandir(path, &names, NULL, alphasort), i;
-		if(n < 0)
-			rc = prd_err_set(err, PRD_EIO, "--cluster %s: cannot read the directory", path);
-		for(i = 0; i < n; i++) {
-			const char *nm = names[i]->d_name;
-			if(!rc && (str_ends_with(nm, ".yaml") || str_ends_with(nm, ".yml")) &&
-			   strcmp(nm, "cloud-config.yaml")) {
-				char *fp = str_printf("%s/%s", path, nm);
-				json_object *part = NULL;
-				size_t k;
-				rc = fp ? yj_load_file(fp, &part, err) : prd_err_set(err, PRD_ENOMEM, "out of memory");
-				for(k = 0; !rc && k < json_object_array_length(part); k++)
-					json_object_array_add(objs, json_object_get(json_object_array_get_idx(part, k)));
-				json_object_put(part);
-				free(fp);
-			}
-			free(names[i]);
-		}
-		free(names);
-	} else {
-		json_object_put(objs);
-		return yj_load_file(path, all, err);
-	}
-	if(rc) {
-		json_object_put(objs);
-		return rc;
-	}
-	*all = objs;
-	return 0;
-}
 
 /* Simulated time starts at the newest creationTimestamp in the input, so
  * a run is reproducible; objects without one are created "now". */
@@ -157,24 +123,32 @@ static const char *cond_col(const kube_provreq *pr, const char *type)
 	return c && c->status ? c->status : "";
 }
 
-static void print_requests(const kube_api *api)
+static const char *cond_reason(const kube_provreq *pr, const char *type)
 {
-	json_object *list = NULL, *items;
+	const kube_condition *c = pr_cond(pr, type);
+	return c && c->reason ? c->reason : NULL;
+}
+
+/* The final per-request summary as JSON rows (caller releases): class,
+ * state, each condition's status, and the newest condition's reason and
+ * message. */
+static json_object *request_rows(const kube_api *api)
+{
+	json_object *list = NULL, *items, *rows = json_object_new_array();
 	kube_intern *in = kube_intern_new();
 	size_t i;
-	if(!in || kube_api_call(api, "GET", "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", NULL, NULL, &list,
-				NULL, NULL)) {
+	if(!rows || !in ||
+	   kube_api_call(api, "GET", "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", NULL, NULL, &list, NULL, NULL)) {
 		if(in)
 			kube_intern_free(in);
-		return;
+		return rows;
 	}
 	items = json_object_object_get(list, "items");
-	printf("%-12s %-22s %-16s %-9s %-12s %-7s %-15s %s\n", "NAMESPACE", "NAME", "CLASS", "ACCEPTED",
-	       "PROVISIONED", "FAILED", "BOOKINGEXPIRED", "REASON: MESSAGE");
 	for(i = 0; items && i < json_object_array_length(items); i++) {
 		kube_meta *m = NULL;
 		const kube_provreq *pr;
 		const kube_condition *last = NULL;
+		json_object *row;
 		size_t k;
 		if(kube_decode(KUBE_KIND_PROVREQ, json_object_array_get_idx(items, i), in, &m, NULL))
 			continue;
@@ -182,15 +156,68 @@ static void print_requests(const kube_api *api)
 		for(k = 0; k < pr->nconditions; k++)
 			if(!last || pr->conditions[k].last_transition_ns >= last->last_transition_ns)
 				last = &pr->conditions[k];
-		printf("%-12s %-22s %-16s %-9s %-12s %-7s %-15s %s%s%s\n", pr->meta.ns, pr->meta.name,
-		       pr_class_name(pr_class_of(pr->class_name)), cond_col(pr, PR_COND_ACCEPTED),
-		       cond_col(pr, PR_COND_PROVISIONED), cond_col(pr, PR_COND_FAILED),
-		       cond_col(pr, PR_COND_BOOKING_EXPIRED), last && last->reason ? last->reason : "",
-		       last ? ": " : "", last && last->message ? last->message : "");
+		if((row = json_object_new_object())) {
+			json_object_object_add(row, "namespace", json_object_new_string(pr->meta.ns));
+			json_object_object_add(row, "name", json_object_new_string(pr->meta.name));
+			json_object_object_add(row, "class", json_object_new_string(pr_class_name(pr_class_of(pr->class_name))));
+			json_object_object_add(row, "state", json_object_new_string(sim_state_name(sim_state_of(
+				cond_col(pr, PR_COND_PROVISIONED), cond_reason(pr, PR_COND_PROVISIONED),
+				cond_col(pr, PR_COND_FAILED), cond_col(pr, PR_COND_BOOKING_EXPIRED)))));
+			json_object_object_add(row, "accepted", json_object_new_string(cond_col(pr, PR_COND_ACCEPTED)));
+			json_object_object_add(row, "provisioned", json_object_new_string(cond_col(pr, PR_COND_PROVISIONED)));
+			json_object_object_add(row, "failed", json_object_new_string(cond_col(pr, PR_COND_FAILED)));
+			json_object_object_add(row, "bookingExpired",
+					       json_object_new_string(cond_col(pr, PR_COND_BOOKING_EXPIRED)));
+			json_object_object_add(row, "reason", json_object_new_string(last && last->reason ? last->reason : ""));
+			json_object_object_add(row, "message",
+					       json_object_new_string(last && last->message ? last->message : ""));
+			json_object_array_add(rows, row);
+		}
 		kube_obj_free(in, m);
 	}
 	json_object_put(list);
 	kube_intern_free(in);
+	return rows;
+}
+
+static const char *row_str(json_object *row, const char *key)
+{
+	const char *s = json_object_get_string(json_object_object_get(row, key));
+	return s ? s : "";
+}
+
+static void print_requests(json_object *rows)
+{
+	size_t i;
+	printf("%-12s %-22s %-16s %-9s %-12s %-7s %-15s %s\n", "NAMESPACE", "NAME", "CLASS", "ACCEPTED",
+	       "PROVISIONED", "FAILED", "BOOKINGEXPIRED", "REASON: MESSAGE");
+	for(i = 0; i < json_object_array_length(rows); i++) {
+		json_object *r = json_object_array_get_idx(rows, i);
+		printf("%-12s %-22s %-16s %-9s %-12s %-7s %-15s %s%s%s\n", row_str(r, "namespace"), row_str(r, "name"),
+		       row_str(r, "class"), row_str(r, "accepted"), row_str(r, "provisioned"), row_str(r, "failed"),
+		       row_str(r, "bookingExpired"), row_str(r, "reason"), *row_str(r, "reason") ? ": " : "",
+		       row_str(r, "message"));
+	}
+}
+
+/* Every condition change, stamped with simulated time. */
+static void print_transitions(const sim_record *r)
+{
+	size_t i;
+	printf("%-20s %-9s %-30s %-24s %s\n", "TIME", "OFFSET", "REQUEST", "CONDITION", "REASON: MESSAGE");
+	for(i = 0; i < r->ntr; i++) {
+		const sim_transition *t = &r->tr[i];
+		char ts[64], off[32], who[300], cond[80];
+		if(t->initial)
+			continue;
+		sim_time_str(t->t, ts, sizeof(ts));
+		sim_offset_str(r->start, t->t, off, sizeof(off));
+		snprintf(who, sizeof(who), "%s/%s", t->ns, t->name);
+		snprintf(cond, sizeof(cond), "%s=%s", t->type, t->status);
+		printf("%-20s %-9s %-30s %-24s %s%s%s\n", ts, off, who, cond, t->reason, *t->reason ? ": " : "",
+		       t->message);
+	}
+	printf("\n");
 }
 
 /* Node-group sizes over the run, sampled after every pass: the largest
@@ -233,8 +260,46 @@ static sim_group *sim_group_get(sim_groups *t, const char *id, int32_t target)
 	return &t->v[t->n++];
 }
 
-static void track_groups(cloud_drivers *drivers, sim_groups *t)
+/* Ready Nodes per group id (JSON object id -> count; caller releases):
+ * each Ready Node is asked of every driver that can say its group. */
+static json_object *ready_nodes(cloud_drivers *drivers, const kube_api *api)
 {
+	json_object *list = NULL, *items, *counts = json_object_new_object();
+	size_t i, d, k;
+	if(!counts || kube_api_call(api, "GET", "/api/v1/nodes", NULL, NULL, &list, NULL, NULL))
+		return counts;
+	items = json_object_object_get(list, "items");
+	for(i = 0; items && i < json_object_array_length(items); i++) {
+		json_object *node = json_object_array_get_idx(items, i);
+		json_object *conds = json_object_object_get(json_object_object_get(node, "status"), "conditions");
+		bool ready = false;
+		for(k = 0; conds && k < json_object_array_length(conds); k++) {
+			json_object *c = json_object_array_get_idx(conds, k);
+			ready |= str_eq(json_object_get_string(json_object_object_get(c, "type")), "Ready") &&
+				 str_eq(json_object_get_string(json_object_object_get(c, "status")), "True");
+		}
+		for(d = 0; ready && d < drivers->n; d++) {
+			cloud_driver *drv = drivers->v[d];
+			prd_cloud_error de;
+			char *gid = NULL;
+			if(!CLOUD_DRIVER_HAS(drv->api, node_group_for_node) || !drv->api->node_group_for_node ||
+			   drv->api->node_group_for_node(drv->state, json_object_to_json_string(node), &gid, &de) || !gid)
+				continue;
+			json_object_object_add(counts, gid,
+					       json_object_new_int(json_object_get_int(json_object_object_get(counts, gid)) + 1));
+			drv->api->release_string(drv->state, gid);
+			break;
+		}
+	}
+	json_object_put(list);
+	return counts;
+}
+
+/* Sample every group: the peak/added/removed table, and a size sample
+ * (target, Ready nodes) at the current simulated time for the report. */
+static void track_groups(cloud_drivers *drivers, const kube_api *api, sim_groups *t, sim_record *rec, int64_t now)
+{
+	json_object *ready = ready_nodes(drivers, api);
 	size_t d, i;
 	for(d = 0; d < drivers->n; d++) {
 		cloud_driver *drv = drivers->v[d];
@@ -254,17 +319,20 @@ static void track_groups(cloud_drivers *drivers, sim_groups *t)
 			s->last = g[i].target_size;
 			if(s->last > s->peak)
 				s->peak = s->last;
+			sim_record_size(rec, now, g[i].id, g[i].target_size,
+					json_object_get_int(json_object_object_get(ready, g[i].id)));
 		}
 		drv->api->release_node_groups(drv->state, g, n);
 	}
+	json_object_put(ready);
 }
 
-static void print_groups(cloud_drivers *drivers, sim_groups *t)
+/* The final node-group table as JSON rows (caller releases). */
+static json_object *group_rows(cloud_drivers *drivers, sim_groups *t)
 {
+	json_object *rows = json_object_new_array();
 	size_t d, i;
-	printf("\n%-24s %-5s %-5s %-7s %-6s %-6s %-6s %s\n", "NODE GROUP", "MIN", "MAX", "TARGET", "PEAK", "ADDED",
-	       "REMOVED", "DRIVER");
-	for(d = 0; d < drivers->n; d++) {
+	for(d = 0; rows && d < drivers->n; d++) {
 		cloud_driver *drv = drivers->v[d];
 		prd_cloud_node_group *g = NULL;
 		prd_cloud_error de;
@@ -273,11 +341,41 @@ static void print_groups(cloud_drivers *drivers, sim_groups *t)
 			continue;
 		for(i = 0; i < n; i++) {
 			sim_group *s = g[i].id ? sim_group_get(t, g[i].id, g[i].target_size) : NULL;
-			printf("%-24s %-5d %-5d %-7d %-6d %-6d %-7d %s\n", g[i].id, (int)g[i].min_size, (int)g[i].max_size,
-			       (int)g[i].target_size, s ? (int)s->peak : (int)g[i].target_size, s ? (int)s->added : 0,
-			       s ? (int)s->removed : 0, drv->api->name);
+			json_object *row = json_object_new_object();
+			if(!row || !g[i].id) {
+				json_object_put(row);
+				continue;
+			}
+			json_object_object_add(row, "group", json_object_new_string(g[i].id));
+			json_object_object_add(row, "driver", json_object_new_string(drv->api->name));
+			json_object_object_add(row, "min", json_object_new_int(g[i].min_size));
+			json_object_object_add(row, "max", json_object_new_int(g[i].max_size));
+			json_object_object_add(row, "target", json_object_new_int(g[i].target_size));
+			json_object_object_add(row, "peak", json_object_new_int(s ? s->peak : g[i].target_size));
+			json_object_object_add(row, "added", json_object_new_int(s ? s->added : 0));
+			json_object_object_add(row, "removed", json_object_new_int(s ? s->removed : 0));
+			json_object_array_add(rows, row);
 		}
 		drv->api->release_node_groups(drv->state, g, n);
+	}
+	return rows;
+}
+
+static int row_int(json_object *row, const char *key)
+{
+	return json_object_get_int(json_object_object_get(row, key));
+}
+
+static void print_groups(json_object *rows)
+{
+	size_t i;
+	printf("\n%-24s %-5s %-5s %-7s %-6s %-6s %-6s %s\n", "NODE GROUP", "MIN", "MAX", "TARGET", "PEAK", "ADDED",
+	       "REMOVED", "DRIVER");
+	for(i = 0; i < json_object_array_length(rows); i++) {
+		json_object *r = json_object_array_get_idx(rows, i);
+		printf("%-24s %-5d %-5d %-7d %-6d %-6d %-7d %s\n", row_str(r, "group"), row_int(r, "min"),
+		       row_int(r, "max"), row_int(r, "target"), row_int(r, "peak"), row_int(r, "added"),
+		       row_int(r, "removed"), row_str(r, "driver"));
 	}
 }
 
@@ -306,11 +404,15 @@ static char *default_driver(void)
 
 /* The command line of `simulate`. */
 typedef struct sim_opts {
-	const char *cluster, *driver_path, *cfg_path;
+	const char *cluster, *driver_path, *cfg_path, *plot;
+	const char **requests; /* --request files (argv strings) */
+	size_t nrequests;
 	int64_t until;
-	int level, fmt;
+	int level, fmt, output;
 	pr_config cfg;
 } sim_opts;
+
+enum { SIM_OUT_TEXT, SIM_OUT_JSON, SIM_OUT_YAML };
 
 /* --until, --booking-ttl or --provision-timeout (getopt's `c`): false,
  * after saying why, when the value is not a positive duration. */
@@ -331,13 +433,17 @@ static bool sim_duration(int c, const char *arg, sim_opts *o)
 	return true;
 }
 
-/* Parse the command line into `o`. true to go on; false to end at once
- * with *exit_code (0 after --help, 2 for a bad command line). */
+/* Parse the command line into `o` (o->requests is allocated: the caller
+ * frees it). true to go on; false to end at once with *exit_code (0 after
+ * --help, 2 for a bad command line). */
 static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 {
 	static const struct option opts[] = {
 		{ "cluster", required_argument, NULL, 'c' },
+		{ "request", required_argument, NULL, 'r' },
 		{ "until", required_argument, NULL, 'u' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "plot", required_argument, NULL, 'p' },
 		{ "cloud-driver", required_argument, NULL, 'd' },
 		{ "cloud-config", required_argument, NULL, 'C' },
 		{ "booking-ttl", required_argument, NULL, 'b' },
@@ -352,12 +458,32 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 
 	*exit_code = 2;
 	optind = 0;
-	while((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	o->requests = calloc((size_t)argc + 1, sizeof(*o->requests));
+	if(!o->requests) {
+		fprintf(stderr, "provreqd simulate: out of memory\n");
+		*exit_code = 1;
+		return false;
+	}
+	while((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
 		switch(c) {
 		case 'c': o->cluster = optarg; break;
+		case 'r': o->requests[o->nrequests++] = optarg; break;
+		case 'p': o->plot = optarg; break;
 		case 'd': o->driver_path = optarg; break;
 		case 'C': o->cfg_path = optarg; break;
 		case 'e': o->cfg.expander = optarg; break;
+		case 'o':
+			if(!strcmp(optarg, "text"))
+				o->output = SIM_OUT_TEXT;
+			else if(!strcmp(optarg, "json"))
+				o->output = SIM_OUT_JSON;
+			else if(!strcmp(optarg, "yaml"))
+				o->output = SIM_OUT_YAML;
+			else {
+				fprintf(stderr, "provreqd simulate: -o: \"%s\" is not text, json or yaml\n", optarg);
+				return false;
+			}
+			break;
 		case 'u':
 		case 'b':
 		case 't':
@@ -394,11 +520,11 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 
 /* What sim_setup() creates and sim_teardown() frees. It stays on
  * cmd_simulate's stack for the whole run and must not move: the memory
- * API and the state store keep pointers to `clock`, the drivers to
- * `host`, the controller to `drivers`. */
+ * API, the state store and the logger keep pointers to `clock`, the
+ * drivers to `host`, the controller to `drivers`. */
 typedef struct sim_ctx {
 	clk clock;
-	json_object *objs;
+	sim_objs input, whatif;
 	memapi *m;
 	kube_api api;
 	state_db *db;
@@ -407,16 +533,22 @@ typedef struct sim_ctx {
 	cloud_host_impl host;
 	pr_ctl *ctl;
 	sim_groups sizes;
+	sim_record rec;
+	uint64_t seen_rv;     /* ProvisioningRequest events recorded up to here */
 	int64_t end;
 	unsigned passes;
 } sim_ctx;
 
 /* The driver's configuration: --cloud-config, else cloud-config.yaml in
- * the --cluster directory when there is one. */
+ * the --cluster directory when there is one. A relative templateDir is
+ * taken relative to the config file, so the command works from any
+ * directory. */
 static int sim_read_cloud_config(sim_ctx *s, const sim_opts *o, prd_err *e)
 {
 	const char *cfg_path = o->cfg_path;
+	char *text = NULL;
 	size_t len;
+	int rc;
 
 	if(!cfg_path) {
 		struct stat st;
@@ -424,37 +556,103 @@ static int sim_read_cloud_config(sim_ctx *s, const sim_opts *o, prd_err *e)
 		if(s->auto_cfg && stat(s->auto_cfg, &st) == 0)
 			cfg_path = s->auto_cfg;
 	}
-	if(cfg_path && yj_read_file(cfg_path, 16u << 20, &s->config, &len, e)) {
+	if(!cfg_path)
+		return 0;
+	if(yj_read_file(cfg_path, 16u << 20, &text, &len, e)) {
 		fprintf(stderr, "provreqd simulate: --cloud-config: %s\n", e->msg);
+		return 1;
+	}
+	rc = sim_cloud_config_resolve(cfg_path, text, &s->config, e);
+	free(text);
+	if(rc) {
+		fprintf(stderr, "provreqd simulate: --cloud-config %s: %s\n", cfg_path, e->msg);
 		return 1;
 	}
 	return 0;
 }
 
-/* The cluster in memory, the state store, the driver and the controller,
- * the clock at the start. 0, or 1 after saying why; sim_teardown() frees
- * what was made either way. */
+/* Called for each ProvisioningRequest write since the last look. */
+static int on_request_event(void *ud, const char *type, json_object *obj)
+{
+	sim_ctx *s = ud;
+	if(!strcmp(type, "DELETED"))
+		return 0;
+	return sim_record_request(&s->rec, clk_wall(&s->clock), obj, false);
+}
+
+/* Record what the controller wrote to ProvisioningRequests since the
+ * last call, stamped with the simulated time. */
+static void record_requests(sim_ctx *s)
+{
+	uint64_t last = s->seen_rv;
+	if(memapi_events_since(s->m, &KUBE_PROVREQS, NULL, s->seen_rv, on_request_event, s, &last) == 0)
+		s->seen_rv = last;
+}
+
+/* The requests as loaded: their conditions are the starting point. */
+static int record_baseline(sim_ctx *s)
+{
+	json_object *list = NULL, *items;
+	size_t i;
+	int rc = 0;
+	s->seen_rv = memapi_resource_version(s->m);
+	if(kube_api_call(&s->api, "GET", "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", NULL, NULL, &list,
+			 NULL, NULL))
+		return 0;
+	items = json_object_object_get(list, "items");
+	for(i = 0; !rc && items && i < json_object_array_length(items); i++)
+		rc = sim_record_request(&s->rec, clk_wall(&s->clock), json_object_array_get_idx(items, i), true);
+	json_object_put(list);
+	return rc;
+}
+
+/* The cluster in memory (what-if requests included), the state store,
+ * the driver and the controller, the clock at the start. 0, or 1 after
+ * saying why; sim_teardown() frees what was made either way. */
 static int sim_setup(sim_ctx *s, const sim_opts *o)
 {
 	const char *driver_path = o->driver_path;
 	int64_t start;
 	state_config sc;
+	size_t i, loaded = 0;
 	prd_err e;
 
-	if(load_cluster(o->cluster, &s->objs, &e)) {
+	if(!s->input.objs || !s->input.where || !s->whatif.objs || !s->whatif.where) {
+		fprintf(stderr, "provreqd simulate: out of memory\n");
+		return 1;
+	}
+	if(sim_input_read(o->cluster, &s->input, &e)) {
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
 		return 1;
 	}
-	start = start_time(s->objs);
+	for(i = 0; i < o->nrequests; i++)
+		if(sim_requests_read(o->requests[i], &s->whatif, &e)) {
+			fprintf(stderr, "provreqd simulate: --request: %s\n", e.msg);
+			return 1;
+		}
+	/* The what-if requests do not move the start: they arrive "now". */
+	start = start_time(s->input.objs);
 	s->end = start + o->until;
 	clk_fake_init(&s->clock, start);
+	log_set_clock(&s->clock);
+	sim_record_init(&s->rec, start, s->end);
 	if(memapi_new(&s->clock, 0, &s->m)) {
 		fprintf(stderr, "provreqd simulate: out of memory\n");
 		return 1;
 	}
 	s->api = kube_api_from_memapi(s->m);
-	if(memapi_load(s->m, s->objs, &e)) {
+	if(sim_input_load(s->m, &s->input, &loaded, &e)) {
 		fprintf(stderr, "provreqd simulate: loading %s: %s\n", o->cluster, e.msg);
+		return 1;
+	}
+	if(!loaded)
+		log_warn("simulate: the cluster input holds no object that can be simulated", "cluster", o->cluster);
+	if(sim_requests_load(s->m, &s->whatif, &e)) {
+		fprintf(stderr, "provreqd simulate: --request: %s\n", e.msg);
+		return 1;
+	}
+	if(record_baseline(s)) {
+		fprintf(stderr, "provreqd simulate: out of memory\n");
 		return 1;
 	}
 	state_config_default(&sc);
@@ -484,22 +682,24 @@ static int sim_loop(sim_ctx *s)
 {
 	prd_err e;
 
-	track_groups(&s->drivers, &s->sizes);
+	track_groups(&s->drivers, &s->api, &s->sizes, &s->rec, clk_wall(&s->clock));
 	for(;;) {
 		int64_t wake;
 		uint64_t rv = memapi_resource_version(s->m);
+		bool readied;
 		if(pr_ctl_pass(s->ctl, &wake, &e)) {
 			fprintf(stderr, "provreqd simulate: %s\n", e.msg);
 			return 1;
 		}
 		s->passes++;
-		track_groups(&s->drivers, &s->sizes);
+		record_requests(s);
 		/* What the pass wrote reaches `run` through its watches and starts
 		 * another pass (a request turning final lets its nodes idle, say);
 		 * here it does so one simulated second later. New fake nodes
 		 * turn Ready a moment after they are created. */
-		if((kwok_make_ready(&s->api) || memapi_resource_version(s->m) != rv) &&
-		   wake > clk_wall(&s->clock) + PRD_NS_PER_SEC)
+		readied = kwok_make_ready(&s->api) > 0;
+		track_groups(&s->drivers, &s->api, &s->sizes, &s->rec, clk_wall(&s->clock));
+		if((readied || memapi_resource_version(s->m) != rv) && wake > clk_wall(&s->clock) + PRD_NS_PER_SEC)
 			wake = clk_wall(&s->clock) + PRD_NS_PER_SEC;
 		if(wake == INT64_MAX || wake > s->end || s->passes >= 100000)
 			break;
@@ -508,32 +708,111 @@ static int sim_loop(sim_ctx *s)
 	return 0;
 }
 
-/* The tables and the summary line, at the end of the simulated time. */
-static void sim_report(sim_ctx *s, int64_t until)
+/* The whole report as one JSON document (caller releases), or NULL. */
+static json_object *report_doc(sim_ctx *s, int64_t until)
 {
-	const pr_stats *st;
+	const pr_stats *st = pr_ctl_stats(s->ctl);
+	json_object *sum = json_object_new_object();
+	if(sum) {
+		json_object_object_add(sum, "simulatedSeconds", json_object_new_int64(until / PRD_NS_PER_SEC));
+		json_object_object_add(sum, "passes", json_object_new_int64(s->passes));
+		json_object_object_add(sum, "scaleUpsStarted", json_object_new_int64((int64_t)st->scaleups_started));
+		json_object_object_add(sum, "scaleUpsSucceeded", json_object_new_int64((int64_t)st->scaleups_succeeded));
+		json_object_object_add(sum, "scaleUpsRolledBack",
+				       json_object_new_int64((int64_t)st->scaleups_rolled_back));
+		json_object_object_add(sum, "idleNodesScaledDown", json_object_new_int64((int64_t)st->scaledown_nodes));
+		json_object_object_add(sum, "statusWrites", json_object_new_int64((int64_t)st->status_writes));
+		json_object_object_add(sum, "events", json_object_new_int64((int64_t)st->events));
+	}
+	return sim_report_doc(&s->rec, request_rows(&s->api), group_rows(&s->drivers, &s->sizes), sum);
+}
 
-	clk_fake_set(&s->clock, s->end);
-	print_requests(&s->api);
-	track_groups(&s->drivers, &s->sizes);
-	print_groups(&s->drivers, &s->sizes);
-	st = pr_ctl_stats(s->ctl);
+static void print_text(sim_ctx *s, int64_t until)
+{
+	const pr_stats *st = pr_ctl_stats(s->ctl);
+	json_object *rows = request_rows(&s->api), *groups = group_rows(&s->drivers, &s->sizes);
+
+	print_transitions(&s->rec);
+	print_requests(rows);
+	print_groups(groups);
 	printf("\nsimulated %llds in %u passes: %llu scale-ups started, %llu succeeded, %llu rolled back; "
 	       "%llu idle nodes scaled down; %llu status writes, %llu events\n",
 	       (long long)(until / PRD_NS_PER_SEC), s->passes, (unsigned long long)st->scaleups_started,
 	       (unsigned long long)st->scaleups_succeeded, (unsigned long long)st->scaleups_rolled_back,
 	       (unsigned long long)st->scaledown_nodes, (unsigned long long)st->status_writes,
 	       (unsigned long long)st->events);
+	json_object_put(rows);
+	json_object_put(groups);
+}
+
+/* Write `b` to `path` whole; 0, or 1 after saying why not. */
+static int write_file(const char *path, const buf *b)
+{
+	FILE *f = fopen(path, "w");
+	int rc = 0;
+	if(!f || fwrite(b->data, 1, b->len, f) != b->len)
+		rc = 1;
+	if(f && fclose(f))
+		rc = 1;
+	if(rc)
+		fprintf(stderr, "provreqd simulate: --plot %s: %s\n", path, strerror(errno));
+	return rc;
+}
+
+/* The report at the end of the simulated time, in the chosen format, and
+ * the plot. 0, or 1 after saying what failed. */
+static int sim_report(sim_ctx *s, const sim_opts *o)
+{
+	int rc = 0;
+
+	clk_fake_set(&s->clock, s->end);
+	record_requests(s);
+	track_groups(&s->drivers, &s->api, &s->sizes, &s->rec, s->end);
+	if(o->output == SIM_OUT_TEXT) {
+		print_text(s, o->until);
+	} else {
+		json_object *doc = report_doc(s, o->until);
+		buf b;
+		buf_init(&b);
+		if(!doc)
+			rc = 1;
+		else if(o->output == SIM_OUT_JSON)
+			rc = buf_printf(&b, "%s\n", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY |
+									   JSON_C_TO_STRING_SPACED |
+									   JSON_C_TO_STRING_NOSLASHESCAPE)) != 0;
+		else
+			rc = plug_yaml(doc, &b) != 0;
+		if(rc)
+			fprintf(stderr, "provreqd simulate: cannot write the report (out of memory)\n");
+		else
+			fwrite(b.data, 1, b.len, stdout);
+		buf_free(&b);
+		json_object_put(doc);
+	}
+	if(!rc && o->plot) {
+		buf b;
+		buf_init(&b);
+		if(sim_svg(&s->rec, &b)) {
+			fprintf(stderr, "provreqd simulate: cannot draw the plot (out of memory)\n");
+			rc = 1;
+		} else
+			rc = write_file(o->plot, &b);
+		buf_free(&b);
+	}
+	return rc;
 }
 
 static void sim_teardown(sim_ctx *s)
 {
+	log_set_clock(NULL);
 	pr_ctl_free(s->ctl);
 	sim_groups_free(&s->sizes);
+	sim_record_free(&s->rec);
 	cloud_drivers_free(&s->drivers);
 	state_close(s->db);
 	memapi_free(s->m);
-	json_object_put(s->objs);
+	sim_objs_free(&s->input);
+	sim_objs_free(&s->whatif);
 	free(s->config);
 	free(s->auto_cfg);
 	free(s->driver_default);
@@ -551,9 +830,13 @@ int cmd_simulate(int argc, char **argv)
 	o.level = PRD_LOG_WARN;
 	o.fmt = PRD_LOG_TEXT;
 	pr_config_default(&o.cfg);
-	if(!sim_parse(argc, argv, &o, &rc))
+	if(!sim_parse(argc, argv, &o, &rc)) {
+		free(o.requests);
 		return rc;
+	}
 	memset(&s, 0, sizeof(s));
+	sim_objs_init(&s.input);
+	sim_objs_init(&s.whatif);
 	cloud_drivers_init(&s.drivers);
 	log_setup(o.level, o.fmt, stderr);
 	metrics_init();
@@ -561,7 +844,8 @@ int cmd_simulate(int argc, char **argv)
 	if(!rc)
 		rc = sim_loop(&s);
 	if(!rc)
-		sim_report(&s, o.until);
+		rc = sim_report(&s, &o);
 	sim_teardown(&s);
+	free(o.requests);
 	return rc;
 }

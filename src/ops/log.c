@@ -1,5 +1,6 @@
 #include "ops/log.h"
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/rfc3339.h"
 
 #include <pthread.h>
@@ -16,8 +17,9 @@ static struct {
 	int format;
 	FILE *out;
 	long long (*now_ns)(void);
+	const clk *clock;
 	pthread_mutex_t mu;
-} logger = { PRD_LOG_INFO, PRD_LOG_TEXT, NULL, NULL, PTHREAD_MUTEX_INITIALIZER };
+} logger = { PRD_LOG_INFO, PRD_LOG_TEXT, NULL, NULL, NULL, PTHREAD_MUTEX_INITIALIZER };
 
 static const char *const level_names[] = { "error", "warn", "info", "debug", "trace" };
 
@@ -43,6 +45,13 @@ bool log_enabled(int level)
 void log_set_time_fn(long long (*now_ns)(void))
 {
 	logger.now_ns = now_ns;
+}
+
+void log_set_clock(const clk *c)
+{
+	pthread_mutex_lock(&logger.mu);
+	logger.clock = c;
+	pthread_mutex_unlock(&logger.mu);
 }
 
 int log_parse_format(const char *s, int *out)
@@ -142,7 +151,9 @@ void log_kv(int level, const char *msg, ...)
 		return;
 	if(level < PRD_LOG_ERROR)
 		level = PRD_LOG_ERROR;
-	if(logger.now_ns) {
+	if(logger.clock) {
+		now = clk_wall(logger.clock);
+	} else if(logger.now_ns) {
 		now = logger.now_ns();
 	} else {
 		struct timespec t;

@@ -32,6 +32,12 @@ int log_parse_format(const char *s, int *out);
 int log_parse_level(const char *s, int *out);
 /* Use a fixed timestamp source for tests (NULL restores the real clock). */
 void log_set_time_fn(long long (*now_ns)(void));
+/* Stamp lines with this clock's wall time (`provreqd simulate` passes its
+ * simulated clock); NULL restores the real clock. Borrowed: clear it with
+ * log_set_clock(NULL) before the clock goes away. Takes precedence over
+ * log_set_time_fn. */
+struct clk;
+void log_set_clock(const struct clk *c);
 
 /* Log `msg` with key/value string pairs, terminated by NULL. A NULL value
  * prints as "<nil>". Values made with LOGI() are JSON numbers in JSON

@@ -1,5 +1,6 @@
 #include "testutil.h"
 #include "ops/log.h"
+#include "util/clock.h"
 
 #include <json-c/json.h>
 #include <stdlib.h>
@@ -37,6 +38,29 @@ static void test_text_line(void)
 	mem = capture_end(f, &mem);
 	CU_ASSERT_STRING_EQUAL(mem, "ts=2024-05-01T10:00:00.123456Z level=info msg=\"request provisioned\" "
 			       "namespace=team-a name=\"job 1\" attempts=3\n");
+	free(mem);
+}
+
+/* A fake clock stamps the lines (simulate's simulated time), and moving
+ * it moves the stamps; clearing it goes back to the time function. */
+static void test_clock_stamps(void)
+{
+	FILE *f;
+	char *mem;
+	size_t len;
+	clk c;
+	clk_fake_init(&c, 1767225600LL * PRD_NS_PER_SEC); /* 2026-01-01T00:00:00Z */
+	capture_begin(&f, &mem, &len, PRD_LOG_INFO, PRD_LOG_TEXT);
+	log_set_clock(&c);
+	log_info("a");
+	clk_fake_advance(&c, 90 * PRD_NS_PER_SEC);
+	log_info("b");
+	log_set_clock(NULL);
+	log_info("c");
+	mem = capture_end(f, &mem);
+	CU_ASSERT_STRING_EQUAL(mem, "ts=2026-01-01T00:00:00.000000Z level=info msg=a\n"
+			       "ts=2026-01-01T00:01:30.000000Z level=info msg=b\n"
+			       "ts=2024-05-01T10:00:00.123456Z level=info msg=c\n");
 	free(mem);
 }
 
@@ -158,6 +182,7 @@ static void test_parse_flags(void)
 static const test_case cases[] = {
 	{ "text line", test_text_line },
 	{ "json line", test_json_line },
+	{ "clock stamps", test_clock_stamps },
 	{ "json numbers", test_json_numbers },
 	{ "level filter", test_levels_filter },
 	{ "secrets redacted", test_secrets_redacted },

@@ -48,4 +48,117 @@ rm -f "${TMPDIR:-/tmp}/prd-bad-$$.yaml" "${TMPDIR:-/tmp}/prd-bad-$$.out"
 if "$PRD_BUILDDIR/provreqd" simulate --cluster /nonexistent > /dev/null 2>&1; then
 	echo "FAIL: missing cluster accepted"; fail=1
 fi
+
+prd() { "$PRD_BUILDDIR/provreqd" simulate --cloud-driver "$PRD_BUILDDIR/cloud/kwok/.libs/kwok.so" "$@"; }
+tmp="${TMPDIR:-/tmp}/prd-sim-$$"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+
+# Transitions are stamped with simulated time: the example starts at
+# 00:05:00 (its newest creationTimestamp), fits-now is provisioned at once
+# and its 10-minute booking expires at 00:15:00.
+echo "$out" | grep -qE '^2026-01-01T00:15:00Z +\+10m +team-a/fits-now +BookingExpired=True +CapacityReservationTimeExpired' ||
+	{ echo "FAIL: no BookingExpired transition of fits-now at simulated 00:15:00"; fail=1; }
+echo "$out" | grep -qE '^2026-01-01T00:05:00Z +\+0s +team-b/too-big +Failed=True' ||
+	{ echo "FAIL: no Failed transition of too-big at the start"; fail=1; }
+# ... and so are the log lines: every one falls in the simulated hour.
+prd --cluster templates/examples/simulate --v info > /dev/null 2> "$tmp/log" || fail=1
+grep -c 'msg="request condition"' "$tmp/log" | grep -qv '^0$' || { echo "FAIL: no condition log lines"; fail=1; }
+if grep -v '^ts=2026-01-01T0[01]:' "$tmp/log" | grep -q .; then
+	echo "FAIL: log lines not stamped with simulated time:"; grep -v '^ts=2026-01-01T0[01]:' "$tmp/log" | head -3; fail=1
+fi
+
+# -o json and -o yaml: the documented fields, the same transitions.
+prd --cluster templates/examples/simulate -o json > "$tmp/out.json" || { echo "FAIL: -o json"; fail=1; }
+for f in '"schemaVersion": 1' '"transitions": \[' '"nodeGroupSizes": \[' '"requestStates": \[' '"requests": \[' \
+	'"nodeGroups": \[' '"summary": \{' '"scaleUpsStarted": 2' '"time": "2026-01-01T00:15:00Z"' \
+	'"type": "BookingExpired"' '"group": "general"' '"ready": 7'; do
+	grep -qE "$f" "$tmp/out.json" || { echo "FAIL: -o json lacks $f"; fail=1; }
+done
+prd --cluster templates/examples/simulate -o yaml > "$tmp/out.yaml" || { echo "FAIL: -o yaml"; fail=1; }
+for f in '^transitions:' '^- time: "2026-01-01T00:15:00Z"' '^  type: BookingExpired' '^nodeGroupSizes:' \
+	'^  target: 8' '^requests:' '^  state: Failed'; do
+	grep -qE "$f" "$tmp/out.yaml" || { echo "FAIL: -o yaml lacks $f"; fail=1; }
+done
+[ "$(grep -c '"type":' "$tmp/out.json")" = "$(grep -c '^  type:' "$tmp/out.yaml")" ] ||
+	{ echo "FAIL: json and yaml disagree on the number of transitions"; fail=1; }
+if prd --cluster templates/examples/simulate -o xml > /dev/null 2>&1; then
+	echo "FAIL: -o xml accepted"; fail=1
+fi
+
+# --request: a what-if request joins the example and is answered.
+cat > "$tmp/whatif.yaml" <<'YAML'
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: small, namespace: team-c}
+template:
+  spec:
+    containers: [{name: c, image: busybox, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: what-if, namespace: team-c}
+spec:
+  provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+  podSets: [{podTemplateRef: {name: small}, count: 2}]
+YAML
+wout=$(prd --cluster templates/examples/simulate --request "$tmp/whatif.yaml" 2>&1) || { echo "FAIL: --request"; fail=1; }
+echo "$wout" | awk '$1 == "team-c" && $2 == "what-if"' | grep -qE 'atomic-scale-up +True +True' ||
+	{ echo "FAIL: the what-if request was not provisioned:"; echo "$wout" | grep what-if; fail=1; }
+echo "$wout" | grep -qE '^2026-01-01T00:05:0.Z .* team-c/what-if +Accepted=True' ||
+	{ echo "FAIL: the what-if request was not accepted at the start"; fail=1; }
+printf 'apiVersion: v1\nkind: PodTemplate\nmetadata: {name: t, namespace: a}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n' \
+	> "$tmp/bad-request.yaml"
+if prd --cluster templates/examples/simulate --request "$tmp/bad-request.yaml" > "$tmp/bad.out" 2>&1; then
+	echo "FAIL: a Node in a --request file accepted"; fail=1
+fi
+grep -q 'bad-request.yaml document 2 (Node n): only ProvisioningRequests and PodTemplates' "$tmp/bad.out" ||
+	{ echo "FAIL: bad --request file not explained:"; cat "$tmp/bad.out"; fail=1; }
+
+# --plot: the committed picture in docs/ is what this build draws for the
+# README's command, so it never goes stale.
+prd --cluster templates/examples/simulate --plot "$tmp/plot.svg" > /dev/null || { echo "FAIL: --plot"; fail=1; }
+cmp -s "$tmp/plot.svg" docs/simulate-example.svg ||
+	{ echo "FAIL: docs/simulate-example.svg differs from what this build draws (regenerate it, see docs/simulate.md)"; fail=1; }
+for f in '^<svg ' 'team-b/fine-tune' '>general<' '>gpu<' '>Pending/Accepted<' '>ScaleUpInProgress<' '>+30m<' '</svg>'; do
+	grep -q -- "$f" "$tmp/plot.svg" || { echo "FAIL: the plot lacks $f"; fail=1; }
+done
+if prd --cluster templates/examples/simulate --plot /nonexistent/dir/p.svg > /dev/null 2>&1; then
+	echo "FAIL: an unwritable --plot path accepted"; fail=1
+fi
+
+# A kubectl dump (a List with server fields and a kind simulate does not
+# model) loads; the Deployment is skipped with a warning naming it.
+prd --cluster tests/fixtures/simulate/kubectl-dump.yaml --cloud-config templates/examples/simulate/cloud-config.yaml \
+	> "$tmp/dump.out" 2> "$tmp/dump.err" || { echo "FAIL: kubectl dump"; cat "$tmp/dump.err"; fail=1; }
+grep -qE '^batch +job-1 +check-capacity +True +True' "$tmp/dump.out" || { echo "FAIL: job-1 of the dump not provisioned"; fail=1; }
+grep -q 'object ignored.*Deployment default/web.*kind not simulated' "$tmp/dump.err" ||
+	{ echo "FAIL: no warning for the Deployment of the dump"; cat "$tmp/dump.err"; fail=1; }
+
+# A directory: cluster.json is loaded, other files are named as ignored.
+mkdir -p "$tmp/dir"
+cat > "$tmp/dir/cluster.json" <<'JSON'
+{"apiVersion": "v1", "kind": "List", "items": [
+ {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "creationTimestamp": "2026-03-01T00:00:00Z"},
+  "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}},
+ {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t", "namespace": "a"},
+  "template": {"spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}}},
+ {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest", "metadata": {"name": "from-json", "namespace": "a"},
+  "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": [{"podTemplateRef": {"name": "t"}, "count": 2}]}}]}
+JSON
+echo notes > "$tmp/dir/README.txt"
+prd --cluster "$tmp/dir" --cloud-config templates/examples/simulate/cloud-config.yaml > "$tmp/dir.out" 2> "$tmp/dir.err" ||
+	{ echo "FAIL: a directory with cluster.json"; cat "$tmp/dir.err"; fail=1; }
+grep -qE '^a +from-json +check-capacity +True +True' "$tmp/dir.out" || { echo "FAIL: cluster.json not loaded"; fail=1; }
+grep -q 'file ignored.*README.txt' "$tmp/dir.err" || { echo "FAIL: README.txt not named as ignored"; fail=1; }
+
+# templateDir is relative to the cloud config, not the working directory.
+(cd "$tmp" && prd --cluster "$PRD_SRCDIR/templates/examples/simulate" --until 10m) > "$tmp/cwd.out" 2>&1 ||
+	{ echo "FAIL: the example does not run from another directory:"; cat "$tmp/cwd.out"; fail=1; }
+grep -qE '^gpu +0 +4 ' "$tmp/cwd.out" || { echo "FAIL: node groups missing when run from another directory"; fail=1; }
+
+# --help names the new options.
+for f in --request --plot '-o, --output' templateDir; do
+	"$PRD_BUILDDIR/provreqd" simulate --help | grep -q -- "$f" || { echo "FAIL: --help lacks $f"; fail=1; }
+done
 exit $fail
