@@ -12,7 +12,6 @@
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "provreq/controller.h"
-#include "plugin/plugin.h"
 #include "provreq/request.h"
 #include "sim/sim.h"
 #include "state/state.h"
@@ -781,7 +780,7 @@ static int sim_report(sim_ctx *s, const sim_opts *o)
 									   JSON_C_TO_STRING_SPACED |
 									   JSON_C_TO_STRING_NOSLASHESCAPE)) != 0;
 		else
-			rc = plug_yaml(doc, &b) != 0;
+			rc = yj_print_yaml(doc, &b) != 0;
 		if(rc)
 			fprintf(stderr, "provreqd simulate: cannot write the report (out of memory)\n");
 		else

@@ -12,6 +12,7 @@
 #include "kube/config.h"
 #include "ops/log.h"
 #include "plugin/plugin.h"
+#include "util/yamljson.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/str.h"
@@ -122,7 +123,7 @@ static int print_objects(const plug_opts *o, json_object *tmpl, json_object *req
 		}
 		buf_init(&b);
 		if(o->output == PLUG_OUT_YAML) {
-			rc = plug_yaml(doc, &b);
+			rc = yj_print_yaml(doc, &b);
 		} else {
 			const char *s = json_object_to_json_string_ext(
 				doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);

@@ -4,7 +4,6 @@
  *   plug_parse()          command line → plug_opts, every flag checked
  *   plug_build_request()  plug_opts → the ProvisioningRequest object
  *   plug_build_template() plug_opts → the PodTemplate (--image/--cpu/...)
- *   plug_yaml()           any JSON tree → YAML text, the way kubectl prints
  *
  * kubectl runs a plugin with every argument after `create provisioningrequest`
  * untouched, including global flags such as --kubeconfig, --context and
@@ -123,9 +122,6 @@ json_object *plug_build_request(const plug_opts *o, const char *ns);
  * for the nvidia.com/gpu taint). NULL when out of memory. */
 json_object *plug_build_template(const plug_opts *o, const char *ns);
 
-/* Append `obj` to `out` as a YAML document (no "---"), strings quoted
- * wherever a YAML reader would otherwise take them for another type. */
-int plug_yaml(json_object *obj, buf *out);
 
 /* The usage text for --help. */
 const char *plug_usage(void);

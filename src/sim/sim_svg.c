@@ -104,6 +104,66 @@ static void group_line(buf *b, const sim_record *r, const char *g, bool ready, i
 		buf_printf(b, " H%.1f\"/>\n", xpos(r, r->end));
 }
 
+/* The request panel: one bar per request, one segment per state. */
+static int svg_requests(const sim_record *r, buf *b, double ry)
+{
+	size_t i, k;
+	buf_printf(b, "<text x=\"%d\" y=\"%.1f\" font-weight=\"bold\">requests</text>\n", 10, ry - 8);
+	for(i = 0; i < r->nreq; i++) {
+		double y = ry + (double)i * ROW;
+		sim_span *sp = NULL;
+		size_t n = 0;
+		int pass;
+		buf_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + BAR - 3);
+		xml_text(b, r->req[i].ns);
+		buf_append_char(b, '/');
+		xml_text(b, r->req[i].name);
+		buf_append_str(b, "</text>\n");
+		if(sim_record_spans(r, i, &sp, &n))
+			return PRD_ENOMEM;
+		/* Stretches too short to see at this scale (a one-second
+		 * ScaleUpInProgress in an hour) are drawn last, 3 px wide, so the
+		 * next state does not cover them. */
+		for(pass = 0; pass < 2; pass++)
+			for(k = 0; k < n; k++) {
+				double x0 = xpos(r, sp[k].from), x1 = xpos(r, sp[k].to);
+				bool tiny = x1 - x0 < 3;
+				if(tiny != (pass == 1))
+					continue;
+				buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\">"
+					      "<title>%s</title></rect>\n",
+					   x0, y, tiny ? 3 : x1 - x0, BAR, state_colours[sp[k].state],
+					   sim_state_name(sp[k].state));
+			}
+		free(sp);
+	}
+	return 0;
+}
+
+/* The legend: request states on one line, then the groups five a line. */
+static void svg_legend(const sim_record *r, buf *b, double legend)
+{
+	size_t i, k;
+	for(k = 0; k < SIM_NSTATES; k++) {
+		double x = 10 + (double)k * 170;
+		buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"12\" fill=\"%s\"/>"
+			      "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+			   x, legend - 10, state_colours[k], x + 20, legend, k == SIM_PENDING ? "Pending/Accepted" :
+			   sim_state_name((int)k));
+	}
+	for(i = 0; i < r->ngroups; i++) {
+		double x = 10 + (double)(i % 5) * 170, y = legend + 22 + (double)(i / 5) * 18;
+		buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>"
+			      "<text x=\"%.1f\" y=\"%.1f\">",
+			   x, y - 4, x + 14, y - 4, group_colours[i % NGC], x + 20, y);
+		xml_text(b, r->groups[i]);
+		buf_append_str(b, "</text>\n");
+	}
+	buf_printf(b, "<text x=\"10\" y=\"%.1f\" fill=\"#444\">node groups: the line is the target size, the "
+		      "shade under it the Ready nodes</text>\n",
+		   legend + 40 + 18 * (double)((r->ngroups - 1) / 5));
+}
+
 int sim_svg(const sim_record *r, buf *b)
 {
 	int32_t ymax = group_max(r), v, ystep;
@@ -114,7 +174,7 @@ int sim_svg(const sim_record *r, buf *b)
 	double legend = axis + 40;
 	int height = (int)legend + 50 + 18 * (int)((r->ngroups + 4) / 5);
 	char ts[64], te[64], off[32];
-	size_t i, k;
+	size_t i;
 
 	sim_time_str(r->start, ts, sizeof(ts));
 	sim_time_str(r->end, te, sizeof(te));
@@ -157,57 +217,11 @@ int sim_svg(const sim_record *r, buf *b)
 		group_line(b, r, r->groups[i], false, ymax, gy0, group_colours[i % NGC], width > 8 ? 8 : width);
 	}
 
-	/* Request panel: one bar per request, one segment per state. */
-	buf_printf(b, "<text x=\"%d\" y=\"%.1f\" font-weight=\"bold\">requests</text>\n", 10, ry - 8);
-	for(i = 0; i < r->nreq; i++) {
-		double y = ry + (double)i * ROW;
-		sim_span *sp = NULL;
-		size_t n = 0;
-		int pass;
-		buf_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + BAR - 3);
-		xml_text(b, r->req[i].ns);
-		buf_append_char(b, '/');
-		xml_text(b, r->req[i].name);
-		buf_append_str(b, "</text>\n");
-		if(sim_record_spans(r, i, &sp, &n))
-			return PRD_ENOMEM;
-		/* Stretches too short to see at this scale (a one-second
-		 * ScaleUpInProgress in an hour) are drawn last, 3 px wide, so the
-		 * next state does not cover them. */
-		for(pass = 0; pass < 2; pass++)
-			for(k = 0; k < n; k++) {
-				double x0 = xpos(r, sp[k].from), x1 = xpos(r, sp[k].to);
-				bool tiny = x1 - x0 < 3;
-				if(tiny != (pass == 1))
-					continue;
-				buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\">"
-					      "<title>%s</title></rect>\n",
-					   x0, y, tiny ? 3 : x1 - x0, BAR, state_colours[sp[k].state],
-					   sim_state_name(sp[k].state));
-			}
-		free(sp);
-	}
+	if(svg_requests(r, b, ry))
+		return PRD_ENOMEM;
 	buf_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#444\"/>\n", ML, axis, W - MR, axis);
 
-	/* Legend: request states on one line, then the groups three a line. */
-	for(k = 0; k < SIM_NSTATES; k++) {
-		double x = 10 + (double)k * 170;
-		buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"12\" fill=\"%s\"/>"
-			      "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-			   x, legend - 10, state_colours[k], x + 20, legend, k == SIM_PENDING ? "Pending/Accepted" :
-			   sim_state_name((int)k));
-	}
-	for(i = 0; i < r->ngroups; i++) {
-		double x = 10 + (double)(i % 5) * 170, y = legend + 22 + (double)(i / 5) * 18;
-		buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>"
-			      "<text x=\"%.1f\" y=\"%.1f\">",
-			   x, y - 4, x + 14, y - 4, group_colours[i % NGC], x + 20, y);
-		xml_text(b, r->groups[i]);
-		buf_append_str(b, "</text>\n");
-	}
-	buf_printf(b, "<text x=\"10\" y=\"%.1f\" fill=\"#444\">node groups: the line is the target size, the "
-		      "shade under it the Ready nodes</text>\n",
-		   legend + 40 + 18 * (double)((r->ngroups - 1) / 5));
+	svg_legend(r, b, legend);
 	buf_append_str(b, "</svg>\n");
 	return b->failed;
 }

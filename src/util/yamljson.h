@@ -31,4 +31,10 @@ int yj_load_file(const char *path, json_object **objs, prd_err *err);
 /* Read a file into memory (caller frees). */
 int yj_read_file(const char *path, size_t max, char **data, size_t *len, prd_err *err);
 
+/* Append `obj` to `out` as a YAML document (no "---"), strings quoted
+ * wherever a YAML reader would otherwise take them for another type, the
+ * way kubectl prints (src/util/yaml_print.c). 0 or an error code. */
+struct buf;
+int yj_print_yaml(json_object *obj, struct buf *out);
+
 #endif

@@ -482,7 +482,7 @@ static void roundtrip(json_object *in)
 	json_object *back = NULL;
 	prd_err err;
 	buf_init(&y);
-	CU_ASSERT_EQUAL_FATAL(plug_yaml(in, &y), 0);
+	CU_ASSERT_EQUAL_FATAL(yj_print_yaml(in, &y), 0);
 	if(yj_parse_one(buf_str(&y), y.len, &back, &err) != 0) {
 		fprintf(stderr, "unreadable YAML (%s):\n%s\n", err.msg, buf_str(&y));
 		CU_FAIL("yaml does not parse");
@@ -526,7 +526,7 @@ static void test_yaml_types_and_shape(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
 	roundtrip(o);
 	buf_init(&y);
-	CU_ASSERT_EQUAL(plug_yaml(o, &y), 0);
+	CU_ASSERT_EQUAL(yj_print_yaml(o, &y), 0);
 	/* kubectl's look: block style, two-space indent, plain where safe,
 	 * keys in insertion order */
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&y), "apiVersion: v1\nkind: PodTemplate\nmetadata:\n  name: t\nnum: 3\n"));
@@ -538,7 +538,7 @@ static void test_yaml_types_and_shape(void)
 	/* a count is an integer in YAML, a parameter "30" a string */
 	o = json_tokener_parse("{\"count\":30,\"ValidUntilSeconds\":\"30\"}");
 	buf_init(&y);
-	CU_ASSERT_EQUAL(plug_yaml(o, &y), 0);
+	CU_ASSERT_EQUAL(yj_print_yaml(o, &y), 0);
 	CU_ASSERT_STRING_EQUAL(buf_str(&y), "count: 30\nValidUntilSeconds: \"30\"\n");
 	buf_free(&y);
 	json_object_put(o);

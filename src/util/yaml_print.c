@@ -4,11 +4,13 @@
  * timestamp ("3", "true", "0x1f", "1e3", "2024-01-01") is double-quoted so
  * it stays a string; everything else is left for libyaml to print plain
  * where it can, as kubectl does. */
-#include "plugin/plugin.h"
+#include "util/yamljson.h"
+#include "util/buf.h"
 
 #include "util/err.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +141,7 @@ static int emit_node(yaml_emitter_t *em, json_object *v, int depth)
 	return PRD_EINVAL;
 }
 
-int plug_yaml(json_object *obj, buf *out)
+int yj_print_yaml(json_object *obj, struct buf *out)
 {
 	yaml_emitter_t em;
 	yaml_event_t ev;
