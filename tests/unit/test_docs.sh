@@ -80,6 +80,13 @@ cmp -s "$tmp/cm.yaml" "$cfgfile" ||
 	bad "templates/deploy/configmap.yaml does not carry templates/config/provreqd.yaml unchanged: $(diff "$cfgfile" "$tmp/cm.yaml" | head -5)"
 # The Helm chart's default config is the same file (helm, like kustomize,
 # reads nothing outside the chart).
+# The shipped config is complete: every option with a config key is in it
+# (its last path element under its section, `# ... (--flag)` above it).
+while IFS='	' read -r flag key _; do
+	[ "$key" = "-" ] && continue
+	grep -q -- "(--$flag)\$" "$cfgfile" ||
+		bad "templates/config/provreqd.yaml has no $key (--$flag): it says it holds every option"
+done <"$tmp/options"
 cmp -s "$PRD_SRCDIR/charts/provreqd/files/provreqd.yaml" "$cfgfile" ||
 	bad "charts/provreqd/files/provreqd.yaml is not templates/config/provreqd.yaml: $(diff "$cfgfile" "$PRD_SRCDIR/charts/provreqd/files/provreqd.yaml" | head -5)"
 
