@@ -164,7 +164,11 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 		pr_class_group *g = at_find_group(h, open[i].node_group);
 		if(g)
 			g->busy = true;
-		unlisted[i] = !reserve(h, g, &open[i]);
+		/* A group no loaded driver serves (a plan adopted from a replica
+		 * with other drivers, or a driver removed from the config): its
+		 * nodes cannot be told from others, and holding every new Node
+		 * for a plan nothing here can progress would starve the cluster. */
+		unlisted[i] = !reserve(h, g, &open[i]) && (g || !h->groups_complete);
 	}
 	/* Then, for plans whose group could not be listed, the Nodes that
 	 * registered since they began, except those the other listings

@@ -58,6 +58,8 @@ void at_adopt(const pr_class_host *h, const kube_provreq *pr);
 /* One rollback step of one intent. True once the cloud confirms: none of
  * its instances listed and the target no higher than before (the intent
  * is then closed). */
+/* True at most once a minute per plan id (log rate limit). */
+bool at_say_again(const char *plan_id, int64_t now);
 bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class_group *g, const state_intent *in);
 /* Close an intent whose cloud call never took effect: nothing to undo. */
 void at_close_without_effect(const pr_class_host *h, pr_class_group *g, const state_intent *in, const char *why);

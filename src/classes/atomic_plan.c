@@ -353,6 +353,33 @@ void at_close_without_effect(const pr_class_host *h, pr_class_group *g, const st
 		g->busy = false;
 }
 
+/* Rate limit for a message about one plan: true at most once a minute per
+ * plan (a few plans remembered; the worker is single-threaded). */
+bool at_say_again(const char *plan_id, int64_t now)
+{
+	static struct {
+		uint64_t h;
+		int64_t at;
+	} seen[16];
+	uint64_t hash = 1469598103934665603ULL;
+	size_t i, oldest = 0;
+	for(; plan_id && *plan_id; plan_id++)
+		hash = (hash ^ (uint8_t)*plan_id) * 1099511628211ULL;
+	for(i = 0; i < 16; i++) {
+		if(seen[i].h == hash) {
+			if(now - seen[i].at < 60 * AT_NS_PER_S)
+				return false;
+			seen[i].at = now;
+			return true;
+		}
+		if(seen[i].at < seen[oldest].at)
+			oldest = i;
+	}
+	seen[oldest].h = hash;
+	seen[oldest].at = now;
+	return true;
+}
+
 /* One step of a rollback. Closes the plan (true) only when the cloud shows
  * none of its instances and the target no higher than before the plan. */
 bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class_group *g, const state_intent *in)
@@ -364,9 +391,12 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 	size_t i, nd = 0;
 	const char **ids;
 	if(!g) {
-		log_error("rollback waits: the plan's node group is not listed by any driver", "group", in->node_group,
-			  "plan", in->plan_id);
-		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+		/* Said once a minute per plan, not every pass. */
+		if(at_say_again(in->plan_id, h->now))
+			log_error(h->groups_complete ? "rollback waits: no loaded driver serves the plan's node group"
+						     : "rollback waits: the plan's node group is not listed by any driver",
+				  "group", in->node_group, "plan", in->plan_id);
+		h->wake_at(h->ctx, h->now + (h->groups_complete ? 60 * AT_NS_PER_S : AT_RETRY_NS));
 		return false;
 	}
 	if(pr_group_list(g, &e) || at_view_of(h, g, in, &pv)) {

@@ -123,6 +123,9 @@ typedef struct pr_class_host {
 	pr_class_group *groups;         /* node groups of every loaded driver */
 	size_t ngroups;
 	int64_t cluster_nodes;          /* Node objects in the cluster */
+	/* Every loaded driver listed its node groups this pass: a group none
+	 * of them lists is served by no driver here (not merely unlisted). */
+	bool groups_complete;
 
 	/* Set a condition on the request; a transition records an Event and
 	 * metrics. */

@@ -338,6 +338,7 @@ static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 			prd_err e;
 			cloud_driver_error(drv, "listing node groups", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
 			log_error("cannot list node groups; scale-ups through this driver wait", "error", e.msg);
+			w->groups_incomplete = true;
 			continue;
 		}
 		nv = realloc(w->groups, (w->ngroups + n + 1) * sizeof(*nv));

@@ -66,6 +66,7 @@ typedef struct pr_world {
 	bool cacheable;
 	uint64_t gen_nodes, gen_pods;
 	bool snap_shared;         /* w->snap is the controller's base */
+	bool groups_incomplete;   /* some driver could not list its node groups this pass */
 	size_t skipped_pods;      /* scheduled pods whose node is not in the snapshot */
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
 } pr_world;

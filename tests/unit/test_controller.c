@@ -1855,6 +1855,48 @@ static void test_async_crash_mid_call_is_not_the_clouds_failure(void)
 	stop_async();
 }
 
+/* A plan whose node group no loaded driver serves (adopted from a replica
+ * with other drivers, or left by a driver removed from the config) does
+ * not hold every Node that registers: nothing here can progress it, and
+ * e2e 77 saw a leftover plan of scenario 73 starve all later check-capacity
+ * requests ("only 0 of 8 pods fit"). When a driver could not list its
+ * groups this pass, the new Nodes are still held (the plan's may be among
+ * them). */
+static void test_plan_of_unserved_group_holds_nothing(void)
+{
+	state_intent in;
+	prd_err e;
+	json_object *o = NULL;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "orphan", PR_CLASS_ATOMIC, "two", 2, NULL);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/orphan",
+				      NULL, NULL, &o, NULL, &e), 0);
+	memset(&in, 0, sizeof(in));
+	in.plan_id = "orphan/1";
+	in.request_uid = (char *)json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid"));
+	in.node_group = "elsewhere";
+	in.delta = 2;
+	in.deadline_ns = clk_wall(&fake) + 2 * MIN;
+	CU_ASSERT_EQUAL(state_intent_begin(db, &in, &e), 0);
+	CU_ASSERT_EQUAL(state_intent_advance(db, "orphan/1", STATE_PHASE_ROLLING_BACK, "moved", &e), 0);
+	json_object_put(o);
+	clk_fake_advance(&fake, 10 * SEC);
+	add_node("new-1", "4", NULL);
+	/* A driver fails to list its groups: the new Node is held. */
+	ac.fail_groups = 1;
+	add_pr("a", "held", "check-capacity.autoscaling.x-k8s.io", "two", 1, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "held", "Provisioned"), "False/CapacityIsNotFound");
+	/* Every driver listed: "elsewhere" is served by none; nothing held. */
+	add_pr("a", "fits", "check-capacity.autoscaling.x-k8s.io", "two", 2, "{noRetry: \"true\"}");
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "fits", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_EQUAL(open_plans(), 1); /* not given up: another replica may serve it */
+	stop_async();
+}
+
 /* Broken controllers caught: one that cannot close a plan interrupted
  * before the cloud took the increase (it looped on it forever), one that
  * backs the group off for provreqd's own crash, one that waits out a
@@ -2584,6 +2626,7 @@ static const test_case cases[] = {
 	{ "dst: an increase whose answer was lost is rolled back", test_async_lost_answer_is_rolled_back },
 	{ "async: the words of each failure kind; a Failed request is told the rollback ended", test_async_failure_words },
 	{ "async: a crash that cut an in-process increase short is not the cloud's failure", test_async_crash_mid_call_is_not_the_clouds_failure },
+	{ "a plan of a group no driver serves holds no new Nodes", test_plan_of_unserved_group_holds_nothing },
 	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },
 	{ "dst: room on existing nodes is held during a scale-up", test_async_existing_room_is_held },
 	{ "dst: a lost status write after success is written from the plan", test_async_lost_status_write_after_success },
