@@ -159,13 +159,7 @@ if ((print_go)); then
 	printf '%s\n' "$GO"
 	exit 0
 fi
-export GOMODCACHE="$cache/gomod"
-export GOCACHE="$cache/gocache"
-export GOPATH="$cache/gopath"
-export GOFLAGS="-modcacherw"
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-export GOWORK=off
+e2e_go_env
 e2e_log "using $("$GO" version) ($GO)"
 e2e_log "building ${missing[*]} into $bindir"
 

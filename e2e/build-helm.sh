@@ -55,14 +55,7 @@ fi
 
 t0=$(date +%s)
 GO=$("$E2E_DIR/build-binaries.sh" --print-go)
-cache=$(e2e_cache_root)
-export GOMODCACHE="$cache/gomod"
-export GOCACHE="$cache/gocache"
-export GOPATH="$cache/gopath"
-export GOFLAGS="-modcacherw"
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-export GOWORK=off
+e2e_go_env
 e2e_log "building helm $HELM_VERSION with $("$GO" version)"
 
 work=$(mktemp -d "$helm_root/work.XXXXXX")

@@ -25,6 +25,16 @@ e2e_cache_root() {
 	printf '%s\n' "${PROVREQD_E2E_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/provreqd-e2e}"
 }
 
+# The Go environment of every build here: module, build and GOPATH caches
+# under the cache root, the toolchain found (no automatic switch), static
+# binaries, no workspace.
+e2e_go_env() {
+	local root
+	root=$(e2e_cache_root)
+	export GOMODCACHE="$root/gomod" GOCACHE="$root/gocache" GOPATH="$root/gopath" GOFLAGS="-modcacherw"
+	export GOTOOLCHAIN=local CGO_ENABLED=0 GOWORK=off
+}
+
 # The pinned values (not the comments) of versions.env, the build recipe and
 # the architecture name the cache directory of one set of binaries.
 e2e_versions_hash() {
