@@ -37,6 +37,7 @@ void pr_config_default(pr_config *cfg)
 	cfg->scale_down = true;
 	cfg->scale_down_idle_ns = 10 * NS_PER_MIN;
 	cfg->driver_call_timeout_ns = 10 * PRD_NS_PER_SEC;
+	cfg->status_writers = 1;
 }
 
 /* The built-in classes, then every class a loaded driver serves. */
@@ -131,6 +132,7 @@ void pr_ctl_free(pr_ctl *c)
 	free(c->dclasses);
 	sched_expander_free(c->expander);
 	kube_recorder_free(c->recorder);
+	pr__status_discard(c);
 	hmap_free(&c->written);
 	hmap_free(&c->unowned);
 	hmap_free(&c->idle_since);
@@ -1215,9 +1217,7 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	}
 	if(req.sets || in_flight)
 		m->decide(m, &h, &req);
-	if(pr__write_status(&x, &e) == 0 && x.release && pr__hold(c, pr, false, &e) && e.code != PRD_ENOTFOUND)
-		log_warn("cannot remove provreqd's finalizer; it is removed when the request is deleted", "request",
-			 pr->meta.name, "error", e.msg);
+	pr__status_defer(&x);
 	free(x.rv_owned);
 	pr_conds_free(&conds);
 	state_request_clear(&rs);
@@ -1410,6 +1410,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	modules_hook(c, &w, true);
 	for(i = 0; i < w.nprs; i++)
 		reconcile(c, &w, w.prs[i]);
+	pr__status_flush(c);
 	modules_hook(c, &w, false);
 	pr__scaledown(c, &w);
 	if(!c->fenced)

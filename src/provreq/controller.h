@@ -38,10 +38,16 @@ typedef struct pr_config {
 	bool scale_down;                /* remove idle nodes provreqd added: on */
 	int64_t scale_down_idle_ns;     /* ... after this long idle: 10 min */
 	int64_t driver_call_timeout_ns; /* a driver class's provision call: 10 s */
+	/* Status writes ending the decisions of a pass go out this many at a
+	 * time (1: one after another, the default; at most
+	 * PR_STATUS_WRITERS_MAX). */
+	unsigned status_writers;
 	/* Tests: whenever a pass reuses the kept snapshot, also build it anew
 	 * and compare (stats.snapshot_mismatches counts differences). */
 	bool verify_snapshot;
 } pr_config;
+
+#define PR_STATUS_WRITERS_MAX 32
 
 void pr_config_default(pr_config *cfg);
 

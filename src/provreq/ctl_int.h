@@ -130,6 +130,8 @@ struct pr_ctl {
 	void *may_act_ud;
 	bool fenced;              /* may_act said no during this pass */
 	bool need_rebuild;        /* rebuild the local store from the API first */
+	struct pr_status_write *writes; /* status writes deferred to the end of the pass */
+	size_t nwrites;
 };
 
 /* Fencing: may the controller call the cloud or write status now? Once it
@@ -146,9 +148,16 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x);
  * `quiet`: no Event (another condition of the same decision has one). */
 void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char *type, const char *status,
 		  const char *reason, const char *msg, bool quiet);
-/* Write the edited conditions and details (x->c->details) with x->rv as a
- * precondition. */
+/* src/provreq/status.c. Write the edited conditions and details
+ * (x->c->details) with x->rv as a precondition, now. */
 int pr__write_status(pr_class_ctx *x, prd_err *err);
+/* The write that ends a decision (and the finalizer's release after it):
+ * queued until pr__status_flush at the end of the pass, which sends the
+ * queue cfg.status_writers at a time and handles the outcomes in order.
+ * Discard frees a queue that will not be sent. */
+void pr__status_defer(pr_class_ctx *x);
+void pr__status_flush(pr_ctl *c);
+void pr__status_discard(pr_ctl *c);
 /* The booking a Provisioned request recorded in its status, as bookings
  * in the local store (after a restart or a failover). */
 void pr__rebuild_from_api(pr_ctl *c, pr_world *w);

@@ -484,6 +484,63 @@ static void test_foreign_conditions_and_conflicts(void)
 	stop();
 }
 
+/* The status writes that end a pass's decisions go out together, several
+ * at a time (status_writers), and their outcomes are handled as writes in
+ * line were: each request gets its own decision, the oldest get the room,
+ * a conflicted write is retried on the next pass with its leftover booking
+ * released first. Catches a flush that loses, mixes up or skips writes, and
+ * one that keeps a conflicted request's booking. */
+static void test_status_writes_in_parallel(void)
+{
+	static const unsigned writers[] = { 1, 8 };
+	size_t k;
+	for(k = 0; k < 2; k++) {
+		pr_config cfg;
+		char name[32];
+		int i, prov = 0, failed = 0;
+		pr_config_default(&cfg);
+		cfg.status_writers = writers[k];
+		start(NULL, &cfg);
+		for(i = 0; i < 4; i++) {
+			snprintf(name, sizeof(name), "n%d", i);
+			add_node(name, "4", NULL);
+		}
+		add_template("w", "one", "1");
+		for(i = 0; i < 24; i++) {
+			snprintf(name, sizeof(name), "r%02d", i);
+			add_pr("w", name, "check-capacity.autoscaling.x-k8s.io", "one", 1, "{noRetry: \"true\"}");
+			clk_fake_advance(&fake, SEC);
+		}
+		memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/w/provisioningrequests/r03/status",
+				    409, 1);
+		pass();
+		CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->status_writes, 23);
+		CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->status_conflicts, 1);
+		CU_ASSERT_STRING_EQUAL(cond("w", "r03", "Provisioned"), "-");
+		pass();
+		for(i = 0; i < 24; i++) {
+			snprintf(name, sizeof(name), "r%02d", i);
+			if(i < 16) {
+				CU_ASSERT_STRING_EQUAL(cond("w", name, "Provisioned"), "True/CapacityIsFound");
+				prov += !strcmp(cond("w", name, "Provisioned"), "True/CapacityIsFound");
+			} else {
+				CU_ASSERT_STRING_EQUAL(cond("w", name, "Failed"), "True/CapacityIsNotFound");
+				failed += !strcmp(cond("w", name, "Failed"), "True/CapacityIsNotFound");
+			}
+		}
+		if(prov != 16 || failed != 8)
+			fprintf(stderr, "status_writers=%u: %d provisioned, %d failed\n", writers[k], prov, failed);
+		CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->status_writes, 24);
+		{
+			/* Nothing new: nothing written. */
+			uint64_t n = pr_ctl_stats(ctl)->status_writes;
+			pass();
+			CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->status_writes, n);
+		}
+		stop();
+	}
+}
+
 /* The controller reading from informer caches fed by the in-memory API's
  * list-watch (reflector threads and all), as `provreqd run` does. */
 static void wait_for(const char *ns, const char *name, const char *type, const char *want)
@@ -2603,6 +2660,7 @@ static const test_case cases[] = {
 	{ "informer mode", test_informer_mode },
 	{ "incremental passes equal full ones on random event sequences", test_incremental_equals_full },
 	{ "foreign conditions and conflicts", test_foreign_conditions_and_conflicts },
+	{ "status writes of a pass go out together", test_status_writes_in_parallel },
 	{ "restart resumes and rolls back", test_restart_resumes_and_rolls_back },
 	{ "check-capacity fit, competition and retry", test_check_capacity_fit_and_retry },
 	{ "booking consumed, expired, revoked and GC", test_booking_consumed_expired_revoked },

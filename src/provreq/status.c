@@ -1,0 +1,274 @@
+/* Status writes of the requests a pass decided.
+ *
+ * A decision ends with one merge patch of the request's status subresource,
+ * with the version it was based on as a precondition. A write in the middle
+ * of a decision (a class recording its scale-up plan before it calls the
+ * cloud) goes out at once: pr__write_status. The write that ends a decision
+ * is deferred to the end of the pass, and the deferred writes of a pass go
+ * out on up to cfg.status_writers connections at once (the client's QPS
+ * limiter still paces them). Against a real apiserver a write is a round
+ * trip of several milliseconds, so 200 decisions written one after another
+ * took seconds; the decisions themselves take microseconds each.
+ *
+ * Deferring changes nothing the pass relies on: each request is decided
+ * once per pass, a later decision of the pass already saw an earlier one's
+ * bookings before its write (as when writes went out in line), and a write
+ * that fails leaves what a failed in-line write left (a booking released
+ * before the request's next decision, a retry pass). Outcomes are handled
+ * on the worker thread in decision order. */
+#include "ops/log.h"
+#include "provreq/ctl_int.h"
+#include "util/str.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One deferred write. `pr` is borrowed from the pass's world, which lives
+ * until the flush at the end of the pass. */
+struct pr_status_write {
+	const kube_provreq *pr;
+	char *rv;                 /* the version the patch is based on (owned) */
+	json_object *patch;       /* shares nothing with other objects (threads) */
+	bool release;             /* remove the finalizer once written */
+	int rc;
+	prd_err err;
+	json_object *answer;
+};
+
+static void status_path(const kube_provreq *pr, char *path, size_t len)
+{
+	snprintf(path, len, "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s/status",
+		 pr->meta.ns, pr->meta.name);
+}
+
+/* The merge patch of x's conditions and the controller's details. With
+ * `own`, a deep copy that another thread may serialize and free. */
+static json_object *status_patch(pr_class_ctx *x, bool own)
+{
+	pr_ctl *c = x->c;
+	json_object *patch = json_object_new_object(), *md = json_object_new_object(), *st = json_object_new_object();
+	json_object *conds = own ? NULL : json_object_get(x->conds->list), *details = NULL;
+	bool have_details = c->details && json_object_object_length(c->details);
+	json_object_object_add(md, "resourceVersion", json_object_new_string(x->rv));
+	json_object_object_add(patch, "metadata", md);
+	json_object_object_add(patch, "status", st);
+	if(own && json_object_deep_copy(x->conds->list, &conds, NULL)) {
+		json_object_put(patch);
+		return NULL;
+	}
+	json_object_object_add(st, "conditions", conds);
+	if(have_details && !own)
+		details = json_object_get(c->details);
+	else if(have_details && json_object_deep_copy(c->details, &details, NULL)) {
+		json_object_put(patch);
+		return NULL;
+	}
+	if(details)
+		json_object_object_add(st, "provisioningClassDetails", details);
+	return patch;
+}
+
+static bool nothing_to_write(const pr_class_ctx *x)
+{
+	const pr_ctl *c = x->c;
+	return x->dropped || (!x->conds->changed && (!c->details || !json_object_object_length(c->details)));
+}
+
+/* What a write's outcome means for the controller (either path). On
+ * success *new_rv (optional) gets the version it made when that differs
+ * from `based_on` (borrowed from `answer`). */
+static int status_outcome(pr_ctl *c, const kube_provreq *pr, const char *based_on, int rc, json_object *answer,
+			  const prd_err *err, const char **new_rv)
+{
+	const char *rv;
+	if(new_rv)
+		*new_rv = NULL;
+	if(rc == PRD_ENOTFOUND) {
+		/* Deleted meanwhile: the informer will say so; nothing to retry. */
+		log_debug("request vanished before its status was written", "request", pr->meta.name, "namespace",
+			  pr->meta.ns);
+		return rc;
+	}
+	if(rc == PRD_ECONFLICT) {
+		c->stats.status_conflicts++;
+		log_info("status changed under us; retrying on the next pass", "request", pr->meta.name,
+			 "namespace", pr->meta.ns);
+		pr__wake_at(c, c->now + 1);
+		return rc;
+	}
+	if(rc) {
+		log_error("cannot write request status", "request", pr->meta.name, "namespace", pr->meta.ns,
+			  "error", err->msg);
+		pr__wake_at(c, c->now + 5 * PRD_NS_PER_SEC);
+		return rc;
+	}
+	c->stats.status_writes++;
+	rv = json_object_get_string(json_object_object_get(json_object_object_get(answer, "metadata"),
+							   "resourceVersion"));
+	/* Only a write that made a new version can be waited for: a cache that
+	 * still shows the version the write was based on has not seen it. */
+	if(rv && strcmp(rv, based_on)) {
+		char *seen = str_dup(pr->meta.rv);
+		if(seen && hmap_put(&c->written, pr->meta.uid, seen))
+			free(seen);
+		if(new_rv)
+			*new_rv = rv;
+	}
+	return 0;
+}
+
+int pr__write_status(pr_class_ctx *x, prd_err *err)
+{
+	pr_ctl *c = x->c;
+	json_object *patch, *answer = NULL;
+	const char *new_rv;
+	char path[700];
+	int rc;
+	if(nothing_to_write(x))
+		return 0;
+	if(!pr__may_act(c))
+		return prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
+	patch = status_patch(x, false);
+	status_path(x->pr, path, sizeof(path));
+	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, &answer, NULL, err);
+	json_object_put(patch);
+	rc = status_outcome(c, x->pr, x->rv, rc, answer, err, &new_rv);
+	if(rc == PRD_ENOTFOUND)
+		x->dropped = true;
+	if(new_rv) {
+		char *next = str_dup(new_rv);
+		if(next) {
+			free(x->rv_owned);
+			x->rv = x->rv_owned = next;
+		}
+	}
+	json_object_put(answer);
+	if(rc == 0) {
+		/* What was written is written: the next write sends only news. */
+		x->conds->changed = false;
+		json_object_put(c->details);
+		c->details = json_object_new_object();
+	}
+	return rc;
+}
+
+/* Write now what cannot wait or be copied; else queue it. */
+void pr__status_defer(pr_class_ctx *x)
+{
+	pr_ctl *c = x->c;
+	struct pr_status_write *v, *w;
+	prd_err e;
+	if(nothing_to_write(x)) {
+		if(x->release && !x->dropped)
+			goto in_line;
+		return;
+	}
+	v = realloc(c->writes, (c->nwrites + 1) * sizeof(*v));
+	if(!v)
+		goto in_line;
+	c->writes = v;
+	w = &v[c->nwrites];
+	memset(w, 0, sizeof(*w));
+	w->pr = x->pr;
+	w->release = x->release;
+	w->rv = str_dup(x->rv);
+	w->patch = w->rv ? status_patch(x, true) : NULL;
+	if(!w->patch) {
+		free(w->rv);
+		goto in_line;
+	}
+	c->nwrites++;
+	return;
+in_line:
+	if(pr__write_status(x, &e) == 0 && x->release && pr__hold(c, x->pr, false, &e) && e.code != PRD_ENOTFOUND)
+		log_warn("cannot remove provreqd's finalizer; it is removed when the request is deleted", "request",
+			 x->pr->meta.name, "error", e.msg);
+}
+
+typedef struct flush_job {
+	pr_ctl *c;
+	pthread_mutex_t mu;
+	size_t next;
+} flush_job;
+
+static void *flush_worker(void *ud)
+{
+	flush_job *j = ud;
+	for(;;) {
+		struct pr_status_write *w;
+		char path[700];
+		size_t i;
+		pthread_mutex_lock(&j->mu);
+		i = j->next++;
+		pthread_mutex_unlock(&j->mu);
+		if(i >= j->c->nwrites)
+			return NULL;
+		w = &j->c->writes[i];
+		status_path(w->pr, path, sizeof(path));
+		w->rc = kube_api_call(&j->c->api, "PATCH", path, "application/merge-patch+json", w->patch, &w->answer,
+				      NULL, &w->err);
+	}
+}
+
+/* Send the queued writes, `par` at a time; the calling thread is one of
+ * them. Falls back to fewer threads when threads cannot be made. */
+static void send_all(pr_ctl *c, unsigned par)
+{
+	pthread_t tid[PR_STATUS_WRITERS_MAX];
+	flush_job j;
+	unsigned k, made = 0;
+	j.c = c;
+	j.next = 0;
+	pthread_mutex_init(&j.mu, NULL);
+	if(par > PR_STATUS_WRITERS_MAX)
+		par = PR_STATUS_WRITERS_MAX;
+	if(par > c->nwrites)
+		par = (unsigned)c->nwrites;
+	for(k = 1; k < par; k++)
+		if(pthread_create(&tid[made], NULL, flush_worker, &j) == 0)
+			made++;
+	flush_worker(&j);
+	for(k = 0; k < made; k++)
+		pthread_join(tid[k], NULL);
+	pthread_mutex_destroy(&j.mu);
+}
+
+void pr__status_flush(pr_ctl *c)
+{
+	size_t i;
+	bool sent;
+	if(!c->nwrites)
+		return;
+	/* Fenced: the lease may be another replica's; write nothing (the new
+	 * leader decides these requests again). */
+	sent = pr__may_act(c);
+	if(sent)
+		send_all(c, c->cfg.status_writers ? c->cfg.status_writers : 1);
+	for(i = 0; i < c->nwrites; i++) {
+		struct pr_status_write *w = &c->writes[i];
+		prd_err e;
+		int rc = sent ? status_outcome(c, w->pr, w->rv, w->rc, w->answer, &w->err, NULL) : PRD_EAGAIN;
+		if(rc == 0 && w->release && pr__hold(c, w->pr, false, &e) && e.code != PRD_ENOTFOUND)
+			log_warn("cannot remove provreqd's finalizer; it is removed when the request is deleted",
+				 "request", w->pr->meta.name, "error", e.msg);
+		json_object_put(w->patch);
+		json_object_put(w->answer);
+		free(w->rv);
+	}
+	c->nwrites = 0;
+}
+
+void pr__status_discard(pr_ctl *c)
+{
+	size_t i;
+	for(i = 0; i < c->nwrites; i++) {
+		json_object_put(c->writes[i].patch);
+		json_object_put(c->writes[i].answer);
+		free(c->writes[i].rv);
+	}
+	free(c->writes);
+	c->writes = NULL;
+	c->nwrites = 0;
+}
