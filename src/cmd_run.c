@@ -51,6 +51,10 @@
  * connections at once (paced by --kube-api-qps/--kube-api-burst): one
  * after another, 200 decisions took 1.8 s of round trips. */
 #define RUN_STATUS_WRITERS 8
+/* Event sender threads (Events are written asynchronously), and how long
+ * queued Events may still go out at shutdown. */
+#define RUN_EVENT_SENDERS 4
+#define RUN_EVENTS_DRAIN_NS (1 * PRD_NS_PER_SEC)
 /* After SIGTERM, requests to the apiserver may run this much longer (the
  * lease release among them); the process ends well within 5 s. */
 #define RUN_SHUTDOWN_NS (3 * PRD_NS_PER_SEC)
@@ -459,7 +463,7 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 	pc.scale_down_idle_ns = c->scale_down_idle;
 	pc.status_writers = RUN_STATUS_WRITERS;
 	if(pr_ctl_new(&pc, r->clock, &r->api, r->db, &r->drivers, &r->ctl, e) ||
-	   pr_ctl_use_event_api(r->ctl, &r->ev_api, e)) {
+	   pr_ctl_use_event_api(r->ctl, &r->ev_api, RUN_EVENT_SENDERS, e)) {
 		log_error("cannot start the controller", "error", e->msg);
 		return 1;
 	}
@@ -627,8 +631,10 @@ static void run_teardown(run_ctx *r)
 		kube_lease_stop(r->lease);
 	if(r->client)
 		kube_client_set_deadline(r->client, clk_mono(clk_real()));
+	/* Events still queued get a second to go out (the recorder sends
+	 * its queue when the controller is freed below). */
 	if(r->ev_client)
-		kube_client_set_deadline(r->ev_client, clk_mono(clk_real()));
+		kube_client_set_deadline(r->ev_client, clk_mono(clk_real()) + RUN_EVENTS_DRAIN_NS);
 	for(i = 0; i < RUN_NINF; i++) {
 		if(r->inf[i])
 			kube_informer_stop(r->inf[i]);

@@ -96,6 +96,11 @@ echo "bench=checkcapacity_create_s $(elapsed "$t0" "$t_created")"
 echo "bench=checkcapacity_all_final_s $(elapsed "$t0" "$t1")"
 echo "bench=checkcapacity_provreqd_cpu_s $(elapsed "$cpu0" "$cpu1")"
 echo "bench=checkcapacity_provreqd_vmhwm_kb $(pr_hwm_kb "$pid")"
+# Where the time went: provreqd's passes and its apiserver calls.
+curl -fsS --max-time 5 "http://$PR_HTTP/metrics" 2>/dev/null |
+	awk '/^provreqd_reconcile_duration_seconds_(count|sum)\{controller="provreq"/ { n = $1; sub(/\{.*/, "", n); sub(/provreqd_reconcile_duration_seconds_/, "", n); printf "bench=checkcapacity_passes_%s %s\n", n, $2 }
+	     /^provreqd_api_requests_total\{/ { printf "bench=checkcapacity_api %s %s\n", $1, $2 }
+	     /^provreqd_api_request_duration_seconds_(count|sum)\{verb="PATCH"/ { printf "bench=checkcapacity_patch %s %s\n", $1, $2 }' || true
 
 # ------------------------------------------------- atomic, to 1,000 nodes
 half=$((NNODES / 2))

@@ -46,7 +46,30 @@ struct kube_recorder {
 	bounded_map agg;
 	bounded_map spam;
 	kube_recorder_stats stats;
+	/* Asynchronous mode: one queue per sender, all under qmu. `queued`
+	 * counts Events queued or being written. */
+	struct ev_sender *snd;
+	unsigned nsnd;
+	pthread_mutex_t qmu;
+	pthread_cond_t work, idle;
+	size_t queued;
+	bool stopping;
 };
+
+/* An Event stamped at record time, waiting for its sender (owned copies). */
+typedef struct ev_job {
+	struct ev_job *next;
+	kube_object_ref obj;
+	char *type, *reason, *msg, *ts;
+	int64_t now_mono, now_wall;
+} ev_job;
+
+typedef struct ev_sender {
+	kube_recorder *r;
+	pthread_t tid;
+	bool started;
+	ev_job *head, *tail;
+} ev_sender;
 
 static void agg_free(void *p)
 {
@@ -108,6 +131,9 @@ static int bmap_insert(bounded_map *b, const char *key, void *value)
 	return 0;
 }
 
+static int start_senders(kube_recorder *r, prd_err *err);
+static void job_free(ev_job *j);
+
 int kube_recorder_new(const kube_api *api, const kube_recorder_opts *o, kube_recorder **out, prd_err *err)
 {
 	kube_recorder *r = calloc(1, sizeof(*r));
@@ -136,19 +162,52 @@ int kube_recorder_new(const kube_api *api, const kube_recorder_opts *o, kube_rec
 	r->instance = str_dup(r->o.instance ? r->o.instance : host);
 	r->o.component = r->o.instance = NULL;
 	pthread_mutex_init(&r->mu, NULL);
+	pthread_mutex_init(&r->qmu, NULL);
+	pthread_cond_init(&r->work, NULL);
+	pthread_cond_init(&r->idle, NULL);
 	if(!r->component || !r->instance || bmap_init(&r->agg, r->o.cache_size, agg_free) ||
 	   bmap_init(&r->spam, r->o.cache_size, free)) {
 		kube_recorder_free(r);
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
+	if(r->o.senders && start_senders(r, err)) {
+		kube_recorder_free(r);
+		return err->code;
+	}
 	*out = r;
 	return 0;
 }
 
+void kube_recorder_flush(kube_recorder *r)
+{
+	pthread_mutex_lock(&r->qmu);
+	while(r->queued)
+		pthread_cond_wait(&r->idle, &r->qmu);
+	pthread_mutex_unlock(&r->qmu);
+}
+
 void kube_recorder_free(kube_recorder *r)
 {
+	unsigned i;
 	if(!r)
 		return;
+	pthread_mutex_lock(&r->qmu);
+	r->stopping = true;
+	pthread_cond_broadcast(&r->work);
+	pthread_mutex_unlock(&r->qmu);
+	for(i = 0; i < r->nsnd; i++)
+		if(r->snd[i].started)
+			pthread_join(r->snd[i].tid, NULL);
+	for(i = 0; i < r->nsnd; i++)
+		while(r->snd[i].head) {
+			ev_job *j = r->snd[i].head;
+			r->snd[i].head = j->next;
+			job_free(j);
+		}
+	free(r->snd);
+	pthread_cond_destroy(&r->work);
+	pthread_cond_destroy(&r->idle);
+	pthread_mutex_destroy(&r->qmu);
 	bmap_free(&r->agg);
 	bmap_free(&r->spam);
 	pthread_mutex_destroy(&r->mu);
@@ -384,24 +443,18 @@ static void ev_create(kube_recorder *r, const ev_rec *v, prd_err *err)
 	json_object_put(ev);
 }
 
-void kube_recorder_event(kube_recorder *r, const kube_object_ref *obj, const char *type,
-			 const char *reason, const char *fmt, ...)
+/* Everything after the stamping: spam filter, aggregation, the write. */
+static void record(kube_recorder *r, const kube_object_ref *obj, const char *type, const char *reason,
+		   const char *msg, const char *ts, int64_t now_mono, int64_t now_wall)
 {
-	char msg[EVENT_MESSAGE_MAX + 8], ts[RFC3339_MAX];
 	char *objkey = NULL, *aggkey = NULL, *agg_ns = NULL, *agg_name = NULL;
 	ev_rec v = {.obj = obj, .type = type, .reason = reason, .msg = msg, .ts = ts};
 	long count = 0;
 	prd_err err = {0};
-	va_list ap;
 
 	v.ns = obj->namespace_ && *obj->namespace_ ? obj->namespace_ : "default";
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	utf8_cut(msg, EVENT_MESSAGE_MAX);
-	v.now_mono = clk_mono(r->o.clock);
-	v.now_wall = clk_wall(r->o.clock);
-	rfc3339_format(v.now_wall, ts, sizeof(ts));
+	v.now_mono = now_mono;
+	v.now_wall = now_wall;
 	objkey = str_printf("%s\x1f%s\x1f%s\x1f%s", nz(obj->kind), nz(obj->namespace_), nz(obj->name),
 			    nz(obj->uid));
 	aggkey = objkey ? str_printf("%s\x1f%s\x1f%s\x1f%s", objkey, type, reason, msg) : NULL;
@@ -436,4 +489,156 @@ done:
 	free(aggkey);
 	free(agg_ns);
 	free(agg_name);
+}
+
+static void job_free(ev_job *j)
+{
+	free((char *)j->obj.kind);
+	free((char *)j->obj.api_version);
+	free((char *)j->obj.namespace_);
+	free((char *)j->obj.name);
+	free((char *)j->obj.uid);
+	free((char *)j->obj.resource_version);
+	free(j->type);
+	free(j->reason);
+	free(j->msg);
+	free(j->ts);
+	free(j);
+}
+
+/* NULL stays NULL; false only when a copy could not be made. */
+static bool dup_opt(const char **dst, const char *src)
+{
+	*dst = src ? str_dup(src) : NULL;
+	return !src || *dst;
+}
+
+static ev_job *job_new(const kube_object_ref *obj, const char *type, const char *reason, const char *msg,
+		       const char *ts)
+{
+	ev_job *j = calloc(1, sizeof(*j));
+	bool ok;
+	if(!j)
+		return NULL;
+	ok = dup_opt(&j->obj.kind, obj->kind) && dup_opt(&j->obj.api_version, obj->api_version) &&
+	     dup_opt(&j->obj.namespace_, obj->namespace_) && dup_opt(&j->obj.name, obj->name) &&
+	     dup_opt(&j->obj.uid, obj->uid) && dup_opt(&j->obj.resource_version, obj->resource_version);
+	j->type = str_dup(type);
+	j->reason = str_dup(reason);
+	j->msg = str_dup(msg);
+	j->ts = str_dup(ts);
+	if(!ok || !j->type || !j->reason || !j->msg || !j->ts) {
+		job_free(j);
+		return NULL;
+	}
+	return j;
+}
+
+static void *sender_main(void *ud)
+{
+	ev_sender *s = ud;
+	kube_recorder *r = s->r;
+	pthread_mutex_lock(&r->qmu);
+	for(;;) {
+		ev_job *j;
+		while(!s->head && !r->stopping)
+			pthread_cond_wait(&r->work, &r->qmu);
+		if(!s->head)
+			break;
+		j = s->head;
+		s->head = j->next;
+		if(!s->head)
+			s->tail = NULL;
+		pthread_mutex_unlock(&r->qmu);
+		record(r, &j->obj, j->type, j->reason, j->msg, j->ts, j->now_mono, j->now_wall);
+		job_free(j);
+		pthread_mutex_lock(&r->qmu);
+		if(--r->queued == 0)
+			pthread_cond_broadcast(&r->idle);
+	}
+	pthread_mutex_unlock(&r->qmu);
+	return NULL;
+}
+
+static int start_senders(kube_recorder *r, prd_err *err)
+{
+	unsigned i;
+	if(r->o.senders > 16)
+		r->o.senders = 16;
+	if(r->o.queue_max == 0)
+		r->o.queue_max = 4096;
+	r->snd = calloc(r->o.senders, sizeof(*r->snd));
+	if(!r->snd)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	r->nsnd = r->o.senders;
+	for(i = 0; i < r->nsnd; i++) {
+		r->snd[i].r = r;
+		if(pthread_create(&r->snd[i].tid, NULL, sender_main, &r->snd[i]))
+			return prd_err_set(err, PRD_ENOMEM, "cannot start an event sender thread");
+		r->snd[i].started = true;
+	}
+	return 0;
+}
+
+/* Queue a stamped Event on its object's sender; false when it was dropped. */
+static bool enqueue(kube_recorder *r, const kube_object_ref *obj, const char *type, const char *reason,
+		    const char *msg, const char *ts, int64_t now_mono, int64_t now_wall)
+{
+	uint64_t h = 1469598103934665603ull;
+	const char *k[3] = { obj->kind, obj->namespace_, obj->name };
+	ev_sender *s;
+	ev_job *j;
+	size_t i;
+	for(i = 0; i < 3; i++)
+		for(const char *p = nz(k[i]); *p; p++)
+			h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	pthread_mutex_lock(&r->qmu);
+	if(r->queued >= r->o.queue_max || r->stopping) {
+		pthread_mutex_unlock(&r->qmu);
+		return false;
+	}
+	pthread_mutex_unlock(&r->qmu);
+	j = job_new(obj, type, reason, msg, ts);
+	if(!j)
+		return false;
+	j->now_mono = now_mono;
+	j->now_wall = now_wall;
+	s = &r->snd[h % r->nsnd];
+	pthread_mutex_lock(&r->qmu);
+	if(s->tail)
+		s->tail->next = j;
+	else
+		s->head = j;
+	s->tail = j;
+	r->queued++;
+	pthread_cond_broadcast(&r->work);
+	pthread_mutex_unlock(&r->qmu);
+	return true;
+}
+
+void kube_recorder_event(kube_recorder *r, const kube_object_ref *obj, const char *type,
+			 const char *reason, const char *fmt, ...)
+{
+	char msg[EVENT_MESSAGE_MAX + 8], ts[RFC3339_MAX];
+	int64_t now_mono, now_wall;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	utf8_cut(msg, EVENT_MESSAGE_MAX);
+	now_mono = clk_mono(r->o.clock);
+	now_wall = clk_wall(r->o.clock);
+	rfc3339_format(now_wall, ts, sizeof(ts));
+	if(!r->nsnd) {
+		record(r, obj, type, reason, msg, ts, now_mono, now_wall);
+		return;
+	}
+	if(!enqueue(r, obj, type, reason, msg, ts, now_mono, now_wall)) {
+		pthread_mutex_lock(&r->mu);
+		r->stats.queue_full++;
+		pthread_mutex_unlock(&r->mu);
+		log_warn("event not recorded: the send queue is full", "kind", obj->kind, "name", obj->name,
+			 "reason", reason);
+	}
 }

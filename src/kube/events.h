@@ -5,8 +5,12 @@
  * message) within the aggregation window bumps count and lastTimestamp of
  * the Event already written (PATCH) instead of creating another, and a
  * per-object token bucket (burst 25, one token per 5 minutes by default)
- * drops floods. Recording is synchronous and never fails the caller:
- * errors are logged and counted.
+ * drops floods. Recording never fails the caller: errors are logged and
+ * counted. It is synchronous (the caller waits for the apiserver), or with
+ * `senders` > 0 asynchronous as client-go's broadcaster is: the Event is
+ * stamped with its time and queued, and sender threads write it; the
+ * Events of one object keep their order (one sender per object), and a
+ * full queue drops the Event (counted) rather than stall the caller.
  *
  * Thread-safe: a recorder may be shared by threads (one internal lock,
  * held only around the cache, never across a request). */
@@ -36,6 +40,8 @@ typedef struct kube_recorder_opts {
 	int spam_burst;               /* default 25 */
 	int64_t spam_refill_ns;       /* one token per; default 5 min */
 	size_t cache_size;            /* recent events remembered; default 4096 */
+	unsigned senders;             /* 0: synchronous; else sender threads (max 16) */
+	size_t queue_max;             /* queued Events at most (async); default 4096 */
 } kube_recorder_opts;
 
 typedef struct kube_recorder kube_recorder;
@@ -45,6 +51,7 @@ typedef struct kube_recorder_stats {
 	unsigned long aggregated;    /* PATCHes of an existing Event's count */
 	unsigned long dropped;       /* refused by the spam filter */
 	unsigned long failed;        /* the apiserver refused or was unreachable */
+	unsigned long queue_full;    /* dropped because the send queue was full (async) */
 } kube_recorder_stats;
 
 /* Events are written through `api` (copied; what it points to is borrowed
@@ -52,7 +59,12 @@ typedef struct kube_recorder_stats {
  * (kube_api_from_client), the in-memory API in `simulate` and tests.
  * Caller frees with kube_recorder_free(). */
 int kube_recorder_new(const kube_api *api, const kube_recorder_opts *o, kube_recorder **out, prd_err *err);
+/* Free; an asynchronous recorder first sends what is queued (bound the
+ * time with the client's deadline). */
 void kube_recorder_free(kube_recorder *r);
+/* Wait until every Event queued so far has been written (or failed);
+ * returns at once for a synchronous recorder. */
+void kube_recorder_flush(kube_recorder *r);
 
 /* Record an Event. type is "Normal" or "Warning"; reason is CamelCase;
  * the message is printf-formatted and cut at 1024 bytes. Never fails. */

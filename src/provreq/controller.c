@@ -140,13 +140,14 @@ void pr_ctl_free(pr_ctl *c)
 	free(c);
 }
 
-int pr_ctl_use_event_api(pr_ctl *c, const kube_api *api, prd_err *err)
+int pr_ctl_use_event_api(pr_ctl *c, const kube_api *api, unsigned senders, prd_err *err)
 {
 	kube_recorder_opts ro;
 	kube_recorder *r = NULL;
 	int rc;
 	memset(&ro, 0, sizeof(ro));
 	ro.clock = c->clock;
+	ro.senders = senders;
 	c->ev_api = *api;
 	rc = kube_recorder_new(&c->ev_api, &ro, &r, err);
 	if(rc)

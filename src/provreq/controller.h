@@ -79,8 +79,10 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 void pr_ctl_free(pr_ctl *c);
 
 /* Record Events through `api` (borrowed; e.g. a client with a rate budget
- * of its own) instead of the controller's. 0 or PRD_ENOMEM. */
-int pr_ctl_use_event_api(pr_ctl *c, const kube_api *api, prd_err *err);
+ * of its own) instead of the controller's; with `senders` > 0
+ * asynchronously on that many threads (a pass never waits for an Event).
+ * 0 or PRD_ENOMEM. */
+int pr_ctl_use_event_api(pr_ctl *c, const kube_api *api, unsigned senders, prd_err *err);
 
 /* One pass. *next_wake_ns (optional) gets the wall time by which another
  * pass is due for timers to fire (backoff ends, bookings expire, scale-up

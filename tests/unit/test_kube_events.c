@@ -2,6 +2,9 @@
 #include "testutil.h"
 
 #include <json-c/json.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,12 +245,99 @@ static void test_ref_from_object(void)
 	json_object_put(o);
 }
 
+/* An API whose every request waits until the test opens the gate. */
+typedef struct gate_api {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool open;
+	int calls;
+} gate_api;
+
+static int gate_request(void *ud, const char *method, const char *path, const char *ct, const char *body,
+			size_t len, long *status, char **resp, size_t *resp_len)
+{
+	gate_api *g = ud;
+	(void)method, (void)path, (void)ct, (void)body, (void)len;
+	pthread_mutex_lock(&g->mu);
+	while(!g->open)
+		pthread_cond_wait(&g->cv, &g->mu);
+	g->calls++;
+	pthread_mutex_unlock(&g->mu);
+	*status = 201;
+	*resp = fake_strdup("{}");
+	*resp_len = 2;
+	return 0;
+}
+
+/* Asynchronous recording: the caller never waits for the apiserver;
+ * repeats of one object still aggregate (its Events go through one sender,
+ * in order); a full queue drops and counts; free sends what is queued.
+ * Catches a recorder that writes in the caller's thread (the gate would
+ * hang it), loses queued Events at free, or reorders one object's Events
+ * (two POSTs instead of a POST and a PATCH). */
+static void test_async_senders(void)
+{
+	env e;
+	kube_recorder_opts o = {0};
+	kube_recorder_stats s;
+	gate_api g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0 };
+	kube_api api = { gate_request, &g };
+	kube_recorder *r;
+	clk fc;
+	prd_err err;
+	int i;
+
+	o.senders = 3;
+	env_start(&e, &o);
+	for(i = 0; i < 3; i++) {
+		clk_fake_advance(&e.fc, PRD_NS_PER_SEC);
+		kube_recorder_event(e.rec, &PR, "Warning", "CapacityIsNotFound", "need 3 nodes");
+	}
+	for(i = 0; i < 20; i++) {
+		char name[32];
+		kube_object_ref other = PR;
+		snprintf(name, sizeof(name), "req-x%d", i);
+		other.name = name;
+		kube_recorder_event(e.rec, &other, "Normal", "Accepted", "accepted");
+	}
+	kube_recorder_flush(e.rec);
+	CU_ASSERT_EQUAL(fake_store_count(e.st, "POST"), 21);
+	CU_ASSERT_EQUAL(fake_store_count(e.st, "PATCH"), 2);
+	kube_recorder_get_stats(e.rec, &s);
+	CU_ASSERT_EQUAL(s.created, 21);
+	CU_ASSERT_EQUAL(s.aggregated, 2);
+	env_stop(&e);
+
+	clk_fake_init(&fc, 0);
+	memset(&o, 0, sizeof(o));
+	o.clock = &fc;
+	o.senders = 1;
+	o.queue_max = 2;
+	CU_ASSERT_EQUAL_FATAL(kube_recorder_new(&api, &o, &r, &err), 0);
+	kube_recorder_event(r, &PR, "Normal", "A", "one");
+	kube_recorder_event(r, &PR, "Normal", "B", "two");
+	kube_recorder_event(r, &PR, "Normal", "C", "three: the queue holds two");
+	kube_recorder_get_stats(r, &s);
+	CU_ASSERT_EQUAL(s.queue_full, 1);
+	pthread_mutex_lock(&g.mu);
+	CU_ASSERT_EQUAL(g.calls, 0);
+	g.open = true;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.mu);
+	kube_recorder_flush(r);
+	CU_ASSERT_EQUAL(g.calls, 2);
+	kube_recorder_event(r, &PR, "Normal", "D", "sent by free");
+	kube_recorder_free(r);
+	CU_ASSERT_EQUAL(g.calls, 3);
+}
+
 static const test_case cases[] = {
 	{"create, then aggregate repeats within the window", test_create_and_aggregate},
 	{"cluster-scoped object, Event deleted under us", test_cluster_scoped_and_deleted_event},
 	{"per-object spam filter", test_spam_filter},
 	{"errors are counted, not returned; long messages cut", test_failures_never_propagate},
 	{"object reference from a JSON object", test_ref_from_object},
+	{"asynchronous senders", test_async_senders},
 	{NULL, NULL}
 };
 
