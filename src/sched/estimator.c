@@ -63,6 +63,7 @@ static int make_proto(sched_snapshot *s, const sched_node_spec *tmpl, sched__nod
 	if((rc = sched_snapshot_add_node(s, &t, &idx, e)))
 		return rc;
 	*proto = s->nodes[idx];
+	proto->holder = NULL; /* freed with the template; fresh copies get their own */
 	proto->ports = NULL;
 	proto->n_ports = proto->cap_ports = 0;
 	sched__node_pop(s);
@@ -115,6 +116,13 @@ static int64_t fresh_bound(const sched_snapshot *s, const sched__node *proto,
 		   sched_pod_term_matches(t, pod->namespace, pod->namespace, pod->labels,
 		                          pod->n_labels))
 			cap = cap > 1 ? 1 : cap;
+	}
+	if(pod->n_dev_requests && cap > 0) {
+		/* The template's devices, all free. */
+		int64_t fit = 0;
+		if(sched__dra_fit(proto->devs, proto->n_devs, NULL, pod, cap, &fit, NULL, NULL))
+			fit = 0;
+		cap = fit;
 	}
 	return cap;
 }

@@ -80,6 +80,7 @@ typedef struct pctx {
 	bool restrict_first;       /* after the first-pod rule: only first's domain */
 	size_t first;
 	bool tol_unsched;
+	bool dra;                  /* the pod requests DRA devices */
 	spread_st sp[SPREAD_MAX];
 	size_t n_sp;
 	bool sp_zone;              /* some spread constraint is on zones */
@@ -418,6 +419,7 @@ static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spe
 	for(i = 0; i < pod->n_host_ports; i++)
 		c->has_ports |= pod->host_ports[i].port != 0;
 	c->tol_unsched = sched_tolerates_unschedulable(pod);
+	c->dra = pod->n_dev_requests > 0;
 	if(c->n_sp)
 		mark_spread_eligible(c);
 	forbid_own_anti(c);
@@ -542,6 +544,16 @@ static int64_t node_cap(const pctx *c, size_t i, sched_fit *why)
 	if(!aff_ok(c, i)) {
 		f = SCHED_FIT_AFFINITY;
 		goto no;
+	}
+	if(c->dra) {
+		/* Last: evaluating selectors is the dearest check. Out of
+		 * memory counts as no room, never as room. */
+		int64_t fit = 0;
+		if(sched__dra_fit(n->devs, n->n_devs, n->holder, c->pod, cap, &fit, NULL, NULL) || fit == 0) {
+			f = SCHED_FIT_DEVICES;
+			goto no;
+		}
+		cap = fit;
 	}
 	if(why)
 		*why = SCHED_FIT_OK;
@@ -817,6 +829,14 @@ static int commit_placed(const pctx *c, sched_snapshot *s, sched__ws *w, size_t 
 		size_t x = w->touched[i];
 		if((rc = sched__group_place(s, *gi, x, w->placed[x])))
 			return rc;
+		if(c->dra) {
+			if(*gi >= (size_t)INT32_MAX)
+				return PRD_ERANGE;
+			if((rc = sched__dra_take(s, x, c->pod, w->placed[x], (int32_t)(*gi + 1))))
+				return rc;
+			if(res)
+				res->group = *gi + 1;
+		}
 		if(res && (rc = assign_push(res, x, w->placed[x])))
 			return rc;
 	}
@@ -1062,6 +1082,7 @@ const char *sched_fit_str(sched_fit f)
 	case SCHED_FIT_ANTI_AFFINITY: return "node(s) didn't match pod anti-affinity rules";
 	case SCHED_FIT_AFFINITY: return "node(s) didn't match pod affinity rules";
 	case SCHED_FIT_SPREAD: return "node(s) didn't match pod topology spread constraints";
+	case SCHED_FIT_DEVICES: return "node(s) didn't have enough free devices matching the pod's resource claims";
 	}
 	return "unknown";
 }

@@ -318,6 +318,26 @@ int sched_snapshot_book(sched_snapshot *s, const char *uid, size_t idx,
 /* Release every booking of `uid`; *released (optional) gets how many. */
 int sched_snapshot_unbook(sched_snapshot *s, const char *uid, size_t *released);
 
+/* DRA. A device is named "driver/pool/device".
+ *
+ * Mark a device of node idx as allocated (a ResourceClaim's allocation
+ * result): no simulated pod or booking gets it. PRD_ENOTFOUND when the
+ * node publishes no such device. */
+int sched_snapshot_take_device(sched_snapshot *s, size_t idx, const char *id, prd_err *e);
+/* Book the listed devices of node idx for uid (a recorded booking): those
+ * still free are held until unbooked; *missing (optional) counts the rest
+ * (gone, or taken by a claim meanwhile). */
+int sched_snapshot_book_devices(sched_snapshot *s, const char *uid, size_t idx,
+                                const char *const *ids, size_t n, size_t *missing, prd_err *e);
+/* Book for uid the devices `count` pods like `pod` would be allocated on
+ * node idx now (a booking rebuilt from pod counts); *booked (optional)
+ * gets for how many pods devices were found. */
+int sched_snapshot_book_pod_devices(sched_snapshot *s, const char *uid, size_t idx,
+                                    const sched_pod_spec *pod, int64_t count, int64_t *booked,
+                                    prd_err *e);
+/* Devices on node idx, and (optional) how many of them are free. */
+size_t sched_snapshot_node_devices(const sched_snapshot *s, size_t idx, size_t *free_out);
+
 /* Free (allocatable - used - booked, floored at 0) of resource `name` on
  * node `idx`; a resource the snapshot has never seen is 0. */
 int sched_snapshot_node_free(const sched_snapshot *s, size_t idx, const char *name,
