@@ -323,6 +323,35 @@ static int list_kind(pr_ctl *c, pr_world *w, const char *path, kube_kind kind, v
 	return 0;
 }
 
+/* The DRA devices a new node of the group publishes, when its driver
+ * declares them (ABI 1.2). */
+static int template_devices(pr_world *w, cloud_driver *drv, pr_group *pg, prd_err *err)
+{
+	prd_cloud_error de;
+	json_object *arr;
+	char *js = NULL;
+	int rc;
+	if(!CLOUD_DRIVER_HAS(drv->api, template_resource_slices) || !drv->api->template_resource_slices)
+		return 0;
+	memset(&de, 0, sizeof(de));
+	if(drv->api->template_resource_slices(drv->state, pg->id, &js, &de))
+		return prd_err_set(err, PRD_EIO, "template ResourceSlices: %s", de.message);
+	if(!js)
+		return 0;
+	arr = json_tokener_parse(js);
+	drv->api->release_string(drv->state, js);
+	if(!arr)
+		return prd_err_set(err, PRD_EINVAL, "template ResourceSlices: not JSON");
+	rc = pr_dra_template_devices(&w->ar, arr, pg->tmpl.name, &pg->tmpl.devices, &pg->tmpl.n_devices, err);
+	if(!rc && pg->tmpl.n_devices && arena_defer(&w->ar, put_json, arr)) {
+		json_object_put(arr);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	if(rc || !pg->tmpl.n_devices)
+		json_object_put(arr);
+	return rc;
+}
+
 static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t d, i;
@@ -364,7 +393,8 @@ static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 			if(drv->api->template_node(drv->state, g[i].id, &js, &de) == 0 && js) {
 				pg->tmpl_json = json_tokener_parse(js);
 				drv->api->release_string(drv->state, js);
-				if(pg->tmpl_json && pr_conv_node(&w->ar, pg->tmpl_json, &pg->tmpl, &ce) == 0)
+				if(pg->tmpl_json && pr_conv_node(&w->ar, pg->tmpl_json, &pg->tmpl, &ce) == 0 &&
+				   template_devices(w, drv, pg, &ce) == 0)
 					pg->has_tmpl = true;
 				else
 					log_warn("node group template is not a usable Node", "group", pg->id,

@@ -154,18 +154,21 @@ static uint64_t device_fp(const char *node, const sched_device *dv)
 	return fp_mix(h);
 }
 
-/* Append slice's devices to its node's list. */
-static int load_slice(pr_dra *d, arena *a, const kube_draobj *o, json_object *spec)
+/* Append a slice's devices to its node's list (`node`, when not NULL,
+ * instead of spec.nodeName: a node group template's). */
+static int load_slice(pr_dra *d, arena *a, const char *slice, json_object *spec, const char *node)
 {
-	const char *driver = get_str(spec, "driver"), *node = get_str(spec, "nodeName");
+	const char *driver = get_str(spec, "driver");
 	const char *pool = get_str(get(spec, "pool"), "name");
 	json_object *devs = get(spec, "devices");
 	size_t i, n = arr_len(devs), k;
 	pr_dra_node *nd;
 	sched_device *v;
 
+	if(!node)
+		node = get_str(spec, "nodeName");
 	if(!driver || !pool) {
-		log_warn("ResourceSlice without driver or pool left out", "slice", o->meta.name);
+		log_warn("ResourceSlice without driver or pool left out", "slice", slice);
 		return 0;
 	}
 	if(!node || !*node) {
@@ -313,7 +316,7 @@ int pr_dra_load(pr_dra *d, arena *a, const kube_meta *const *objs, size_t n, con
 	for(i = 0; i < n && !rc; i++) {
 		const kube_draobj *o = kube_as_draobj(objs[i]);
 		if(o && o->meta.kind == KUBE_KIND_RESOURCESLICE && o->spec && newest(&gen, o->spec))
-			rc = load_slice(d, a, o, o->spec);
+			rc = load_slice(d, a, o->meta.name, o->spec, NULL);
 	}
 	for(i = 0; i < n && !rc; i++) {
 		const kube_draobj *o = kube_as_draobj(objs[i]);
@@ -351,6 +354,35 @@ done:
 	if(rc)
 		return prd_err_set(err, rc, "reading resource.k8s.io objects: %s", prd_strerror(rc));
 	return 0;
+}
+
+int pr_dra_template_devices(arena *a, json_object *slices, const char *node, const sched_device **devs,
+			    size_t *n, prd_err *err)
+{
+	pr_dra d;
+	size_t i, len = arr_len(slices);
+	int rc = 0;
+	*devs = NULL;
+	*n = 0;
+	if(slices && !json_object_is_type(slices, json_type_array))
+		return prd_err_set(err, PRD_EINVAL, "template ResourceSlices: not a JSON array");
+	pr_dra_init(&d);
+	for(i = 0; i < len && !rc; i++) {
+		json_object *o = json_object_array_get_idx(slices, i), *spec = get(o, "spec");
+		json_object *pool = get(spec, "pool");
+		char slice[64];
+		snprintf(slice, sizeof(slice), "template slice %zu", i);
+		if(!spec || !get_str(spec, "driver"))
+			rc = prd_err_set(err, PRD_EINVAL, "%s: no spec.driver", slice);
+		else if(!get_str(pool, "name"))
+			rc = prd_err_set(err, PRD_EINVAL, "%s: no spec.pool.name", slice);
+		else
+			rc = load_slice(&d, a, slice, spec, node);
+	}
+	if(!rc)
+		*devs = pr_dra_node_devices(&d, node, n);
+	pr_dra_free(&d);
+	return rc;
 }
 
 const sched_device *pr_dra_node_devices(const pr_dra *d, const char *node, size_t *n)

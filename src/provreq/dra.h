@@ -63,6 +63,12 @@ int pr_dra_load(pr_dra *d, arena *a, const kube_meta *const *objs, size_t n, con
 /* The devices published for a node (NULL and 0 when none). */
 const sched_device *pr_dra_node_devices(const pr_dra *d, const char *node, size_t *n);
 
+/* The devices a node group's template node `node` would publish, from
+ * the ResourceSlice objects a driver declares for it (a JSON array;
+ * spec.nodeName is ignored). *devs lives in the arena. */
+int pr_dra_template_devices(arena *a, json_object *slices, const char *node, const sched_device **devs,
+			    size_t *n, prd_err *err);
+
 /* A pod spec's spec.resourceClaims → p->dev_requests (arena; compiled
  * selectors are freed with the arena). Nothing happens for a pod without
  * claims. d NULL or not served: claims are PRD_EUNSUPPORTED. */
