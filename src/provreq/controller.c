@@ -419,16 +419,19 @@ pr_group *pr__find_group(pr_world *w, const char *id)
 	return NULL;
 }
 
-/* Parse a booking's resources ({"cpu":"500m",...}) into base units, and
- * the DRA devices it holds (PR_BOOKING_DEVICES) into *devs (arena). */
+/* Parse a booking's resources ({"cpu":"500m",...}) into base units, the
+ * DRA devices it holds (PR_BOOKING_DEVICES) into *devs (arena), and the
+ * pods whose devices are to be allocated anew (PR_BOOKING_DEVICE_PODS,
+ * borrowed until the arena is freed) into *dev_pods. */
 static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, const char ***devs, size_t *ndevs,
-		       prd_err *err)
+		       json_object **dev_pods, prd_err *err)
 {
 	json_object *o = json_tokener_parse(js), *d = NULL;
 	size_t i, len;
 	int rc;
 	*devs = NULL;
 	*ndevs = 0;
+	*dev_pods = NULL;
 	if(!o)
 		return prd_err_set(err, PRD_ECORRUPT, "booking resources are not JSON");
 	if(arena_defer(a, put_json, o))
@@ -447,7 +450,42 @@ static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, con
 		if(arena_defer(a, put_json, d))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
+	if(json_object_object_get_ex(o, PR_BOOKING_DEVICE_PODS, &d) && json_object_is_type(d, json_type_object)) {
+		json_object_get(d);
+		json_object_object_del(o, PR_BOOKING_DEVICE_PODS);
+		if(arena_defer(a, put_json, d))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		*dev_pods = d;
+	}
 	rc = pr_conv_resources(a, o, "booking", out, n, err);
+	return rc;
+}
+
+/* A rebuilt booking's devices: what its pods (per podSet) would be
+ * allocated on node idx now. */
+static int book_rebuilt_devices(pr_world *w, const char *uid, size_t idx, json_object *dev_pods, prd_err *err)
+{
+	const kube_provreq *pr = NULL;
+	sched_podset *sets;
+	char missing[300];
+	size_t i;
+	int rc = 0;
+	for(i = 0; i < w->nprs && !pr; i++)
+		if(!strcmp(w->prs[i]->meta.uid, uid))
+			pr = w->prs[i];
+	if(!pr)
+		return 0;
+	if(!(sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets))))
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	if((rc = pr__resolve_podsets(w, pr, sets, missing, sizeof(missing), err)))
+		return rc == PRD_ENOTFOUND ? prd_err_set(err, rc, "%s not found", missing) : rc;
+	json_object_object_foreach(dev_pods, k, v) {
+		int64_t set;
+		if(rc || str_to_int64(k, &set) || set < 0 || (size_t)set >= pr->npod_sets)
+			continue;
+		rc = sched_snapshot_book_pod_devices(w->snap, uid, idx, sets[set].pod, json_object_get_int64(v), NULL,
+						     err);
+	}
 	return rc;
 }
 
@@ -810,6 +848,7 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		for(i = 0; i < nb; i++) {
 			sched_res *res;
 			const char **devs;
+			json_object *dev_pods;
 			size_t nres, idx, ndevs;
 			prd_err ce;
 			/* The request is gone: its capacity is free at once, so a
@@ -823,9 +862,10 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			}
 			if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
 				continue;
-			if(booking_res(&w->ar, b[i].resources_json, &res, &nres, &devs, &ndevs, &ce) ||
+			if(booking_res(&w->ar, b[i].resources_json, &res, &nres, &devs, &ndevs, &dev_pods, &ce) ||
 			   sched_snapshot_book(w->snap, b[i].request_uid, idx, res, nres, &ce) ||
-			   (ndevs && sched_snapshot_book_devices(w->snap, b[i].request_uid, idx, devs, ndevs, NULL, &ce)))
+			   (ndevs && sched_snapshot_book_devices(w->snap, b[i].request_uid, idx, devs, ndevs, NULL, &ce)) ||
+			   (dev_pods && book_rebuilt_devices(w, b[i].request_uid, idx, dev_pods, &ce)))
 				log_warn("booking ignored", "request_uid", b[i].request_uid, "error", ce.msg);
 			else
 				c->stats.bookings_held++;

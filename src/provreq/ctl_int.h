@@ -76,6 +76,10 @@ typedef struct pr_world {
 /* The key of a booking row's resources JSON that lists the DRA devices it
  * holds ("driver/pool/device" strings) beside the resource amounts. */
 #define PR_BOOKING_DEVICES "resource.k8s.io/devices"
+/* ... or, in a booking rebuilt from a request's status (which records pods
+ * per node, not devices), {"<podSet index>": pods}: the devices those pods
+ * need are allocated anew on the node when the booking is applied. */
+#define PR_BOOKING_DEVICE_PODS "resource.k8s.io/devicePods"
 
 /* Values of pr_world.nodes_by_name. */
 #define PR_NODE_PRESENT ((void *)(uintptr_t)1)

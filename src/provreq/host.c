@@ -246,9 +246,20 @@ static int store_bookings(pr_ctl *c, const kube_provreq *pr, const sched_podset 
 		snprintf(b, sizeof(b), "%lld", (long long)pods);
 		json_object_object_add(m, "pods", json_object_new_string(b));
 		{
-			json_object *devs = placed_devices(snap, res, nsets, items[i].node);
+			json_object *devs = placed_devices(snap, res, nsets, items[i].node), *dp = NULL;
 			if(devs)
 				json_object_object_add(m, PR_BOOKING_DEVICES, devs);
+			for(j = i; !snap && j < nitems; j++) {
+				char set[24];
+				if(strcmp(items[j].node, items[i].node) || !sets[items[j].set].pod->n_dev_requests)
+					continue;
+				if(!dp && !(dp = json_object_new_object()))
+					break;
+				snprintf(set, sizeof(set), "%zu", items[j].set);
+				json_object_object_add(dp, set, json_object_new_int64(items[j].pods));
+			}
+			if(dp)
+				json_object_object_add(m, PR_BOOKING_DEVICE_PODS, dp);
 		}
 		v[nv].request_uid = (char *)pr->meta.uid;
 		v[nv].node_name = (char *)items[i].node;

@@ -2793,7 +2793,48 @@ static void test_dra_check_capacity(void)
 	stop();
 }
 
+/* A new leader with an empty store rebuilds a DRA booking from the
+ * request's status (pods per node) and holds the devices again: the next
+ * request does not get them. Fails when the rebuilt booking holds only
+ * cpu. */
+static void test_dra_failover_rebuilds_devices(void)
+{
+	pr_config cfg;
+	state_config sc;
+	state_db *db2;
+	pr_ctl *ctl2;
+	char path2[600];
+	prd_err e;
+	start(NULL, NULL);
+	add_node("g1", "32", NULL);
+	add_slice("g1", 8, 1);
+	add_device_class("gpu.example.com", "device.driver == 'gpu.example.com'");
+	add_claim_template("ml", "four-gpus", "gpu.example.com", 4, NULL);
+	add_claiming_template("ml", "trainer", "four-gpus");
+	add_pr("ml", "first", PR_CLASS_CHECK, "trainer", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "first", "Provisioned"), "True/CapacityIsFound");
+	pr_config_default(&cfg);
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/replica-dra-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, NULL, &ctl2, &e), 0);
+	clk_fake_advance(&fake, 20 * SEC);
+	add_pr("ml", "second", PR_CLASS_CHECK, "trainer", 2, "{noRetry: \"true\"}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("ml", "second", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "second", "Provisioned"), "only 1 of 2"));
+	clk_fake_advance(&fake, SEC);
+	add_pr("ml", "third", PR_CLASS_CHECK, "trainer", 1, "{noRetry: \"true\"}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("ml", "third", "Provisioned"), "True/CapacityIsFound");
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop();
+}
+
 static const test_case cases[] = {
+	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
 	{ "DRA: check-capacity with devices", test_dra_check_capacity },
 	{ "failover adopts the plan", test_failover_adopts_plan },
 	{ "informer mode", test_informer_mode },
