@@ -157,15 +157,16 @@ done:
 int sched__dra_take(sched_snapshot *s, size_t ni, const sched_pod_spec *pod, int64_t count,
                     int32_t holder)
 {
-	const sched__node *n = &s->nodes[ni];
+	const sched__ndev *v = s->nodes[ni].dev;
 	uint32_t *pick = NULL;
 	size_t np = 0, i;
-	int64_t fit;
-	int rc;
+	int64_t fit = 0;
+	int rc = 0;
 
 	if(!pod->n_dev_requests || count <= 0)
 		return 0;
-	rc = sched__dra_fit(n->devs, n->n_devs, n->holder, pod, count, &fit, &pick, &np);
+	if(v)
+		rc = sched__dra_fit(v->devs, v->n, v->holder, pod, count, &fit, &pick, &np);
 	if(!rc && fit < count)
 		rc = PRD_EINTERNAL; /* placement counted devices that are not there */
 	for(i = 0; !rc && i < np; i++)

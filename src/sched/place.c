@@ -514,6 +514,18 @@ static bool zone_spread_ok(const pctx *c, int32_t z)
 	return true;
 }
 
+/* Copies the node's free devices can serve, at most cap (0 = none). Last
+ * of the checks (evaluating selectors is the dearest) and kept out of
+ * line, so pods without claims pay one branch. Out of memory counts as no
+ * room, never as room. */
+static __attribute__((noinline)) int64_t dra_cap(const pctx *c, const sched__node *n, int64_t cap)
+{
+	int64_t fit = 0;
+	if(!n->dev || sched__dra_fit(n->dev->devs, n->dev->n, n->dev->holder, c->pod, cap, &fit, NULL, NULL))
+		return 0;
+	return fit;
+}
+
 /* Copies node i could take now, ignoring spread (0 = none), and why not. */
 static int64_t node_cap(const pctx *c, size_t i, sched_fit *why)
 {
@@ -545,15 +557,9 @@ static int64_t node_cap(const pctx *c, size_t i, sched_fit *why)
 		f = SCHED_FIT_AFFINITY;
 		goto no;
 	}
-	if(c->dra) {
-		/* Last: evaluating selectors is the dearest check. Out of
-		 * memory counts as no room, never as room. */
-		int64_t fit = 0;
-		if(sched__dra_fit(n->devs, n->n_devs, n->holder, c->pod, cap, &fit, NULL, NULL) || fit == 0) {
-			f = SCHED_FIT_DEVICES;
-			goto no;
-		}
-		cap = fit;
+	if(c->dra && !(cap = dra_cap(c, n, cap))) {
+		f = SCHED_FIT_DEVICES;
+		goto no;
 	}
 	if(why)
 		*why = SCHED_FIT_OK;

@@ -27,24 +27,31 @@ sched_label_selector *sched__copy_selector(sched__arena *a, const sched_label_se
 sched_pod_term *sched__copy_terms(sched__arena *a, const sched_pod_term *t, size_t n);
 sched_host_port *sched__copy_ports(sched__arena *a, const sched_host_port *p, size_t n);
 
+/* A node's DRA devices and who holds each. */
+typedef struct sched__ndev {
+	const sched_device *devs;         /* arena; shared by the estimator's
+	                                     fresh copies of a template */
+	size_t n;
+	int32_t holder[];                 /* per device: SCHED__FREE,
+	                                     SCHED__HOLD_CLAIM, group + 1 or
+	                                     -(booking + 2) */
+} sched__ndev;
+
+/* Counts are 32-bit and grouped so that the device pointer costs no size:
+ * the node array is what placement walks. */
 typedef struct sched__node {
 	const char *name;
 	const sched_label *labels;
-	size_t n_labels;
 	const sched_taint *taints;
-	size_t n_taints;
+	uint32_t n_labels;
+	uint32_t n_taints;
 	bool unschedulable;
 	int32_t zone;                     /* index into zones, -1 = no zone label */
+	sched__ndev *dev;                 /* NULL without devices (malloc'd) */
 	int64_t alloc[SCHED_RES_MAX];
 	int64_t used[SCHED_RES_MAX];      /* pods + bookings, saturating */
 	sched_host_port *ports;           /* in use on the node (malloc'd) */
 	size_t n_ports, cap_ports;
-	const sched_device *devs;         /* DRA devices (arena; shared by the
-	                                     estimator's fresh copies) */
-	size_t n_devs;
-	int32_t *holder;                  /* per device, malloc'd: SCHED__FREE,
-	                                     SCHED__HOLD_CLAIM, group + 1 or
-	                                     -(booking + 2) */
 } sched__node;
 
 #define SCHED__FREE 0

@@ -206,7 +206,7 @@ void sched_snapshot_free(sched_snapshot *s)
 		return;
 	for(i = 0; i < s->n_nodes; i++) {
 		free(s->nodes[i].ports);
-		free(s->nodes[i].holder);
+		free(s->nodes[i].dev);
 	}
 	for(i = 0; i < s->n_groups; i++) {
 		free(s->groups[i].ents);
@@ -298,10 +298,15 @@ int sched__node_add_copied(sched_snapshot *s, const sched__node *proto, const ch
 		return PRD_ENOMEM;
 	n = &s->nodes[s->n_nodes];
 	*n = *proto;
-	n->holder = NULL;
-	if(n->n_devs && !(n->holder = calloc(n->n_devs, sizeof(*n->holder)))) {
-		hmap_del(&s->node_by_name, name);
-		return PRD_ENOMEM;
+	n->dev = NULL;
+	if(proto->dev && proto->dev->n) {
+		size_t nd = proto->dev->n;
+		if(!(n->dev = calloc(1, sizeof(*n->dev) + nd * sizeof(n->dev->holder[0])))) {
+			hmap_del(&s->node_by_name, name);
+			return PRD_ENOMEM;
+		}
+		n->dev->devs = proto->dev->devs;
+		n->dev->n = nd;
 	}
 	n->name = name;
 	n->ports = NULL;
@@ -320,7 +325,7 @@ static void node_drop_last(sched_snapshot *s)
 	sched__node *n = &s->nodes[--s->n_nodes];
 	hmap_del(&s->node_by_name, n->name);
 	free(n->ports);
-	free(n->holder);
+	free(n->dev);
 }
 
 void sched__node_pop(sched_snapshot *s)
@@ -371,6 +376,7 @@ int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *spec, size
                             prd_err *e)
 {
 	sched__node proto;
+	sched__ndev hdr;
 	const char *zone, *name;
 	sched_taint *taints;
 	size_t i;
@@ -417,7 +423,7 @@ int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *spec, size
 	zone = sched_label_get(spec->labels, spec->n_labels, SCHED_KEY_ZONE);
 	if(zone && zone_intern(s, zone, &proto.zone))
 		return prd_err_set(e, PRD_ENOMEM, "out of memory");
-	proto.n_labels = spec->n_labels;
+	proto.n_labels = (uint32_t)spec->n_labels;
 	proto.labels = sched__copy_labels(&s->arena, spec->labels, spec->n_labels);
 	taints = sched__arena_alloc(&s->arena, (spec->n_taints ? spec->n_taints : 1) *
 	                                           sizeof(*taints));
@@ -432,10 +438,13 @@ int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *spec, size
 			return prd_err_set(e, PRD_ENOMEM, "out of memory");
 	}
 	proto.taints = taints;
-	proto.n_taints = spec->n_taints;
-	if(spec->n_devices && !(proto.devs = sched__copy_devices(&s->arena, spec->devices, spec->n_devices)))
-		return prd_err_set(e, PRD_ENOMEM, "out of memory");
-	proto.n_devs = spec->n_devices;
+	proto.n_taints = (uint32_t)spec->n_taints;
+	if(spec->n_devices) {
+		if(!(hdr.devs = sched__copy_devices(&s->arena, spec->devices, spec->n_devices)))
+			return prd_err_set(e, PRD_ENOMEM, "out of memory");
+		hdr.n = spec->n_devices;
+		proto.dev = &hdr;
+	}
 	rc = sched__node_add_copied(s, &proto, name, idx);
 	if(rc)
 		return prd_err_set(e, rc, "adding node %s: %s", spec->name, prd_strerror(rc));
@@ -690,20 +699,20 @@ static void booking_apply(sched_snapshot *s, const sched__booking *b, int sign)
 /* Devices booking bi holds. */
 static size_t booking_devices(const sched_snapshot *s, size_t bi)
 {
-	const sched__node *n = &s->nodes[s->bookings[bi].node];
+	const sched__ndev *v = s->nodes[s->bookings[bi].node].dev;
 	size_t d, k = 0;
-	for(d = 0; d < n->n_devs; d++)
-		k += n->holder[d] == SCHED__HOLD_BOOKING(bi);
+	for(d = 0; v && d < v->n; d++)
+		k += v->holder[d] == SCHED__HOLD_BOOKING(bi);
 	return k;
 }
 
 /* Free the devices of booking bi (undo room reserved by the caller). */
 static void release_devices(sched_snapshot *s, size_t bi)
 {
-	const sched__node *n = &s->nodes[s->bookings[bi].node];
+	const sched__ndev *v = s->nodes[s->bookings[bi].node].dev;
 	size_t d;
-	for(d = 0; d < n->n_devs; d++)
-		if(n->holder[d] == SCHED__HOLD_BOOKING(bi))
+	for(d = 0; v && d < v->n; d++)
+		if(v->holder[d] == SCHED__HOLD_BOOKING(bi))
 			sched__dev_hold(s, s->bookings[bi].node, d, SCHED__FREE);
 }
 
@@ -737,10 +746,10 @@ int sched_snapshot_unbook(sched_snapshot *s, const char *uid, size_t *released)
 
 int sched__dev_hold(sched_snapshot *s, size_t ni, size_t di, int32_t holder)
 {
-	int32_t old = s->nodes[ni].holder[di];
+	int32_t old = s->nodes[ni].dev->holder[di];
 	if(undo_push(s, SCHED__U_DEV, (uint32_t)ni, (uint32_t)di, old, false))
 		return PRD_ENOMEM;
-	s->nodes[ni].holder[di] = holder;
+	s->nodes[ni].dev->holder[di] = holder;
 	return 0;
 }
 
@@ -754,8 +763,8 @@ static int find_device(const sched__node *n, const char *id, size_t *di)
 		return PRD_EINVAL;
 	ld = (size_t)(a - id);
 	lp = (size_t)(b - a - 1);
-	for(d = 0; d < n->n_devs; d++) {
-		const sched_device *x = &n->devs[d];
+	for(d = 0; n->dev && d < n->dev->n; d++) {
+		const sched_device *x = &n->dev->devs[d];
 		if(strlen(x->driver) == ld && !strncmp(x->driver, id, ld) && strlen(x->pool) == lp &&
 		   !strncmp(x->pool, a + 1, lp) && !strcmp(x->name, b + 1)) {
 			*di = d;
@@ -792,7 +801,7 @@ int sched_snapshot_book_devices(sched_snapshot *s, const char *uid, size_t idx,
 	bi = s->n_bookings - 1;
 	for(i = 0; i < n; i++) {
 		if(!ids[i] || find_device(&s->nodes[idx], ids[i], &di) ||
-		   s->nodes[idx].holder[di] != SCHED__FREE) {
+		   s->nodes[idx].dev->holder[di] != SCHED__FREE) {
 			miss++;
 			continue;
 		}
@@ -823,7 +832,9 @@ int sched_snapshot_book_pod_devices(sched_snapshot *s, const char *uid, size_t i
 		return rc;
 	bi = s->n_bookings - 1;
 	n = &s->nodes[idx];
-	if((rc = sched__dra_fit(n->devs, n->n_devs, n->holder, pod, count, &fit, &pick, &np)))
+	if(!n->dev)
+		return 0;
+	if((rc = sched__dra_fit(n->dev->devs, n->dev->n, n->dev->holder, pod, count, &fit, &pick, &np)))
 		return prd_err_set(e, rc, "out of memory");
 	for(i = 0; !rc && i < np; i++)
 		rc = sched__dev_hold(s, idx, pick[i], SCHED__HOLD_BOOKING(bi));
@@ -843,21 +854,23 @@ void sched_snapshot_placed_devices(const sched_snapshot *s, const sched_set_resu
 	if(!s || !r || !fn || !r->group || idx >= s->n_nodes)
 		return;
 	n = &s->nodes[idx];
-	for(d = 0; d < n->n_devs; d++)
-		if(n->holder[d] == (int32_t)r->group)
-			fn(ud, &n->devs[d]);
+	for(d = 0; n->dev && d < n->dev->n; d++)
+		if(n->dev->holder[d] == (int32_t)r->group)
+			fn(ud, &n->dev->devs[d]);
 }
 
 size_t sched_snapshot_node_devices(const sched_snapshot *s, size_t idx, size_t *free_out)
 {
+	const sched__ndev *v;
 	size_t d, f = 0;
 	if(!s || idx >= s->n_nodes)
 		return 0;
-	for(d = 0; d < s->nodes[idx].n_devs; d++)
-		f += s->nodes[idx].holder[d] == SCHED__FREE;
+	v = s->nodes[idx].dev;
+	for(d = 0; v && d < v->n; d++)
+		f += v->holder[d] == SCHED__FREE;
 	if(free_out)
 		*free_out = f;
-	return s->nodes[idx].n_devs;
+	return v ? v->n : 0;
 }
 
 int sched_snapshot_node_free(const sched_snapshot *s, size_t idx, const char *name,
@@ -946,7 +959,7 @@ static void undo_one(sched_snapshot *s, const sched__undo *u)
 		booking_apply(s, &s->bookings[u->a], +1);
 		break;
 	case SCHED__U_DEV:
-		s->nodes[u->a].holder[u->b] = (int32_t)u->count;
+		s->nodes[u->a].dev->holder[u->b] = (int32_t)u->count;
 		break;
 	}
 }
