@@ -279,7 +279,7 @@ static bool wait_caches(kube_informer *const *inf, size_t n, health *hl)
 		if(stop_requested)
 			return false;
 		health_beat(hl);
-		if(kube_informer_has_synced(inf[i])) {
+		if(!inf[i] || kube_informer_has_synced(inf[i])) {
 			i++;
 			continue;
 		}
@@ -289,12 +289,16 @@ static bool wait_caches(kube_informer *const *inf, size_t n, health *hl)
 }
 
 /* The informers, in this order: the controller and the pool sync find
- * them by index (0 = nodes). */
-#define RUN_NINF 4
+ * them by index (0 = nodes). From RUN_FIRST_DRA on, resource.k8s.io/v1
+ * (DRA): started only when the cluster serves it and lets us list it. */
+#define RUN_NINF 8
+#define RUN_FIRST_DRA 4
 static const kube_kind inf_kinds[RUN_NINF] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE,
-					       KUBE_KIND_PROVREQ };
+					       KUBE_KIND_PROVREQ, KUBE_KIND_RESOURCESLICE, KUBE_KIND_DEVICECLASS,
+					       KUBE_KIND_RESOURCECLAIMTEMPLATE, KUBE_KIND_RESOURCECLAIM };
 static const kube_resource *const inf_res[RUN_NINF] = { &KUBE_NODES, &KUBE_PODS, &KUBE_PODTEMPLATES,
-							&KUBE_PROVREQS };
+							&KUBE_PROVREQS, &KUBE_RESOURCESLICES, &KUBE_DEVICECLASSES,
+							&KUBE_RESOURCECLAIMTEMPLATES, &KUBE_RESOURCECLAIMS };
 
 /* What run_setup() creates and run_teardown() frees. It lives on
  * cmd_run's stack for the whole run and must not move: the drivers keep a
@@ -485,9 +489,33 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 
 /* Informers: the controller reads the cluster from their caches, and
  * their events wake the worker. */
+/* Can the DRA kinds be listed? A cluster without resource.k8s.io/v1, or
+ * RBAC without it, runs without DRA: pods with resourceClaims are then
+ * refused with a condition saying so. */
+static bool dra_readable(run_ctx *r)
+{
+	static const char *const paths[] = { "/apis/resource.k8s.io/v1/resourceslices?limit=1",
+					     "/apis/resource.k8s.io/v1/deviceclasses?limit=1",
+					     "/apis/resource.k8s.io/v1/resourceclaimtemplates?limit=1",
+					     "/apis/resource.k8s.io/v1/resourceclaims?limit=1" };
+	size_t i;
+	for(i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		json_object *o = NULL;
+		prd_err pe;
+		if(kube_api_call(&r->api, "GET", paths[i], NULL, NULL, &o, NULL, &pe)) {
+			log_warn("Dynamic Resource Allocation is not simulated: resource.k8s.io/v1 cannot be listed",
+				 "error", pe.msg);
+			return false;
+		}
+		json_object_put(o);
+	}
+	return true;
+}
+
 static int setup_informers(run_ctx *r, prd_err *e)
 {
 	size_t i;
+	bool dra = dra_readable(r);
 
 	r->intern = kube_intern_new();
 	if(!r->intern) {
@@ -498,6 +526,8 @@ static int setup_informers(run_ctx *r, prd_err *e)
 	for(i = 0; i < RUN_NINF; i++) {
 		kube_informer_opts io;
 		kube_handler h;
+		if(i >= RUN_FIRST_DRA && !dra)
+			continue;
 		memset(&io, 0, sizeof(io));
 		io.kind = inf_kinds[i];
 		io.intern = r->intern;
@@ -597,6 +627,7 @@ static void run_loop(run_ctx *r)
 {
 	pr_informers pi;
 
+	memset(&pi, 0, sizeof(pi));
 	health_add_flag(r->hl, "caches-synced", false, "the informer caches are still listing");
 	if(!wait_caches(r->inf, RUN_NINF, r->hl)) {
 		log_info("shutting down before the caches synced");
@@ -608,6 +639,10 @@ static void run_loop(run_ctx *r)
 	pi.pods = r->inf[1];
 	pi.podtemplates = r->inf[2];
 	pi.provreqs = r->inf[3];
+	pi.resourceslices = r->inf[4];
+	pi.deviceclasses = r->inf[5];
+	pi.claimtemplates = r->inf[6];
+	pi.claims = r->inf[7];
 	pr_ctl_use_informers(r->ctl, &pi);
 	log_info("provreqd running", "version", PACKAGE_VERSION, "server", r->kc->server, "drivers",
 		 LOGI(r->drivers.n), "leader_elect", r->c.leader_elect ? "true" : "false");

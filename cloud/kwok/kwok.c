@@ -114,12 +114,14 @@ static void kwok_free(kwok *k)
 	kwok_faults_free(k->faults, k->nfaults);
 	kwok_groups_free(k->groups, k->ngroups);
 	kwok_async_free(k->async);
+	json_object_put(k->slices);
 	free(k);
 }
 
 static int create_nodes(kwok *k, kwok_group *g, int32_t n, char ***created, int32_t *ncreated,
 			prd_cloud_error *err);
 static void free_names(char **names, int32_t n);
+static int delete_node(kwok *k, const char *name, const char *uid, prd_cloud_error *err);
 
 static int kw_init(const prd_cloud_host *host, const char *config, void **state, prd_cloud_error *err)
 {
@@ -136,6 +138,8 @@ static int kw_init(const prd_cloud_host *host, const char *config, void **state,
 		rc = kwok_check_fault_groups(k, err);
 	if(!rc)
 		rc = kwok_async_check_groups(k, err);
+	if(!rc)
+		rc = kwok_slices_check_groups(k, err);
 	if(!rc)
 		rc = count_live(k, err);
 	if(!rc)
@@ -197,6 +201,8 @@ static int kw_refresh(void *state, prd_cloud_error *err)
 	rc = kwok_check_fault_groups(k, err);
 	if(!rc)
 		rc = kwok_async_check_groups(k, err);
+	if(!rc)
+		rc = kwok_slices_check_groups(k, err);
 	if(!rc)
 		rc = count_live(k, err);
 	if(!rc)
@@ -461,6 +467,25 @@ static int kw_template_node(void *state, const char *group_id, char **node_json,
 	return *node_json ? 0 : kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 }
 
+static int kw_template_resource_slices(void *state, const char *group_id, char **slices_json,
+				       prd_cloud_error *err)
+{
+	kwok *k = state;
+	kwok_group *g = find_group(k, group_id);
+	json_object *arr;
+	char name[96];
+	*slices_json = NULL;
+	if(!g)
+		return no_group(err, group_id);
+	snprintf(name, sizeof(name), "%s-template", g->id);
+	if(!(arr = kwok_slices_for_node(k, g->id, name)))
+		return 0;
+	*slices_json = kwok_strdup(json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN |
+									 JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(arr);
+	return *slices_json ? 0 : kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+}
+
 /* ---- growing -------------------------------------------------------- */
 
 static void free_names(char **names, int32_t n)
@@ -501,6 +526,15 @@ static int create_nodes(kwok *k, kwok_group *g, int32_t n, char ***created, int3
 			json_object_put(node);
 			if(rc && status == 409 && attempt < 8)
 				continue; /* the name is taken: draw another */
+			if(!rc && k->slices && kwok_slices_create(k, g->id, name, err)) {
+				/* A node without the devices it should publish: gone
+				 * again, and this increase fails. */
+				prd_cloud_error de;
+				memset(&de, 0, sizeof(de));
+				rc = err->code ? err->code : PRD_CLOUD_EIO;
+				delete_node(k, name, NULL, &de);
+				break;
+			}
 			if(!rc) {
 				names[i] = kwok_strdup(name);
 				if(!names[i]) {
@@ -539,7 +573,9 @@ static int delete_node(kwok *k, const char *name, const char *uid, prd_cloud_err
 	rc = kwok_request(k, "DELETE", path, NULL, opts, NULL, &status, err);
 	json_object_put(opts);
 	if(rc && status == 404)
-		return 0;
+		rc = 0;
+	if(!rc && k->slices)
+		kwok_slices_delete(k, name);
 	return rc;
 }
 
@@ -886,6 +922,7 @@ static const prd_cloud_driver descriptor = {
 	.decrease_target_size = kw_decrease_target,
 	.release_string = drv_release_string,
 	.delete_instances = kw_delete_instances,
+	.template_resource_slices = kw_template_resource_slices,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

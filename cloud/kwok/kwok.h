@@ -95,6 +95,7 @@ typedef struct kwok {
 	size_t ngroups;
 	uint64_t rng;           /* fallback when getrandom() is unavailable */
 	kwok_async *async;      /* NULL: every increase creates its Nodes at once */
+	json_object *slices;    /* resourceSlices: group → ResourceSlice specs (owned), or NULL */
 } kwok;
 
 /* Errors, logging, strings, JSON and API helpers: the drivers' shared
@@ -142,6 +143,18 @@ int kwok_async_delete(kwok *k, kwok_group *g, const char *name, bool *found, prd
  * can cancel itself; PRD_CLOUD_ERANGE (nothing cancelled) when fewer can be. */
 int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t elsewhere, int32_t *cancelled,
 		      prd_cloud_error *err);
+
+/* kwok_dra.c: the ResourceSlices (DRA) each group's nodes publish. */
+int kwok_slices_parse(kwok *k, json_object *v, prd_cloud_error *err);
+int kwok_slices_check_groups(const kwok *k, prd_cloud_error *err);
+/* The ResourceSlice objects of `node` of `group` (a JSON array the caller
+ * puts), or NULL when the group declares none. */
+json_object *kwok_slices_for_node(const kwok *k, const char *group, const char *node);
+/* Create them (an existing one counts as created). */
+int kwok_slices_create(kwok *k, const char *group, const char *node, prd_cloud_error *err);
+/* Delete whatever slices a Node of that name may have had (logged, never
+ * an error: a Node without its slices offers nothing). */
+void kwok_slices_delete(kwok *k, const char *node);
 
 /* The Node a new member of `g` named `name` is created as (caller puts). */
 json_object *kwok_node_for_group(const kwok_group *g, const char *name);

@@ -280,6 +280,9 @@ static int progress_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_c
 				kg->pending++;
 				continue; /* registers at a later call */
 			}
+			if(k->slices && kwok_slices_create(k, kg->id, name, err))
+				kwok_log(k, PRD_CLOUD_LOG_WARN, "kwok: node %s registered without its ResourceSlices: %s",
+					 name, err->message);
 			kg->live++;
 			drop(insts, i);
 			*dirty = true;

@@ -260,6 +260,8 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 			k->create_initial = json_object_get_boolean(v);
 		} else if(!strcmp(key, "async")) {
 			rc = kwok_async_parse(k, v, err);
+		} else if(!strcmp(key, "resourceSlices")) {
+			rc = kwok_slices_parse(k, v, err);
 		} else if(!strcmp(key, "faults")) {
 			size_t i, n;
 			if(!json_object_is_type(v, json_type_array)) {
@@ -281,7 +283,7 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 		} else {
 			rc = kwok_fail(err, PRD_CLOUD_EINVAL,
 				       "kwok config: unknown key '%s' (known: templateDir, templateConfigMap, "
-				       "createInitialNodes, faults, async)",
+				       "createInitialNodes, faults, async, resourceSlices)",
 				       key);
 		}
 	}

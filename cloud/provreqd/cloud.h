@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define PRD_CLOUD_ABI_MAJOR 1
-#define PRD_CLOUD_ABI_MINOR 1
+#define PRD_CLOUD_ABI_MINOR 2
 
 /* The one symbol a driver exports. */
 #define PRD_CLOUD_ENTRY_SYMBOL "provreqd_cloud_driver"
@@ -214,6 +214,19 @@ typedef struct prd_cloud_driver {
 	 * deletes only instances with a node name, through delete_nodes. */
 	int (*delete_instances)(void *state, const char *group_id, const char *const *instance_ids,
 				size_t count, prd_cloud_error *err);
+
+	/* ---- appended in ABI 1.2 ---- */
+
+	/* Dynamic Resource Allocation: the ResourceSlices (resource.k8s.io/v1
+	 * objects, as a JSON array) a new node of the group will publish, so
+	 * that pods claiming devices can be planned onto new nodes.
+	 * spec.nodeName is ignored (each slice is the new node's);
+	 * spec.driver, spec.pool.name and spec.devices are read. *slices_json
+	 * is NULL, or "[]", when the group's nodes publish none. Optional (NULL
+	 * if absent, or a driver built for ABI < 1.2): the group's nodes are
+	 * then planned without devices. Release with release_string. */
+	int (*template_resource_slices)(void *state, const char *group_id, char **slices_json,
+					prd_cloud_error *err);
 } prd_cloud_driver;
 
 /* The entry point every driver exports (defined by the driver):

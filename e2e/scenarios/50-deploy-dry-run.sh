@@ -122,6 +122,9 @@ t_wait 20 "the binding is in effect" is_allowed watch nodes
 for v in list watch; do
 	for r in nodes pods podtemplates; do expect_yes "$v" "$r" -A; done
 	expect_yes "$v" provisioningrequests.autoscaling.x-k8s.io -A
+	for r in resourceslices deviceclasses resourceclaimtemplates resourceclaims; do
+		expect_yes "$v" "$r.resource.k8s.io" -A
+	done
 done
 expect_yes delete provisioningrequests.autoscaling.x-k8s.io -n default
 expect_yes get provisioningrequests.autoscaling.x-k8s.io -n default
@@ -147,6 +150,10 @@ done
 for v in create delete update get; do expect_no "$v" nodes; done
 for v in create delete update patch; do expect_no "$v" pods -n default; done
 expect_no create podtemplates -n default
+for r in resourceslices deviceclasses resourceclaimtemplates resourceclaims; do
+	expect_no create "$r.resource.k8s.io" -n default
+	expect_no get "$r.resource.k8s.io" -n default
+done
 expect_no create provisioningrequests.autoscaling.x-k8s.io -n default
 expect_no delete resourcepools.capsule.clastix.io
 expect_no create resourcepools.capsule.clastix.io
@@ -163,12 +170,14 @@ kubectl apply -f "$deploy/driver-kwok.yaml" >/dev/null
 t_wait 20 "the kwok driver binding is in effect" is_allowed create nodes
 for v in create delete get list; do expect_yes "$v" nodes; done
 expect_yes get configmaps -n kube-system
+for v in create delete; do expect_yes "$v" resourceslices.resource.k8s.io; done
+for v in get update; do expect_no "$v" resourceslices.resource.k8s.io; done
 expect_no update nodes
 expect_no list configmaps -A
 expect_no get secrets -n kube-system
 kubectl delete -f "$deploy/driver-kwok.yaml" >/dev/null
 t_wait 20 "the kwok driver binding is gone" is_denied create nodes
-t_pass "the kwok driver role adds node create/delete and configmap get only"
+t_pass "the kwok driver role adds node create/delete, configmap get and ResourceSlice create/delete only"
 
 kubectl apply -f "$deploy/driver-clusterapi.yaml" >/dev/null
 t_wait 20 "the clusterapi driver binding is in effect" is_allowed list machinedeployments.cluster.x-k8s.io -A
@@ -186,7 +195,8 @@ t_pass "the clusterapi driver role adds the Cluster API calls the driver makes a
 
 # Every resource a role names is one the code uses (no stale grants).
 for r in nodes pods podtemplates provisioningrequests resourcepools leases events configmaps \
-	machinedeployments machinesets machinepools machines; do
+	machinedeployments machinesets machinepools machines resourceslices deviceclasses resourceclaimtemplates \
+	resourceclaims; do
 	grep -rqs -- "$r" "$src/src" "$src/cloud" || t_fail "the roles grant '$r' but no code under src/ or cloud/ mentions it"
 done
 t_pass "every resource in the roles is used by the code"

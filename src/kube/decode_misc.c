@@ -52,6 +52,61 @@ void kube__free_podtemplate(kube_intern *in, kube_meta *m)
 	free(t);
 }
 
+/* ------------------------------------------------------ resource.k8s.io */
+
+/* A deep copy of child `key` of o (an object), or NULL when absent. */
+static int copy_child(kube__dctx *c, json_object *o, const char *key, const char *path, json_object **out)
+{
+	json_object *v;
+	int rc;
+	*out = NULL;
+	if((rc = kube__obj(c, o, key, path, &v)) != 0 || !v)
+		return rc;
+	if(json_object_deep_copy(v, out, NULL) != 0) {
+		*out = NULL;
+		return kube__fail(c, PRD_ENOMEM, key, "out of memory");
+	}
+	return 0;
+}
+
+int kube__decode_draobj(kube__dctx *c, kube_kind kind, json_object *obj, kube_meta **out)
+{
+	kube_draobj *d = calloc(1, sizeof(*d));
+	bool namespaced = kind == KUBE_KIND_RESOURCECLAIMTEMPLATE || kind == KUBE_KIND_RESOURCECLAIM;
+	json_object *status = NULL;
+	int rc;
+
+	if(!d)
+		return kube__fail(c, PRD_ENOMEM, NULL, "out of memory");
+	d->meta.kind = (uint8_t)kind;
+	if((rc = kube__meta(c, obj, namespaced, &d->meta)) != 0) {
+		free(d);
+		return rc;
+	}
+	if((rc = copy_child(c, obj, "spec", "", &d->spec)) != 0)
+		goto fail;
+	if(kind == KUBE_KIND_RESOURCECLAIM &&
+	   ((rc = kube__obj(c, obj, "status", "", &status)) != 0 ||
+	    (status && (rc = copy_child(c, status, "allocation", "status", &d->allocation)) != 0)))
+		goto fail;
+	*out = &d->meta;
+	return PRD_OK;
+fail:
+	kube__free_draobj(c->in, &d->meta);
+	return rc;
+}
+
+void kube__free_draobj(kube_intern *in, kube_meta *m)
+{
+	kube_draobj *d = (kube_draobj *)m;
+	kube__meta_free(in, m);
+	if(d->spec)
+		json_object_put(d->spec);
+	if(d->allocation)
+		json_object_put(d->allocation);
+	free(d);
+}
+
 /* ---------------------------------------------------- ProvisioningRequest */
 
 static int pr_podsets(kube__dctx *c, kube_provreq *pr, json_object *spec)

@@ -151,7 +151,8 @@ struct kube_informer {
 
 static bool cluster_scoped(kube_kind k)
 {
-	return k == KUBE_KIND_NODE || k == KUBE_KIND_RESOURCEPOOL;
+	return k == KUBE_KIND_NODE || k == KUBE_KIND_RESOURCEPOOL || k == KUBE_KIND_RESOURCESLICE ||
+	       k == KUBE_KIND_DEVICECLASS;
 }
 
 /* ------------------------------------------------------------ lifecycle */

@@ -34,9 +34,13 @@ static const mem_kind kinds[] = {
 	{ { "autoscaling.x-k8s.io", "v1beta1", "provisioningrequests", "ProvisioningRequest", true }, true, true, 7, false },
 	{ { "capsule.clastix.io", "v1beta2", "resourcepools", "ResourcePool", false }, true, true, 8, false },
 	{ { "events.k8s.io", "v1", "events", "Event", true }, false, false, 3, false },
+	{ { "resource.k8s.io", "v1", "resourceslices", "ResourceSlice", false }, false, false, 9, false },
+	{ { "resource.k8s.io", "v1", "deviceclasses", "DeviceClass", false }, false, false, 10, false },
+	{ { "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", true }, false, false, 11, false },
+	{ { "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", true }, true, false, 12, false },
 };
 #define NBUILTIN (sizeof(kinds) / sizeof(kinds[0]))
-#define NBUILTIN_STORES 9
+#define NBUILTIN_STORES 13
 #define MAX_KINDS 64
 
 typedef struct mem_event {

@@ -20,6 +20,10 @@ const char *kube_kind_name(kube_kind k)
 	case KUBE_KIND_RESOURCEPOOL: return "ResourcePool";
 	case KUBE_KIND_CONFIGMAP: return "ConfigMap";
 	case KUBE_KIND_LEASE: return "Lease";
+	case KUBE_KIND_RESOURCESLICE: return "ResourceSlice";
+	case KUBE_KIND_DEVICECLASS: return "DeviceClass";
+	case KUBE_KIND_RESOURCECLAIMTEMPLATE: return "ResourceClaimTemplate";
+	case KUBE_KIND_RESOURCECLAIM: return "ResourceClaim";
 	}
 	return "?";
 }
@@ -380,6 +384,11 @@ int kube_decode(kube_kind kind, json_object *obj, kube_intern *in, kube_meta **o
 	case KUBE_KIND_RESOURCEPOOL: return kube__decode_resourcepool(&c, obj, out);
 	case KUBE_KIND_CONFIGMAP: return kube__decode_configmap(&c, obj, out);
 	case KUBE_KIND_LEASE: return kube__decode_lease(&c, obj, out);
+	case KUBE_KIND_RESOURCESLICE:
+	case KUBE_KIND_DEVICECLASS:
+	case KUBE_KIND_RESOURCECLAIMTEMPLATE:
+	case KUBE_KIND_RESOURCECLAIM:
+		return kube__decode_draobj(&c, kind, obj, out);
 	}
 	return prd_err_set(err, PRD_EINVAL, "unknown object kind %d", (int)kind);
 }
@@ -396,6 +405,12 @@ void kube_obj_free(kube_intern *in, kube_meta *obj)
 	case KUBE_KIND_RESOURCEPOOL: kube__free_resourcepool(in, obj); break;
 	case KUBE_KIND_CONFIGMAP: kube__free_configmap(in, obj); break;
 	case KUBE_KIND_LEASE: kube__free_lease(in, obj); break;
+	case KUBE_KIND_RESOURCESLICE:
+	case KUBE_KIND_DEVICECLASS:
+	case KUBE_KIND_RESOURCECLAIMTEMPLATE:
+	case KUBE_KIND_RESOURCECLAIM:
+		kube__free_draobj(in, obj);
+		break;
 	}
 }
 
@@ -418,6 +433,14 @@ AS(kube_as_provreq, kube_provreq, KUBE_KIND_PROVREQ)
 AS(kube_as_resourcepool, kube_resourcepool, KUBE_KIND_RESOURCEPOOL)
 AS(kube_as_configmap, kube_configmap, KUBE_KIND_CONFIGMAP)
 AS(kube_as_lease, kube_lease, KUBE_KIND_LEASE)
+
+const kube_draobj *kube_as_draobj(const kube_meta *m)
+{
+	if(!m || (m->kind != KUBE_KIND_RESOURCESLICE && m->kind != KUBE_KIND_DEVICECLASS &&
+		  m->kind != KUBE_KIND_RESOURCECLAIMTEMPLATE && m->kind != KUBE_KIND_RESOURCECLAIM))
+		return NULL;
+	return (const kube_draobj *)m;
+}
 #undef AS
 
 const char *kube_kv_get(const kube_kv *kv, size_t n, const char *key)

@@ -72,7 +72,12 @@ typedef enum kube_kind {
 	KUBE_KIND_PROVREQ,
 	KUBE_KIND_RESOURCEPOOL,
 	KUBE_KIND_CONFIGMAP,
-	KUBE_KIND_LEASE
+	KUBE_KIND_LEASE,
+	/* resource.k8s.io/v1 (Dynamic Resource Allocation), kept as JSON */
+	KUBE_KIND_RESOURCESLICE,
+	KUBE_KIND_DEVICECLASS,
+	KUBE_KIND_RESOURCECLAIMTEMPLATE,
+	KUBE_KIND_RESOURCECLAIM
 } kube_kind;
 
 /* "Node", "Pod", ... ("?" for a value outside the enum). */
@@ -204,6 +209,18 @@ typedef struct kube_podtemplate {
 	json_object *tmpl;
 } kube_podtemplate;
 
+/* A resource.k8s.io/v1 object (ResourceSlice, DeviceClass,
+ * ResourceClaimTemplate, ResourceClaim): its `spec` and, for a
+ * ResourceClaim, `status.allocation`, as json-c trees detached from the
+ * input and owned by the object (read-only for everyone else; NULL when
+ * absent). The scheduling simulation reads them through
+ * src/provreq/dra.c. */
+typedef struct kube_draobj {
+	kube_meta meta;
+	json_object *spec;
+	json_object *allocation;
+} kube_draobj;
+
 typedef struct kube_pr_podset {
 	const char *template_name;
 	int32_t count;
@@ -282,6 +299,8 @@ const kube_provreq *kube_as_provreq(const kube_meta *m);
 const kube_resourcepool *kube_as_resourcepool(const kube_meta *m);
 const kube_configmap *kube_as_configmap(const kube_meta *m);
 const kube_lease *kube_as_lease(const kube_meta *m);
+/* Any of the four resource.k8s.io kinds. */
+const kube_draobj *kube_as_draobj(const kube_meta *m);
 
 /* Lookups in the small arrays above (linear; they hold a handful). */
 const char *kube_kv_get(const kube_kv *kv, size_t n, const char *key);
@@ -339,6 +358,8 @@ int kube__decode_lease(kube__dctx *c, json_object *obj, kube_meta **out);
 void kube__free_node(kube_intern *in, kube_meta *m);
 void kube__free_pod(kube_intern *in, kube_meta *m);
 void kube__free_podtemplate(kube_intern *in, kube_meta *m);
+int kube__decode_draobj(kube__dctx *c, kube_kind kind, json_object *obj, kube_meta **out);
+void kube__free_draobj(kube_intern *in, kube_meta *m);
 void kube__free_provreq(kube_intern *in, kube_meta *m);
 kube_meta *kube__clone_provreq(kube_intern *in, const kube_meta *m);
 void kube__free_resourcepool(kube_intern *in, kube_meta *m);

@@ -13,6 +13,11 @@
 const kube_resource KUBE_NODES = {"", "v1", "nodes", "Node", false};
 const kube_resource KUBE_PODS = {"", "v1", "pods", "Pod", true};
 const kube_resource KUBE_PODTEMPLATES = {"", "v1", "podtemplates", "PodTemplate", true};
+const kube_resource KUBE_RESOURCESLICES = {"resource.k8s.io", "v1", "resourceslices", "ResourceSlice", false};
+const kube_resource KUBE_DEVICECLASSES = {"resource.k8s.io", "v1", "deviceclasses", "DeviceClass", false};
+const kube_resource KUBE_RESOURCECLAIMTEMPLATES = {"resource.k8s.io", "v1", "resourceclaimtemplates",
+						  "ResourceClaimTemplate", true};
+const kube_resource KUBE_RESOURCECLAIMS = {"resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", true};
 const kube_resource KUBE_EVENTS = {"", "v1", "events", "Event", true};
 const kube_resource KUBE_CONFIGMAPS = {"", "v1", "configmaps", "ConfigMap", true};
 const kube_resource KUBE_NAMESPACES = {"", "v1", "namespaces", "Namespace", false};

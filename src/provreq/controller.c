@@ -231,6 +231,7 @@ static void world_free(pr_world *w)
 	}
 	free(w->groups);
 	sched_snapshot_free(w->snap);
+	pr_dra_free(&w->dra);
 	arena_free(&w->ar);
 	if(w->in)
 		kube_intern_free(w->in);
@@ -325,6 +326,35 @@ static int list_kind(pr_ctl *c, pr_world *w, const char *path, kube_kind kind, v
 	return 0;
 }
 
+/* The DRA devices a new node of the group publishes, when its driver
+ * declares them (ABI 1.2). */
+static int template_devices(pr_world *w, cloud_driver *drv, pr_group *pg, prd_err *err)
+{
+	prd_cloud_error de;
+	json_object *arr;
+	char *js = NULL;
+	int rc;
+	if(!CLOUD_DRIVER_HAS(drv->api, template_resource_slices) || !drv->api->template_resource_slices)
+		return 0;
+	memset(&de, 0, sizeof(de));
+	if(drv->api->template_resource_slices(drv->state, pg->id, &js, &de))
+		return prd_err_set(err, PRD_EIO, "template ResourceSlices: %s", de.message);
+	if(!js)
+		return 0;
+	arr = json_tokener_parse(js);
+	drv->api->release_string(drv->state, js);
+	if(!arr)
+		return prd_err_set(err, PRD_EINVAL, "template ResourceSlices: not JSON");
+	rc = pr_dra_template_devices(&w->ar, arr, pg->tmpl.name, &pg->tmpl.devices, &pg->tmpl.n_devices, err);
+	if(!rc && pg->tmpl.n_devices && arena_defer(&w->ar, put_json, arr)) {
+		json_object_put(arr);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	if(rc || !pg->tmpl.n_devices)
+		json_object_put(arr);
+	return rc;
+}
+
 static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t d, i;
@@ -366,7 +396,8 @@ static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 			if(drv->api->template_node(drv->state, g[i].id, &js, &de) == 0 && js) {
 				pg->tmpl_json = json_tokener_parse(js);
 				drv->api->release_string(drv->state, js);
-				if(pg->tmpl_json && pr_conv_node(&w->ar, pg->tmpl_json, &pg->tmpl, &ce) == 0)
+				if(pg->tmpl_json && pr_conv_node(&w->ar, pg->tmpl_json, &pg->tmpl, &ce) == 0 &&
+				   template_devices(w, drv, pg, &ce) == 0)
 					pg->has_tmpl = true;
 				else
 					log_warn("node group template is not a usable Node", "group", pg->id,
@@ -391,16 +422,73 @@ pr_group *pr__find_group(pr_world *w, const char *id)
 	return NULL;
 }
 
-/* Parse a booking's resources ({"cpu":"500m",...}) into base units. */
-static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, prd_err *err)
+/* Parse a booking's resources ({"cpu":"500m",...}) into base units, the
+ * DRA devices it holds (PR_BOOKING_DEVICES) into *devs (arena), and the
+ * pods whose devices are to be allocated anew (PR_BOOKING_DEVICE_PODS,
+ * borrowed until the arena is freed) into *dev_pods. */
+static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, const char ***devs, size_t *ndevs,
+		       json_object **dev_pods, prd_err *err)
 {
-	json_object *o = json_tokener_parse(js);
+	json_object *o = json_tokener_parse(js), *d = NULL;
+	size_t i, len;
 	int rc;
+	*devs = NULL;
+	*ndevs = 0;
+	*dev_pods = NULL;
 	if(!o)
 		return prd_err_set(err, PRD_ECORRUPT, "booking resources are not JSON");
 	if(arena_defer(a, put_json, o))
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	if(json_object_object_get_ex(o, PR_BOOKING_DEVICES, &d) && json_object_is_type(d, json_type_array)) {
+		len = json_object_array_length(d);
+		if(!(*devs = arena_array(a, len + 1, sizeof(**devs))))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		for(i = 0; i < len; i++) {
+			json_object *s = json_object_array_get_idx(d, i);
+			if(json_object_is_type(s, json_type_string))
+				(*devs)[(*ndevs)++] = json_object_get_string(s);
+		}
+		json_object_get(d); /* the strings stay with o, which keeps the array */
+		json_object_object_del(o, PR_BOOKING_DEVICES);
+		if(arena_defer(a, put_json, d))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	if(json_object_object_get_ex(o, PR_BOOKING_DEVICE_PODS, &d) && json_object_is_type(d, json_type_object)) {
+		json_object_get(d);
+		json_object_object_del(o, PR_BOOKING_DEVICE_PODS);
+		if(arena_defer(a, put_json, d))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		*dev_pods = d;
+	}
 	rc = pr_conv_resources(a, o, "booking", out, n, err);
+	return rc;
+}
+
+/* A rebuilt booking's devices: what its pods (per podSet) would be
+ * allocated on node idx now. */
+static int book_rebuilt_devices(pr_world *w, const char *uid, size_t idx, json_object *dev_pods, prd_err *err)
+{
+	const kube_provreq *pr = NULL;
+	sched_podset *sets;
+	char missing[300];
+	size_t i;
+	int rc = 0;
+	for(i = 0; i < w->nprs && !pr; i++)
+		if(!strcmp(w->prs[i]->meta.uid, uid))
+			pr = w->prs[i];
+	if(!pr)
+		return 0;
+	if(!(sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets))))
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	if((rc = pr__resolve_podsets(w, pr, sets, missing, sizeof(missing), err)))
+		return rc == PRD_ENOTFOUND ? prd_err_set(err, rc, "%s not found", missing) : rc;
+	json_object_object_foreach(dev_pods, k, v) {
+		int64_t set;
+		if(rc || str_to_int64(k, &set) || set < 0 || (size_t)set >= pr->npod_sets)
+			continue;
+		rc = sched_snapshot_book_pod_devices(w->snap, uid, idx, sets[set].pod, json_object_get_int64(v), NULL,
+						     err);
+	}
 	return rc;
 }
 
@@ -512,6 +600,29 @@ static uint64_t pods_fp(const pr_world *w)
 	return sum;
 }
 
+/* A Node as the snapshot needs it, with the devices its ResourceSlices
+ * publish. */
+static int node_spec(pr_world *w, const kube_node *n, sched_node_spec *ns, prd_err *err)
+{
+	int rc = pr_conv_kube_node(&w->ar, n, ns, err);
+	if(!rc)
+		ns->devices = pr_dra_node_devices(&w->dra, n->meta.name, &ns->n_devices);
+	return rc;
+}
+
+/* Devices ResourceClaims hold. */
+static void take_devices(pr_world *w, sched_snapshot *s)
+{
+	size_t i, idx;
+	for(i = 0; i < w->dra.ntaken; i++) {
+		prd_err ce;
+		if(sched_snapshot_find_node(s, w->dra.taken_node[i], &idx))
+			continue; /* a node left out of the simulation */
+		if(sched_snapshot_take_device(s, idx, w->dra.taken[i], &ce))
+			log_warn("allocated device not marked taken", "error", ce.msg);
+	}
+}
+
 /* Nodes and pods into a new snapshot. */
 static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 {
@@ -524,7 +635,7 @@ static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 		prd_err ce;
 		if(!node_usable(w->nodes[i]))
 			continue;
-		if(pr_conv_kube_node(&w->ar, w->nodes[i], &ns, &ce) ||
+		if(node_spec(w, w->nodes[i], &ns, &ce) ||
 		   sched_snapshot_add_node(w->snap, &ns, NULL, &ce)) {
 			log_warn("node left out of the simulation", "node", w->nodes[i]->meta.name, "error", ce.msg);
 			continue;
@@ -546,6 +657,7 @@ static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 			log_warn("pod left out of the simulation", "pod", p->meta.name, "namespace", p->meta.ns,
 				 "error", ce.msg);
 	}
+	take_devices(w, w->snap);
 	return 0;
 }
 
@@ -575,7 +687,7 @@ static bool base_add_nodes(pr_ctl *c, pr_world *w, uint64_t nfp)
 	for(i = 0; i < n; i++) {
 		sched_node_spec ns;
 		prd_err ce;
-		if(pr_conv_kube_node(&w->ar, v[i], &ns, &ce))
+		if(node_spec(w, v[i], &ns, &ce))
 			return false; /* a rebuild says which */
 		if(sched_snapshot_add_node(c->base, &ns, NULL, &ce)) {
 			/* Part added: the base is no longer what its records say. */
@@ -626,6 +738,11 @@ static void verify_base(pr_ctl *c, pr_world *w)
 			sched_snapshot_node_free(c->base, j, res[k], &b);
 			bad += a != b;
 		}
+		{
+			size_t fa = 0, fb = 0;
+			bad += sched_snapshot_node_devices(fresh, i, &fa) != sched_snapshot_node_devices(c->base, j, &fb);
+			bad += fa != fb;
+		}
 	}
 	if(bad) {
 		c->stats.snapshot_mismatches++;
@@ -639,6 +756,10 @@ static bool base_serves(pr_ctl *c, pr_world *w)
 {
 	bool nodes_same, pods_same;
 	if(!w->cacheable || !c->base)
+		return false;
+	/* Devices or claims' allocations changed: rebuild (rare; a device
+	 * list is read whole). */
+	if(w->dra.fp != c->base_dra_fp)
 		return false;
 	nodes_same = c->base_gen_nodes == w->gen_nodes;
 	pods_same = c->base_gen_pods == w->gen_pods;
@@ -680,6 +801,7 @@ static int snapshot_for_pass(pr_ctl *c, pr_world *w, prd_err *err)
 			c->base = w->snap;
 			c->base_nodes_fp = nodes_fp(w);
 			c->base_pods_fp = pods_fp(w);
+			c->base_dra_fp = w->dra.fp;
 			c->base_skipped = w->skipped_pods;
 			c->base_gen_nodes = w->gen_nodes;
 			c->base_gen_pods = w->gen_pods;
@@ -728,7 +850,9 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			return rc;
 		for(i = 0; i < nb; i++) {
 			sched_res *res;
-			size_t nres, idx;
+			const char **devs;
+			json_object *dev_pods;
+			size_t nres, idx, ndevs;
 			prd_err ce;
 			/* The request is gone: its capacity is free at once, so a
 			 * request recreated for the same pods gets it this pass. */
@@ -741,8 +865,10 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			}
 			if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
 				continue;
-			if(booking_res(&w->ar, b[i].resources_json, &res, &nres, &ce) ||
-			   sched_snapshot_book(w->snap, b[i].request_uid, idx, res, nres, &ce))
+			if(booking_res(&w->ar, b[i].resources_json, &res, &nres, &devs, &ndevs, &dev_pods, &ce) ||
+			   sched_snapshot_book(w->snap, b[i].request_uid, idx, res, nres, &ce) ||
+			   (ndevs && sched_snapshot_book_devices(w->snap, b[i].request_uid, idx, devs, ndevs, NULL, &ce)) ||
+			   (dev_pods && book_rebuilt_devices(w, b[i].request_uid, idx, dev_pods, &ce)))
 				log_warn("booking ignored", "request_uid", b[i].request_uid, "error", ce.msg);
 			else
 				c->stats.bookings_held++;
@@ -833,6 +959,69 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 	return build_snapshot(c, w, err);
 }
 
+/* The resource.k8s.io objects from the informers (locked here, after the
+ * other four), when there are any. */
+static int dra_from_informers(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	kube_informer *inf[4] = { c->inf.resourceslices, c->inf.deviceclasses, c->inf.claimtemplates,
+				  c->inf.claims };
+	collect all = { NULL, 0, 0 };
+	size_t i;
+	int rc = 0;
+	for(i = 0; i < 4; i++)
+		if(!inf[i])
+			return 0;
+	for(i = 0; i < 4; i++)
+		kube_informer_rdlock(inf[i]);
+	for(i = 0; i < 4 && !rc; i++)
+		if(kube_informer_foreach(inf[i], collect_obj, &all))
+			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+	if(!rc)
+		rc = pr_dra_load(&w->dra, &w->ar, (const kube_meta *const *)all.v, all.n, NULL, err);
+	for(i = 4; i > 0; i--)
+		kube_informer_rdunlock(inf[i - 1]);
+	free(all.v);
+	return rc;
+}
+
+/* The same by listing; a cluster that does not serve resource.k8s.io/v1
+ * (or forbids reading it) just has no DRA. */
+static int dra_from_api(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	static const char *const paths[4] = { "/apis/resource.k8s.io/v1/resourceslices",
+					      "/apis/resource.k8s.io/v1/deviceclasses",
+					      "/apis/resource.k8s.io/v1/resourceclaimtemplates",
+					      "/apis/resource.k8s.io/v1/resourceclaims" };
+	static const kube_kind kinds[4] = { KUBE_KIND_RESOURCESLICE, KUBE_KIND_DEVICECLASS,
+					    KUBE_KIND_RESOURCECLAIMTEMPLATE, KUBE_KIND_RESOURCECLAIM };
+	collect all = { NULL, 0, 0 };
+	size_t i, j;
+	int rc = 0;
+	for(i = 0; i < 4 && !rc; i++) {
+		void **v = NULL;
+		size_t n = 0;
+		prd_err le;
+		rc = list_kind(c, w, paths[i], kinds[i], &v, &n, &le);
+		if(rc == PRD_ENOTFOUND || rc == PRD_EPERM) {
+			free(all.v);
+			return 0;
+		}
+		if(rc) {
+			if(err)
+				*err = le;
+			break;
+		}
+		for(j = 0; j < n && !rc; j++)
+			if(collect_obj(&all, v[j]))
+				rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		free(v);
+	}
+	if(!rc)
+		rc = pr_dra_load(&w->dra, &w->ar, (const kube_meta *const *)all.v, all.n, NULL, err);
+	free(all.v);
+	return rc;
+}
+
 static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t i;
@@ -847,6 +1036,7 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 	hmap_init(&w->blocking, NULL);
 	hmap_init(&w->tpls, put_json);
 	hmap_init(&w->consumers, NULL);
+	pr_dra_init(&w->dra);
 	w->in = kube_intern_new();
 	if(!w->in)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
@@ -882,6 +1072,8 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 			}
 		}
 		if(!rc)
+			rc = dra_from_informers(c, w, err);
+		if(!rc)
 			rc = digest(c, w, tp, ntp, err);
 		kube_informer_rdunlock(c->inf.provreqs);
 		kube_informer_rdunlock(c->inf.podtemplates);
@@ -901,6 +1093,7 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 		   (rc = list_kind(c, w, "/api/v1/podtemplates", KUBE_KIND_PODTEMPLATE, &tp, &ntp, err)) ||
 		   (rc = list_kind(c, w, "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", KUBE_KIND_PROVREQ,
 				   (void ***)&w->prs, &w->nprs, err)) ||
+		   (rc = dra_from_api(c, w, err)) ||
 		   (rc = digest(c, w, tp, ntp, err)))
 			goto done;
 	}
@@ -919,6 +1112,7 @@ int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets,
 			   prd_err *err)
 {
 	size_t i;
+	int rc;
 	for(i = 0; i < pr->npod_sets; i++) {
 		char key[600];
 		json_object *t;
@@ -934,8 +1128,16 @@ int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets,
 		if(!ps)
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 		md = json_object_object_get(t, "metadata");
-		if(pr_conv_pod(&w->ar, json_object_object_get(t, "spec"), md, pr->meta.ns, ps, err))
+		if((rc = pr_conv_pod_dra(&w->ar, json_object_object_get(t, "spec"), md, pr->meta.ns, &w->dra, ps,
+					 err))) {
+			if(rc == PRD_ENOTFOUND) {
+				/* A ResourceClaimTemplate or DeviceClass: waited for like a
+				 * PodTemplate. */
+				snprintf(missing, mlen, "%s", err ? err->msg : "?");
+				return PRD_ENOTFOUND;
+			}
 			return prd_err_prefix(err, "PodTemplate %s", pr->pod_sets[i].template_name);
+		}
 		sets[i].pod = ps;
 		sets[i].count = pr->pod_sets[i].count;
 	}
@@ -1091,13 +1293,16 @@ static sched_podset *podsets_or_wait(pr_class_ctx *x, const state_request *rs)
 	if(rc == PRD_ENOTFOUND) {
 		int64_t since = rs->first_seen_ns ? rs->first_seen_ns : pr->meta.created_ns;
 		int64_t until = since + c->cfg.template_grace_ns;
+		/* `missing` is a PodTemplate's name, or "Kind name" for the
+		 * DRA objects a template refers to. */
+		const char *kind = strchr(missing, ' ') ? "" : "PodTemplate ";
 		if(c->now < until) {
-			snprintf(msg, sizeof(msg), "waiting for PodTemplate %s in namespace %s", missing, pr->meta.ns);
+			snprintf(msg, sizeof(msg), "waiting for %s%s in namespace %s", kind, missing, pr->meta.ns);
 			pr__set_cond(c, pr, x->conds, PR_COND_PROVISIONED, "False", PR_R_WAITING_TEMPLATES, msg, false);
 			pr__wake_at(c, c->now + 10 * PRD_NS_PER_SEC < until ? c->now + 10 * PRD_NS_PER_SEC : until);
 			return NULL;
 		}
-		snprintf(msg, sizeof(msg), "PodTemplate %s not found in namespace %s after waiting %llds", missing,
+		snprintf(msg, sizeof(msg), "%s%s not found in namespace %s after waiting %llds", kind, missing,
 			 pr->meta.ns, (long long)(c->cfg.template_grace_ns / PRD_NS_PER_SEC));
 	} else {
 		snprintf(msg, sizeof(msg), "%s", e.msg);

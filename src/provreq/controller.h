@@ -107,6 +107,13 @@ typedef struct pr_informers {
 	kube_informer *pods;
 	kube_informer *podtemplates;
 	kube_informer *provreqs;
+	/* resource.k8s.io/v1 (DRA); all NULL when the cluster does not serve
+	 * it or provreqd may not read it: pods with resourceClaims are then
+	 * refused with a condition saying so. Locked after the four above. */
+	kube_informer *resourceslices;
+	kube_informer *deviceclasses;
+	kube_informer *claimtemplates;
+	kube_informer *claims;
 } pr_informers;
 
 void pr_ctl_use_informers(pr_ctl *c, const pr_informers *inf);

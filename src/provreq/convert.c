@@ -1,4 +1,5 @@
 #include "provreq/convert.h"
+#include "provreq/dra.h"
 #include "kube/quantity.h"
 #include "util/buf.h"
 #include "util/str.h"
@@ -604,13 +605,13 @@ static int conv_containers(arena *a, json_object *spec, sched_pod_spec *p, prd_e
 
 /* Fields that matter to scheduling and that the simulation does not model
  * (docs/user-guide.md, "What the simulation checks"): a pod another
- * scheduler places, or one that claims DRA devices, cannot be answered
- * (PRD_EUNSUPPORTED, never a wrong yes); volumes from PersistentVolumeClaims
+ * scheduler places cannot be answered (PRD_EUNSUPPORTED, never a wrong
+ * yes); DRA claims are pr_dra_pod's; volumes from PersistentVolumeClaims
  * and generic ephemeral volumes are answered, with a caveat saying they
  * were not checked. */
 static int conv_not_modelled(arena *a, json_object *spec, sched_pod_spec *p, prd_err *err)
 {
-	json_object *claims = get(spec, "resourceClaims"), *vols = get(spec, "volumes");
+	json_object *vols = get(spec, "volumes");
 	const char *sched = NULL;
 	size_t i, n = arr_len(vols);
 	buf b;
@@ -622,10 +623,6 @@ static int conv_not_modelled(arena *a, json_object *spec, sched_pod_spec *p, prd
 				   "spec.schedulerName \"%.100s\": these pods are placed by another scheduler, whose "
 				   "decisions provreqd does not simulate",
 				   sched);
-	if(arr_len(claims))
-		return prd_err_set(err, PRD_EUNSUPPORTED,
-				   "spec.resourceClaims: the pods claim devices through Dynamic Resource Allocation, "
-				   "which provreqd does not simulate yet");
 	buf_init(&b);
 	for(i = 0; i < n; i++) {
 		json_object *v = json_object_array_get_idx(vols, i), *pvc = get(v, "persistentVolumeClaim");
@@ -647,6 +644,12 @@ static int conv_not_modelled(arena *a, json_object *spec, sched_pod_spec *p, prd
 
 int pr_conv_pod(arena *a, json_object *spec, json_object *metadata, const char *ns, sched_pod_spec *p,
 		prd_err *err)
+{
+	return pr_conv_pod_dra(a, spec, metadata, ns, NULL, p, err);
+}
+
+int pr_conv_pod_dra(arena *a, json_object *spec, json_object *metadata, const char *ns, const pr_dra *dra,
+		    sched_pod_spec *p, prd_err *err)
 {
 	json_object *aff;
 	sched_label *l;
@@ -679,7 +682,8 @@ int pr_conv_pod(arena *a, json_object *spec, json_object *metadata, const char *
 				"spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
 				&p->pod_anti_affinity, &p->n_pod_anti_affinity, err)) ||
 	   (rc = conv_spread(a, get(spec, "topologySpreadConstraints"), p, err)) ||
-	   (rc = conv_not_modelled(a, spec, p, err)))
+	   (rc = conv_not_modelled(a, spec, p, err)) ||
+	   (rc = pr_dra_pod(dra, a, spec, p->namespace, p, err)))
 		return rc;
 	return sched_pod_validate(p, err);
 }

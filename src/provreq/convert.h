@@ -28,6 +28,15 @@ int pr_conv_resources(arena *a, json_object *map, const char *field, sched_res *
 int pr_conv_pod(arena *a, json_object *spec, json_object *metadata, const char *ns, sched_pod_spec *out,
 		prd_err *err);
 
+/* The same, with the pods' DRA claims (spec.resourceClaims) resolved
+ * against `dra` (provreq/dra.h); pr_conv_pod refuses pods with claims. A
+ * ResourceClaimTemplate or DeviceClass that does not exist is
+ * PRD_ENOTFOUND with "ResourceClaimTemplate NAME" or "DeviceClass NAME" as
+ * the message. */
+struct pr_dra;
+int pr_conv_pod_dra(arena *a, json_object *spec, json_object *metadata, const char *ns,
+		    const struct pr_dra *dra, sched_pod_spec *out, prd_err *err);
+
 /* A Node → sched_node_spec (name, labels, taints, status.allocatable,
  * spec.unschedulable). */
 int pr_conv_node(arena *a, json_object *node, sched_node_spec *out, prd_err *err);

@@ -13,6 +13,7 @@
 #include "kube/events.h"
 #include "kube/objects.h"
 #include "provreq/controller.h"
+#include "provreq/dra.h"
 #include "provreq/request.h"
 #include "sched/expander.h"
 #include "sched/place.h"
@@ -69,7 +70,16 @@ typedef struct pr_world {
 	bool groups_incomplete;   /* some driver could not list its node groups this pass */
 	size_t skipped_pods;      /* scheduled pods whose node is not in the snapshot */
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
+	pr_dra dra;               /* resource.k8s.io: devices per node, claims, classes */
 } pr_world;
+
+/* The key of a booking row's resources JSON that lists the DRA devices it
+ * holds ("driver/pool/device" strings) beside the resource amounts. */
+#define PR_BOOKING_DEVICES "resource.k8s.io/devices"
+/* ... or, in a booking rebuilt from a request's status (which records pods
+ * per node, not devices), {"<podSet index>": pods}: the devices those pods
+ * need are allocated anew on the node when the booking is applied. */
+#define PR_BOOKING_DEVICE_PODS "resource.k8s.io/devicePods"
 
 /* Values of pr_world.nodes_by_name. */
 #define PR_NODE_PRESENT ((void *)(uintptr_t)1)
@@ -116,6 +126,7 @@ struct pr_ctl {
 	sched_snapshot *base;     /* nodes and pods as of base_gen_* (informer mode), or NULL */
 	uint64_t base_gen_nodes, base_gen_pods;
 	uint64_t base_nodes_fp, base_pods_fp; /* fingerprints of what the base holds */
+	uint64_t base_dra_fp;     /* devices and claims' allocations the base holds */
 	size_t base_skipped;      /* scheduled pods left out: their node was not in it */
 	int64_t base_ready;
 	pr_class_module **dclasses; /* the drivers' class modules (owned) */

@@ -108,8 +108,42 @@ typedef struct booked {
  * podSets that share a node are summed into its one row (two rows for one
  * node broke the store's key, and a request of two podSets whose pods
  * shared a node could never be booked). */
+typedef struct dev_ids {
+	json_object *arr;
+} dev_ids;
+
+static void add_dev_id(void *ud, const sched_device *d)
+{
+	dev_ids *x = ud;
+	char id[800];
+	snprintf(id, sizeof(id), "%s/%s/%s", d->driver, d->pool, d->name);
+	json_object_array_add(x->arr, json_object_new_string(id));
+}
+
+/* The DRA devices `res` placed on `node` ("driver/pool/device"), as a JSON
+ * array, or NULL when none (or no placement: a rebuilt booking). */
+static json_object *placed_devices(const sched_snapshot *snap, const sched_place_result *res, size_t n,
+				   const char *node)
+{
+	dev_ids x = { NULL };
+	size_t i, j, idx;
+	if(!snap || !res || sched_snapshot_find_node(snap, node, &idx))
+		return NULL;
+	x.arr = json_object_new_array();
+	for(i = 0; x.arr && i < n; i++)
+		for(j = 0; j < res->sets[i].n_assign; j++)
+			if(res->sets[i].assign[j].node == idx)
+				sched_snapshot_placed_devices(snap, &res->sets[i], idx, add_dev_id, &x);
+	if(x.arr && json_object_array_length(x.arr) == 0) {
+		json_object_put(x.arr);
+		x.arr = NULL;
+	}
+	return x.arr;
+}
+
 static int store_bookings(pr_ctl *c, const kube_provreq *pr, const sched_podset *sets, const booked *items,
-			  size_t nitems, int64_t expires, prd_err *err)
+			  size_t nitems, int64_t expires, const sched_snapshot *snap, const sched_place_result *res,
+			  size_t nsets, prd_err *err)
 {
 	state_booking *v = calloc(nitems + 1, sizeof(*v));
 	size_t i, j, k, nv = 0;
@@ -143,6 +177,22 @@ static int store_bookings(pr_ctl *c, const kube_provreq *pr, const sched_podset 
 		}
 		snprintf(b, sizeof(b), "%lld", (long long)pods);
 		json_object_object_add(m, "pods", json_object_new_string(b));
+		{
+			json_object *devs = placed_devices(snap, res, nsets, items[i].node), *dp = NULL;
+			if(devs)
+				json_object_object_add(m, PR_BOOKING_DEVICES, devs);
+			for(j = i; !snap && j < nitems; j++) {
+				char set[24];
+				if(strcmp(items[j].node, items[i].node) || !sets[items[j].set].pod->n_dev_requests)
+					continue;
+				if(!dp && !(dp = json_object_new_object()))
+					break;
+				snprintf(set, sizeof(set), "%zu", items[j].set);
+				json_object_object_add(dp, set, json_object_new_int64(items[j].pods));
+			}
+			if(dp)
+				json_object_object_add(m, PR_BOOKING_DEVICE_PODS, dp);
+		}
 		v[nv].request_uid = (char *)pr->meta.uid;
 		v[nv].node_name = (char *)items[i].node;
 		v[nv].resources_json = str_dup(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN));
@@ -181,7 +231,7 @@ static int h_book_until(pr_class_ctx *x, const sched_podset *sets, size_t n, con
 			items[ni].node = sched_snapshot_node_name(x->w->snap, res->sets[i].assign[j].node);
 			items[ni++].pods = res->sets[i].assign[j].count;
 		}
-	rc = store_bookings(x->c, x->pr, sets, items, ni, until_ns, err);
+	rc = store_bookings(x->c, x->pr, sets, items, ni, until_ns, x->w->snap, res, n, err);
 	free(items);
 	if(rc)
 		return rc;
@@ -295,7 +345,7 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		if(*p == ';')
 			p++;
 	}
-	if(store_bookings(c, pr, sets, items, ni, expires, &e) == 0)
+	if(store_bookings(c, pr, sets, items, ni, expires, NULL, NULL, 0, &e) == 0)
 		log_info("booking rebuilt from the request's status", "request", pr->meta.name, "namespace", pr->meta.ns,
 			 "nodes", LOGI(ni));
 out:

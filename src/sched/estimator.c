@@ -51,7 +51,7 @@ static int check_input(const sched_snapshot *s, const sched_node_spec *tmpl,
 /* Add the template inside the caller's fork, copy its interned form into
  * *proto and take it out again. */
 static int make_proto(sched_snapshot *s, const sched_node_spec *tmpl, sched__node *proto,
-                      prd_err *e)
+                      sched__ndev *hdr, prd_err *e)
 {
 	sched_node_spec t = *tmpl;
 	char name[300];
@@ -63,6 +63,14 @@ static int make_proto(sched_snapshot *s, const sched_node_spec *tmpl, sched__nod
 	if((rc = sched_snapshot_add_node(s, &t, &idx, e)))
 		return rc;
 	*proto = s->nodes[idx];
+	/* The template's device list outlives it (arena); its holders are
+	 * freed with it, and fresh copies get their own. */
+	proto->dev = NULL;
+	if(s->nodes[idx].dev) {
+		hdr->devs = s->nodes[idx].dev->devs;
+		hdr->n = s->nodes[idx].dev->n;
+		proto->dev = hdr;
+	}
 	proto->ports = NULL;
 	proto->n_ports = proto->cap_ports = 0;
 	sched__node_pop(s);
@@ -115,6 +123,13 @@ static int64_t fresh_bound(const sched_snapshot *s, const sched__node *proto,
 		   sched_pod_term_matches(t, pod->namespace, pod->namespace, pod->labels,
 		                          pod->n_labels))
 			cap = cap > 1 ? 1 : cap;
+	}
+	if(pod->n_dev_requests && cap > 0) {
+		/* The template's devices, all free. */
+		int64_t fit = 0;
+		if(!proto->dev || sched__dra_fit(proto->dev->devs, proto->dev->n, NULL, pod, cap, &fit, NULL, NULL))
+			fit = 0;
+		cap = fit;
 	}
 	return cap;
 }
@@ -233,6 +248,7 @@ int sched_estimate(sched_snapshot *s, const sched_node_spec *tmpl, const sched_p
 	sched_place_result *pr;
 	sched__ws *w = NULL;
 	sched__node proto;
+	sched__ndev hdr;
 	sched_est_limit kind;
 	int64_t max_new;
 	size_t first_new, i;
@@ -265,7 +281,7 @@ int sched_estimate(sched_snapshot *s, const sched_node_spec *tmpl, const sched_p
 		goto done;
 	}
 	forked = true;
-	if((rc = make_proto(s, tmpl, &proto, e)))
+	if((rc = make_proto(s, tmpl, &proto, &hdr, e)))
 		goto done;
 	if((rc = sched_estimate_order(s, tmpl, sets, n, pr->order, e)))
 		goto done;

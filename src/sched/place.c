@@ -80,6 +80,7 @@ typedef struct pctx {
 	bool restrict_first;       /* after the first-pod rule: only first's domain */
 	size_t first;
 	bool tol_unsched;
+	bool dra;                  /* the pod requests DRA devices */
 	spread_st sp[SPREAD_MAX];
 	size_t n_sp;
 	bool sp_zone;              /* some spread constraint is on zones */
@@ -418,6 +419,7 @@ static int prepare(pctx *c, sched_snapshot *s, sched__ws *w, const sched_pod_spe
 	for(i = 0; i < pod->n_host_ports; i++)
 		c->has_ports |= pod->host_ports[i].port != 0;
 	c->tol_unsched = sched_tolerates_unschedulable(pod);
+	c->dra = pod->n_dev_requests > 0;
 	if(c->n_sp)
 		mark_spread_eligible(c);
 	forbid_own_anti(c);
@@ -512,6 +514,18 @@ static bool zone_spread_ok(const pctx *c, int32_t z)
 	return true;
 }
 
+/* Copies the node's free devices can serve, at most cap (0 = none). Last
+ * of the checks (evaluating selectors is the dearest) and kept out of
+ * line, so pods without claims pay one branch. Out of memory counts as no
+ * room, never as room. */
+static __attribute__((noinline)) int64_t dra_cap(const pctx *c, const sched__node *n, int64_t cap)
+{
+	int64_t fit = 0;
+	if(!n->dev || sched__dra_fit(n->dev->devs, n->dev->n, n->dev->holder, c->pod, cap, &fit, NULL, NULL))
+		return 0;
+	return fit;
+}
+
 /* Copies node i could take now, ignoring spread (0 = none), and why not. */
 static int64_t node_cap(const pctx *c, size_t i, sched_fit *why)
 {
@@ -541,6 +555,10 @@ static int64_t node_cap(const pctx *c, size_t i, sched_fit *why)
 		cap = 1;
 	if(!aff_ok(c, i)) {
 		f = SCHED_FIT_AFFINITY;
+		goto no;
+	}
+	if(c->dra && !(cap = dra_cap(c, n, cap))) {
+		f = SCHED_FIT_DEVICES;
 		goto no;
 	}
 	if(why)
@@ -817,6 +835,14 @@ static int commit_placed(const pctx *c, sched_snapshot *s, sched__ws *w, size_t 
 		size_t x = w->touched[i];
 		if((rc = sched__group_place(s, *gi, x, w->placed[x])))
 			return rc;
+		if(c->dra) {
+			if(*gi >= (size_t)INT32_MAX)
+				return PRD_ERANGE;
+			if((rc = sched__dra_take(s, x, c->pod, w->placed[x], (int32_t)(*gi + 1))))
+				return rc;
+			if(res)
+				res->group = *gi + 1;
+		}
 		if(res && (rc = assign_push(res, x, w->placed[x])))
 			return rc;
 	}
@@ -1062,6 +1088,7 @@ const char *sched_fit_str(sched_fit f)
 	case SCHED_FIT_ANTI_AFFINITY: return "node(s) didn't match pod anti-affinity rules";
 	case SCHED_FIT_AFFINITY: return "node(s) didn't match pod affinity rules";
 	case SCHED_FIT_SPREAD: return "node(s) didn't match pod topology spread constraints";
+	case SCHED_FIT_DEVICES: return "node(s) didn't have enough free devices matching the pod's resource claims";
 	}
 	return "unknown";
 }

@@ -29,6 +29,7 @@ typedef struct sched_set_result {
 	int64_t placed;
 	sched_assign *assign;        /* ascending node, one entry per node used */
 	size_t n_assign, cap_assign;
+	size_t group;                /* internal: who holds the devices placed (0 = none) */
 } sched_set_result;
 
 typedef struct sched_place_result {
@@ -54,7 +55,8 @@ typedef enum sched_fit {
 	SCHED_FIT_HOST_PORTS,
 	SCHED_FIT_ANTI_AFFINITY,     /* incoming or existing pods' anti-affinity */
 	SCHED_FIT_AFFINITY,
-	SCHED_FIT_SPREAD             /* skew or missing topology label */
+	SCHED_FIT_SPREAD,            /* skew or missing topology label */
+	SCHED_FIT_DEVICES            /* DRA: not enough matching free devices */
 } sched_fit;
 
 const char *sched_fit_str(sched_fit f);
@@ -80,5 +82,11 @@ int sched_place_order(const sched_snapshot *s, const sched_podset *sets, size_t 
  * (sched_place_result_free). */
 int sched_place(sched_snapshot *s, const sched_podset *sets, size_t n,
                 sched_place_result *out, prd_err *e);
+
+/* The devices (DRA) the placement `r` (one podSet of a sched_place
+ * result, before the snapshot is reverted) allocated on node idx:
+ * fn(ud, device) for each. */
+void sched_snapshot_placed_devices(const sched_snapshot *s, const sched_set_result *r, size_t idx,
+                                   void (*fn)(void *ud, const sched_device *d), void *ud);
 
 #endif

@@ -214,6 +214,27 @@ static bool effect_ok(sched_effect f)
 	       f == SCHED_EFFECT_PREFER_NO_SCHEDULE || f == SCHED_EFFECT_NO_EXECUTE;
 }
 
+static int check_dev_requests(const sched_pod_spec *pod, prd_err *e)
+{
+	size_t i, k;
+	if(pod->n_dev_requests && !pod->dev_requests)
+		return prd_err_set(e, PRD_EINVAL, "device requests: NULL list");
+	if(pod->n_dev_requests > SCHED_DEV_REQ_MAX)
+		return prd_err_set(e, PRD_ERANGE, "more than %d device requests", SCHED_DEV_REQ_MAX);
+	for(i = 0; i < pod->n_dev_requests; i++) {
+		const sched_dev_request *q = &pod->dev_requests[i];
+		if(!q->all && (q->count < 1 || q->count > SCHED_DEV_MAX))
+			return prd_err_set(e, PRD_EINVAL, "device request %s: count %lld out of range [1, %d]",
+			                   q->label ? q->label : "", (long long)q->count, SCHED_DEV_MAX);
+		if(q->n_selectors && !q->selectors)
+			return prd_err_set(e, PRD_EINVAL, "device request: NULL selector list");
+		for(k = 0; k < q->n_selectors; k++)
+			if(!q->selectors[k])
+				return prd_err_set(e, PRD_EINVAL, "device request: NULL selector");
+	}
+	return 0;
+}
+
 int sched_pod_validate(const sched_pod_spec *pod, prd_err *e)
 {
 	size_t i;
@@ -221,6 +242,8 @@ int sched_pod_validate(const sched_pod_spec *pod, prd_err *e)
 
 	if(!pod)
 		return prd_err_set(e, PRD_EINVAL, "NULL pod spec");
+	if(pod->n_dev_requests && (rc = check_dev_requests(pod, e)))
+		return rc;
 	if(!pod->namespace)
 		return prd_err_set(e, PRD_EINVAL, "pod without namespace");
 	if((rc = check_labels(pod->labels, pod->n_labels, "labels", e)))

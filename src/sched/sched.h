@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kube/quantity.h"
 #include "util/err.h"
 
 #define SCHED_RES_MAX 16
@@ -157,6 +158,58 @@ typedef struct sched_host_port {
 	const char *host_ip;     /* NULL, "" or "0.0.0.0" = every address */
 } sched_host_port;
 
+/* ---- Dynamic Resource Allocation (resource.k8s.io/v1) ----------------- */
+
+typedef enum sched_attr_type {
+	SCHED_ATTR_INT = 0,
+	SCHED_ATTR_BOOL,
+	SCHED_ATTR_STRING,
+	SCHED_ATTR_VERSION      /* semver text; the CEL subset cannot compare it */
+} sched_attr_type;
+
+/* A device attribute. `name` is qualified ("domain/id"): an unqualified
+ * name from a ResourceSlice gets the driver's name as its domain. */
+typedef struct sched_dev_attr {
+	const char *name;
+	sched_attr_type type;
+	int64_t i;
+	bool b;
+	const char *s;          /* STRING and VERSION */
+} sched_dev_attr;
+
+typedef struct sched_dev_cap {
+	const char *name;       /* qualified, like attributes */
+	qty value;
+} sched_dev_cap;
+
+/* One device a node offers (from the ResourceSlices published for it). */
+typedef struct sched_device {
+	const char *driver;
+	const char *pool;
+	const char *name;
+	const sched_dev_attr *attrs;
+	size_t n_attrs;
+	const sched_dev_cap *caps;
+	size_t n_caps;
+} sched_device;
+
+struct sched_cel;
+
+/* One device request of a pod (a ResourceClaim's `exactly` request, with
+ * its DeviceClass's selectors first): `count` distinct devices of one node
+ * for which every selector is true. A pod's requests (all its claims
+ * together) never share a device. */
+typedef struct sched_dev_request {
+	const char *label;      /* "claim/request" for messages */
+	const struct sched_cel *const *selectors;
+	size_t n_selectors;
+	int64_t count;          /* >= 1; ignored when all */
+	bool all;               /* allocationMode All: every matching device, >= 1 */
+} sched_dev_request;
+
+#define SCHED_DEV_MAX 1024          /* devices per node */
+#define SCHED_DEV_REQ_MAX 32        /* device requests per pod */
+
 typedef struct sched_node_spec {
 	const char *name;
 	const sched_label *labels;
@@ -166,6 +219,8 @@ typedef struct sched_node_spec {
 	const sched_res *allocatable;  /* a node without "pods" accepts no pod */
 	size_t n_allocatable;
 	bool unschedulable;
+	const sched_device *devices;   /* DRA devices, at most SCHED_DEV_MAX */
+	size_t n_devices;
 } sched_node_spec;
 
 /* Everything scheduling needs from a pod (template). `requests` are the
@@ -193,6 +248,9 @@ typedef struct sched_pod_spec {
 	size_t n_pod_anti_affinity;
 	const sched_spread *spread;
 	size_t n_spread;
+	/* DRA: devices each pod needs, from its ResourceClaimTemplates. */
+	const sched_dev_request *dev_requests;
+	size_t n_dev_requests;
 	/* What the pods need that the simulation does not check, said with a
 	 * positive answer ("PersistentVolumeClaim data"); NULL when nothing. */
 	const char *caveat;
@@ -259,6 +317,26 @@ int sched_snapshot_book(sched_snapshot *s, const char *uid, size_t idx,
                         const sched_res *res, size_t n_res, prd_err *e);
 /* Release every booking of `uid`; *released (optional) gets how many. */
 int sched_snapshot_unbook(sched_snapshot *s, const char *uid, size_t *released);
+
+/* DRA. A device is named "driver/pool/device".
+ *
+ * Mark a device of node idx as allocated (a ResourceClaim's allocation
+ * result): no simulated pod or booking gets it. PRD_ENOTFOUND when the
+ * node publishes no such device. */
+int sched_snapshot_take_device(sched_snapshot *s, size_t idx, const char *id, prd_err *e);
+/* Book the listed devices of node idx for uid (a recorded booking): those
+ * still free are held until unbooked; *missing (optional) counts the rest
+ * (gone, or taken by a claim meanwhile). */
+int sched_snapshot_book_devices(sched_snapshot *s, const char *uid, size_t idx,
+                                const char *const *ids, size_t n, size_t *missing, prd_err *e);
+/* Book for uid the devices `count` pods like `pod` would be allocated on
+ * node idx now (a booking rebuilt from pod counts); *booked (optional)
+ * gets for how many pods devices were found. */
+int sched_snapshot_book_pod_devices(sched_snapshot *s, const char *uid, size_t idx,
+                                    const sched_pod_spec *pod, int64_t count, int64_t *booked,
+                                    prd_err *e);
+/* Devices on node idx, and (optional) how many of them are free. */
+size_t sched_snapshot_node_devices(const sched_snapshot *s, size_t idx, size_t *free_out);
 
 /* Free (allocatable - used - booked, floored at 0) of resource `name` on
  * node `idx`; a resource the snapshot has never seen is 0. */

@@ -27,19 +27,36 @@ sched_label_selector *sched__copy_selector(sched__arena *a, const sched_label_se
 sched_pod_term *sched__copy_terms(sched__arena *a, const sched_pod_term *t, size_t n);
 sched_host_port *sched__copy_ports(sched__arena *a, const sched_host_port *p, size_t n);
 
+/* A node's DRA devices and who holds each. */
+typedef struct sched__ndev {
+	const sched_device *devs;         /* arena; shared by the estimator's
+	                                     fresh copies of a template */
+	size_t n;
+	int32_t holder[];                 /* per device: SCHED__FREE,
+	                                     SCHED__HOLD_CLAIM, group + 1 or
+	                                     -(booking + 2) */
+} sched__ndev;
+
+/* Counts are 32-bit and grouped so that the device pointer costs no size:
+ * the node array is what placement walks. */
 typedef struct sched__node {
 	const char *name;
 	const sched_label *labels;
-	size_t n_labels;
 	const sched_taint *taints;
-	size_t n_taints;
+	uint32_t n_labels;
+	uint32_t n_taints;
 	bool unschedulable;
 	int32_t zone;                     /* index into zones, -1 = no zone label */
+	sched__ndev *dev;                 /* NULL without devices (malloc'd) */
 	int64_t alloc[SCHED_RES_MAX];
 	int64_t used[SCHED_RES_MAX];      /* pods + bookings, saturating */
 	sched_host_port *ports;           /* in use on the node (malloc'd) */
 	size_t n_ports, cap_ports;
 } sched__node;
+
+#define SCHED__FREE 0
+#define SCHED__HOLD_CLAIM (-1)
+#define SCHED__HOLD_BOOKING(b) (-(int32_t)(b) - 2)
 
 typedef struct sched__gent {
 	uint32_t node;
@@ -76,7 +93,8 @@ enum {
 	SCHED__U_GROUP,      /* a group was appended */
 	SCHED__U_PODS,       /* count pods of group a added to node b */
 	SCHED__U_BOOK,       /* booking a appended */
-	SCHED__U_UNBOOK      /* booking a deactivated */
+	SCHED__U_UNBOOK,     /* booking a deactivated */
+	SCHED__U_DEV         /* device b of node a changed holder (was count) */
 };
 
 typedef struct sched__undo {
@@ -128,6 +146,23 @@ int sched__node_add_copied(sched_snapshot *s, const sched__node *proto, const ch
  * bookings, and drop its undo record (the estimator trims unused fresh
  * nodes with it). */
 void sched__node_pop(sched_snapshot *s);
+
+/* Set the holder of device di of node ni, recording the old one. */
+int sched__dev_hold(sched_snapshot *s, size_t ni, size_t di, int32_t holder);
+
+/* DRA (dra.c). How many copies of `pod`'s device requests the devices can
+ * serve, at most `limit`, given who holds them (NULL: all free). With
+ * `picks` non-NULL, *picks gets (caller frees) the device indices chosen,
+ * copy after copy, request after request. A selector that fails to
+ * evaluate on a device makes the node serve none (the allocator aborts). */
+int sched__dra_fit(const sched_device *devs, size_t nd, const int32_t *holder,
+                   const sched_pod_spec *pod, int64_t limit, int64_t *fit, uint32_t **picks,
+                   size_t *n_picks);
+/* Allocate the devices of `count` copies of `pod` on node ni to `holder`. */
+int sched__dra_take(sched_snapshot *s, size_t ni, const sched_pod_spec *pod, int64_t count,
+                    int32_t holder);
+/* Deep copy of a device list into the arena; NULL when out of memory. */
+sched_device *sched__copy_devices(sched__arena *a, const sched_device *d, size_t n);
 
 static inline int64_t sched__sat_add(int64_t a, int64_t b)
 {

@@ -1,6 +1,7 @@
 /* The cluster snapshot: nodes, pods bound to them (as groups of identical
  * pods), bookings, and an undo log for fork / commit / revert. */
 #include "sched/sched_int.h"
+#include "sched/place.h"
 #include "sched/match.h"
 #include "util/buf.h"
 #include "util/str.h"
@@ -203,8 +204,10 @@ void sched_snapshot_free(sched_snapshot *s)
 	size_t i;
 	if(!s)
 		return;
-	for(i = 0; i < s->n_nodes; i++)
+	for(i = 0; i < s->n_nodes; i++) {
 		free(s->nodes[i].ports);
+		free(s->nodes[i].dev);
+	}
 	for(i = 0; i < s->n_groups; i++) {
 		free(s->groups[i].ents);
 		free(s->groups[i].key);
@@ -295,6 +298,16 @@ int sched__node_add_copied(sched_snapshot *s, const sched__node *proto, const ch
 		return PRD_ENOMEM;
 	n = &s->nodes[s->n_nodes];
 	*n = *proto;
+	n->dev = NULL;
+	if(proto->dev && proto->dev->n) {
+		size_t nd = proto->dev->n;
+		if(!(n->dev = calloc(1, sizeof(*n->dev) + nd * sizeof(n->dev->holder[0])))) {
+			hmap_del(&s->node_by_name, name);
+			return PRD_ENOMEM;
+		}
+		n->dev->devs = proto->dev->devs;
+		n->dev->n = nd;
+	}
 	n->name = name;
 	n->ports = NULL;
 	n->n_ports = n->cap_ports = 0;
@@ -312,6 +325,7 @@ static void node_drop_last(sched_snapshot *s)
 	sched__node *n = &s->nodes[--s->n_nodes];
 	hmap_del(&s->node_by_name, n->name);
 	free(n->ports);
+	free(n->dev);
 }
 
 void sched__node_pop(sched_snapshot *s)
@@ -329,10 +343,40 @@ void sched__node_pop(sched_snapshot *s)
 	node_drop_last(s);
 }
 
+static int check_devices(const sched_node_spec *spec, prd_err *e)
+{
+	size_t i, k;
+	if(spec->n_devices && !spec->devices)
+		return prd_err_set(e, PRD_EINVAL, "node %s: NULL device list", spec->name);
+	if(spec->n_devices > SCHED_DEV_MAX)
+		return prd_err_set(e, PRD_ERANGE, "node %s: more than %d devices", spec->name,
+		                   SCHED_DEV_MAX);
+	for(i = 0; i < spec->n_devices; i++) {
+		const sched_device *d = &spec->devices[i];
+		if(!d->driver || !d->pool || !d->name || (d->n_attrs && !d->attrs) ||
+		   (d->n_caps && !d->caps))
+			return prd_err_set(e, PRD_EINVAL, "node %s: device %zu without driver, pool or name",
+			                   spec->name, i);
+		for(k = 0; k < d->n_attrs; k++)
+			if(!d->attrs[k].name || (d->attrs[k].type != SCHED_ATTR_INT &&
+			                         d->attrs[k].type != SCHED_ATTR_BOOL &&
+			                         d->attrs[k].type != SCHED_ATTR_STRING &&
+			                         d->attrs[k].type != SCHED_ATTR_VERSION))
+				return prd_err_set(e, PRD_EINVAL, "node %s: device %s: bad attribute", spec->name,
+				                   d->name);
+		for(k = 0; k < d->n_caps; k++)
+			if(!d->caps[k].name)
+				return prd_err_set(e, PRD_EINVAL, "node %s: device %s: capacity without a name",
+				                   spec->name, d->name);
+	}
+	return 0;
+}
+
 int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *spec, size_t *idx,
                             prd_err *e)
 {
 	sched__node proto;
+	sched__ndev hdr;
 	const char *zone, *name;
 	sched_taint *taints;
 	size_t i;
@@ -359,6 +403,8 @@ int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *spec, size
 			return prd_err_set(e, PRD_EINVAL, "node %s: unknown taint effect %d", spec->name,
 			                   (int)f);
 	}
+	if((rc = check_devices(spec, e)))
+		return rc;
 	memset(&proto, 0, sizeof(proto));
 	for(i = 0; i < spec->n_allocatable; i++) {
 		const sched_res *r = &spec->allocatable[i];
@@ -377,7 +423,7 @@ int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *spec, size
 	zone = sched_label_get(spec->labels, spec->n_labels, SCHED_KEY_ZONE);
 	if(zone && zone_intern(s, zone, &proto.zone))
 		return prd_err_set(e, PRD_ENOMEM, "out of memory");
-	proto.n_labels = spec->n_labels;
+	proto.n_labels = (uint32_t)spec->n_labels;
 	proto.labels = sched__copy_labels(&s->arena, spec->labels, spec->n_labels);
 	taints = sched__arena_alloc(&s->arena, (spec->n_taints ? spec->n_taints : 1) *
 	                                           sizeof(*taints));
@@ -392,7 +438,13 @@ int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *spec, size
 			return prd_err_set(e, PRD_ENOMEM, "out of memory");
 	}
 	proto.taints = taints;
-	proto.n_taints = spec->n_taints;
+	proto.n_taints = (uint32_t)spec->n_taints;
+	if(spec->n_devices) {
+		if(!(hdr.devs = sched__copy_devices(&s->arena, spec->devices, spec->n_devices)))
+			return prd_err_set(e, PRD_ENOMEM, "out of memory");
+		hdr.n = spec->n_devices;
+		proto.dev = &hdr;
+	}
 	rc = sched__node_add_copied(s, &proto, name, idx);
 	if(rc)
 		return prd_err_set(e, rc, "adding node %s: %s", spec->name, prd_strerror(rc));
@@ -644,13 +696,34 @@ static void booking_apply(sched_snapshot *s, const sched__booking *b, int sign)
 		s->nodes[b->node].used[r] = sched__sat_add(s->nodes[b->node].used[r], sign * b->res[r]);
 }
 
+/* Devices booking bi holds. */
+static size_t booking_devices(const sched_snapshot *s, size_t bi)
+{
+	const sched__ndev *v = s->nodes[s->bookings[bi].node].dev;
+	size_t d, k = 0;
+	for(d = 0; v && d < v->n; d++)
+		k += v->holder[d] == SCHED__HOLD_BOOKING(bi);
+	return k;
+}
+
+/* Free the devices of booking bi (undo room reserved by the caller). */
+static void release_devices(sched_snapshot *s, size_t bi)
+{
+	const sched__ndev *v = s->nodes[s->bookings[bi].node].dev;
+	size_t d;
+	for(d = 0; v && d < v->n; d++)
+		if(v->holder[d] == SCHED__HOLD_BOOKING(bi))
+			sched__dev_hold(s, s->bookings[bi].node, d, SCHED__FREE);
+}
+
 int sched_snapshot_unbook(sched_snapshot *s, const char *uid, size_t *released)
 {
 	size_t i, n = 0, need = 0;
 	if(!s || !uid)
 		return PRD_EINVAL;
 	for(i = 0; i < s->n_bookings; i++)
-		need += s->bookings[i].active && strcmp(s->bookings[i].uid, uid) == 0;
+		if(s->bookings[i].active && strcmp(s->bookings[i].uid, uid) == 0)
+			need += 1 + booking_devices(s, i);
 	/* Reserve the undo records first so the release is all or nothing. */
 	if(s->depth > 0)
 		while(s->cap_undo - s->n_undo < need)
@@ -663,11 +736,141 @@ int sched_snapshot_unbook(sched_snapshot *s, const char *uid, size_t *released)
 		b->active = false;
 		booking_apply(s, b, -1);
 		undo_push(s, SCHED__U_UNBOOK, (uint32_t)i, 0, 0, false);
+		release_devices(s, i);
 		n++;
 	}
 	if(released)
 		*released = n;
 	return 0;
+}
+
+int sched__dev_hold(sched_snapshot *s, size_t ni, size_t di, int32_t holder)
+{
+	int32_t old = s->nodes[ni].dev->holder[di];
+	if(undo_push(s, SCHED__U_DEV, (uint32_t)ni, (uint32_t)di, old, false))
+		return PRD_ENOMEM;
+	s->nodes[ni].dev->holder[di] = holder;
+	return 0;
+}
+
+/* The device "driver/pool/name" of node n (a pool name may hold slashes,
+ * driver and device names do not). */
+static int find_device(const sched__node *n, const char *id, size_t *di)
+{
+	const char *a = strchr(id, '/'), *b = strrchr(id, '/');
+	size_t d, ld, lp;
+	if(!a || a == b)
+		return PRD_EINVAL;
+	ld = (size_t)(a - id);
+	lp = (size_t)(b - a - 1);
+	for(d = 0; n->dev && d < n->dev->n; d++) {
+		const sched_device *x = &n->dev->devs[d];
+		if(strlen(x->driver) == ld && !strncmp(x->driver, id, ld) && strlen(x->pool) == lp &&
+		   !strncmp(x->pool, a + 1, lp) && !strcmp(x->name, b + 1)) {
+			*di = d;
+			return 0;
+		}
+	}
+	return PRD_ENOTFOUND;
+}
+
+int sched_snapshot_take_device(sched_snapshot *s, size_t idx, const char *id, prd_err *e)
+{
+	size_t di;
+	int rc;
+	if(!s || !id || idx >= s->n_nodes)
+		return prd_err_set(e, PRD_EINVAL, "take_device: bad argument");
+	if((rc = find_device(&s->nodes[idx], id, &di)))
+		return prd_err_set(e, rc, "node %s has no device %s", s->nodes[idx].name, id);
+	if(sched__dev_hold(s, idx, di, SCHED__HOLD_CLAIM))
+		return prd_err_set(e, PRD_ENOMEM, "out of memory");
+	return 0;
+}
+
+int sched_snapshot_book_devices(sched_snapshot *s, const char *uid, size_t idx,
+                                const char *const *ids, size_t n, size_t *missing, prd_err *e)
+{
+	size_t i, di, bi, miss = 0;
+	int rc;
+	if(missing)
+		*missing = 0;
+	if(n && !ids)
+		return prd_err_set(e, PRD_EINVAL, "book_devices: NULL list");
+	if((rc = sched_snapshot_book(s, uid, idx, NULL, 0, e)))
+		return rc;
+	bi = s->n_bookings - 1;
+	for(i = 0; i < n; i++) {
+		if(!ids[i] || find_device(&s->nodes[idx], ids[i], &di) ||
+		   s->nodes[idx].dev->holder[di] != SCHED__FREE) {
+			miss++;
+			continue;
+		}
+		if(sched__dev_hold(s, idx, di, SCHED__HOLD_BOOKING(bi)))
+			return prd_err_set(e, PRD_ENOMEM, "out of memory");
+	}
+	if(missing)
+		*missing = miss;
+	return 0;
+}
+
+int sched_snapshot_book_pod_devices(sched_snapshot *s, const char *uid, size_t idx,
+                                    const sched_pod_spec *pod, int64_t count, int64_t *booked,
+                                    prd_err *e)
+{
+	const sched__node *n;
+	uint32_t *pick = NULL;
+	size_t np = 0, i, bi;
+	int64_t fit = 0;
+	int rc;
+	if(booked)
+		*booked = 0;
+	if(!s || !pod || idx >= s->n_nodes || count < 0)
+		return prd_err_set(e, PRD_EINVAL, "book_pod_devices: bad argument");
+	if(!pod->n_dev_requests || count == 0)
+		return 0;
+	if((rc = sched_snapshot_book(s, uid, idx, NULL, 0, e)))
+		return rc;
+	bi = s->n_bookings - 1;
+	n = &s->nodes[idx];
+	if(!n->dev)
+		return 0;
+	if((rc = sched__dra_fit(n->dev->devs, n->dev->n, n->dev->holder, pod, count, &fit, &pick, &np)))
+		return prd_err_set(e, rc, "out of memory");
+	for(i = 0; !rc && i < np; i++)
+		rc = sched__dev_hold(s, idx, pick[i], SCHED__HOLD_BOOKING(bi));
+	free(pick);
+	if(rc)
+		return prd_err_set(e, rc, "out of memory");
+	if(booked)
+		*booked = fit;
+	return 0;
+}
+
+void sched_snapshot_placed_devices(const sched_snapshot *s, const sched_set_result *r, size_t idx,
+                                   void (*fn)(void *ud, const sched_device *d), void *ud)
+{
+	const sched__node *n;
+	size_t d;
+	if(!s || !r || !fn || !r->group || idx >= s->n_nodes)
+		return;
+	n = &s->nodes[idx];
+	for(d = 0; n->dev && d < n->dev->n; d++)
+		if(n->dev->holder[d] == (int32_t)r->group)
+			fn(ud, &n->dev->devs[d]);
+}
+
+size_t sched_snapshot_node_devices(const sched_snapshot *s, size_t idx, size_t *free_out)
+{
+	const sched__ndev *v;
+	size_t d, f = 0;
+	if(!s || idx >= s->n_nodes)
+		return 0;
+	v = s->nodes[idx].dev;
+	for(d = 0; v && d < v->n; d++)
+		f += v->holder[d] == SCHED__FREE;
+	if(free_out)
+		*free_out = f;
+	return v ? v->n : 0;
 }
 
 int sched_snapshot_node_free(const sched_snapshot *s, size_t idx, const char *name,
@@ -754,6 +957,9 @@ static void undo_one(sched_snapshot *s, const sched__undo *u)
 	case SCHED__U_UNBOOK:
 		s->bookings[u->a].active = true;
 		booking_apply(s, &s->bookings[u->a], +1);
+		break;
+	case SCHED__U_DEV:
+		s->nodes[u->a].dev->holder[u->b] = (int32_t)u->count;
 		break;
 	}
 }

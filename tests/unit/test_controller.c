@@ -554,24 +554,109 @@ static void wait_for(const char *ns, const char *name, const char *type, const c
 	CU_ASSERT_STRING_EQUAL(cond(ns, name, type), want);
 }
 
-/* Informers on the in-memory API (nodes, pods, templates, requests), fed
- * to the controller. */
-static void use_informers(kube_informer *inf[4], kube_listwatch lw[4], kube_intern *in)
+/* ---- DRA (resource.k8s.io/v1) ------------------------------------------ */
+
+/* A ResourceSlice publishing `n` devices of driver example.com/gpu-driver
+ * ("gpu.example.com") for node `node`, pool = node, generation `gen`. */
+static void add_slice(const char *node, int n, int gen)
 {
-	static const kube_kind kinds[4] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE, KUBE_KIND_PROVREQ };
-	const kube_resource *res[4];
+	char y[8192];
+	size_t at;
+	int i;
+	at = (size_t)snprintf(y, sizeof(y),
+			      "metadata: {name: %s-gpus-g%d}\n"
+			      "spec:\n  driver: gpu.example.com\n  nodeName: %s\n"
+			      "  pool: {name: %s, generation: %d, resourceSliceCount: 1}\n  devices:\n",
+			      node, gen, node, node, gen);
+	for(i = 0; i < n && at < sizeof(y) - 200; i++)
+		at += (size_t)snprintf(y + at, sizeof(y) - at,
+				       "  - {name: gpu-%d, attributes: {index: {int: %d}, model: {string: %s}},"
+				       " capacity: {memory: {value: 40Gi}}}\n",
+				       i, i, i < n / 2 ? "a100" : "h100");
+	post("/apis/resource.k8s.io/v1/resourceslices", y);
+}
+
+static void add_device_class(const char *name, const char *expr)
+{
+	char y[1024];
+	snprintf(y, sizeof(y), "metadata: {name: %s}\nspec:\n  selectors: [{cel: {expression: \"%s\"}}]\n", name,
+		 expr);
+	post("/apis/resource.k8s.io/v1/deviceclasses", y);
+}
+
+/* A ResourceClaimTemplate asking `count` devices of class `cls`, with an
+ * optional request selector. */
+static void add_claim_template(const char *ns, const char *name, const char *cls, int count, const char *sel)
+{
+	char y[1024], path[256], s2[400] = "";
+	if(sel)
+		snprintf(s2, sizeof(s2), ", selectors: [{cel: {expression: \"%s\"}}]", sel);
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s}\n"
+		 "spec:\n  spec:\n    devices:\n      requests:\n"
+		 "      - {name: gpus, exactly: {deviceClassName: %s, allocationMode: ExactCount, count: %d%s}}\n",
+		 name, cls, count, s2);
+	snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaimtemplates", ns);
+	post(path, y);
+}
+
+/* A PodTemplate of 1-cpu pods claiming through ResourceClaimTemplate rct. */
+static void add_claiming_template(const char *ns, const char *name, const char *rct)
+{
+	char y[1024], path[256];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s}\n"
+		 "template:\n  metadata: {labels: {app: %s}}\n"
+		 "  spec:\n    resourceClaims: [{name: gpu, resourceClaimTemplateName: %s}]\n"
+		 "    containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}, claims: [{name: gpu}]}}]\n",
+		 name, name, rct);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/podtemplates", ns);
+	post(path, y);
+}
+
+/* A ResourceClaim allocated devices first..last of node's pool. */
+static void add_allocated_claim(const char *ns, const char *name, const char *node, int first, int last)
+{
+	char y[4096], path[256];
+	size_t at;
+	int i;
+	at = (size_t)snprintf(y, sizeof(y),
+			      "metadata: {name: %s}\n"
+			      "spec: {devices: {requests: [{name: gpus, exactly: {deviceClassName: gpu.example.com}}]}}\n"
+			      "status:\n  allocation:\n    devices:\n      results:\n", name);
+	for(i = first; i <= last; i++)
+		at += (size_t)snprintf(y + at, sizeof(y) - at,
+				       "      - {request: gpus, driver: gpu.example.com, pool: %s, device: gpu-%d}\n", node, i);
+	snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims", ns);
+	post(path, y);
+}
+
+/* Informers on the in-memory API (nodes, pods, templates, requests, and
+ * with n == 8 the four resource.k8s.io kinds), fed to the controller. */
+static void use_informers_n(kube_informer **inf, kube_listwatch *lw, kube_intern *in, int n)
+{
+	static const kube_kind kinds[8] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE, KUBE_KIND_PROVREQ,
+					    KUBE_KIND_RESOURCESLICE, KUBE_KIND_DEVICECLASS,
+					    KUBE_KIND_RESOURCECLAIMTEMPLATE, KUBE_KIND_RESOURCECLAIM };
+	const kube_resource *res[8];
 	pr_informers pi;
 	prd_err e;
 	int i;
+	memset(&pi, 0, sizeof(pi));
 	res[0] = memapi_resource_for_kind(m, "v1", "Node");
 	res[1] = memapi_resource_for_kind(m, "v1", "Pod");
 	res[2] = memapi_resource_for_kind(m, "v1", "PodTemplate");
 	res[3] = memapi_resource_for_kind(m, "autoscaling.x-k8s.io/v1", "ProvisioningRequest");
-	for(i = 0; i < 4; i++) {
+	res[4] = memapi_resource_for_kind(m, "resource.k8s.io/v1", "ResourceSlice");
+	res[5] = memapi_resource_for_kind(m, "resource.k8s.io/v1", "DeviceClass");
+	res[6] = memapi_resource_for_kind(m, "resource.k8s.io/v1", "ResourceClaimTemplate");
+	res[7] = memapi_resource_for_kind(m, "resource.k8s.io/v1", "ResourceClaim");
+	for(i = 0; i < n; i++) {
 		kube_informer_opts o;
 		memset(&o, 0, sizeof(o));
 		o.kind = kinds[i];
 		o.intern = in;
+		CU_ASSERT_PTR_NOT_NULL_FATAL(res[i]);
 		CU_ASSERT_EQUAL_FATAL(kube_informer_new(&o, &inf[i], &e), 0);
 		memapi_listwatch(m, res[i], &lw[i]);
 		CU_ASSERT_EQUAL_FATAL(kube_informer_start(inf[i], &lw[i], &e), 0);
@@ -582,7 +667,18 @@ static void use_informers(kube_informer *inf[4], kube_listwatch lw[4], kube_inte
 	pi.pods = inf[1];
 	pi.podtemplates = inf[2];
 	pi.provreqs = inf[3];
+	if(n == 8) {
+		pi.resourceslices = inf[4];
+		pi.deviceclasses = inf[5];
+		pi.claimtemplates = inf[6];
+		pi.claims = inf[7];
+	}
 	pr_ctl_use_informers(ctl, &pi);
+}
+
+static void use_informers(kube_informer *inf[4], kube_listwatch lw[4], kube_intern *in)
+{
+	use_informers_n(inf, lw, in, 4);
 }
 
 static void test_informer_mode(void)
@@ -715,12 +811,13 @@ static int patch_json(const char *path, const char *json)
  * pass after each; every time a pass reuses the kept snapshot it is
  * compared with one built anew (verify_snapshot). Broken controllers
  * caught: one that reuses the snapshot after a change the simulation
- * reads (a deleted pod, a node gone NotReady), one that adds a node twice
- * or misses the pods already bound to it. */
+ * reads (a deleted pod, a node gone NotReady, a node's ResourceSlice or a
+ * claim's allocated devices), one that adds a node twice or misses the
+ * pods already bound to it. */
 static void test_incremental_equals_full(void)
 {
-	kube_informer *inf[4];
-	kube_listwatch lw[4];
+	kube_informer *inf[8];
+	kube_listwatch lw[8];
 	kube_intern *in = kube_intern_new();
 	pr_config cfg;
 	prd_err e;
@@ -733,11 +830,15 @@ static void test_incremental_equals_full(void)
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
 	add_template("r", "one", "1");
 	add_node("n0", "4", NULL);
-	use_informers(inf, lw, in);
-	for(step = 0; step < 240; step++) {
+	add_device_class("gpu.example.com", "device.driver == 'gpu.example.com'");
+	add_claim_template("r", "two-gpus", "gpu.example.com", 2, NULL);
+	add_claiming_template("r", "gpu", "two-gpus");
+	use_informers_n(inf, lw, in, 8);
+	for(step = 0; step < 300; step++) {
 		char path[200], y[600], name[32];
-		int what = (int)(prd_splitmix64(&rng) % 9), pick, rc = 0;
-		kube_informer *which = what >= 8 ? inf[3] : what >= 5 ? inf[1] : inf[0];
+		int what = (int)(prd_splitmix64(&rng) % 12), pick, rc = 0;
+		kube_informer *which = what == 11 ? inf[7] : what >= 9 ? inf[4] : what >= 8 ? inf[3] :
+				       what >= 5 ? inf[1] : inf[0];
 		uint64_t g = gen_of(which);
 		switch(what) {
 		case 0: /* a node registers */
@@ -792,10 +893,22 @@ static void test_incremental_equals_full(void)
 			snprintf(path, sizeof(path), "/api/v1/namespaces/r/pods/p%d", pick);
 			rc = kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e);
 			break;
+		case 9: /* a node publishes devices (a new generation of its pool) */
+		case 10:
+			pick = (int)(prd_splitmix64(&rng) % (uint64_t)(nnodes + 1));
+			snprintf(name, sizeof(name), "n%d", pick);
+			add_slice(name, 2 + 2 * (int)(prd_splitmix64(&rng) % 4), step + 1);
+			break;
+		case 11: /* a claim is allocated devices */
+			pick = (int)(prd_splitmix64(&rng) % (uint64_t)(nnodes + 1));
+			snprintf(name, sizeof(name), "n%d", pick);
+			snprintf(path, sizeof(path), "claim%d", step);
+			add_allocated_claim("r", path, name, step % 4, step % 4);
+			break;
 		default: /* a request */
 			snprintf(name, sizeof(name), "q%d", ++nreq);
-			add_pr("r", name, "check-capacity.autoscaling.x-k8s.io", "one", 1 + (int)(prd_splitmix64(&rng) % 4),
-			       "{noRetry: \"true\"}");
+			add_pr("r", name, "check-capacity.autoscaling.x-k8s.io", step % 2 ? "gpu" : "one",
+			       1 + (int)(prd_splitmix64(&rng) % 4), "{noRetry: \"true\"}");
 			break;
 		}
 		if(rc == 0)
@@ -811,7 +924,7 @@ static void test_incremental_equals_full(void)
 	CU_ASSERT_TRUE(pr_ctl_stats(ctl)->snapshot_node_adds > 0);
 	{
 		int k;
-		for(k = 0; k < 4; k++)
+		for(k = 0; k < 8; k++)
 			kube_informer_free(inf[k]);
 	}
 	kube_intern_free(in);
@@ -1562,6 +1675,7 @@ static void test_async_informer_mode_unlisted_group(void)
 	kube_listwatch lw[4];
 	kube_intern *in = kube_intern_new();
 	pr_informers pi;
+	memset(&pi, 0, sizeof(pi));
 	prd_err e;
 	int i;
 	start_async(NULL);
@@ -2655,7 +2769,130 @@ static void test_driver_classes(void)
 	stop();
 }
 
+
+/* check-capacity with DRA: pods of 4 devices fit twice per node of 8; a
+ * Provisioned request's devices stay booked against the next request (in
+ * the next pass too, from the booking row); a claim's allocated devices
+ * are taken; an unsupported selector and a missing ResourceClaimTemplate
+ * get conditions that say so. Fails without the model (every pod with
+ * claims was refused). */
+static void test_dra_check_capacity(void)
+{
+	start(NULL, NULL);
+	add_node("g1", "32", NULL);
+	add_node("g2", "32", NULL);
+	add_slice("g1", 8, 1);
+	add_slice("g2", 8, 1);
+	add_device_class("gpu.example.com", "device.driver == 'gpu.example.com'");
+	add_claim_template("ml", "four-gpus", "gpu.example.com", 4, NULL);
+	add_claiming_template("ml", "trainer", "four-gpus");
+	add_pr("ml", "too-many", "check-capacity.autoscaling.x-k8s.io", "trainer", 5, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "too-many", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "too-many", "Provisioned"), "only 4 of 5"));
+	clk_fake_advance(&fake, SEC);
+	add_pr("ml", "fits", "check-capacity.autoscaling.x-k8s.io", "trainer", 3, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "fits", "Provisioned"), "True/CapacityIsFound");
+	/* A later request: the booked 12 devices are not free, 4 are. */
+	clk_fake_advance(&fake, SEC);
+	add_pr("ml", "after", "check-capacity.autoscaling.x-k8s.io", "trainer", 2, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "after", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "after", "Provisioned"), "only 1 of 2"));
+	clk_fake_advance(&fake, SEC);
+	add_pr("ml", "last", "check-capacity.autoscaling.x-k8s.io", "trainer", 1, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "last", "Provisioned"), "True/CapacityIsFound");
+	clk_fake_advance(&fake, SEC);
+	add_pr("ml", "none", "check-capacity.autoscaling.x-k8s.io", "trainer", 1, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "none", "Provisioned"), "False/CapacityIsNotFound");
+	/* Unsupported CEL: a clear condition, never a yes. */
+	add_claim_template("ml", "fancy", "gpu.example.com", 1, "device.attributes['gpu.example.com'].model.startsWith('a')");
+	add_claiming_template("ml", "fancy-pods", "fancy");
+	add_pr("ml", "fancy", "check-capacity.autoscaling.x-k8s.io", "fancy-pods", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "fancy", "Failed"), "True/FailedToCreatePods");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "fancy", "Failed"), "unsupported selector"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "fancy", "Failed"), "startsWith"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "fancy", "Failed"), "cannot tell whether devices match"));
+	/* A missing ResourceClaimTemplate is waited for, by name. */
+	add_claiming_template("ml", "orphan", "not-yet");
+	add_pr("ml", "orphan", "check-capacity.autoscaling.x-k8s.io", "orphan", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "orphan", "Provisioned"), "False/PodTemplatesNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "orphan", "Provisioned"), "ResourceClaimTemplate not-yet"));
+	stop();
+
+	/* Devices ResourceClaims hold are not offered; a selector halves. */
+	start(NULL, NULL);
+	add_node("g1", "32", NULL);
+	add_slice("g1", 8, 1);
+	add_device_class("gpu.example.com", "device.driver == 'gpu.example.com'");
+	add_claim_template("ml", "four-gpus", "gpu.example.com", 4, NULL);
+	add_claim_template("ml", "a100s", "gpu.example.com", 2,
+			   "device.attributes['gpu.example.com'].model == 'a100' && "
+			   "device.capacity['gpu.example.com'].memory.compareTo(quantity('32Gi')) >= 0");
+	add_claiming_template("ml", "trainer", "four-gpus");
+	add_claiming_template("ml", "small", "a100s");
+	add_allocated_claim("ml", "running", "g1", 0, 1);
+	add_pr("ml", "two", "check-capacity.autoscaling.x-k8s.io", "trainer", 2, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "two", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "two", "Provisioned"), "only 1 of 2"));
+	clk_fake_advance(&fake, SEC);
+	add_pr("ml", "a100", "check-capacity.autoscaling.x-k8s.io", "small", 2, "{noRetry: \"true\"}");
+	pass();
+	/* The a100s are gpu-0..3; a claim holds 0 and 1: one pod of two. */
+	CU_ASSERT_STRING_EQUAL(cond("ml", "a100", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "a100", "Provisioned"), "only 1 of 2"));
+	stop();
+}
+
+/* A new leader with an empty store rebuilds a DRA booking from the
+ * request's status (pods per node) and holds the devices again: the next
+ * request does not get them. Fails when the rebuilt booking holds only
+ * cpu. */
+static void test_dra_failover_rebuilds_devices(void)
+{
+	pr_config cfg;
+	state_config sc;
+	state_db *db2;
+	pr_ctl *ctl2;
+	char path2[600];
+	prd_err e;
+	start(NULL, NULL);
+	add_node("g1", "32", NULL);
+	add_slice("g1", 8, 1);
+	add_device_class("gpu.example.com", "device.driver == 'gpu.example.com'");
+	add_claim_template("ml", "four-gpus", "gpu.example.com", 4, NULL);
+	add_claiming_template("ml", "trainer", "four-gpus");
+	add_pr("ml", "first", PR_CLASS_CHECK, "trainer", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "first", "Provisioned"), "True/CapacityIsFound");
+	pr_config_default(&cfg);
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/replica-dra-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, NULL, &ctl2, &e), 0);
+	clk_fake_advance(&fake, 20 * SEC);
+	add_pr("ml", "second", PR_CLASS_CHECK, "trainer", 2, "{noRetry: \"true\"}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("ml", "second", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "second", "Provisioned"), "only 1 of 2"));
+	clk_fake_advance(&fake, SEC);
+	add_pr("ml", "third", PR_CLASS_CHECK, "trainer", 1, "{noRetry: \"true\"}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("ml", "third", "Provisioned"), "True/CapacityIsFound");
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop();
+}
+
 static const test_case cases[] = {
+	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
+	{ "DRA: check-capacity with devices", test_dra_check_capacity },
 	{ "failover adopts the plan", test_failover_adopts_plan },
 	{ "informer mode", test_informer_mode },
 	{ "incremental passes equal full ones on random event sequences", test_incremental_equals_full },

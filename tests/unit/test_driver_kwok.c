@@ -928,7 +928,85 @@ static void test_async_cloud(void)
 	}
 }
 
+
+/* resourceSlices: the template's devices, a slice per new node (named for
+ * it, with the node's name and pool), gone with the node; bad
+ * declarations are refused. */
+static void test_resource_slices(void)
+{
+	static const char cfg[] =
+		"resourceSlices:\n"
+		"  gpu:\n"
+		"  - driver: gpu.example.com\n"
+		"    devices: [{name: gpu-0, attributes: {index: {int: 0}}}, {name: gpu-1}]\n";
+	prd_cloud_error e = {0, ""};
+	json_object *items, *arr, *sl;
+	char *js = NULL, path[256];
+	const char *del[1];
+	char name[64];
+	long st = 0;
+	prd_err le;
+	start(cfg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->template_resource_slices);
+	CU_ASSERT_EQUAL(drv->api->template_resource_slices(drv->state, "gpu", &js, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(js);
+	arr = json_tokener_parse(js);
+	drv->api->release_string(drv->state, js);
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(arr), 1);
+	sl = json_object_array_get_idx(arr, 0);
+	CU_ASSERT_STRING_EQUAL(path_str(sl, "spec", "nodeName", NULL), "gpu-template");
+	CU_ASSERT_STRING_EQUAL(path_str(sl, "spec", "driver", NULL), "gpu.example.com");
+	CU_ASSERT_STRING_EQUAL(path_str(sl, "spec", "pool", "name"), "gpu-template");
+	json_object_put(arr);
+	/* A group without a declaration publishes nothing. */
+	js = (char *)"x";
+	CU_ASSERT_EQUAL(drv->api->template_resource_slices(drv->state, "general", &js, &e), 0);
+	CU_ASSERT_PTR_NULL(js);
+	CU_ASSERT_EQUAL(drv->api->template_resource_slices(drv->state, "nosuch", &js, &e), PRD_CLOUD_ENOTFOUND);
+
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "gpu", 1, &e), 0);
+	items = group_nodes("gpu");
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(items), 1);
+	snprintf(name, sizeof(name), "%s", name_of(json_object_array_get_idx(items, 0)));
+	json_object_put(items);
+	snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/resourceslices/%s-dra-0", name);
+	sl = api("GET", path, NULL, &st);
+	CU_ASSERT_EQUAL(st, 200);
+	CU_ASSERT_STRING_EQUAL(path_str(sl, "spec", "nodeName", NULL), name);
+	CU_ASSERT_STRING_EQUAL(path_str(sl, "spec", "pool", "name"), name);
+	CU_ASSERT_STRING_EQUAL(path_str(sl, "metadata", "labels", "provreqd.io/node-group"), "gpu");
+	json_object_put(sl);
+	del[0] = name;
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "gpu", del, 1, &e), 0);
+	sl = api("GET", path, NULL, &st);
+	CU_ASSERT_EQUAL(st, 404);
+	json_object_put(sl);
+	/* Nodes of other groups get no slices. */
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 1, &e), 0);
+	sl = api("GET", "/apis/resource.k8s.io/v1/resourceslices", NULL, &st);
+	CU_ASSERT_EQUAL(json_object_array_length(json_object_object_get(sl, "items")), 0);
+	json_object_put(sl);
+
+	fresh_api();
+	CU_ASSERT_EQUAL(load_cfg(&le, "templateDir: %s\nresourceSlices: {nosuch: [{driver: d, devices: []}]}\n",
+				 nodegroups_dir()), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(le.msg, "resourceSlices.nosuch: no such node group"));
+	fresh_api();
+	CU_ASSERT_EQUAL(load_cfg(&le, "templateDir: %s\nresourceSlices: {gpu: [{driver: d, nodeName: x, devices: []}]}\n",
+				 nodegroups_dir()), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(le.msg, "nodeName is set by the driver"));
+	fresh_api();
+	CU_ASSERT_EQUAL(load_cfg(&le, "templateDir: %s\nresourceSlices: {gpu: [{devices: []}]}\n", nodegroups_dir()),
+			PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(le.msg, "driver is required"));
+	fresh_api();
+	CU_ASSERT_EQUAL(load_cfg(&le, "templateDir: %s\nresourceSlices: {gpu: [{driver: d, devices: [{}]}]}\n",
+				 nodegroups_dir()), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(le.msg, "devices[0].name is required"));
+}
+
 static const test_case cases[] = {
+	{ "resourceSlices of a node group", test_resource_slices },
 	{"increase creates nodes from the template", test_increase_creates_nodes},
 	{"instance states follow the Nodes", test_instances_states},
 	{"delete removes exactly the named nodes", test_delete_exact},

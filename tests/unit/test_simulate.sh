@@ -157,6 +157,20 @@ grep -q 'file ignored.*README.txt' "$tmp/dir.err" || { echo "FAIL: README.txt no
 	{ echo "FAIL: the example does not run from another directory:"; cat "$tmp/cwd.out"; fail=1; }
 grep -qE '^gpu +0 +4 ' "$tmp/cwd.out" || { echo "FAIL: node groups missing when run from another directory"; fail=1; }
 
+# DRA (templates/examples/dra): pods claiming 4 of a node's 8 GPUs. Two
+# fit the existing node (check-capacity); five more need exactly 3 new
+# nodes of the group whose template publishes 8 GPUs (2 + 2 + 1), and the
+# new nodes' ResourceSlices (created by the kwok driver) make them fit.
+prd --cluster templates/examples/dra --until 10m > "$tmp/dra.out" 2>&1 ||
+	{ echo "FAIL: the DRA example:"; cat "$tmp/dra.out"; fail=1; }
+grep -qE '^ml +on-existing +check-capacity +True +True' "$tmp/dra.out" ||
+	{ echo "FAIL: DRA check-capacity not provisioned"; cat "$tmp/dra.out"; fail=1; }
+grep -qE '^ml +scale-up +atomic-scale-up +True +True' "$tmp/dra.out" ||
+	{ echo "FAIL: DRA scale-up not provisioned"; cat "$tmp/dra.out"; fail=1; }
+grep -qE '^dra-gpu +0 +10 +3 +3 +3 ' "$tmp/dra.out" ||
+	{ echo "FAIL: the DRA group did not grow by exactly 3"; cat "$tmp/dra.out"; fail=1; }
+grep -q 'warn' "$tmp/dra.out" && { echo "FAIL: warnings in the DRA example"; fail=1; }
+
 # --help names the new options.
 for f in --request --plot '-o, --output' templateDir; do
 	"$PRD_BUILDDIR/provreqd" simulate --help | grep -q -- "$f" || { echo "FAIL: --help lacks $f"; fail=1; }
