@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define PRD_CLOUD_ABI_MAJOR 1
-#define PRD_CLOUD_ABI_MINOR 1
+#define PRD_CLOUD_ABI_MINOR 2
 
 /* The one symbol a driver exports. */
 #define PRD_CLOUD_ENTRY_SYMBOL "provreqd_cloud_driver"
@@ -121,6 +121,23 @@ typedef struct prd_cloud_host {
 	/* Release memory the host handed to the driver. */
 	void (*free)(void *ctx, void *ptr);
 } prd_cloud_host;
+
+/* A Node as the host's cache holds it (ABI 1.2, nodes_changed). Strings
+ * are valid during the call only. */
+typedef struct prd_cloud_label {
+	const char *key;
+	const char *value;
+} prd_cloud_label;
+
+typedef struct prd_cloud_node {
+	const char *name;
+	const char *provider_id;       /* spec.providerID; NULL when unset */
+	const prd_cloud_label *labels;
+	size_t nlabels;
+	int32_t present;               /* 0: the Node is gone (nothing else is set) */
+	int32_t ready;                 /* the Ready condition is True */
+	int32_t deleting;              /* metadata.deletionTimestamp is set */
+} prd_cloud_node;
 
 enum prd_cloud_outcome_state {
 	PRD_CLOUD_OUTCOME_PENDING = 0,     /* still working; call again later */
@@ -214,6 +231,20 @@ typedef struct prd_cloud_driver {
 	 * deletes only instances with a node name, through delete_nodes. */
 	int (*delete_instances)(void *state, const char *group_id, const char *const *instance_ids,
 				size_t count, prd_cloud_error *err);
+
+	/* ---- appended in ABI 1.2 ---- */
+
+	/* Optional (NULL if absent). What the host's Node cache holds, so a
+	 * driver that reads Nodes need not list them on every refresh. Called
+	 * right before refresh, only by a host that watches Nodes: the first
+	 * call, and any after which the host lost track of changes (or this
+	 * function failed), has `full` set and gives every Node; later calls
+	 * give only the Nodes added, changed or deleted (present = 0) since
+	 * the previous call, possibly none. The cache trails the apiserver: a
+	 * Node the driver itself just created or deleted may appear or vanish
+	 * a few calls later. */
+	int (*nodes_changed)(void *state, const prd_cloud_node *nodes, size_t count, int full,
+			     prd_cloud_error *err);
 } prd_cloud_driver;
 
 /* The entry point every driver exports (defined by the driver):

@@ -135,6 +135,8 @@ void pr_ctl_free(pr_ctl *c)
 	hmap_free(&c->unowned);
 	hmap_free(&c->idle_since);
 	json_object_put(c->details);
+	free(c->fed_gen);
+	free(c->fed);
 	free(c);
 }
 
@@ -322,6 +324,136 @@ static int list_kind(pr_ctl *c, pr_world *w, const char *path, kube_kind kind, v
 	return 0;
 }
 
+/* ---- telling drivers about Nodes (ABI 1.2 nodes_changed) --------------- */
+
+typedef struct node_feed {
+	kube_informer *inf;
+	arena ar;
+	hmap names;               /* names already in v */
+	prd_cloud_node *v;
+	size_t n, cap;
+	bool nomem;
+} node_feed;
+
+/* One Node as the cache has it now (NULL: gone), copied into the feed's
+ * arena: the driver is called after the cache lock is released. */
+static void feed_node(node_feed *f, const char *name, const kube_node *kn)
+{
+	prd_cloud_node *d;
+	size_t i;
+	if(f->nomem || hmap_has(&f->names, name))
+		return;
+	if(f->n == f->cap) {
+		size_t nc = f->cap ? f->cap * 2 : 64;
+		prd_cloud_node *nv = realloc(f->v, nc * sizeof(*nv));
+		if(!nv) {
+			f->nomem = true;
+			return;
+		}
+		f->v = nv;
+		f->cap = nc;
+	}
+	d = &f->v[f->n];
+	memset(d, 0, sizeof(*d));
+	d->name = arena_strdup(&f->ar, name);
+	if(!d->name || hmap_put(&f->names, d->name, NULL)) {
+		f->nomem = true;
+		return;
+	}
+	f->n++;
+	if(!kn)
+		return;
+	d->present = 1;
+	d->ready = kn->ready == KUBE_COND_TRUE;
+	d->deleting = kn->meta.deleted_ns != 0;
+	d->provider_id = kn->provider_id ? arena_strdup(&f->ar, kn->provider_id) : NULL;
+	if(kn->nlabels) {
+		prd_cloud_label *l = arena_array(&f->ar, kn->nlabels, sizeof(*l));
+		if(!l) {
+			f->nomem = true;
+			return;
+		}
+		for(i = 0; i < kn->nlabels; i++) {
+			l[i].key = arena_strdup(&f->ar, kn->labels[i].key);
+			l[i].value = arena_strdup(&f->ar, kn->labels[i].value ? kn->labels[i].value : "");
+			f->nomem |= !l[i].key || !l[i].value;
+		}
+		d->labels = l;
+		d->nlabels = kn->nlabels;
+	}
+	f->nomem |= kn->provider_id && !d->provider_id;
+}
+
+static int feed_all(void *ud, const kube_meta *m)
+{
+	feed_node(ud, m->name, (const kube_node *)m);
+	return 0;
+}
+
+static int feed_key(void *ud, const char *ns, const char *name)
+{
+	node_feed *f = ud;
+	feed_node(f, name, (const kube_node *)kube_informer_get(f->inf, ns, name));
+	return 0;
+}
+
+/* Tell a driver that reads Nodes what changed in the Node cache since it
+ * was last told (everything the first time, or when the cache's journal
+ * no longer reaches back that far), so its refresh need not list Nodes. */
+static void feed_nodes(pr_ctl *c, size_t d)
+{
+	cloud_driver *drv = c->drivers->v[d];
+	node_feed f;
+	uint64_t gen;
+	bool full;
+	prd_cloud_error de;
+	int rc;
+	if(!c->use_inf || !CLOUD_DRIVER_HAS(drv->api, nodes_changed) || !drv->api->nodes_changed)
+		return;
+	if(c->nfed < c->drivers->n) {
+		uint64_t *g = realloc(c->fed_gen, c->drivers->n * sizeof(*g));
+		bool *b = g ? realloc(c->fed, c->drivers->n * sizeof(*b)) : NULL;
+		if(g)
+			c->fed_gen = g;
+		if(!b)
+			return; /* the driver lists, as without this */
+		c->fed = b;
+		memset(c->fed + c->nfed, 0, (c->drivers->n - c->nfed) * sizeof(*b));
+		c->nfed = c->drivers->n;
+	}
+	memset(&f, 0, sizeof(f));
+	f.inf = c->inf.nodes;
+	arena_init(&f.ar);
+	hmap_init(&f.names, NULL);
+	kube_informer_rdlock(c->inf.nodes);
+	gen = kube_informer_generation(c->inf.nodes);
+	full = !c->fed[d];
+	if(!full && gen != c->fed_gen[d] && kube_informer_changes(c->inf.nodes, c->fed_gen[d], feed_key, &f)) {
+		full = true; /* lost track: everything */
+		f.n = 0;
+		hmap_free(&f.names);
+		hmap_init(&f.names, NULL);
+	}
+	if(full)
+		kube_informer_foreach(c->inf.nodes, feed_all, &f);
+	kube_informer_rdunlock(c->inf.nodes);
+	memset(&de, 0, sizeof(de));
+	if(f.nomem)
+		rc = PRD_CLOUD_ENOMEM;
+	else if(!full && f.n == 0)
+		rc = 0; /* nothing changed: nothing to say */
+	else
+		rc = drv->api->nodes_changed(drv->state, f.v, f.n, full, &de);
+	c->fed[d] = rc == 0;
+	c->fed_gen[d] = gen;
+	if(rc)
+		log_warn("cannot tell a driver about Nodes; it is told everything next pass", "driver",
+			 drv->api->name, "error", f.nomem ? "out of memory" : de.message);
+	hmap_free(&f.names);
+	arena_free(&f.ar);
+	free(f.v);
+}
+
 static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t d, i;
@@ -334,6 +466,7 @@ static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 		size_t n = 0;
 		pr_group *nv;
 		memset(&de, 0, sizeof(de));
+		feed_nodes(c, d);
 		if(drv->api->refresh(drv->state, &de) || drv->api->node_groups(drv->state, &g, &n, &de)) {
 			prd_err e;
 			cloud_driver_error(drv, "listing node groups", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);

@@ -121,6 +121,12 @@ struct pr_ctl {
 	pr_class_module **dclasses; /* the drivers' class modules (owned) */
 	size_t ndclasses;
 	hmap idle_since;          /* node → int64_t* when it became idle (scale-down) */
+	/* Per loaded driver (index in drivers->v), for nodes_changed: the
+	 * Node cache generation it was last told up to, and whether it has
+	 * been told at all (else the next call is a full set). */
+	uint64_t *fed_gen;
+	bool *fed;
+	size_t nfed;
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	int64_t pruned_at;        /* when the state store was last pruned (0 = never) */
 	pr_stats stats;
