@@ -89,6 +89,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->written, free);
 	hmap_init(&c->unowned, NULL);
 	hmap_init(&c->idle_since, free);
+	pr__dirty_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
 	c->limits.provision_timeout_ns = cfg->provision_timeout_ns;
@@ -137,6 +138,7 @@ void pr_ctl_free(pr_ctl *c)
 	json_object_put(c->details);
 	free(c->fed_gen);
 	free(c->fed);
+	pr__dirty_free(c);
 	free(c);
 }
 
@@ -193,6 +195,8 @@ bool pr__may_act(pr_ctl *c)
 
 void pr__wake_at(pr_ctl *c, int64_t t)
 {
+	if(c->deciding && t < c->req_wake)
+		c->req_wake = t;
 	if(t > c->now && t < c->next_wake)
 		c->next_wake = t;
 }
@@ -1011,8 +1015,10 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 				rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 			}
 		}
-		if(!rc)
+		if(!rc) {
+			pr__dirty_collect(c);
 			rc = digest(c, w, tp, ntp, err);
+		}
 		kube_informer_rdunlock(c->inf.provreqs);
 		kube_informer_rdunlock(c->inf.podtemplates);
 		kube_informer_rdunlock(c->inf.pods);
@@ -1287,6 +1293,10 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	}
 	if(!ours(&x, pr))
 		return;
+	c->stats.requests_seen++;
+	if(!pr__dirty_decide(c, pr))
+		return;
+	c->stats.requests_decided++;
 	{
 		const char *seen = hmap_get(&c->written, pr->meta.uid);
 		if(seen && !strcmp(seen, pr->meta.rv)) {
@@ -1297,9 +1307,9 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 			hmap_del(&c->written, pr->meta.uid);
 	}
 	prc = pr_params_parse(pr, &pp, &e);
-	c->stats.requests_seen++;
 	pr__host_init(&h, &x);
 	in_flight = m->in_flight && m->in_flight(m, &h, pr);
+	c->req_in_flight = in_flight;
 	if(pr->meta.deleted_ns && !in_flight) {
 		/* Being deleted with nothing in flight: let it go. */
 		if(pr__hold(c, pr, false, &e) && e.code != PRD_ENOTFOUND)
@@ -1354,6 +1364,22 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	free(x.rv_owned);
 	pr_conds_free(&conds);
 	state_request_clear(&rs);
+}
+
+/* reconcile, remembering what the decision left for the next passes
+ * (which of them must decide it again: dirty.c). */
+static void decide(pr_ctl *c, pr_world *w, const kube_provreq *pr)
+{
+	const pr_class_module *m = pr__module_for(c, pr->class_name);
+	uint64_t before = c->stats.requests_decided;
+	bool open = m && m->in_flight && !pr_is_terminal(pr) && !pr_cond_true(pr, PR_COND_PROVISIONED);
+	c->deciding = true;
+	c->req_wake = INT64_MAX;
+	c->req_in_flight = false;
+	reconcile(c, w, pr);
+	c->deciding = false;
+	if(c->stats.requests_decided != before)
+		pr__dirty_decided(c, pr, c->req_wake, open || c->req_in_flight, !pr_is_terminal(pr));
 }
 
 /* The state a request is in, for the requests gauge. */
@@ -1496,6 +1522,19 @@ static size_t prune_vanished(pr_ctl *c, const pr_world *w)
 	}
 	forget_vanished(&c->written, &w->uids);
 	forget_vanished(&c->unowned, &w->uids);
+	{
+		hmap keys;
+		bool ok = true;
+		hmap_init(&keys, NULL);
+		for(i = 0; i < w->nprs && ok; i++) {
+			char k[600];
+			snprintf(k, sizeof(k), "%s/%s", w->prs[i]->meta.ns, w->prs[i]->meta.name);
+			ok = hmap_put(&keys, k, NULL) == 0;
+		}
+		if(ok)
+			pr__dirty_prune(c, &keys);
+		hmap_free(&keys);
+	}
 	return gone;
 }
 
@@ -1532,6 +1571,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	c->stats.passes++;
 	c->fenced = false;
 	c->stats.requests_seen = 0;
+	c->stats.requests_decided = 0;
 	c->stats.bookings_held = 0;
 	rc = load_world(c, &w, err);
 	if(rc) {
@@ -1542,7 +1582,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	}
 	modules_hook(c, &w, true);
 	for(i = 0; i < w.nprs; i++)
-		reconcile(c, &w, w.prs[i]);
+		decide(c, &w, w.prs[i]);
 	modules_hook(c, &w, false);
 	pr__scaledown(c, &w);
 	if(!c->fenced)
@@ -1550,6 +1590,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	json_object_put(c->details);
 	c->details = NULL;
 	export_gauges(c, &w);
+	pr__dirty_done(c, !c->fenced);
 	release_snapshot(c, &w);
 	world_free(&w);
 	metrics_observe(M_RECONCILE_DURATION, METRICS_L("provreq"),

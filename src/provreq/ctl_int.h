@@ -127,6 +127,20 @@ struct pr_ctl {
 	uint64_t *fed_gen;
 	bool *fed;
 	size_t nfed;
+	/* Which requests a pass decides (dirty.c; informer mode). */
+	struct {
+		bool ready;       /* the last pass ran to its end: gen[] is where to follow the journals from */
+		bool lost;        /* something could not be remembered this pass */
+		bool all;         /* this pass decides every request */
+		bool node_gone;   /* a Node was deleted since the last pass */
+		uint64_t gen[4];  /* nodes, pods, podtemplates, provreqs read by the last pass */
+		hmap memo;        /* "ns/name" of a request → what its last decision left */
+		hmap keys;        /* "ns/name" of requests marked this pass */
+		hmap tpl_ns;      /* namespaces whose PodTemplates changed */
+	} dirty;
+	bool deciding;            /* a request is being decided: wakes are its own too */
+	int64_t req_wake;         /* ... the earliest it asked for */
+	bool req_in_flight;       /* ... and whether it had cloud work in flight */
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	int64_t pruned_at;        /* when the state store was last pruned (0 = never) */
 	pr_stats stats;
@@ -164,6 +178,21 @@ int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets,
 /* provreqd's finalizer on a request with cloud work in flight. */
 #define PR_FINALIZER "provreqd.io/scale-up-in-flight"
 int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err);
+
+/* src/provreq/dirty.c: which requests a pass decides. */
+void pr__dirty_init(pr_ctl *c);
+void pr__dirty_free(pr_ctl *c);
+/* What changed since the last pass (the caches' read locks held). */
+void pr__dirty_collect(pr_ctl *c);
+/* Does this pass decide the request? */
+bool pr__dirty_decide(pr_ctl *c, const kube_provreq *pr);
+/* What its decision left: the earliest wake it asked for, whether it is
+ * open with cloud work possibly in flight, whether it is not terminal. */
+void pr__dirty_decided(pr_ctl *c, const kube_provreq *pr, int64_t wake, bool open_in_flight, bool live);
+/* End of a pass: `complete` when it ran to its end unfenced. */
+void pr__dirty_done(pr_ctl *c, bool complete);
+/* Forget the decisions of requests whose "ns/name" is not in `live`. */
+void pr__dirty_prune(pr_ctl *c, const hmap *live);
 
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);

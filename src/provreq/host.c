@@ -78,6 +78,27 @@ void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char
 
 /* ---- status writes ----------------------------------------------------- */
 
+/* Would merging `details` change the request's provisioningClassDetails?
+ * (A class may set the same values on every decision; writing them again
+ * is a wasted round trip.) */
+static bool details_change(const kube_provreq *pr, json_object *details)
+{
+	if(!details)
+		return false;
+	json_object_object_foreach(details, key, val)
+	{
+		const char *have = NULL;
+		size_t i;
+		for(i = 0; i < pr->nclass_details && !have; i++)
+			if(pr->class_details[i].key && !strcmp(pr->class_details[i].key, key))
+				have = pr->class_details[i].value ? pr->class_details[i].value : "";
+		if(!val ? have != NULL : !have || !json_object_is_type(val, json_type_string) ||
+						 strcmp(have, json_object_get_string(val)))
+			return true;
+	}
+	return false;
+}
+
 int pr__write_status(pr_class_ctx *x, prd_err *err)
 {
 	pr_ctl *c = x->c;
@@ -86,7 +107,7 @@ int pr__write_status(pr_class_ctx *x, prd_err *err)
 	char path[700];
 	const char *new_rv;
 	int rc;
-	if(x->dropped || (!x->conds->changed && (!c->details || !json_object_object_length(c->details))))
+	if(x->dropped || (!x->conds->changed && !details_change(pr, c->details)))
 		return 0;
 	if(!pr__may_act(c))
 		return prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
