@@ -89,6 +89,8 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->written, free);
 	hmap_init(&c->unowned, NULL);
 	hmap_init(&c->idle_since, free);
+	hmap_init(&c->consumers, NULL);
+	hmap_init(&c->pod_blocked, NULL);
 	pr__dirty_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
@@ -139,6 +141,8 @@ void pr_ctl_free(pr_ctl *c)
 	free(c->fed_gen);
 	free(c->fed);
 	pr__dirty_free(c);
+	hmap_free(&c->consumers);
+	hmap_free(&c->pod_blocked);
 	free(c);
 }
 
@@ -226,7 +230,6 @@ static void world_free(pr_world *w)
 	hmap_free(&w->blocking);
 	free(w->marked);
 	hmap_free(&w->tpls);
-	hmap_free(&w->consumers);
 	for(i = 0; i < w->ngroups; i++) {
 		pr_group_unlist(&w->groups[i]);
 		free(w->groups[i].id);
@@ -628,6 +631,16 @@ static uint64_t pod_fp(const kube_pod *p)
 	return fp_mix(fp_str(fp_str(FP_BASIS, p->meta.ns), p->meta.name), h);
 }
 
+/* In informer mode the pods are borrowed from the cache only when a pass
+ * needs them: when they changed, or the snapshot is built anew. */
+static int need_pods(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	if(w->pods_read)
+		return 0;
+	w->pods_read = true;
+	return borrow_all(c->inf.pods, (void ***)&w->pods, &w->npods, err);
+}
+
 static uint64_t nodes_fp(const pr_world *w)
 {
 	uint64_t sum = 0;
@@ -736,7 +749,7 @@ static void verify_base(pr_ctl *c, pr_world *w)
 	prd_err e;
 	w->snap = NULL;
 	w->ready_nodes = 0;
-	if(snapshot_nodes_pods(w, &e)) {
+	if(need_pods(c, w, &e) || snapshot_nodes_pods(w, &e)) {
 		sched_snapshot_free(w->snap);
 		w->snap = NULL;
 		return;
@@ -772,6 +785,7 @@ static void verify_base(pr_ctl *c, pr_world *w)
 static bool base_serves(pr_ctl *c, pr_world *w)
 {
 	bool nodes_same, pods_same;
+	prd_err e;
 	if(!w->cacheable || !c->base)
 		return false;
 	nodes_same = c->base_gen_nodes == w->gen_nodes;
@@ -779,7 +793,7 @@ static bool base_serves(pr_ctl *c, pr_world *w)
 	/* Something changed; most changes (heartbeats, pod conditions)
 	 * change nothing the simulation reads. */
 	if(!pods_same)
-		pods_same = pods_fp(w) == c->base_pods_fp;
+		pods_same = need_pods(c, w, &e) == 0 && pods_fp(w) == c->base_pods_fp;
 	if(pods_same && !nodes_same) {
 		uint64_t nfp = nodes_fp(w);
 		nodes_same = nfp == c->base_nodes_fp || base_add_nodes(c, w, nfp);
@@ -807,7 +821,7 @@ static int snapshot_for_pass(pr_ctl *c, pr_world *w, prd_err *err)
 		w->snap_shared = true;
 		c->stats.snapshot_reuses++;
 	} else {
-		if((rc = snapshot_nodes_pods(w, err)))
+		if((rc = need_pods(c, w, err)) || (rc = snapshot_nodes_pods(w, err)))
 			return rc;
 		if(w->cacheable) {
 			sched_snapshot_free(c->base);
@@ -886,12 +900,46 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 	return 0;
 }
 
+/* What the pods give a pass besides the snapshot: the scheduled consumer
+ * pods of each request, and the nodes where a pod that blocks scale-down
+ * runs. Kept while the pod cache's generation does not move (a scale-up's
+ * node registrations change no pod). */
+static int digest_pods(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	size_t i;
+	int rc;
+	if(w->cacheable && c->pods_digested && c->pods_digest_gen == w->gen_pods)
+		return 0;
+	if((rc = need_pods(c, w, err)))
+		return rc;
+	c->pods_digested = false;
+	hmap_free(&c->consumers);
+	hmap_free(&c->pod_blocked);
+	hmap_init(&c->consumers, NULL);
+	hmap_init(&c->pod_blocked, NULL);
+	for(i = 0; i < w->npods; i++) {
+		const kube_pod *p = w->pods[i];
+		char key[600];
+		if(pr__pod_blocks_scaledown(p) && hmap_put(&c->pod_blocked, p->node_name, (void *)1))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		if(!p->node_name || !p->consume || p->phase == KUBE_POD_FAILED)
+			continue;
+		snprintf(key, sizeof(key), "%s/%s", p->meta.ns, p->consume);
+		if(hmap_put(&c->consumers, key, (void *)((uintptr_t)hmap_get(&c->consumers, key) + 1)))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	c->pods_digested = w->cacheable;
+	c->pods_digest_gen = w->gen_pods;
+	return 0;
+}
+
 /* Everything the pass needs from the objects, in memory the world owns:
  * node presence and readiness, scheduled consumer pods per request, the
  * PodTemplates' templates, and the scheduling snapshot. */
 static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 {
 	size_t i;
+	int rc;
 	for(i = 0; i < w->nprs; i++)
 		if(hmap_put(&w->uids, w->prs[i]->meta.uid, NULL))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
@@ -910,32 +958,19 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 			    node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT) ||
 		   (c->cfg.scale_down && pr__scaledown_digest(w, w->nodes[i])))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	if(w->nmarked) {
-		/* Only the marked nodes' pods matter. */
-		for(i = 0; i < w->nmarked; i++)
-			if(hmap_put(&w->blocking, w->marked[i].name, NULL))
-				return prd_err_set(err, PRD_ENOMEM, "out of memory");
-		for(i = 0; i < w->npods; i++)
-			if(pr__pod_blocks_scaledown(w->pods[i]) && hmap_has(&w->blocking, w->pods[i]->node_name) &&
-			   hmap_put(&w->blocking, w->pods[i]->node_name, (void *)1))
-				return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
-	for(i = 0; i < w->npods; i++) {
-		const kube_pod *p = w->pods[i];
-		char key[600];
-		if(!p->node_name || !p->consume || p->phase == KUBE_POD_FAILED)
-			continue;
-		snprintf(key, sizeof(key), "%s/%s", p->meta.ns, p->consume);
-		if(hmap_put(&w->consumers, key, (void *)((uintptr_t)hmap_get(&w->consumers, key) + 1)))
+	if((rc = digest_pods(c, w, err)))
+		return rc;
+	/* Only the marked nodes' pods matter. */
+	for(i = 0; i < w->nmarked; i++)
+		if(hmap_put(&w->blocking, w->marked[i].name, hmap_get(&c->pod_blocked, w->marked[i].name)))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
 	/* Copy only the PodTemplates some request names (the caches' own
 	 * objects cannot be used once their locks are released): on a large
 	 * cluster most templates belong to no request. */
 	{
 		hmap need;
-		int rc = 0;
 		size_t k;
+		rc = 0;
 		hmap_init(&need, NULL);
 		for(i = 0; i < w->nprs && !rc; i++)
 			for(k = 0; k < w->prs[i]->npod_sets && !rc; k++) {
@@ -980,7 +1015,6 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 	hmap_init(&w->uids, NULL);
 	hmap_init(&w->blocking, NULL);
 	hmap_init(&w->tpls, put_json);
-	hmap_init(&w->consumers, NULL);
 	w->in = kube_intern_new();
 	if(!w->in)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
@@ -996,8 +1030,6 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 		w->gen_nodes = kube_informer_generation(c->inf.nodes);
 		w->gen_pods = kube_informer_generation(c->inf.pods);
 		rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err);
-		if(!rc)
-			rc = borrow_all(c->inf.pods, (void ***)&w->pods, &w->npods, err);
 		if(!rc)
 			rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err);
 		if(!rc)
@@ -1032,6 +1064,7 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 		if(rc)
 			goto done;
 	} else {
+		w->pods_read = true;
 		if((rc = list_kind(c, w, "/api/v1/nodes", KUBE_KIND_NODE, (void ***)&w->nodes, &w->nnodes, err)) ||
 		   (rc = list_kind(c, w, "/api/v1/pods", KUBE_KIND_POD, (void ***)&w->pods, &w->npods, err)) ||
 		   (rc = list_kind(c, w, "/api/v1/podtemplates", KUBE_KIND_PODTEMPLATE, &tp, &ntp, err)) ||
@@ -1098,7 +1131,7 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 	{
 		char key[600];
 		snprintf(key, sizeof(key), "%s/%s", pr->meta.ns, pr->meta.name);
-		scheduled = (int64_t)(uintptr_t)hmap_get(&w->consumers, key);
+		scheduled = (int64_t)(uintptr_t)hmap_get(&c->consumers, key);
 	}
 	if(c->db && state_booking_list_request(c->db, pr->meta.uid, &b, &nb, NULL) == 0) {
 		for(i = 0; i < nb; i++)

@@ -53,7 +53,6 @@ typedef struct pr_world {
 	pr_marked *marked;        /* nodes provreqd made */
 	size_t nmarked, capmarked;
 	hmap tpls;                /* "ns/name" → PodTemplate `template` JSON (owned) */
-	hmap consumers;           /* "ns/name" of a request → scheduled consumer pods */
 	pr_group *groups;
 	size_t ngroups;
 	arena ar;
@@ -68,6 +67,7 @@ typedef struct pr_world {
 	bool snap_shared;         /* w->snap is the controller's base */
 	bool groups_incomplete;   /* some driver could not list its node groups this pass */
 	size_t skipped_pods;      /* scheduled pods whose node is not in the snapshot */
+	bool pods_read;           /* pods/npods hold the pods (informer mode: borrowed when needed) */
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
 } pr_world;
 
@@ -138,6 +138,12 @@ struct pr_ctl {
 		hmap keys;        /* "ns/name" of requests marked this pass */
 		hmap tpl_ns;      /* namespaces whose PodTemplates changed */
 	} dirty;
+	/* What the pods give a pass besides the snapshot (digest_pods), kept
+	 * while the pod cache's generation stays pods_digest_gen. */
+	bool pods_digested;
+	uint64_t pods_digest_gen;
+	hmap consumers;           /* "ns/name" of a request → scheduled consumer pods */
+	hmap pod_blocked;         /* node → (void *)1 where a pod that blocks scale-down runs */
 	bool deciding;            /* a request is being decided: wakes are its own too */
 	int64_t req_wake;         /* ... the earliest it asked for */
 	bool req_in_flight;       /* ... and whether it had cloud work in flight */
