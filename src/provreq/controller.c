@@ -91,6 +91,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->idle_since, free);
 	hmap_init(&c->consumers, NULL);
 	hmap_init(&c->pod_blocked, NULL);
+	hmap_init(&c->nfp, free);
 	pr__dirty_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
@@ -143,6 +144,7 @@ void pr_ctl_free(pr_ctl *c)
 	pr__dirty_free(c);
 	hmap_free(&c->consumers);
 	hmap_free(&c->pod_blocked);
+	hmap_free(&c->nfp);
 	free(c);
 }
 
@@ -696,28 +698,141 @@ static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 	return 0;
 }
 
+/* ---- the nodes' fingerprint, kept from the node cache's journal ------- */
+
+typedef struct nfp_walk {
+	pr_ctl *c;
+	bool nomem;
+} nfp_walk;
+
+static void nfp_set(nfp_walk *nw, const char *name, uint64_t fp)
+{
+	pr_ctl *c = nw->c;
+	uint64_t *old = hmap_get(&c->nfp, name), *v;
+	c->nfp_sum += fp - (old ? *old : 0);
+	if(!fp) {
+		hmap_del(&c->nfp, name);
+		return;
+	}
+	if(old) {
+		*old = fp;
+		return;
+	}
+	v = malloc(sizeof(*v));
+	if(!v || hmap_put(&c->nfp, name, v)) {
+		free(v);
+		nw->nomem = true;
+		return;
+	}
+	*v = fp;
+}
+
+static int nfp_changed(void *ud, const char *ns, const char *name)
+{
+	nfp_walk *nw = ud;
+	const kube_node *n = (const kube_node *)kube_informer_get(nw->c->inf.nodes, ns, name);
+	nfp_set(nw, name, n ? node_fp(n) : 0);
+	return nw->nomem;
+}
+
+/* nodes_fp(w), in informer mode from the changes since the previous pass
+ * instead of every node (read locks held). */
+static uint64_t nodes_fp_now(pr_ctl *c, pr_world *w)
+{
+	nfp_walk nw = { c, false };
+	size_t i;
+	if(!w->cacheable)
+		return nodes_fp(w);
+	if(c->nfp_valid && c->nfp_gen == w->gen_nodes)
+		return c->nfp_sum;
+	if(!c->nfp_valid || kube_informer_changes(c->inf.nodes, c->nfp_gen, nfp_changed, &nw)) {
+		hmap_free(&c->nfp);
+		hmap_init(&c->nfp, free);
+		c->nfp_sum = 0;
+		nw.nomem = false;
+		for(i = 0; i < w->nnodes && !nw.nomem; i++)
+			nfp_set(&nw, w->nodes[i]->meta.name, node_fp(w->nodes[i]));
+	}
+	c->nfp_valid = !nw.nomem;
+	c->nfp_gen = w->gen_nodes;
+	return nw.nomem ? nodes_fp(w) : c->nfp_sum;
+}
+
+typedef struct new_nodes {
+	pr_ctl *c;
+	pr_world *w;
+	hmap seen;
+	const kube_node **v;
+	size_t n, cap;
+	uint64_t added;
+	bool nomem;
+} new_nodes;
+
+/* A usable node not in the base yet, once. */
+static void new_node(new_nodes *nn, const kube_node *node)
+{
+	size_t idx;
+	if(!node || !node_usable(node) || hmap_has(&nn->seen, node->meta.name) ||
+	   sched_snapshot_find_node(nn->c->base, node->meta.name, &idx) == 0)
+		return;
+	if(nn->n == nn->cap) {
+		size_t cap = nn->cap ? nn->cap * 2 : 64;
+		const kube_node **v = realloc(nn->v, cap * sizeof(*v));
+		if(!v) {
+			nn->nomem = true;
+			return;
+		}
+		nn->v = v;
+		nn->cap = cap;
+	}
+	if(hmap_put(&nn->seen, node->meta.name, NULL)) {
+		nn->nomem = true;
+		return;
+	}
+	nn->v[nn->n++] = node;
+	nn->added += node_fp(node);
+}
+
+static int new_node_key(void *ud, const char *ns, const char *name)
+{
+	new_nodes *nn = ud;
+	new_node(nn, (const kube_node *)kube_informer_get(nn->c->inf.nodes, ns, name));
+	return nn->nomem;
+}
+
 /* Nodes that turned usable and are not in the base yet, when that is all
  * that changed (the node registrations of a scale-up): add them to the
- * base. False when anything else changed. */
+ * base. False when anything else changed. In informer mode only the nodes
+ * changed since the base was last current are looked at. */
 static bool base_add_nodes(pr_ctl *c, pr_world *w, uint64_t nfp)
 {
-	uint64_t added = 0;
-	size_t i, n = 0;
+	new_nodes nn;
+	size_t i, n;
 	const kube_node **v;
+	bool ok;
 	if(c->base_skipped)
 		return false; /* pods wait for nodes not in the base: rebuild */
-	v = arena_array(&w->ar, w->nnodes + 1, sizeof(*v));
-	if(!v)
-		return false;
-	for(i = 0; i < w->nnodes; i++) {
-		size_t idx;
-		if(!node_usable(w->nodes[i]) ||
-		   sched_snapshot_find_node(c->base, w->nodes[i]->meta.name, &idx) == 0)
-			continue;
-		v[n++] = w->nodes[i];
-		added += node_fp(w->nodes[i]);
+	memset(&nn, 0, sizeof(nn));
+	nn.c = c;
+	nn.w = w;
+	hmap_init(&nn.seen, NULL);
+	if(!w->cacheable || kube_informer_changes(c->inf.nodes, c->base_gen_nodes, new_node_key, &nn)) {
+		nn.n = 0;
+		nn.added = 0;
+		nn.nomem = false;
+		hmap_free(&nn.seen);
+		hmap_init(&nn.seen, NULL);
+		for(i = 0; i < w->nnodes && !nn.nomem; i++)
+			new_node(&nn, w->nodes[i]);
 	}
-	if(!n || nfp - added != c->base_nodes_fp)
+	hmap_free(&nn.seen);
+	ok = !nn.nomem && nn.n && nfp - nn.added == c->base_nodes_fp;
+	v = arena_array(&w->ar, nn.n + 1, sizeof(*v));
+	if(ok && v)
+		memcpy(v, nn.v, nn.n * sizeof(*v));
+	n = nn.n;
+	free(nn.v);
+	if(!ok || !v)
 		return false;
 	for(i = 0; i < n; i++) {
 		sched_node_spec ns;
@@ -795,7 +910,7 @@ static bool base_serves(pr_ctl *c, pr_world *w)
 	if(!pods_same)
 		pods_same = need_pods(c, w, &e) == 0 && pods_fp(w) == c->base_pods_fp;
 	if(pods_same && !nodes_same) {
-		uint64_t nfp = nodes_fp(w);
+		uint64_t nfp = nodes_fp_now(c, w);
 		nodes_same = nfp == c->base_nodes_fp || base_add_nodes(c, w, nfp);
 	}
 	if(!c->base || !nodes_same || !pods_same)
@@ -826,7 +941,7 @@ static int snapshot_for_pass(pr_ctl *c, pr_world *w, prd_err *err)
 		if(w->cacheable) {
 			sched_snapshot_free(c->base);
 			c->base = w->snap;
-			c->base_nodes_fp = nodes_fp(w);
+			c->base_nodes_fp = nodes_fp_now(c, w);
 			c->base_pods_fp = pods_fp(w);
 			c->base_skipped = w->skipped_pods;
 			c->base_gen_nodes = w->gen_nodes;

@@ -144,6 +144,11 @@ struct pr_ctl {
 	uint64_t pods_digest_gen;
 	hmap consumers;           /* "ns/name" of a request → scheduled consumer pods */
 	hmap pod_blocked;         /* node → (void *)1 where a pod that blocks scale-down runs */
+	/* The usable nodes' fingerprint (nodes_fp) as of node cache generation
+	 * nfp_gen, kept from the cache's journal: name → uint64_t fp. */
+	bool nfp_valid;
+	uint64_t nfp_gen, nfp_sum;
+	hmap nfp;
 	bool deciding;            /* a request is being decided: wakes are its own too */
 	int64_t req_wake;         /* ... the earliest it asked for */
 	bool req_in_flight;       /* ... and whether it had cloud work in flight */

@@ -82,6 +82,7 @@ static void world_open(world *w, bool full)
 	pr_config_default(&cfg);
 	cfg.provision_timeout_ns = 4 * 60 * SEC;
 	cfg.full_passes = full;
+	cfg.verify_snapshot = true; /* and every kept snapshot against a rebuild */
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &w->api, w->db, &w->drivers, &w->ctl, &e), 0);
 	w->in = kube_intern_new();
 	w->res[0] = memapi_resource_for_kind(w->m, "v1", "Node");
@@ -402,6 +403,8 @@ static bool run_seed(uint64_t seed, int steps)
 		fprintf(stderr, "seed %llu: %d steps, %llu status writes, %llu scale-ups started, %llu decisions skipped\n",
 			(unsigned long long)seed, steps, (unsigned long long)pr_ctl_stats(ws[0].ctl)->status_writes,
 			(unsigned long long)pr_ctl_stats(ws[0].ctl)->scaleups_started, (unsigned long long)ws[0].skipped);
+	CU_ASSERT_EQUAL(pr_ctl_stats(ws[0].ctl)->snapshot_mismatches, 0);
+	CU_ASSERT_EQUAL(pr_ctl_stats(ws[1].ctl)->snapshot_mismatches, 0);
 	/* Deciding every request in world A would make the test vacuous. */
 	CU_ASSERT_TRUE(ws[0].skipped > 0);
 	CU_ASSERT_EQUAL(ws[1].skipped, 0);
