@@ -92,6 +92,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->consumers, NULL);
 	hmap_init(&c->pod_blocked, NULL);
 	hmap_init(&c->nfp, free);
+	hmap_init(&c->nodes_by_name, NULL);
 	pr__dirty_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
@@ -145,6 +146,7 @@ void pr_ctl_free(pr_ctl *c)
 	hmap_free(&c->consumers);
 	hmap_free(&c->pod_blocked);
 	hmap_free(&c->nfp);
+	hmap_free(&c->nodes_by_name);
 	free(c);
 }
 
@@ -227,7 +229,6 @@ static void world_free(pr_world *w)
 	free(w->nodes);
 	free(w->pods);
 	free(w->prs);
-	hmap_free(&w->nodes_by_name);
 	hmap_free(&w->uids);
 	hmap_free(&w->blocking);
 	free(w->marked);
@@ -700,6 +701,14 @@ static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 
 /* ---- the nodes' fingerprint, kept from the node cache's journal ------- */
 
+/* May this pass keep what it derives from the caches up to date from their
+ * journals (else it derives it anew; cfg.full_passes is the reference the
+ * tests compare with)? */
+static bool incremental(const pr_ctl *c, const pr_world *w)
+{
+	return w->cacheable && !c->cfg.full_passes;
+}
+
 typedef struct nfp_walk {
 	pr_ctl *c;
 	bool nomem;
@@ -741,7 +750,7 @@ static uint64_t nodes_fp_now(pr_ctl *c, pr_world *w)
 {
 	nfp_walk nw = { c, false };
 	size_t i;
-	if(!w->cacheable)
+	if(!incremental(c, w))
 		return nodes_fp(w);
 	if(c->nfp_valid && c->nfp_gen == w->gen_nodes)
 		return c->nfp_sum;
@@ -753,9 +762,14 @@ static uint64_t nodes_fp_now(pr_ctl *c, pr_world *w)
 		for(i = 0; i < w->nnodes && !nw.nomem; i++)
 			nfp_set(&nw, w->nodes[i]->meta.name, node_fp(w->nodes[i]));
 	}
-	c->nfp_valid = !nw.nomem;
+	c->nfp_valid = !nw.nomem; /* (only reached when incremental) */
 	c->nfp_gen = w->gen_nodes;
 	return nw.nomem ? nodes_fp(w) : c->nfp_sum;
+}
+
+static int node_name_cmp(const void *a, const void *b)
+{
+	return strcmp((*(const kube_node *const *)a)->meta.name, (*(const kube_node *const *)b)->meta.name);
 }
 
 typedef struct new_nodes {
@@ -816,7 +830,7 @@ static bool base_add_nodes(pr_ctl *c, pr_world *w, uint64_t nfp)
 	nn.c = c;
 	nn.w = w;
 	hmap_init(&nn.seen, NULL);
-	if(!w->cacheable || kube_informer_changes(c->inf.nodes, c->base_gen_nodes, new_node_key, &nn)) {
+	if(!incremental(c, w) || kube_informer_changes(c->inf.nodes, c->base_gen_nodes, new_node_key, &nn)) {
 		nn.n = 0;
 		nn.added = 0;
 		nn.nomem = false;
@@ -827,6 +841,10 @@ static bool base_add_nodes(pr_ctl *c, pr_world *w, uint64_t nfp)
 	}
 	hmap_free(&nn.seen);
 	ok = !nn.nomem && nn.n && nfp - nn.added == c->base_nodes_fp;
+	/* By name: the same nodes go into the snapshot in the same order
+	 * whichever way they were found (the order placement tries them). */
+	if(ok)
+		qsort(nn.v, nn.n, sizeof(*nn.v), node_name_cmp);
 	v = arena_array(&w->ar, nn.n + 1, sizeof(*v));
 	if(ok && v)
 		memcpy(v, nn.v, nn.n * sizeof(*v));
@@ -1023,7 +1041,7 @@ static int digest_pods(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t i;
 	int rc;
-	if(w->cacheable && c->pods_digested && c->pods_digest_gen == w->gen_pods)
+	if(incremental(c, w) && c->pods_digested && c->pods_digest_gen == w->gen_pods)
 		return 0;
 	if((rc = need_pods(c, w, err)))
 		return rc;
@@ -1043,9 +1061,42 @@ static int digest_pods(pr_ctl *c, pr_world *w, prd_err *err)
 		if(hmap_put(&c->consumers, key, (void *)((uintptr_t)hmap_get(&c->consumers, key) + 1)))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
-	c->pods_digested = w->cacheable;
+	c->pods_digested = incremental(c, w);
 	c->pods_digest_gen = w->gen_pods;
 	return 0;
+}
+
+static int node_state_changed(void *ud, const char *ns, const char *name)
+{
+	pr_ctl *c = ud;
+	const kube_node *n = (const kube_node *)kube_informer_get(c->inf.nodes, ns, name);
+	if(!n) {
+		hmap_del(&c->nodes_by_name, name);
+		return 0;
+	}
+	return hmap_put(&c->nodes_by_name, name, node_usable(n) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+}
+
+/* Every node's presence and readiness (w->nodes_by_name): in informer mode
+ * kept from the node cache's journal, else built anew. */
+static int node_table(pr_ctl *c, pr_world *w)
+{
+	size_t i;
+	int rc = 0;
+	w->nodes_by_name = &c->nodes_by_name;
+	if(incremental(c, w) && c->nbn_valid &&
+	   (c->nbn_gen == w->gen_nodes || kube_informer_changes(c->inf.nodes, c->nbn_gen, node_state_changed, c) == 0)) {
+		c->nbn_gen = w->gen_nodes;
+		return 0;
+	}
+	hmap_free(&c->nodes_by_name);
+	hmap_init(&c->nodes_by_name, NULL);
+	for(i = 0; i < w->nnodes && !rc; i++)
+		rc = hmap_put(&c->nodes_by_name, w->nodes[i]->meta.name,
+			      node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+	c->nbn_valid = incremental(c, w) && !rc;
+	c->nbn_gen = w->gen_nodes;
+	return rc;
 }
 
 /* Everything the pass needs from the objects, in memory the world owns:
@@ -1068,10 +1119,10 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
 	w->nborn = w->nnodes;
-	for(i = 0; i < w->nnodes; i++)
-		if(hmap_put(&w->nodes_by_name, w->nodes[i]->meta.name,
-			    node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT) ||
-		   (c->cfg.scale_down && pr__scaledown_digest(w, w->nodes[i])))
+	if(node_table(c, w))
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(i = 0; c->cfg.scale_down && i < w->nnodes; i++)
+		if(pr__scaledown_digest(w, w->nodes[i]))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	if((rc = digest_pods(c, w, err)))
 		return rc;
@@ -1126,7 +1177,7 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 
 	memset(w, 0, sizeof(*w));
 	arena_init(&w->ar);
-	hmap_init(&w->nodes_by_name, NULL);
+	w->nodes_by_name = &c->nodes_by_name;
 	hmap_init(&w->uids, NULL);
 	hmap_init(&w->blocking, NULL);
 	hmap_init(&w->tpls, put_json);
@@ -1250,7 +1301,7 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 	}
 	if(c->db && state_booking_list_request(c->db, pr->meta.uid, &b, &nb, NULL) == 0) {
 		for(i = 0; i < nb; i++)
-			if(!hmap_has(&w->nodes_by_name, b[i].node_name))
+			if(!hmap_has(w->nodes_by_name, b[i].node_name))
 				gone++;
 		state_booking_list_free(b, nb);
 	}

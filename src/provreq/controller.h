@@ -42,8 +42,9 @@ typedef struct pr_config {
 	 * and compare (stats.snapshot_mismatches counts differences). */
 	bool verify_snapshot;
 	/* Decide every request in every pass, not only those affected by what
-	 * changed (informer mode; docs/operator.md "How a pass is driven").
-	 * Tests compare the two. */
+	 * changed, and derive the node and pod summaries from the caches anew
+	 * instead of from their journals (informer mode; docs/operator.md "How
+	 * a pass is driven"). Tests compare the two. */
 	bool full_passes;
 } pr_config;
 

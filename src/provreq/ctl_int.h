@@ -42,7 +42,7 @@ typedef struct pr_world {
 	size_t npods;
 	kube_provreq **prs;       /* owned: decoded, or cloned from the cache */
 	size_t nprs;
-	hmap nodes_by_name;       /* name → PR_NODE_USABLE or PR_NODE_PRESENT */
+	const hmap *nodes_by_name; /* name → PR_NODE_USABLE or PR_NODE_PRESENT (the controller's) */
 	struct pr_node_born {     /* every node's name and creationTimestamp (arena) */
 		const char *name;
 		int64_t created_ns;
@@ -149,6 +149,11 @@ struct pr_ctl {
 	bool nfp_valid;
 	uint64_t nfp_gen, nfp_sum;
 	hmap nfp;
+	/* Every node's presence and readiness (pr_world.nodes_by_name), as of
+	 * node cache generation nbn_gen, kept from the cache's journal. */
+	bool nbn_valid;
+	uint64_t nbn_gen;
+	hmap nodes_by_name;
 	bool deciding;            /* a request is being decided: wakes are its own too */
 	int64_t req_wake;         /* ... the earliest it asked for */
 	bool req_in_flight;       /* ... and whether it had cloud work in flight */

@@ -6,9 +6,12 @@
  * requests created and deleted; templates arriving late; the driver's new
  * instances registering; time passing (backoff, bookings, deadlines);
  * caches that trail the API for a pass. World A decides only the affected
- * requests, world B every request in every pass (cfg.full_passes). After
- * every pass the requests' conditions, the controllers' counters and the
- * node group's target must be the same.
+ * requests and keeps its node and pod summaries (node table, the nodes'
+ * fingerprint, consumer pods) from the caches' journals; world B decides
+ * every request in every pass and derives those anew (cfg.full_passes).
+ * After every pass the requests' conditions, the controllers' counters and
+ * the node group's target must be the same, and every kept scheduling
+ * snapshot must equal a rebuild (verify_snapshot).
  *
  * The informers are fed synchronously from the API's event log (no
  * reflector threads), so a run depends on its seed only. A failure prints
