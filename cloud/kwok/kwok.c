@@ -88,9 +88,23 @@ static int count_node(void *ud, json_object *node)
 	return 0;
 }
 
-/* Count the live Nodes of every group. A host without an apiserver
- * (`provreqd check-driver`) has no Nodes: every group is then empty, so
- * the templates can still be checked. */
+static int count_viewed(void *ud, const char *name, const char *group, const char *provider_id, bool ready,
+			bool deleting)
+{
+	kwok *k = ud;
+	kwok_group *g = deleting ? NULL : find_group(k, group);
+	(void)name;
+	(void)provider_id;
+	(void)ready;
+	if(g)
+		g->live++;
+	return 0;
+}
+
+/* Count the live Nodes of every group: from the view the host keeps
+ * current when it has one, else by listing them. A host without an
+ * apiserver (`provreqd check-driver`) has no Nodes: every group is then
+ * empty, so the templates can still be checked. */
 static int count_live(kwok *k, prd_cloud_error *err)
 {
 	live_count c = {k};
@@ -98,6 +112,8 @@ static int count_live(kwok *k, prd_cloud_error *err)
 	int rc;
 	for(i = 0; i < k->ngroups; i++)
 		k->groups[i].live = 0;
+	if(k->view.on)
+		return kwok_view_each(k, NULL, count_viewed, k);
 	rc = kwok_list(k, "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL, count_node, &c, err);
 	return rc == PRD_CLOUD_EUNSUPPORTED ? 0 : rc;
 }
@@ -115,6 +131,7 @@ static void kwok_free(kwok *k)
 	kwok_groups_free(k->groups, k->ngroups);
 	kwok_async_free(k->async);
 	json_object_put(k->slices);
+	kwok_view_free(&k->view);
 	free(k);
 }
 
@@ -327,23 +344,19 @@ static bool node_ready(json_object *node)
 	return false;
 }
 
-static int add_node_instance(void *ud, json_object *node)
+/* One Node as an instance, whether it came from a list or the view. */
+static int push_node_instance(inst_list *l, const char *name, const char *pid, bool ready, bool deleting)
 {
-	inst_list *l = ud;
 	prd_cloud_instance in;
-	const char *name = kwok_jstr(kwok_jobj(node, "metadata"), "name");
-	const char *pid = kwok_jstr(kwok_jobj(node, "spec"), "providerID");
 	char id[320];
-	if(!name)
-		return 0;
 	memset(&in, 0, sizeof(in));
 	snprintf(id, sizeof(id), "%s%s", pid && pid[0] ? "" : KWOK_PROVIDER_PREFIX, pid && pid[0] ? pid : name);
 	in.id = kwok_strdup(id);
 	in.node_name = kwok_strdup(name);
-	if(node_deleting(node)) {
+	if(deleting) {
 		in.state = PRD_CLOUD_INSTANCE_DELETING;
 	} else {
-		in.state = node_ready(node) ? PRD_CLOUD_INSTANCE_RUNNING : PRD_CLOUD_INSTANCE_CREATING;
+		in.state = ready ? PRD_CLOUD_INSTANCE_RUNNING : PRD_CLOUD_INSTANCE_CREATING;
 		l->live++;
 	}
 	in.error_class = PRD_CLOUD_ERRCLASS_NONE;
@@ -353,6 +366,22 @@ static int add_node_instance(void *ud, json_object *node)
 		return PRD_CLOUD_ENOMEM;
 	}
 	return 0;
+}
+
+static int add_node_instance(void *ud, json_object *node)
+{
+	const char *name = kwok_jstr(kwok_jobj(node, "metadata"), "name");
+	if(!name)
+		return 0;
+	return push_node_instance(ud, name, kwok_jstr(kwok_jobj(node, "spec"), "providerID"), node_ready(node),
+				  node_deleting(node));
+}
+
+static int add_viewed_instance(void *ud, const char *name, const char *group, const char *provider_id, bool ready,
+			       bool deleting)
+{
+	(void)group;
+	return push_node_instance(ud, name, provider_id, ready, deleting);
 }
 
 /* An instance of the async cloud that has no Node yet: reported once it
@@ -402,7 +431,7 @@ static int kw_instances(void *state, const char *group_id, prd_cloud_instance **
 	if(rc)
 		return rc;
 	snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL "%%3D%s", g->id);
-	rc = kwok_list(k, path, add_node_instance, &l, err);
+	rc = k->view.on ? kwok_view_each(k, g->id, add_viewed_instance, &l) : kwok_list(k, path, add_node_instance, &l, err);
 	if(rc == PRD_CLOUD_EUNSUPPORTED)
 		rc = 0; /* no apiserver: no Nodes (see count_live) */
 	if(rc == PRD_CLOUD_ENOMEM)
@@ -523,6 +552,8 @@ static int create_nodes(kwok *k, kwok_group *g, int32_t n, char ***created, int3
 				break;
 			}
 			rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, node, NULL, &status, err);
+			if(!rc)
+				kwok_view_created(k, node);
 			json_object_put(node);
 			if(rc && status == 409 && attempt < 8)
 				continue; /* the name is taken: draw another */
@@ -576,6 +607,8 @@ static int delete_node(kwok *k, const char *name, const char *uid, prd_cloud_err
 		rc = 0;
 	if(!rc && k->slices)
 		kwok_slices_delete(k, name);
+	if(!rc)
+		kwok_view_deleted(k, name);
 	return rc;
 }
 
@@ -902,6 +935,13 @@ static int kw_delete_instances(void *state, const char *group_id, const char *co
 	return rc;
 }
 
+/* The host's Node cache, told (ABI 1.2): refresh and instances() then read
+ * the view instead of listing Nodes. */
+static int kw_nodes_changed(void *state, const prd_cloud_node *nodes, size_t count, int full, prd_cloud_error *err)
+{
+	return kwok_view_apply(state, nodes, count, full, err);
+}
+
 static const prd_cloud_driver descriptor = {
 	.abi_major = PRD_CLOUD_ABI_MAJOR,
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
@@ -923,6 +963,7 @@ static const prd_cloud_driver descriptor = {
 	.release_string = drv_release_string,
 	.delete_instances = kw_delete_instances,
 	.template_resource_slices = kw_template_resource_slices,
+	.nodes_changed = kw_nodes_changed,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

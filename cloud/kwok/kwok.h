@@ -83,6 +83,15 @@ typedef struct kwok_async {
 	int instance_failure_pct, stockout_pct, transient_pct;
 } kwok_async;
 
+/* The Nodes of the driver's groups as the host's cache last told it
+ * (kwok_view.c); `on` once a full set arrived. */
+typedef struct kwok_vnode kwok_vnode;
+typedef struct kwok_view {
+	bool on;
+	kwok_vnode **slots;     /* open addressing by Node name */
+	size_t cap, len;
+} kwok_view;
+
 typedef struct kwok {
 	const prd_cloud_host *host;
 	char *template_dir;     /* templateDir, or NULL */
@@ -96,6 +105,7 @@ typedef struct kwok {
 	uint64_t rng;           /* fallback when getrandom() is unavailable */
 	kwok_async *async;      /* NULL: every increase creates its Nodes at once */
 	json_object *slices;    /* resourceSlices: group → ResourceSlice specs (owned), or NULL */
+	kwok_view view;         /* Nodes told by the host; not used until view.on */
 } kwok;
 
 /* Errors, logging, strings, JSON and API helpers: the drivers' shared
@@ -155,6 +165,18 @@ int kwok_slices_create(kwok *k, const char *group, const char *node, prd_cloud_e
 /* Delete whatever slices a Node of that name may have had (logged, never
  * an error: a Node without its slices offers nothing). */
 void kwok_slices_delete(kwok *k, const char *node);
+/* kwok_view.c: the Nodes as the host's cache tells them (ABI 1.2). */
+int kwok_view_apply(kwok *k, const prd_cloud_node *nodes, size_t count, int full, prd_cloud_error *err);
+/* The driver created `node` (its JSON) / deleted the Node `name`: the
+ * view shows that at once, as a list would. No-ops until view.on. */
+void kwok_view_created(kwok *k, json_object *node);
+void kwok_view_deleted(kwok *k, const char *name);
+/* fn for each Node of `group` (NULL: every group) the view holds and the
+ * driver has not deleted; stops at fn's first non-zero value. */
+typedef int (*kwok_view_fn)(void *ud, const char *name, const char *group, const char *provider_id, bool ready,
+			    bool deleting);
+int kwok_view_each(kwok *k, const char *group, kwok_view_fn fn, void *ud);
+void kwok_view_free(kwok_view *v);
 
 /* The Node a new member of `g` named `name` is created as (caller puts). */
 json_object *kwok_node_for_group(const kwok_group *g, const char *name);

@@ -275,6 +275,8 @@ static int progress_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_c
 			if(!node)
 				return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 			rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, node, NULL, &status, err);
+			if(!rc || status == 409)
+				kwok_view_created(k, node);
 			json_object_put(node);
 			if(rc && status != 409) {
 				kg->pending++;

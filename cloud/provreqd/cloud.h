@@ -122,6 +122,23 @@ typedef struct prd_cloud_host {
 	void (*free)(void *ctx, void *ptr);
 } prd_cloud_host;
 
+/* A Node as the host's cache holds it (ABI 1.2, nodes_changed). Strings
+ * are valid during the call only. */
+typedef struct prd_cloud_label {
+	const char *key;
+	const char *value;
+} prd_cloud_label;
+
+typedef struct prd_cloud_node {
+	const char *name;
+	const char *provider_id;       /* spec.providerID; NULL when unset */
+	const prd_cloud_label *labels;
+	size_t nlabels;
+	int32_t present;               /* 0: the Node is gone (nothing else is set) */
+	int32_t ready;                 /* the Ready condition is True */
+	int32_t deleting;              /* metadata.deletionTimestamp is set */
+} prd_cloud_node;
+
 enum prd_cloud_outcome_state {
 	PRD_CLOUD_OUTCOME_PENDING = 0,     /* still working; call again later */
 	PRD_CLOUD_OUTCOME_PROVISIONED = 1, /* capacity is there */
@@ -227,6 +244,17 @@ typedef struct prd_cloud_driver {
 	 * then planned without devices. Release with release_string. */
 	int (*template_resource_slices)(void *state, const char *group_id, char **slices_json,
 					prd_cloud_error *err);
+	/* Optional (NULL if absent). What the host's Node cache holds, so a
+	 * driver that reads Nodes need not list them on every refresh. Called
+	 * right before refresh, only by a host that watches Nodes: the first
+	 * call, and any after which the host lost track of changes (or this
+	 * function failed), has `full` set and gives every Node; later calls
+	 * give only the Nodes added, changed or deleted (present = 0) since
+	 * the previous call, possibly none. The cache trails the apiserver: a
+	 * Node the driver itself just created or deleted may appear or vanish
+	 * a few calls later. */
+	int (*nodes_changed)(void *state, const prd_cloud_node *nodes, size_t count, int full,
+			     prd_cloud_error *err);
 } prd_cloud_driver;
 
 /* The entry point every driver exports (defined by the driver):

@@ -120,6 +120,70 @@ static void ot_free(objtab *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* ------------------------------------------------------------ journal */
+
+/* The keys of the most recent changes, each with the generation it made,
+ * so that a reader can update what it derives from the cache from the
+ * changes alone. A ring of JOURNAL_CAP entries; `floor` is the generation
+ * after which every change is in the ring (a relist, an overflow or a
+ * failed allocation raises it: readers from before then walk the whole
+ * cache). */
+#define JOURNAL_CAP 16384
+
+typedef struct jentry {
+	uint64_t gen;
+	char *key;               /* "ns\0name\0" in one allocation */
+} jentry;
+
+typedef struct journal {
+	jentry *v;               /* JOURNAL_CAP entries once the first is recorded */
+	size_t head, len;        /* the oldest entry and how many there are */
+	uint64_t floor;
+} journal;
+
+static void journal_clear(journal *j, uint64_t floor)
+{
+	size_t i;
+	for(i = 0; i < j->len; i++)
+		free(j->v[(j->head + i) % JOURNAL_CAP].key);
+	j->head = j->len = 0;
+	j->floor = floor;
+}
+
+/* The key for the journal, made before the write lock is taken (NULL when
+ * out of memory: journal_push then gives up on the past). */
+static char *journal_key(const char *ns, const char *name)
+{
+	size_t a = strlen(ns) + 1, b = strlen(name) + 1;
+	char *k = malloc(a + b);
+	if(k) {
+		memcpy(k, ns, a);
+		memcpy(k + a, name, b);
+	}
+	return k;
+}
+
+/* Record that `key` (owned by the journal from here) changed in
+ * generation `gen`. Write lock held. */
+static void journal_push(journal *j, char *key, uint64_t gen)
+{
+	if(!key || (!j->v && !(j->v = calloc(JOURNAL_CAP, sizeof(*j->v))))) {
+		free(key);
+		journal_clear(j, gen);
+		return;
+	}
+	if(j->len == JOURNAL_CAP) {
+		/* The oldest falls out: changes up to its generation are lost. */
+		jentry *old = &j->v[j->head];
+		j->floor = old->gen;
+		free(old->key);
+		j->head = (j->head + 1) % JOURNAL_CAP;
+		j->len--;
+	}
+	j->v[(j->head + j->len) % JOURNAL_CAP] = (jentry){ gen, key };
+	j->len++;
+}
+
 /* ------------------------------------------------------------ informer */
 
 struct kube_informer {
@@ -132,6 +196,7 @@ struct kube_informer {
 	pthread_rwlock_t lock;   /* readers vs the reflector thread's writes */
 	objtab cur;              /* guarded by lock */
 	uint64_t gen;            /* guarded by lock: bumped by every change of cur */
+	journal jr;              /* guarded by lock: which keys the last changes touched */
 
 	/* Reflector-thread only: the table being built by a list, swapped
 	 * in whole when the list ends. */
@@ -326,6 +391,9 @@ static int st_list_end(void *ud, bool ok, const char *rv)
 	old = inf->cur;
 	inf->cur = inf->next;
 	inf->gen++;
+	/* Which keys a relist changed is worked out below, outside the lock;
+	 * readers of the journal walk the whole cache instead. */
+	journal_clear(&inf->jr, inf->gen);
 	pthread_rwlock_unlock(&inf->lock);
 	memset(&inf->next, 0, sizeof(inf->next));
 	inf->listing = false;
@@ -365,6 +433,7 @@ static int st_event(void *ud, kube_event_type type, json_object *obj)
 	kube_informer *inf = ud;
 	const char *ns, *name, *rv;
 	kube_meta *m = NULL, *old, *replaced = NULL;
+	char *key;
 	int rc;
 
 	if(kube_json_meta(obj, &ns, &name, &rv))
@@ -378,9 +447,11 @@ static int st_event(void *ud, kube_event_type type, json_object *obj)
 	if(type == KUBE_EV_DELETED) {
 		if(!old)
 			return PRD_OK;
+		key = journal_key(old->ns, old->name);
 		pthread_rwlock_wrlock(&inf->lock);
 		ot_del(&inf->cur, old);
 		inf->gen++;
+		journal_push(&inf->jr, key, inf->gen);
 		pthread_rwlock_unlock(&inf->lock);
 		emit_delete(inf, old);
 		kube_obj_free(inf->in, old);
@@ -391,12 +462,17 @@ static int st_event(void *ud, kube_event_type type, json_object *obj)
 		return PRD_OK;
 	if((rc = decode(inf, obj, &m)) != 0)
 		return rc;
+	key = journal_key(m->ns, m->name);
 	/* Same key, so what m replaces is old. */
 	pthread_rwlock_wrlock(&inf->lock);
 	rc = ot_put(&inf->cur, m, &replaced);
-	if(!rc)
+	if(!rc) {
 		inf->gen++;
+		journal_push(&inf->jr, key, inf->gen);
+		key = NULL;
+	}
 	pthread_rwlock_unlock(&inf->lock);
+	free(key);
 	if(rc) {
 		/* Out of memory growing the table: nothing changed, the cache
 		 * still holds old; the reflector relists. */
@@ -458,6 +534,8 @@ void kube_informer_free(kube_informer *inf)
 	for(i = 0; i < inf->cur.cap; i++)
 		kube_obj_free(inf->in, inf->cur.slots[i]);
 	ot_free(&inf->cur);
+	journal_clear(&inf->jr, 0);
+	free(inf->jr.v);
 	free(inf->handlers);
 	free(inf->name);
 	pthread_rwlock_destroy(&inf->lock);
@@ -528,5 +606,22 @@ int kube_informer_foreach(kube_informer *inf, kube_obj_fn fn, void *ud)
 	for(i = 0; i < inf->cur.cap; i++)
 		if(inf->cur.slots[i] && (rc = fn(ud, inf->cur.slots[i])) != 0)
 			return rc;
+	return PRD_OK;
+}
+
+int kube_informer_changes(kube_informer *inf, uint64_t since, kube_key_fn fn, void *ud)
+{
+	const journal *j = &inf->jr;
+	size_t i;
+	int rc;
+	if(since > inf->gen || since < j->floor)
+		return PRD_ERANGE;
+	for(i = 0; i < j->len; i++) {
+		const jentry *e = &j->v[(j->head + i) % JOURNAL_CAP];
+		if(e->gen <= since)
+			continue;
+		if((rc = fn(ud, e->key, e->key + strlen(e->key) + 1)) != 0)
+			return rc;
+	}
 	return PRD_OK;
 }

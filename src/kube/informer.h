@@ -86,4 +86,15 @@ uint64_t kube_informer_generation(kube_informer *inf);
 const kube_meta *kube_informer_get(kube_informer *inf, const char *ns, const char *name);
 int kube_informer_foreach(kube_informer *inf, kube_obj_fn fn, void *ud);
 
+/* The keys of the objects added, changed or deleted after generation
+ * `since` (a kube_informer_generation reading), so that a reader can keep
+ * what it derives from the cache up to date without walking it: fn gets
+ * each key at least once, oldest change first (ns is "" for cluster-scoped
+ * kinds); the caller looks it up (absent: deleted). Returns fn's non-zero
+ * value, or PRD_ERANGE when the changes since then are not all known (the
+ * cache was relisted, or more changes happened than the journal keeps):
+ * walk the whole cache instead. */
+typedef int (*kube_key_fn)(void *ud, const char *ns, const char *name);
+int kube_informer_changes(kube_informer *inf, uint64_t since, kube_key_fn fn, void *ud);
+
 #endif

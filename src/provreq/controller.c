@@ -90,6 +90,11 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->written, free);
 	hmap_init(&c->unowned, NULL);
 	hmap_init(&c->idle_since, free);
+	hmap_init(&c->consumers, NULL);
+	hmap_init(&c->pod_blocked, NULL);
+	hmap_init(&c->nfp, free);
+	hmap_init(&c->nodes_by_name, NULL);
+	pr__dirty_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
 	c->limits.provision_timeout_ns = cfg->provision_timeout_ns;
@@ -137,6 +142,13 @@ void pr_ctl_free(pr_ctl *c)
 	hmap_free(&c->unowned);
 	hmap_free(&c->idle_since);
 	json_object_put(c->details);
+	free(c->fed_gen);
+	free(c->fed);
+	pr__dirty_free(c);
+	hmap_free(&c->consumers);
+	hmap_free(&c->pod_blocked);
+	hmap_free(&c->nfp);
+	hmap_free(&c->nodes_by_name);
 	free(c);
 }
 
@@ -194,6 +206,8 @@ bool pr__may_act(pr_ctl *c)
 
 void pr__wake_at(pr_ctl *c, int64_t t)
 {
+	if(c->deciding && t < c->req_wake)
+		c->req_wake = t;
 	if(t > c->now && t < c->next_wake)
 		c->next_wake = t;
 }
@@ -218,12 +232,10 @@ static void world_free(pr_world *w)
 	free(w->nodes);
 	free(w->pods);
 	free(w->prs);
-	hmap_free(&w->nodes_by_name);
 	hmap_free(&w->uids);
 	hmap_free(&w->blocking);
 	free(w->marked);
 	hmap_free(&w->tpls);
-	hmap_free(&w->consumers);
 	for(i = 0; i < w->ngroups; i++) {
 		pr_group_unlist(&w->groups[i]);
 		free(w->groups[i].id);
@@ -355,6 +367,136 @@ static int template_devices(pr_world *w, cloud_driver *drv, pr_group *pg, prd_er
 	return rc;
 }
 
+/* ---- telling drivers about Nodes (ABI 1.2 nodes_changed) --------------- */
+
+typedef struct node_feed {
+	kube_informer *inf;
+	arena ar;
+	hmap names;               /* names already in v */
+	prd_cloud_node *v;
+	size_t n, cap;
+	bool nomem;
+} node_feed;
+
+/* One Node as the cache has it now (NULL: gone), copied into the feed's
+ * arena: the driver is called after the cache lock is released. */
+static void feed_node(node_feed *f, const char *name, const kube_node *kn)
+{
+	prd_cloud_node *d;
+	size_t i;
+	if(f->nomem || hmap_has(&f->names, name))
+		return;
+	if(f->n == f->cap) {
+		size_t nc = f->cap ? f->cap * 2 : 64;
+		prd_cloud_node *nv = realloc(f->v, nc * sizeof(*nv));
+		if(!nv) {
+			f->nomem = true;
+			return;
+		}
+		f->v = nv;
+		f->cap = nc;
+	}
+	d = &f->v[f->n];
+	memset(d, 0, sizeof(*d));
+	d->name = arena_strdup(&f->ar, name);
+	if(!d->name || hmap_put(&f->names, d->name, NULL)) {
+		f->nomem = true;
+		return;
+	}
+	f->n++;
+	if(!kn)
+		return;
+	d->present = 1;
+	d->ready = kn->ready == KUBE_COND_TRUE;
+	d->deleting = kn->meta.deleted_ns != 0;
+	d->provider_id = kn->provider_id ? arena_strdup(&f->ar, kn->provider_id) : NULL;
+	if(kn->nlabels) {
+		prd_cloud_label *l = arena_array(&f->ar, kn->nlabels, sizeof(*l));
+		if(!l) {
+			f->nomem = true;
+			return;
+		}
+		for(i = 0; i < kn->nlabels; i++) {
+			l[i].key = arena_strdup(&f->ar, kn->labels[i].key);
+			l[i].value = arena_strdup(&f->ar, kn->labels[i].value ? kn->labels[i].value : "");
+			f->nomem |= !l[i].key || !l[i].value;
+		}
+		d->labels = l;
+		d->nlabels = kn->nlabels;
+	}
+	f->nomem |= kn->provider_id && !d->provider_id;
+}
+
+static int feed_all(void *ud, const kube_meta *m)
+{
+	feed_node(ud, m->name, (const kube_node *)m);
+	return 0;
+}
+
+static int feed_key(void *ud, const char *ns, const char *name)
+{
+	node_feed *f = ud;
+	feed_node(f, name, (const kube_node *)kube_informer_get(f->inf, ns, name));
+	return 0;
+}
+
+/* Tell a driver that reads Nodes what changed in the Node cache since it
+ * was last told (everything the first time, or when the cache's journal
+ * no longer reaches back that far), so its refresh need not list Nodes. */
+static void feed_nodes(pr_ctl *c, size_t d)
+{
+	cloud_driver *drv = c->drivers->v[d];
+	node_feed f;
+	uint64_t gen;
+	bool full;
+	prd_cloud_error de;
+	int rc;
+	if(!c->use_inf || !CLOUD_DRIVER_HAS(drv->api, nodes_changed) || !drv->api->nodes_changed)
+		return;
+	if(c->nfed < c->drivers->n) {
+		uint64_t *g = realloc(c->fed_gen, c->drivers->n * sizeof(*g));
+		bool *b = g ? realloc(c->fed, c->drivers->n * sizeof(*b)) : NULL;
+		if(g)
+			c->fed_gen = g;
+		if(!b)
+			return; /* the driver lists, as without this */
+		c->fed = b;
+		memset(c->fed + c->nfed, 0, (c->drivers->n - c->nfed) * sizeof(*b));
+		c->nfed = c->drivers->n;
+	}
+	memset(&f, 0, sizeof(f));
+	f.inf = c->inf.nodes;
+	arena_init(&f.ar);
+	hmap_init(&f.names, NULL);
+	kube_informer_rdlock(c->inf.nodes);
+	gen = kube_informer_generation(c->inf.nodes);
+	full = !c->fed[d];
+	if(!full && gen != c->fed_gen[d] && kube_informer_changes(c->inf.nodes, c->fed_gen[d], feed_key, &f)) {
+		full = true; /* lost track: everything */
+		f.n = 0;
+		hmap_free(&f.names);
+		hmap_init(&f.names, NULL);
+	}
+	if(full)
+		kube_informer_foreach(c->inf.nodes, feed_all, &f);
+	kube_informer_rdunlock(c->inf.nodes);
+	memset(&de, 0, sizeof(de));
+	if(f.nomem)
+		rc = PRD_CLOUD_ENOMEM;
+	else if(!full && f.n == 0)
+		rc = 0; /* nothing changed: nothing to say */
+	else
+		rc = drv->api->nodes_changed(drv->state, f.v, f.n, full, &de);
+	c->fed[d] = rc == 0;
+	c->fed_gen[d] = gen;
+	if(rc)
+		log_warn("cannot tell a driver about Nodes; it is told everything next pass", "driver",
+			 drv->api->name, "error", f.nomem ? "out of memory" : de.message);
+	hmap_free(&f.names);
+	arena_free(&f.ar);
+	free(f.v);
+}
+
 static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t d, i;
@@ -367,6 +509,7 @@ static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 		size_t n = 0;
 		pr_group *nv;
 		memset(&de, 0, sizeof(de));
+		feed_nodes(c, d);
 		if(drv->api->refresh(drv->state, &de) || drv->api->node_groups(drv->state, &g, &n, &de)) {
 			prd_err e;
 			cloud_driver_error(drv, "listing node groups", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
@@ -582,6 +725,16 @@ static uint64_t pod_fp(const kube_pod *p)
 	return fp_mix(fp_str(fp_str(FP_BASIS, p->meta.ns), p->meta.name), h);
 }
 
+/* In informer mode the pods are borrowed from the cache only when a pass
+ * needs them: when they changed, or the snapshot is built anew. */
+static int need_pods(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	if(w->pods_read)
+		return 0;
+	w->pods_read = true;
+	return borrow_all(c->inf.pods, (void ***)&w->pods, &w->npods, err);
+}
+
 static uint64_t nodes_fp(const pr_world *w)
 {
 	uint64_t sum = 0;
@@ -661,28 +814,158 @@ static int snapshot_nodes_pods(pr_world *w, prd_err *err)
 	return 0;
 }
 
+/* ---- the nodes' fingerprint, kept from the node cache's journal ------- */
+
+/* May this pass keep what it derives from the caches up to date from their
+ * journals (else it derives it anew; cfg.full_passes is the reference the
+ * tests compare with)? */
+static bool incremental(const pr_ctl *c, const pr_world *w)
+{
+	return w->cacheable && !c->cfg.full_passes;
+}
+
+typedef struct nfp_walk {
+	pr_ctl *c;
+	bool nomem;
+} nfp_walk;
+
+static void nfp_set(nfp_walk *nw, const char *name, uint64_t fp)
+{
+	pr_ctl *c = nw->c;
+	uint64_t *old = hmap_get(&c->nfp, name), *v;
+	c->nfp_sum += fp - (old ? *old : 0);
+	if(!fp) {
+		hmap_del(&c->nfp, name);
+		return;
+	}
+	if(old) {
+		*old = fp;
+		return;
+	}
+	v = malloc(sizeof(*v));
+	if(!v || hmap_put(&c->nfp, name, v)) {
+		free(v);
+		nw->nomem = true;
+		return;
+	}
+	*v = fp;
+}
+
+static int nfp_changed(void *ud, const char *ns, const char *name)
+{
+	nfp_walk *nw = ud;
+	const kube_node *n = (const kube_node *)kube_informer_get(nw->c->inf.nodes, ns, name);
+	nfp_set(nw, name, n ? node_fp(n) : 0);
+	return nw->nomem;
+}
+
+/* nodes_fp(w), in informer mode from the changes since the previous pass
+ * instead of every node (read locks held). */
+static uint64_t nodes_fp_now(pr_ctl *c, pr_world *w)
+{
+	nfp_walk nw = { c, false };
+	size_t i;
+	if(!incremental(c, w))
+		return nodes_fp(w);
+	if(c->nfp_valid && c->nfp_gen == w->gen_nodes)
+		return c->nfp_sum;
+	if(!c->nfp_valid || kube_informer_changes(c->inf.nodes, c->nfp_gen, nfp_changed, &nw)) {
+		hmap_free(&c->nfp);
+		hmap_init(&c->nfp, free);
+		c->nfp_sum = 0;
+		nw.nomem = false;
+		for(i = 0; i < w->nnodes && !nw.nomem; i++)
+			nfp_set(&nw, w->nodes[i]->meta.name, node_fp(w->nodes[i]));
+	}
+	c->nfp_valid = !nw.nomem; /* (only reached when incremental) */
+	c->nfp_gen = w->gen_nodes;
+	return nw.nomem ? nodes_fp(w) : c->nfp_sum;
+}
+
+static int node_name_cmp(const void *a, const void *b)
+{
+	return strcmp((*(const kube_node *const *)a)->meta.name, (*(const kube_node *const *)b)->meta.name);
+}
+
+typedef struct new_nodes {
+	pr_ctl *c;
+	pr_world *w;
+	hmap seen;
+	const kube_node **v;
+	size_t n, cap;
+	uint64_t added;
+	bool nomem;
+} new_nodes;
+
+/* A usable node not in the base yet, once. */
+static void new_node(new_nodes *nn, const kube_node *node)
+{
+	size_t idx;
+	if(!node || !node_usable(node) || hmap_has(&nn->seen, node->meta.name) ||
+	   sched_snapshot_find_node(nn->c->base, node->meta.name, &idx) == 0)
+		return;
+	if(nn->n == nn->cap) {
+		size_t cap = nn->cap ? nn->cap * 2 : 64;
+		const kube_node **v = realloc(nn->v, cap * sizeof(*v));
+		if(!v) {
+			nn->nomem = true;
+			return;
+		}
+		nn->v = v;
+		nn->cap = cap;
+	}
+	if(hmap_put(&nn->seen, node->meta.name, NULL)) {
+		nn->nomem = true;
+		return;
+	}
+	nn->v[nn->n++] = node;
+	nn->added += node_fp(node);
+}
+
+static int new_node_key(void *ud, const char *ns, const char *name)
+{
+	new_nodes *nn = ud;
+	new_node(nn, (const kube_node *)kube_informer_get(nn->c->inf.nodes, ns, name));
+	return nn->nomem;
+}
+
 /* Nodes that turned usable and are not in the base yet, when that is all
  * that changed (the node registrations of a scale-up): add them to the
- * base. False when anything else changed. */
+ * base. False when anything else changed. In informer mode only the nodes
+ * changed since the base was last current are looked at. */
 static bool base_add_nodes(pr_ctl *c, pr_world *w, uint64_t nfp)
 {
-	uint64_t added = 0;
-	size_t i, n = 0;
+	new_nodes nn;
+	size_t i, n;
 	const kube_node **v;
+	bool ok;
 	if(c->base_skipped)
 		return false; /* pods wait for nodes not in the base: rebuild */
-	v = arena_array(&w->ar, w->nnodes + 1, sizeof(*v));
-	if(!v)
-		return false;
-	for(i = 0; i < w->nnodes; i++) {
-		size_t idx;
-		if(!node_usable(w->nodes[i]) ||
-		   sched_snapshot_find_node(c->base, w->nodes[i]->meta.name, &idx) == 0)
-			continue;
-		v[n++] = w->nodes[i];
-		added += node_fp(w->nodes[i]);
+	memset(&nn, 0, sizeof(nn));
+	nn.c = c;
+	nn.w = w;
+	hmap_init(&nn.seen, NULL);
+	if(!incremental(c, w) || kube_informer_changes(c->inf.nodes, c->base_gen_nodes, new_node_key, &nn)) {
+		nn.n = 0;
+		nn.added = 0;
+		nn.nomem = false;
+		hmap_free(&nn.seen);
+		hmap_init(&nn.seen, NULL);
+		for(i = 0; i < w->nnodes && !nn.nomem; i++)
+			new_node(&nn, w->nodes[i]);
 	}
-	if(!n || nfp - added != c->base_nodes_fp)
+	hmap_free(&nn.seen);
+	ok = !nn.nomem && nn.n && nfp - nn.added == c->base_nodes_fp;
+	/* By name: the same nodes go into the snapshot in the same order
+	 * whichever way they were found (the order placement tries them). */
+	if(ok)
+		qsort(nn.v, nn.n, sizeof(*nn.v), node_name_cmp);
+	v = arena_array(&w->ar, nn.n + 1, sizeof(*v));
+	if(ok && v)
+		memcpy(v, nn.v, nn.n * sizeof(*v));
+	n = nn.n;
+	free(nn.v);
+	if(!ok || !v)
 		return false;
 	for(i = 0; i < n; i++) {
 		sched_node_spec ns;
@@ -714,7 +997,7 @@ static void verify_base(pr_ctl *c, pr_world *w)
 	prd_err e;
 	w->snap = NULL;
 	w->ready_nodes = 0;
-	if(snapshot_nodes_pods(w, &e)) {
+	if(need_pods(c, w, &e) || snapshot_nodes_pods(w, &e)) {
 		sched_snapshot_free(w->snap);
 		w->snap = NULL;
 		return;
@@ -755,6 +1038,7 @@ static void verify_base(pr_ctl *c, pr_world *w)
 static bool base_serves(pr_ctl *c, pr_world *w)
 {
 	bool nodes_same, pods_same;
+	prd_err e;
 	if(!w->cacheable || !c->base)
 		return false;
 	/* Devices or claims' allocations changed: rebuild (rare; a device
@@ -766,9 +1050,9 @@ static bool base_serves(pr_ctl *c, pr_world *w)
 	/* Something changed; most changes (heartbeats, pod conditions)
 	 * change nothing the simulation reads. */
 	if(!pods_same)
-		pods_same = pods_fp(w) == c->base_pods_fp;
+		pods_same = need_pods(c, w, &e) == 0 && pods_fp(w) == c->base_pods_fp;
 	if(pods_same && !nodes_same) {
-		uint64_t nfp = nodes_fp(w);
+		uint64_t nfp = nodes_fp_now(c, w);
 		nodes_same = nfp == c->base_nodes_fp || base_add_nodes(c, w, nfp);
 	}
 	if(!c->base || !nodes_same || !pods_same)
@@ -794,12 +1078,12 @@ static int snapshot_for_pass(pr_ctl *c, pr_world *w, prd_err *err)
 		w->snap_shared = true;
 		c->stats.snapshot_reuses++;
 	} else {
-		if((rc = snapshot_nodes_pods(w, err)))
+		if((rc = need_pods(c, w, err)) || (rc = snapshot_nodes_pods(w, err)))
 			return rc;
 		if(w->cacheable) {
 			sched_snapshot_free(c->base);
 			c->base = w->snap;
-			c->base_nodes_fp = nodes_fp(w);
+			c->base_nodes_fp = nodes_fp_now(c, w);
 			c->base_pods_fp = pods_fp(w);
 			c->base_dra_fp = w->dra.fp;
 			c->base_skipped = w->skipped_pods;
@@ -878,12 +1162,79 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 	return 0;
 }
 
+/* What the pods give a pass besides the snapshot: the scheduled consumer
+ * pods of each request, and the nodes where a pod that blocks scale-down
+ * runs. Kept while the pod cache's generation does not move (a scale-up's
+ * node registrations change no pod). */
+static int digest_pods(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	size_t i;
+	int rc;
+	if(incremental(c, w) && c->pods_digested && c->pods_digest_gen == w->gen_pods)
+		return 0;
+	if((rc = need_pods(c, w, err)))
+		return rc;
+	c->pods_digested = false;
+	hmap_free(&c->consumers);
+	hmap_free(&c->pod_blocked);
+	hmap_init(&c->consumers, NULL);
+	hmap_init(&c->pod_blocked, NULL);
+	for(i = 0; i < w->npods; i++) {
+		const kube_pod *p = w->pods[i];
+		char key[600];
+		if(pr__pod_blocks_scaledown(p) && hmap_put(&c->pod_blocked, p->node_name, (void *)1))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		if(!p->node_name || !p->consume || p->phase == KUBE_POD_FAILED)
+			continue;
+		snprintf(key, sizeof(key), "%s/%s", p->meta.ns, p->consume);
+		if(hmap_put(&c->consumers, key, (void *)((uintptr_t)hmap_get(&c->consumers, key) + 1)))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	c->pods_digested = incremental(c, w);
+	c->pods_digest_gen = w->gen_pods;
+	return 0;
+}
+
+static int node_state_changed(void *ud, const char *ns, const char *name)
+{
+	pr_ctl *c = ud;
+	const kube_node *n = (const kube_node *)kube_informer_get(c->inf.nodes, ns, name);
+	if(!n) {
+		hmap_del(&c->nodes_by_name, name);
+		return 0;
+	}
+	return hmap_put(&c->nodes_by_name, name, node_usable(n) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+}
+
+/* Every node's presence and readiness (w->nodes_by_name): in informer mode
+ * kept from the node cache's journal, else built anew. */
+static int node_table(pr_ctl *c, pr_world *w)
+{
+	size_t i;
+	int rc = 0;
+	w->nodes_by_name = &c->nodes_by_name;
+	if(incremental(c, w) && c->nbn_valid &&
+	   (c->nbn_gen == w->gen_nodes || kube_informer_changes(c->inf.nodes, c->nbn_gen, node_state_changed, c) == 0)) {
+		c->nbn_gen = w->gen_nodes;
+		return 0;
+	}
+	hmap_free(&c->nodes_by_name);
+	hmap_init(&c->nodes_by_name, NULL);
+	for(i = 0; i < w->nnodes && !rc; i++)
+		rc = hmap_put(&c->nodes_by_name, w->nodes[i]->meta.name,
+			      node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+	c->nbn_valid = incremental(c, w) && !rc;
+	c->nbn_gen = w->gen_nodes;
+	return rc;
+}
+
 /* Everything the pass needs from the objects, in memory the world owns:
  * node presence and readiness, scheduled consumer pods per request, the
  * PodTemplates' templates, and the scheduling snapshot. */
 static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 {
 	size_t i;
+	int rc;
 	for(i = 0; i < w->nprs; i++)
 		if(hmap_put(&w->uids, w->prs[i]->meta.uid, NULL))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
@@ -897,37 +1248,24 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
 	w->nborn = w->nnodes;
-	for(i = 0; i < w->nnodes; i++)
-		if(hmap_put(&w->nodes_by_name, w->nodes[i]->meta.name,
-			    node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT) ||
-		   (c->cfg.scale_down && pr__scaledown_digest(w, w->nodes[i])))
+	if(node_table(c, w))
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(i = 0; c->cfg.scale_down && i < w->nnodes; i++)
+		if(pr__scaledown_digest(w, w->nodes[i]))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	if(w->nmarked) {
-		/* Only the marked nodes' pods matter. */
-		for(i = 0; i < w->nmarked; i++)
-			if(hmap_put(&w->blocking, w->marked[i].name, NULL))
-				return prd_err_set(err, PRD_ENOMEM, "out of memory");
-		for(i = 0; i < w->npods; i++)
-			if(pr__pod_blocks_scaledown(w->pods[i]) && hmap_has(&w->blocking, w->pods[i]->node_name) &&
-			   hmap_put(&w->blocking, w->pods[i]->node_name, (void *)1))
-				return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
-	for(i = 0; i < w->npods; i++) {
-		const kube_pod *p = w->pods[i];
-		char key[600];
-		if(!p->node_name || !p->consume || p->phase == KUBE_POD_FAILED)
-			continue;
-		snprintf(key, sizeof(key), "%s/%s", p->meta.ns, p->consume);
-		if(hmap_put(&w->consumers, key, (void *)((uintptr_t)hmap_get(&w->consumers, key) + 1)))
+	if((rc = digest_pods(c, w, err)))
+		return rc;
+	/* Only the marked nodes' pods matter. */
+	for(i = 0; i < w->nmarked; i++)
+		if(hmap_put(&w->blocking, w->marked[i].name, hmap_get(&c->pod_blocked, w->marked[i].name)))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
 	/* Copy only the PodTemplates some request names (the caches' own
 	 * objects cannot be used once their locks are released): on a large
 	 * cluster most templates belong to no request. */
 	{
 		hmap need;
-		int rc = 0;
 		size_t k;
+		rc = 0;
 		hmap_init(&need, NULL);
 		for(i = 0; i < w->nprs && !rc; i++)
 			for(k = 0; k < w->prs[i]->npod_sets && !rc; k++) {
@@ -1031,11 +1369,10 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 
 	memset(w, 0, sizeof(*w));
 	arena_init(&w->ar);
-	hmap_init(&w->nodes_by_name, NULL);
+	w->nodes_by_name = &c->nodes_by_name;
 	hmap_init(&w->uids, NULL);
 	hmap_init(&w->blocking, NULL);
 	hmap_init(&w->tpls, put_json);
-	hmap_init(&w->consumers, NULL);
 	pr_dra_init(&w->dra);
 	w->in = kube_intern_new();
 	if(!w->in)
@@ -1052,8 +1389,6 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 		w->gen_nodes = kube_informer_generation(c->inf.nodes);
 		w->gen_pods = kube_informer_generation(c->inf.pods);
 		rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err);
-		if(!rc)
-			rc = borrow_all(c->inf.pods, (void ***)&w->pods, &w->npods, err);
 		if(!rc)
 			rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err);
 		if(!rc)
@@ -1073,8 +1408,10 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 		}
 		if(!rc)
 			rc = dra_from_informers(c, w, err);
-		if(!rc)
+		if(!rc) {
+			pr__dirty_collect(c);
 			rc = digest(c, w, tp, ntp, err);
+		}
 		kube_informer_rdunlock(c->inf.provreqs);
 		kube_informer_rdunlock(c->inf.podtemplates);
 		kube_informer_rdunlock(c->inf.pods);
@@ -1088,6 +1425,7 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 		if(rc)
 			goto done;
 	} else {
+		w->pods_read = true;
 		if((rc = list_kind(c, w, "/api/v1/nodes", KUBE_KIND_NODE, (void ***)&w->nodes, &w->nnodes, err)) ||
 		   (rc = list_kind(c, w, "/api/v1/pods", KUBE_KIND_POD, (void ***)&w->pods, &w->npods, err)) ||
 		   (rc = list_kind(c, w, "/api/v1/podtemplates", KUBE_KIND_PODTEMPLATE, &tp, &ntp, err)) ||
@@ -1164,11 +1502,11 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 	{
 		char key[600];
 		snprintf(key, sizeof(key), "%s/%s", pr->meta.ns, pr->meta.name);
-		scheduled = (int64_t)(uintptr_t)hmap_get(&w->consumers, key);
+		scheduled = (int64_t)(uintptr_t)hmap_get(&c->consumers, key);
 	}
 	if(c->db && state_booking_list_request(c->db, pr->meta.uid, &b, &nb, NULL) == 0) {
 		for(i = 0; i < nb; i++)
-			if(!hmap_has(&w->nodes_by_name, b[i].node_name))
+			if(!hmap_has(w->nodes_by_name, b[i].node_name))
 				gone++;
 		state_booking_list_free(b, nb);
 	}
@@ -1362,6 +1700,10 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	}
 	if(!ours(&x, pr))
 		return;
+	c->stats.requests_seen++;
+	if(!pr__dirty_decide(c, pr))
+		return;
+	c->stats.requests_decided++;
 	{
 		const char *seen = hmap_get(&c->written, pr->meta.uid);
 		if(seen && !strcmp(seen, pr->meta.rv)) {
@@ -1372,9 +1714,9 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 			hmap_del(&c->written, pr->meta.uid);
 	}
 	prc = pr_params_parse(pr, &pp, &e);
-	c->stats.requests_seen++;
 	pr__host_init(&h, &x);
 	in_flight = m->in_flight && m->in_flight(m, &h, pr);
+	c->req_in_flight = in_flight;
 	if(pr->meta.deleted_ns && !in_flight) {
 		/* Being deleted with nothing in flight: let it go. */
 		if(pr__hold(c, pr, false, &e) && e.code != PRD_ENOTFOUND)
@@ -1427,6 +1769,22 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	free(x.rv_owned);
 	pr_conds_free(&conds);
 	state_request_clear(&rs);
+}
+
+/* reconcile, remembering what the decision left for the next passes
+ * (which of them must decide it again: dirty.c). */
+static void decide(pr_ctl *c, pr_world *w, const kube_provreq *pr)
+{
+	const pr_class_module *m = pr__module_for(c, pr->class_name);
+	uint64_t before = c->stats.requests_decided;
+	bool open = m && m->in_flight && !pr_is_terminal(pr) && !pr_cond_true(pr, PR_COND_PROVISIONED);
+	c->deciding = true;
+	c->req_wake = INT64_MAX;
+	c->req_in_flight = false;
+	reconcile(c, w, pr);
+	c->deciding = false;
+	if(c->stats.requests_decided != before)
+		pr__dirty_decided(c, pr, c->req_wake, open || c->req_in_flight, !pr_is_terminal(pr));
 }
 
 /* The state a request is in, for the requests gauge. */
@@ -1569,6 +1927,19 @@ static size_t prune_vanished(pr_ctl *c, const pr_world *w)
 	}
 	forget_vanished(&c->written, &w->uids);
 	forget_vanished(&c->unowned, &w->uids);
+	{
+		hmap keys;
+		bool ok = true;
+		hmap_init(&keys, NULL);
+		for(i = 0; i < w->nprs && ok; i++) {
+			char k[600];
+			snprintf(k, sizeof(k), "%s/%s", w->prs[i]->meta.ns, w->prs[i]->meta.name);
+			ok = hmap_put(&keys, k, NULL) == 0;
+		}
+		if(ok)
+			pr__dirty_prune(c, &keys);
+		hmap_free(&keys);
+	}
 	return gone;
 }
 
@@ -1605,6 +1976,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	c->stats.passes++;
 	c->fenced = false;
 	c->stats.requests_seen = 0;
+	c->stats.requests_decided = 0;
 	c->stats.bookings_held = 0;
 	rc = load_world(c, &w, err);
 	if(rc) {
@@ -1615,7 +1987,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	}
 	modules_hook(c, &w, true);
 	for(i = 0; i < w.nprs; i++)
-		reconcile(c, &w, w.prs[i]);
+		decide(c, &w, w.prs[i]);
 	pr__status_flush(c);
 	modules_hook(c, &w, false);
 	pr__scaledown(c, &w);
@@ -1624,6 +1996,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	json_object_put(c->details);
 	c->details = NULL;
 	export_gauges(c, &w);
+	pr__dirty_done(c, !c->fenced);
 	release_snapshot(c, &w);
 	world_free(&w);
 	metrics_observe(M_RECONCILE_DURATION, METRICS_L("provreq"),

@@ -45,6 +45,11 @@ typedef struct pr_config {
 	/* Tests: whenever a pass reuses the kept snapshot, also build it anew
 	 * and compare (stats.snapshot_mismatches counts differences). */
 	bool verify_snapshot;
+	/* Decide every request in every pass, not only those affected by what
+	 * changed, and derive the node and pod summaries from the caches anew
+	 * instead of from their journals (informer mode; docs/operator.md "How
+	 * a pass is driven"). Tests compare the two. */
+	bool full_passes;
 } pr_config;
 
 #define PR_STATUS_WRITERS_MAX 32
@@ -61,6 +66,7 @@ typedef struct pr_stats {
 	uint64_t scaleups_rolled_back;
 	uint64_t scaledown_nodes;       /* idle nodes of provreqd's removed */
 	uint64_t requests_seen;         /* of our classes, last pass */
+	uint64_t requests_decided;      /* of those, decided (the rest were not affected), last pass */
 	uint64_t bookings_held;         /* last pass */
 	uint64_t snapshot_reuses;       /* passes that reused the snapshot of unchanged nodes and pods */
 	uint64_t snapshot_node_adds;    /* nodes added to a reused snapshot (registrations) */

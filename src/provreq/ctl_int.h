@@ -43,7 +43,7 @@ typedef struct pr_world {
 	size_t npods;
 	kube_provreq **prs;       /* owned: decoded, or cloned from the cache */
 	size_t nprs;
-	hmap nodes_by_name;       /* name → PR_NODE_USABLE or PR_NODE_PRESENT */
+	const hmap *nodes_by_name; /* name → PR_NODE_USABLE or PR_NODE_PRESENT (the controller's) */
 	struct pr_node_born {     /* every node's name and creationTimestamp (arena) */
 		const char *name;
 		int64_t created_ns;
@@ -54,7 +54,6 @@ typedef struct pr_world {
 	pr_marked *marked;        /* nodes provreqd made */
 	size_t nmarked, capmarked;
 	hmap tpls;                /* "ns/name" → PodTemplate `template` JSON (owned) */
-	hmap consumers;           /* "ns/name" of a request → scheduled consumer pods */
 	pr_group *groups;
 	size_t ngroups;
 	arena ar;
@@ -69,6 +68,7 @@ typedef struct pr_world {
 	bool snap_shared;         /* w->snap is the controller's base */
 	bool groups_incomplete;   /* some driver could not list its node groups this pass */
 	size_t skipped_pods;      /* scheduled pods whose node is not in the snapshot */
+	bool pods_read;           /* pods/npods hold the pods (informer mode: borrowed when needed) */
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
 	pr_dra dra;               /* resource.k8s.io: devices per node, claims, classes */
 } pr_world;
@@ -132,6 +132,43 @@ struct pr_ctl {
 	pr_class_module **dclasses; /* the drivers' class modules (owned) */
 	size_t ndclasses;
 	hmap idle_since;          /* node → int64_t* when it became idle (scale-down) */
+	/* Per loaded driver (index in drivers->v), for nodes_changed: the
+	 * Node cache generation it was last told up to, and whether it has
+	 * been told at all (else the next call is a full set). */
+	uint64_t *fed_gen;
+	bool *fed;
+	size_t nfed;
+	/* Which requests a pass decides (dirty.c; informer mode). */
+	struct {
+		bool ready;       /* the last pass ran to its end: gen[] is where to follow the journals from */
+		bool lost;        /* something could not be remembered this pass */
+		bool all;         /* this pass decides every request */
+		bool node_gone;   /* a Node was deleted since the last pass */
+		uint64_t gen[4];  /* nodes, pods, podtemplates, provreqs read by the last pass */
+		uint64_t dra_gen[3]; /* resourceslices, deviceclasses, claimtemplates, the same */
+		hmap memo;        /* "ns/name" of a request → what its last decision left */
+		hmap keys;        /* "ns/name" of requests marked this pass */
+		hmap tpl_ns;      /* namespaces whose PodTemplates changed */
+	} dirty;
+	/* What the pods give a pass besides the snapshot (digest_pods), kept
+	 * while the pod cache's generation stays pods_digest_gen. */
+	bool pods_digested;
+	uint64_t pods_digest_gen;
+	hmap consumers;           /* "ns/name" of a request → scheduled consumer pods */
+	hmap pod_blocked;         /* node → (void *)1 where a pod that blocks scale-down runs */
+	/* The usable nodes' fingerprint (nodes_fp) as of node cache generation
+	 * nfp_gen, kept from the cache's journal: name → uint64_t fp. */
+	bool nfp_valid;
+	uint64_t nfp_gen, nfp_sum;
+	hmap nfp;
+	/* Every node's presence and readiness (pr_world.nodes_by_name), as of
+	 * node cache generation nbn_gen, kept from the cache's journal. */
+	bool nbn_valid;
+	uint64_t nbn_gen;
+	hmap nodes_by_name;
+	bool deciding;            /* a request is being decided: wakes are its own too */
+	int64_t req_wake;         /* ... the earliest it asked for */
+	bool req_in_flight;       /* ... and whether it had cloud work in flight */
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	int64_t pruned_at;        /* when the state store was last pruned (0 = never) */
 	pr_stats stats;
@@ -178,6 +215,21 @@ int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets,
 /* provreqd's finalizer on a request with cloud work in flight. */
 #define PR_FINALIZER "provreqd.io/scale-up-in-flight"
 int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err);
+
+/* src/provreq/dirty.c: which requests a pass decides. */
+void pr__dirty_init(pr_ctl *c);
+void pr__dirty_free(pr_ctl *c);
+/* What changed since the last pass (the caches' read locks held). */
+void pr__dirty_collect(pr_ctl *c);
+/* Does this pass decide the request? */
+bool pr__dirty_decide(pr_ctl *c, const kube_provreq *pr);
+/* What its decision left: the earliest wake it asked for, whether it is
+ * open with cloud work possibly in flight, whether it is not terminal. */
+void pr__dirty_decided(pr_ctl *c, const kube_provreq *pr, int64_t wake, bool open_in_flight, bool live);
+/* End of a pass: `complete` when it ran to its end unfenced. */
+void pr__dirty_done(pr_ctl *c, bool complete);
+/* Forget the decisions of requests whose "ns/name" is not in `live`. */
+void pr__dirty_prune(pr_ctl *c, const hmap *live);
 
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);

@@ -468,7 +468,7 @@ static int h_write_now(pr_class_ctx *x, prd_err *err)
 
 static pr_node_state h_node_state(pr_class_ctx *x, const char *name)
 {
-	void *v = hmap_get(&x->w->nodes_by_name, name);
+	void *v = hmap_get(x->w->nodes_by_name, name);
 	return v == PR_NODE_USABLE ? PR_NODE_READY : v == PR_NODE_PRESENT ? PR_NODE_NOT_READY : PR_NODE_ABSENT;
 }
 
@@ -606,7 +606,7 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->expander = x->c->expander;
 	h->groups = x->w->groups;
 	h->ngroups = x->w->ngroups;
-	h->cluster_nodes = (int64_t)hmap_len(&x->w->nodes_by_name);
+	h->cluster_nodes = (int64_t)hmap_len(x->w->nodes_by_name);
 	h->groups_complete = !x->w->groups_incomplete;
 	h->set_cond = h_set_cond;
 	h->provisioned = h_provisioned;

@@ -70,10 +70,30 @@ static json_object *status_patch(pr_class_ctx *x, bool own)
 	return patch;
 }
 
+/* Would merging `details` change the request's provisioningClassDetails?
+ * (A class may set the same values on every decision; writing them again
+ * is a wasted round trip.) */
+static bool details_change(const kube_provreq *pr, json_object *details)
+{
+	if(!details)
+		return false;
+	json_object_object_foreach(details, key, val)
+	{
+		const char *have = NULL;
+		size_t i;
+		for(i = 0; i < pr->nclass_details && !have; i++)
+			if(pr->class_details[i].key && !strcmp(pr->class_details[i].key, key))
+				have = pr->class_details[i].value ? pr->class_details[i].value : "";
+		if(!val ? have != NULL : !have || !json_object_is_type(val, json_type_string) ||
+						 strcmp(have, json_object_get_string(val)))
+			return true;
+	}
+	return false;
+}
+
 static bool nothing_to_write(const pr_class_ctx *x)
 {
-	const pr_ctl *c = x->c;
-	return x->dropped || (!x->conds->changed && (!c->details || !json_object_object_length(c->details)));
+	return x->dropped || (!x->conds->changed && !details_change(x->pr, x->c->details));
 }
 
 /* What a write's outcome means for the controller (either path). On

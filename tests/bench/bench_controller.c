@@ -371,6 +371,7 @@ static void bench_registration(memapi *m, const kube_api *api, pr_ctl *ctl, long
 	bool prov, fin;
 	add_request(m, "atomic", PR_CLASS_ATOMIC, 0, scale);
 	wait_events(base, 1);
+	wait_cached("atomic");
 	t0 = now_ms();
 	pass(ctl); /* starts the scale-up: the driver creates the nodes */
 	if(pending_nodes(api, &names, &n) || n == 0)

@@ -1005,6 +1005,92 @@ static void test_resource_slices(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(le.msg, "devices[0].name is required"));
 }
 
+/* One Node as the host's cache would tell it. */
+static prd_cloud_node told(const char *name, const char *group, bool ready, prd_cloud_label *lab)
+{
+	prd_cloud_node n;
+	memset(&n, 0, sizeof(n));
+	n.name = name;
+	n.present = 1;
+	n.ready = ready;
+	lab[0].key = "kubernetes.io/hostname";
+	lab[0].value = name;
+	lab[1].key = "provreqd.io/node-group";
+	lab[1].value = group;
+	n.labels = lab;
+	n.nlabels = group ? 2 : 1;
+	return n;
+}
+
+static prd_cloud_node gone(const char *name)
+{
+	prd_cloud_node n;
+	memset(&n, 0, sizeof(n));
+	n.name = name;
+	return n;
+}
+
+/* Told about Nodes (ABI 1.2), the driver answers from what it was told
+ * instead of listing: a Node only the host's cache has counts, one only
+ * the apiserver has does not; its own creates and deletes show at once;
+ * a full set forgets what it lacks, except a Node the driver created that
+ * the cache may not have yet (for two minutes). */
+static void test_nodes_changed(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_cloud_label la[2], lx[2], ly[2];
+	prd_cloud_node v[3];
+	json_object *items;
+	const char *names[1];
+	char a[64], b[64];
+	start(NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->nodes_changed);
+	/* Changes before a full set are refused: the driver keeps listing. */
+	v[0] = gone("nothing");
+	CU_ASSERT_EQUAL(drv->api->nodes_changed(drv->state, v, 1, 0, &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 2, &e), 0);
+	items = group_nodes("general");
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(items), 2);
+	snprintf(a, sizeof(a), "%s", name_of(json_object_array_get_idx(items, 0)));
+	snprintf(b, sizeof(b), "%s", name_of(json_object_array_get_idx(items, 1)));
+	json_object_put(items);
+	/* The cache has a (Ready), x (not in the apiserver) and y (no group). */
+	v[0] = told(a, "general", true, la);
+	v[1] = told("general-xxxxx", "general", false, lx);
+	v[2] = told("y", NULL, true, ly);
+	CU_ASSERT_EQUAL(drv->api->nodes_changed(drv->state, v, 3, 1, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(instances_of("general").total, 2);
+	CU_ASSERT_EQUAL(instances_of("general").running, 1);
+	CU_ASSERT_EQUAL(instances_of("general").creating, 1);
+	CU_ASSERT_EQUAL(target_of("general"), 2);
+	/* Its own create counts before the cache says so. */
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 1, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(instances_of("general").total, 3);
+	CU_ASSERT_EQUAL(target_of("general"), 3);
+	/* Its own delete is gone at once, and stays gone while the cache
+	 * still shows the Node. */
+	names[0] = a;
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, "general", names, 1, &e), 0);
+	CU_ASSERT_EQUAL(instances_of("general").total, 2);
+	v[0] = told(a, "general", true, la);
+	v[1] = gone("general-xxxxx");
+	CU_ASSERT_EQUAL(drv->api->nodes_changed(drv->state, v, 2, 0, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(instances_of("general").total, 1); /* the one created above */
+	CU_ASSERT_EQUAL(target_of("general"), 1);
+	/* A full set without it: kept for two minutes, then forgotten. */
+	CU_ASSERT_EQUAL(drv->api->nodes_changed(drv->state, v, 0, 1, &e), 0);
+	CU_ASSERT_EQUAL(instances_of("general").total, 1);
+	clk_fake_advance(&fake, 121 * PRD_NS_PER_SEC);
+	CU_ASSERT_EQUAL(drv->api->nodes_changed(drv->state, v, 0, 1, &e), 0);
+	CU_ASSERT_EQUAL(instances_of("general").total, 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 0);
+	(void)b;
+}
+
 static const test_case cases[] = {
 	{ "resourceSlices of a node group", test_resource_slices },
 	{"increase creates nodes from the template", test_increase_creates_nodes},
@@ -1021,6 +1107,7 @@ static const test_case cases[] = {
 	{"refresh", test_refresh},
 	{"no apiserver", test_no_apiserver},
 	{"asynchronous cloud", test_async_cloud},
+	{"told about Nodes", test_nodes_changed},
 	{NULL, NULL}};
 
 int main(void)

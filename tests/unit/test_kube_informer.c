@@ -771,6 +771,99 @@ static void test_store_direct(void)
 	kube_intern_free(in);
 }
 
+typedef struct seen_keys {
+	char v[64][32];
+	int n;
+} seen_keys;
+
+static int note_key(void *ud, const char *ns, const char *name)
+{
+	seen_keys *s = ud;
+	if(s->n < 64)
+		snprintf(s->v[s->n++], sizeof(s->v[0]), "%s/%s", ns, name);
+	return 0;
+}
+
+/* The change journal: the keys changed since a generation, oldest first;
+ * PRD_ERANGE after a relist, for a generation from the future, and for
+ * one older than the journal keeps. */
+static void test_changes_journal(void)
+{
+	kube_intern *in = kube_intern_new();
+	kube_informer_opts o;
+	kube_informer *inf;
+	const kube_store_ops *ops = kube_informer_store_ops();
+	char *t[3] = { pod_json("ns", "a", "1", "n", NULL), pod_json("ns", "b", "2", "n", NULL),
+		       pod_json("ns", "a", "3", "m", NULL) };
+	json_object *p[3];
+	uint64_t g0, g1;
+	seen_keys s;
+	int i;
+
+	memset(&o, 0, sizeof(o));
+	o.kind = KUBE_KIND_POD;
+	o.intern = in;
+	CU_ASSERT_EQUAL_FATAL(kube_informer_new(&o, &inf, NULL), 0);
+	for(i = 0; i < 3; i++)
+		p[i] = json_tokener_parse(t[i]);
+	CU_ASSERT_EQUAL(ops->list_begin(inf), 0);
+	CU_ASSERT_EQUAL(ops->list_end(inf, true, "1"), 0);
+	g0 = kube_informer_generation(inf);
+	CU_ASSERT_EQUAL(ops->event(inf, KUBE_EV_ADDED, p[0]), 0);
+	CU_ASSERT_EQUAL(ops->event(inf, KUBE_EV_ADDED, p[1]), 0);
+	g1 = kube_informer_generation(inf);
+	CU_ASSERT_EQUAL(ops->event(inf, KUBE_EV_MODIFIED, p[2]), 0);
+	CU_ASSERT_EQUAL(ops->event(inf, KUBE_EV_DELETED, p[1]), 0);
+	memset(&s, 0, sizeof(s));
+	CU_ASSERT_EQUAL(kube_informer_changes(inf, g0, note_key, &s), 0);
+	CU_ASSERT_EQUAL(s.n, 4);
+	CU_ASSERT_STRING_EQUAL(s.v[0], "ns/a");
+	CU_ASSERT_STRING_EQUAL(s.v[1], "ns/b");
+	CU_ASSERT_STRING_EQUAL(s.v[2], "ns/a");
+	CU_ASSERT_STRING_EQUAL(s.v[3], "ns/b");
+	memset(&s, 0, sizeof(s));
+	CU_ASSERT_EQUAL(kube_informer_changes(inf, g1, note_key, &s), 0);
+	CU_ASSERT_EQUAL(s.n, 2);
+	memset(&s, 0, sizeof(s));
+	CU_ASSERT_EQUAL(kube_informer_changes(inf, kube_informer_generation(inf), note_key, &s), 0);
+	CU_ASSERT_EQUAL(s.n, 0);
+	CU_ASSERT_EQUAL(kube_informer_changes(inf, kube_informer_generation(inf) + 1, note_key, &s), PRD_ERANGE);
+	/* A replayed event changes nothing and is not a change. */
+	g1 = kube_informer_generation(inf);
+	CU_ASSERT_EQUAL(ops->event(inf, KUBE_EV_MODIFIED, p[2]), 0);
+	CU_ASSERT_EQUAL(kube_informer_changes(inf, g1, note_key, &s), 0);
+	CU_ASSERT_EQUAL(s.n, 0);
+	/* A relist: what changed is not journaled. */
+	CU_ASSERT_EQUAL(ops->list_begin(inf), 0);
+	CU_ASSERT_EQUAL(ops->list_item(inf, p[1]), 0);
+	CU_ASSERT_EQUAL(ops->list_end(inf, true, "4"), 0);
+	CU_ASSERT_EQUAL(kube_informer_changes(inf, g1, note_key, &s), PRD_ERANGE);
+	CU_ASSERT_EQUAL(kube_informer_changes(inf, kube_informer_generation(inf), note_key, &s), 0);
+	/* More changes than the journal keeps: the oldest fall out. */
+	g0 = kube_informer_generation(inf);
+	for(i = 0; i < 20000; i++) {
+		char rv[16], *js;
+		json_object *po;
+		snprintf(rv, sizeof(rv), "%d", 10 + i);
+		js = pod_json("ns", "b", rv, "n", NULL);
+		po = json_tokener_parse(js);
+		CU_ASSERT_EQUAL(ops->event(inf, KUBE_EV_MODIFIED, po), 0);
+		json_object_put(po);
+		free(js);
+	}
+	CU_ASSERT_EQUAL(kube_informer_changes(inf, g0, note_key, &s), PRD_ERANGE);
+	memset(&s, 0, sizeof(s));
+	CU_ASSERT_EQUAL(kube_informer_changes(inf, kube_informer_generation(inf) - 3, note_key, &s), 0);
+	CU_ASSERT_EQUAL(s.n, 3);
+	for(i = 0; i < 3; i++) {
+		json_object_put(p[i]);
+		free(t[i]);
+	}
+	kube_informer_free(inf);
+	CU_ASSERT_EQUAL(kube_intern_count(in), 0);
+	kube_intern_free(in);
+}
+
 static const test_case cases[] = {
 	{ "list_then_watch", test_list_then_watch },
 	{ "gone_http", test_gone_http },
@@ -781,6 +874,7 @@ static const test_case cases[] = {
 	{ "nodes_cluster_scoped", test_nodes_cluster_scoped },
 	{ "stop_promptly", test_stop_promptly },
 	{ "store_direct", test_store_direct },
+	{ "changes_journal", test_changes_journal },
 	{ NULL, NULL }
 };
 
