@@ -53,6 +53,13 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 		     const char *body, size_t body_len, bool idempotent, json_object **out,
 		     kube_status *st, prd_err *err);
 
+/* GET path with the retries of kube__request_ex, the 2xx answer's bytes
+ * left unparsed in *out (reset first; the caller frees it). */
+int kube__request_raw(kube_client *c, const char *path, buf *out, kube_status *st, prd_err *err);
+
+/* How deep the client lets json-c nest containers in an answer. */
+#define KUBE_JSON_MAX_DEPTH (JSON_TOKENER_DEFAULT_DEPTH * 4)
+
 /* The client's field manager (opts.field_manager or "provreqd"). */
 const char *kube__field_manager(const kube_client *c);
 
