@@ -68,6 +68,22 @@ static int wrap_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled
 	return c->lw.watch(c->lw.ud, rv, timeout_s, cancelled, cancel_ud, fn, fn_ud, err);
 }
 
+/* The text forms, as `provreqd run` uses them. */
+static int wrap_list_text(void *ud, kube_src_fn fn, void *fn_ud, char **rv, prd_err *err)
+{
+	cache *c = ud;
+	return c->lw.list_text(c->lw.ud, fn, fn_ud, rv, err);
+}
+
+static int wrap_watch_text(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+			   kube_src_event_fn fn, void *fn_ud, prd_err *err)
+{
+	cache *c = ud;
+	if(c->start_rv && !atomic_exchange(&c->first_watch_done, 1))
+		rv = c->start_rv;
+	return c->lw.watch_text(c->lw.ud, rv, timeout_s, cancelled, cancel_ud, fn, fn_ud, err);
+}
+
 static void on_add(void *ud, const kube_meta *m)
 {
 	atomic_fetch_add(&((cache *)ud)->adds, 1);
@@ -96,6 +112,8 @@ static int start_cache(cache *c, kube_kind kind, kube_intern *in)
 	}
 	c->wrap.list = wrap_list;
 	c->wrap.watch = wrap_watch;
+	c->wrap.list_text = wrap_list_text;
+	c->wrap.watch_text = wrap_watch_text;
 	c->wrap.ud = c;
 	kube_informer_add_handler(c->inf, &h);
 	if((rc = kube_informer_start(c->inf, &c->wrap, &e)) != 0)

@@ -44,6 +44,11 @@ size_t kube__framer_pending(const kube_framer *f);
 int kube__watch_line(const char *line, size_t len, kube_event_fn fn, void *ud,
 		     kube_status *st, prd_err *err);
 
+/* The same for kube_watch_text: objects of plain event lines go to fn as
+ * text, everything else as kube__watch_line does it. */
+int kube__watch_line_text(const char *line, size_t len, kube_src_event_fn fn, void *ud,
+			  kube_status *st, prd_err *err);
+
 /* Append s to b percent-encoded for a URL query value. */
 int kube__query_escape(buf *b, const char *s);
 

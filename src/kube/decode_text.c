@@ -1453,9 +1453,7 @@ static int id_meta(kube_js *j, kube_text_id *id)
 		memcpy(dst, v.s, v.len);
 		dst[v.len] = '\0';
 	}
-	if(rc || !id->name[0])
-		return BAIL;
-	return 0;
+	return rc ? BAIL : 0;
 }
 
 int kube_text_id_scan(const char *json, size_t len, int max_depth, kube_text_id *id)

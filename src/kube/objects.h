@@ -270,9 +270,10 @@ int kube_decode_text(kube_kind kind, const char *json, size_t len, int max_depth
 /* metadata.namespace, .name and .resourceVersion of an object's JSON text
  * ("" when absent), as kube_json_meta() would read them from the parsed
  * object. Returns 0, or non-zero when the text is not plain enough to be
- * sure (parse it with json-c and use kube_json_meta() then): a missing or
- * empty name, values of other types or 256 bytes and longer, duplicate
- * keys, any JSON json-c reads its own way. */
+ * sure (parse it with json-c and use kube_json_meta() then): no metadata
+ * object, values of other types or 256 bytes and longer, duplicate keys,
+ * any JSON json-c reads its own way. A missing name is "" here (where
+ * kube_json_meta() fails): bookmarks have none. */
 typedef struct kube_text_id {
 	char ns[256];
 	char name[256];

@@ -288,7 +288,7 @@ static kube_informer *load(kube_intern *in, gen *g, double *ms)
 {
 	kube_informer_opts o;
 	kube_informer *inf;
-	kube_listwatch lw = { gen_list, gen_watch, g };
+	kube_listwatch lw = { gen_list, gen_watch, g, NULL, NULL };
 	double t0;
 
 	memset(&o, 0, sizeof(o));

@@ -771,6 +771,73 @@ static void test_store_direct(void)
 	kube_intern_free(in);
 }
 
+static kube_item_src text_src(const char *json)
+{
+	kube_item_src s = { json, strlen(json), 30, NULL };
+	return s;
+}
+
+/* The store fed JSON text (kube_item_src), as the client's and the
+ * in-memory API's listwatches feed it: same cache as with trees,
+ * unchanged objects carried over on a relist, replayed events no-ops,
+ * malformed objects rejected, text the scanner leaves to json-c still
+ * taken. */
+static void test_store_text(void)
+{
+	kube_intern *in = kube_intern_new();
+	kube_informer_opts o;
+	kube_informer *inf;
+	const kube_store_ops *ops = kube_informer_store_ops();
+	char *t1 = pod_json("ns", "p1", "1", "n", NULL), *t2 = pod_json("ns", "p2", "2", "n", NULL);
+	char *t2b = pod_json("ns", "p2", "3", "m", NULL);
+	const char *bad = "{\"metadata\":{\"name\":\"nons\"}}";
+	const char *odd = "{\"metadata\":{\"name\":\"p3\",\"namespace\":\"ns\",\"resourceVersion\":\"4\",},}";
+	kube_item_src s1 = text_src(t1), s2 = text_src(t2), s2b = text_src(t2b), sb = text_src(bad), so = text_src(odd);
+	const kube_meta *m1, *m2;
+
+	memset(&o, 0, sizeof(o));
+	o.kind = KUBE_KIND_POD;
+	o.intern = in;
+	CU_ASSERT_EQUAL_FATAL(kube_informer_new(&o, &inf, NULL), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ops->list_item_src);
+	CU_ASSERT_EQUAL(ops->list_begin(inf), 0);
+	CU_ASSERT_EQUAL(ops->list_item_src(inf, &s1), 0);
+	CU_ASSERT_EQUAL(ops->list_item_src(inf, &sb), PRD_EINVAL);
+	CU_ASSERT_EQUAL(ops->list_end(inf, true, "5"), 0);
+	CU_ASSERT_EQUAL(kube_informer_len(inf), 1);
+	m1 = kube_informer_get(inf, "ns", "p1");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m1);
+	CU_ASSERT_EQUAL(kube_as_pod(m1)->nrequests, 1);
+	/* Relist: p1 unchanged is the same object; p2 is new. */
+	CU_ASSERT_EQUAL(ops->list_begin(inf), 0);
+	CU_ASSERT_EQUAL(ops->list_item_src(inf, &s1), 0);
+	CU_ASSERT_EQUAL(ops->list_item_src(inf, &s2), 0);
+	CU_ASSERT_EQUAL(ops->list_item_src(inf, &sb), PRD_EINVAL);
+	CU_ASSERT_EQUAL(ops->list_end(inf, true, "6"), 0);
+	CU_ASSERT_EQUAL(kube_informer_len(inf), 2);
+	CU_ASSERT_PTR_EQUAL(kube_informer_get(inf, "ns", "p1"), m1);
+	m2 = kube_informer_get(inf, "ns", "p2");
+	/* A replayed event changes nothing; a newer one replaces. */
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_MODIFIED, &s2), 0);
+	CU_ASSERT_PTR_EQUAL(kube_informer_get(inf, "ns", "p2"), m2);
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_MODIFIED, &s2b), 0);
+	CU_ASSERT_STRING_EQUAL(kube_informer_get(inf, "ns", "p2")->rv, "3");
+	CU_ASSERT_EQUAL(pods_on(inf, "m"), 1);
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_ADDED, &sb), PRD_EINVAL);
+	/* Trailing commas: json-c's to read, and it does. */
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_ADDED, &so), 0);
+	CU_ASSERT_PTR_NOT_NULL(kube_informer_get(inf, "ns", "p3"));
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_DELETED, &s1), 0);
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_DELETED, &so), 0);
+	CU_ASSERT_EQUAL(kube_informer_len(inf), 1);
+	free(t1);
+	free(t2);
+	free(t2b);
+	kube_informer_free(inf);
+	CU_ASSERT_EQUAL(kube_intern_count(in), 0);
+	kube_intern_free(in);
+}
+
 static const test_case cases[] = {
 	{ "list_then_watch", test_list_then_watch },
 	{ "gone_http", test_gone_http },
@@ -781,6 +848,7 @@ static const test_case cases[] = {
 	{ "nodes_cluster_scoped", test_nodes_cluster_scoped },
 	{ "stop_promptly", test_stop_promptly },
 	{ "store_direct", test_store_direct },
+	{ "store_text", test_store_text },
 	{ NULL, NULL }
 };
 
