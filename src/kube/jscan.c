@@ -183,11 +183,19 @@ static int unicode_escape(const char *p, const char *end, unsigned *cp, size_t *
  * the first content byte, j->p the first backslash. */
 static int unescape(kube_js *j, const char *start, kube_jstr *out)
 {
-	size_t need = (size_t)(j->end - start) + 1, n;
+	size_t need, n;
 	char *o;
 	const char *p;
 
-	/* Unescaped text is never longer than the escaped input. */
+	/* Find the closing quote first: unescaped text is never longer than
+	 * the escaped input, so that bounds the buffer (the rest of a large
+	 * page would not be a sensible bound). */
+	for(p = j->p; p < j->end && *p != '"'; p++)
+		if(*p == '\\' && ++p == j->end)
+			break;
+	if(p >= j->end)
+		return BAIL;
+	need = (size_t)(p - start) + 1;
 	if(need > j->tmpcap) {
 		size_t cap = j->tmpcap ? j->tmpcap : 256;
 		char *t;

@@ -16,6 +16,14 @@
  * nesting deeper than max_depth (json-c's max_depth: containers open at
  * once, counted from the document the scanner was started on).
  *
+ * Why not a library: json-c has no streaming interface; yajl (Debian's
+ * libyajl 2.1.0) streams, but upstream has been dormant since 2014 (Debian
+ * carries its security fixes), its callback interface would turn every
+ * decoder into an explicit state machine, and what matters here is control
+ * over exactly which JSON is taken and which is left to json-c, so that
+ * both paths agree byte for byte. The scanner is small and fuzzed
+ * (tests/fuzz/fuzz_decode_text.c).
+ *
  * Not thread-safe; one scanner per thread. Owns only its buffer. */
 #ifndef PRD_KUBE_JSCAN_H
 #define PRD_KUBE_JSCAN_H

@@ -1,4 +1,6 @@
-/* Compact typed Kubernetes objects, decoded from json-c trees.
+/* Compact typed Kubernetes objects, decoded from json-c trees
+ * (kube_decode) or straight from JSON text (kube_decode_text, which reads
+ * Nodes and Pods without building a tree; the informers use it).
  *
  * The informer cache keeps these instead of the JSON the apiserver sends:
  * only the fields the controller, the scheduler simulation and the pool
