@@ -211,6 +211,69 @@ static int f_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)(v
 	return 0;
 }
 
+/* The text forms of the fake (kube_listwatch list_text/watch_text): the
+ * same script, each object handed over as its JSON text, as the client's
+ * listwatch does. The tests run both ways (text_mode). */
+static bool text_mode;
+
+static int f_list_text(void *ud, kube_src_fn fn, void *fn_ud, char **rv, prd_err *err)
+{
+	fake *f = ud;
+	int i, n, rc = 0;
+	char *snap[MAX_OBJS];
+
+	pthread_mutex_lock(&f->mu);
+	i = f->lists++;
+	if(i < 8 && f->list_fail[i]) {
+		pthread_mutex_unlock(&f->mu);
+		return prd_err_set(err, f->list_fail[i], "fake list failure %d", i);
+	}
+	n = f->nobjs;
+	for(i = 0; i < n; i++)
+		snap[i] = f->objs[i] ? strdup(f->objs[i]) : NULL;
+	*rv = strdup(f->list_rv);
+	pthread_mutex_unlock(&f->mu);
+	for(i = 0; i < n && !rc; i++) {
+		kube_item_src src = { snap[i], snap[i] ? strlen(snap[i]) : 0, 30, NULL };
+		if(!snap[i])
+			continue;
+		rc = fn(fn_ud, &src);
+		if(f->mid_list && (i + 1) % f->page == 0)
+			f->mid_list(f);
+	}
+	for(i = 0; i < n; i++)
+		free(snap[i]);
+	if(rc) {
+		free(*rv);
+		*rv = NULL;
+	}
+	return rc;
+}
+
+/* Text events go through the tree fake's script with an adapter. */
+typedef struct text_ev {
+	kube_src_event_fn fn;
+	void *ud;
+} text_ev;
+
+static int tree_to_text(void *ud, const char *type, json_object *obj)
+{
+	text_ev *t = ud;
+	const char *json = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN);
+	kube_item_src src = { json, strlen(json), 30, NULL };
+	return t->fn(t->ud, type, &src);
+}
+
+static int f_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+		   kube_event_fn fn, void *fn_ud, prd_err *err);
+
+static int f_watch_text(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+			kube_src_event_fn fn, void *fn_ud, prd_err *err)
+{
+	text_ev t = { fn, fn_ud };
+	return f_watch(ud, rv, timeout_s, cancelled, cancel_ud, tree_to_text, &t, err);
+}
+
 static void f_sleep(void *ud, int64_t ns)
 {
 	fake *f = ud;
@@ -290,6 +353,8 @@ static void start(harness *h, kube_kind kind)
 	h->f.inf = h->inf;
 	h->lw.list = f_list;
 	h->lw.watch = f_watch;
+	h->lw.list_text = text_mode ? f_list_text : NULL;
+	h->lw.watch_text = text_mode ? f_watch_text : NULL;
 	h->lw.ud = &h->f;
 	CU_ASSERT_EQUAL_FATAL(kube_informer_start(h->inf, &h->lw, NULL), 0);
 	/* Registering after start is refused. */
@@ -838,6 +903,20 @@ static void test_store_text(void)
 	kube_intern_free(in);
 }
 
+/* The same scenarios with objects handed over as text. */
+#define TEXT_TOO(name) \
+	static void name##_text(void) \
+	{ \
+		text_mode = true; \
+		name(); \
+		text_mode = false; \
+	}
+TEXT_TOO(test_list_then_watch)
+TEXT_TOO(test_gone_in_stream)
+TEXT_TOO(test_relist_keeps_unchanged)
+TEXT_TOO(test_malformed_skipped)
+TEXT_TOO(test_nodes_cluster_scoped)
+
 static const test_case cases[] = {
 	{ "list_then_watch", test_list_then_watch },
 	{ "gone_http", test_gone_http },
@@ -849,6 +928,11 @@ static const test_case cases[] = {
 	{ "stop_promptly", test_stop_promptly },
 	{ "store_direct", test_store_direct },
 	{ "store_text", test_store_text },
+	{ "list_then_watch (text)", test_list_then_watch_text },
+	{ "gone_in_stream (text)", test_gone_in_stream_text },
+	{ "relist_keeps_unchanged (text)", test_relist_keeps_unchanged_text },
+	{ "malformed_skipped (text)", test_malformed_skipped_text },
+	{ "nodes_cluster_scoped (text)", test_nodes_cluster_scoped_text },
 	{ NULL, NULL }
 };
 
