@@ -162,6 +162,7 @@ static int page_text(const buf *body, const char *path, const char *base, kube_s
 		return rc;
 	}
 	kube__page_free(&pg);
+	log_debug("list page is not plain JSON, parsing it with json-c", "path", path);
 	if(!(tok = json_tokener_new_ex(KUBE_JSON_MAX_DEPTH)))
 		return oom(err);
 	page = body->len ? json_tokener_parse_ex(tok, body->data, (int)body->len) : NULL;
