@@ -1180,8 +1180,8 @@ int memapi_events_since_text(memapi *m, const kube_resource *r, const char *ns, 
 	if((rc = collect_due(m, k, ns, since_rv, true, &d, last_rv)) != 0)
 		return rc;
 	for(i = 0; i < d.n && !rc; i++) {
-		/* An event's object sits one container deep in its line. */
-		kube_item_src src = { d.texts[i], strlen(d.texts[i]), JSON_TOKENER_DEFAULT_DEPTH - 1, NULL };
+		/* The store took the object through json-c's default depth. */
+		kube_item_src src = { d.texts[i], strlen(d.texts[i]), JSON_TOKENER_DEFAULT_DEPTH, NULL };
 		rc = fn(ud, d.types[i], &src);
 	}
 	due_free(&d);
