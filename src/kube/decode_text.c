@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "kube/jscan.h"
+#include "util/buf.h"
 #include "util/rfc3339.h"
 #include "util/str.h"
 
@@ -1036,32 +1037,150 @@ static int rd_tolerations(tdc *t, kube_pod *pod)
 	return rc;
 }
 
+/* Append s as json-c prints a string: '"', '\\' and '/' escaped with a
+ * backslash, the control characters json-c names (\b \f \n \r \t) by
+ * name and the others as \u00xx (lowercase), every other byte as is. */
+static void print_str(buf *o, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, run = 0;
+	buf_append_char(o, '"');
+	for(i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		const char *e = NULL;
+		char u[7];
+		switch(c) {
+		case '"': e = "\\\""; break;
+		case '\\': e = "\\\\"; break;
+		case '/': e = "\\/"; break;
+		case '\b': e = "\\b"; break;
+		case '\f': e = "\\f"; break;
+		case '\n': e = "\\n"; break;
+		case '\r': e = "\\r"; break;
+		case '\t': e = "\\t"; break;
+		default:
+			if(c >= 0x20)
+				continue;
+			u[0] = '\\', u[1] = 'u', u[2] = '0', u[3] = '0', u[4] = hex[c >> 4], u[5] = hex[c & 15], u[6] = '\0';
+			e = u;
+		}
+		buf_append(o, s + run, i - run);
+		buf_append_str(o, e);
+		run = i + 1;
+	}
+	buf_append(o, s + run, n - run);
+	buf_append_char(o, '"');
+}
+
+/* A number as json-c prints it: a parsed double as its text, an integer
+ * from its int64 value, which is the same text for a plain integer in
+ * range; "-0" and integers past int64 go to json-c. */
+static int print_num(kube_js *j, buf *o)
+{
+	const char *start = j->p, *p, *end;
+	int64_t v;
+	int rc;
+
+	if((rc = kube__js_skip(j)) != 0)
+		return rc;
+	end = j->p;
+	for(p = start; p < end && *p != '.' && *p != 'e' && *p != 'E'; p++)
+		;
+	if(p == end) {
+		j->p = start;
+		if(kube__js_int(j, &v) || j->p != end)
+			return BAIL;
+	}
+	buf_append(o, start, (size_t)(end - start));
+	return 0;
+}
+
+/* Print the next value as json_object_to_json_string_ext(PLAIN) prints
+ * json-c's tree of it. A repeated key (json-c merges them) goes to
+ * json-c. */
+static int reprint(kube_js *j, buf *o)
+{
+	kube_jstr k;
+	bool more, b;
+	int rc, c = kube__js_peek(j);
+
+	if(c == '{' || c == '[') {
+		size_t keys[32], klen[32], nkeys = 0, i;
+		bool obj = c == '{', first = true;
+		if((rc = obj ? kube__js_obj_begin(j) : kube__js_arr_begin(j)) != 0)
+			return rc;
+		buf_append_char(o, (char)c);
+		for(;;) {
+			size_t at = o->len;
+			if((rc = obj ? kube__js_obj_next(j, &k, &more) : kube__js_arr_next(j, &more)) != 0)
+				return rc;
+			if(!more)
+				break;
+			if(!first)
+				buf_append_char(o, ','), at++;
+			first = false;
+			if(obj) {
+				/* Keys print canonically, so equal keys print equal:
+				 * compare with the ones printed before. */
+				print_str(o, k.s, k.len);
+				if(nkeys == sizeof(keys) / sizeof(keys[0]) || o->failed)
+					return BAIL;
+				for(i = 0; i < nkeys; i++)
+					if(klen[i] == o->len - at && memcmp(o->data + keys[i], o->data + at, klen[i]) == 0)
+						return BAIL;
+				keys[nkeys] = at;
+				klen[nkeys++] = o->len - at;
+				buf_append_char(o, ':');
+			}
+			if((rc = reprint(j, o)) != 0)
+				return rc;
+		}
+		buf_append_char(o, obj ? '}' : ']');
+		return 0;
+	}
+	if(c == '"') {
+		if(kube__js_str(j, &k))
+			return BAIL;
+		print_str(o, k.s, k.len);
+		return 0;
+	}
+	if(c == 't' || c == 'f') {
+		if(kube__js_bool(j, &b))
+			return BAIL;
+		buf_append_str(o, b ? "true" : "false");
+		return 0;
+	}
+	if(c == 'n') {
+		if(!kube__js_null(j))
+			return BAIL;
+		buf_append_str(o, "null");
+		return 0;
+	}
+	return print_num(j, o);
+}
+
 /* spec.affinity and spec.topologySpreadConstraints are kept as the text
- * json-c prints for them: that text is what the tree decoder stores, so
- * this subtree alone goes through json-c. */
+ * json-c prints for them (what the tree decoder stores), printed here
+ * without building the tree; NULL when empty. */
 static int rd_raw(tdc *t, int open, char **out)
 {
-	const char *start;
-	json_tokener *tok;
-	json_object *o;
-	bool empty;
+	buf b;
 
 	if(kube__js_null(&t->j))
 		return 0;
 	if(kube__js_peek(&t->j) != open)
 		return BAIL;
-	start = t->j.p;
-	if(kube__js_skip(&t->j) || !(tok = json_tokener_new_ex(t->j.max_depth)))
+	buf_init(&b);
+	if(reprint(&t->j, &b) || b.failed) {
+		buf_free(&b);
 		return BAIL;
-	o = json_tokener_parse_ex(tok, start, (int)(t->j.p - start));
-	json_tokener_free(tok);
-	if(!o)
-		return BAIL;
-	empty = open == '{' ? json_object_object_length(o) == 0 : json_object_array_length(o) == 0;
-	if(!empty)
-		*out = str_dup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-	json_object_put(o);
-	return empty || *out ? 0 : BAIL;
+	}
+	if(b.len == 2) {
+		buf_free(&b);
+		return 0;
+	}
+	*out = buf_detach(&b);
+	return *out ? 0 : BAIL;
 }
 
 enum {

@@ -208,9 +208,18 @@ static void pod(buf *b)
 		buf_append_char(b, '}');
 	}
 	tolerations(b);
-	if(rnd(3) == 0)
-		buf_append_str(b, ",\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":[{"
+	if(rnd(3) == 0) {
+		static const char *const odd_aff[] = {
+			"\"x\":[1,-0,1.50,2e3,-7,9223372036854775807,92233720368547758070,true,false,null]",
+			"\"s\":\"a\\u0001b\\u001F\\/\\t\\\"q\\u00e9\\ud83d\\ude00\177\\b\\f\\r\\n\"",
+			"\"d\":{\"k\":1,\"k\":2}", "\"e\":{},\"f\":[],\"g\":[[],[{}]]", "\"k:1\":1,\"k\":2", "\"\":\"\"",
+		};
+		buf_append_str(b, ",\"affinity\":{");
+		if(oddness && rnd(2))
+			buf_printf(b, "%s,", PICK(odd_aff));
+		buf_append_str(b, "\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":[{"
 				  "\"labelSelector\":{\"matchLabels\":{\"app\":\"w\\/eb\"}},\"topologyKey\":\"kubernetes.io\\/hostname\"}]}}");
+	}
 	if(rnd(3) == 0)
 		buf_append_str(b, rnd(2) ? ",\"topologySpreadConstraints\":[]"
 					 : ",\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"zone\","
@@ -404,6 +413,15 @@ static void test_cases(void)
 		{ KUBE_KIND_NODE, "{\"metadata\":{\"name\":\"n\",\"generation\":-0}}", 0 },
 		{ KUBE_KIND_NODE, "{\"metadata\":{\"name\":\"n\",\"generation\":99999999999999999999}}", 0 },
 		{ KUBE_KIND_NODE, "{\"metadata\":{\"name\":\"n\",\"generation\":-9223372036854775808}}", 1 },
+		/* spec.affinity is kept as json-c prints it: escapes, numbers,
+		 * empty containers printed the same; merged keys and integers
+		 * json-c prints its own way are left to json-c. */
+		{ KUBE_KIND_POD, "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"affinity\":{\"a/b\":"
+				 "\"x\\u0001\\/\\u00e9\\t\\\"\", \"n\" : [ 1, -2, 1.50, 2E+3, true, null, {}, [] ],\"k:\":{\"\":0}}}}", 1 },
+		{ KUBE_KIND_POD, "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"affinity\":{\"a\":1,\"a\":2}}}", 0 },
+		{ KUBE_KIND_POD, "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"affinity\":{\"a\":-0}}}", 0 },
+		{ KUBE_KIND_POD, "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"affinity\":{},"
+				 "\"topologySpreadConstraints\":[]}}", 1 },
 		/* Pod-level requests replace cpu/memory; overhead adds. */
 		{ KUBE_KIND_POD, "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"overhead\":{\"cpu\":\"100m\"},"
 				 "\"resources\":{\"requests\":{\"cpu\":\"2\",\"nvidia.com/gpu\":\"1\"}},\"initContainers\":[{"
