@@ -765,20 +765,24 @@ static int rd_port(tdc *t, tctr *c)
 
 	if((rc = kube__js_obj_begin(&t->j)) != 0)
 		return rc;
+	/* No early return from here on: ip may hold a reference. */
 	while(!(rc = kube__js_obj_next(&t->j, &k, &more)) && more) {
-		if(KUBE_JS_IS(&k, "hostPort")) {
-			ONCE(seen, 1);
+		unsigned bit = KUBE_JS_IS(&k, "hostPort") ? 1 : KUBE_JS_IS(&k, "protocol") ? 2 : KUBE_JS_IS(&k, "hostIP") ? 4 : 0;
+		if(bit & seen) {
+			rc = BAIL;
+			break;
+		}
+		seen |= bit;
+		if(bit == 1) {
 			rc = rd_int(t, &port, &has);
-		} else if(KUBE_JS_IS(&k, "protocol")) {
-			ONCE(seen, 2);
+		} else if(bit == 2) {
 			if(kube__js_null(&t->j))
 				continue;
 			if(kube__js_str(&t->j, &s))
 				rc = BAIL;
 			else
 				proto = KUBE_JS_IS(&s, "TCP") ? 0 : KUBE_JS_IS(&s, "UDP") ? 1 : KUBE_JS_IS(&s, "SCTP") ? 2 : 3;
-		} else if(KUBE_JS_IS(&k, "hostIP")) {
-			ONCE(seen, 4);
+		} else if(bit == 4) {
 			rc = rd_istr(t, &ip);
 		} else {
 			rc = kube__js_skip(&t->j);

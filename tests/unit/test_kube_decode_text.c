@@ -422,6 +422,10 @@ static void test_cases(void)
 		{ KUBE_KIND_POD, "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"affinity\":{\"a\":-0}}}", 0 },
 		{ KUBE_KIND_POD, "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"affinity\":{},"
 				 "\"topologySpreadConstraints\":[]}}", 1 },
+		/* A repeated key after a string was interned: nothing kept
+		 * (found by fuzz_decode_text). */
+		{ KUBE_KIND_POD, "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"containers\":[{\"ports\":"
+				 "[{\"hostPort\":53,\"hostIP\":\"10.0.0.1\",\"hostPort\":54}]}]}}", 0 },
 		/* Pod-level requests replace cpu/memory; overhead adds. */
 		{ KUBE_KIND_POD, "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"overhead\":{\"cpu\":\"100m\"},"
 				 "\"resources\":{\"requests\":{\"cpu\":\"2\",\"nvidia.com/gpu\":\"1\"}},\"initContainers\":[{"
