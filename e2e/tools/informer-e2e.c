@@ -18,6 +18,13 @@
  *   stats nodes|pods    "lists=.. relists=.. watches=.. watch_restarts=..
  *                       watch_errors=.. gone=.. events=.. rejected=.. len=..
  *                       net=.." where net = adds - deletes seen by a handler
+ *   decode nodes|pods   list the server as the informers do (pages of 500
+ *                       as JSON text) and decode every object both ways,
+ *                       straight from the text and through json-c:
+ *                       "DECODE n=N direct=D json_c=J differ=X", where
+ *                       direct counts objects the text decoder read
+ *                       without json-c and differ those where the two
+ *                       results were not the same.
  *   quit                answers "BYE" and exits.
  *
  * --start-rv RV makes the first watch of each reflector start at RV
@@ -39,8 +46,11 @@
 #include "util/hmap.h"
 #include "util/str.h"
 
+#include "../../tests/unit/decode_same.h"
+
 typedef struct cache {
 	const char *what;
+	kube_kind kind;
 	const kube_resource *res;
 	const char *ns, *lsel;
 	kube_informer *inf;
@@ -68,6 +78,22 @@ static int wrap_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled
 	return c->lw.watch(c->lw.ud, rv, timeout_s, cancelled, cancel_ud, fn, fn_ud, err);
 }
 
+/* The text forms, as `provreqd run` uses them. */
+static int wrap_list_text(void *ud, kube_src_fn fn, void *fn_ud, char **rv, prd_err *err)
+{
+	cache *c = ud;
+	return c->lw.list_text(c->lw.ud, fn, fn_ud, rv, err);
+}
+
+static int wrap_watch_text(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+			   kube_src_event_fn fn, void *fn_ud, prd_err *err)
+{
+	cache *c = ud;
+	if(c->start_rv && !atomic_exchange(&c->first_watch_done, 1))
+		rv = c->start_rv;
+	return c->lw.watch_text(c->lw.ud, rv, timeout_s, cancelled, cancel_ud, fn, fn_ud, err);
+}
+
 static void on_add(void *ud, const kube_meta *m)
 {
 	atomic_fetch_add(&((cache *)ud)->adds, 1);
@@ -86,6 +112,7 @@ static int start_cache(cache *c, kube_kind kind, kube_intern *in)
 	int rc;
 
 	memset(&o, 0, sizeof(o));
+	c->kind = kind;
 	o.kind = kind;
 	o.intern = in;
 	o.reflector.name = c->what;
@@ -96,6 +123,8 @@ static int start_cache(cache *c, kube_kind kind, kube_intern *in)
 	}
 	c->wrap.list = wrap_list;
 	c->wrap.watch = wrap_watch;
+	c->wrap.list_text = wrap_list_text;
+	c->wrap.watch_text = wrap_watch_text;
 	c->wrap.ud = c;
 	kube_informer_add_handler(c->inf, &h);
 	if((rc = kube_informer_start(c->inf, &c->wrap, &e)) != 0)
@@ -191,6 +220,56 @@ static void compare(cache *c, char *out, size_t n)
 		hmap_free(&server);
 		sleep(1);
 	}
+}
+
+typedef struct dcount {
+	kube_kind kind;
+	kube_intern *in;
+	long n, direct, json_c, differ;
+} dcount;
+
+static int decode_item(void *ud, const kube_item_src *src)
+{
+	dcount *d = ud;
+	kube_meta *m = NULL;
+	d->n++;
+	if(!src->json) {
+		d->json_c++;
+		return 0;
+	}
+	if(kube__decode_text_direct(d->kind, src->json, src->len, src->max_depth, d->in, &m) == 0)
+		d->direct++;
+	else
+		d->json_c++;
+	kube_obj_free(d->in, m);
+	if(ds_check(d->kind, src->json, src->len, src->max_depth, d->in, NULL)) {
+		if(!d->differ)
+			fprintf(stderr, "informer-e2e: the decoders differ on %.*s\n", (int)(src->len > 4000 ? 4000 : src->len),
+				src->json);
+		d->differ++;
+	}
+	return 0;
+}
+
+static void decode_both(cache *c, char *out, size_t n)
+{
+	kube_list_opts lo;
+	dcount d;
+	prd_err e;
+	int rc;
+
+	memset(&lo, 0, sizeof(lo));
+	memset(&d, 0, sizeof(d));
+	lo.label_selector = c->lsel;
+	lo.limit = 500;
+	d.kind = c->kind;
+	d.in = kube_intern_new();
+	rc = d.in ? kube_list_text(client, c->res, c->ns, &lo, decode_item, &d, NULL, NULL, &e) : PRD_ENOMEM;
+	if(rc)
+		snprintf(out, n, "ERROR list: %s", rc == PRD_ENOMEM ? "out of memory" : e.msg);
+	else
+		snprintf(out, n, "DECODE n=%ld direct=%ld json_c=%ld differ=%ld", d.n, d.direct, d.json_c, d.differ);
+	kube_intern_free(d.in);
 }
 
 static void stats(cache *c, char *out, size_t n)
@@ -296,6 +375,8 @@ int main(int argc, char **argv)
 			compare(c, out, sizeof(out));
 		else if(str_starts_with(req, "stats"))
 			stats(c, out, sizeof(out));
+		else if(str_starts_with(req, "decode"))
+			decode_both(c, out, sizeof(out));
 		else if(strcmp(req, "quit") == 0)
 			break;
 		else

@@ -646,6 +646,7 @@ typedef struct req {
 	bool idempotent;
 	bool refreshed;           /* credentials refreshed once after a 401 */
 	json_object **out;
+	buf *raw;                 /* instead of out: the answer's bytes, unparsed */
 	kube_status *st;
 	prd_err *err;
 	resp r;
@@ -778,6 +779,15 @@ static int req_outcome(req *q, CURLcode cc, long code, enum req_next *next)
 				   q->path);
 	if(code >= 200 && code < 300) {
 		q->st->http_code = code;
+		if(q->raw) {
+			/* Hand the body over; the request's own buffer starts
+			 * empty again (and is freed empty). */
+			buf t = *q->raw;
+			*q->raw = q->r.body;
+			q->r.body = t;
+			buf_reset(&q->r.body);
+			return 0;
+		}
 		return q->out ? json_parse_body(&q->r.body, q->out, q->err, q->method, q->path) : 0;
 	}
 	return req_error_answer(q, code, next);
@@ -798,6 +808,9 @@ static void req_backoff(req *q, int attempt, long code)
 	}
 }
 
+/* The retry loop of kube__request_ex and kube__request_raw. */
+static int request_loop(req *q);
+
 int kube__request_ex(kube_client *c, const char *method, const char *path, const char *content_type,
 		     const char *body, size_t body_len, bool idempotent, json_object **out,
 		     kube_status *st, prd_err *err)
@@ -805,10 +818,30 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 	kube_status lst;
 	req q = {.c = c, .method = method, .path = path, .content_type = content_type, .body = body,
 		 .body_len = body_len, .idempotent = idempotent, .out = out, .st = st ? st : &lst, .err = err};
-	int rc = 0, attempt = 0;
 
 	if(out)
 		*out = NULL;
+	return request_loop(&q);
+}
+
+int kube__request_raw(kube_client *c, const char *path, buf *out, kube_status *st, prd_err *err)
+{
+	kube_status lst;
+	req q = {.c = c, .method = "GET", .path = path, .idempotent = true, .raw = out, .st = st ? st : &lst,
+		 .err = err};
+
+	buf_reset(out);
+	return request_loop(&q);
+}
+
+static int request_loop(req *qp)
+{
+	req q = *qp;
+	kube_client *c = q.c;
+	const char *method = q.method, *path = q.path;
+	prd_err *err = q.err;
+	int rc = 0, attempt = 0;
+
 	memset(q.st, 0, sizeof(*q.st));
 	buf_init_max(&q.r.body, BODY_MAX);
 	for(;;) {

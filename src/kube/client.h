@@ -124,6 +124,29 @@ typedef int (*kube_item_fn)(void *ud, json_object *item);
 int kube_list(kube_client *c, const kube_resource *r, const char *ns, const kube_list_opts *o,
 	      kube_item_fn fn, void *ud, char **resource_version, kube_status *st, prd_err *err);
 
+/* One object of a list or a watch, as the answer carried it: its JSON text
+ * (json, len; borrowed, not NUL-terminated) when the answer was plain
+ * JSON, else a json-c tree (obj, borrowed) of an answer json-c had to
+ * parse whole. Exactly one of json and obj is set. max_depth is the
+ * nesting json-c may use to parse the text (what the whole answer
+ * allowed, less the containers around the object). */
+typedef struct kube_item_src {
+	const char *json;
+	size_t len;
+	int max_depth;
+	json_object *obj;
+} kube_item_src;
+
+typedef int (*kube_src_fn)(void *ud, const kube_item_src *item);
+
+/* kube_list, handing items over as text: no json-c tree of the page is
+ * built, so a caller that decodes with kube_decode_text() never builds
+ * one. Pages json-c reads its own way (see kube/jscan.h) are parsed by
+ * json-c and handed over as trees. Same paging, restart and errors as
+ * kube_list. */
+int kube_list_text(kube_client *c, const kube_resource *r, const char *ns, const kube_list_opts *o,
+		   kube_src_fn fn, void *ud, char **resource_version, kube_status *st, prd_err *err);
+
 int kube_create(kube_client *c, const kube_resource *r, const char *ns, json_object *obj,
 		json_object **out, kube_status *st, prd_err *err);
 /* PUT. metadata.resourceVersion in obj gives optimistic concurrency
@@ -186,5 +209,12 @@ typedef struct kube_watch_opts {
  * arrive, never re-scanning what was already consumed. */
 int kube_watch(kube_client *c, const kube_resource *r, const char *ns, const kube_watch_opts *o,
 	       kube_event_fn fn, void *ud, kube_status *st, prd_err *err);
+
+/* kube_watch, handing ADDED/MODIFIED/DELETED/BOOKMARK objects over as
+ * text (kube_item_src) when the event line is plain JSON, else as trees.
+ * ERROR events and errors as kube_watch. */
+typedef int (*kube_src_event_fn)(void *ud, const char *type, const kube_item_src *obj);
+int kube_watch_text(kube_client *c, const kube_resource *r, const char *ns, const kube_watch_opts *o,
+		    kube_src_event_fn fn, void *ud, kube_status *st, prd_err *err);
 
 #endif

@@ -44,6 +44,11 @@ size_t kube__framer_pending(const kube_framer *f);
 int kube__watch_line(const char *line, size_t len, kube_event_fn fn, void *ud,
 		     kube_status *st, prd_err *err);
 
+/* The same for kube_watch_text: objects of plain event lines go to fn as
+ * text, everything else as kube__watch_line does it. */
+int kube__watch_line_text(const char *line, size_t len, kube_src_event_fn fn, void *ud,
+			  kube_status *st, prd_err *err);
+
 /* Append s to b percent-encoded for a URL query value. */
 int kube__query_escape(buf *b, const char *s);
 
@@ -52,6 +57,13 @@ int kube__query_escape(buf *b, const char *s);
 int kube__request_ex(kube_client *c, const char *method, const char *path, const char *content_type,
 		     const char *body, size_t body_len, bool idempotent, json_object **out,
 		     kube_status *st, prd_err *err);
+
+/* GET path with the retries of kube__request_ex, the 2xx answer's bytes
+ * left unparsed in *out (reset first; the caller frees it). */
+int kube__request_raw(kube_client *c, const char *path, buf *out, kube_status *st, prd_err *err);
+
+/* How deep the client lets json-c nest containers in an answer. */
+#define KUBE_JSON_MAX_DEPTH (JSON_TOKENER_DEFAULT_DEPTH * 4)
 
 /* The client's field manager (opts.field_manager or "provreqd"). */
 const char *kube__field_manager(const kube_client *c);

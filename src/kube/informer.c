@@ -336,11 +336,42 @@ static int st_list_begin(void *ud)
 	return PRD_OK;
 }
 
+/* Decode an object given as text; PRD_EINVAL (logged) for malformed
+ * input. */
+static int decode_src(kube_informer *inf, const kube_item_src *src, kube_meta **out)
+{
+	prd_err e;
+	int rc;
+	prd_err_clear(&e);
+	rc = kube_decode_text(inf->kind, src->json, src->len, src->max_depth, inf->in, out, &e);
+	if(rc == PRD_EINVAL)
+		log_warn("informer: skipping malformed object", "error", e.msg);
+	return rc;
+}
+
+/* Put a listed object into the table being built (old: what cur holds
+ * under its key, carried over when m is old). */
+static int list_put(kube_informer *inf, kube_meta *m, kube_meta *old)
+{
+	kube_meta *dup = NULL;
+	int rc = ot_put(&inf->next, m, &dup);
+	if(rc) {
+		/* Out of memory growing the table: m was not inserted. */
+		if(m != old)
+			kube_obj_free(inf->in, m);
+		return rc;
+	}
+	/* The same name twice in one list: the later one wins. */
+	if(dup && dup != old)
+		kube_obj_free(inf->in, dup);
+	return PRD_OK;
+}
+
 static int st_list_item(void *ud, json_object *item)
 {
 	kube_informer *inf = ud;
 	const char *ns, *name, *rv;
-	kube_meta *m, *old, *dup = NULL;
+	kube_meta *m, *old;
 	int rc;
 
 	if(kube_json_meta(item, &ns, &name, &rv))
@@ -354,17 +385,59 @@ static int st_list_item(void *ud, json_object *item)
 		m = old;
 	else if((rc = decode(inf, item, &m)) != 0)
 		return rc;
-	rc = ot_put(&inf->next, m, &dup);
-	if(rc) {
-		/* Out of memory growing the table: m was not inserted. */
-		if(m != old)
-			kube_obj_free(inf->in, m);
-		return rc;
+	return list_put(inf, m, old);
+}
+
+static int st_event(void *ud, kube_event_type type, json_object *obj);
+
+/* Text the identity scan leaves to json-c goes the tree way. */
+static int with_tree(kube_informer *inf, const kube_item_src *src, kube_event_type type, bool list)
+{
+	json_tokener *tok = json_tokener_new_ex(src->max_depth);
+	json_object *obj;
+	enum json_tokener_error je;
+	int rc;
+
+	if(!tok)
+		return PRD_ENOMEM;
+	obj = json_tokener_parse_ex(tok, src->json, (int)src->len);
+	je = json_tokener_get_error(tok);
+	json_tokener_free(tok);
+	if(je != json_tokener_success) {
+		json_object_put(obj);
+		log_warn("informer: skipping malformed object", "kind", kube_kind_name(inf->kind), "error",
+			 json_tokener_error_desc(je));
+		return PRD_EINVAL;
 	}
-	/* The same name twice in one list: the later one wins. */
-	if(dup && dup != old)
-		kube_obj_free(inf->in, dup);
-	return PRD_OK;
+	rc = list ? st_list_item(inf, obj) : st_event(inf, type, obj);
+	json_object_put(obj);
+	return rc;
+}
+
+static int st_list_item_src(void *ud, const kube_item_src *src)
+{
+	kube_informer *inf = ud;
+	kube_text_id id;
+	kube_meta *m, *old;
+	int rc;
+
+	if(src->obj)
+		return st_list_item(ud, src->obj);
+	/* Nothing cached (the first list): nothing to carry over, so no need
+	 * to read the identity ahead of the decoder. */
+	if(inf->cur.len == 0) {
+		if((rc = decode_src(inf, src, &m)) != 0)
+			return rc;
+		return list_put(inf, m, NULL);
+	}
+	if(kube_text_id_scan(src->json, src->len, src->max_depth, &id) || !id.name[0])
+		return with_tree(inf, src, KUBE_EV_ADDED, true);
+	old = ot_get(&inf->cur, cluster_scoped(inf->kind) ? "" : id.ns, id.name);
+	if(old && id.rv[0] && strcmp(old->rv, id.rv) == 0)
+		m = old;
+	else if((rc = decode_src(inf, src, &m)) != 0)
+		return rc;
+	return list_put(inf, m, old);
 }
 
 static void mark_synced(kube_informer *inf)
@@ -428,20 +501,14 @@ static int st_list_end(void *ud, bool ok, const char *rv)
 	return PRD_OK;
 }
 
-static int st_event(void *ud, kube_event_type type, json_object *obj)
+/* One event on the object ns/name at rv, given as obj or src. */
+static int event_apply(kube_informer *inf, kube_event_type type, const char *ns, const char *name, const char *rv,
+		       json_object *obj, const kube_item_src *src)
 {
-	kube_informer *inf = ud;
-	const char *ns, *name, *rv;
 	kube_meta *m = NULL, *old, *replaced = NULL;
 	char *key;
 	int rc;
 
-	if(kube_json_meta(obj, &ns, &name, &rv))
-		return reject(inf, obj);
-	if(cluster_scoped(inf->kind))
-		ns = "";
-	else if(!*ns)
-		return reject(inf, obj);
 	old = ot_get(&inf->cur, ns, name);
 
 	if(type == KUBE_EV_DELETED) {
@@ -460,7 +527,7 @@ static int st_event(void *ud, kube_event_type type, json_object *obj)
 	/* A replayed event for a version we hold changes nothing. */
 	if(old && *rv && strcmp(old->rv, rv) == 0)
 		return PRD_OK;
-	if((rc = decode(inf, obj, &m)) != 0)
+	if((rc = src ? decode_src(inf, src, &m) : decode(inf, obj, &m)) != 0)
 		return rc;
 	key = journal_key(m->ns, m->name);
 	/* Same key, so what m replaces is old. */
@@ -487,7 +554,35 @@ static int st_event(void *ud, kube_event_type type, json_object *obj)
 	return PRD_OK;
 }
 
-static const kube_store_ops store_ops = { st_list_begin, st_list_item, st_list_end, st_event };
+static int st_event(void *ud, kube_event_type type, json_object *obj)
+{
+	kube_informer *inf = ud;
+	const char *ns, *name, *rv;
+
+	if(kube_json_meta(obj, &ns, &name, &rv))
+		return reject(inf, obj);
+	if(cluster_scoped(inf->kind))
+		ns = "";
+	else if(!*ns)
+		return reject(inf, obj);
+	return event_apply(inf, type, ns, name, rv, obj, NULL);
+}
+
+static int st_event_src(void *ud, kube_event_type type, const kube_item_src *src)
+{
+	kube_informer *inf = ud;
+	kube_text_id id;
+
+	if(src->obj)
+		return st_event(ud, type, src->obj);
+	if(kube_text_id_scan(src->json, src->len, src->max_depth, &id) || !id.name[0] ||
+	   (!cluster_scoped(inf->kind) && !id.ns[0]))
+		return with_tree(inf, src, type, false);
+	return event_apply(inf, type, cluster_scoped(inf->kind) ? "" : id.ns, id.name, id.rv, NULL, src);
+}
+
+static const kube_store_ops store_ops = { st_list_begin, st_list_item, st_list_end, st_event, st_list_item_src,
+					  st_event_src };
 
 const kube_store_ops *kube_informer_store_ops(void)
 {

@@ -1,4 +1,5 @@
 #include "kube/memapi.h"
+#include "kube/jscan.h"
 #include "kube/reflector.h"
 #include "kube/selector.h"
 #include "util/buf.h"
@@ -7,6 +8,7 @@
 #include "util/str.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +80,7 @@ struct memapi {
 	uint64_t compacted_rv; /* watches from before this get 410 */
 	uint64_t seq;          /* uids and generated names */
 	mem_fault *faults;
+	atomic_uint_least64_t lw_server_ns; /* see memapi_listwatch_server_ns */
 };
 
 /* One parsed request path. */
@@ -1062,30 +1065,68 @@ done:
 	return rc;
 }
 
-int memapi_events_since(memapi *m, const kube_resource *r, const char *ns, uint64_t since_rv,
-			kube_event_fn fn, void *ud, uint64_t *last_rv)
+static int64_t thread_cpu_ns(void)
 {
-	const mem_kind *k = kind_for_resource(m, r);
-	json_object **objs = NULL;
-	char (*types)[12] = NULL;
-	size_t i, n = 0;
-	int rc = 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * PRD_NS_PER_SEC + ts.tv_nsec;
+}
 
-	if(!k)
-		return PRD_ENOTFOUND;
-	/* Copy what is due under the lock, deliver outside it so callbacks may
-	 * call back into the store. */
+/* Events after since_rv for one kind, copied under the lock so they can
+ * be delivered outside it (callbacks may call back into the store): a
+ * reference to each object, or (text) its JSON text printed under the
+ * lock, as an apiserver writes a watch. */
+typedef struct due {
+	json_object **objs;
+	char **texts;
+	char (*types)[12];
+	size_t n;
+} due;
+
+static void due_free(due *d)
+{
+	size_t i;
+	for(i = 0; i < d->n; i++) {
+		if(d->objs)
+			json_object_put(d->objs[i]);
+		if(d->texts)
+			free(d->texts[i]);
+	}
+	free(d->objs);
+	free(d->texts);
+	free(d->types);
+}
+
+static int collect_due_locked(memapi *m, const mem_kind *k, const char *ns, uint64_t since_rv, bool text, due *d,
+			      uint64_t *last_rv);
+
+static int collect_due(memapi *m, const mem_kind *k, const char *ns, uint64_t since_rv, bool text, due *d,
+		       uint64_t *last_rv)
+{
+	int64_t t0 = thread_cpu_ns();
+	int rc = collect_due_locked(m, k, ns, since_rv, text, d, last_rv);
+	atomic_fetch_add(&m->lw_server_ns, (uint64_t)(thread_cpu_ns() - t0));
+	return rc;
+}
+
+static int collect_due_locked(memapi *m, const mem_kind *k, const char *ns, uint64_t since_rv, bool text, due *d,
+			      uint64_t *last_rv)
+{
+	size_t i;
+	memset(d, 0, sizeof(*d));
 	pthread_mutex_lock(&m->mu);
 	if(since_rv < m->compacted_rv) {
 		pthread_mutex_unlock(&m->mu);
 		return PRD_EGONE;
 	}
-	objs = calloc(m->log_len + 1, sizeof(*objs));
-	types = calloc(m->log_len + 1, sizeof(*types));
-	if(!objs || !types) {
+	if(text)
+		d->texts = calloc(m->log_len + 1, sizeof(*d->texts));
+	else
+		d->objs = calloc(m->log_len + 1, sizeof(*d->objs));
+	d->types = calloc(m->log_len + 1, sizeof(*d->types));
+	if((!d->objs && !d->texts) || !d->types) {
 		pthread_mutex_unlock(&m->mu);
-		free(objs);
-		free(types);
+		due_free(d);
 		return PRD_ENOMEM;
 	}
 	for(i = 0; i < m->log_len; i++) {
@@ -1096,20 +1137,58 @@ int memapi_events_since(memapi *m, const kube_resource *r, const char *ns, uint6
 		ons = get_str(json_object_object_get(e->obj, "metadata"), "namespace");
 		if(ns && (!ons || strcmp(ns, ons)))
 			continue;
-		objs[n] = json_object_get(e->obj);
-		memcpy(types[n], e->type, sizeof(types[n]));
-		n++;
+		if(text && !(d->texts[d->n] = str_dup(json_object_to_json_string_ext(e->obj, JSON_C_TO_STRING_PLAIN)))) {
+			pthread_mutex_unlock(&m->mu);
+			due_free(d);
+			return PRD_ENOMEM;
+		}
+		if(!text)
+			d->objs[d->n] = json_object_get(e->obj);
+		memcpy(d->types[d->n], e->type, sizeof(d->types[d->n]));
+		d->n++;
 	}
 	if(last_rv)
 		*last_rv = m->rv;
 	pthread_mutex_unlock(&m->mu);
-	for(i = 0; i < n; i++) {
-		if(!rc)
-			rc = fn(ud, types[i], objs[i]);
-		json_object_put(objs[i]);
+	return 0;
+}
+
+int memapi_events_since(memapi *m, const kube_resource *r, const char *ns, uint64_t since_rv,
+			kube_event_fn fn, void *ud, uint64_t *last_rv)
+{
+	const mem_kind *k = kind_for_resource(m, r);
+	due d;
+	size_t i;
+	int rc;
+
+	if(!k)
+		return PRD_ENOTFOUND;
+	if((rc = collect_due(m, k, ns, since_rv, false, &d, last_rv)) != 0)
+		return rc;
+	for(i = 0; i < d.n && !rc; i++)
+		rc = fn(ud, d.types[i], d.objs[i]);
+	due_free(&d);
+	return rc;
+}
+
+int memapi_events_since_text(memapi *m, const kube_resource *r, const char *ns, uint64_t since_rv,
+			     kube_src_event_fn fn, void *ud, uint64_t *last_rv)
+{
+	const mem_kind *k = kind_for_resource(m, r);
+	due d;
+	size_t i;
+	int rc;
+
+	if(!k)
+		return PRD_ENOTFOUND;
+	if((rc = collect_due(m, k, ns, since_rv, true, &d, last_rv)) != 0)
+		return rc;
+	for(i = 0; i < d.n && !rc; i++) {
+		/* The store took the object through json-c's default depth. */
+		kube_item_src src = { d.texts[i], strlen(d.texts[i]), JSON_TOKENER_DEFAULT_DEPTH, NULL };
+		rc = fn(ud, d.types[i], &src);
 	}
-	free(objs);
-	free(types);
+	due_free(&d);
 	return rc;
 }
 
@@ -1196,6 +1275,20 @@ int memapi_load(memapi *m, json_object *objs, prd_err *err)
 
 /* ---- listwatch --------------------------------------------------------- */
 
+/* memapi_request for a listwatch, its CPU time counted as the server's. */
+static int lw_request(memapi *m, const char *path, long *status, char **resp, size_t *len)
+{
+	int64_t t0 = thread_cpu_ns();
+	int rc = memapi_request(m, "GET", path, NULL, NULL, 0, status, resp, len);
+	atomic_fetch_add(&m->lw_server_ns, (uint64_t)(thread_cpu_ns() - t0));
+	return rc;
+}
+
+uint64_t memapi_listwatch_server_ns(memapi *m)
+{
+	return atomic_load(&m->lw_server_ns);
+}
+
 /* Lists in pages of MEM_LW_PAGE, as a client pages through a real
  * apiserver: only one page's JSON is in memory at a time (the pages are
  * larger than a client's 500: this store sorts every key for each page,
@@ -1224,7 +1317,7 @@ static int mem_lw_list(void *ud, kube_item_fn fn, void *fn_ud, char **rv, prd_er
 			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 			break;
 		}
-		rc = memapi_request(lw->m, "GET", path, NULL, NULL, 0, &status, &resp, &len);
+		rc = lw_request(lw->m, path, &status, &resp, &len);
 		free(path);
 		if(!rc)
 			list = json_tokener_parse(resp);
@@ -1255,6 +1348,111 @@ static int mem_lw_list(void *ud, kube_item_fn fn, void *fn_ud, char **rv, prd_er
 		*rv = NULL;
 	}
 	return rc;
+}
+
+/* mem_lw_list with the items as text (kube_list_text's contract): each
+ * page is the JSON text memapi_request answers, split by the scanner;
+ * json-c parses a page only when the scanner leaves it to json-c. */
+static int mem_lw_page_text(mem_lw *lw, const char *resp, size_t len, kube_src_fn fn, void *fn_ud, char **rv,
+			    char **next, prd_err *err)
+{
+	kube_page pg;
+	size_t i;
+	int rc = kube__page_scan(resp, len, JSON_TOKENER_DEFAULT_DEPTH, &pg);
+
+	*next = NULL;
+	if(rc == KUBE_JS_BAIL) {
+		json_object *list = json_tokener_parse(resp), *items, *md;
+		const char *cont;
+		kube__page_free(&pg);
+		if(!list)
+			return prd_err_set(err, PRD_EINVAL, "in-memory list of %s failed", lw->r->resource);
+		items = json_object_object_get(list, "items");
+		rc = 0;
+		for(i = 0; !rc && items && i < json_object_array_length(items); i++) {
+			kube_item_src src = { NULL, 0, 0, json_object_array_get_idx(items, i) };
+			rc = fn(fn_ud, &src);
+		}
+		md = json_object_object_get(list, "metadata");
+		cont = get_str(md, "continue");
+		if(!rc && rv && !*rv && !(*rv = str_dup(get_str(md, "resourceVersion"))))
+			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		if(!rc && cont && *cont && !(*next = str_dup(cont)))
+			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		json_object_put(list);
+		return rc;
+	}
+	for(i = 0; !rc && i < pg.nitems; i++) {
+		kube_item_src src = { pg.items[i].s, pg.items[i].len, JSON_TOKENER_DEFAULT_DEPTH - 2, NULL };
+		rc = fn(fn_ud, &src);
+	}
+	if(!rc && rv && !*rv && !(*rv = str_dup(pg.rv)))
+		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+	if(!rc && pg.cont && *pg.cont) {
+		*next = pg.cont;
+		pg.cont = NULL;
+	}
+	kube__page_free(&pg);
+	return rc;
+}
+
+static int mem_lw_list_text(void *ud, kube_src_fn fn, void *fn_ud, char **rv, prd_err *err)
+{
+	mem_lw *lw = ud;
+	char *base = kube_path(lw->r, NULL, NULL, NULL), *cont = NULL;
+	int rc = 0;
+	if(!base)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	if(rv)
+		*rv = NULL;
+	do {
+		char *resp = NULL, *path, *next = NULL;
+		size_t len = 0;
+		long status;
+		path = cont ? str_printf("%s?limit=%d&continue=%s", base, MEM_LW_PAGE, cont)
+			    : str_printf("%s?limit=%d", base, MEM_LW_PAGE);
+		if(!path) {
+			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+			break;
+		}
+		rc = lw_request(lw->m, path, &status, &resp, &len);
+		free(path);
+		if(rc)
+			rc = prd_err_set(err, rc, "in-memory list of %s failed", lw->r->resource);
+		else
+			rc = mem_lw_page_text(lw, resp, len, fn, fn_ud, rv, &next, err);
+		free(resp);
+		free(cont);
+		cont = next;
+	} while(!rc && cont);
+	free(cont);
+	free(base);
+	if(rc && rv) {
+		free(*rv);
+		*rv = NULL;
+	}
+	return rc;
+}
+
+static int mem_lw_watch_text(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+			     kube_src_event_fn fn, void *fn_ud, prd_err *err)
+{
+	mem_lw *lw = ud;
+	uint64_t since = strtoull(rv ? rv : "0", NULL, 10), last = since;
+	int64_t deadline = clk_mono(clk_real()) + (timeout_s > 0 ? timeout_s : 300) * PRD_NS_PER_SEC;
+	while(clk_mono(clk_real()) < deadline) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		int rc = memapi_events_since_text(lw->m, lw->r, NULL, since, fn, fn_ud, &last);
+		if(rc == PRD_EGONE)
+			return prd_err_set(err, PRD_EGONE, "too old resource version: %llu", (unsigned long long)since);
+		if(rc)
+			return rc;
+		since = last;
+		if(cancelled && cancelled(cancel_ud))
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	return 0;
 }
 
 static int mem_lw_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
@@ -1294,5 +1492,7 @@ void memapi_listwatch(memapi *m, const kube_resource *r, kube_listwatch *out)
 	pthread_mutex_unlock(&m->mu);
 	out->list = mem_lw_list;
 	out->watch = mem_lw_watch;
+	out->list_text = mem_lw_list_text;
+	out->watch_text = mem_lw_watch_text;
 	out->ud = lw;
 }

@@ -51,6 +51,11 @@ int memapi_request(memapi *m, const char *method, const char *path, const char *
 int memapi_events_since(memapi *m, const kube_resource *r, const char *ns, uint64_t since_rv,
 			kube_event_fn fn, void *ud, uint64_t *last_rv);
 
+/* The same with each object as the JSON text an apiserver would write
+ * for it (kube_item_src text, borrowed for the call). */
+int memapi_events_since_text(memapi *m, const kube_resource *r, const char *ns, uint64_t since_rv,
+			     kube_src_event_fn fn, void *ud, uint64_t *last_rv);
+
 /* The current resourceVersion of the store. */
 uint64_t memapi_resource_version(memapi *m);
 
@@ -80,12 +85,21 @@ void memapi_inject_fault(memapi *m, const char *method, const char *path_prefix,
 			 int count);
 
 /* A kube_listwatch (kube/reflector.h) over the store, so informers run on
- * the in-memory API as they do on a real one: list = one GET of the
- * collection; watch = the event log from the given resourceVersion, polled
- * every few milliseconds until the timeout, cancellation, or 410. `r` and
+ * the in-memory API as they do on a real one: list = GETs of the
+ * collection, page by page; watch = the event log from the given
+ * resourceVersion, polled every few milliseconds until the timeout,
+ * cancellation, or 410. Both come in the tree and the text form (see
+ * kube_listwatch), the text form going through the same page scanner and
+ * text decoders as against a real apiserver. `r` and
  * `m` are borrowed and must outlive the listwatch. */
 struct kube_listwatch;
 void memapi_listwatch(memapi *m, const kube_resource *r, struct kube_listwatch *out);
+
+/* CPU time (ns, summed over threads) the listwatches spent in the store:
+ * answering list pages and collecting (and, in text form, printing) watch
+ * events — what an apiserver would spend, so a benchmark can tell it from
+ * the client's own share. */
+uint64_t memapi_listwatch_server_ns(memapi *m);
 
 /* Drop events up to the current resourceVersion, as etcd compaction does:
  * later watches from older versions get 410 Gone. */

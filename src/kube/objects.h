@@ -1,4 +1,6 @@
-/* Compact typed Kubernetes objects, decoded from json-c trees.
+/* Compact typed Kubernetes objects, decoded from json-c trees
+ * (kube_decode) or straight from JSON text (kube_decode_text, which reads
+ * Nodes and Pods without building a tree; the informers use it).
  *
  * The informer cache keeps these instead of the JSON the apiserver sends:
  * only the fields the controller, the scheduler simulation and the pool
@@ -274,6 +276,30 @@ typedef struct kube_lease {
  * PRD_EINVAL (bad input) or PRD_ENOMEM is returned with a message in err. */
 int kube_decode(kube_kind kind, json_object *obj, kube_intern *in, kube_meta **out, prd_err *err);
 
+/* Decode an object of `kind` from its JSON text (len bytes at json, not
+ * necessarily NUL-terminated), with the same result as parsing the text
+ * with json-c (nesting up to max_depth containers) and calling
+ * kube_decode(): the same object, or the same error. Nodes and Pods are
+ * read straight from the text (decode_text.c) unless the text is unusual,
+ * in which case, and for every other kind, json-c parses it. Text json-c
+ * cannot parse is PRD_EINVAL ("Pod: not valid JSON: ..."). */
+int kube_decode_text(kube_kind kind, const char *json, size_t len, int max_depth, kube_intern *in,
+		     kube_meta **out, prd_err *err);
+
+/* metadata.namespace, .name and .resourceVersion of an object's JSON text
+ * ("" when absent), as kube_json_meta() would read them from the parsed
+ * object. Returns 0, or non-zero when the text is not plain enough to be
+ * sure (parse it with json-c and use kube_json_meta() then): no metadata
+ * object, values of other types or 256 bytes and longer, duplicate keys,
+ * any JSON json-c reads its own way. A missing name is "" here (where
+ * kube_json_meta() fails): bookmarks have none. */
+typedef struct kube_text_id {
+	char ns[256];
+	char name[256];
+	char rv[256];
+} kube_text_id;
+int kube_text_id_scan(const char *json, size_t len, int max_depth, kube_text_id *id);
+
 /* A copy of a decoded ProvisioningRequest sharing table `in` (so a reader
  * can keep it after releasing an informer's lock). NULL when out of memory
  * or for other kinds. Free with kube_obj_free(in, copy). */
@@ -347,6 +373,12 @@ void kube__kvs_free(kube_intern *in, kube_kv *kv, size_t n);
 void kube__res_free(kube_intern *in, kube_res *r, size_t n);
 /* Parse a taint effect name; ALL for "" only when allow_all. */
 int kube__effect(kube__dctx *c, const char *s, bool allow_all, const char *path, uint8_t *out);
+
+/* The text decoders alone (decode_text.c): 0 with *out, or KUBE_JS_BAIL
+ * (jscan.h) when json-c has to decide; kube_decode_text() wraps them.
+ * Exposed so tests can check a canonical object never needs json-c. */
+int kube__decode_text_direct(kube_kind kind, const char *json, size_t len, int max_depth, kube_intern *in,
+			     kube_meta **out);
 
 int kube__decode_node(kube__dctx *c, json_object *obj, kube_meta **out);
 int kube__decode_pod(kube__dctx *c, json_object *obj, kube_meta **out);

@@ -149,6 +149,26 @@ static int list_item_cb(void *ud, json_object *item)
 	return rc;
 }
 
+static int list_item_src_cb(void *ud, const kube_item_src *item)
+{
+	kube_reflector *r = ud;
+	int rc;
+	if(stopping(r))
+		return STOPPING;
+	rc = r->store.list_item_src(r->store_ud, item);
+	if(rc == PRD_EINVAL) {
+		atomic_fetch_add(&r->st.rejected, 1);
+		return PRD_OK;
+	}
+	return rc;
+}
+
+/* Objects go as text when both ends can. */
+static bool use_text(const kube_reflector *r)
+{
+	return r->lw.list_text && r->lw.watch_text && r->store.list_item_src && r->store.event_src;
+}
+
 static int do_list(kube_reflector *r, bool first)
 {
 	prd_err err;
@@ -159,7 +179,10 @@ static int do_list(kube_reflector *r, bool first)
 	rc = r->store.list_begin(r->store_ud);
 	if(rc)
 		return rc;
-	rc = r->lw.list(r->lw.ud, list_item_cb, r, &rv, &err);
+	if(use_text(r))
+		rc = r->lw.list_text(r->lw.ud, list_item_src_cb, r, &rv, &err);
+	else
+		rc = r->lw.list(r->lw.ud, list_item_cb, r, &rv, &err);
 	if(rc) {
 		r->store.list_end(r->store_ud, false, NULL);
 		free(rv);
@@ -188,9 +211,21 @@ static long status_code(json_object *obj)
 	return 0;
 }
 
-static int event_cb(void *ud, const char *type, json_object *obj)
+/* The resourceVersion of a bookmark's object (NULL if none). */
+static const char *bookmark_rv(json_object *obj)
 {
-	kube_reflector *r = ud;
+	json_object *md = NULL, *v = NULL;
+	if(obj && json_object_object_get_ex(obj, "metadata", &md) &&
+	   json_object_object_get_ex(md, "resourceVersion", &v) && json_object_is_type(v, json_type_string))
+		return json_object_get_string(v);
+	return NULL;
+}
+
+/* One event, whichever form its object came in: `obj` (a tree) or `src`
+ * (text, with `rv` already read from it). */
+static int event_any(kube_reflector *r, const char *type, json_object *obj, const kube_item_src *src,
+		     const char *src_rv)
+{
 	const char *ns, *name, *rv = NULL;
 	kube_event_type t;
 	int rc;
@@ -198,10 +233,7 @@ static int event_cb(void *ud, const char *type, json_object *obj)
 	if(stopping(r))
 		return STOPPING;
 	if(strcmp(type, "BOOKMARK") == 0) {
-		json_object *md = NULL, *v = NULL;
-		if(obj && json_object_object_get_ex(obj, "metadata", &md) &&
-		   json_object_object_get_ex(md, "resourceVersion", &v) && json_object_is_type(v, json_type_string))
-			set_rv(r, json_object_get_string(v));
+		set_rv(r, src ? src_rv : bookmark_rv(obj));
 		atomic_fetch_add(&r->st.bookmarks, 1);
 		r->watch_events++;
 		return PRD_OK;
@@ -218,8 +250,13 @@ static int event_cb(void *ud, const char *type, json_object *obj)
 		log_warn("reflector: unknown watch event type", "resource", r->name, "type", type);
 		return PRD_OK;
 	}
-	kube_json_meta(obj, &ns, &name, &rv);
-	rc = r->store.event(r->store_ud, t, obj);
+	if(src) {
+		rv = src_rv;
+		rc = r->store.event_src(r->store_ud, t, src);
+	} else {
+		kube_json_meta(obj, &ns, &name, &rv);
+		rc = r->store.event(r->store_ud, t, obj);
+	}
 	r->watch_events++;
 	if(rc == PRD_EINVAL) {
 		atomic_fetch_add(&r->st.rejected, 1);
@@ -231,6 +268,32 @@ static int event_cb(void *ud, const char *type, json_object *obj)
 	}
 	set_rv(r, rv);
 	return PRD_OK;
+}
+
+static int event_cb(void *ud, const char *type, json_object *obj)
+{
+	return event_any(ud, type, obj, NULL, NULL);
+}
+
+static int event_src_cb(void *ud, const char *type, const kube_item_src *src)
+{
+	kube_text_id id;
+	json_tokener *tok;
+	json_object *obj;
+	int rc;
+
+	if(src->obj)
+		return event_any(ud, type, src->obj, NULL, NULL);
+	if(kube_text_id_scan(src->json, src->len, src->max_depth, &id) == 0)
+		return event_any(ud, type, NULL, src, id.rv);
+	/* Text the scan leaves to json-c: the tree path decides. */
+	if(!(tok = json_tokener_new_ex(src->max_depth)))
+		return PRD_ENOMEM;
+	obj = json_tokener_parse_ex(tok, src->json, (int)src->len);
+	json_tokener_free(tok);
+	rc = event_any(ud, type, obj, NULL, NULL);
+	json_object_put(obj);
+	return rc;
 }
 
 static void *reflector_main(void *p)
@@ -269,7 +332,10 @@ static void *reflector_main(void *p)
 		if(atomic_fetch_add(&r->st.watches, 1) > 0)
 			atomic_fetch_add(&r->st.watch_restarts, 1);
 		rv = kube_reflector_resource_version(r);
-		rc = r->lw.watch(r->lw.ud, rv ? rv : "", timeout, cancelled_cb, r, event_cb, r, &err);
+		if(use_text(r))
+			rc = r->lw.watch_text(r->lw.ud, rv ? rv : "", timeout, cancelled_cb, r, event_src_cb, r, &err);
+		else
+			rc = r->lw.watch(r->lw.ud, rv ? rv : "", timeout, cancelled_cb, r, event_cb, r, &err);
 		free(rv);
 		if(stopping(r))
 			break;
@@ -399,6 +465,33 @@ static int lwc_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)
 	return kube_watch(l->c, l->r, l->ns, &o, fn, fn_ud, NULL, err);
 }
 
+static int lwc_list_text(void *ud, kube_src_fn fn, void *fn_ud, char **rv, prd_err *err)
+{
+	lw_client *l = ud;
+	kube_list_opts o;
+	memset(&o, 0, sizeof(o));
+	o.label_selector = l->lsel;
+	o.field_selector = l->fsel;
+	o.limit = l->page;
+	return kube_list_text(l->c, l->r, l->ns, &o, fn, fn_ud, rv, NULL, err);
+}
+
+static int lwc_watch_text(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+			  kube_src_event_fn fn, void *fn_ud, prd_err *err)
+{
+	lw_client *l = ud;
+	kube_watch_opts o;
+	memset(&o, 0, sizeof(o));
+	o.label_selector = l->lsel;
+	o.field_selector = l->fsel;
+	o.resource_version = rv;
+	o.timeout_s = timeout_s;
+	o.bookmarks = true;
+	o.cancelled = cancelled;
+	o.cancel_ud = cancel_ud;
+	return kube_watch_text(l->c, l->r, l->ns, &o, fn, fn_ud, NULL, err);
+}
+
 int kube_listwatch_client(kube_client *c, const kube_resource *r, const char *ns, const char *label_selector,
 			  const char *field_selector, long page_size, kube_listwatch *out)
 {
@@ -414,6 +507,8 @@ int kube_listwatch_client(kube_client *c, const kube_resource *r, const char *ns
 	l->page = page_size;
 	out->list = lwc_list;
 	out->watch = lwc_watch;
+	out->list_text = lwc_list_text;
+	out->watch_text = lwc_watch_text;
 	out->ud = l;
 	return PRD_OK;
 }

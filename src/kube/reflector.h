@@ -19,7 +19,8 @@
  * and skipped; the resourceVersion still advances past them.
  *
  * The reflector talks to the server through a kube_listwatch: production
- * code builds one over kube_list()/kube_watch() with kube_listwatch_client();
+ * code builds one over kube_list_text()/kube_watch_text() with
+ * kube_listwatch_client() (objects reach the store as JSON text);
  * tests pass fakes that feed pages, events, bookmarks, 410s and
  * disconnects.
  *
@@ -52,6 +53,13 @@ typedef struct kube_listwatch {
 	int (*watch)(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
 		     kube_event_fn fn, void *fn_ud, prd_err *err);
 	void *ud;
+	/* Optional, used instead of list and watch when the store has the
+	 * *_src functions too: the same, handing objects over as JSON text
+	 * where the answer allows (kube_item_src, see kube_list_text), so no
+	 * json-c tree is built on the way to the typed decoders. */
+	int (*list_text)(void *ud, kube_src_fn fn, void *fn_ud, char **rv, prd_err *err);
+	int (*watch_text)(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+			  kube_src_event_fn fn, void *fn_ud, prd_err *err);
 } kube_listwatch;
 
 /* Where the reflector writes to (the informer cache implements this). */
@@ -73,6 +81,10 @@ typedef struct kube_store_ops {
 	int (*list_end)(void *ud, bool ok, const char *rv);
 	/* One watch event (obj borrowed). PRD_EINVAL = malformed, skipped. */
 	int (*event)(void *ud, kube_event_type type, json_object *obj);
+	/* Optional: list_item and event for objects as kube_item_src (text
+	 * or tree). */
+	int (*list_item_src)(void *ud, const kube_item_src *item);
+	int (*event_src)(void *ud, kube_event_type type, const kube_item_src *obj);
 } kube_store_ops;
 
 typedef struct kube_reflector_opts {
@@ -123,7 +135,8 @@ void kube_reflector_get_stats(kube_reflector *r, kube_reflector_stats *out);
 char *kube_reflector_resource_version(kube_reflector *r);
 
 /* A kube_listwatch over a real client: kube_list() with pages of
- * `page_size` (0 = 500) and kube_watch() with bookmarks. label_selector and
+ * `page_size` (0 = 500) and kube_watch() with bookmarks, and their text
+ * forms kube_list_text() and kube_watch_text(). label_selector and
  * field_selector may be NULL. Everything passed is borrowed and must
  * outlive the listwatch. Free with kube_listwatch_client_free(). */
 int kube_listwatch_client(kube_client *c, const kube_resource *r, const char *ns, const char *label_selector,

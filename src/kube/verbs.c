@@ -6,6 +6,7 @@
 
 #include "kube/client.h"
 #include "kube/client_int.h"
+#include "kube/jscan.h"
 #include "ops/log.h"
 #include "util/buf.h"
 #include "util/str.h"
@@ -64,11 +65,11 @@ int kube_get(kube_client *c, const kube_resource *r, const char *ns, const char 
 	return rc;
 }
 
-static int list_page(kube_client *c, const char *base, const kube_list_opts *o, const char *cont,
-		     json_object **out, kube_status *st, prd_err *err)
+/* The path of one page: limit, continue or resourceVersion, selectors.
+ * Caller frees. */
+static char *page_path(const char *base, const kube_list_opts *o, const char *cont)
 {
 	buf q;
-	int rc;
 
 	buf_init(&q);
 	buf_printf(&q, "%s?limit=%ld", base, o->limit > 0 ? o->limit : 500);
@@ -88,21 +89,135 @@ static int list_page(kube_client *c, const char *base, const kube_list_opts *o, 
 		buf_append_str(&q, "&fieldSelector=");
 		kube__query_escape(&q, o->field_selector);
 	}
-	if(q.failed) {
-		buf_free(&q);
+	return buf_detach(&q);
+}
+
+/* What a page gave besides its items. */
+typedef struct page_out {
+	char **rv;        /* the caller's *resource_version (may be NULL) */
+	char *next;       /* the continue token, owned; NULL on the last page */
+	bool fetched;     /* the page arrived (an error after it is the caller's) */
+} page_out;
+
+/* Replace *dst with a copy of v (NULL copies as NULL, which json-c's
+ * path below has always treated as out of memory). */
+static int set_rv(char **dst, const char *v, prd_err *err)
+{
+	if(!dst)
+		return 0;
+	free(*dst);
+	*dst = str_dup(v);
+	return *dst ? 0 : oom(err);
+}
+
+/* A page parsed whole by json-c: items as trees. */
+static int page_tree(json_object *page, const char *base, kube_src_fn fn, void *ud, page_out *po, prd_err *err)
+{
+	json_object *items, *meta, *v;
+	const char *next = NULL;
+	int rc;
+
+	if(!page || !json_object_object_get_ex(page, "items", &items) ||
+	   !(json_object_is_type(items, json_type_array) || json_object_is_type(items, json_type_null)))
+		return prd_err_set(err, PRD_EINVAL, "LIST %s: answer has no items", base);
+	for(size_t i = 0; items && i < json_object_array_length(items); i++) {
+		kube_item_src src = { NULL, 0, 0, json_object_array_get_idx(items, i) };
+		if((rc = fn(ud, &src)) != 0)
+			return rc;
+	}
+	if(json_object_object_get_ex(page, "metadata", &meta)) {
+		if(json_object_object_get_ex(meta, "continue", &v))
+			next = json_object_get_string(v);
+		if(json_object_object_get_ex(meta, "resourceVersion", &v) && (rc = set_rv(po->rv, json_object_get_string(v), err)))
+			return rc;
+	}
+	if(next && *next && !(po->next = str_dup(next)))
+		return oom(err);
+	return 0;
+}
+
+/* A page as text: items handed over as their JSON text when the page is
+ * plain JSON (jscan.h), else parsed by json-c as before. */
+static int page_text(const buf *body, const char *path, const char *base, kube_src_fn fn, void *ud, page_out *po,
+		     prd_err *err)
+{
+	kube_page pg;
+	json_tokener *tok;
+	json_object *page;
+	enum json_tokener_error je;
+	int rc = kube__page_scan(body->data ? body->data : "", body->len, KUBE_JSON_MAX_DEPTH, &pg);
+
+	if(rc == PRD_ENOMEM) {
+		kube__page_free(&pg);
 		return oom(err);
 	}
-	rc = kube__request_ex(c, "GET", buf_str(&q), NULL, NULL, 0, true, out, st, err);
-	buf_free(&q);
+	if(rc == 0) {
+		for(size_t i = 0; i < pg.nitems && !rc; i++) {
+			/* An item sits two containers deep in its page. */
+			kube_item_src src = { pg.items[i].s, pg.items[i].len, KUBE_JSON_MAX_DEPTH - 2, NULL };
+			rc = fn(ud, &src);
+		}
+		if(!rc && pg.rv)
+			rc = set_rv(po->rv, pg.rv, err);
+		if(!rc && pg.cont && *pg.cont) {
+			po->next = pg.cont;
+			pg.cont = NULL;
+		}
+		kube__page_free(&pg);
+		return rc;
+	}
+	kube__page_free(&pg);
+	log_debug("list page is not plain JSON, parsing it with json-c", "path", path);
+	if(!(tok = json_tokener_new_ex(KUBE_JSON_MAX_DEPTH)))
+		return oom(err);
+	page = body->len ? json_tokener_parse_ex(tok, body->data, (int)body->len) : NULL;
+	je = json_tokener_get_error(tok);
+	json_tokener_free(tok);
+	if(body->len && (!page || je != json_tokener_success)) {
+		json_object_put(page);
+		return prd_err_set(err, PRD_EINVAL, "GET %s: answer is not JSON (%s)", path, json_tokener_error_desc(je));
+	}
+	rc = page_tree(page, base, fn, ud, po, err);
+	json_object_put(page);
 	return rc;
 }
 
-int kube_list(kube_client *c, const kube_resource *r, const char *ns, const kube_list_opts *o,
-	      kube_item_fn fn, void *ud, char **resource_version, kube_status *st, prd_err *err)
+/* One page, fetched and delivered. */
+static int list_one(kube_client *c, const char *base, const kube_list_opts *o, const char *cont, bool text,
+		    kube_src_fn fn, void *ud, page_out *po, kube_status *st, prd_err *err)
+{
+	char *path = page_path(base, o, cont);
+	json_object *page = NULL;
+	buf body;
+	int rc;
+
+	if(!path)
+		return oom(err);
+	if(text) {
+		buf_init(&body);
+		rc = kube__request_raw(c, path, &body, st, err);
+		po->fetched = rc == 0;
+		if(!rc)
+			rc = page_text(&body, path, base, fn, ud, po, err);
+		buf_free(&body);
+	} else {
+		rc = kube__request_ex(c, "GET", path, NULL, NULL, 0, true, &page, st, err);
+		po->fetched = rc == 0;
+		if(!rc)
+			rc = page_tree(page, base, fn, ud, po, err);
+		json_object_put(page);
+	}
+	free(path);
+	return rc;
+}
+
+/* Every page, following continue tokens; an expired token starts over
+ * once. `restart_ud` is what the caller's restart callback gets. */
+static int list_all(kube_client *c, const kube_resource *r, const char *ns, const kube_list_opts *o, bool text,
+		    kube_src_fn fn, void *ud, void *restart_ud, char **resource_version, kube_status *st, prd_err *err)
 {
 	static const kube_list_opts none = {0};
 	char *base = kube_path(r, ns, NULL, NULL), *cont = NULL;
-	json_object *page = NULL;
 	bool restarted = false;
 	int rc = 0;
 
@@ -113,65 +228,55 @@ int kube_list(kube_client *c, const kube_resource *r, const char *ns, const kube
 	if(!base)
 		return oom(err);
 	for(;;) {
-		json_object *items, *meta, *v;
-		const char *next = NULL;
-
-		json_object_put(page);
-		page = NULL;
-		rc = list_page(c, base, o, cont, &page, st, err);
-		if(rc == PRD_EGONE && cont && !restarted) {
+		page_out po = { resource_version, NULL, false };
+		rc = list_one(c, base, o, cont, text, fn, ud, &po, st, err);
+		if(rc == PRD_EGONE && !po.fetched && cont && !restarted) {
 			/* The continue token outlived etcd's compaction window. */
 			log_info("list continue token expired, listing again", "resource", r->resource);
 			restarted = true;
 			free(cont);
 			cont = NULL;
+			free(po.next);
 			if(o->restart)
-				o->restart(ud);
+				o->restart(restart_ud);
 			continue;
 		}
-		if(rc)
-			break;
-		if(!page || !json_object_object_get_ex(page, "items", &items) ||
-		   !(json_object_is_type(items, json_type_array) || json_object_is_type(items, json_type_null))) {
-			rc = prd_err_set(err, PRD_EINVAL, "LIST %s: answer has no items", base);
-			break;
-		}
-		for(size_t i = 0; items && i < json_object_array_length(items); i++) {
-			rc = fn(ud, json_object_array_get_idx(items, i));
-			if(rc)
-				goto done;
-		}
-		if(json_object_object_get_ex(page, "metadata", &meta)) {
-			if(json_object_object_get_ex(meta, "continue", &v))
-				next = json_object_get_string(v);
-			if(resource_version && json_object_object_get_ex(meta, "resourceVersion", &v)) {
-				free(*resource_version);
-				*resource_version = str_dup(json_object_get_string(v));
-				if(!*resource_version) {
-					rc = oom(err);
-					break;
-				}
-			}
-		}
 		free(cont);
-		cont = NULL;
-		if(!next || !*next)
+		cont = po.next;
+		if(rc || !cont)
 			break;
-		cont = str_dup(next);
-		if(!cont) {
-			rc = oom(err);
-			break;
-		}
 	}
-done:
 	if(rc && resource_version) {
 		free(*resource_version);
 		*resource_version = NULL;
 	}
-	json_object_put(page);
 	free(cont);
 	free(base);
 	return rc;
+}
+
+typedef struct tree_fn {
+	kube_item_fn fn;
+	void *ud;
+} tree_fn;
+
+static int tree_adapter(void *ud, const kube_item_src *src)
+{
+	tree_fn *t = ud;
+	return t->fn(t->ud, src->obj);
+}
+
+int kube_list(kube_client *c, const kube_resource *r, const char *ns, const kube_list_opts *o,
+	      kube_item_fn fn, void *ud, char **resource_version, kube_status *st, prd_err *err)
+{
+	tree_fn t = { fn, ud };
+	return list_all(c, r, ns, o, false, tree_adapter, &t, ud, resource_version, st, err);
+}
+
+int kube_list_text(kube_client *c, const kube_resource *r, const char *ns, const kube_list_opts *o,
+		   kube_src_fn fn, void *ud, char **resource_version, kube_status *st, prd_err *err)
+{
+	return list_all(c, r, ns, o, true, fn, ud, ud, resource_version, st, err);
 }
 
 /* Path plus "?fieldManager=..." (and extra query text). Caller frees. */

@@ -8,6 +8,7 @@
 
 #include "kube/client.h"
 #include "kube/client_int.h"
+#include "kube/jscan.h"
 #include "ops/log.h"
 #include "util/buf.h"
 #include "util/str.h"
@@ -118,11 +119,42 @@ done:
 	return rc;
 }
 
+typedef struct src_adapter {
+	kube_src_event_fn fn;
+	void *ud;
+} src_adapter;
+
+static int src_from_tree(void *ud, const char *type, json_object *obj)
+{
+	src_adapter *a = ud;
+	kube_item_src src = { NULL, 0, 0, obj };
+	return a->fn(a->ud, type, &src);
+}
+
+int kube__watch_line_text(const char *line, size_t len, kube_src_event_fn fn, void *ud, kube_status *st,
+			  prd_err *err)
+{
+	src_adapter a = { fn, ud };
+	kube_jstr obj;
+	char type[16];
+
+	if(kube__event_scan(line, len, KUBE_JSON_MAX_DEPTH, type, &obj) == 0 &&
+	   (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0 || strcmp(type, "DELETED") == 0 ||
+	    strcmp(type, "BOOKMARK") == 0)) {
+		/* The object sits one container deep in its event. */
+		kube_item_src src = { obj.s, obj.len, KUBE_JSON_MAX_DEPTH - 1, NULL };
+		return fn(ud, type, &src);
+	}
+	/* ERROR events, unknown types and unusual JSON: as kube_watch. */
+	return kube__watch_line(line, len, src_from_tree, &a, st, err);
+}
+
 typedef struct watch_state {
 	kube__stream s;
 	kube_framer fr;
 	buf errbody;
 	kube_event_fn fn;
+	kube_src_event_fn src_fn;   /* instead of fn: objects as text */
 	void *ud;
 	int stop_rc;        /* why the write callback stopped the transfer */
 	kube_status *st;
@@ -134,6 +166,8 @@ static int watch_line_cb(void *ud, char *line, size_t len)
 {
 	watch_state *w = ud;
 	w->events++;
+	if(w->src_fn)
+		return kube__watch_line_text(line, len, w->src_fn, w->ud, w->st, w->err);
 	return kube__watch_line(line, len, w->fn, w->ud, w->st, w->err);
 }
 
@@ -174,8 +208,8 @@ int kube__query_escape(buf *b, const char *s)
 	return b->failed;
 }
 
-int kube_watch(kube_client *c, const kube_resource *r, const char *ns, const kube_watch_opts *o,
-	       kube_event_fn fn, void *ud, kube_status *st, prd_err *err)
+static int watch_run(kube_client *c, const kube_resource *r, const char *ns, const kube_watch_opts *o,
+		     kube_event_fn fn, kube_src_event_fn src_fn, void *ud, kube_status *st, prd_err *err)
 {
 	static const kube_watch_opts none = {0};
 	watch_state w;
@@ -194,6 +228,7 @@ int kube_watch(kube_client *c, const kube_resource *r, const char *ns, const kub
 	buf_init(&w.errbody);
 	buf_init(&path);
 	w.fn = fn;
+	w.src_fn = src_fn;
 	w.ud = ud;
 	w.st = st;
 	w.err = err;
@@ -249,4 +284,16 @@ done:
 	buf_free(&path);
 	free(base);
 	return rc;
+}
+
+int kube_watch(kube_client *c, const kube_resource *r, const char *ns, const kube_watch_opts *o,
+	       kube_event_fn fn, void *ud, kube_status *st, prd_err *err)
+{
+	return watch_run(c, r, ns, o, fn, NULL, ud, st, err);
+}
+
+int kube_watch_text(kube_client *c, const kube_resource *r, const char *ns, const kube_watch_opts *o,
+		    kube_src_event_fn fn, void *ud, kube_status *st, prd_err *err)
+{
+	return watch_run(c, r, ns, o, NULL, fn, ud, st, err);
 }

@@ -2,6 +2,7 @@
 #include "util/clock.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,6 +98,9 @@ int rfc3339_parse(const char *s, int64_t *out_ns, prd_err *err)
 	total = days * 86400 + h * 3600 + mi * 60 + sec;
 	if(sign)
 		total -= sign * (oh * 3600 + om * 60);
+	/* Nanoseconds since the epoch in an int64 reach from 1677 to 2262. */
+	if(total > INT64_MAX / PRD_NS_PER_SEC - 1 || total < INT64_MIN / PRD_NS_PER_SEC + 1)
+		return prd_err_set(err, PRD_EINVAL, "RFC 3339 timestamp \"%.64s\" is out of range (years 1678 to 2261)", s);
 	*out_ns = total * PRD_NS_PER_SEC + frac;
 	return PRD_OK;
 bad:

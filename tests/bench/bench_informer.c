@@ -1,11 +1,14 @@
 /* Memory and initial-list time of informer caches holding 5,000 Nodes and
- * 150,000 Pods.
+ * 150,000 Pods, and the cost of a watch event.
  *
  * The objects are generated as the JSON text the apiserver sends for a
  * paginated list (pages of 500, managedFields omitted), one page at a time,
- * parsed with json-c as the client parses a page, and fed through the real
- * reflector and informer code (a fake list-watch stands in for the
- * server). Prints one machine-readable line:
+ * handed over as the client hands pages over — split into items by the
+ * page scanner and decoded from the text (`text`, what `run` does), or
+ * parsed with json-c into a tree first (`tree`, the path before the text
+ * decoders) — and fed through the real reflector and informer code (a
+ * fake list-watch stands in for the server). Prints one machine-readable
+ * line:
  *
  *   bench=informer_memory nodes=N pods=N rss_mb=.. initial_list_ms=..
  *     bytes_per_pod=.. ...
@@ -16,7 +19,14 @@
  * so list_without_generation_ms is parse + decode + insert.
  * bytes_per_pod is the growth of the resident set while the pod cache
  * filled, divided by the pod count (so it includes hash-table and
- * intern-table overhead and allocator slack). Usage: bench_informer [nodes] [pods]. */
+ * intern-table overhead and allocator slack). A second line,
+ *
+ *   bench=informer_events decode=.. events=N us_per_event=..
+ *
+ * is the CPU time per MODIFIED pod event (a changed resourceVersion, so
+ * each is decoded), from the event line as the watch stream carries it to
+ * the object replaced in the cache.
+ * Usage: bench_informer [nodes] [pods] [text|tree]. */
 #include <json-c/json.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -25,7 +35,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "kube/client_int.h"
 #include "kube/informer.h"
+#include "kube/jscan.h"
 #include "kube/objects.h"
 #include "kube/reflector.h"
 #include "ops/log.h"
@@ -139,6 +151,10 @@ static void container_json(buf *b, long i, int c)
 		   c ? "," : "", names[c], i % 50, names[c], i % 7, c, 8080 + c, cpus[c], mems[c], i & 0xfffff);
 }
 
+/* Added to every pod's resourceVersion: the watch events' objects are
+ * newer versions of the listed ones. */
+static long rv_bump;
+
 static void pod_json(buf *b, long i, long nodes)
 {
 	long rs = i / 30, ns = rs % 50;
@@ -153,7 +169,7 @@ static void pod_json(buf *b, long i, long nodes)
 		   "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"web-%06lx\","
 		   "\"uid\":\"%08lx-0000-4000-8000-000000000000\",\"controller\":true,\"blockOwnerDeletion\":true}]},"
 		   "\"spec\":{\"containers\":[",
-		   rs, i, rs, ns, i, i, 100000 + i, (i / 3600) % 24, (i / 60) % 60, i % 60, rs, rs, ns,
+		   rs, i, rs, ns, i, i, 100000 + i + rv_bump, (i / 3600) % 24, (i / 60) % 60, i % 60, rs, rs, ns,
 		   i % 100 == 0 ? ",\"autoscaling.x-k8s.io/consume-provisioning-request\":\"batch-1\"" : "", rs, rs);
 	for(c = 0; c < nc; c++)
 		container_json(b, i, c);
@@ -251,6 +267,56 @@ static int gen_list(void *ud, kube_item_fn fn, void *fn_ud, char **rv, prd_err *
 	return rc;
 }
 
+/* The same pages handed over as text, split as kube_list_text splits a
+ * page. */
+static int gen_list_text(void *ud, kube_src_fn fn, void *fn_ud, char **rv, prd_err *err)
+{
+	gen *g = ud;
+	long start, i;
+	buf b;
+	int rc = 0;
+
+	buf_init(&b);
+	for(start = 0; start < g->count && !rc; start += PAGE) {
+		kube_page pg;
+		size_t k;
+		double t0 = now_ms();
+		buf_reset(&b);
+		buf_printf(&b, "{\"kind\":\"%sList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"999999\","
+			       "\"continue\":\"%ld\"},\"items\":[", kube_kind_name(g->kind), start);
+		for(i = start; i < start + PAGE && i < g->count; i++) {
+			if(i > start)
+				buf_append_char(&b, ',');
+			if(g->kind == KUBE_KIND_NODE)
+				node_json(&b, i);
+			else
+				pod_json(&b, i, g->nodes);
+		}
+		buf_append_str(&b, "]}");
+		if(b.failed) {
+			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+			break;
+		}
+		if(start == 0)
+			json_bytes_sample = b.len / (size_t)(i - start);
+		gen_ms_total += now_ms() - t0;
+		if(kube__page_scan(b.data, b.len, KUBE_JSON_MAX_DEPTH, &pg)) {
+			kube__page_free(&pg);
+			rc = prd_err_set(err, PRD_EINVAL, "generated page does not scan");
+			break;
+		}
+		for(k = 0; k < pg.nitems && !rc; k++) {
+			kube_item_src src = { pg.items[k].s, pg.items[k].len, KUBE_JSON_MAX_DEPTH - 2, NULL };
+			rc = fn(fn_ud, &src);
+		}
+		kube__page_free(&pg);
+	}
+	buf_free(&b);
+	if(!rc)
+		*rv = strdup("999999");
+	return rc;
+}
+
 static int gen_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
 		     kube_event_fn fn, void *fn_ud, prd_err *err)
 {
@@ -270,6 +336,14 @@ static int gen_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)
 	return 0;
 }
 
+static int gen_watch_text(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+			  kube_src_event_fn fn, void *fn_ud, prd_err *err)
+{
+	return gen_watch(ud, rv, timeout_s, cancelled, cancel_ud, NULL, NULL, err);
+}
+
+static bool text_mode = true;
+
 typedef struct on_node {
 	const char *node;
 	size_t n;
@@ -288,7 +362,8 @@ static kube_informer *load(kube_intern *in, gen *g, double *ms)
 {
 	kube_informer_opts o;
 	kube_informer *inf;
-	kube_listwatch lw = { gen_list, gen_watch, g };
+	kube_listwatch lw = { gen_list, gen_watch, g, text_mode ? gen_list_text : NULL,
+			      text_mode ? gen_watch_text : NULL };
 	double t0;
 
 	memset(&o, 0, sizeof(o));
@@ -303,6 +378,52 @@ static kube_informer *load(kube_intern *in, gen *g, double *ms)
 	}
 	*ms = now_ms() - t0;
 	return inf;
+}
+
+/* Watch events into the pod cache, as the reflector hands them over. */
+static int ev_tree(void *ud, const char *type, json_object *obj)
+{
+	(void)type;
+	return kube_informer_store_ops()->event(ud, KUBE_EV_MODIFIED, obj);
+}
+
+static int ev_text(void *ud, const char *type, const kube_item_src *src)
+{
+	(void)type;
+	return kube_informer_store_ops()->event_src(ud, KUBE_EV_MODIFIED, src);
+}
+
+/* CPU per MODIFIED event: n event lines (generated before the clock
+ * starts) through the watch line decoding into the stopped cache. */
+static double events_us(kube_informer *pi, long n, long nodes)
+{
+	char **lines = calloc((size_t)n, sizeof(*lines));
+	struct timespec t0, t1;
+	long i;
+	double us;
+
+	rv_bump = 1000000;
+	for(i = 0; i < n; i++) {
+		buf b;
+		buf_init(&b);
+		buf_append_str(&b, "{\"type\":\"MODIFIED\",\"object\":");
+		pod_json(&b, i, nodes);
+		buf_append_char(&b, '}');
+		lines[i] = buf_detach(&b);
+	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	for(i = 0; i < n; i++) {
+		int rc = text_mode ? kube__watch_line_text(lines[i], strlen(lines[i]), ev_text, pi, NULL, NULL)
+				   : kube__watch_line(lines[i], strlen(lines[i]), ev_tree, pi, NULL, NULL);
+		if(rc)
+			fprintf(stderr, "bench_informer: event %ld: %d\n", i, rc);
+	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+	us = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) / (double)n;
+	for(i = 0; i < n; i++)
+		free(lines[i]);
+	free(lines);
+	return us;
 }
 
 int main(int argc, char **argv)
@@ -320,8 +441,10 @@ int main(int argc, char **argv)
 		gn.count = gp.nodes = atol(argv[1]);
 	if(argc > 2)
 		gp.count = atol(argv[2]);
+	if(argc > 3)
+		text_mode = strcmp(argv[3], "tree") != 0;
 	if(gn.count <= 0 || gp.count < 0) {
-		fprintf(stderr, "usage: bench_informer [nodes] [pods]\n");
+		fprintf(stderr, "usage: bench_informer [nodes] [pods] [text|tree]\n");
 		return 2;
 	}
 	log_setup(PRD_LOG_WARN, PRD_LOG_TEXT, NULL);
@@ -350,14 +473,20 @@ int main(int argc, char **argv)
 	}
 	kube_informer_rdunlock(pi);
 
-	printf("bench=informer_memory nodes=%ld pods=%ld rss_mb=%.1f peak_rss_mb=%.1f initial_list_ms=%.0f "
+	printf("bench=informer_memory decode=%s nodes=%ld pods=%ld rss_mb=%.1f peak_rss_mb=%.1f initial_list_ms=%.0f "
 	       "json_generation_ms=%.0f list_without_generation_ms=%.0f node_list_ms=%.0f bytes_per_pod=%.0f bytes_per_node=%.0f pod_json_bytes=%zu node_json_bytes=%zu "
 	       "interned_strings=%zu interned_kb=%zu pods_on_node0=%zu\n",
-	       gn.count, gp.count, rss2 / 1024.0, hwm / 1024.0, pod_ms + node_ms, gen_ms_total,
+	       text_mode ? "text" : "tree", gn.count, gp.count, rss2 / 1024.0, hwm / 1024.0, pod_ms + node_ms, gen_ms_total,
 	       pod_ms + node_ms - gen_ms_total, node_ms,
 	       gp.count ? (double)(rss2 - rss1) * 1024.0 / (double)gp.count : 0.0,
 	       (double)(rss1 - rss0) * 1024.0 / (double)gn.count, json_bytes_sample, node_json_bytes,
 	       kube_intern_count(in), kube_intern_bytes(in) / 1024, node0.n);
+	kube_informer_stop(pi);
+	if(gp.count > 0) {
+		long n = gp.count < 5000 ? gp.count : 5000;
+		printf("bench=informer_events decode=%s events=%ld us_per_event=%.1f\n", text_mode ? "text" : "tree", n,
+		       events_us(pi, n, gp.nodes));
+	}
 	kube_informer_free(pi);
 	kube_informer_free(ni);
 	kube_intern_free(in);

@@ -211,6 +211,69 @@ static int f_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)(v
 	return 0;
 }
 
+/* The text forms of the fake (kube_listwatch list_text/watch_text): the
+ * same script, each object handed over as its JSON text, as the client's
+ * listwatch does. The tests run both ways (text_mode). */
+static bool text_mode;
+
+static int f_list_text(void *ud, kube_src_fn fn, void *fn_ud, char **rv, prd_err *err)
+{
+	fake *f = ud;
+	int i, n, rc = 0;
+	char *snap[MAX_OBJS];
+
+	pthread_mutex_lock(&f->mu);
+	i = f->lists++;
+	if(i < 8 && f->list_fail[i]) {
+		pthread_mutex_unlock(&f->mu);
+		return prd_err_set(err, f->list_fail[i], "fake list failure %d", i);
+	}
+	n = f->nobjs;
+	for(i = 0; i < n; i++)
+		snap[i] = f->objs[i] ? strdup(f->objs[i]) : NULL;
+	*rv = strdup(f->list_rv);
+	pthread_mutex_unlock(&f->mu);
+	for(i = 0; i < n && !rc; i++) {
+		kube_item_src src = { snap[i], snap[i] ? strlen(snap[i]) : 0, 30, NULL };
+		if(!snap[i])
+			continue;
+		rc = fn(fn_ud, &src);
+		if(f->mid_list && (i + 1) % f->page == 0)
+			f->mid_list(f);
+	}
+	for(i = 0; i < n; i++)
+		free(snap[i]);
+	if(rc) {
+		free(*rv);
+		*rv = NULL;
+	}
+	return rc;
+}
+
+/* Text events go through the tree fake's script with an adapter. */
+typedef struct text_ev {
+	kube_src_event_fn fn;
+	void *ud;
+} text_ev;
+
+static int tree_to_text(void *ud, const char *type, json_object *obj)
+{
+	text_ev *t = ud;
+	const char *json = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN);
+	kube_item_src src = { json, strlen(json), 30, NULL };
+	return t->fn(t->ud, type, &src);
+}
+
+static int f_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+		   kube_event_fn fn, void *fn_ud, prd_err *err);
+
+static int f_watch_text(void *ud, const char *rv, long timeout_s, bool (*cancelled)(void *), void *cancel_ud,
+			kube_src_event_fn fn, void *fn_ud, prd_err *err)
+{
+	text_ev t = { fn, fn_ud };
+	return f_watch(ud, rv, timeout_s, cancelled, cancel_ud, tree_to_text, &t, err);
+}
+
 static void f_sleep(void *ud, int64_t ns)
 {
 	fake *f = ud;
@@ -290,6 +353,8 @@ static void start(harness *h, kube_kind kind)
 	h->f.inf = h->inf;
 	h->lw.list = f_list;
 	h->lw.watch = f_watch;
+	h->lw.list_text = text_mode ? f_list_text : NULL;
+	h->lw.watch_text = text_mode ? f_watch_text : NULL;
 	h->lw.ud = &h->f;
 	CU_ASSERT_EQUAL_FATAL(kube_informer_start(h->inf, &h->lw, NULL), 0);
 	/* Registering after start is refused. */
@@ -771,6 +836,87 @@ static void test_store_direct(void)
 	kube_intern_free(in);
 }
 
+static kube_item_src text_src(const char *json)
+{
+	kube_item_src s = { json, strlen(json), 30, NULL };
+	return s;
+}
+
+/* The store fed JSON text (kube_item_src), as the client's and the
+ * in-memory API's listwatches feed it: same cache as with trees,
+ * unchanged objects carried over on a relist, replayed events no-ops,
+ * malformed objects rejected, text the scanner leaves to json-c still
+ * taken. */
+static void test_store_text(void)
+{
+	kube_intern *in = kube_intern_new();
+	kube_informer_opts o;
+	kube_informer *inf;
+	const kube_store_ops *ops = kube_informer_store_ops();
+	char *t1 = pod_json("ns", "p1", "1", "n", NULL), *t2 = pod_json("ns", "p2", "2", "n", NULL);
+	char *t2b = pod_json("ns", "p2", "3", "m", NULL);
+	const char *bad = "{\"metadata\":{\"name\":\"nons\"}}";
+	const char *odd = "{\"metadata\":{\"name\":\"p3\",\"namespace\":\"ns\",\"resourceVersion\":\"4\",},}";
+	kube_item_src s1 = text_src(t1), s2 = text_src(t2), s2b = text_src(t2b), sb = text_src(bad), so = text_src(odd);
+	const kube_meta *m1, *m2;
+
+	memset(&o, 0, sizeof(o));
+	o.kind = KUBE_KIND_POD;
+	o.intern = in;
+	CU_ASSERT_EQUAL_FATAL(kube_informer_new(&o, &inf, NULL), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ops->list_item_src);
+	CU_ASSERT_EQUAL(ops->list_begin(inf), 0);
+	CU_ASSERT_EQUAL(ops->list_item_src(inf, &s1), 0);
+	CU_ASSERT_EQUAL(ops->list_item_src(inf, &sb), PRD_EINVAL);
+	CU_ASSERT_EQUAL(ops->list_end(inf, true, "5"), 0);
+	CU_ASSERT_EQUAL(kube_informer_len(inf), 1);
+	m1 = kube_informer_get(inf, "ns", "p1");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m1);
+	CU_ASSERT_EQUAL(kube_as_pod(m1)->nrequests, 1);
+	/* Relist: p1 unchanged is the same object; p2 is new. */
+	CU_ASSERT_EQUAL(ops->list_begin(inf), 0);
+	CU_ASSERT_EQUAL(ops->list_item_src(inf, &s1), 0);
+	CU_ASSERT_EQUAL(ops->list_item_src(inf, &s2), 0);
+	CU_ASSERT_EQUAL(ops->list_item_src(inf, &sb), PRD_EINVAL);
+	CU_ASSERT_EQUAL(ops->list_end(inf, true, "6"), 0);
+	CU_ASSERT_EQUAL(kube_informer_len(inf), 2);
+	CU_ASSERT_PTR_EQUAL(kube_informer_get(inf, "ns", "p1"), m1);
+	m2 = kube_informer_get(inf, "ns", "p2");
+	/* A replayed event changes nothing; a newer one replaces. */
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_MODIFIED, &s2), 0);
+	CU_ASSERT_PTR_EQUAL(kube_informer_get(inf, "ns", "p2"), m2);
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_MODIFIED, &s2b), 0);
+	CU_ASSERT_STRING_EQUAL(kube_informer_get(inf, "ns", "p2")->rv, "3");
+	CU_ASSERT_EQUAL(pods_on(inf, "m"), 1);
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_ADDED, &sb), PRD_EINVAL);
+	/* Trailing commas: json-c's to read, and it does. */
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_ADDED, &so), 0);
+	CU_ASSERT_PTR_NOT_NULL(kube_informer_get(inf, "ns", "p3"));
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_DELETED, &s1), 0);
+	CU_ASSERT_EQUAL(ops->event_src(inf, KUBE_EV_DELETED, &so), 0);
+	CU_ASSERT_EQUAL(kube_informer_len(inf), 1);
+	free(t1);
+	free(t2);
+	free(t2b);
+	kube_informer_free(inf);
+	CU_ASSERT_EQUAL(kube_intern_count(in), 0);
+	kube_intern_free(in);
+}
+
+/* The same scenarios with objects handed over as text. */
+#define TEXT_TOO(name) \
+	static void name##_text(void) \
+	{ \
+		text_mode = true; \
+		name(); \
+		text_mode = false; \
+	}
+TEXT_TOO(test_list_then_watch)
+TEXT_TOO(test_gone_in_stream)
+TEXT_TOO(test_relist_keeps_unchanged)
+TEXT_TOO(test_malformed_skipped)
+TEXT_TOO(test_nodes_cluster_scoped)
+
 typedef struct seen_keys {
 	char v[64][32];
 	int n;
@@ -874,6 +1020,12 @@ static const test_case cases[] = {
 	{ "nodes_cluster_scoped", test_nodes_cluster_scoped },
 	{ "stop_promptly", test_stop_promptly },
 	{ "store_direct", test_store_direct },
+	{ "store_text", test_store_text },
+	{ "list_then_watch (text)", test_list_then_watch_text },
+	{ "gone_in_stream (text)", test_gone_in_stream_text },
+	{ "relist_keeps_unchanged (text)", test_relist_keeps_unchanged_text },
+	{ "malformed_skipped (text)", test_malformed_skipped_text },
+	{ "nodes_cluster_scoped (text)", test_nodes_cluster_scoped_text },
 	{ "changes_journal", test_changes_journal },
 	{ NULL, NULL }
 };

@@ -285,6 +285,20 @@ static void test_rfc3339_parse(void)
 		CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "invalid RFC 3339"));
 	}
 	CU_ASSERT_EQUAL(rfc3339_parse(NULL, &(int64_t){ 0 }, NULL), PRD_EINVAL);
+	/* Outside what nanoseconds in an int64 hold: an error, not an
+	 * overflow (found by the text-decoder tests under UBSan). */
+	{
+		static const char *const far[] = { "0001-01-01T00:00:00Z", "1677-01-01T00:00:00Z", "2263-01-01T00:00:00Z",
+						   "9999-12-31T23:59:59Z" };
+		int64_t ns;
+		for(i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
+			prd_err_clear(&e);
+			CU_ASSERT_EQUAL(rfc3339_parse(far[i], &ns, &e), PRD_EINVAL);
+			CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "out of range"));
+		}
+		CU_ASSERT_EQUAL(rfc3339_parse("1678-01-01T00:00:00Z", &ns, &e), 0);
+		CU_ASSERT_EQUAL(rfc3339_parse("2261-12-31T23:59:59Z", &ns, &e), 0);
+	}
 }
 
 static void test_rfc3339_format(void)
