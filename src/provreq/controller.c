@@ -1634,14 +1634,18 @@ static sched_podset *podsets_or_wait(pr_class_ctx *x, const state_request *rs)
 		/* `missing` is a PodTemplate's name, or "Kind name" for the
 		 * DRA objects a template refers to. */
 		const char *kind = strchr(missing, ' ') ? "" : "PodTemplate ";
+		/* DeviceClasses are cluster-scoped: no namespace to name. */
+		char where[300] = "";
+		if(strncmp(missing, "DeviceClass ", 12))
+			snprintf(where, sizeof(where), " in namespace %s", pr->meta.ns);
 		if(c->now < until) {
-			snprintf(msg, sizeof(msg), "waiting for %s%s in namespace %s", kind, missing, pr->meta.ns);
+			snprintf(msg, sizeof(msg), "waiting for %s%s%s", kind, missing, where);
 			pr__set_cond(c, pr, x->conds, PR_COND_PROVISIONED, "False", PR_R_WAITING_TEMPLATES, msg, false);
 			pr__wake_at(c, c->now + 10 * PRD_NS_PER_SEC < until ? c->now + 10 * PRD_NS_PER_SEC : until);
 			return NULL;
 		}
-		snprintf(msg, sizeof(msg), "%s%s not found in namespace %s after waiting %llds", kind, missing,
-			 pr->meta.ns, (long long)(c->cfg.template_grace_ns / PRD_NS_PER_SEC));
+		snprintf(msg, sizeof(msg), "%s%s not found%s after waiting %llds", kind, missing, where,
+			 (long long)(c->cfg.template_grace_ns / PRD_NS_PER_SEC));
 	} else {
 		snprintf(msg, sizeof(msg), "%s", e.msg);
 	}

@@ -2823,6 +2823,14 @@ static void test_dra_check_capacity(void)
 	pass();
 	CU_ASSERT_STRING_EQUAL(cond("ml", "orphan", "Provisioned"), "False/PodTemplatesNotFound");
 	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "orphan", "Provisioned"), "ResourceClaimTemplate not-yet"));
+	/* A missing DeviceClass too; it is cluster-scoped: no namespace named. */
+	add_claim_template("ml", "no-class", "absent.example.com", 1, NULL);
+	add_claiming_template("ml", "classless", "no-class");
+	add_pr("ml", "classless", "check-capacity.autoscaling.x-k8s.io", "classless", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "classless", "Provisioned"), "False/PodTemplatesNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("ml", "classless", "Provisioned"), "DeviceClass absent.example.com"));
+	CU_ASSERT_PTR_NULL(strstr(cond_msg("ml", "classless", "Provisioned"), "namespace"));
 	stop();
 
 	/* Devices ResourceClaims hold are not offered; a selector halves. */
