@@ -226,6 +226,9 @@ bool pr__dirty_decide(pr_ctl *c, const kube_provreq *pr);
 /* What its decision left: the earliest wake it asked for, whether it is
  * open with cloud work possibly in flight, whether it is not terminal. */
 void pr__dirty_decided(pr_ctl *c, const kube_provreq *pr, int64_t wake, bool open_in_flight, bool live);
+/* A time a request asked to be decided at after its decision was recorded
+ * (a deferred status write that failed): it is decided from then on. */
+void pr__dirty_wake(pr_ctl *c, const kube_provreq *pr, int64_t t);
 /* End of a pass: `complete` when it ran to its end unfenced. */
 void pr__dirty_done(pr_ctl *c, bool complete);
 /* Forget the decisions of requests whose "ns/name" is not in `live`. */

@@ -192,6 +192,18 @@ void pr__dirty_decided(pr_ctl *c, const kube_provreq *pr, int64_t wake, bool ope
 	mm->live = live;
 }
 
+void pr__dirty_wake(pr_ctl *c, const kube_provreq *pr, int64_t t)
+{
+	char k[600];
+	pr_memo *mm;
+	if(!c->use_inf)
+		return;
+	key_of(k, sizeof(k), pr->meta.ns, pr->meta.name);
+	mm = hmap_get(&c->dirty.memo, k);
+	if(mm && t < mm->wake)
+		mm->wake = t;
+}
+
 /* Forget what vanished requests' decisions left (`live` holds the keys of
  * the requests of the pass). */
 void pr__dirty_prune(pr_ctl *c, const hmap *live)

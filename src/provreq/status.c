@@ -111,17 +111,22 @@ static int status_outcome(pr_ctl *c, const kube_provreq *pr, const char *based_o
 			  pr->meta.ns);
 		return rc;
 	}
-	if(rc == PRD_ECONFLICT) {
-		c->stats.status_conflicts++;
-		log_info("status changed under us; retrying on the next pass", "request", pr->meta.name,
-			 "namespace", pr->meta.ns);
-		pr__wake_at(c, c->now + 1);
-		return rc;
-	}
 	if(rc) {
-		log_error("cannot write request status", "request", pr->meta.name, "namespace", pr->meta.ns,
-			  "error", err->msg);
-		pr__wake_at(c, c->now + 5 * PRD_NS_PER_SEC);
+		/* Retry: soon after a conflict (someone else wrote; decide on
+		 * what they wrote), after 5 s for anything else. The deferred
+		 * write's request was decided already: its retry time goes to
+		 * what the pass-skipping remembers of it too. */
+		int64_t t = c->now + (rc == PRD_ECONFLICT ? 1 : 5 * PRD_NS_PER_SEC);
+		if(rc == PRD_ECONFLICT) {
+			c->stats.status_conflicts++;
+			log_info("status changed under us; retrying on the next pass", "request", pr->meta.name,
+				 "namespace", pr->meta.ns);
+		} else {
+			log_error("cannot write request status", "request", pr->meta.name, "namespace", pr->meta.ns,
+				  "error", err->msg);
+		}
+		pr__wake_at(c, t);
+		pr__dirty_wake(c, pr, t);
 		return rc;
 	}
 	c->stats.status_writes++;

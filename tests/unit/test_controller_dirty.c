@@ -432,8 +432,46 @@ static void test_affected_equals_all(void)
 		}
 }
 
+/* A decision's status write goes out at the end of the pass; when it
+ * fails, the request is decided again 5 s later even though nothing in
+ * the caches names it. Catches a retry time that reaches the pass's wake
+ * but not what deciding only affected requests remembers of the request
+ * (its booking expiry, 10 minutes away): the status would stay unwritten. */
+static void test_failed_write_is_retried(void)
+{
+	world w;
+	prd_err e;
+	int i;
+	char *o;
+	clk_fake_init(&fake, T0);
+	metrics_shutdown();
+	CU_ASSERT_EQUAL_FATAL(metrics_init(), 0);
+	world_open(&w, false);
+	add_template(&w, "one", 1);
+	add_node(&w, "n0", 4);
+	add_pr(&w, "late", CC, "one", 2, false);
+	memapi_inject_fault(w.m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/r/provisioningrequests/late/status",
+			    500, 1);
+	for(i = 0; i < 4; i++)
+		pump(&w, i);
+	CU_ASSERT_EQUAL(pr_ctl_pass(w.ctl, NULL, &e), 0);
+	CU_ASSERT_EQUAL(pr_ctl_stats(w.ctl)->status_writes, 0);
+	/* Nothing changes in the caches; the retry time comes. */
+	clk_fake_advance(&fake, 6 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(w.ctl, NULL, &e), 0);
+	CU_ASSERT_EQUAL(pr_ctl_stats(w.ctl)->status_writes, 1);
+	o = outcome(&w);
+	CU_ASSERT_PTR_NOT_NULL(strstr(o, "CapacityIsFound"));
+	if(!strstr(o, "CapacityIsFound"))
+		fprintf(stderr, "after the retry:\n%s", o);
+	free(o);
+	world_close(&w);
+	metrics_shutdown();
+}
+
 static const test_case cases[] = {
 	{ "deciding affected requests equals deciding all", test_affected_equals_all },
+	{ "a failed deferred status write is retried", test_failed_write_is_retried },
 	{ NULL, NULL }
 };
 
