@@ -529,6 +529,7 @@ int main(int argc, char **argv)
 	pr_config_default(&cfg);
 	if(pr_ctl_new(&cfg, clock, &api, db, &drivers, &ctl, &e))
 		die("controller", e.msg);
+	memset(&pi, 0, sizeof(pi)); /* no DRA informers */
 	pi.intern = intern;
 	pi.nodes = inf[0];
 	pi.pods = inf[1];

@@ -102,6 +102,7 @@ static void world_open(world *w, bool full)
 		ops->list_begin(w->inf[i]);
 		ops->list_end(w->inf[i], true, "0");
 	}
+	memset(&pi, 0, sizeof(pi)); /* no DRA informers */
 	pi.intern = w->in;
 	pi.nodes = w->inf[0];
 	pi.pods = w->inf[1];
