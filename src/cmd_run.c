@@ -512,22 +512,13 @@ static bool dra_readable(run_ctx *r)
 	return true;
 }
 
-static int setup_informers(run_ctx *r, prd_err *e)
+/* Start informers [from, to). */
+static int start_informers(run_ctx *r, size_t from, size_t to, prd_err *e)
 {
 	size_t i;
-	bool dra = dra_readable(r);
-
-	r->intern = kube_intern_new();
-	if(!r->intern) {
-		log_error("out of memory");
-		return 1;
-	}
-	memset(r->last_stats, 0, sizeof(r->last_stats));
-	for(i = 0; i < RUN_NINF; i++) {
+	for(i = from; i < to; i++) {
 		kube_informer_opts io;
 		kube_handler h;
-		if(i >= RUN_FIRST_DRA && !dra)
-			continue;
 		memset(&io, 0, sizeof(io));
 		io.kind = inf_kinds[i];
 		io.intern = r->intern;
@@ -555,6 +546,20 @@ static int setup_informers(run_ctx *r, prd_err *e)
 		}
 	}
 	return 0;
+}
+
+/* The core informers; the DRA ones start once those synced (run_loop):
+ * whether the cluster serves resource.k8s.io/v1 is asked of an apiserver
+ * known to answer, and a SIGTERM while it does not is honoured at once. */
+static int setup_informers(run_ctx *r, prd_err *e)
+{
+	r->intern = kube_intern_new();
+	if(!r->intern) {
+		log_error("out of memory");
+		return 1;
+	}
+	memset(r->last_stats, 0, sizeof(r->last_stats));
+	return start_informers(r, 0, RUN_FIRST_DRA, e);
 }
 
 /* Everything the worker needs, in dependency order. 0, or 1 after logging
@@ -629,6 +634,15 @@ static void run_loop(run_ctx *r)
 
 	memset(&pi, 0, sizeof(pi));
 	health_add_flag(r->hl, "caches-synced", false, "the informer caches are still listing");
+	if(!wait_caches(r->inf, RUN_FIRST_DRA, r->hl)) {
+		log_info("shutting down before the caches synced");
+		return;
+	}
+	{
+		prd_err e;
+		if(!stop_requested && dra_readable(r) && start_informers(r, RUN_FIRST_DRA, RUN_NINF, &e))
+			return;
+	}
 	if(!wait_caches(r->inf, RUN_NINF, r->hl)) {
 		log_info("shutting down before the caches synced");
 		return;
