@@ -1886,7 +1886,7 @@ static void modules_hook(pr_ctl *c, pr_world *w, bool begin)
 }
 
 /* Remove the keys of `m` that are not in `live`. */
-static void forget_vanished(hmap *m, const hmap *live)
+void pr__forget_vanished(hmap *m, const hmap *live)
 {
 	hmap_iter it;
 	const char *k;
@@ -1929,8 +1929,8 @@ static size_t prune_vanished(pr_ctl *c, const pr_world *w)
 		}
 		state_request_list_free(rows, n);
 	}
-	forget_vanished(&c->written, &w->uids);
-	forget_vanished(&c->unowned, &w->uids);
+	pr__forget_vanished(&c->written, &w->uids);
+	pr__forget_vanished(&c->unowned, &w->uids);
 	{
 		hmap keys;
 		bool ok = true;

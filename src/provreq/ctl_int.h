@@ -229,6 +229,8 @@ void pr__dirty_decided(pr_ctl *c, const kube_provreq *pr, int64_t wake, bool ope
 /* A time a request asked to be decided at after its decision was recorded
  * (a deferred status write that failed): it is decided from then on. */
 void pr__dirty_wake(pr_ctl *c, const kube_provreq *pr, int64_t t);
+/* Remove the keys of `m` that are not in `live` (controller.c). */
+void pr__forget_vanished(hmap *m, const hmap *live);
 /* End of a pass: `complete` when it ran to its end unfenced. */
 void pr__dirty_done(pr_ctl *c, bool complete);
 /* Forget the decisions of requests whose "ns/name" is not in `live`. */

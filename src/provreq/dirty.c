@@ -208,27 +208,5 @@ void pr__dirty_wake(pr_ctl *c, const kube_provreq *pr, int64_t t)
  * the requests of the pass). */
 void pr__dirty_prune(pr_ctl *c, const hmap *live)
 {
-	hmap_iter it;
-	const char *k;
-	char **drop = NULL;
-	size_t n = 0, cap = 0, i;
-	hmap_iter_init(&it, &c->dirty.memo);
-	while(hmap_iter_next(&it, &k, NULL)) {
-		if(hmap_has(live, k))
-			continue;
-		if(n == cap) {
-			char **v = realloc(drop, (cap = cap ? cap * 2 : 16) * sizeof(*v));
-			if(!v)
-				break;
-			drop = v;
-		}
-		if(!(drop[n] = str_dup(k)))
-			break;
-		n++;
-	}
-	for(i = 0; i < n; i++) {
-		hmap_del(&c->dirty.memo, drop[i]);
-		free(drop[i]);
-	}
-	free(drop);
+	pr__forget_vanished(&c->dirty.memo, live);
 }
