@@ -438,14 +438,37 @@ typedef struct lw_client {
 	long page;
 } lw_client;
 
-static int lwc_list(void *ud, kube_item_fn fn, void *fn_ud, char **rv, prd_err *err)
+/* The list and watch options of a client listwatch (tree and text forms
+ * alike). */
+static kube_list_opts lwc_list_opts(const lw_client *l)
 {
-	lw_client *l = ud;
 	kube_list_opts o;
 	memset(&o, 0, sizeof(o));
 	o.label_selector = l->lsel;
 	o.field_selector = l->fsel;
 	o.limit = l->page;
+	return o;
+}
+
+static kube_watch_opts lwc_watch_opts(const lw_client *l, const char *rv, long timeout_s, bool (*cancelled)(void *),
+				      void *cancel_ud)
+{
+	kube_watch_opts o;
+	memset(&o, 0, sizeof(o));
+	o.label_selector = l->lsel;
+	o.field_selector = l->fsel;
+	o.resource_version = rv;
+	o.timeout_s = timeout_s;
+	o.bookmarks = true;
+	o.cancelled = cancelled;
+	o.cancel_ud = cancel_ud;
+	return o;
+}
+
+static int lwc_list(void *ud, kube_item_fn fn, void *fn_ud, char **rv, prd_err *err)
+{
+	lw_client *l = ud;
+	kube_list_opts o = lwc_list_opts(l);
 	return kube_list(l->c, l->r, l->ns, &o, fn, fn_ud, rv, NULL, err);
 }
 
@@ -453,26 +476,14 @@ static int lwc_watch(void *ud, const char *rv, long timeout_s, bool (*cancelled)
 		     kube_event_fn fn, void *fn_ud, prd_err *err)
 {
 	lw_client *l = ud;
-	kube_watch_opts o;
-	memset(&o, 0, sizeof(o));
-	o.label_selector = l->lsel;
-	o.field_selector = l->fsel;
-	o.resource_version = rv;
-	o.timeout_s = timeout_s;
-	o.bookmarks = true;
-	o.cancelled = cancelled;
-	o.cancel_ud = cancel_ud;
+	kube_watch_opts o = lwc_watch_opts(l, rv, timeout_s, cancelled, cancel_ud);
 	return kube_watch(l->c, l->r, l->ns, &o, fn, fn_ud, NULL, err);
 }
 
 static int lwc_list_text(void *ud, kube_src_fn fn, void *fn_ud, char **rv, prd_err *err)
 {
 	lw_client *l = ud;
-	kube_list_opts o;
-	memset(&o, 0, sizeof(o));
-	o.label_selector = l->lsel;
-	o.field_selector = l->fsel;
-	o.limit = l->page;
+	kube_list_opts o = lwc_list_opts(l);
 	return kube_list_text(l->c, l->r, l->ns, &o, fn, fn_ud, rv, NULL, err);
 }
 
@@ -480,15 +491,7 @@ static int lwc_watch_text(void *ud, const char *rv, long timeout_s, bool (*cance
 			  kube_src_event_fn fn, void *fn_ud, prd_err *err)
 {
 	lw_client *l = ud;
-	kube_watch_opts o;
-	memset(&o, 0, sizeof(o));
-	o.label_selector = l->lsel;
-	o.field_selector = l->fsel;
-	o.resource_version = rv;
-	o.timeout_s = timeout_s;
-	o.bookmarks = true;
-	o.cancelled = cancelled;
-	o.cancel_ud = cancel_ud;
+	kube_watch_opts o = lwc_watch_opts(l, rv, timeout_s, cancelled, cancel_ud);
 	return kube_watch_text(l->c, l->r, l->ns, &o, fn, fn_ud, NULL, err);
 }
 
