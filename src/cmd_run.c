@@ -377,6 +377,12 @@ static bool run_start(run_ctx *r, int argc, char **argv, int *exit_code)
 	return true;
 }
 
+static void observe_connections(void *ud, long n)
+{
+	(void)ud;
+	metrics_counter_add(M_API_CONNECTIONS, NULL, (double)n);
+}
+
 /* The apiserver client, the state store and the cloud drivers. */
 static int setup_backends(run_ctx *r, prd_err *e)
 {
@@ -387,6 +393,7 @@ static int setup_backends(run_ctx *r, prd_err *e)
 
 	memset(&copts, 0, sizeof(copts));
 	copts.observe = observe_api;
+	copts.connected = observe_connections;
 	copts.qps = (double)c->kube_api_qps;
 	copts.burst = (int)c->kube_api_burst;
 	if(kube_config_auto(c->kubeconfig && c->kubeconfig[0] ? c->kubeconfig : NULL, c->context, &r->kc, e) ||

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Scale: 200 check-capacity requests created at once (noRetry, so each one
 # ends Provisioned=True or Failed=True), with room for exactly 160 of them:
-# the 160 oldest get it, the other 40 fail. Then atomic scale-ups to 1,000
-# nodes of a group with a 57-character name (node names of 63, the longest
-# a hostname label takes): one request for 500 nodes, then one for 500
-# more. The second plan (with its record of the 500 instances that existed
+# the 160 oldest get it, the other 40 fail. Then atomic scale-ups of a
+# group with a 57-character name (node names of 63, the longest a hostname
+# label takes): one request for 1,000 nodes, then one for 500 more. The
+# second plan (with its record of the 500 instances that existed
 # before it, which it needs to tell its own from them) must be in the
 # request's status while it runs, every status write accepted; provreqd is
 # then killed with SIGKILL mid scale-up and restarted WITHOUT its state DB
 # (what a failover to a replica with an empty database is): it must finish
-# the plan from the API alone, with exactly 1,000 Ready nodes (the old
+# the plan from the API alone, with exactly 1,500 Ready nodes (the old
 # encoding was refused with 422 and such a restart scaled up twice).
 #
 # Prints the issue's figures as `bench=` lines: wall time from creating the
@@ -23,7 +23,10 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../tools/pr-e2e-lib.sh"
 
 NREQ=${PROVREQD_E2E_SCALE_REQUESTS:-200}
-NNODES=${PROVREQD_E2E_SCALE_NODES:-1000}
+NNODES=${PROVREQD_E2E_SCALE_NODES:-1000} # the first atomic request's
+first=$NNODES
+rest=$((NNODES / 2))
+total=$((first + rest))
 FIT=$((NREQ * 4 / 5))         # requests that fit the hand-made nodes
 PER_NODE=16                   # 1-CPU pods per 16-CPU node
 SMALL_NODES=$(((FIT + PER_NODE - 1) / PER_NODE))
@@ -36,10 +39,15 @@ big=$(t_unique bg68)
 # longest a Node's kubernetes.io/hostname label may carry.
 big="$big-$(printf '%*s' $((56 - ${#big})) '' | tr ' ' g)"
 PR_GROUPS+=("$small")
-pr_group "$big" 2 4Gi "$NNODES"
+pr_group "$big" 2 4Gi "$total"
 pr_cloud_config
 
 now() { date +%s.%N; }
+# Connections provreqd opened to the apiserver so far (a TLS handshake each).
+api_conns() {
+	curl -fsS --max-time 5 "http://$PR_HTTP/metrics" 2>/dev/null |
+		awk '/^provreqd_api_connections_total / { print $2; f = 1 } END { if (!f) print 0 }'
+}
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f\n", b - a }'; }
 
 pr_add_nodes "$small" "$SMALL_NODES" "$PER_NODE" 64Gi
@@ -80,6 +88,7 @@ all_final() {
 }
 
 cpu0=$(pr_cpu_seconds "$pid")
+conn0=$(api_conns)
 t0=$(now)
 kubectl create -n "$PR_NS" -f "$PR_WORK/requests.yaml" >/dev/null
 t_created=$(now)
@@ -99,6 +108,7 @@ echo "bench=checkcapacity_all_final_s $(elapsed "$t0" "$t1")"
 echo "bench=checkcapacity_final_after_last_create_s $(elapsed "$t_created" "$t1")"
 echo "bench=checkcapacity_provreqd_cpu_s $(elapsed "$cpu0" "$cpu1")"
 echo "bench=checkcapacity_provreqd_vmhwm_kb $(pr_hwm_kb "$pid")"
+echo "bench=checkcapacity_api_connections $(($(api_conns) - conn0))"
 # Where the time went: provreqd's passes and its apiserver calls.
 curl -fsS --max-time 5 "http://$PR_HTTP/metrics" 2>/dev/null |
 	awk '/^provreqd_reconcile_duration_seconds_(count|sum)\{controller="provreq"/ { n = $1; sub(/\{.*/, "", n); sub(/provreqd_reconcile_duration_seconds_/, "", n); printf "bench=checkcapacity_passes_%s %s\n", n, $2 }
@@ -106,18 +116,18 @@ curl -fsS --max-time 5 "http://$PR_HTTP/metrics" 2>/dev/null |
 	     /^provreqd_api_request_duration_seconds_(count|sum)\{verb="PATCH"/ { printf "bench=checkcapacity_patch %s %s\n", $1, $2 }' || true
 
 # ------------------------------------------------- atomic, to 1,000 nodes
-half=$((NNODES / 2))
-rest=$((NNODES - half))
 cpu0=$(pr_cpu_seconds "$pid")
+conn0=$(api_conns)
 t0=$(now)
-pr_request first atomic-scale-up whole "$half"
+pr_request first atomic-scale-up whole "$first"
 t_wait 900 "first: Provisioned=True/CapacityIsProvisioned" pr_cond_is first Provisioned True/CapacityIsProvisioned
 t1=$(now)
 cpu1=$(pr_cpu_seconds "$pid")
-t_eq "the group has exactly $half nodes" "$half" "$(pr_count "$big")"
-echo "bench=atomic_nodes $half"
+t_eq "the group has exactly $first nodes" "$first" "$(pr_count "$big")"
+echo "bench=atomic_nodes $first"
 echo "bench=atomic_provisioned_s $(elapsed "$t0" "$t1")"
 echo "bench=atomic_provreqd_cpu_s $(elapsed "$cpu0" "$cpu1")"
+echo "bench=atomic_api_connections $(($(api_conns) - conn0))"
 echo "bench=provreqd_vmhwm_kb $(pr_hwm_kb "$pid")"
 
 # details KEY: the request's provisioningClassDetails keys starting with KEY.
@@ -131,8 +141,8 @@ pr_request huge atomic-scale-up whole "$rest"
 t_wait 60 "huge: the plan is in the request's status while it runs" plan_shown
 size=$(kubectl get provreq -n "$PR_NS" huge -o json | jq '[.status.provisioningClassDetails | to_entries[]
 	| select(.key | startswith("provreqd.io/instances-before")) | .value | length] | add')
-((size > 0 && size <= 32768)) || t_fail "huge: the record of $half instances takes $size bytes"
-t_pass "huge: its record of the $half instances before it takes $size bytes"
+((size > 0 && size <= 32768)) || t_fail "huge: the record of $first instances takes $size bytes"
+t_pass "huge: its record of the $first instances before it takes $size bytes"
 echo "bench=atomic_plan_record_bytes $size"
 t_eq "huge: phase" increasing "$(kubectl get provreq -n "$PR_NS" huge -o jsonpath='{.status.provisioningClassDetails.scaleUpPhase}' |
 	sed 's/waiting-for-nodes/increasing/')"
@@ -141,7 +151,7 @@ if grep -E '\b422\b|Unprocessable' "$PR_WORK/provreqd.log" >/dev/null; then
 fi
 t_pass "no status write was refused"
 # Mid scale-up: kill -9, and come back with an empty state DB.
-t_wait 300 "huge: some of its nodes registered" bash -c "(( \$(kubectl get nodes -l $PR_GROUP_LABEL=$big -o name | wc -l) > $half + 20 ))"
+t_wait 300 "huge: some of its nodes registered" bash -c "(( \$(kubectl get nodes -l $PR_GROUP_LABEL=$big -o name | wc -l) > $first + 20 ))"
 pr_kill9
 rm -f "$PR_WORK/state.db" "$PR_WORK/state.db-wal" "$PR_WORK/state.db-shm"
 t_log "killed with $(pr_count "$big") nodes of $big; restarting without the state DB"
@@ -149,8 +159,8 @@ pr_start --request-backoff-initial 5s
 pid=$PR_PID
 t_wait 900 "huge: Provisioned=True/CapacityIsProvisioned after the restart" pr_cond_is huge Provisioned True/CapacityIsProvisioned
 t1=$(now)
-t_eq "the group has exactly $NNODES nodes: nothing was scaled up twice" "$NNODES" "$(pr_count "$big")"
-t_wait 120 "all Ready" pr_ready_is "$big" "$NNODES"
+t_eq "the group has exactly $total nodes: nothing was scaled up twice" "$total" "$(pr_count "$big")"
+t_wait 120 "all Ready" pr_ready_is "$big" "$total"
 t_eq "first is still Provisioned" True/CapacityIsProvisioned "$(pr_cond first Provisioned)"
-echo "bench=atomic_second_half_with_restart_s $(elapsed "$t0" "$t1")"
+echo "bench=atomic_second_with_restart_s $(elapsed "$t0" "$t1")"
 t_done

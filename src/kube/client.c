@@ -21,6 +21,11 @@
 #include "util/str.h"
 
 #define POOL_MAX 8
+/* Connections the shared cache keeps (curl's default is 5, counting the
+ * ones in use: the informers' long watches alone fill that, and every
+ * other request then closed its connection when done, a new TLS handshake
+ * for each; see CURLOPT_MAXCONNECTS). */
+#define CONN_CACHE_MAX 64
 #define BODY_MAX (1024u * 1024 * 1024)
 #define RETRY_AFTER_MAX_S 60
 
@@ -255,6 +260,14 @@ static bool past_deadline(kube_client *c)
 	return d > 0 && clk_mono(c->o.clock) >= d;
 }
 
+/* Tell the owner how many connections the transfer on h opened. */
+static void count_connects(kube_client *c, CURL *h)
+{
+	long n = 0;
+	if(c->o.connected && curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &n) == CURLE_OK && n > 0)
+		c->o.connected(c->o.observe_ud, n);
+}
+
 /* Progress callback of an ordinary request: aborts it past the deadline. */
 static int req_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
@@ -423,6 +436,7 @@ static int setup_handle(kube_client *c, CURL *h, const char *path, const kube_cr
 	curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->o.connect_timeout_ms);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_MAXCONNECTS, (long)CONN_CACHE_MAX);
 #if LIBCURL_VERSION_NUM >= 0x075500
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 #endif
@@ -718,6 +732,7 @@ static int req_send(req *q, CURLcode *cc, long *code)
 	t0 = clk_mono(clk_real());
 	*cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
+	count_connects(c, h);
 	free_hdrs(hdrs);
 	handle_put(c, h);
 	/* A server that refuses a request early (401, 413, ...) may reset
@@ -956,6 +971,7 @@ int kube__stream_get(kube_client *c, const char *path, kube__stream *s, prd_err 
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	count_connects(c, h);
 	if(code)
 		s->http_code = code;
 	if(c->o.observe)

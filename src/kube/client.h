@@ -59,6 +59,10 @@ typedef struct kube_client_opts {
 	/* Observe every request (metrics): verb, resource, HTTP code (0 on
 	 * transport failure), latency. Called from the calling thread. */
 	void (*observe)(void *ud, const char *verb, const char *resource, long code, int64_t latency_ns);
+	/* Told (with observe_ud) of every connection a request or watch had
+	 * to open (TCP, and TLS for https): requests reuse the connections
+	 * of earlier ones, so these count handshakes, not requests. */
+	void (*connected)(void *ud, long connections);
 	void *observe_ud;
 } kube_client_opts;
 

@@ -104,6 +104,11 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 	[M_API_LATENCY] = { "provreqd_api_request_duration_seconds",
 			    "Kubernetes API request latency by verb (watches excluded).",
 			    METRICS_HISTOGRAM, L("verb"), NULL, 0 },
+	[M_API_CONNECTIONS] = { "provreqd_api_connections_total",
+				"Connections opened to the Kubernetes API server (each a TCP and, for https, a TLS "
+				"handshake); requests reuse them, so this grows with watches and parallel writers, not "
+				"with requests.",
+				METRICS_COUNTER, NULL, NULL, 0 },
 	[M_POOL_NODES] = { "provreqd_pool_nodes_selected",
 			   "Nodes the ResourcePool's populate-from-nodes selector picks and that count.",
 			   METRICS_GAUGE, L("pool"), NULL, 0 },

@@ -63,6 +63,7 @@ enum metrics_id {
 	M_RELISTS,                 /* provreqd_relists_total{resource} */
 	M_API_REQUESTS,            /* provreqd_api_requests_total{verb,code} */
 	M_API_LATENCY,             /* provreqd_api_request_duration_seconds{verb} */
+	M_API_CONNECTIONS,         /* provreqd_api_connections_total */
 	M_POOL_NODES,              /* provreqd_pool_nodes_selected{pool} */
 	M_POOL_POPULATED,          /* provreqd_pool_populated_amount{pool,resource} */
 	M_POOL_CLAMPED,            /* provreqd_pool_clamped{pool,resource} 1 = clamped to used */

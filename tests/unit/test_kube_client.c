@@ -227,7 +227,7 @@ typedef struct scenario {
 } scenario;
 
 enum { M_GET_404, M_429, M_500, M_PAGES, M_PAGES_410, M_OK, M_WATCH, M_WATCH_410, M_WATCH_ERR,
-       M_WATCH_HOLD, M_CREATE_EXISTS, M_PAGE_LENIENT };
+       M_WATCH_HOLD, M_CREATE_EXISTS, M_PAGE_LENIENT, M_HOLD_WATCHES };
 
 static char *status_body(int code, const char *reason, const char *msg)
 {
@@ -336,6 +336,16 @@ static void handler(void *ud, const fake_req *rq, fake_resp *r)
 	case M_WATCH_HOLD:
 		r->chunks[r->nchunks++] = fake_strdup("{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n");
 		r->hold_ms = 20000;
+		break;
+	case M_HOLD_WATCHES:
+		/* Watches are held open (until cancelled); anything else is
+		 * answered at once. */
+		if(strstr(rq->url, "watch=")) {
+			r->chunks[r->nchunks++] = fake_strdup("{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n");
+			r->hold_ms = 20000;
+		} else {
+			r->body = fake_strdup("{\"kind\":\"Pod\",\"metadata\":{\"name\":\"x\"}}");
+		}
 		break;
 	}
 }
@@ -929,6 +939,95 @@ static void test_watch_errors(void)
 	}
 }
 
+/* The connection-reuse test: watches that run until cancelled. */
+#define REUSE_WATCHES 10
+
+typedef struct held_watch {
+	fixture *f;
+	atomic_bool got, cancel;
+	pthread_t t;
+	int rc;
+} held_watch;
+
+static int held_event(void *ud, const char *type, json_object *obj)
+{
+	(void)type;
+	(void)obj;
+	atomic_store(&((held_watch *)ud)->got, true);
+	return 0;
+}
+
+static bool held_cancelled(void *ud)
+{
+	return atomic_load(&((held_watch *)ud)->cancel);
+}
+
+static void *held_watch_main(void *ud)
+{
+	held_watch *w = ud;
+	kube_watch_opts wo = {.cancelled = held_cancelled, .cancel_ud = w};
+	kube_status st;
+	prd_err e;
+	w->rc = kube_watch(w->f->c, &KUBE_PODS, NULL, &wo, held_event, w, &st, &e);
+	return NULL;
+}
+
+/* Ordinary requests reuse one connection while the informers' watches
+ * hold theirs open. curl's default cache of 5 connections counts the ones
+ * in use, so with the watches of provreqd run (8 informers and more) every
+ * request closed its connection when done and the next made a new one: a
+ * TLS handshake per request, most of provreqd's CPU in a 500-node
+ * scale-up. A client without CURLOPT_MAXCONNECTS opens 30 connections
+ * for these 30 requests. */
+static void add_connections(void *ud, long n)
+{
+	atomic_fetch_add((atomic_long *)ud, n);
+}
+
+static void test_connection_reuse(void)
+{
+	atomic_long told = 0;
+	kube_client_opts opts = {.connected = add_connections, .observe_ud = &told};
+	fixture f;
+	held_watch w[REUSE_WATCHES];
+	kube_status st;
+	prd_err e;
+	int i, k, before, ready;
+
+	fx_start(&f, M_HOLD_WATCHES, &opts);
+	memset(w, 0, sizeof(w));
+	for(i = 0; i < REUSE_WATCHES; i++) {
+		w[i].f = &f;
+		CU_ASSERT_EQUAL_FATAL(pthread_create(&w[i].t, NULL, held_watch_main, &w[i]), 0);
+	}
+	/* Wait (not a timing assertion) until every watch got its event. */
+	for(k = 0, ready = 0; k < 2000 && ready < REUSE_WATCHES; k++) {
+		struct timespec ts = {0, 5000000L};
+		for(i = 0, ready = 0; i < REUSE_WATCHES; i++)
+			ready += atomic_load(&w[i].got);
+		if(ready < REUSE_WATCHES)
+			nanosleep(&ts, NULL);
+	}
+	CU_ASSERT_EQUAL_FATAL(ready, REUSE_WATCHES);
+	before = fake_connections(f.srv);
+	CU_ASSERT_EQUAL(before, REUSE_WATCHES);
+	for(i = 0; i < 30; i++) {
+		json_object *o = NULL;
+		CU_ASSERT_EQUAL(kube_get(f.c, &KUBE_PODS, "ns1", "x", &o, &st, &e), 0);
+		json_object_put(o);
+	}
+	CU_ASSERT_EQUAL(fake_connections(f.srv) - before, 1);
+	for(i = 0; i < REUSE_WATCHES; i++)
+		atomic_store(&w[i].cancel, true);
+	for(i = 0; i < REUSE_WATCHES; i++) {
+		pthread_join(w[i].t, NULL);
+		CU_ASSERT_EQUAL(w[i].rc, 0);
+	}
+	/* The owner is told of each connection (provreqd_api_connections_total). */
+	CU_ASSERT_EQUAL(atomic_load(&told), fake_connections(f.srv));
+	fx_stop(&f);
+}
+
 static void test_connection_refused(void)
 {
 	kube_config *cfg = NULL;
@@ -977,6 +1076,7 @@ static const test_case cases[] = {
 	{"watch events as text", test_watch_text},
 	{"watch 410, ERROR event, stop, cancel", test_watch_errors},
 	{"connection refused is EIO", test_connection_refused},
+	{"requests reuse a connection while watches hold theirs", test_connection_reuse},
 	{NULL, NULL}
 };
 

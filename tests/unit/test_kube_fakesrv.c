@@ -19,6 +19,7 @@ struct fake_srv {
 	int port;
 	char url[64];
 	atomic_int count;
+	atomic_int conns;        /* TCP connections accepted */
 	atomic_bool stopping;
 };
 
@@ -196,6 +197,16 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 }
 
+static void notify_conn(void *cls, struct MHD_Connection *conn, void **socket_context,
+			enum MHD_ConnectionNotificationCode toe)
+{
+	fake_srv *s = cls;
+	(void)conn;
+	(void)socket_context;
+	if(toe == MHD_CONNECTION_NOTIFY_STARTED)
+		atomic_fetch_add(&s->conns, 1);
+}
+
 fake_srv *fake_start(fake_handler h, void *ud)
 {
 	fake_srv *s = calloc(1, sizeof(*s));
@@ -213,6 +224,7 @@ fake_srv *fake_start(fake_handler h, void *ud)
 	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 					MHD_USE_ERROR_LOG,
 				0, NULL, NULL, handle, s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+				MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_END);
 	if(!s->d) {
 		free(s);
@@ -237,6 +249,11 @@ const char *fake_url(const fake_srv *s)
 int fake_count(fake_srv *s)
 {
 	return atomic_load(&s->count);
+}
+
+int fake_connections(fake_srv *s)
+{
+	return atomic_load(&s->conns);
 }
 
 void fake_stop(fake_srv *s)

@@ -44,6 +44,8 @@ int fake_port(const fake_srv *s);
 const char *fake_url(const fake_srv *s);
 /* Requests handled so far. */
 int fake_count(fake_srv *s);
+/* TCP connections accepted so far. */
+int fake_connections(fake_srv *s);
 void fake_stop(fake_srv *s);
 
 /* strdup that aborts the test program on failure. */
