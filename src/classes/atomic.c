@@ -114,7 +114,8 @@ static bool reserve(const pr_class_host *h, pr_class_group *g, const state_inten
 {
 	at_view pv;
 	hmap recorded;
-	size_t i;
+	const char **add;
+	size_t i, nadd = 0;
 	for(i = 0; i < in->n_nodes; i++)
 		reserve_node(h, in, in->nodes[i]);
 	if(!g || pr_group_list(g, NULL) || at_view_of(h, g, in, &pv))
@@ -123,13 +124,19 @@ static bool reserve(const pr_class_host *h, pr_class_group *g, const state_inten
 	hmap_init(&recorded, NULL);
 	for(i = 0; i < in->n_nodes; i++)
 		hmap_put(&recorded, in->nodes[i], NULL);
+	add = pv.n ? malloc(pv.n * sizeof(*add)) : NULL;
 	for(i = 0; i < pv.n; i++) {
 		if(!pv.v[i]->node || pv.v[i]->errclass != PRD_CLOUD_ERRCLASS_NONE || hmap_has(&recorded, pv.v[i]->node))
 			continue;
 		reserve_node(h, in, pv.v[i]->node);
-		if(!state_phase_is_terminal(in->phase))
-			state_intent_add_node(h->db, in->plan_id, pv.v[i]->node, NULL);
+		if(!state_phase_is_terminal(in->phase) && add)
+			add[nadd++] = pv.v[i]->node;
 	}
+	/* One transaction for the nodes that registered since the last pass
+	 * (out of memory: they are recorded in a later pass). */
+	if(nadd)
+		state_intent_add_nodes(h->db, in->plan_id, add, nadd, NULL);
+	free(add);
 	hmap_free(&recorded);
 	return true;
 }

@@ -16,43 +16,35 @@ kube_api kube_api_from_memapi(memapi *m)
 	return a;
 }
 
-/* kube_request parses answers; kube_api hands out bytes, so the JSON is
- * printed back. A failure is answered with a Status object carrying the
- * reason and message that kube_api_call puts into its error text. */
+/* A 2xx answer's bytes are handed over as the apiserver sent them. A
+ * failure is answered with a Status object carrying the reason and
+ * message that kube_api_call puts into its error text (the client has
+ * decoded the apiserver's Status, or there was no answer). */
 static int client_fn(void *ud, const char *method, const char *path, const char *content_type, const char *body,
 		     size_t body_len, long *status, char **resp, size_t *resp_len)
 {
 	kube_status st;
-	json_object *out = NULL;
+	json_object *out;
 	prd_err e;
 	const char *text = NULL;
 	int rc;
 
 	memset(&st, 0, sizeof(st));
 	prd_err_clear(&e);
-	*resp = NULL;
-	*resp_len = 0;
-	rc = kube_request(ud, method, path, content_type, body, body_len, &out, &st, &e);
+	rc = kube_request_bytes(ud, method, path, content_type, body, body_len, resp, resp_len, &st, &e);
 	*status = st.http_code ? st.http_code : (rc ? 0 : 200);
-	if(rc) {
-		json_object_put(out);
-		out = json_object_new_object();
-		if(out) {
-			json_object_object_add(out, "kind", json_object_new_string("Status"));
-			json_object_object_add(out, "status", json_object_new_string("Failure"));
-			json_object_object_add(out, "reason",
-					       json_object_new_string(st.reason[0] ? st.reason : prd_strerror(rc)));
-			json_object_object_add(out, "message", json_object_new_string(st.message[0] ? st.message : e.msg));
-			json_object_object_add(out, "code", json_object_new_int64(st.http_code));
-		}
-	}
-	if(out)
+	if(!rc)
+		return 0;
+	out = json_object_new_object();
+	if(out) {
+		json_object_object_add(out, "kind", json_object_new_string("Status"));
+		json_object_object_add(out, "status", json_object_new_string("Failure"));
+		json_object_object_add(out, "reason", json_object_new_string(st.reason[0] ? st.reason : prd_strerror(rc)));
+		json_object_object_add(out, "message", json_object_new_string(st.message[0] ? st.message : e.msg));
+		json_object_object_add(out, "code", json_object_new_int64(st.http_code));
 		text = json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN);
-	if(text && !(*resp = str_dup(text))) {
-		json_object_put(out);
-		return rc ? rc : PRD_ENOMEM;
 	}
-	if(*resp)
+	if(text && (*resp = str_dup(text)))
 		*resp_len = strlen(*resp);
 	json_object_put(out);
 	return rc;
@@ -82,7 +74,8 @@ int kube_api_call(const kube_api *api, const char *method, const char *path, con
 			  &rlen);
 	if(http_status)
 		*http_status = status;
-	if(resp && rlen) {
+	/* The answer is read only when wanted, or for a failure's text. */
+	if(resp && rlen && (out || rc)) {
 		json_tokener *tok = json_tokener_new();
 		if(tok) {
 			o = json_tokener_parse_ex(tok, resp, (int)rlen);
@@ -106,10 +99,12 @@ int kube_api_call(const kube_api *api, const char *method, const char *path, con
 		free(resp);
 		return rc;
 	}
+	if(out && resp && rlen && !o) {
+		free(resp);
+		return prd_err_set(err, PRD_EINVAL, "%s %s: %ld: the answer is not JSON", method, path, status);
+	}
 	free(resp);
 	if(out)
 		*out = o;
-	else
-		json_object_put(o);
 	return 0;
 }

@@ -839,14 +839,21 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
 	return request_loop(&q);
 }
 
-int kube__request_raw(kube_client *c, const char *path, buf *out, kube_status *st, prd_err *err)
+int kube__request_raw_ex(kube_client *c, const char *method, const char *path, const char *content_type,
+			 const char *body, size_t body_len, bool idempotent, buf *out, kube_status *st,
+			 prd_err *err)
 {
 	kube_status lst;
-	req q = {.c = c, .method = "GET", .path = path, .idempotent = true, .raw = out, .st = st ? st : &lst,
-		 .err = err};
+	req q = {.c = c, .method = method, .path = path, .content_type = content_type, .body = body,
+		 .body_len = body_len, .idempotent = idempotent, .raw = out, .st = st ? st : &lst, .err = err};
 
 	buf_reset(out);
 	return request_loop(&q);
+}
+
+int kube__request_raw(kube_client *c, const char *path, buf *out, kube_status *st, prd_err *err)
+{
+	return kube__request_raw_ex(c, "GET", path, NULL, NULL, 0, true, out, st, err);
 }
 
 static int request_loop(req *qp)
@@ -896,6 +903,29 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
 	bool idem = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
 	return kube__request_ex(c, method, path, content_type ? content_type : "application/json", body,
 				body_len, idem, out, st, err);
+}
+
+int kube_request_bytes(kube_client *c, const char *method, const char *path, const char *content_type,
+		       const char *body, size_t body_len, char **out, size_t *out_len, kube_status *st,
+		       prd_err *err)
+{
+	bool idem = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+	buf b;
+	int rc;
+
+	*out = NULL;
+	*out_len = 0;
+	buf_init_max(&b, BODY_MAX);
+	rc = kube__request_raw_ex(c, method, path, content_type ? content_type : "application/json", body, body_len,
+				  idem, &b, st, err);
+	if(rc == 0 && b.len > 0) {
+		*out_len = b.len;
+		*out = buf_detach(&b);
+		if(!*out)
+			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	buf_free(&b);
+	return rc;
 }
 
 /* Progress callback of a watch: aborts the transfer when the owner asks

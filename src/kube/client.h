@@ -101,6 +101,14 @@ char *kube_path(const kube_resource *r, const char *ns, const char *name, const 
 int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,
 		 const char *body, size_t body_len, json_object **out, kube_status *st, prd_err *err);
 
+/* Like kube_request, but a 2xx answer's bytes are handed over unparsed:
+ * *out (NULL for an empty answer) is NUL-terminated, *out_len its length;
+ * the caller frees it. Failures are decoded into st and err as by
+ * kube_request. */
+int kube_request_bytes(kube_client *c, const char *method, const char *path, const char *content_type,
+		       const char *body, size_t body_len, char **out, size_t *out_len, kube_status *st,
+		       prd_err *err);
+
 /* Verbs. Objects passed in are borrowed; objects returned in *out are new
  * references the caller puts (out may be NULL when the answer is not
  * needed). */

@@ -62,6 +62,12 @@ int kube__request_ex(kube_client *c, const char *method, const char *path, const
  * left unparsed in *out (reset first; the caller frees it). */
 int kube__request_raw(kube_client *c, const char *path, buf *out, kube_status *st, prd_err *err);
 
+/* Any verb as kube__request_ex, the 2xx answer's bytes left unparsed in
+ * *out as by kube__request_raw. */
+int kube__request_raw_ex(kube_client *c, const char *method, const char *path, const char *content_type,
+			 const char *body, size_t body_len, bool idempotent, buf *out, kube_status *st,
+			 prd_err *err);
+
 /* How deep the client lets json-c nest containers in an answer. */
 #define KUBE_JSON_MAX_DEPTH (JSON_TOKENER_DEFAULT_DEPTH * 4)
 

@@ -138,6 +138,8 @@ void pr_ctl_free(pr_ctl *c)
 	sched_expander_free(c->expander);
 	kube_recorder_free(c->recorder);
 	pr__status_discard(c);
+	pr__marks_discard(c);
+	free(c->marks);
 	hmap_free(&c->written);
 	hmap_free(&c->unowned);
 	hmap_free(&c->idle_since);
@@ -1992,6 +1994,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	modules_hook(c, &w, true);
 	for(i = 0; i < w.nprs; i++)
 		decide(c, &w, w.prs[i]);
+	pr__marks_flush(c);
 	pr__status_flush(c);
 	modules_hook(c, &w, false);
 	pr__scaledown(c, &w);

@@ -180,6 +180,8 @@ struct pr_ctl {
 	bool need_rebuild;        /* rebuild the local store from the API first */
 	struct pr_status_write *writes; /* status writes deferred to the end of the pass */
 	size_t nwrites;
+	struct pr_node_mark *marks; /* node marks deferred to the end of the pass */
+	size_t nmarks, capmarks;
 };
 
 /* Fencing: may the controller call the cloud or write status now? Once it
@@ -206,6 +208,9 @@ int pr__write_status(pr_class_ctx *x, prd_err *err);
 void pr__status_defer(pr_class_ctx *x);
 void pr__status_flush(pr_ctl *c);
 void pr__status_discard(pr_ctl *c);
+/* Run fn(ud, 0..n-1) on up to `par` threads (the caller's among them; fewer
+ * when threads cannot be made), each index once; returns when all ran. */
+void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *ud);
 /* The booking a Provisioned request recorded in its status, as bookings
  * in the local store (after a restart or a failover). */
 void pr__rebuild_from_api(pr_ctl *c, pr_world *w);

@@ -212,52 +212,54 @@ in_line:
 			 x->pr->meta.name, "error", e.msg);
 }
 
-typedef struct flush_job {
-	pr_ctl *c;
+typedef struct par_job {
+	void (*fn)(void *ud, size_t i);
+	void *ud;
+	size_t n;
 	pthread_mutex_t mu;
 	size_t next;
-} flush_job;
+} par_job;
 
-static void *flush_worker(void *ud)
+static void *par_worker(void *ud)
 {
-	flush_job *j = ud;
+	par_job *j = ud;
 	for(;;) {
-		struct pr_status_write *w;
-		char path[700];
 		size_t i;
 		pthread_mutex_lock(&j->mu);
 		i = j->next++;
 		pthread_mutex_unlock(&j->mu);
-		if(i >= j->c->nwrites)
+		if(i >= j->n)
 			return NULL;
-		w = &j->c->writes[i];
-		status_path(w->pr, path, sizeof(path));
-		w->rc = kube_api_call(&j->c->api, "PATCH", path, "application/merge-patch+json", w->patch, &w->answer,
-				      NULL, &w->err);
+		j->fn(j->ud, i);
 	}
 }
 
-/* Send the queued writes, `par` at a time; the calling thread is one of
- * them. Falls back to fewer threads when threads cannot be made. */
-static void send_all(pr_ctl *c, unsigned par)
+void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *ud)
 {
 	pthread_t tid[PR_STATUS_WRITERS_MAX];
-	flush_job j;
+	par_job j = { fn, ud, n, PTHREAD_MUTEX_INITIALIZER, 0 };
 	unsigned k, made = 0;
-	j.c = c;
-	j.next = 0;
-	pthread_mutex_init(&j.mu, NULL);
 	if(par > PR_STATUS_WRITERS_MAX)
 		par = PR_STATUS_WRITERS_MAX;
-	if(par > c->nwrites)
-		par = (unsigned)c->nwrites;
+	if(par > n)
+		par = (unsigned)n;
 	for(k = 1; k < par; k++)
-		if(pthread_create(&tid[made], NULL, flush_worker, &j) == 0)
+		if(pthread_create(&tid[made], NULL, par_worker, &j) == 0)
 			made++;
-	flush_worker(&j);
+	par_worker(&j);
 	for(k = 0; k < made; k++)
 		pthread_join(tid[k], NULL);
 	pthread_mutex_destroy(&j.mu);
+}
+
+static void send_one(void *ud, size_t i)
+{
+	pr_ctl *c = ud;
+	struct pr_status_write *w = &c->writes[i];
+	char path[700];
+	status_path(w->pr, path, sizeof(path));
+	w->rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", w->patch, &w->answer, NULL,
+			      &w->err);
 }
 
 void pr__status_flush(pr_ctl *c)
@@ -270,7 +272,7 @@ void pr__status_flush(pr_ctl *c)
 	 * leader decides these requests again). */
 	sent = pr__may_act(c);
 	if(sent)
-		send_all(c, c->cfg.status_writers ? c->cfg.status_writers : 1);
+		pr__parallel(c->cfg.status_writers ? c->cfg.status_writers : 1, c->nwrites, send_one, c);
 	for(i = 0; i < c->nwrites; i++) {
 		struct pr_status_write *w = &c->writes[i];
 		prd_err e;

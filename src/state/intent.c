@@ -338,29 +338,15 @@ int state_intent_set_known(state_db *db, const char *plan_id, const char *names,
 	return rc;
 }
 
-int state_intent_add_node(state_db *db, const char *plan_id, const char *node_name,
-                          prd_err *err)
+/* One node row; *added tells whether it was new. In the caller's
+ * transaction. */
+static int add_node_row(state_db *db, const char *plan_id, const char *node_name, int64_t now, bool *added,
+			prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
-	state_phase phase = STATE_PHASE_PLANNED;
-	int64_t now = state__now(db);
-	int rc = state__need(plan_id, "plan id", err);
-
+	int rc = state__need(node_name, "node name", err);
 	if(!rc)
-		rc = state__need(node_name, "node name", err);
-	if(!rc)
-		rc = state__begin(db, err);
-	if(rc)
-		return rc;
-	rc = current_phase(db, plan_id, &phase, err);
-	if(rc)
-		goto done;
-	if(state_phase_is_terminal(phase)) {
-		rc = prd_err_set(err, PRD_EINVAL, "state: intent %s is closed (%s); cannot add node %s",
-		                 plan_id, state_phase_name(phase), node_name);
-		goto done;
-	}
-	rc = state__prep(db, sql_add_node, &st, err);
+		rc = state__prep(db, sql_add_node, &st, err);
 	if(!rc)
 		rc = state__bind_text(db, st, 1, plan_id, err);
 	if(!rc)
@@ -370,7 +356,38 @@ int state_intent_add_node(state_db *db, const char *plan_id, const char *node_na
 	if(!rc)
 		rc = state__step_done(db, st, "recording intent node", err);
 	state__release(st);
-	if(!rc && sqlite3_changes(db->sql) > 0) {
+	if(!rc && sqlite3_changes(db->sql) > 0)
+		*added = true;
+	return rc;
+}
+
+int state_intent_add_nodes(state_db *db, const char *plan_id, const char *const *node_names, size_t n,
+			   prd_err *err)
+{
+	sqlite3_stmt *st = NULL;
+	state_phase phase = STATE_PHASE_PLANNED;
+	int64_t now = state__now(db);
+	bool added = false;
+	size_t i;
+	int rc = state__need(plan_id, "plan id", err);
+
+	if(!rc && n == 0)
+		return 0;
+	if(!rc)
+		rc = state__begin(db, err);
+	if(rc)
+		return rc;
+	rc = current_phase(db, plan_id, &phase, err);
+	if(rc)
+		goto done;
+	if(state_phase_is_terminal(phase)) {
+		rc = prd_err_set(err, PRD_EINVAL, "state: intent %s is closed (%s); cannot add node %s",
+		                 plan_id, state_phase_name(phase), node_names[0] ? node_names[0] : "");
+		goto done;
+	}
+	for(i = 0; !rc && i < n; i++)
+		rc = add_node_row(db, plan_id, node_names[i], now, &added, err);
+	if(!rc && added) {
 		rc = state__prep(db, sql_touch, &st, err);
 		if(!rc)
 			rc = state__bind_text(db, st, 1, plan_id, err);
@@ -386,6 +403,13 @@ done:
 	if(rc)
 		state__rollback(db);
 	return rc;
+}
+
+int state_intent_add_node(state_db *db, const char *plan_id, const char *node_name,
+                          prd_err *err)
+{
+	int rc = state__need(node_name, "node name", err);
+	return rc ? rc : state_intent_add_nodes(db, plan_id, &node_name, 1, err);
 }
 
 int state_intent_get(state_db *db, const char *plan_id, state_intent *out, prd_err *err)

@@ -269,17 +269,20 @@ int state_intent_advance(state_db *db, const char *plan_id, state_phase to,
 int state_intent_close(state_db *db, const char *plan_id, state_phase final_phase,
                        const char *error, prd_err *err);
 
-/* Record that node `node_name` was created for the plan, so a rollback
- * knows exactly what to delete. Adding the same name twice is a no-op.
- * PRD_EINVAL if the intent is closed, PRD_ENOTFOUND if unknown. */
 /* Record the group's instance names as they were before the cloud call
  * (newline-separated text, stored as given), so that after a crash the
  * nodes the call created are the group's instances minus these. Only on an
  * open intent. */
 int state_intent_set_known(state_db *db, const char *plan_id, const char *names, prd_err *err);
 
+/* Record that node `node_name` was created for the plan, so a rollback
+ * knows exactly what to delete. Adding the same name twice is a no-op.
+ * PRD_EINVAL if the intent is closed, PRD_ENOTFOUND if unknown. */
 int state_intent_add_node(state_db *db, const char *plan_id, const char *node_name,
                           prd_err *err);
+/* The same for n nodes in one transaction (all or none recorded). */
+int state_intent_add_nodes(state_db *db, const char *plan_id, const char *const *node_names, size_t n,
+			   prd_err *err);
 
 /* Fetch one intent with its nodes (caller releases with
  * state_intent_clear). PRD_ENOTFOUND if unknown. */

@@ -2242,6 +2242,52 @@ static bool node_has(const char *node, const char *what)
 	return r;
 }
 
+static bool fence_open = true;
+
+static bool test_fence(void *ud)
+{
+	(void)ud;
+	return fence_open;
+}
+
+/* A plan's nodes are marked at the end of the pass that saw it succeed, on
+ * several connections, and not by a pass that was fenced (the lease may be
+ * another replica's): the next pass that may act marks them. Broken
+ * controllers caught: one that marks only some nodes when the marks go out
+ * in parallel, one that writes marks while fenced, one that drops the
+ * marks of a fenced pass for good. */
+static void test_marks_deferred(void)
+{
+	pr_config cfg;
+	const char *n1, *n2;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	cfg.status_writers = 4;
+	start_async(&cfg);
+	pr_ctl_set_fence(ctl, test_fence, NULL);
+	add_template("s", "two", "2");
+	add_pr("s", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	n1 = ac.grp[0].v[0].node;
+	n2 = ac.grp[0].v[1].node;
+	fence_open = false;
+	pass();
+	fence_open = true;
+	CU_ASSERT_FALSE(node_has(n1, "provreqd.io/provisioned-for"));
+	CU_ASSERT_FALSE(node_has(n2, "provreqd.io/provisioned-for"));
+	CU_ASSERT_STRING_NOT_EQUAL(cond("s", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_TRUE(node_has(n1, "\"provreqd.io/provisioned-for\":\"s/job\""));
+	CU_ASSERT_TRUE(node_has(n2, "\"provreqd.io/provisioned-for\":\"s/job\""));
+	CU_ASSERT_TRUE(node_has(n2, "provreqd.io/provisioned-for-uid"));
+	stop_async();
+}
+
 /* Nodes a plan made and nobody uses after the booking ended are removed;
  * a node with a running non-DaemonSet pod is kept. Broken controllers
  * caught: one that never scales down (nodes stay forever), one that
@@ -2923,6 +2969,7 @@ static const test_case cases[] = {
 	{ "multi-group plan", test_multi_group_plan },
 	{ "multi-group rollback", test_multi_group_rollback },
 	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
+	{ "node marks at the end of the pass, several at a time, never while fenced", test_marks_deferred },
 	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
 	{ "details chunking", test_details_chunking },
 	{ "classes a driver serves", test_driver_classes },

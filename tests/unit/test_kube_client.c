@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kube/api.h"
 #include "kube/client.h"
 #include "kube/client_int.h"
 #include "test_kube_fakesrv.h"
@@ -227,7 +228,7 @@ typedef struct scenario {
 } scenario;
 
 enum { M_GET_404, M_429, M_500, M_PAGES, M_PAGES_410, M_OK, M_WATCH, M_WATCH_410, M_WATCH_ERR,
-       M_WATCH_HOLD, M_CREATE_EXISTS, M_PAGE_LENIENT, M_HOLD_WATCHES };
+       M_WATCH_HOLD, M_CREATE_EXISTS, M_PAGE_LENIENT, M_HOLD_WATCHES, M_NOT_JSON };
 
 static char *status_body(int code, const char *reason, const char *msg)
 {
@@ -336,6 +337,9 @@ static void handler(void *ud, const fake_req *rq, fake_resp *r)
 	case M_WATCH_HOLD:
 		r->chunks[r->nchunks++] = fake_strdup("{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n");
 		r->hold_ms = 20000;
+		break;
+	case M_NOT_JSON:
+		r->body = fake_strdup("this is not JSON");
 		break;
 	case M_HOLD_WATCHES:
 		/* Watches are held open (until cancelled); anything else is
@@ -1028,6 +1032,55 @@ static void test_connection_reuse(void)
 	fx_stop(&f);
 }
 
+/* kube_api over the client: an answer's bytes reach the caller (a cloud
+ * driver) as the server sent them, parsed only when asked for; failures
+ * carry the apiserver's Status. */
+static void test_api_over_client(void)
+{
+	static const char scale[] = "{\"kind\":\"Scale\",\"spec\":{\"replicas\":3},\"metadata\":{\"name\":\"x\"}}";
+	fixture f;
+	kube_api api;
+	json_object *o = NULL;
+	char *resp = NULL;
+	size_t len = 0;
+	long status = 0;
+	prd_err e;
+
+	fx_start(&f, M_OK, NULL);
+	api = kube_api_from_client(f.c);
+	CU_ASSERT_EQUAL(api.request(api.ud, "GET", "/api/v1/pods", NULL, NULL, 0, &status, &resp, &len), 0);
+	CU_ASSERT_EQUAL(status, 200);
+	CU_ASSERT_EQUAL(len, strlen(scale));
+	CU_ASSERT_STRING_EQUAL(resp ? resp : "", scale);
+	free(resp);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "GET", "/api/v1/pods", NULL, NULL, &o, &status, &e), 0);
+	CU_ASSERT_EQUAL(json_object_get_int(json_object_object_get(json_object_object_get(o, "spec"), "replicas")), 3);
+	json_object_put(o);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "PATCH", "/api/v1/nodes/n", "application/merge-patch+json", NULL, NULL,
+				      &status, &e), 0);
+	fx_stop(&f);
+
+	fx_start(&f, M_GET_404, NULL);
+	api = kube_api_from_client(f.c);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "GET", "/api/v1/namespaces/ns1/pods/x", NULL, NULL, &o, &status, &e),
+			PRD_ENOTFOUND);
+	CU_ASSERT_EQUAL(status, 404);
+	CU_ASSERT_PTR_NULL(o);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "NotFound"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "pods \"x\" not found"));
+	fx_stop(&f);
+
+	/* A 2xx answer that is not JSON is an error for a caller who wants
+	 * it parsed, and its bytes for one who does not. */
+	fx_start(&f, M_NOT_JSON, NULL);
+	api = kube_api_from_client(f.c);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "GET", "/api/v1/pods", NULL, NULL, &o, &status, &e), PRD_EINVAL);
+	CU_ASSERT_PTR_NULL(o);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "not JSON"));
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/api/v1/nodes/n", NULL, NULL, NULL, &status, &e), 0);
+	fx_stop(&f);
+}
+
 static void test_connection_refused(void)
 {
 	kube_config *cfg = NULL;
@@ -1077,6 +1130,7 @@ static const test_case cases[] = {
 	{"watch 410, ERROR event, stop, cancel", test_watch_errors},
 	{"connection refused is EIO", test_connection_refused},
 	{"requests reuse a connection while watches hold theirs", test_connection_reuse},
+	{"kube_api over the client: answers' bytes, Status, not JSON", test_api_over_client},
 	{NULL, NULL}
 };
 

@@ -623,6 +623,20 @@ static void test_intent_lifecycle(void)
 	CU_ASSERT_STRING_EQUAL(it.nodes[1], "node-a");
 	CU_ASSERT_STRING_EQUAL(it.nodes[2], "node-c");
 	state_intent_clear(&it);
+	/* Several in one transaction: all or none. */
+	{
+		const char *some[] = { "node-d", "node-a", "node-e", "node-d" };
+		const char *bad[] = { "node-f", NULL };
+		FAILS(PRD_EINVAL, state_intent_add_nodes(db, "plan-1", bad, 2, &e));
+		OK(state_intent_add_nodes(db, "plan-1", some, 4, &e));
+		OK(state_intent_add_nodes(db, "plan-1", some, 0, &e));
+		FAILS(PRD_ENOTFOUND, state_intent_add_nodes(db, "no-such-plan", some, 1, &e));
+		OK(state_intent_get(db, "plan-1", &it, &e));
+		CU_ASSERT_EQUAL_FATAL(it.n_nodes, 5);
+		CU_ASSERT_STRING_EQUAL(it.nodes[3], "node-d");
+		CU_ASSERT_STRING_EQUAL(it.nodes[4], "node-e");
+		state_intent_clear(&it);
+	}
 
 	OK(state_intent_advance(db, "plan-1", STATE_PHASE_WAITING_FOR_NODES, NULL, &e));
 	in = mk_intent("plan-2", 1, 0);
@@ -632,7 +646,7 @@ static void test_intent_lifecycle(void)
 	CU_ASSERT_EQUAL_FATAL(n, 2);
 	CU_ASSERT_STRING_EQUAL(v[0].plan_id, "plan-1");
 	CU_ASSERT_EQUAL(v[0].phase, STATE_PHASE_WAITING_FOR_NODES);
-	CU_ASSERT_EQUAL(v[0].n_nodes, 3);
+	CU_ASSERT_EQUAL(v[0].n_nodes, 5);
 	CU_ASSERT_STRING_EQUAL(v[1].plan_id, "plan-2");
 	CU_ASSERT_EQUAL(v[1].n_nodes, 0);
 	state_intent_list_free(v, n);
@@ -645,7 +659,7 @@ static void test_intent_lifecycle(void)
 	/* A closed intent stays readable and frozen. */
 	OK(state_intent_get(db, "plan-1", &it, &e));
 	CU_ASSERT_EQUAL(it.phase, STATE_PHASE_DONE);
-	CU_ASSERT_EQUAL(it.n_nodes, 3);
+	CU_ASSERT_EQUAL(it.n_nodes, 5);
 	state_intent_clear(&it);
 	FAILS(PRD_EINVAL, state_intent_add_node(db, "plan-1", "node-d", &e));
 	CONTAINS(e.msg, "closed");
