@@ -5,7 +5,8 @@
  * prd_cloud_driver descriptor. provreqd loads it with dlopen(RTLD_NOW |
  * RTLD_LOCAL), checks the ABI version, and then calls it only from its single
  * controller worker thread: a driver needs no locking of its own unless it
- * starts threads itself.
+ * starts threads itself. The host's functions may be called from any
+ * thread, several at once.
  *
  * Versioning: the major version changes when an existing field changes
  * meaning or position; the host refuses a driver whose major differs. The
