@@ -529,7 +529,9 @@ static void free_names(char **names, int32_t n)
 /* Node POSTs in flight at once: a cloud makes n instances in one call,
  * and n round trips one after another made a 1,000-node scale-up wait
  * half a minute for its Nodes. */
+#ifndef KWOK_CREATE_PAR
 #define KWOK_CREATE_PAR 8
+#endif
 
 /* One Node to create: drawn and built in order, POSTed in parallel. */
 typedef struct new_node {

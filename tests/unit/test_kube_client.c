@@ -946,6 +946,11 @@ static void test_watch_errors(void)
 /* The connection-reuse test: watches that run until cancelled. */
 #define REUSE_WATCHES 10
 
+/* Watches that got their first event, signalled to the test. */
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t held_cv = PTHREAD_COND_INITIALIZER;
+static int held_ready;
+
 typedef struct held_watch {
 	fixture *f;
 	atomic_bool got, cancel;
@@ -955,9 +960,15 @@ typedef struct held_watch {
 
 static int held_event(void *ud, const char *type, json_object *obj)
 {
+	held_watch *w = ud;
 	(void)type;
 	(void)obj;
-	atomic_store(&((held_watch *)ud)->got, true);
+	if(!atomic_exchange(&w->got, true)) {
+		pthread_mutex_lock(&held_mu);
+		held_ready++;
+		pthread_cond_broadcast(&held_cv);
+		pthread_mutex_unlock(&held_mu);
+	}
 	return 0;
 }
 
@@ -996,22 +1007,25 @@ static void test_connection_reuse(void)
 	held_watch w[REUSE_WATCHES];
 	kube_status st;
 	prd_err e;
-	int i, k, before, ready;
+	struct timespec until;
+	int i, before, ready;
 
+	held_ready = 0;
 	fx_start(&f, M_HOLD_WATCHES, &opts);
 	memset(w, 0, sizeof(w));
 	for(i = 0; i < REUSE_WATCHES; i++) {
 		w[i].f = &f;
 		CU_ASSERT_EQUAL_FATAL(pthread_create(&w[i].t, NULL, held_watch_main, &w[i]), 0);
 	}
-	/* Wait (not a timing assertion) until every watch got its event. */
-	for(k = 0, ready = 0; k < 2000 && ready < REUSE_WATCHES; k++) {
-		struct timespec ts = {0, 5000000L};
-		for(i = 0, ready = 0; i < REUSE_WATCHES; i++)
-			ready += atomic_load(&w[i].got);
-		if(ready < REUSE_WATCHES)
-			nanosleep(&ts, NULL);
-	}
+	/* Until every watch got its event (the bound only keeps a broken
+	 * client from hanging the suite). */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	pthread_mutex_lock(&held_mu);
+	while(held_ready < REUSE_WATCHES && pthread_cond_timedwait(&held_cv, &held_mu, &until) == 0)
+		;
+	ready = held_ready;
+	pthread_mutex_unlock(&held_mu);
 	CU_ASSERT_EQUAL_FATAL(ready, REUSE_WATCHES);
 	before = fake_connections(f.srv);
 	CU_ASSERT_EQUAL(before, REUSE_WATCHES);
