@@ -9,7 +9,6 @@
  * out-of-resources errors. */
 #include "kwok/kwok.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -526,148 +525,62 @@ static void free_names(char **names, int32_t n)
 	free(names);
 }
 
-/* Node POSTs in flight at once: a cloud makes n instances in one call,
- * and n round trips one after another made a 1,000-node scale-up wait
- * half a minute for its Nodes. */
-#ifndef KWOK_CREATE_PAR
-#define KWOK_CREATE_PAR 8
-#endif
-
-/* One Node to create: drawn and built in order, POSTed in parallel. */
-typedef struct new_node {
-	char name[80];
-	json_object *body;
-	int rc;
-	long status;
-	prd_cloud_error err;
-} new_node;
-
-typedef struct post_job {
-	kwok *k;
-	new_node *v;
-	int32_t n;
-	pthread_mutex_t mu;
-	int32_t next;
-} post_job;
-
-static void *post_worker(void *ud)
-{
-	post_job *j = ud;
-	for(;;) {
-		new_node *x;
-		pthread_mutex_lock(&j->mu);
-		x = j->next < j->n ? &j->v[j->next++] : NULL;
-		pthread_mutex_unlock(&j->mu);
-		if(!x)
-			return NULL;
-		memset(&x->err, 0, sizeof(x->err));
-		x->rc = kwok_request(j->k, "POST", "/api/v1/nodes", NULL, x->body, NULL, &x->status, &x->err);
-	}
-}
-
-/* POST v[0..n-1] with up to KWOK_CREATE_PAR requests at once (fewer when
- * threads cannot be made; the caller's thread is one of them). */
-static void post_all(kwok *k, new_node *v, int32_t n)
-{
-	pthread_t tid[KWOK_CREATE_PAR];
-	post_job j;
-	int32_t t, made = 0;
-	j.k = k;
-	j.v = v;
-	j.n = n;
-	j.next = 0;
-	pthread_mutex_init(&j.mu, NULL);
-	for(t = 1; t < KWOK_CREATE_PAR && t < n; t++)
-		if(pthread_create(&tid[made], NULL, post_worker, &j) == 0)
-			made++;
-	post_worker(&j);
-	for(t = 0; t < made; t++)
-		pthread_join(tid[t], NULL);
-	pthread_mutex_destroy(&j.mu);
-}
-
-/* Draw a free-looking name and build the Node (NULL body: out of memory). */
-static void draw_node(kwok *k, kwok_group *g, new_node *x)
-{
-	char suffix[6];
-	kwok_random_suffix(k, suffix);
-	snprintf(x->name, sizeof(x->name), "%s-%s", g->id, suffix);
-	x->body = kwok_node_for_group(g, x->name);
-}
-
-/* What one POST left: the Node is recorded (its slices published) or, for
- * a name taken (409), another is drawn and tried here, up to 8 times. */
-static int settle_node(kwok *k, kwok_group *g, new_node *x, char **name_out, prd_cloud_error *err)
-{
-	int attempt;
-	for(attempt = 0; x->rc && x->status == 409 && attempt < 8; attempt++) {
-		json_object_put(x->body);
-		draw_node(k, g, x);
-		if(!x->body)
-			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-		memset(&x->err, 0, sizeof(x->err));
-		x->rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, x->body, NULL, &x->status, &x->err);
-	}
-	if(x->rc) {
-		*err = x->err;
-		return x->rc;
-	}
-	kwok_view_created(k, x->body);
-	if(k->slices && kwok_slices_create(k, g->id, x->name, err)) {
-		/* A node without the devices it should publish: gone again,
-		 * and this increase fails. */
-		prd_cloud_error de;
-		int rc = err->code ? err->code : PRD_CLOUD_EIO;
-		memset(&de, 0, sizeof(de));
-		delete_node(k, x->name, NULL, &de);
-		return rc;
-	}
-	g->live++;
-	*name_out = kwok_strdup(x->name);
-	/* Out of memory: the Node exists but cannot be remembered; it still
-	 * counts as live. */
-	return *name_out ? 0 : kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-}
-
 /* Create `n` Nodes of the group; *created (caller frees with free_names)
- * lists the names of those that were created, also when some failed (the
- * first failure is returned). A random name that already exists is
- * replaced. */
+ * lists the names of those that were created, even when an error stops
+ * the loop part way. A random name that already exists is replaced. */
 static int create_nodes(kwok *k, kwok_group *g, int32_t n, char ***created, int32_t *ncreated,
 			prd_cloud_error *err)
 {
 	char **names = calloc((size_t)n + 1, sizeof(*names));
-	new_node *v = n > 0 ? calloc((size_t)n, sizeof(*v)) : NULL;
 	int32_t i;
 	int rc = 0;
 	*created = names;
 	*ncreated = 0;
-	if(!names || (n > 0 && !v)) {
-		free(v);
+	if(!names)
 		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-	}
-	for(i = 0; i < n; i++) {
-		draw_node(k, g, &v[i]);
-		if(!v[i].body) {
-			n = i; /* create the ones built */
-			rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	for(i = 0; i < n && !rc; i++) {
+		int attempt;
+		for(attempt = 0;; attempt++) {
+			char name[80], suffix[6];
+			json_object *node;
+			long status = 0;
+			kwok_random_suffix(k, suffix);
+			snprintf(name, sizeof(name), "%s-%s", g->id, suffix);
+			node = kwok_node_for_group(g, name);
+			if(!node) {
+				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+				break;
+			}
+			rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, node, NULL, &status, err);
+			if(!rc)
+				kwok_view_created(k, node);
+			json_object_put(node);
+			if(rc && status == 409 && attempt < 8)
+				continue; /* the name is taken: draw another */
+			if(!rc && k->slices && kwok_slices_create(k, g->id, name, err)) {
+				/* A node without the devices it should publish: gone
+				 * again, and this increase fails. */
+				prd_cloud_error de;
+				memset(&de, 0, sizeof(de));
+				rc = err->code ? err->code : PRD_CLOUD_EIO;
+				delete_node(k, name, NULL, &de);
+				break;
+			}
+			if(!rc) {
+				names[i] = kwok_strdup(name);
+				if(!names[i]) {
+					/* The Node exists but we cannot remember it:
+					 * it still counts as live. */
+					g->live++;
+					rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+					break;
+				}
+				(*ncreated)++;
+				g->live++;
+			}
+			break;
 		}
 	}
-	post_all(k, v, n);
-	for(i = 0; i < n; i++) {
-		prd_cloud_error e;
-		int r;
-		memset(&e, 0, sizeof(e));
-		r = settle_node(k, g, &v[i], &names[*ncreated], &e);
-		if(names[*ncreated])
-			(*ncreated)++;
-		if(r && !rc) {
-			rc = r;
-			*err = e;
-		}
-		json_object_put(v[i].body);
-	}
-	free(v);
 	return rc;
 }
 

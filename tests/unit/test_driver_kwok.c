@@ -499,29 +499,6 @@ static void test_atomic(void)
 	CU_ASSERT_EQUAL(count_nodes("gold"), 0);
 }
 
-/* Nodes are created several at a time; when some POSTs fail the others
- * still count: every Node that exists is one of the group's, the target
- * follows them, and an atomic increase deletes every one it made. Broken
- * drivers caught: one that forgets Nodes created after (or beside) a
- * failed one, one whose atomic increase leaves some behind. */
-static void test_parallel_create_with_failures(void)
-{
-	prd_cloud_error e = {0, ""};
-	start(NULL);
-	memapi_inject_fault(m, "POST", "/api/v1/nodes", 500, 3);
-	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 10, &e), PRD_CLOUD_EAGAIN);
-	CU_ASSERT_EQUAL(count_nodes("general"), 7);
-	CU_ASSERT_EQUAL(target_of("general"), 7);
-	CU_ASSERT_EQUAL(instances_of("general").total, 7);
-	memapi_inject_fault(m, "POST", "/api/v1/nodes", 500, 1);
-	CU_ASSERT_EQUAL(drv->api->atomic_increase_size(drv->state, "general", 3, &e), PRD_CLOUD_EAGAIN);
-	CU_ASSERT_EQUAL(count_nodes("general"), 7);
-	CU_ASSERT_EQUAL(target_of("general"), 7);
-	CU_ASSERT_EQUAL(drv->api->atomic_increase_size(drv->state, "general", 3, &e), 0);
-	CU_ASSERT_EQUAL(count_nodes("general"), 10);
-	CU_ASSERT_EQUAL(target_of("general"), 10);
-}
-
 /* A template source in a ConfigMap, and initial sizes. */
 static void test_configmap_and_initial(void)
 {
@@ -1124,7 +1101,6 @@ static const test_case cases[] = {
 	{"fault: partial success", test_fault_partial},
 	{"fault: delay", test_fault_delay},
 	{"atomic increase is all or none", test_atomic},
-	{"nodes created in parallel, some POSTs failing", test_parallel_create_with_failures},
 	{"ConfigMap templates and initial size", test_configmap_and_initial},
 	{"node_group_for_node and template_node", test_node_group_for_node_and_template},
 	{"bad config and templates", test_bad_config},
