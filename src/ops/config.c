@@ -101,10 +101,10 @@ const cfg_option cfg_options[] = {
 	  "wait this long after a node change before recomputing ResourcePool quotas", 0, HOUR, NULL },
 	{ "pool-include-unready", "pools.includeUnready", CFG_BOOL, O(pool_include_unready), "false",
 	  "count NotReady and unschedulable nodes in ResourcePool quotas", 0, 0, NULL },
-	{ "kube-api-qps", "apiserver.qps", CFG_INT, O(kube_api_qps), "50",
+	{ "kube-api-qps", "apiserver.qps", CFG_INT, O(kube_api_qps), "200",
 	  "apiserver requests per second (client-side token bucket); Events have a bucket of their own of the "
 	  "same size, so a burst of Events never delays status writes", 1, 100000, NULL },
-	{ "kube-api-burst", "apiserver.burst", CFG_INT, O(kube_api_burst), "100",
+	{ "kube-api-burst", "apiserver.burst", CFG_INT, O(kube_api_burst), "300",
 	  "apiserver requests allowed at once above --kube-api-qps", 1, 100000, NULL },
 };
 const size_t cfg_n_options = sizeof(cfg_options) / sizeof(cfg_options[0]);
