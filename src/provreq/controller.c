@@ -24,6 +24,8 @@
 
 #define NS_PER_MIN (60 * PRD_NS_PER_SEC)
 
+static void put_json(void *o);
+
 void pr_config_default(pr_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -94,6 +96,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->pod_blocked, NULL);
 	hmap_init(&c->nfp, free);
 	hmap_init(&c->nodes_by_name, NULL);
+	hmap_init(&c->tpls, put_json);
 	pr__dirty_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
@@ -149,6 +152,7 @@ void pr_ctl_free(pr_ctl *c)
 	hmap_free(&c->pod_blocked);
 	hmap_free(&c->nfp);
 	hmap_free(&c->nodes_by_name);
+	hmap_free(&c->tpls);
 	free(c);
 }
 
@@ -235,7 +239,7 @@ static void world_free(pr_world *w)
 	hmap_free(&w->uids);
 	hmap_free(&w->blocking);
 	free(w->marked);
-	hmap_free(&w->tpls);
+	hmap_free(&w->own_tpls);
 	for(i = 0; i < w->ngroups; i++) {
 		pr_group_unlist(&w->groups[i]);
 		free(w->groups[i].id);
@@ -1228,6 +1232,86 @@ static int node_table(pr_ctl *c, pr_world *w)
 	return rc;
 }
 
+static int tpl_changed(void *ud, const char *ns, const char *name)
+{
+	char key[600];
+	snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
+	hmap_del(ud, key);
+	return 0;
+}
+
+/* verify_snapshot: every kept template copy against the cache. */
+static void verify_templates(pr_ctl *c)
+{
+	hmap_iter it;
+	const char *k;
+	void *v;
+	hmap_iter_init(&it, &c->tpls);
+	while(hmap_iter_next(&it, &k, &v)) {
+		const char *slash = strchr(k, '/');
+		char ns[300];
+		const kube_podtemplate *t;
+		snprintf(ns, sizeof(ns), "%.*s", slash ? (int)(slash - k) : 0, k);
+		t = (const kube_podtemplate *)kube_informer_get(c->inf.podtemplates, ns, slash ? slash + 1 : k);
+		if(!t || !json_object_equal(t->tmpl, v)) {
+			c->stats.snapshot_mismatches++;
+			log_warn("a kept PodTemplate copy differs from the cache", "template", k);
+		}
+	}
+}
+
+/* The PodTemplates some request names, copied out of the cache (its own
+ * objects cannot be used once its locks are released; on a large cluster
+ * most templates belong to no request). In informer mode the copies are
+ * kept between passes and only those the template cache's journal names
+ * are copied again (a node registering copies none); else every pass
+ * copies anew from `tp`. 0 or PRD_ENOMEM. */
+static int copy_templates(pr_ctl *c, pr_world *w, void **tp, size_t ntp)
+{
+	hmap need;
+	size_t i, k;
+	int rc = 0;
+	bool keep = incremental(c, w);
+	hmap_init(&need, NULL);
+	for(i = 0; i < w->nprs && !rc; i++)
+		for(k = 0; k < w->prs[i]->npod_sets && !rc; k++) {
+			char key[600];
+			snprintf(key, sizeof(key), "%s/%s", w->prs[i]->meta.ns,
+				 w->prs[i]->pod_sets[k].template_name ? w->prs[i]->pod_sets[k].template_name : "");
+			rc = hmap_put(&need, key, NULL);
+		}
+	if(keep) {
+		w->tpls = &c->tpls;
+		if(!c->tpl_valid ||
+		   (c->tpl_gen != w->gen_tpls && kube_informer_changes(c->inf.podtemplates, c->tpl_gen, tpl_changed, &c->tpls))) {
+			hmap_free(&c->tpls);
+			hmap_init(&c->tpls, put_json);
+		}
+		c->tpl_valid = false; /* until the copies below are all made */
+		pr__forget_vanished(&c->tpls, &need);
+		if(c->cfg.verify_snapshot)
+			verify_templates(c);
+	}
+	for(i = 0; i < ntp && !rc; i++) {
+		const kube_podtemplate *t = tp[i];
+		json_object *copy = NULL;
+		char key[600];
+		snprintf(key, sizeof(key), "%s/%s", t->meta.ns, t->meta.name);
+		if(!hmap_has(&need, key) || hmap_has(w->tpls, key))
+			continue;
+		if(json_object_deep_copy(t->tmpl, &copy, NULL) || hmap_put(w->tpls, key, copy)) {
+			json_object_put(copy);
+			rc = PRD_ENOMEM;
+		}
+	}
+	hmap_free(&need);
+	if(keep) {
+		c->tpl_valid = !rc;
+		c->tpl_gen = w->gen_tpls;
+	}
+	return rc;
+}
+
 /* Everything the pass needs from the objects, in memory the world owns:
  * node presence and readiness, scheduled consumer pods per request, the
  * PodTemplates' templates, and the scheduling snapshot. */
@@ -1259,37 +1343,8 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 	for(i = 0; i < w->nmarked; i++)
 		if(hmap_put(&w->blocking, w->marked[i].name, hmap_get(&c->pod_blocked, w->marked[i].name)))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	/* Copy only the PodTemplates some request names (the caches' own
-	 * objects cannot be used once their locks are released): on a large
-	 * cluster most templates belong to no request. */
-	{
-		hmap need;
-		size_t k;
-		rc = 0;
-		hmap_init(&need, NULL);
-		for(i = 0; i < w->nprs && !rc; i++)
-			for(k = 0; k < w->prs[i]->npod_sets && !rc; k++) {
-				char key[600];
-				snprintf(key, sizeof(key), "%s/%s", w->prs[i]->meta.ns,
-					 w->prs[i]->pod_sets[k].template_name ? w->prs[i]->pod_sets[k].template_name : "");
-				rc = hmap_put(&need, key, NULL);
-			}
-		for(i = 0; i < ntp && !rc; i++) {
-			const kube_podtemplate *t = tp[i];
-			json_object *copy = NULL;
-			char key[600];
-			snprintf(key, sizeof(key), "%s/%s", t->meta.ns, t->meta.name);
-			if(!hmap_has(&need, key))
-				continue;
-			if(json_object_deep_copy(t->tmpl, &copy, NULL) || hmap_put(&w->tpls, key, copy)) {
-				json_object_put(copy);
-				rc = PRD_ENOMEM;
-			}
-		}
-		hmap_free(&need);
-		if(rc)
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
+	if((rc = copy_templates(c, w, tp, ntp)))
+		return prd_err_set(err, rc, "out of memory");
 	if(c->need_rebuild && c->db) {
 		pr__rebuild_from_api(c, w);
 		c->need_rebuild = false;
@@ -1372,7 +1427,8 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 	w->nodes_by_name = &c->nodes_by_name;
 	hmap_init(&w->uids, NULL);
 	hmap_init(&w->blocking, NULL);
-	hmap_init(&w->tpls, put_json);
+	hmap_init(&w->own_tpls, put_json);
+	w->tpls = &w->own_tpls;
 	pr_dra_init(&w->dra);
 	w->in = kube_intern_new();
 	if(!w->in)
@@ -1388,6 +1444,7 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 		w->cacheable = true;
 		w->gen_nodes = kube_informer_generation(c->inf.nodes);
 		w->gen_pods = kube_informer_generation(c->inf.pods);
+		w->gen_tpls = kube_informer_generation(c->inf.podtemplates);
 		rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err);
 		if(!rc)
 			rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err);
@@ -1457,7 +1514,7 @@ int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets,
 		sched_pod_spec *ps;
 		json_object *md;
 		snprintf(key, sizeof(key), "%s/%s", pr->meta.ns, pr->pod_sets[i].template_name);
-		t = hmap_get(&w->tpls, key);
+		t = hmap_get(w->tpls, key);
 		if(!t) {
 			snprintf(missing, mlen, "%s", pr->pod_sets[i].template_name);
 			return PRD_ENOTFOUND;

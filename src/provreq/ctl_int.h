@@ -53,7 +53,10 @@ typedef struct pr_world {
 	hmap blocking;            /* node → non-NULL when a non-DaemonSet pod runs there */
 	pr_marked *marked;        /* nodes provreqd made */
 	size_t nmarked, capmarked;
-	hmap tpls;                /* "ns/name" → PodTemplate `template` JSON (owned) */
+	/* "ns/name" → PodTemplate `template` JSON: own_tpls, or in informer
+	 * mode the controller's kept copies (pr_ctl.tpls). */
+	hmap *tpls;
+	hmap own_tpls;
 	pr_group *groups;
 	size_t ngroups;
 	arena ar;
@@ -64,7 +67,7 @@ typedef struct pr_world {
 	 * base) and reused while they do not change; a pass works in a fork
 	 * of it, reverted at the end. */
 	bool cacheable;
-	uint64_t gen_nodes, gen_pods;
+	uint64_t gen_nodes, gen_pods, gen_tpls;
 	bool snap_shared;         /* w->snap is the controller's base */
 	bool groups_incomplete;   /* some driver could not list its node groups this pass */
 	size_t skipped_pods;      /* scheduled pods whose node is not in the snapshot */
@@ -166,6 +169,11 @@ struct pr_ctl {
 	bool nbn_valid;
 	uint64_t nbn_gen;
 	hmap nodes_by_name;
+	/* The PodTemplates requests name, copied out of the template cache
+	 * ("ns/name" → `template` JSON), as of its generation tpl_gen. */
+	bool tpl_valid;
+	uint64_t tpl_gen;
+	hmap tpls;
 	bool deciding;            /* a request is being decided: wakes are its own too */
 	int64_t req_wake;         /* ... the earliest it asked for */
 	bool req_in_flight;       /* ... and whether it had cloud work in flight */

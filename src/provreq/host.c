@@ -486,7 +486,7 @@ static json_object *h_template_json(pr_class_ctx *x, const char *name)
 {
 	char key[600];
 	snprintf(key, sizeof(key), "%s/%s", x->pr ? x->pr->meta.ns : "", name);
-	return hmap_get(&x->w->tpls, key);
+	return hmap_get(x->w->tpls, key);
 }
 
 static void h_event(pr_class_ctx *x, const char *type, const char *reason, const char *msg)
