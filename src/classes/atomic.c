@@ -128,7 +128,7 @@ static bool reserve(const pr_class_host *h, pr_class_group *g, const state_inten
 			continue;
 		reserve_node(h, in, pv.v[i]->node);
 		if(!state_phase_is_terminal(in->phase))
-			state_intent_add_node(h->db, in->plan_id, pv.v[i]->node, NULL);
+			at_intent_add_node(h, in->plan_id, pv.v[i]->node, NULL);
 	}
 	hmap_free(&recorded);
 	return true;
@@ -136,7 +136,7 @@ static bool reserve(const pr_class_host *h, pr_class_group *g, const state_inten
 
 static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p)
 {
-	state_intent *open = NULL;
+	const state_intent *open = NULL;
 	size_t n = 0, i;
 	bool *unlisted, any_unlisted = false;
 	(void)m;
@@ -153,13 +153,11 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 			at_adopt(h, p->prs[i]);
 		free(phase);
 	}
-	if(state_intent_list_open(h->db, &open, &n, NULL))
+	if(at_open_intents(h, &open, &n))
 		return;
 	unlisted = arena_array(h->ar, n + 1, sizeof(*unlisted));
-	if(!unlisted) {
-		state_intent_list_free(open, n);
+	if(!unlisted)
 		return;
-	}
 	for(i = 0; i < n; i++) {
 		pr_class_group *g = at_find_group(h, open[i].node_group);
 		if(g)
@@ -192,17 +190,12 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 		}
 		hmap_free(&booked);
 	}
-	state_intent_list_free(open, n);
 }
 
 static bool atomic_in_flight(const pr_class_module *m, const pr_class_host *h, const kube_provreq *pr)
 {
-	at_plan p;
 	(void)m;
-	if(!at_plan_open(h, pr->meta.uid, &p))
-		return false;
-	at_plan_free(&p);
-	return true;
+	return at_plan_exists(h, pr->meta.uid);
 }
 
 /* ---- rollback ---------------------------------------------------------- */
@@ -311,7 +304,7 @@ static void start_roll_back(const pr_class_host *h, const pr_class_req *req, at_
 		const char *why = fail || !failing ? cause : FOLLOWER;
 		if(state_phase_is_terminal(in->phase))
 			continue;
-		state_intent_advance(h->db, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
+		at_intent_advance(h, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
 		in->phase = STATE_PHASE_ROLLING_BACK;
 		free(in->last_error);
 		in->last_error = str_dup(fail || !failing ? cause : why);
@@ -366,7 +359,7 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 	   res.fits_all && h->book(h->ctx, req->sets, req->nsets, &res, &e) == 0) {
 		sched_snapshot_commit(h->snap);
 		for(i = 0; i < p->n; i++) {
-			state_intent_close(h->db, p->v[i].plan_id, STATE_PHASE_DONE, NULL, NULL);
+			at_intent_close(h, p->v[i].plan_id, STATE_PHASE_DONE, NULL, NULL);
 			state_group_success(h->db, p->v[i].node_group, NULL);
 			metrics_counter_add(M_SCALEUPS, METRICS_L(p->v[i].node_group, "succeeded"), 1);
 		}
@@ -397,7 +390,7 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 		 * are in use, so they stay; the plan is over and the request
 		 * tries again. */
 		for(i = 0; i < p->n; i++)
-			state_intent_close(h->db, p->v[i].plan_id, STATE_PHASE_DONE, "capacity taken by other pods", NULL);
+			at_intent_close(h, p->v[i].plan_id, STATE_PHASE_DONE, "capacity taken by other pods", NULL);
 		snprintf(msg, sizeof(msg),
 			 "the new nodes (%s) are ready but other pods took the capacity (%lld of %lld pods fit); the nodes "
 			 "stay in use and the request is retried", gw, (long long)res.placed, (long long)res.requested);
@@ -493,7 +486,7 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 	}
 	for(i = 0; i < p->n; i++)
 		if(p->v[i].phase == STATE_PHASE_INCREASING) {
-			state_intent_advance(h->db, p->v[i].plan_id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
+			at_intent_advance(h, p->v[i].plan_id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
 			p->v[i].phase = STATE_PHASE_WAITING_FOR_NODES;
 			log_info("resuming an interrupted scale-up: the cloud took the increase", "plan", p->v[i].plan_id);
 		}
@@ -597,7 +590,7 @@ static bool progress(const pr_class_host *h, const pr_class_req *req, at_plan *p
 		 * (a crash between two of its rows can leave them apart). */
 		for(i = 0; i < p->n; i++)
 			if(p->v[i].phase != STATE_PHASE_ROLLING_BACK && !state_phase_is_terminal(p->v[i].phase)) {
-				state_intent_advance(h->db, p->v[i].plan_id, STATE_PHASE_ROLLING_BACK,
+				at_intent_advance(h, p->v[i].plan_id, STATE_PHASE_ROLLING_BACK,
 						     FOLLOWER, NULL);
 				p->v[i].phase = STATE_PHASE_ROLLING_BACK;
 			}
@@ -648,9 +641,9 @@ static int begin_plan(const pr_class_host *h, const pr_class_req *req, const at_
 		if(!in->plan_id || !in->request_uid || !in->node_group || !in->known_before)
 			rc = prd_err_set(e, PRD_ENOMEM, "out of memory");
 		if(!rc)
-			rc = state_intent_begin(h->db, in, e);
+			rc = at_intent_begin(h, in, e);
 		if(!rc)
-			rc = state_intent_set_known(h->db, in->plan_id, in->known_before, e);
+			rc = at_intent_set_known(h, in->plan_id, in->known_before, e);
 	}
 	return rc;
 }
@@ -701,7 +694,7 @@ static void call_cloud(const pr_class_host *h, const pr_class_req *req, at_plan 
 			start_roll_back(h, req, p, failing, msg);
 			return;
 		}
-		state_intent_advance(h->db, in->plan_id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
+		at_intent_advance(h, in->plan_id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
 		in->phase = STATE_PHASE_WAITING_FOR_NODES;
 	}
 	h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_WAITING_FOR_NODES));
@@ -736,7 +729,7 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 	/* Write-ahead, locally and then in the API, before the cloud. */
 	if(begin_plan(h, req, &ch, &p, &e)) {
 		for(i = 0; i < p.n; i++)
-			state_intent_close(h->db, p.v[i].plan_id, STATE_PHASE_ROLLED_BACK, "not recorded", NULL);
+			at_intent_close(h, p.v[i].plan_id, STATE_PHASE_ROLLED_BACK, "not recorded", NULL);
 		snprintf(msg, sizeof(msg), "cannot record the scale-up plan: %s", e.msg);
 		h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, msg);
 		at_plan_free(&p);
@@ -764,7 +757,7 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 	}
 	for(i = 0; i < p.n; i++) {
 		ch.parts[i].g->busy = true;
-		if(state_intent_advance(h->db, p.v[i].plan_id, STATE_PHASE_INCREASING, NULL, &e)) {
+		if(at_intent_advance(h, p.v[i].plan_id, STATE_PHASE_INCREASING, NULL, &e)) {
 			/* The API says increasing; whoever continues asks the cloud. */
 			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 			at_plan_free(&p);
@@ -788,11 +781,15 @@ static bool finish_recorded(const pr_class_host *h, const pr_class_req *req)
 	char *plan = pr_details_get(req->pr, PR_DETAIL_PLAN), *phase = pr_details_get(req->pr, PR_DETAIL_PHASE);
 	state_phase ph;
 	at_plan p;
-	bool handled = false, done = true;
+	bool handled = false, done = true, open;
 	size_t i;
-	if(!plan || !phase || state_phase_parse(phase, &ph) || state_phase_is_terminal(ph) || !h->db ||
-	   !at_plan_all(h, plan, &p))
+	if(!plan || !phase || state_phase_parse(phase, &ph) || state_phase_is_terminal(ph) || !h->db)
 		goto out;
+	/* The common case, a plan in flight, without reading its rows. */
+	if(at_plan_id_open(h, plan, &open) && open)
+		goto out;
+	if(!at_plan_all(h, plan, &p))
+		goto free_plan; /* (at_plan_all may have allocated) */
 	for(i = 0; i < p.n; i++) {
 		if(!state_phase_is_terminal(p.v[i].phase))
 			goto free_plan; /* open: progress() has it */
@@ -844,11 +841,11 @@ static void atomic_decide(const pr_class_module *m, const pr_class_host *h, cons
 /* Plans whose request is gone (deleted) still finish: they roll back. */
 static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p)
 {
-	state_intent *open = NULL;
+	const state_intent *open = NULL;
 	size_t n = 0, i, j;
 	hmap done;
 	(void)m;
-	if(!h->db || state_intent_list_open(h->db, &open, &n, NULL))
+	if(!h->db || at_open_intents(h, &open, &n))
 		return;
 	hmap_init(&done, NULL);
 	for(i = 0; i < n; i++) {
@@ -865,7 +862,6 @@ static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, co
 		}
 	}
 	hmap_free(&done);
-	state_intent_list_free(open, n);
 }
 
 static const char *const atomic_aliases[] = { "atomic-scale-up.kubernetes.io", NULL };

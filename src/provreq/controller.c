@@ -240,6 +240,7 @@ static void world_free(pr_world *w)
 	hmap_free(&w->blocking);
 	free(w->marked);
 	hmap_free(&w->own_tpls);
+	hmap_free(&w->class_data);
 	for(i = 0; i < w->ngroups; i++) {
 		pr_group_unlist(&w->groups[i]);
 		free(w->groups[i].id);
@@ -1429,6 +1430,7 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 	hmap_init(&w->blocking, NULL);
 	hmap_init(&w->own_tpls, put_json);
 	w->tpls = &w->own_tpls;
+	hmap_init(&w->class_data, NULL);
 	pr_dra_init(&w->dra);
 	w->in = kube_intern_new();
 	if(!w->in)
@@ -1499,6 +1501,19 @@ done:
 }
 
 /* ---- per-request logic ------------------------------------------------- */
+
+/* The module's slot for this pass (pr_class_host.pass_data); NULL when
+ * out of memory (the module then keeps nothing). */
+static void **class_slot(pr_world *w, const pr_class_module *m)
+{
+	void **cell = hmap_get(&w->class_data, m->name);
+	if(cell)
+		return cell;
+	cell = arena_alloc(&w->ar, sizeof(*cell));
+	if(!cell || hmap_put(&w->class_data, m->name, cell))
+		return NULL;
+	return cell;
+}
 
 /* Resolve the request's PodTemplates into sched podSets. Returns 0, or
  * PRD_ENOTFOUND naming the first missing template in `missing`, or another
@@ -1776,6 +1791,7 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	}
 	prc = pr_params_parse(pr, &pp, &e);
 	pr__host_init(&h, &x);
+	h.pass_data = class_slot(w, m);
 	in_flight = m->in_flight && m->in_flight(m, &h, pr);
 	c->req_in_flight = in_flight;
 	if(pr->meta.deleted_ns && !in_flight) {
@@ -1935,6 +1951,7 @@ static void modules_hook(pr_ctl *c, pr_world *w, bool begin)
 	p.ours = ours;
 	for(i = 0; i < n; i++) {
 		const pr_class_module *m = mods[i];
+		h.pass_data = class_slot(w, m);
 		if(begin && m->pass_begin)
 			m->pass_begin(m, &h, &p);
 		if(!begin && m->pass_end)

@@ -57,6 +57,7 @@ typedef struct pr_world {
 	 * mode the controller's kept copies (pr_ctl.tpls). */
 	hmap *tpls;
 	hmap own_tpls;
+	hmap class_data;          /* module name → its pass slot (void **, arena) */
 	pr_group *groups;
 	size_t ngroups;
 	arena ar;

@@ -590,8 +590,10 @@ static void h_count(pr_class_ctx *x, pr_class_stat what)
 		x->c->stats.scaleups_started++;
 	else if(what == PR_STAT_SCALEUP_SUCCEEDED)
 		x->c->stats.scaleups_succeeded++;
-	else
+	else if(what == PR_STAT_SCALEUP_ROLLED_BACK)
 		x->c->stats.scaleups_rolled_back++;
+	else
+		x->c->stats.snapshot_mismatches++;
 }
 
 void pr__host_init(pr_class_host *h, pr_class_ctx *x)
@@ -600,6 +602,7 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->ctx = x;
 	h->now = x->c->now;
 	h->limits = &x->c->limits;
+	h->verify = x->c->cfg.verify_snapshot;
 	h->ar = &x->w->ar;
 	h->snap = x->w->snap;
 	h->db = x->c->db;
