@@ -97,6 +97,8 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->nfp, free);
 	hmap_init(&c->nodes_by_name, NULL);
 	hmap_init(&c->tpls, put_json);
+	hmap_init(&c->born, free);
+	hmap_init(&c->made, NULL);
 	pr__dirty_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
@@ -153,6 +155,8 @@ void pr_ctl_free(pr_ctl *c)
 	hmap_free(&c->nfp);
 	hmap_free(&c->nodes_by_name);
 	hmap_free(&c->tpls);
+	hmap_free(&c->born);
+	hmap_free(&c->made);
 	free(c);
 }
 
@@ -1200,19 +1204,74 @@ static int digest_pods(pr_ctl *c, pr_world *w, prd_err *err)
 	return 0;
 }
 
+static bool made_by_us(const kube_node *n)
+{
+	size_t i;
+	for(i = 0; i < n->nannotations; i++)
+		if(!strcmp(n->annotations[i].key, PR_ANN_PROVISIONED_FOR_UID))
+			return true;
+	return false;
+}
+
+/* One node into the node tables. 0 or PRD_ENOMEM. */
+static int node_note(pr_ctl *c, const kube_node *n)
+{
+	int64_t *born = hmap_get(&c->born, n->meta.name);
+	if(hmap_put(&c->nodes_by_name, n->meta.name, node_usable(n) ? PR_NODE_USABLE : PR_NODE_PRESENT))
+		return PRD_ENOMEM;
+	if(!born) {
+		born = malloc(sizeof(*born));
+		if(!born || hmap_put(&c->born, n->meta.name, born)) {
+			free(born);
+			return PRD_ENOMEM;
+		}
+	}
+	*born = n->meta.created_ns;
+	if(!made_by_us(n))
+		hmap_del(&c->made, n->meta.name);
+	else if(hmap_put(&c->made, n->meta.name, NULL))
+		return PRD_ENOMEM;
+	return 0;
+}
+
 static int node_state_changed(void *ud, const char *ns, const char *name)
 {
 	pr_ctl *c = ud;
 	const kube_node *n = (const kube_node *)kube_informer_get(c->inf.nodes, ns, name);
 	if(!n) {
 		hmap_del(&c->nodes_by_name, name);
+		hmap_del(&c->born, name);
+		hmap_del(&c->made, name);
 		return 0;
 	}
-	return hmap_put(&c->nodes_by_name, name, node_usable(n) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+	return node_note(c, n);
 }
 
-/* Every node's presence and readiness (w->nodes_by_name): in informer mode
- * kept from the node cache's journal, else built anew. */
+/* verify_snapshot: the node tables kept from the journal against the
+ * nodes. */
+static void verify_node_table(pr_ctl *c, const pr_world *w)
+{
+	size_t i, made = 0, bad = 0;
+	for(i = 0; i < w->nnodes; i++) {
+		const kube_node *n = w->nodes[i];
+		const int64_t *born = hmap_get(&c->born, n->meta.name);
+		bool m = made_by_us(n);
+		made += m;
+		bad += hmap_get(&c->nodes_by_name, n->meta.name) != (node_usable(n) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+		bad += !born || *born != n->meta.created_ns;
+		bad += m != hmap_has(&c->made, n->meta.name);
+	}
+	bad += hmap_len(&c->nodes_by_name) != w->nnodes || hmap_len(&c->born) != w->nnodes ||
+	       hmap_len(&c->made) != made;
+	if(bad) {
+		c->stats.snapshot_mismatches++;
+		log_warn("the node table kept from the journal differs from the nodes", "differences", LOGI(bad));
+	}
+}
+
+/* Every node's presence and readiness (w->nodes_by_name), creation time
+ * (c->born) and whether a plan of provreqd's made it (c->made): in
+ * informer mode kept from the node cache's journal, else built anew. */
 static int node_table(pr_ctl *c, pr_world *w)
 {
 	size_t i;
@@ -1221,16 +1280,54 @@ static int node_table(pr_ctl *c, pr_world *w)
 	if(incremental(c, w) && c->nbn_valid &&
 	   (c->nbn_gen == w->gen_nodes || kube_informer_changes(c->inf.nodes, c->nbn_gen, node_state_changed, c) == 0)) {
 		c->nbn_gen = w->gen_nodes;
+		if(c->cfg.verify_snapshot)
+			verify_node_table(c, w);
 		return 0;
 	}
 	hmap_free(&c->nodes_by_name);
+	hmap_free(&c->born);
+	hmap_free(&c->made);
 	hmap_init(&c->nodes_by_name, NULL);
+	hmap_init(&c->born, free);
+	hmap_init(&c->made, NULL);
 	for(i = 0; i < w->nnodes && !rc; i++)
-		rc = hmap_put(&c->nodes_by_name, w->nodes[i]->meta.name,
-			      node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+		rc = node_note(c, w->nodes[i]);
 	c->nbn_valid = incremental(c, w) && !rc;
 	c->nbn_gen = w->gen_nodes;
 	return rc;
+}
+
+static int marked_cmp(const void *a, const void *b)
+{
+	return strcmp(((const pr_marked *)a)->name, ((const pr_marked *)b)->name);
+}
+
+/* The nodes provreqd's plans made (w->marked, for scale-down), by name. In
+ * informer mode from the node table's list of them, else from every node. */
+static int marked_nodes(pr_ctl *c, pr_world *w)
+{
+	size_t i;
+	if(!c->cfg.scale_down)
+		return 0;
+	if(incremental(c, w)) {
+		hmap_iter it;
+		const char *name;
+		hmap_iter_init(&it, &c->made);
+		while(hmap_iter_next(&it, &name, NULL)) {
+			const kube_node *n = (const kube_node *)kube_informer_get(c->inf.nodes, "", name);
+			if(n && pr__scaledown_digest(w, n))
+				return PRD_ENOMEM;
+		}
+	} else {
+		for(i = 0; i < w->nnodes; i++)
+			if(pr__scaledown_digest(w, w->nodes[i]))
+				return PRD_ENOMEM;
+	}
+	/* One order whichever way they were found: removals at a group's min
+	 * size depend on it. */
+	if(w->nmarked)
+		qsort(w->marked, w->nmarked, sizeof(*w->marked), marked_cmp);
+	return 0;
 }
 
 static int tpl_changed(void *ud, const char *ns, const char *name)
@@ -1323,21 +1420,8 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 	for(i = 0; i < w->nprs; i++)
 		if(hmap_put(&w->uids, w->prs[i]->meta.uid, NULL))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	w->born = arena_array(&w->ar, w->nnodes + 1, sizeof(*w->born));
-	if(!w->born)
+	if(node_table(c, w) || marked_nodes(c, w))
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	for(i = 0; i < w->nnodes; i++) {
-		w->born[i].name = arena_strdup(&w->ar, w->nodes[i]->meta.name);
-		w->born[i].created_ns = w->nodes[i]->meta.created_ns;
-		if(!w->born[i].name)
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
-	w->nborn = w->nnodes;
-	if(node_table(c, w))
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	for(i = 0; c->cfg.scale_down && i < w->nnodes; i++)
-		if(pr__scaledown_digest(w, w->nodes[i]))
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	if((rc = digest_pods(c, w, err)))
 		return rc;
 	/* Only the marked nodes' pods matter. */

@@ -44,11 +44,6 @@ typedef struct pr_world {
 	kube_provreq **prs;       /* owned: decoded, or cloned from the cache */
 	size_t nprs;
 	const hmap *nodes_by_name; /* name → PR_NODE_USABLE or PR_NODE_PRESENT (the controller's) */
-	struct pr_node_born {     /* every node's name and creationTimestamp (arena) */
-		const char *name;
-		int64_t created_ns;
-	} *born;
-	size_t nborn;
 	hmap uids;                /* uid of every request of the pass (no values) */
 	hmap blocking;            /* node → non-NULL when a non-DaemonSet pod runs there */
 	pr_marked *marked;        /* nodes provreqd made */
@@ -165,11 +160,15 @@ struct pr_ctl {
 	bool nfp_valid;
 	uint64_t nfp_gen, nfp_sum;
 	hmap nfp;
-	/* Every node's presence and readiness (pr_world.nodes_by_name), as of
-	 * node cache generation nbn_gen, kept from the cache's journal. */
+	/* Every node's presence and readiness (pr_world.nodes_by_name), its
+	 * creationTimestamp (born: name → int64_t *) and the nodes provreqd's
+	 * plans made (made: names), as of node cache generation nbn_gen, kept
+	 * from the cache's journal. */
 	bool nbn_valid;
 	uint64_t nbn_gen;
 	hmap nodes_by_name;
+	hmap born;
+	hmap made;
 	/* The PodTemplates requests name, copied out of the template cache
 	 * ("ns/name" → `template` JSON), as of its generation tpl_gen. */
 	bool tpl_valid;

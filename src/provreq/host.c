@@ -474,12 +474,15 @@ static pr_node_state h_node_state(pr_class_ctx *x, const char *name)
 
 static void h_nodes_since(pr_class_ctx *x, int64_t t, void (*fn)(void *ud, const char *node), void *ud)
 {
-	size_t i;
+	hmap_iter it;
+	const char *name;
+	void *born;
 	/* Not w->nodes: in informer mode they belong to the caches, whose
 	 * locks are released before anything is decided. */
-	for(i = 0; i < x->w->nborn; i++)
-		if(x->w->born[i].created_ns >= t)
-			fn(ud, x->w->born[i].name);
+	hmap_iter_init(&it, &x->c->born);
+	while(hmap_iter_next(&it, &name, &born))
+		if(*(const int64_t *)born >= t)
+			fn(ud, name);
 }
 
 static json_object *h_template_json(pr_class_ctx *x, const char *name)
