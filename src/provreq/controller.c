@@ -99,6 +99,8 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->tpls, put_json);
 	hmap_init(&c->born, free);
 	hmap_init(&c->made, NULL);
+	hmap_init(&c->bres, NULL);
+	arena_init(&c->bres_ar);
 	pr__dirty_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
@@ -157,6 +159,8 @@ void pr_ctl_free(pr_ctl *c)
 	hmap_free(&c->tpls);
 	hmap_free(&c->born);
 	hmap_free(&c->made);
+	hmap_free(&c->bres);
+	arena_free(&c->bres_ar);
 	free(c);
 }
 
@@ -614,6 +618,51 @@ static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, con
 	}
 	rc = pr_conv_resources(a, o, "booking", out, n, err);
 	return rc;
+}
+
+/* A booking's resources as booking_res parsed them, in c->bres_ar. */
+typedef struct pr_bres {
+	sched_res *res;
+	size_t nres;
+	const char **devs;
+	size_t ndevs;
+	json_object *dev_pods;
+	uint64_t pass;            /* the last pass that used it */
+} pr_bres;
+
+/* booking_res, kept by the booking's text (parsing is a function of the
+ * text alone): a pass parses only the texts no earlier pass has, the
+ * bookings made since. The parsed forms are borrowed until bres_trim. */
+static int booking_res_kept(pr_ctl *c, const char *js, const pr_bres **out, prd_err *err)
+{
+	pr_bres *b = hmap_get(&c->bres, js);
+	int rc;
+	if(!b) {
+		if(!(b = arena_alloc(&c->bres_ar, sizeof(*b))))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		if((rc = booking_res(&c->bres_ar, js, &b->res, &b->nres, &b->devs, &b->ndevs, &b->dev_pods, err)))
+			return rc;
+		if(hmap_put(&c->bres, js, b))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	if(b->pass != c->stats.passes) {
+		b->pass = c->stats.passes;
+		c->bres_live++;
+	}
+	*out = b;
+	return 0;
+}
+
+/* The texts of bookings that ended stay parsed until they outnumber those
+ * in use; then everything is parsed anew on the next pass. */
+static void bres_trim(pr_ctl *c)
+{
+	if(hmap_len(&c->bres) <= 2 * c->bres_live + 256)
+		return;
+	hmap_free(&c->bres);
+	arena_free(&c->bres_ar);
+	hmap_init(&c->bres, NULL);
+	arena_init(&c->bres_ar);
 }
 
 /* A rebuilt booking's devices: what its pods (per podSet) would be
@@ -1141,11 +1190,10 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		rc = state_booking_list_active(c->db, &b, &nb, err);
 		if(rc)
 			return rc;
+		c->bres_live = 0;
 		for(i = 0; i < nb; i++) {
-			sched_res *res;
-			const char **devs;
-			json_object *dev_pods;
-			size_t nres, idx, ndevs;
+			const pr_bres *br = NULL;
+			size_t idx;
 			prd_err ce;
 			/* The request is gone: its capacity is free at once, so a
 			 * request recreated for the same pods gets it this pass. */
@@ -1158,10 +1206,11 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			}
 			if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
 				continue;
-			if(booking_res(&w->ar, b[i].resources_json, &res, &nres, &devs, &ndevs, &dev_pods, &ce) ||
-			   sched_snapshot_book(w->snap, b[i].request_uid, idx, res, nres, &ce) ||
-			   (ndevs && sched_snapshot_book_devices(w->snap, b[i].request_uid, idx, devs, ndevs, NULL, &ce)) ||
-			   (dev_pods && book_rebuilt_devices(w, b[i].request_uid, idx, dev_pods, &ce)))
+			if(booking_res_kept(c, b[i].resources_json, &br, &ce) ||
+			   sched_snapshot_book(w->snap, b[i].request_uid, idx, br->res, br->nres, &ce) ||
+			   (br->ndevs &&
+			    sched_snapshot_book_devices(w->snap, b[i].request_uid, idx, br->devs, br->ndevs, NULL, &ce)) ||
+			   (br->dev_pods && book_rebuilt_devices(w, b[i].request_uid, idx, br->dev_pods, &ce)))
 				log_warn("booking ignored", "request_uid", b[i].request_uid, "error", ce.msg);
 			else
 				c->stats.bookings_held++;
@@ -2161,6 +2210,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	pr__dirty_done(c, !c->fenced);
 	release_snapshot(c, &w);
 	world_free(&w);
+	bres_trim(c); /* (the snapshot no longer borrows them) */
 	metrics_observe(M_RECONCILE_DURATION, METRICS_L("provreq"),
 			(double)(clk_mono(clk_real()) - t0) / (double)PRD_NS_PER_SEC);
 	if(next_wake_ns)

@@ -169,6 +169,11 @@ struct pr_ctl {
 	hmap nodes_by_name;
 	hmap born;
 	hmap made;
+	/* Bookings' resources parsed, by their text (controller.c pr_bres),
+	 * and how many distinct texts the last pass's bookings had. */
+	hmap bres;
+	arena bres_ar;
+	size_t bres_live;
 	/* The PodTemplates requests name, copied out of the template cache
 	 * ("ns/name" → `template` JSON), as of its generation tpl_gen. */
 	bool tpl_valid;
