@@ -101,6 +101,40 @@ static void reserve_cb(void *ud, const char *node)
 		reserve_node(r->h, r->in, node);
 }
 
+/* A set of borrowed names, sized once (open addressing): what the intent
+ * recorded, asked about once per instance of a plan that may have a
+ * thousand, every pass; an hmap would copy every name. */
+typedef struct name_set {
+	const char **slot;
+	size_t mask;
+} name_set;
+
+static bool name_set_init(name_set *s, const char *const *names, size_t n, arena *ar)
+{
+	size_t cap = 16, i;
+	while(cap < 2 * n)
+		cap *= 2;
+	s->mask = cap - 1;
+	if(!(s->slot = arena_array(ar, cap, sizeof(*s->slot))))
+		return false;
+	for(i = 0; i < n; i++) {
+		size_t k = (size_t)str_hash(names[i], strlen(names[i])) & s->mask;
+		while(s->slot[k] && strcmp(s->slot[k], names[i]))
+			k = (k + 1) & s->mask;
+		s->slot[k] = names[i];
+	}
+	return true;
+}
+
+static bool name_set_has(const name_set *s, const char *name)
+{
+	size_t k = (size_t)str_hash(name, strlen(name)) & s->mask;
+	for(; s->slot[k]; k = (k + 1) & s->mask)
+		if(!strcmp(s->slot[k], name))
+			return true;
+	return false;
+}
+
 /* Node and apiserver clocks may disagree this much. */
 #define AT_CLOCK_SKEW_NS (60LL * AT_NS_PER_S)
 
@@ -113,24 +147,22 @@ static void reserve_cb(void *ud, const char *node)
 static bool reserve(const pr_class_host *h, pr_class_group *g, const state_intent *in)
 {
 	at_view pv;
-	hmap recorded;
+	name_set recorded;
 	size_t i;
 	for(i = 0; i < in->n_nodes; i++)
 		reserve_node(h, in, in->nodes[i]);
 	if(!g || pr_group_list(g, NULL) || at_view_of(h, g, in, &pv))
 		return false;
 	/* A set, not a scan: a plan of 1,000 nodes is looked at every pass. */
-	hmap_init(&recorded, NULL);
-	for(i = 0; i < in->n_nodes; i++)
-		hmap_put(&recorded, in->nodes[i], NULL);
+	if(!name_set_init(&recorded, (const char *const *)in->nodes, in->n_nodes, h->ar))
+		return false;
 	for(i = 0; i < pv.n; i++) {
-		if(!pv.v[i]->node || pv.v[i]->errclass != PRD_CLOUD_ERRCLASS_NONE || hmap_has(&recorded, pv.v[i]->node))
+		if(!pv.v[i]->node || pv.v[i]->errclass != PRD_CLOUD_ERRCLASS_NONE || name_set_has(&recorded, pv.v[i]->node))
 			continue;
 		reserve_node(h, in, pv.v[i]->node);
 		if(!state_phase_is_terminal(in->phase))
 			at_intent_add_node(h, in->plan_id, pv.v[i]->node, NULL);
 	}
-	hmap_free(&recorded);
 	return true;
 }
 
