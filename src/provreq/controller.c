@@ -25,6 +25,7 @@
 #define NS_PER_MIN (60 * PRD_NS_PER_SEC)
 
 static void put_json(void *o);
+static void drop_kept_requests(pr_ctl *c);
 
 void pr_config_default(pr_config *cfg)
 {
@@ -101,6 +102,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->made, NULL);
 	hmap_init(&c->bres, NULL);
 	arena_init(&c->bres_ar);
+	hmap_init(&c->prs, NULL);
 	pr__dirty_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
@@ -161,6 +163,8 @@ void pr_ctl_free(pr_ctl *c)
 	hmap_free(&c->made);
 	hmap_free(&c->bres);
 	arena_free(&c->bres_ar);
+	drop_kept_requests(c);
+	hmap_free(&c->prs);
 	free(c);
 }
 
@@ -236,7 +240,7 @@ static void world_free(pr_world *w)
 	size_t i;
 	for(i = 0; i < w->nobjs; i++)
 		kube_obj_free(w->in, w->objs[i]);
-	if(w->inf) {
+	if(w->inf && !w->prs_kept) {
 		for(i = 0; i < w->nprs; i++)
 			kube_obj_free(w->inf->intern, &w->prs[i]->meta);
 	}
@@ -1549,6 +1553,104 @@ static int dra_from_api(pr_ctl *c, pr_world *w, prd_err *err)
 	return rc;
 }
 
+static void free_kept_request(pr_ctl *c, kube_provreq *pr)
+{
+	if(pr)
+		kube_obj_free(c->inf.intern, &pr->meta);
+}
+
+static void drop_kept_requests(pr_ctl *c)
+{
+	hmap_iter it;
+	void *v;
+	hmap_iter_init(&it, &c->prs);
+	while(hmap_iter_next(&it, NULL, &v))
+		free_kept_request(c, v);
+	hmap_free(&c->prs);
+	hmap_init(&c->prs, NULL);
+	c->prs_valid = false;
+}
+
+static int keep_request(pr_ctl *c, const char *key, const kube_meta *m)
+{
+	kube_provreq *pr = (kube_provreq *)kube_obj_clone(c->inf.intern, m);
+	if(!pr || hmap_put(&c->prs, key, pr)) {
+		free_kept_request(c, pr);
+		return PRD_ENOMEM;
+	}
+	return 0;
+}
+
+static int request_changed(void *ud, const char *ns, const char *name)
+{
+	pr_ctl *c = ud;
+	const kube_meta *m = kube_informer_get(c->inf.provreqs, ns, name);
+	char key[600];
+	snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
+	free_kept_request(c, hmap_take(&c->prs, key));
+	return m ? keep_request(c, key, m) : 0;
+}
+
+static int keep_cached_request(void *ud, const kube_meta *m)
+{
+	char key[600];
+	snprintf(key, sizeof(key), "%s/%s", m->ns ? m->ns : "", m->name);
+	return keep_request(ud, key, m);
+}
+
+/* verify_snapshot: the kept copies against the cache, by resourceVersion
+ * (a cached object is replaced, never changed in place). */
+static int verify_request(void *ud, const kube_meta *m)
+{
+	pr_ctl *c = ud;
+	const kube_provreq *pr;
+	char key[600];
+	snprintf(key, sizeof(key), "%s/%s", m->ns ? m->ns : "", m->name);
+	pr = hmap_get(&c->prs, key);
+	if(!pr || !str_eq(pr->meta.rv, m->rv) || !str_eq(pr->meta.uid, m->uid)) {
+		c->stats.snapshot_mismatches++;
+		log_warn("a kept copy of a request differs from the cache", "request", key);
+	}
+	return 0;
+}
+
+/* Informer mode: the requests (w->prs), copies of the cached objects kept
+ * between passes and copied again only when the request cache's journal
+ * names them (a pass after a node registered copies the one request whose
+ * status changed, not all of them). The world borrows them. */
+static int kept_requests(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	uint64_t gen = kube_informer_generation(c->inf.provreqs);
+	hmap_iter it;
+	void *v;
+	size_t n = 0;
+	int rc = 0;
+	if(!c->prs_valid || (c->prs_gen != gen && kube_informer_changes(c->inf.provreqs, c->prs_gen, request_changed, c))) {
+		drop_kept_requests(c);
+		rc = kube_informer_foreach(c->inf.provreqs, keep_cached_request, c);
+	}
+	c->prs_valid = !rc;
+	c->prs_gen = gen;
+	if(rc) {
+		drop_kept_requests(c);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	if(c->cfg.verify_snapshot) {
+		kube_informer_foreach(c->inf.provreqs, verify_request, c);
+		if(hmap_len(&c->prs) != kube_informer_len(c->inf.provreqs))
+			c->stats.snapshot_mismatches++;
+	}
+	if(!(w->prs = calloc(hmap_len(&c->prs) + 1, sizeof(*w->prs))))
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	hmap_iter_init(&it, &c->prs);
+	while(hmap_iter_next(&it, NULL, &v))
+		w->prs[n++] = v;
+	w->nprs = n;
+	w->prs_kept = true;
+	w->inf = &c->inf;
+	return 0;
+}
+
 static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t i;
@@ -1583,9 +1685,11 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 		rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err);
 		if(!rc)
 			rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err);
-		if(!rc)
+		if(!rc && incremental(c, w))
+			rc = kept_requests(c, w, err);
+		else if(!rc)
 			rc = borrow_all(c->inf.provreqs, &cached, &w->nprs, err);
-		if(!rc) {
+		if(!rc && !w->prs_kept) {
 			w->prs = calloc(w->nprs + 1, sizeof(*w->prs));
 			w->inf = &c->inf;
 			for(i = 0; w->prs && i < w->nprs; i++) {

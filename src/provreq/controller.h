@@ -110,7 +110,10 @@ const pr_stats *pr_ctl_stats(const pr_ctl *c);
  * the requests. Driver calls and writes happen after the locks are
  * released, so the reflectors are never held up by a slow cloud. */
 typedef struct pr_informers {
-	kube_intern *intern;          /* the table the informers decode with */
+	kube_intern *intern;          /* the table the informers decode with (the
+	                                 controller's copies of cached requests
+	                                 hold its strings: free it after the
+	                                 controller) */
 	kube_informer *nodes;
 	kube_informer *pods;
 	kube_informer *podtemplates;

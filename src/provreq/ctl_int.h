@@ -41,8 +41,9 @@ typedef struct pr_world {
 	size_t nnodes;
 	kube_pod **pods;
 	size_t npods;
-	kube_provreq **prs;       /* owned: decoded, or cloned from the cache */
+	kube_provreq **prs;       /* owned: decoded, or cloned from the cache; or the controller's kept copies */
 	size_t nprs;
+	bool prs_kept;            /* prs point at pr_ctl.prs (not owned) */
 	const hmap *nodes_by_name; /* name → PR_NODE_USABLE or PR_NODE_PRESENT (the controller's) */
 	hmap uids;                /* uid of every request of the pass (no values) */
 	hmap blocking;            /* node → non-NULL when a non-DaemonSet pod runs there */
@@ -174,6 +175,12 @@ struct pr_ctl {
 	hmap bres;
 	arena bres_ar;
 	size_t bres_live;
+	/* Informer mode: copies of the cached requests ("ns/name" →
+	 * kube_provreq *, made with inf.intern) as of cache generation
+	 * prs_gen, kept from the cache's journal. */
+	bool prs_valid;
+	uint64_t prs_gen;
+	hmap prs;
 	/* The PodTemplates requests name, copied out of the template cache
 	 * ("ns/name" → `template` JSON), as of its generation tpl_gen. */
 	bool tpl_valid;
