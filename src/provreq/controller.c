@@ -1423,6 +1423,13 @@ static int copy_templates(pr_ctl *c, pr_world *w, void **tp, size_t ntp)
 	size_t i, k;
 	int rc = 0;
 	bool keep = incremental(c, w);
+	if(keep && c->tpl_valid && c->tpl_gen == w->gen_tpls && w->prs_kept && !c->prs_added_or_gone) {
+		/* Neither the templates nor the set of requests changed. */
+		w->tpls = &c->tpls;
+		if(c->cfg.verify_snapshot)
+			verify_templates(c);
+		return 0;
+	}
 	hmap_init(&need, NULL);
 	for(i = 0; i < w->nprs && !rc; i++)
 		for(k = 0; k < w->prs[i]->npod_sets && !rc; k++) {
@@ -1459,6 +1466,7 @@ static int copy_templates(pr_ctl *c, pr_world *w, void **tp, size_t ntp)
 	if(keep) {
 		c->tpl_valid = !rc;
 		c->tpl_gen = w->gen_tpls;
+		c->prs_added_or_gone = rc != 0;
 	}
 	return rc;
 }
@@ -1586,8 +1594,14 @@ static int request_changed(void *ud, const char *ns, const char *name)
 	pr_ctl *c = ud;
 	const kube_meta *m = kube_informer_get(c->inf.provreqs, ns, name);
 	char key[600];
+	kube_provreq *old;
 	snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
-	free_kept_request(c, hmap_take(&c->prs, key));
+	old = hmap_take(&c->prs, key);
+	/* A spec never changes: only a request added or gone (or replaced
+	 * under its name) changes which templates are needed. */
+	if(!old || !m || !str_eq(old->meta.uid, m->uid))
+		c->prs_added_or_gone = true;
+	free_kept_request(c, old);
 	return m ? keep_request(c, key, m) : 0;
 }
 
@@ -1627,6 +1641,7 @@ static int kept_requests(pr_ctl *c, pr_world *w, prd_err *err)
 	int rc = 0;
 	if(!c->prs_valid || (c->prs_gen != gen && kube_informer_changes(c->inf.provreqs, c->prs_gen, request_changed, c))) {
 		drop_kept_requests(c);
+		c->prs_added_or_gone = true;
 		rc = kube_informer_foreach(c->inf.provreqs, keep_cached_request, c);
 	}
 	c->prs_valid = !rc;

@@ -181,6 +181,7 @@ struct pr_ctl {
 	bool prs_valid;
 	uint64_t prs_gen;
 	hmap prs;
+	bool prs_added_or_gone;   /* since the templates were last copied */
 	/* The PodTemplates requests name, copied out of the template cache
 	 * ("ns/name" → `template` JSON), as of its generation tpl_gen. */
 	bool tpl_valid;
