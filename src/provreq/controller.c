@@ -1589,6 +1589,19 @@ static int keep_request(pr_ctl *c, const char *key, const kube_meta *m)
 	return 0;
 }
 
+/* Do two versions of a request name the same PodTemplates? */
+static bool same_templates(const kube_provreq *a, const kube_meta *bm)
+{
+	const kube_provreq *b = (const kube_provreq *)bm;
+	size_t i;
+	if(!str_eq(a->meta.uid, bm->uid) || a->npod_sets != b->npod_sets)
+		return false;
+	for(i = 0; i < a->npod_sets; i++)
+		if(!str_eq(a->pod_sets[i].template_name, b->pod_sets[i].template_name))
+			return false;
+	return true;
+}
+
 static int request_changed(void *ud, const char *ns, const char *name)
 {
 	pr_ctl *c = ud;
@@ -1597,9 +1610,9 @@ static int request_changed(void *ud, const char *ns, const char *name)
 	kube_provreq *old;
 	snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
 	old = hmap_take(&c->prs, key);
-	/* A spec never changes: only a request added or gone (or replaced
-	 * under its name) changes which templates are needed. */
-	if(!old || !m || !str_eq(old->meta.uid, m->uid))
+	/* Which templates are needed changes with a request added or gone
+	 * (a spec is immutable; checked all the same). */
+	if(!old || !m || !same_templates(old, m))
 		c->prs_added_or_gone = true;
 	free_kept_request(c, old);
 	return m ? keep_request(c, key, m) : 0;
