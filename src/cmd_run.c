@@ -695,6 +695,10 @@ static void run_teardown(run_ctx *r)
 		if(r->inf[i])
 			kube_informer_stop(r->inf[i]);
 	}
+	/* The controller keeps copies of cached objects: freed before the
+	 * informers and their string table. */
+	pr_ctl_free(r->ctl);
+	r->ctl = NULL;
 	for(i = 0; i < RUN_NINF; i++) {
 		kube_informer_free(r->inf[i]);
 		if(r->lw_made[i])
@@ -704,7 +708,6 @@ static void run_teardown(run_ctx *r)
 		kube_intern_free(r->intern);
 	pool_ctl_free(r->pools);
 	hmap_free(&r->pool_children);
-	pr_ctl_free(r->ctl);
 	kube_lease_free(r->lease);
 	if(r->http)
 		http_stop(r->http);

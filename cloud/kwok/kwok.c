@@ -188,19 +188,46 @@ static void kw_fini(void *state)
 	kwok_free(state);
 }
 
+/* The groups stay; their counts are taken again (kept as they were when
+ * that fails, like the previous groups after a failed re-read). */
+static int recount(kwok *k, prd_cloud_error *err)
+{
+	int32_t *live = calloc(2 * k->ngroups + 1, sizeof(*live));
+	size_t i;
+	int rc;
+	if(!live)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	for(i = 0; i < k->ngroups; i++)
+		live[2 * i] = k->groups[i].live, live[2 * i + 1] = k->groups[i].pending;
+	rc = count_live(k, err);
+	if(!rc)
+		rc = kwok_async_progress(k, err);
+	for(i = 0; rc && i < k->ngroups; i++)
+		k->groups[i].live = live[2 * i], k->groups[i].pending = live[2 * i + 1];
+	free(live);
+	return rc;
+}
+
 /* Re-read the templates (a ConfigMap or files may have changed) and count
  * the live Nodes. On error the previous groups stay in use. The nodes
- * fault injection refused to create carry over to the new groups. */
+ * fault injection refused to create carry over to the new groups. A
+ * template directory whose stamp did not change is not parsed again. */
 static int kw_refresh(void *state, prd_cloud_error *err)
 {
 	kwok *k = state;
 	kwok_group *groups = NULL, *old = k->groups;
 	size_t n = 0, nold = k->ngroups, i;
+	uint64_t stamp = 0;
+	bool trust = false, stamped;
 	int rc = apply_faults(k, KWOK_OP_REFRESH, NULL, NULL, NULL, err);
 	if(!rc)
 		rc = kwok_async_transient(k, NULL, "refresh", err);
 	if(rc)
 		return rc;
+	stamped = k->template_dir && kwok_templates_stamp(k, &stamp, &trust) == 0;
+	if(stamped && k->tmpl_stamp_ok && stamp == k->tmpl_stamp)
+		return recount(k, err);
+	k->tmpl_stamp_ok = false;
 	rc = kwok_load_templates(k, &groups, &n, err);
 	if(rc)
 		return rc;
@@ -245,6 +272,8 @@ static int kw_refresh(void *state, prd_cloud_error *err)
 		return rc;
 	}
 	kwok_groups_free(old, nold);
+	k->tmpl_stamp = stamp;
+	k->tmpl_stamp_ok = stamped && trust;
 	return 0;
 }
 

@@ -106,6 +106,11 @@ typedef struct kwok {
 	kwok_async *async;      /* NULL: every increase creates its Nodes at once */
 	json_object *slices;    /* resourceSlices: group → ResourceSlice specs (owned), or NULL */
 	kwok_view view;         /* Nodes told by the host; not used until view.on */
+	/* templateDir: the stamp of the directory the groups were read from,
+	 * when it may be relied on (tmpl_stamp_ok): a refresh that finds the
+	 * same stamp parses nothing. */
+	uint64_t tmpl_stamp;
+	bool tmpl_stamp_ok;
 } kwok;
 
 /* Errors, logging, strings, JSON and API helpers: the drivers' shared
@@ -125,6 +130,12 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err);
 /* Read every template from the configured source into a new array
  * (caller frees with kwok_groups_free). */
 int kwok_load_templates(kwok *k, kwok_group **groups, size_t *ngroups, prd_cloud_error *err);
+/* The template directory's stamp: a digest of each template file's name,
+ * size, inode, and modification and change times. *trust is false when a
+ * file changed in the last 2 s (a file rewritten again within the file
+ * system's timestamp granularity keeps its stamp). 0, or -1 when the
+ * directory cannot be read. */
+int kwok_templates_stamp(const kwok *k, uint64_t *stamp, bool *trust);
 /* Faults naming a group must name one that exists. */
 int kwok_check_fault_groups(const kwok *k, prd_cloud_error *err);
 void kwok_groups_free(kwok_group *groups, size_t n);

@@ -6,6 +6,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,6 +530,64 @@ static int is_template_file(const struct dirent *d)
 	return d->d_name[0] != '.' &&
 	       (str_ends_with(d->d_name, ".yaml") || str_ends_with(d->d_name, ".yml") ||
 		str_ends_with(d->d_name, ".json"));
+}
+
+static uint64_t stamp_mix(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	size_t i;
+	for(i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+#define KWOK_STAMP_TRUST_NS (2LL * 1000000000LL)
+
+int kwok_templates_stamp(const kwok *k, uint64_t *stamp, bool *trust)
+{
+	struct dirent **names = NULL;
+	struct timespec now;
+	uint64_t h = 1469598103934665603ULL;
+	int64_t newest = 0;
+	int count, i, rc = 0;
+	*stamp = 0;
+	*trust = false;
+	if(!k->template_dir || clock_gettime(CLOCK_REALTIME, &now))
+		return -1;
+	count = scandir(k->template_dir, &names, is_template_file, alphasort);
+	if(count < 0)
+		return -1;
+	for(i = 0; i < count; i++) {
+		char path[4096];
+		struct stat st;
+		int64_t v[6];
+		snprintf(path, sizeof(path), "%s/%s", k->template_dir, names[i]->d_name);
+		if(!rc && stat(path, &st))
+			rc = -1;
+		if(!rc) {
+			v[0] = (int64_t)st.st_size;
+			v[1] = (int64_t)st.st_ino;
+			v[2] = (int64_t)st.st_mtim.tv_sec;
+			v[3] = (int64_t)st.st_mtim.tv_nsec;
+			v[4] = (int64_t)st.st_ctim.tv_sec;
+			v[5] = (int64_t)st.st_ctim.tv_nsec;
+			h = stamp_mix(h, names[i]->d_name, strlen(names[i]->d_name) + 1);
+			h = stamp_mix(h, v, sizeof(v));
+			if(v[2] * 1000000000LL + v[3] > newest)
+				newest = v[2] * 1000000000LL + v[3];
+			if(v[4] * 1000000000LL + v[5] > newest)
+				newest = v[4] * 1000000000LL + v[5];
+		}
+		free(names[i]);
+	}
+	free(names);
+	if(rc)
+		return rc;
+	*stamp = h;
+	*trust = newest < (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - KWOK_STAMP_TRUST_NS;
+	return 0;
 }
 
 static int load_dir(const kwok *k, kwok_group **groups, size_t *n, prd_cloud_error *err)

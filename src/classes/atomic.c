@@ -101,6 +101,40 @@ static void reserve_cb(void *ud, const char *node)
 		reserve_node(r->h, r->in, node);
 }
 
+/* A set of borrowed names, sized once (open addressing): what the intent
+ * recorded, asked about once per instance of a plan that may have a
+ * thousand, every pass; an hmap would copy every name. */
+typedef struct name_set {
+	const char **slot;
+	size_t mask;
+} name_set;
+
+static bool name_set_init(name_set *s, const char *const *names, size_t n, arena *ar)
+{
+	size_t cap = 16, i;
+	while(cap < 2 * n)
+		cap *= 2;
+	s->mask = cap - 1;
+	if(!(s->slot = arena_array(ar, cap, sizeof(*s->slot))))
+		return false;
+	for(i = 0; i < n; i++) {
+		size_t k = (size_t)str_hash(names[i], strlen(names[i])) & s->mask;
+		while(s->slot[k] && strcmp(s->slot[k], names[i]))
+			k = (k + 1) & s->mask;
+		s->slot[k] = names[i];
+	}
+	return true;
+}
+
+static bool name_set_has(const name_set *s, const char *name)
+{
+	size_t k = (size_t)str_hash(name, strlen(name)) & s->mask;
+	for(; s->slot[k]; k = (k + 1) & s->mask)
+		if(!strcmp(s->slot[k], name))
+			return true;
+	return false;
+}
+
 /* Node and apiserver clocks may disagree this much. */
 #define AT_CLOCK_SKEW_NS (60LL * AT_NS_PER_S)
 
@@ -113,7 +147,7 @@ static void reserve_cb(void *ud, const char *node)
 static bool reserve(const pr_class_host *h, pr_class_group *g, const state_intent *in)
 {
 	at_view pv;
-	hmap recorded;
+	name_set recorded;
 	const char **add;
 	size_t i, nadd = 0;
 	for(i = 0; i < in->n_nodes; i++)
@@ -121,12 +155,11 @@ static bool reserve(const pr_class_host *h, pr_class_group *g, const state_inten
 	if(!g || pr_group_list(g, NULL) || at_view_of(h, g, in, &pv))
 		return false;
 	/* A set, not a scan: a plan of 1,000 nodes is looked at every pass. */
-	hmap_init(&recorded, NULL);
-	for(i = 0; i < in->n_nodes; i++)
-		hmap_put(&recorded, in->nodes[i], NULL);
+	if(!name_set_init(&recorded, (const char *const *)in->nodes, in->n_nodes, h->ar))
+		return false;
 	add = pv.n ? malloc(pv.n * sizeof(*add)) : NULL;
 	for(i = 0; i < pv.n; i++) {
-		if(!pv.v[i]->node || pv.v[i]->errclass != PRD_CLOUD_ERRCLASS_NONE || hmap_has(&recorded, pv.v[i]->node))
+		if(!pv.v[i]->node || pv.v[i]->errclass != PRD_CLOUD_ERRCLASS_NONE || name_set_has(&recorded, pv.v[i]->node))
 			continue;
 		reserve_node(h, in, pv.v[i]->node);
 		if(!state_phase_is_terminal(in->phase) && add)
@@ -135,15 +168,14 @@ static bool reserve(const pr_class_host *h, pr_class_group *g, const state_inten
 	/* One transaction for the nodes that registered since the last pass
 	 * (out of memory: they are recorded in a later pass). */
 	if(nadd)
-		state_intent_add_nodes(h->db, in->plan_id, add, nadd, NULL);
+		at_intent_add_nodes(h, in->plan_id, add, nadd, NULL);
 	free(add);
-	hmap_free(&recorded);
 	return true;
 }
 
 static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p)
 {
-	state_intent *open = NULL;
+	const state_intent *open = NULL;
 	size_t n = 0, i;
 	bool *unlisted, any_unlisted = false;
 	(void)m;
@@ -160,13 +192,11 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 			at_adopt(h, p->prs[i]);
 		free(phase);
 	}
-	if(state_intent_list_open(h->db, &open, &n, NULL))
+	if(at_open_intents(h, &open, &n))
 		return;
 	unlisted = arena_array(h->ar, n + 1, sizeof(*unlisted));
-	if(!unlisted) {
-		state_intent_list_free(open, n);
+	if(!unlisted)
 		return;
-	}
 	for(i = 0; i < n; i++) {
 		pr_class_group *g = at_find_group(h, open[i].node_group);
 		if(g)
@@ -199,17 +229,12 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 		}
 		hmap_free(&booked);
 	}
-	state_intent_list_free(open, n);
 }
 
 static bool atomic_in_flight(const pr_class_module *m, const pr_class_host *h, const kube_provreq *pr)
 {
-	at_plan p;
 	(void)m;
-	if(!at_plan_open(h, pr->meta.uid, &p))
-		return false;
-	at_plan_free(&p);
-	return true;
+	return at_plan_exists(h, pr->meta.uid);
 }
 
 /* ---- rollback ---------------------------------------------------------- */
@@ -318,7 +343,7 @@ static void start_roll_back(const pr_class_host *h, const pr_class_req *req, at_
 		const char *why = fail || !failing ? cause : FOLLOWER;
 		if(state_phase_is_terminal(in->phase))
 			continue;
-		state_intent_advance(h->db, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
+		at_intent_advance(h, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
 		in->phase = STATE_PHASE_ROLLING_BACK;
 		free(in->last_error);
 		in->last_error = str_dup(fail || !failing ? cause : why);
@@ -373,7 +398,7 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 	   res.fits_all && h->book(h->ctx, req->sets, req->nsets, &res, &e) == 0) {
 		sched_snapshot_commit(h->snap);
 		for(i = 0; i < p->n; i++) {
-			state_intent_close(h->db, p->v[i].plan_id, STATE_PHASE_DONE, NULL, NULL);
+			at_intent_close(h, p->v[i].plan_id, STATE_PHASE_DONE, NULL, NULL);
 			state_group_success(h->db, p->v[i].node_group, NULL);
 			metrics_counter_add(M_SCALEUPS, METRICS_L(p->v[i].node_group, "succeeded"), 1);
 		}
@@ -404,7 +429,7 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 		 * are in use, so they stay; the plan is over and the request
 		 * tries again. */
 		for(i = 0; i < p->n; i++)
-			state_intent_close(h->db, p->v[i].plan_id, STATE_PHASE_DONE, "capacity taken by other pods", NULL);
+			at_intent_close(h, p->v[i].plan_id, STATE_PHASE_DONE, "capacity taken by other pods", NULL);
 		snprintf(msg, sizeof(msg),
 			 "the new nodes (%s) are ready but other pods took the capacity (%lld of %lld pods fit); the nodes "
 			 "stay in use and the request is retried", gw, (long long)res.placed, (long long)res.requested);
@@ -500,7 +525,7 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 	}
 	for(i = 0; i < p->n; i++)
 		if(p->v[i].phase == STATE_PHASE_INCREASING) {
-			state_intent_advance(h->db, p->v[i].plan_id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
+			at_intent_advance(h, p->v[i].plan_id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
 			p->v[i].phase = STATE_PHASE_WAITING_FOR_NODES;
 			log_info("resuming an interrupted scale-up: the cloud took the increase", "plan", p->v[i].plan_id);
 		}
@@ -604,7 +629,7 @@ static bool progress(const pr_class_host *h, const pr_class_req *req, at_plan *p
 		 * (a crash between two of its rows can leave them apart). */
 		for(i = 0; i < p->n; i++)
 			if(p->v[i].phase != STATE_PHASE_ROLLING_BACK && !state_phase_is_terminal(p->v[i].phase)) {
-				state_intent_advance(h->db, p->v[i].plan_id, STATE_PHASE_ROLLING_BACK,
+				at_intent_advance(h, p->v[i].plan_id, STATE_PHASE_ROLLING_BACK,
 						     FOLLOWER, NULL);
 				p->v[i].phase = STATE_PHASE_ROLLING_BACK;
 			}
@@ -655,9 +680,9 @@ static int begin_plan(const pr_class_host *h, const pr_class_req *req, const at_
 		if(!in->plan_id || !in->request_uid || !in->node_group || !in->known_before)
 			rc = prd_err_set(e, PRD_ENOMEM, "out of memory");
 		if(!rc)
-			rc = state_intent_begin(h->db, in, e);
+			rc = at_intent_begin(h, in, e);
 		if(!rc)
-			rc = state_intent_set_known(h->db, in->plan_id, in->known_before, e);
+			rc = at_intent_set_known(h, in->plan_id, in->known_before, e);
 	}
 	return rc;
 }
@@ -708,7 +733,7 @@ static void call_cloud(const pr_class_host *h, const pr_class_req *req, at_plan 
 			start_roll_back(h, req, p, failing, msg);
 			return;
 		}
-		state_intent_advance(h->db, in->plan_id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
+		at_intent_advance(h, in->plan_id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
 		in->phase = STATE_PHASE_WAITING_FOR_NODES;
 	}
 	h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_WAITING_FOR_NODES));
@@ -743,7 +768,7 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 	/* Write-ahead, locally and then in the API, before the cloud. */
 	if(begin_plan(h, req, &ch, &p, &e)) {
 		for(i = 0; i < p.n; i++)
-			state_intent_close(h->db, p.v[i].plan_id, STATE_PHASE_ROLLED_BACK, "not recorded", NULL);
+			at_intent_close(h, p.v[i].plan_id, STATE_PHASE_ROLLED_BACK, "not recorded", NULL);
 		snprintf(msg, sizeof(msg), "cannot record the scale-up plan: %s", e.msg);
 		h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, msg);
 		at_plan_free(&p);
@@ -771,7 +796,7 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 	}
 	for(i = 0; i < p.n; i++) {
 		ch.parts[i].g->busy = true;
-		if(state_intent_advance(h->db, p.v[i].plan_id, STATE_PHASE_INCREASING, NULL, &e)) {
+		if(at_intent_advance(h, p.v[i].plan_id, STATE_PHASE_INCREASING, NULL, &e)) {
 			/* The API says increasing; whoever continues asks the cloud. */
 			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 			at_plan_free(&p);
@@ -795,11 +820,15 @@ static bool finish_recorded(const pr_class_host *h, const pr_class_req *req)
 	char *plan = pr_details_get(req->pr, PR_DETAIL_PLAN), *phase = pr_details_get(req->pr, PR_DETAIL_PHASE);
 	state_phase ph;
 	at_plan p;
-	bool handled = false, done = true;
+	bool handled = false, done = true, open;
 	size_t i;
-	if(!plan || !phase || state_phase_parse(phase, &ph) || state_phase_is_terminal(ph) || !h->db ||
-	   !at_plan_all(h, plan, &p))
+	if(!plan || !phase || state_phase_parse(phase, &ph) || state_phase_is_terminal(ph) || !h->db)
 		goto out;
+	/* The common case, a plan in flight, without reading its rows. */
+	if(at_plan_id_open(h, plan, &open) && open)
+		goto out;
+	if(!at_plan_all(h, plan, &p))
+		goto free_plan; /* (at_plan_all may have allocated) */
 	for(i = 0; i < p.n; i++) {
 		if(!state_phase_is_terminal(p.v[i].phase))
 			goto free_plan; /* open: progress() has it */
@@ -851,11 +880,11 @@ static void atomic_decide(const pr_class_module *m, const pr_class_host *h, cons
 /* Plans whose request is gone (deleted) still finish: they roll back. */
 static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p)
 {
-	state_intent *open = NULL;
+	const state_intent *open = NULL;
 	size_t n = 0, i, j;
 	hmap done;
 	(void)m;
-	if(!h->db || state_intent_list_open(h->db, &open, &n, NULL))
+	if(!h->db || at_open_intents(h, &open, &n))
 		return;
 	hmap_init(&done, NULL);
 	for(i = 0; i < n; i++) {
@@ -872,7 +901,6 @@ static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, co
 		}
 	}
 	hmap_free(&done);
-	state_intent_list_free(open, n);
 }
 
 static const char *const atomic_aliases[] = { "atomic-scale-up.kubernetes.io", NULL };

@@ -19,9 +19,31 @@ typedef struct at_plan {
 	size_t n;
 } at_plan;
 
-/* The open plan of a request (every open intent of its uid). False when
- * there is none. Caller frees with at_plan_free. */
+/* The store's open intents, read at most once a pass while the module
+ * writes none: every intent write of the module goes through the
+ * at_intent_* wrappers below, which make the next call read the store
+ * again. The list is borrowed until the end of the pass (it stays valid
+ * after a write; it is then merely out of date). 0, or an error when the
+ * store cannot be read. */
+int at_open_intents(const pr_class_host *h, const state_intent **out, size_t *n);
+int at_intent_begin(const pr_class_host *h, const state_intent *in, prd_err *err);
+int at_intent_advance(const pr_class_host *h, const char *plan_id, state_phase to, const char *error, prd_err *err);
+int at_intent_close(const pr_class_host *h, const char *plan_id, state_phase final_phase, const char *error,
+		    prd_err *err);
+int at_intent_set_known(const pr_class_host *h, const char *plan_id, const char *names, prd_err *err);
+int at_intent_add_nodes(const pr_class_host *h, const char *plan_id, const char *const *node_names, size_t n,
+			prd_err *err);
+
+/* The open plan of a request (every open intent of its uid, copied
+ * without node lists: only the pass hook reads those, from
+ * at_open_intents). False when there is none. Caller frees with
+ * at_plan_free. */
 bool at_plan_open(const pr_class_host *h, const char *uid, at_plan *out);
+/* Does the request have an open plan? */
+bool at_plan_exists(const pr_class_host *h, const char *uid);
+/* Is some intent of the plan `any_id` belongs to open (*open)? False when
+ * the store cannot be read. */
+bool at_plan_id_open(const pr_class_host *h, const char *any_id, bool *open);
 void at_plan_free(at_plan *p);
 /* Every intent of the plan `any_id` belongs to, open or closed. */
 bool at_plan_all(const pr_class_host *h, const char *any_id, at_plan *out);

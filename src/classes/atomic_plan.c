@@ -33,26 +33,227 @@ void at_plan_base(const char *id, char *out, size_t len)
 	snprintf(out, len, "%.*s", (int)n, id);
 }
 
+/* ---- the open intents of a pass ---------------------------------------- */
+
+/* One reading of the store's open intents. */
+typedef struct at_list {
+	struct at_list *next;
+	state_intent *v;
+	size_t n;
+} at_list;
+
+/* The pass's readings (in the module's pass slot, freed with the pass
+ * arena): `cur` is what the store holds now, NULL once the module wrote an
+ * intent; a reading replaced stays in `retired` until the pass ends, since
+ * callers may still be walking it. */
+typedef struct at_memo {
+	at_list *cur;
+	at_list *retired;
+} at_memo;
+
+static void memo_retire(at_memo *m)
+{
+	if(!m || !m->cur)
+		return;
+	m->cur->next = m->retired;
+	m->retired = m->cur;
+	m->cur = NULL;
+}
+
+static void memo_free(void *p)
+{
+	at_memo *m = p;
+	at_list *l, *next;
+	memo_retire(m);
+	for(l = m->retired; l; l = next) {
+		next = l->next;
+		state_intent_list_free(l->v, l->n);
+		free(l);
+	}
+}
+
+static at_memo *memo_of(const pr_class_host *h)
+{
+	at_memo *m;
+	if(!h->pass_data)
+		return NULL;
+	if(*h->pass_data)
+		return *h->pass_data;
+	m = arena_alloc(h->ar, sizeof(*m));
+	if(!m || arena_defer(h->ar, memo_free, m))
+		return NULL;
+	*h->pass_data = m;
+	return m;
+}
+
+static bool intent_same(const state_intent *a, const state_intent *b)
+{
+	size_t i;
+	if(strcmp(a->plan_id, b->plan_id) || strcmp(a->request_uid, b->request_uid) ||
+	   strcmp(a->node_group, b->node_group) || a->delta != b->delta || a->target_before != b->target_before ||
+	   a->phase != b->phase || a->deadline_ns != b->deadline_ns || !str_eq(a->last_error, b->last_error) ||
+	   !str_eq(a->known_before, b->known_before) || a->n_nodes != b->n_nodes)
+		return false;
+	for(i = 0; i < a->n_nodes; i++)
+		if(strcmp(a->nodes[i], b->nodes[i]))
+			return false;
+	return true;
+}
+
+/* h->verify: the reading kept against the store read anew. */
+static void verify_memo(const pr_class_host *h, const at_list *l)
+{
+	state_intent *v = NULL;
+	size_t n = 0, i;
+	bool same;
+	if(state_intent_list_open(h->db, &v, &n, NULL))
+		return;
+	same = n == l->n;
+	for(i = 0; same && i < n; i++)
+		same = intent_same(&v[i], &l->v[i]);
+	state_intent_list_free(v, n);
+	if(!same) {
+		log_warn("the open scale-up plans kept for the pass differ from the state store");
+		h->count(h->ctx, PR_STAT_KEPT_MISMATCH);
+	}
+}
+
+int at_open_intents(const pr_class_host *h, const state_intent **out, size_t *n)
+{
+	at_memo *m = memo_of(h);
+	at_list *l;
+	int rc;
+	*out = NULL;
+	*n = 0;
+	if(!h->db || !m)
+		return PRD_ENOMEM;
+	if(m->cur && h->verify)
+		verify_memo(h, m->cur);
+	if(!m->cur) {
+		if(!(l = calloc(1, sizeof(*l))))
+			return PRD_ENOMEM;
+		if((rc = state_intent_list_open(h->db, &l->v, &l->n, NULL))) {
+			free(l);
+			return rc;
+		}
+		m->cur = l;
+	}
+	*out = m->cur->v;
+	*n = m->cur->n;
+	return 0;
+}
+
+static void written(const pr_class_host *h)
+{
+	if(h->pass_data)
+		memo_retire(*h->pass_data);
+}
+
+int at_intent_begin(const pr_class_host *h, const state_intent *in, prd_err *err)
+{
+	int rc = state_intent_begin(h->db, in, err);
+	written(h);
+	return rc;
+}
+
+int at_intent_advance(const pr_class_host *h, const char *plan_id, state_phase to, const char *error, prd_err *err)
+{
+	int rc = state_intent_advance(h->db, plan_id, to, error, err);
+	written(h);
+	return rc;
+}
+
+int at_intent_close(const pr_class_host *h, const char *plan_id, state_phase final_phase, const char *error,
+		    prd_err *err)
+{
+	int rc = state_intent_close(h->db, plan_id, final_phase, error, err);
+	written(h);
+	return rc;
+}
+
+int at_intent_set_known(const pr_class_host *h, const char *plan_id, const char *names, prd_err *err)
+{
+	int rc = state_intent_set_known(h->db, plan_id, names, err);
+	written(h);
+	return rc;
+}
+
+int at_intent_add_nodes(const pr_class_host *h, const char *plan_id, const char *const *node_names, size_t n,
+			prd_err *err)
+{
+	int rc = state_intent_add_nodes(h->db, plan_id, node_names, n, err);
+	written(h);
+	return rc;
+}
+
+bool at_plan_exists(const pr_class_host *h, const char *uid)
+{
+	const state_intent *open;
+	size_t n, i;
+	if(at_open_intents(h, &open, &n))
+		return false;
+	for(i = 0; i < n; i++)
+		if(!strcmp(open[i].request_uid, uid))
+			return true;
+	return false;
+}
+
+bool at_plan_id_open(const pr_class_host *h, const char *any_id, bool *open_out)
+{
+	const state_intent *open;
+	char base[300], b[300];
+	size_t n, i;
+	*open_out = false;
+	if(at_open_intents(h, &open, &n))
+		return false;
+	at_plan_base(any_id, base, sizeof(base));
+	for(i = 0; i < n && !*open_out; i++) {
+		at_plan_base(open[i].plan_id, b, sizeof(b));
+		*open_out = !strcmp(b, base);
+	}
+	return true;
+}
+
+/* A copy of an intent without its node list. */
+static int intent_copy(state_intent *dst, const state_intent *src)
+{
+	*dst = *src;
+	dst->nodes = NULL;
+	dst->n_nodes = 0;
+	dst->plan_id = str_dup(src->plan_id);
+	dst->request_uid = str_dup(src->request_uid);
+	dst->node_group = str_dup(src->node_group);
+	dst->last_error = src->last_error ? str_dup(src->last_error) : NULL;
+	dst->known_before = src->known_before ? str_dup(src->known_before) : NULL;
+	if(!dst->plan_id || !dst->request_uid || !dst->node_group || (src->last_error && !dst->last_error) ||
+	   (src->known_before && !dst->known_before)) {
+		state_intent_clear(dst);
+		return PRD_ENOMEM;
+	}
+	return 0;
+}
+
 bool at_plan_open(const pr_class_host *h, const char *uid, at_plan *out)
 {
-	state_intent *open = NULL;
-	size_t n = 0, i;
+	const state_intent *open;
+	size_t n = 0, i, mine = 0;
 	memset(out, 0, sizeof(*out));
-	if(!h->db || state_intent_list_open(h->db, &open, &n, NULL))
+	if(at_open_intents(h, &open, &n))
 		return false;
-	out->v = calloc(n + 1, sizeof(*out->v));
-	for(i = 0; out->v && i < n; i++) {
-		if(!strcmp(open[i].request_uid, uid)) {
-			out->v[out->n++] = open[i];
-			memset(&open[i], 0, sizeof(open[i]));
+	for(i = 0; i < n; i++)
+		mine += !strcmp(open[i].request_uid, uid);
+	if(!mine || !(out->v = calloc(mine + 1, sizeof(*out->v))))
+		return false;
+	for(i = 0; i < n; i++) {
+		if(strcmp(open[i].request_uid, uid))
+			continue;
+		if(intent_copy(&out->v[out->n], &open[i])) {
+			at_plan_free(out);
+			return false;
 		}
+		out->n++;
 	}
-	state_intent_list_free(open, n);
-	if(!out->n) {
-		free(out->v);
-		out->v = NULL;
-	}
-	return out->n > 0;
+	return true;
 }
 
 bool at_plan_all(const pr_class_host *h, const char *any_id, at_plan *out)
@@ -273,15 +474,15 @@ static int adopt_one(const pr_class_host *h, const kube_provreq *pr, const char 
 	in.delta = delta;
 	in.target_before = before;
 	in.deadline_ns = deadline;
-	rc = state_intent_begin(h->db, &in, e);
+	rc = at_intent_begin(h, &in, e);
 	if(!rc)
-		rc = state_intent_set_known(h->db, id, known, e);
+		rc = at_intent_set_known(h, id, known, e);
 	/* planned and increasing both mean "the call may have happened":
 	 * the progress step asks the cloud which. */
 	if(!rc)
-		rc = state_intent_advance(h->db, id, STATE_PHASE_INCREASING, NULL, e);
+		rc = at_intent_advance(h, id, STATE_PHASE_INCREASING, NULL, e);
 	if(!rc && ph != STATE_PHASE_INCREASING && ph != STATE_PHASE_PLANNED)
-		rc = state_intent_advance(h->db, id, ph, NULL, e);
+		rc = at_intent_advance(h, id, ph, NULL, e);
 	return rc;
 }
 
@@ -298,15 +499,12 @@ void at_adopt(const pr_class_host *h, const kube_provreq *pr)
 	int64_t dl = 0, d = 0, tb = 0;
 	size_t i;
 	prd_err e;
-	at_plan have;
 	if(!plan || !groups || !deltas || !deadline || !known || rfc3339_parse(deadline, &dl, NULL))
 		goto out;
 	if(phase && (state_phase_parse(phase, &ph) || state_phase_is_terminal(ph)))
 		goto out;
-	if(at_plan_open(h, pr->meta.uid, &have)) {
-		at_plan_free(&have);
+	if(at_plan_exists(h, pr->meta.uid))
 		goto out; /* known here already */
-	}
 	for(i = 0; nth(groups, ',', i, group, sizeof(group)); i++) {
 		state_intent old;
 		size_t klen = strlen(known) + 1;
@@ -347,8 +545,8 @@ out:
 void at_close_without_effect(const pr_class_host *h, pr_class_group *g, const state_intent *in, const char *why)
 {
 	if(in->phase != STATE_PHASE_PLANNED)
-		state_intent_advance(h->db, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
-	state_intent_close(h->db, in->plan_id, STATE_PHASE_ROLLED_BACK, why, NULL);
+		at_intent_advance(h, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
+	at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, why, NULL);
 	if(g)
 		g->busy = false;
 }
@@ -411,7 +609,7 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 		return false;
 	}
 	if(pv.n == 0 && g->target <= in->target_before) {
-		state_intent_close(h->db, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
+		at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
 		metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
 		h->count(h->ctx, PR_STAT_SCALEUP_ROLLED_BACK);
 		log_warn("scale-up rolled back: the cloud shows none of its instances", "group", g->id, "plan",

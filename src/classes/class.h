@@ -94,7 +94,8 @@ typedef struct pr_class_ctx pr_class_ctx; /* the controller's, opaque */
 typedef enum pr_class_stat {
 	PR_STAT_SCALEUP_STARTED = 0,   /* the cloud was asked */
 	PR_STAT_SCALEUP_SUCCEEDED,
-	PR_STAT_SCALEUP_ROLLED_BACK    /* a rollback the cloud confirmed */
+	PR_STAT_SCALEUP_ROLLED_BACK,   /* a rollback the cloud confirmed */
+	PR_STAT_KEPT_MISMATCH          /* (verify) something the module kept differed from its source */
 } pr_class_stat;
 
 /* The request being decided. Everything is borrowed for the call. */
@@ -117,6 +118,13 @@ typedef struct pr_class_host {
 	int64_t now;                    /* wall time of the pass */
 	const pr_class_limits *limits;
 	arena *ar;                      /* freed at the end of the pass */
+	/* The called module's own slot for the pass: NULL at its start, kept
+	 * across its calls of the pass (what it points to must live in `ar`,
+	 * with arena_defer for anything to release). */
+	void **pass_data;
+	/* Tests: check what the module keeps against where it came from, and
+	 * count differences (count(PR_STAT_KEPT_MISMATCH)). */
+	bool verify;
 	sched_snapshot *snap;           /* existing nodes, pods, bookings, reservations */
 	state_db *db;                   /* NULL when running without a store */
 	sched_expander *expander;

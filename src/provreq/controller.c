@@ -24,6 +24,9 @@
 
 #define NS_PER_MIN (60 * PRD_NS_PER_SEC)
 
+static void put_json(void *o);
+static void drop_kept_requests(pr_ctl *c);
+
 void pr_config_default(pr_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -94,6 +97,12 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->pod_blocked, NULL);
 	hmap_init(&c->nfp, free);
 	hmap_init(&c->nodes_by_name, NULL);
+	hmap_init(&c->tpls, put_json);
+	hmap_init(&c->born, free);
+	hmap_init(&c->made, NULL);
+	hmap_init(&c->bres, NULL);
+	arena_init(&c->bres_ar);
+	hmap_init(&c->prs, NULL);
 	pr__dirty_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
@@ -151,6 +160,13 @@ void pr_ctl_free(pr_ctl *c)
 	hmap_free(&c->pod_blocked);
 	hmap_free(&c->nfp);
 	hmap_free(&c->nodes_by_name);
+	hmap_free(&c->tpls);
+	hmap_free(&c->born);
+	hmap_free(&c->made);
+	hmap_free(&c->bres);
+	arena_free(&c->bres_ar);
+	drop_kept_requests(c);
+	hmap_free(&c->prs);
 	free(c);
 }
 
@@ -226,7 +242,7 @@ static void world_free(pr_world *w)
 	size_t i;
 	for(i = 0; i < w->nobjs; i++)
 		kube_obj_free(w->in, w->objs[i]);
-	if(w->inf) {
+	if(w->inf && !w->prs_kept) {
 		for(i = 0; i < w->nprs; i++)
 			kube_obj_free(w->inf->intern, &w->prs[i]->meta);
 	}
@@ -237,7 +253,8 @@ static void world_free(pr_world *w)
 	hmap_free(&w->uids);
 	hmap_free(&w->blocking);
 	free(w->marked);
-	hmap_free(&w->tpls);
+	hmap_free(&w->own_tpls);
+	hmap_free(&w->class_data);
 	for(i = 0; i < w->ngroups; i++) {
 		pr_group_unlist(&w->groups[i]);
 		free(w->groups[i].id);
@@ -607,6 +624,51 @@ static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, con
 	}
 	rc = pr_conv_resources(a, o, "booking", out, n, err);
 	return rc;
+}
+
+/* A booking's resources as booking_res parsed them, in c->bres_ar. */
+typedef struct pr_bres {
+	sched_res *res;
+	size_t nres;
+	const char **devs;
+	size_t ndevs;
+	json_object *dev_pods;
+	uint64_t pass;            /* the last pass that used it */
+} pr_bres;
+
+/* booking_res, kept by the booking's text (parsing is a function of the
+ * text alone): a pass parses only the texts no earlier pass has, the
+ * bookings made since. The parsed forms are borrowed until bres_trim. */
+static int booking_res_kept(pr_ctl *c, const char *js, const pr_bres **out, prd_err *err)
+{
+	pr_bres *b = hmap_get(&c->bres, js);
+	int rc;
+	if(!b) {
+		if(!(b = arena_alloc(&c->bres_ar, sizeof(*b))))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		if((rc = booking_res(&c->bres_ar, js, &b->res, &b->nres, &b->devs, &b->ndevs, &b->dev_pods, err)))
+			return rc;
+		if(hmap_put(&c->bres, js, b))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	if(b->pass != c->stats.passes) {
+		b->pass = c->stats.passes;
+		c->bres_live++;
+	}
+	*out = b;
+	return 0;
+}
+
+/* The texts of bookings that ended stay parsed until they outnumber those
+ * in use; then everything is parsed anew on the next pass. */
+static void bres_trim(pr_ctl *c)
+{
+	if(hmap_len(&c->bres) <= 2 * c->bres_live + 256)
+		return;
+	hmap_free(&c->bres);
+	arena_free(&c->bres_ar);
+	hmap_init(&c->bres, NULL);
+	arena_init(&c->bres_ar);
 }
 
 /* A rebuilt booking's devices: what its pods (per podSet) would be
@@ -1134,11 +1196,10 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		rc = state_booking_list_active(c->db, &b, &nb, err);
 		if(rc)
 			return rc;
+		c->bres_live = 0;
 		for(i = 0; i < nb; i++) {
-			sched_res *res;
-			const char **devs;
-			json_object *dev_pods;
-			size_t nres, idx, ndevs;
+			const pr_bres *br = NULL;
+			size_t idx;
 			prd_err ce;
 			/* The request is gone: its capacity is free at once, so a
 			 * request recreated for the same pods gets it this pass. */
@@ -1151,10 +1212,11 @@ static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			}
 			if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
 				continue;
-			if(booking_res(&w->ar, b[i].resources_json, &res, &nres, &devs, &ndevs, &dev_pods, &ce) ||
-			   sched_snapshot_book(w->snap, b[i].request_uid, idx, res, nres, &ce) ||
-			   (ndevs && sched_snapshot_book_devices(w->snap, b[i].request_uid, idx, devs, ndevs, NULL, &ce)) ||
-			   (dev_pods && book_rebuilt_devices(w, b[i].request_uid, idx, dev_pods, &ce)))
+			if(booking_res_kept(c, b[i].resources_json, &br, &ce) ||
+			   sched_snapshot_book(w->snap, b[i].request_uid, idx, br->res, br->nres, &ce) ||
+			   (br->ndevs &&
+			    sched_snapshot_book_devices(w->snap, b[i].request_uid, idx, br->devs, br->ndevs, NULL, &ce)) ||
+			   (br->dev_pods && book_rebuilt_devices(w, b[i].request_uid, idx, br->dev_pods, &ce)))
 				log_warn("booking ignored", "request_uid", b[i].request_uid, "error", ce.msg);
 			else
 				c->stats.bookings_held++;
@@ -1197,19 +1259,74 @@ static int digest_pods(pr_ctl *c, pr_world *w, prd_err *err)
 	return 0;
 }
 
+static bool made_by_us(const kube_node *n)
+{
+	size_t i;
+	for(i = 0; i < n->nannotations; i++)
+		if(!strcmp(n->annotations[i].key, PR_ANN_PROVISIONED_FOR_UID))
+			return true;
+	return false;
+}
+
+/* One node into the node tables. 0 or PRD_ENOMEM. */
+static int node_note(pr_ctl *c, const kube_node *n)
+{
+	int64_t *born = hmap_get(&c->born, n->meta.name);
+	if(hmap_put(&c->nodes_by_name, n->meta.name, node_usable(n) ? PR_NODE_USABLE : PR_NODE_PRESENT))
+		return PRD_ENOMEM;
+	if(!born) {
+		born = malloc(sizeof(*born));
+		if(!born || hmap_put(&c->born, n->meta.name, born)) {
+			free(born);
+			return PRD_ENOMEM;
+		}
+	}
+	*born = n->meta.created_ns;
+	if(!made_by_us(n))
+		hmap_del(&c->made, n->meta.name);
+	else if(hmap_put(&c->made, n->meta.name, NULL))
+		return PRD_ENOMEM;
+	return 0;
+}
+
 static int node_state_changed(void *ud, const char *ns, const char *name)
 {
 	pr_ctl *c = ud;
 	const kube_node *n = (const kube_node *)kube_informer_get(c->inf.nodes, ns, name);
 	if(!n) {
 		hmap_del(&c->nodes_by_name, name);
+		hmap_del(&c->born, name);
+		hmap_del(&c->made, name);
 		return 0;
 	}
-	return hmap_put(&c->nodes_by_name, name, node_usable(n) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+	return node_note(c, n);
 }
 
-/* Every node's presence and readiness (w->nodes_by_name): in informer mode
- * kept from the node cache's journal, else built anew. */
+/* verify_snapshot: the node tables kept from the journal against the
+ * nodes. */
+static void verify_node_table(pr_ctl *c, const pr_world *w)
+{
+	size_t i, made = 0, bad = 0;
+	for(i = 0; i < w->nnodes; i++) {
+		const kube_node *n = w->nodes[i];
+		const int64_t *born = hmap_get(&c->born, n->meta.name);
+		bool m = made_by_us(n);
+		made += m;
+		bad += hmap_get(&c->nodes_by_name, n->meta.name) != (node_usable(n) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+		bad += !born || *born != n->meta.created_ns;
+		bad += m != hmap_has(&c->made, n->meta.name);
+	}
+	bad += hmap_len(&c->nodes_by_name) != w->nnodes || hmap_len(&c->born) != w->nnodes ||
+	       hmap_len(&c->made) != made;
+	if(bad) {
+		c->stats.snapshot_mismatches++;
+		log_warn("the node table kept from the journal differs from the nodes", "differences", LOGI(bad));
+	}
+}
+
+/* Every node's presence and readiness (w->nodes_by_name), creation time
+ * (c->born) and whether a plan of provreqd's made it (c->made): in
+ * informer mode kept from the node cache's journal, else built anew. */
 static int node_table(pr_ctl *c, pr_world *w)
 {
 	size_t i;
@@ -1218,15 +1335,141 @@ static int node_table(pr_ctl *c, pr_world *w)
 	if(incremental(c, w) && c->nbn_valid &&
 	   (c->nbn_gen == w->gen_nodes || kube_informer_changes(c->inf.nodes, c->nbn_gen, node_state_changed, c) == 0)) {
 		c->nbn_gen = w->gen_nodes;
+		if(c->cfg.verify_snapshot)
+			verify_node_table(c, w);
 		return 0;
 	}
 	hmap_free(&c->nodes_by_name);
+	hmap_free(&c->born);
+	hmap_free(&c->made);
 	hmap_init(&c->nodes_by_name, NULL);
+	hmap_init(&c->born, free);
+	hmap_init(&c->made, NULL);
 	for(i = 0; i < w->nnodes && !rc; i++)
-		rc = hmap_put(&c->nodes_by_name, w->nodes[i]->meta.name,
-			      node_usable(w->nodes[i]) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+		rc = node_note(c, w->nodes[i]);
 	c->nbn_valid = incremental(c, w) && !rc;
 	c->nbn_gen = w->gen_nodes;
+	return rc;
+}
+
+static int marked_cmp(const void *a, const void *b)
+{
+	return strcmp(((const pr_marked *)a)->name, ((const pr_marked *)b)->name);
+}
+
+/* The nodes provreqd's plans made (w->marked, for scale-down), by name. In
+ * informer mode from the node table's list of them, else from every node. */
+static int marked_nodes(pr_ctl *c, pr_world *w)
+{
+	size_t i;
+	if(!c->cfg.scale_down)
+		return 0;
+	if(incremental(c, w)) {
+		hmap_iter it;
+		const char *name;
+		hmap_iter_init(&it, &c->made);
+		while(hmap_iter_next(&it, &name, NULL)) {
+			const kube_node *n = (const kube_node *)kube_informer_get(c->inf.nodes, "", name);
+			if(n && pr__scaledown_digest(w, n))
+				return PRD_ENOMEM;
+		}
+	} else {
+		for(i = 0; i < w->nnodes; i++)
+			if(pr__scaledown_digest(w, w->nodes[i]))
+				return PRD_ENOMEM;
+	}
+	/* One order whichever way they were found: removals at a group's min
+	 * size depend on it. */
+	if(w->nmarked)
+		qsort(w->marked, w->nmarked, sizeof(*w->marked), marked_cmp);
+	return 0;
+}
+
+static int tpl_changed(void *ud, const char *ns, const char *name)
+{
+	char key[600];
+	snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
+	hmap_del(ud, key);
+	return 0;
+}
+
+/* verify_snapshot: every kept template copy against the cache. */
+static void verify_templates(pr_ctl *c)
+{
+	hmap_iter it;
+	const char *k;
+	void *v;
+	hmap_iter_init(&it, &c->tpls);
+	while(hmap_iter_next(&it, &k, &v)) {
+		const char *slash = strchr(k, '/');
+		char ns[300];
+		const kube_podtemplate *t;
+		snprintf(ns, sizeof(ns), "%.*s", slash ? (int)(slash - k) : 0, k);
+		t = (const kube_podtemplate *)kube_informer_get(c->inf.podtemplates, ns, slash ? slash + 1 : k);
+		if(!t || !json_object_equal(t->tmpl, v)) {
+			c->stats.snapshot_mismatches++;
+			log_warn("a kept PodTemplate copy differs from the cache", "template", k);
+		}
+	}
+}
+
+/* The PodTemplates some request names, copied out of the cache (its own
+ * objects cannot be used once its locks are released; on a large cluster
+ * most templates belong to no request). In informer mode the copies are
+ * kept between passes and only those the template cache's journal names
+ * are copied again (a node registering copies none); else every pass
+ * copies anew from `tp`. 0 or PRD_ENOMEM. */
+static int copy_templates(pr_ctl *c, pr_world *w, void **tp, size_t ntp)
+{
+	hmap need;
+	size_t i, k;
+	int rc = 0;
+	bool keep = incremental(c, w);
+	if(keep && c->tpl_valid && c->tpl_gen == w->gen_tpls && w->prs_kept && !c->prs_added_or_gone) {
+		/* Neither the templates nor the set of requests changed. */
+		w->tpls = &c->tpls;
+		if(c->cfg.verify_snapshot)
+			verify_templates(c);
+		return 0;
+	}
+	hmap_init(&need, NULL);
+	for(i = 0; i < w->nprs && !rc; i++)
+		for(k = 0; k < w->prs[i]->npod_sets && !rc; k++) {
+			char key[600];
+			snprintf(key, sizeof(key), "%s/%s", w->prs[i]->meta.ns,
+				 w->prs[i]->pod_sets[k].template_name ? w->prs[i]->pod_sets[k].template_name : "");
+			rc = hmap_put(&need, key, NULL);
+		}
+	if(keep) {
+		w->tpls = &c->tpls;
+		if(!c->tpl_valid ||
+		   (c->tpl_gen != w->gen_tpls && kube_informer_changes(c->inf.podtemplates, c->tpl_gen, tpl_changed, &c->tpls))) {
+			hmap_free(&c->tpls);
+			hmap_init(&c->tpls, put_json);
+		}
+		c->tpl_valid = false; /* until the copies below are all made */
+		pr__forget_vanished(&c->tpls, &need);
+		if(c->cfg.verify_snapshot)
+			verify_templates(c);
+	}
+	for(i = 0; i < ntp && !rc; i++) {
+		const kube_podtemplate *t = tp[i];
+		json_object *copy = NULL;
+		char key[600];
+		snprintf(key, sizeof(key), "%s/%s", t->meta.ns, t->meta.name);
+		if(!hmap_has(&need, key) || hmap_has(w->tpls, key))
+			continue;
+		if(json_object_deep_copy(t->tmpl, &copy, NULL) || hmap_put(w->tpls, key, copy)) {
+			json_object_put(copy);
+			rc = PRD_ENOMEM;
+		}
+	}
+	hmap_free(&need);
+	if(keep) {
+		c->tpl_valid = !rc;
+		c->tpl_gen = w->gen_tpls;
+		c->prs_added_or_gone = rc != 0;
+	}
 	return rc;
 }
 
@@ -1240,58 +1483,16 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 	for(i = 0; i < w->nprs; i++)
 		if(hmap_put(&w->uids, w->prs[i]->meta.uid, NULL))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	w->born = arena_array(&w->ar, w->nnodes + 1, sizeof(*w->born));
-	if(!w->born)
+	if(node_table(c, w) || marked_nodes(c, w))
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	for(i = 0; i < w->nnodes; i++) {
-		w->born[i].name = arena_strdup(&w->ar, w->nodes[i]->meta.name);
-		w->born[i].created_ns = w->nodes[i]->meta.created_ns;
-		if(!w->born[i].name)
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
-	w->nborn = w->nnodes;
-	if(node_table(c, w))
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	for(i = 0; c->cfg.scale_down && i < w->nnodes; i++)
-		if(pr__scaledown_digest(w, w->nodes[i]))
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	if((rc = digest_pods(c, w, err)))
 		return rc;
 	/* Only the marked nodes' pods matter. */
 	for(i = 0; i < w->nmarked; i++)
 		if(hmap_put(&w->blocking, w->marked[i].name, hmap_get(&c->pod_blocked, w->marked[i].name)))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	/* Copy only the PodTemplates some request names (the caches' own
-	 * objects cannot be used once their locks are released): on a large
-	 * cluster most templates belong to no request. */
-	{
-		hmap need;
-		size_t k;
-		rc = 0;
-		hmap_init(&need, NULL);
-		for(i = 0; i < w->nprs && !rc; i++)
-			for(k = 0; k < w->prs[i]->npod_sets && !rc; k++) {
-				char key[600];
-				snprintf(key, sizeof(key), "%s/%s", w->prs[i]->meta.ns,
-					 w->prs[i]->pod_sets[k].template_name ? w->prs[i]->pod_sets[k].template_name : "");
-				rc = hmap_put(&need, key, NULL);
-			}
-		for(i = 0; i < ntp && !rc; i++) {
-			const kube_podtemplate *t = tp[i];
-			json_object *copy = NULL;
-			char key[600];
-			snprintf(key, sizeof(key), "%s/%s", t->meta.ns, t->meta.name);
-			if(!hmap_has(&need, key))
-				continue;
-			if(json_object_deep_copy(t->tmpl, &copy, NULL) || hmap_put(&w->tpls, key, copy)) {
-				json_object_put(copy);
-				rc = PRD_ENOMEM;
-			}
-		}
-		hmap_free(&need);
-		if(rc)
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
+	if((rc = copy_templates(c, w, tp, ntp)))
+		return prd_err_set(err, rc, "out of memory");
 	if(c->need_rebuild && c->db) {
 		pr__rebuild_from_api(c, w);
 		c->need_rebuild = false;
@@ -1362,6 +1563,124 @@ static int dra_from_api(pr_ctl *c, pr_world *w, prd_err *err)
 	return rc;
 }
 
+static void free_kept_request(pr_ctl *c, kube_provreq *pr)
+{
+	if(pr)
+		kube_obj_free(c->inf.intern, &pr->meta);
+}
+
+static void drop_kept_requests(pr_ctl *c)
+{
+	hmap_iter it;
+	void *v;
+	hmap_iter_init(&it, &c->prs);
+	while(hmap_iter_next(&it, NULL, &v))
+		free_kept_request(c, v);
+	hmap_free(&c->prs);
+	hmap_init(&c->prs, NULL);
+	c->prs_valid = false;
+}
+
+static int keep_request(pr_ctl *c, const char *key, const kube_meta *m)
+{
+	kube_provreq *pr = (kube_provreq *)kube_obj_clone(c->inf.intern, m);
+	if(!pr || hmap_put(&c->prs, key, pr)) {
+		free_kept_request(c, pr);
+		return PRD_ENOMEM;
+	}
+	return 0;
+}
+
+/* Do two versions of a request name the same PodTemplates? */
+static bool same_templates(const kube_provreq *a, const kube_meta *bm)
+{
+	const kube_provreq *b = (const kube_provreq *)bm;
+	size_t i;
+	if(!str_eq(a->meta.uid, bm->uid) || a->npod_sets != b->npod_sets)
+		return false;
+	for(i = 0; i < a->npod_sets; i++)
+		if(!str_eq(a->pod_sets[i].template_name, b->pod_sets[i].template_name))
+			return false;
+	return true;
+}
+
+static int request_changed(void *ud, const char *ns, const char *name)
+{
+	pr_ctl *c = ud;
+	const kube_meta *m = kube_informer_get(c->inf.provreqs, ns, name);
+	char key[600];
+	kube_provreq *old;
+	snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
+	old = hmap_take(&c->prs, key);
+	/* Which templates are needed changes with a request added or gone
+	 * (a spec is immutable; checked all the same). */
+	if(!old || !m || !same_templates(old, m))
+		c->prs_added_or_gone = true;
+	free_kept_request(c, old);
+	return m ? keep_request(c, key, m) : 0;
+}
+
+static int keep_cached_request(void *ud, const kube_meta *m)
+{
+	char key[600];
+	snprintf(key, sizeof(key), "%s/%s", m->ns ? m->ns : "", m->name);
+	return keep_request(ud, key, m);
+}
+
+/* verify_snapshot: the kept copies against the cache, by resourceVersion
+ * (a cached object is replaced, never changed in place). */
+static int verify_request(void *ud, const kube_meta *m)
+{
+	pr_ctl *c = ud;
+	const kube_provreq *pr;
+	char key[600];
+	snprintf(key, sizeof(key), "%s/%s", m->ns ? m->ns : "", m->name);
+	pr = hmap_get(&c->prs, key);
+	if(!pr || !str_eq(pr->meta.rv, m->rv) || !str_eq(pr->meta.uid, m->uid)) {
+		c->stats.snapshot_mismatches++;
+		log_warn("a kept copy of a request differs from the cache", "request", key);
+	}
+	return 0;
+}
+
+/* Informer mode: the requests (w->prs), copies of the cached objects kept
+ * between passes and copied again only when the request cache's journal
+ * names them (a pass after a node registered copies the one request whose
+ * status changed, not all of them). The world borrows them. */
+static int kept_requests(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	uint64_t gen = kube_informer_generation(c->inf.provreqs);
+	hmap_iter it;
+	void *v;
+	size_t n = 0;
+	int rc = 0;
+	if(!c->prs_valid || (c->prs_gen != gen && kube_informer_changes(c->inf.provreqs, c->prs_gen, request_changed, c))) {
+		drop_kept_requests(c);
+		c->prs_added_or_gone = true;
+		rc = kube_informer_foreach(c->inf.provreqs, keep_cached_request, c);
+	}
+	c->prs_valid = !rc;
+	c->prs_gen = gen;
+	if(rc) {
+		drop_kept_requests(c);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	if(c->cfg.verify_snapshot) {
+		kube_informer_foreach(c->inf.provreqs, verify_request, c);
+		if(hmap_len(&c->prs) != kube_informer_len(c->inf.provreqs))
+			c->stats.snapshot_mismatches++;
+	}
+	if(!(w->prs = calloc(hmap_len(&c->prs) + 1, sizeof(*w->prs))))
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	hmap_iter_init(&it, &c->prs);
+	while(hmap_iter_next(&it, NULL, &v))
+		w->prs[n++] = v;
+	w->nprs = n;
+	w->prs_kept = true;
+	w->inf = &c->inf;
+	return 0;
+}
+
 static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t i;
@@ -1374,7 +1693,9 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 	w->nodes_by_name = &c->nodes_by_name;
 	hmap_init(&w->uids, NULL);
 	hmap_init(&w->blocking, NULL);
-	hmap_init(&w->tpls, put_json);
+	hmap_init(&w->own_tpls, put_json);
+	w->tpls = &w->own_tpls;
+	hmap_init(&w->class_data, NULL);
 	pr_dra_init(&w->dra);
 	w->in = kube_intern_new();
 	if(!w->in)
@@ -1390,12 +1711,15 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 		w->cacheable = true;
 		w->gen_nodes = kube_informer_generation(c->inf.nodes);
 		w->gen_pods = kube_informer_generation(c->inf.pods);
+		w->gen_tpls = kube_informer_generation(c->inf.podtemplates);
 		rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err);
 		if(!rc)
 			rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err);
-		if(!rc)
+		if(!rc && incremental(c, w))
+			rc = kept_requests(c, w, err);
+		else if(!rc)
 			rc = borrow_all(c->inf.provreqs, &cached, &w->nprs, err);
-		if(!rc) {
+		if(!rc && !w->prs_kept) {
 			w->prs = calloc(w->nprs + 1, sizeof(*w->prs));
 			w->inf = &c->inf;
 			for(i = 0; w->prs && i < w->nprs; i++) {
@@ -1445,6 +1769,19 @@ done:
 
 /* ---- per-request logic ------------------------------------------------- */
 
+/* The module's slot for this pass (pr_class_host.pass_data); NULL when
+ * out of memory (the module then keeps nothing). */
+static void **class_slot(pr_world *w, const pr_class_module *m)
+{
+	void **cell = hmap_get(&w->class_data, m->name);
+	if(cell)
+		return cell;
+	cell = arena_alloc(&w->ar, sizeof(*cell));
+	if(!cell || hmap_put(&w->class_data, m->name, cell))
+		return NULL;
+	return cell;
+}
+
 /* Resolve the request's PodTemplates into sched podSets. Returns 0, or
  * PRD_ENOTFOUND naming the first missing template in `missing`, or another
  * code when a template cannot be simulated. */
@@ -1459,7 +1796,7 @@ int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets,
 		sched_pod_spec *ps;
 		json_object *md;
 		snprintf(key, sizeof(key), "%s/%s", pr->meta.ns, pr->pod_sets[i].template_name);
-		t = hmap_get(&w->tpls, key);
+		t = hmap_get(w->tpls, key);
 		if(!t) {
 			snprintf(missing, mlen, "%s", pr->pod_sets[i].template_name);
 			return PRD_ENOTFOUND;
@@ -1721,6 +2058,7 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	}
 	prc = pr_params_parse(pr, &pp, &e);
 	pr__host_init(&h, &x);
+	h.pass_data = class_slot(w, m);
 	in_flight = m->in_flight && m->in_flight(m, &h, pr);
 	c->req_in_flight = in_flight;
 	if(pr->meta.deleted_ns && !in_flight) {
@@ -1880,6 +2218,7 @@ static void modules_hook(pr_ctl *c, pr_world *w, bool begin)
 	p.ours = ours;
 	for(i = 0; i < n; i++) {
 		const pr_class_module *m = mods[i];
+		h.pass_data = class_slot(w, m);
 		if(begin && m->pass_begin)
 			m->pass_begin(m, &h, &p);
 		if(!begin && m->pass_end)
@@ -2006,6 +2345,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	pr__dirty_done(c, !c->fenced);
 	release_snapshot(c, &w);
 	world_free(&w);
+	bres_trim(c); /* (the snapshot no longer borrows them) */
 	metrics_observe(M_RECONCILE_DURATION, METRICS_L("provreq"),
 			(double)(clk_mono(clk_real()) - t0) / (double)PRD_NS_PER_SEC);
 	if(next_wake_ns)

@@ -43,7 +43,9 @@ typedef struct pr_config {
 	 * PR_STATUS_WRITERS_MAX). */
 	unsigned status_writers;
 	/* Tests: whenever a pass reuses the kept snapshot, also build it anew
-	 * and compare (stats.snapshot_mismatches counts differences). */
+	 * and compare, and compare what else is kept between passes (the
+	 * PodTemplate copies) with the caches (stats.snapshot_mismatches
+	 * counts differences). */
 	bool verify_snapshot;
 	/* Decide every request in every pass, not only those affected by what
 	 * changed, and derive the node and pod summaries from the caches anew
@@ -70,7 +72,7 @@ typedef struct pr_stats {
 	uint64_t bookings_held;         /* last pass */
 	uint64_t snapshot_reuses;       /* passes that reused the snapshot of unchanged nodes and pods */
 	uint64_t snapshot_node_adds;    /* nodes added to a reused snapshot (registrations) */
-	uint64_t snapshot_mismatches;   /* verify_snapshot: reused snapshots that differed from a rebuild */
+	uint64_t snapshot_mismatches;   /* verify_snapshot: kept snapshots (or copies) that differed from a rebuild */
 } pr_stats;
 
 typedef struct pr_ctl pr_ctl;
@@ -108,7 +110,10 @@ const pr_stats *pr_ctl_stats(const pr_ctl *c);
  * the requests. Driver calls and writes happen after the locks are
  * released, so the reflectors are never held up by a slow cloud. */
 typedef struct pr_informers {
-	kube_intern *intern;          /* the table the informers decode with */
+	kube_intern *intern;          /* the table the informers decode with (the
+	                                 controller's copies of cached requests
+	                                 hold its strings: free it after the
+	                                 controller) */
 	kube_informer *nodes;
 	kube_informer *pods;
 	kube_informer *podtemplates;

@@ -41,19 +41,19 @@ typedef struct pr_world {
 	size_t nnodes;
 	kube_pod **pods;
 	size_t npods;
-	kube_provreq **prs;       /* owned: decoded, or cloned from the cache */
+	kube_provreq **prs;       /* owned: decoded, or cloned from the cache; or the controller's kept copies */
 	size_t nprs;
+	bool prs_kept;            /* prs point at pr_ctl.prs (not owned) */
 	const hmap *nodes_by_name; /* name → PR_NODE_USABLE or PR_NODE_PRESENT (the controller's) */
-	struct pr_node_born {     /* every node's name and creationTimestamp (arena) */
-		const char *name;
-		int64_t created_ns;
-	} *born;
-	size_t nborn;
 	hmap uids;                /* uid of every request of the pass (no values) */
 	hmap blocking;            /* node → non-NULL when a non-DaemonSet pod runs there */
 	pr_marked *marked;        /* nodes provreqd made */
 	size_t nmarked, capmarked;
-	hmap tpls;                /* "ns/name" → PodTemplate `template` JSON (owned) */
+	/* "ns/name" → PodTemplate `template` JSON: own_tpls, or in informer
+	 * mode the controller's kept copies (pr_ctl.tpls). */
+	hmap *tpls;
+	hmap own_tpls;
+	hmap class_data;          /* module name → its pass slot (void **, arena) */
 	pr_group *groups;
 	size_t ngroups;
 	arena ar;
@@ -64,7 +64,7 @@ typedef struct pr_world {
 	 * base) and reused while they do not change; a pass works in a fork
 	 * of it, reverted at the end. */
 	bool cacheable;
-	uint64_t gen_nodes, gen_pods;
+	uint64_t gen_nodes, gen_pods, gen_tpls;
 	bool snap_shared;         /* w->snap is the controller's base */
 	bool groups_incomplete;   /* some driver could not list its node groups this pass */
 	size_t skipped_pods;      /* scheduled pods whose node is not in the snapshot */
@@ -161,11 +161,32 @@ struct pr_ctl {
 	bool nfp_valid;
 	uint64_t nfp_gen, nfp_sum;
 	hmap nfp;
-	/* Every node's presence and readiness (pr_world.nodes_by_name), as of
-	 * node cache generation nbn_gen, kept from the cache's journal. */
+	/* Every node's presence and readiness (pr_world.nodes_by_name), its
+	 * creationTimestamp (born: name → int64_t *) and the nodes provreqd's
+	 * plans made (made: names), as of node cache generation nbn_gen, kept
+	 * from the cache's journal. */
 	bool nbn_valid;
 	uint64_t nbn_gen;
 	hmap nodes_by_name;
+	hmap born;
+	hmap made;
+	/* Bookings' resources parsed, by their text (controller.c pr_bres),
+	 * and how many distinct texts the last pass's bookings had. */
+	hmap bres;
+	arena bres_ar;
+	size_t bres_live;
+	/* Informer mode: copies of the cached requests ("ns/name" →
+	 * kube_provreq *, made with inf.intern) as of cache generation
+	 * prs_gen, kept from the cache's journal. */
+	bool prs_valid;
+	uint64_t prs_gen;
+	hmap prs;
+	bool prs_added_or_gone;   /* since the templates were last copied */
+	/* The PodTemplates requests name, copied out of the template cache
+	 * ("ns/name" → `template` JSON), as of its generation tpl_gen. */
+	bool tpl_valid;
+	uint64_t tpl_gen;
+	hmap tpls;
 	bool deciding;            /* a request is being decided: wakes are its own too */
 	int64_t req_wake;         /* ... the earliest it asked for */
 	bool req_in_flight;       /* ... and whether it had cloud work in flight */

@@ -474,19 +474,22 @@ static pr_node_state h_node_state(pr_class_ctx *x, const char *name)
 
 static void h_nodes_since(pr_class_ctx *x, int64_t t, void (*fn)(void *ud, const char *node), void *ud)
 {
-	size_t i;
+	hmap_iter it;
+	const char *name;
+	void *born;
 	/* Not w->nodes: in informer mode they belong to the caches, whose
 	 * locks are released before anything is decided. */
-	for(i = 0; i < x->w->nborn; i++)
-		if(x->w->born[i].created_ns >= t)
-			fn(ud, x->w->born[i].name);
+	hmap_iter_init(&it, &x->c->born);
+	while(hmap_iter_next(&it, &name, &born))
+		if(*(const int64_t *)born >= t)
+			fn(ud, name);
 }
 
 static json_object *h_template_json(pr_class_ctx *x, const char *name)
 {
 	char key[600];
 	snprintf(key, sizeof(key), "%s/%s", x->pr ? x->pr->meta.ns : "", name);
-	return hmap_get(&x->w->tpls, key);
+	return hmap_get(x->w->tpls, key);
 }
 
 static void h_event(pr_class_ctx *x, const char *type, const char *reason, const char *msg)
@@ -590,8 +593,10 @@ static void h_count(pr_class_ctx *x, pr_class_stat what)
 		x->c->stats.scaleups_started++;
 	else if(what == PR_STAT_SCALEUP_SUCCEEDED)
 		x->c->stats.scaleups_succeeded++;
-	else
+	else if(what == PR_STAT_SCALEUP_ROLLED_BACK)
 		x->c->stats.scaleups_rolled_back++;
+	else
+		x->c->stats.snapshot_mismatches++;
 }
 
 void pr__host_init(pr_class_host *h, pr_class_ctx *x)
@@ -600,6 +605,7 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->ctx = x;
 	h->now = x->c->now;
 	h->limits = &x->c->limits;
+	h->verify = x->c->cfg.verify_snapshot;
 	h->ar = &x->w->ar;
 	h->snap = x->w->snap;
 	h->db = x->c->db;

@@ -117,6 +117,10 @@ struct sched_snapshot {
 	sched__group *groups;
 	size_t n_groups, cap_groups;
 	hmap group_by_key;                /* key -> (idx + 1) */
+	/* Booking uids, one arena copy each: the arena is not given back when
+	 * a fork is reverted, and a kept snapshot is booked in a fork on every
+	 * pass. */
+	hmap uids;                        /* uid -> its copy */
 	size_t n_anti_groups;             /* groups with anti-affinity terms */
 	sched__booking *bookings;
 	size_t n_bookings, cap_bookings;

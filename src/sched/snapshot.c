@@ -191,6 +191,7 @@ sched_snapshot *sched_snapshot_new(void)
 	if(!s)
 		return NULL;
 	hmap_init(&s->node_by_name, NULL);
+	hmap_init(&s->uids, NULL);
 	hmap_init(&s->zone_by_name, NULL);
 	hmap_init(&s->group_by_key, NULL);
 	for(i = 0; i < 4; i++)
@@ -218,6 +219,7 @@ void sched_snapshot_free(sched_snapshot *s)
 	free(s->bookings);
 	free(s->undo);
 	hmap_free(&s->node_by_name);
+	hmap_free(&s->uids);
 	hmap_free(&s->zone_by_name);
 	hmap_free(&s->group_by_key);
 	arena_free(&s->arena);
@@ -673,8 +675,10 @@ int sched_snapshot_book(sched_snapshot *s, const char *uid, size_t idx, const sc
 			return r;
 	b = &s->bookings[s->n_bookings];
 	memset(b, 0, sizeof(*b));
-	if(!(b->uid = sched__arena_str(&s->arena, uid)))
-		return prd_err_set(e, PRD_ENOMEM, "out of memory");
+	if(!(b->uid = hmap_get(&s->uids, uid))) {
+		if(!(b->uid = sched__arena_str(&s->arena, uid)) || hmap_put(&s->uids, uid, (void *)b->uid))
+			return prd_err_set(e, PRD_ENOMEM, "out of memory");
+	}
 	b->node = (uint32_t)idx;
 	b->active = true;
 	for(i = 0; i < n_res; i++)

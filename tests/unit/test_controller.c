@@ -772,6 +772,8 @@ static void test_informer_mode(void)
 	add_consumer("i", "cached", "c2", "n1");
 	add_consumer("i", "cached", "c3", "n1");
 	wait_for("i", "cached", "BookingExpired", "True/CapacityBookingConsumed");
+	pr_ctl_free(ctl); /* (its copies of cached requests use the informers' strings) */
+	ctl = NULL;
 	for(i = 0; i < 4; i++)
 		kube_informer_free(inf[i]);
 	kube_intern_free(in);
@@ -922,6 +924,8 @@ static void test_incremental_equals_full(void)
 	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->snapshot_mismatches, 0);
 	CU_ASSERT_TRUE(pr_ctl_stats(ctl)->snapshot_reuses > 40);
 	CU_ASSERT_TRUE(pr_ctl_stats(ctl)->snapshot_node_adds > 0);
+	pr_ctl_free(ctl); /* (its copies of cached requests use the informers' strings) */
+	ctl = NULL;
 	{
 		int k;
 		for(k = 0; k < 8; k++)
@@ -1708,6 +1712,8 @@ static void test_async_informer_mode_unlisted_group(void)
 	a_register(1);
 	clk_fake_advance(&fake, 10 * SEC);
 	wait_for("a", "job", "Provisioned", "True/CapacityIsProvisioned");
+	pr_ctl_free(ctl); /* (its copies of cached requests use the informers' strings) */
+	ctl = NULL;
 	for(i = 0; i < 4; i++)
 		kube_informer_free(inf[i]);
 	kube_intern_free(in);

@@ -3,7 +3,7 @@
  * store, example driver and controller, share one fake clock and get the
  * same random sequence of events: nodes registering, turning NotReady,
  * deleted; consumer pods bound and deleted; check-capacity and atomic
- * requests created and deleted; templates arriving late; the driver's new
+ * requests created and deleted; templates arriving late or changing; the driver's new
  * instances registering; time passing (backoff, bookings, deadlines);
  * caches that trail the API for a pass. World A decides only the affected
  * requests and keeps its node and pod summaries (node table, the nodes'
@@ -328,7 +328,17 @@ static void step_event(world *ws, uint64_t *rng, int step, int *nn, int *np, int
 		for(i = 0; i < 2; i++)
 			call(&ws[i], "DELETE", path, NULL);
 		break;
-	case 10: /* the late template arrives, or goes again */
+	case 10: /* the late template arrives, or goes again, or a template changes */
+		if(b % 3 == 2) {
+			snprintf(path, sizeof(path), "/api/v1/namespaces/r/podtemplates/%s", a % 2 ? "one" : "two");
+			snprintf(js, sizeof(js),
+				 "{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"busybox\","
+				 "\"resources\":{\"requests\":{\"cpu\":\"%d\",\"memory\":\"1Gi\"}}}]}}}",
+				 1 + (int)(a % 3));
+			for(i = 0; i < 2; i++)
+				call(&ws[i], "PATCH", path, js);
+			break;
+		}
 		for(i = 0; i < 2; i++) {
 			if(b % 2)
 				add_template(&ws[i], "late", 1);

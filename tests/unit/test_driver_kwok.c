@@ -710,6 +710,55 @@ static void test_refresh(void)
 	CU_ASSERT_EQUAL(target_of("gold"), 1);
 }
 
+static int32_t max_of(const char *group)
+{
+	prd_cloud_node_group *g = NULL;
+	size_t n = 0, i;
+	int32_t t = -1;
+	prd_cloud_error e = {0, ""};
+	CU_ASSERT_EQUAL_FATAL(drv->api->node_groups(drv->state, &g, &n, &e), 0);
+	for(i = 0; i < n; i++)
+		if(!strcmp(g[i].id, group))
+			t = g[i].max_size;
+	drv->api->release_node_groups(drv->state, g, n);
+	return t;
+}
+
+static void write_template(const char *dir, int max)
+{
+	char path[1200];
+	FILE *f;
+	snprintf(path, sizeof(path), "%s/t.yaml", dir);
+	f = fopen(path, "r+"); /* in place: the inode stays */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fprintf(f, NODE_HEAD "  annotations: {provreqd.io/max-size: \"%d\"}\nstatus:\n  capacity: {cpu: 1}\n", max);
+	fclose(f);
+}
+
+/* A refresh parses a template directory only when it changed: each file's
+ * size, inode and times are compared. Catches a driver that keeps the
+ * groups of a file rewritten in place at the same size right after the
+ * previous read (only the times tell). The shipped templates are old
+ * files: test_refresh takes the path that parses nothing. */
+static void test_refresh_rereads_changed_templates(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_err pe;
+	const char *dir;
+	fresh_api();
+	dir = template_dir_with("t.yaml", NODE_HEAD "  annotations: {provreqd.io/max-size: \"3\"}\n"
+				   "status:\n  capacity: {cpu: 1}\n");
+	CU_ASSERT_EQUAL_FATAL(load_cfg(&pe, "templateDir: %s\n", dir), 0);
+	CU_ASSERT_EQUAL(max_of("g"), 3);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	write_template(dir, 4);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(max_of("g"), 4);
+	write_template(dir, 5);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(max_of("g"), 5);
+}
+
 /* Without an apiserver (`provreqd check-driver`) the templates still load
  * and every group is empty; creating nodes fails clearly. */
 static void test_no_apiserver(void)
@@ -1105,6 +1154,7 @@ static const test_case cases[] = {
 	{"node_group_for_node and template_node", test_node_group_for_node_and_template},
 	{"bad config and templates", test_bad_config},
 	{"refresh", test_refresh},
+	{"refresh re-reads changed templates", test_refresh_rereads_changed_templates},
 	{"no apiserver", test_no_apiserver},
 	{"asynchronous cloud", test_async_cloud},
 	{"told about Nodes", test_nodes_changed},
