@@ -897,19 +897,23 @@ static int request_loop(req *qp)
 	return rc;
 }
 
+/* Verbs the low-level calls retry on 5xx and transport failures. */
+static bool safe_verb(const char *method)
+{
+	return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+}
+
 int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,
 		 const char *body, size_t body_len, json_object **out, kube_status *st, prd_err *err)
 {
-	bool idem = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
 	return kube__request_ex(c, method, path, content_type ? content_type : "application/json", body,
-				body_len, idem, out, st, err);
+				body_len, safe_verb(method), out, st, err);
 }
 
 int kube_request_bytes(kube_client *c, const char *method, const char *path, const char *content_type,
 		       const char *body, size_t body_len, char **out, size_t *out_len, kube_status *st,
 		       prd_err *err)
 {
-	bool idem = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
 	buf b;
 	int rc;
 
@@ -917,7 +921,7 @@ int kube_request_bytes(kube_client *c, const char *method, const char *path, con
 	*out_len = 0;
 	buf_init_max(&b, BODY_MAX);
 	rc = kube__request_raw_ex(c, method, path, content_type ? content_type : "application/json", body, body_len,
-				  idem, &b, st, err);
+				  safe_verb(method), &b, st, err);
 	if(rc == 0 && b.len > 0) {
 		*out_len = b.len;
 		*out = buf_detach(&b);

@@ -1352,11 +1352,6 @@ static int node_table(pr_ctl *c, pr_world *w)
 	return rc;
 }
 
-static int marked_cmp(const void *a, const void *b)
-{
-	return strcmp(((const pr_marked *)a)->name, ((const pr_marked *)b)->name);
-}
-
 /* The nodes provreqd's plans made (w->marked, for scale-down), by name. In
  * informer mode from the node table's list of them, else from every node. */
 static int marked_nodes(pr_ctl *c, pr_world *w)
@@ -1381,7 +1376,7 @@ static int marked_nodes(pr_ctl *c, pr_world *w)
 	/* One order whichever way they were found: removals at a group's min
 	 * size depend on it. */
 	if(w->nmarked)
-		qsort(w->marked, w->nmarked, sizeof(*w->marked), marked_cmp);
+		qsort(w->marked, w->nmarked, sizeof(*w->marked), pr__marked_cmp);
 	return 0;
 }
 

@@ -11,6 +11,8 @@
 
 /* While the world is read: remember a node provreqd marked. */
 int pr__scaledown_digest(pr_world *w, const kube_node *n);
+/* Order of w->marked (by name; scale-down looks nodes up in it). */
+int pr__marked_cmp(const void *a, const void *b);
 /* Does this pod keep its node from being scaled down? */
 bool pr__pod_blocks_scaledown(const kube_pod *p);
 /* Mark a node as made for the request (annotations), written by
