@@ -378,6 +378,7 @@ static void bench_registration(memapi *m, const kube_api *api, pr_ctl *ctl, long
 	size_t n = 0, i;
 	double cpu = 0, worst = 0, t0;
 	bool prov, fin;
+	pr_stats s0;
 	add_request(m, "atomic", PR_CLASS_ATOMIC, 0, scale);
 	wait_events(base, 1);
 	wait_cached("atomic");
@@ -389,6 +390,7 @@ static void bench_registration(memapi *m, const kube_api *api, pr_ctl *ctl, long
 	fflush(stdout);
 	/* Let the informer catch up with the node creations. */
 	wait_events(base, 1 + n);
+	s0 = *pr_ctl_stats(ctl);
 	for(i = 0; i < n; i++) {
 		unsigned long b = events_now();
 		double c0, d;
@@ -405,9 +407,12 @@ static void bench_registration(memapi *m, const kube_api *api, pr_ctl *ctl, long
 	}
 	pass(ctl);
 	request_state(api, "atomic", &prov, &fin);
-	printf("bench=controller_registration nodes=%zu sampled=%ld cpu_ms_per_event=%.2f worst_ms=%.2f provisioned=%s\n",
+	printf("bench=controller_registration nodes=%zu sampled=%ld cpu_ms_per_event=%.2f worst_ms=%.2f provisioned=%s "
+	       "passes=%llu snapshot_rebuilds=%llu\n",
 	       n, sample < (long)n ? sample : (long)n, cpu / (double)(sample < (long)n ? sample : (long)n), worst,
-	       prov ? "yes" : "no");
+	       prov ? "yes" : "no", (unsigned long long)(pr_ctl_stats(ctl)->passes - s0.passes),
+	       (unsigned long long)(pr_ctl_stats(ctl)->passes - s0.passes -
+				    (pr_ctl_stats(ctl)->snapshot_reuses - s0.snapshot_reuses)));
 	fflush(stdout);
 	for(i = 0; i < n; i++)
 		free(names[i]);
