@@ -186,7 +186,9 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 	for(i = 0; i < p->nprs; i++) {
 		char *phase;
 		state_phase ph;
-		if(!p->ours(h->ctx, p->prs[i]) || !(phase = pr_details_get(p->prs[i], PR_DETAIL_PHASE)))
+		/* (A plan the store knows first: cheaper than reading details.) */
+		if(!p->ours(h->ctx, p->prs[i]) || at_plan_exists(h, p->prs[i]->meta.uid) ||
+		   !(phase = pr_details_get(p->prs[i], PR_DETAIL_PHASE)))
 			continue;
 		if(state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph))
 			at_adopt(h, p->prs[i]);
@@ -913,4 +915,5 @@ const pr_class_module pr_class_atomic = {
 	.in_flight = atomic_in_flight,
 	.decide = atomic_decide,
 	.pass_end = atomic_pass_end,
+	.kept_free = at_kept_free,
 };

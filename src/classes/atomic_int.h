@@ -19,13 +19,16 @@ typedef struct at_plan {
 	size_t n;
 } at_plan;
 
-/* The store's open intents, read at most once a pass while the module
- * writes none: every intent write of the module goes through the
+/* The store's open intents, read again only when the store's intent
+ * version moved (state_intent_version): kept across passes while nothing
+ * writes an intent. Every intent write of the module goes through the
  * at_intent_* wrappers below, which make the next call read the store
  * again. The list is borrowed until the end of the pass (it stays valid
  * after a write; it is then merely out of date). 0, or an error when the
  * store cannot be read. */
 int at_open_intents(const pr_class_host *h, const state_intent **out, size_t *n);
+/* Release what the module keeps across passes (pr_class_module.kept_free). */
+void at_kept_free(void *kept);
 int at_intent_begin(const pr_class_host *h, const state_intent *in, prd_err *err);
 int at_intent_advance(const pr_class_host *h, const char *plan_id, state_phase to, const char *error, prd_err *err);
 int at_intent_close(const pr_class_host *h, const char *plan_id, state_phase final_phase, const char *error,

@@ -42,14 +42,27 @@ typedef struct at_list {
 	size_t n;
 } at_list;
 
-/* The pass's readings (in the module's pass slot, freed with the pass
- * arena): `cur` is what the store holds now, NULL once the module wrote an
- * intent; a reading replaced stays in `retired` until the pass ends, since
- * callers may still be walking it. */
+/* The module's kept slot (pr_class_host.kept): `cur` is what the store
+ * held at intent version `version`, kept across passes while that version
+ * does not move; NULL once the module wrote an intent. A reading replaced
+ * stays in `retired` until a later pass starts (pr_class_host.pass_data
+ * tells a new pass), since callers of the pass that replaced it may still
+ * be walking it. */
 typedef struct at_memo {
 	at_list *cur;
+	uint64_t version;
 	at_list *retired;
 } at_memo;
+
+static void lists_free(at_list *l)
+{
+	at_list *next;
+	for(; l; l = next) {
+		next = l->next;
+		state_intent_list_free(l->v, l->n);
+		free(l);
+	}
+}
 
 static void memo_retire(at_memo *m)
 {
@@ -60,29 +73,30 @@ static void memo_retire(at_memo *m)
 	m->cur = NULL;
 }
 
-static void memo_free(void *p)
+void at_kept_free(void *p)
 {
 	at_memo *m = p;
-	at_list *l, *next;
+	if(!m)
+		return;
 	memo_retire(m);
-	for(l = m->retired; l; l = next) {
-		next = l->next;
-		state_intent_list_free(l->v, l->n);
-		free(l);
-	}
+	lists_free(m->retired);
+	free(m);
 }
 
 static at_memo *memo_of(const pr_class_host *h)
 {
 	at_memo *m;
-	if(!h->pass_data)
+	if(!h->kept)
 		return NULL;
-	if(*h->pass_data)
-		return *h->pass_data;
-	m = arena_alloc(h->ar, sizeof(*m));
-	if(!m || arena_defer(h->ar, memo_free, m))
+	if(!*h->kept && !(*h->kept = calloc(1, sizeof(at_memo))))
 		return NULL;
-	*h->pass_data = m;
+	m = *h->kept;
+	/* The first call of a pass: nothing of an earlier pass is walked now. */
+	if(h->pass_data && !*h->pass_data) {
+		lists_free(m->retired);
+		m->retired = NULL;
+		*h->pass_data = m;
+	}
 	return m;
 }
 
@@ -122,11 +136,15 @@ int at_open_intents(const pr_class_host *h, const state_intent **out, size_t *n)
 {
 	at_memo *m = memo_of(h);
 	at_list *l;
+	uint64_t version;
 	int rc;
 	*out = NULL;
 	*n = 0;
 	if(!h->db || !m)
 		return PRD_ENOMEM;
+	version = state_intent_version(h->db);
+	if(m->cur && m->version != version)
+		memo_retire(m); /* written by someone else (another connection) */
 	if(m->cur && h->verify)
 		verify_memo(h, m->cur);
 	if(!m->cur) {
@@ -137,6 +155,7 @@ int at_open_intents(const pr_class_host *h, const state_intent **out, size_t *n)
 			return rc;
 		}
 		m->cur = l;
+		m->version = version;
 	}
 	*out = m->cur->v;
 	*n = m->cur->n;
@@ -145,8 +164,7 @@ int at_open_intents(const pr_class_host *h, const state_intent **out, size_t *n)
 
 static void written(const pr_class_host *h)
 {
-	if(h->pass_data)
-		memo_retire(*h->pass_data);
+	memo_retire(memo_of(h));
 }
 
 int at_intent_begin(const pr_class_host *h, const state_intent *in, prd_err *err)

@@ -122,6 +122,11 @@ typedef struct pr_class_host {
 	 * across its calls of the pass (what it points to must live in `ar`,
 	 * with arena_defer for anything to release). */
 	void **pass_data;
+	/* The module's own slot kept across passes: NULL when the controller
+	 * starts; what it points to is the module's, released by its
+	 * `kept_free` when the controller is freed. NULL when out of memory
+	 * (the module then keeps nothing). */
+	void **kept;
 	/* Tests: check what the module keeps against where it came from, and
 	 * count differences (count(PR_STAT_KEPT_MISMATCH)). */
 	bool verify;
@@ -214,6 +219,8 @@ struct pr_class_module {
 	/* Optional. After every request: finish work of requests that are
 	 * gone or were not decided this pass. */
 	void (*pass_end)(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p);
+	/* Optional. Release what the module kept in pr_class_host.kept. */
+	void (*kept_free)(void *kept);
 };
 
 /* ---- the registry ------------------------------------------------------ */

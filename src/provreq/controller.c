@@ -102,6 +102,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->made, NULL);
 	hmap_init(&c->bres, NULL);
 	arena_init(&c->bres_ar);
+	hmap_init(&c->class_kept, free);
 	hmap_init(&c->prs, NULL);
 	pr__dirty_init(c);
 	c->need_rebuild = true;
@@ -134,11 +135,25 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	return 0;
 }
 
+/* What the modules kept across passes, while the modules are still there. */
+static void free_class_kept(pr_ctl *c)
+{
+	const pr_class_module *const *mods;
+	size_t i, n = c->classes ? pr_class_modules(c->classes, &mods) : 0;
+	for(i = 0; i < n; i++) {
+		void **cell = hmap_get(&c->class_kept, mods[i]->name);
+		if(cell && *cell && mods[i]->kept_free)
+			mods[i]->kept_free(*cell);
+	}
+	hmap_free(&c->class_kept);
+}
+
 void pr_ctl_free(pr_ctl *c)
 {
 	size_t i;
 	if(!c)
 		return;
+	free_class_kept(c);
 	pr_class_registry_free(c->classes);
 	sched_snapshot_free(c->base);
 	for(i = 0; i < c->ndclasses; i++)
@@ -1777,6 +1792,21 @@ static void **class_slot(pr_world *w, const pr_class_module *m)
 	return cell;
 }
 
+/* The module's slot kept across passes (pr_class_host.kept); NULL when
+ * out of memory. */
+static void **class_kept(pr_ctl *c, const pr_class_module *m)
+{
+	void **cell = hmap_get(&c->class_kept, m->name);
+	if(cell)
+		return cell;
+	cell = calloc(1, sizeof(*cell));
+	if(!cell || hmap_put(&c->class_kept, m->name, cell)) {
+		free(cell);
+		return NULL;
+	}
+	return cell;
+}
+
 /* Resolve the request's PodTemplates into sched podSets. Returns 0, or
  * PRD_ENOTFOUND naming the first missing template in `missing`, or another
  * code when a template cannot be simulated. */
@@ -2054,6 +2084,7 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	prc = pr_params_parse(pr, &pp, &e);
 	pr__host_init(&h, &x);
 	h.pass_data = class_slot(w, m);
+	h.kept = class_kept(c, m);
 	in_flight = m->in_flight && m->in_flight(m, &h, pr);
 	c->req_in_flight = in_flight;
 	if(pr->meta.deleted_ns && !in_flight) {
@@ -2214,6 +2245,7 @@ static void modules_hook(pr_ctl *c, pr_world *w, bool begin)
 	for(i = 0; i < n; i++) {
 		const pr_class_module *m = mods[i];
 		h.pass_data = class_slot(w, m);
+		h.kept = class_kept(c, m);
 		if(begin && m->pass_begin)
 			m->pass_begin(m, &h, &p);
 		if(!begin && m->pass_end)

@@ -175,6 +175,9 @@ struct pr_ctl {
 	hmap bres;
 	arena bres_ar;
 	size_t bres_live;
+	/* Module name → its slot kept across passes (pr_class_host.kept; the
+	 * cells are malloc'd). */
+	hmap class_kept;
 	/* Informer mode: copies of the cached requests ("ns/name" →
 	 * kube_provreq *, made with inf.intern) as of cache generation
 	 * prs_gen, kept from the cache's journal. */

@@ -26,6 +26,7 @@ static const char sql_set_phase[] =
 static const char sql_set_known[] =
 	"UPDATE scaleup_intent SET known_before = ?2, updated_ns = ?3 WHERE plan_id = ?1"
 	" AND phase NOT IN " TERMINAL_SQL;
+static const char sql_data_version[] = "PRAGMA data_version";
 static const char sql_touch[] = "UPDATE scaleup_intent SET updated_ns = ?2 WHERE plan_id = ?1";
 static const char sql_nodes[] =
 	"SELECT node_name FROM scaleup_intent_node WHERE plan_id = ?1 ORDER BY seq";
@@ -196,6 +197,7 @@ int state_intent_begin(state_db *db, const state_intent *in, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = 0;
+	state__intents_touched(db);
 
 	if(!in)
 		return prd_err_set(err, PRD_EINVAL, "state_intent_begin: intent is required");
@@ -270,7 +272,7 @@ int state_intent_advance(state_db *db, const char *plan_id, state_phase to,
 	sqlite3_stmt *st = NULL;
 	state_phase from = STATE_PHASE_PLANNED;
 	int rc = state__need(plan_id, "plan id", err);
-
+	state__intents_touched(db);
 	if(!rc && (unsigned)to >= N_PHASES)
 		rc = prd_err_set(err, PRD_EINVAL, "state: intent %s: invalid phase %d", plan_id, (int)to);
 	if(!rc)
@@ -322,6 +324,7 @@ int state_intent_set_known(state_db *db, const char *plan_id, const char *names,
 {
 	sqlite3_stmt *st = NULL;
 	int rc = state__need(plan_id, "plan id", err);
+	state__intents_touched(db);
 	if(!rc)
 		rc = state__prep(db, sql_set_known, &st, err);
 	if(!rc)
@@ -370,7 +373,7 @@ int state_intent_add_nodes(state_db *db, const char *plan_id, const char *const 
 	bool added = false;
 	size_t i;
 	int rc = state__need(plan_id, "plan id", err);
-
+	state__intents_touched(db);
 	if(!rc && n == 0)
 		return 0;
 	if(!rc)
@@ -500,7 +503,7 @@ int state_intent_prune(state_db *db, int64_t before_ns, size_t *deleted, prd_err
 {
 	sqlite3_stmt *st = NULL;
 	int rc = state__prep(db, sql_prune, &st, err);
-
+	state__intents_touched(db);
 	if(!rc)
 		rc = state__bind_i64(db, st, 1, before_ns, err);
 	if(!rc)
@@ -509,4 +512,24 @@ int state_intent_prune(state_db *db, int64_t before_ns, size_t *deleted, prd_err
 		*deleted = (size_t)sqlite3_changes(db->sql);
 	state__release(st);
 	return rc;
+}
+
+uint64_t state_intent_version(state_db *db)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t dv = 0;
+	bool known = false;
+	/* data_version moves when another connection commits to the file (a
+	 * second process, an operator's sqlite3 shell); this handle's own
+	 * writes are counted by state__intents_touched. */
+	if(state__prep(db, sql_data_version, &st, NULL) == 0 && sqlite3_step(st) == SQLITE_ROW) {
+		dv = sqlite3_column_int64(st, 0);
+		known = true;
+	}
+	state__release(st);
+	if(!known || dv != db->data_version) {
+		db->data_version = dv;
+		db->intent_version++;
+	}
+	return db->intent_version;
 }

@@ -293,6 +293,14 @@ int state_intent_get(state_db *db, const char *plan_id, state_intent *out, prd_e
  * state_intent_list_free. */
 int state_intent_list_open(state_db *db, state_intent **out, size_t *n, prd_err *err);
 
+/* A number that moves whenever the intents may have changed: on every
+ * intent write through this handle (tried, whether or not it took effect)
+ * and on every commit to the file by another connection. While it stays
+ * the same, a list of open intents read earlier is still what the store
+ * holds, so a caller may keep it instead of reading it again. When it
+ * cannot tell, it moves. */
+uint64_t state_intent_version(state_db *db);
+
 /* Delete closed intents last updated before `before_ns` (their node lists
  * go with them). *deleted (optional) gets the number removed. */
 int state_intent_prune(state_db *db, int64_t before_ns, size_t *deleted, prd_err *err);

@@ -24,7 +24,12 @@ struct state_db {
 	char *path;             /* for messages */
 	state__cached cache[STATE__CACHE_MAX];
 	size_t n_cache;
+	uint64_t intent_version; /* state_intent_version */
+	int64_t data_version;    /* SQLite's, as last seen by it */
 };
+
+/* An intent write is about to be tried: lists kept by callers are stale. */
+static inline void state__intents_touched(state_db *db) { db->intent_version++; }
 
 /* One migration step: the SQL that takes the schema from version - 1 to
  * version. */

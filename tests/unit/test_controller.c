@@ -1613,6 +1613,50 @@ static void test_async_plan_nodes_are_reserved(void)
 	stop_async();
 }
 
+/* The open plans are read from the store once and kept across passes
+ * while the store's intent version stands. Broken controller caught: one
+ * that keeps them when another connection to the same file changed them
+ * (here it records a node for the plan): the kept list then differs from
+ * the store, which verify mode counts. */
+static void test_kept_plans_follow_the_store(void)
+{
+	pr_config cfg;
+	state_config sc;
+	state_db *other = NULL;
+	state_intent *in = NULL;
+	size_t n = 0;
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	cfg.verify_snapshot = true;
+	start_async(&cfg);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->snapshot_mismatches, 0);
+	state_config_default(&sc);
+	CU_ASSERT_EQUAL_FATAL(state_open(dbpath, &fake, &sc, &other, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(state_intent_list_open(other, &in, &n, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT_EQUAL(state_intent_add_node(other, in[0].plan_id, "recorded-elsewhere", &e), 0);
+	state_intent_list_free(in, n);
+	state_close(other);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->snapshot_mismatches, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->snapshot_mismatches, 0);
+	stop_async();
+}
+
 /* Found by the simulation test (tests/dst). Broken controller caught: one
  * that trusts the target it read before an increase whose answer was lost
  * (a timeout after the cloud took it), closes the plan as rolled back at
@@ -2967,6 +3011,7 @@ static const test_case cases[] = {
 	{ "async cloud: rollback is confirmed", test_async_rollback_is_confirmed },
 	{ "async cloud: terminal, deleted, foreign errors", test_async_terminal_deleted_and_foreign_errors },
 	{ "async cloud: plan nodes reserved", test_async_plan_nodes_are_reserved },
+	{ "open plans kept across passes follow the store", test_kept_plans_follow_the_store },
 	{ "async cloud: failover during rollback", test_async_failover_during_rollback },
 	{ "async cloud: crash resumes without backoff", test_async_crash_resumes_without_backoff },
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },

@@ -770,6 +770,57 @@ static void test_intent_prune(void)
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM scaleup_intent_node WHERE node_name='n3'"), 1);
 }
 
+/* Broken stores caught: a version that stays put after an intent write
+ * through this handle, or after another connection's commit to the file
+ * (a caller would then keep a stale list of open plans), and one that
+ * moves on a mere read (a caller could then keep nothing). */
+static void test_intent_version(void)
+{
+	const char *path = tpath("version.db");
+	const char *two[] = { "n1", "n2" };
+	state_intent in, *v = NULL;
+	state_db *db = NULL, *other = NULL;
+	uint64_t ver;
+	size_t n = 0;
+	clk c;
+	prd_err e;
+
+	clk_fake_init(&c, T0);
+	OK(state_open(path, &c, NULL, &db, &e));
+	OK(state_open(path, &c, NULL, &other, &e));
+	ver = state_intent_version(db);
+	OK(state_intent_list_open(db, &v, &n, &e));
+	state_intent_list_free(v, n);
+	CU_ASSERT_EQUAL(state_intent_version(db), ver);
+	in = mk_intent("p", 2, 0);
+	OK(state_intent_begin(db, &in, &e));
+	CU_ASSERT_NOT_EQUAL(state_intent_version(db), ver);
+	ver = state_intent_version(db);
+	CU_ASSERT_EQUAL(state_intent_version(db), ver);
+	OK(state_intent_advance(db, "p", STATE_PHASE_INCREASING, NULL, &e));
+	CU_ASSERT_NOT_EQUAL(state_intent_version(db), ver);
+	ver = state_intent_version(db);
+	OK(state_intent_add_nodes(db, "p", two, 2, &e));
+	CU_ASSERT_NOT_EQUAL(state_intent_version(db), ver);
+	ver = state_intent_version(db);
+	OK(state_intent_set_known(db, "p", "h1:0", &e));
+	CU_ASSERT_NOT_EQUAL(state_intent_version(db), ver);
+	ver = state_intent_version(db);
+	OK(state_intent_get(db, "p", &in, &e));
+	state_intent_clear(&in);
+	CU_ASSERT_EQUAL(state_intent_version(db), ver);
+	/* Another process writes to the same file. */
+	OK(state_intent_advance(other, "p", STATE_PHASE_WAITING_FOR_NODES, NULL, &e));
+	OK(state_intent_close(other, "p", STATE_PHASE_DONE, NULL, &e));
+	CU_ASSERT_NOT_EQUAL(state_intent_version(db), ver);
+	ver = state_intent_version(db);
+	CU_ASSERT_EQUAL(state_intent_version(db), ver);
+	OK(state_intent_prune(db, T0 + HOUR, &n, &e));
+	CU_ASSERT_NOT_EQUAL(state_intent_version(db), ver);
+	state_close(other);
+	state_close(db);
+}
+
 /* ---- bookings --------------------------------------------------------- */
 
 static void test_bookings(void)
@@ -1229,6 +1280,7 @@ static const test_case cases[] = {
 	{ "intent_lifecycle", test_intent_lifecycle },
 	{ "intent_illegal_transitions", test_intent_illegal_transitions },
 	{ "intent_prune", test_intent_prune },
+	{ "intent_version", test_intent_version },
 	{ "bookings", test_bookings },
 	{ "survives_reopen", test_survives_reopen },
 	{ "migration_from_v1", test_migration_from_v1 },
