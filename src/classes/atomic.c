@@ -58,9 +58,10 @@ static void groups_words(const at_plan *p, char *out, size_t len)
 static void reserve_node(const pr_class_host *h, const state_intent *in, const char *node)
 {
 	sched_res all = { "pods", SCHED_QTY_MAX };
+	sched_snapshot *snap = h->snapshot(h->ctx); /* (prepared: this runs in the reserve hook) */
 	size_t idx;
-	if(sched_snapshot_find_node(h->snap, node, &idx) == 0)
-		sched_snapshot_book(h->snap, in->request_uid, idx, &all, 1, NULL);
+	if(snap && sched_snapshot_find_node(snap, node, &idx) == 0)
+		sched_snapshot_book(snap, in->request_uid, idx, &all, 1, NULL);
 }
 
 typedef struct reserve_ctx {
@@ -138,46 +139,49 @@ static bool name_set_has(const name_set *s, const char *name)
 /* Node and apiserver clocks may disagree this much. */
 #define AT_CLOCK_SKEW_NS (60LL * AT_NS_PER_S)
 
-/* The nodes the plan is known to have made are recorded with its intent, so
- * that they stay reserved in a pass where the cloud cannot be asked (a
- * failed instance listing used to leave them free for other requests, and
- * the plan's request then had to scale up a second time). When the cloud
- * cannot be asked, every Node that registered since the plan began is held
- * for this pass too: one of them may be the plan's and not yet recorded. */
-static bool reserve(const pr_class_host *h, pr_class_group *g, const state_intent *in)
+/* What the cloud lists for an intent beyond the nodes it recorded: the
+ * named, healthy instances whose node is not recorded yet, into
+ * (*out)[*n] (arena). False when the group cannot be listed (or out of
+ * memory). */
+static bool unrecorded(const pr_class_host *h, pr_class_group *g, const state_intent *in, const char ***out,
+		       size_t *n)
 {
 	at_view pv;
 	name_set recorded;
-	const char **add;
-	size_t i, nadd = 0;
-	for(i = 0; i < in->n_nodes; i++)
-		reserve_node(h, in, in->nodes[i]);
+	size_t i;
+	*out = NULL;
+	*n = 0;
 	if(!g || pr_group_list(g, NULL) || at_view_of(h, g, in, &pv))
 		return false;
 	/* A set, not a scan: a plan of 1,000 nodes is looked at every pass. */
-	if(!name_set_init(&recorded, (const char *const *)in->nodes, in->n_nodes, h->ar))
+	if(!name_set_init(&recorded, (const char *const *)in->nodes, in->n_nodes, h->ar) ||
+	   !(*out = arena_array(h->ar, pv.n + 1, sizeof(**out))))
 		return false;
-	add = pv.n ? malloc(pv.n * sizeof(*add)) : NULL;
-	for(i = 0; i < pv.n; i++) {
-		if(!pv.v[i]->node || pv.v[i]->errclass != PRD_CLOUD_ERRCLASS_NONE || name_set_has(&recorded, pv.v[i]->node))
-			continue;
-		reserve_node(h, in, pv.v[i]->node);
-		if(!state_phase_is_terminal(in->phase) && add)
-			add[nadd++] = pv.v[i]->node;
-	}
-	/* One transaction for the nodes that registered since the last pass
-	 * (out of memory: they are recorded in a later pass). */
-	if(nadd)
-		at_intent_add_nodes(h, in->plan_id, add, nadd, NULL);
-	free(add);
+	for(i = 0; i < pv.n; i++)
+		if(pv.v[i]->node && pv.v[i]->errclass == PRD_CLOUD_ERRCLASS_NONE &&
+		   !name_set_has(&recorded, pv.v[i]->node))
+			(*out)[(*n)++] = pv.v[i]->node;
 	return true;
+}
+
+/* The nodes the plan is known to have made are recorded with its intent, so
+ * that they stay reserved in a pass where the cloud cannot be asked (a
+ * failed instance listing used to leave them free for other requests, and
+ * the plan's request then had to scale up a second time): the ones that
+ * registered since the last pass, in one transaction (out of memory: in a
+ * later pass). */
+static void record(const pr_class_host *h, pr_class_group *g, const state_intent *in)
+{
+	const char **add;
+	size_t nadd;
+	if(unrecorded(h, g, in, &add, &nadd) && nadd && !state_phase_is_terminal(in->phase))
+		at_intent_add_nodes(h, in->plan_id, add, nadd, NULL);
 }
 
 static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p)
 {
 	const state_intent *open = NULL;
 	size_t n = 0, i;
-	bool *unlisted, any_unlisted = false;
 	(void)m;
 	if(!h->db)
 		return;
@@ -196,27 +200,50 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 	}
 	if(at_open_intents(h, &open, &n))
 		return;
-	unlisted = arena_array(h->ar, n + 1, sizeof(*unlisted));
-	if(!unlisted)
-		return;
 	for(i = 0; i < n; i++) {
 		pr_class_group *g = at_find_group(h, open[i].node_group);
 		if(g)
 			g->busy = true;
+		record(h, g, &open[i]);
+	}
+}
+
+/* Hold, in the pass's snapshot, the nodes each open plan made: no other
+ * request may count them. When the cloud cannot be asked, every Node that
+ * registered since the plan began is held for this pass too: one of them
+ * may be the plan's and not yet recorded. */
+static void atomic_reserve(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p)
+{
+	const state_intent *open = NULL;
+	const char **more;
+	size_t n = 0, i, k, nmore;
+	bool *unlisted, any_unlisted = false;
+	(void)m;
+	(void)p;
+	if(!h->db || at_open_intents(h, &open, &n) || !(unlisted = arena_array(h->ar, n + 1, sizeof(*unlisted))))
+		return;
+	for(i = 0; i < n; i++) {
+		pr_class_group *g = at_find_group(h, open[i].node_group);
+		for(k = 0; k < open[i].n_nodes; k++)
+			reserve_node(h, &open[i], open[i].nodes[k]);
 		/* A group no loaded driver serves (a plan adopted from a replica
 		 * with other drivers, or a driver removed from the config): its
 		 * nodes cannot be told from others, and holding every new Node
 		 * for a plan nothing here can progress would starve the cluster. */
-		unlisted[i] = !reserve(h, g, &open[i]) && (g || !h->groups_complete);
+		if(!unrecorded(h, g, &open[i], &more, &nmore)) {
+			unlisted[i] = g || !h->groups_complete;
+			any_unlisted |= unlisted[i];
+			continue;
+		}
+		for(k = 0; k < nmore; k++)
+			reserve_node(h, &open[i], more[k]);
 	}
 	/* Then, for plans whose group could not be listed, the Nodes that
 	 * registered since they began, except those the other listings
 	 * show are not theirs. */
-	for(i = 0; i < n && !any_unlisted; i++)
-		any_unlisted = unlisted[i];
 	if(any_unlisted) {
 		state_booking *b = NULL;
-		size_t nb = 0, k;
+		size_t nb = 0;
 		hmap booked;
 		hmap_init(&booked, NULL);
 		if(state_booking_list_active(h->db, &b, &nb, NULL) == 0) {
@@ -301,25 +328,26 @@ static bool roll_back_all(const pr_class_host *h, const pr_class_req *req, at_pl
  * booked until `until_ns`, the plan's deadline with a margin. */
 static void hold_existing(const pr_class_host *h, const pr_class_req *req, int64_t until_ns)
 {
+	sched_snapshot *snap = h->snapshot(h->ctx);
 	sched_place_result res;
 	prd_err e;
 	int64_t placed = 0;
 	size_t i;
 	memset(&res, 0, sizeof(res));
-	if(sched_snapshot_fork(h->snap))
+	if(!snap || sched_snapshot_fork(snap))
 		return;
-	if(sched_place(h->snap, req->sets, req->nsets, &res, &e) == 0) {
+	if(sched_place(snap, req->sets, req->nsets, &res, &e) == 0) {
 		for(i = 0; i < req->nsets; i++)
 			placed += res.sets[i].placed;
 
 
 		if(placed > 0 && h->book_until(h->ctx, req->sets, req->nsets, &res, until_ns, &e) == 0) {
-			sched_snapshot_commit(h->snap);
+			sched_snapshot_commit(snap);
 			sched_place_result_free(&res);
 			return;
 		}
 	}
-	sched_snapshot_revert(h->snap);
+	sched_snapshot_revert(snap);
 	sched_place_result_free(&res);
 }
 
@@ -385,6 +413,7 @@ static void start_roll_back(const pr_class_host *h, const pr_class_req *req, at_
 
 static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 {
+	sched_snapshot *snap = h->snapshot(h->ctx);
 	sched_place_result res;
 	prd_err e;
 	char msg[900], gw[400];
@@ -394,11 +423,13 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 	groups_words(p, gw, sizeof(gw));
 	for(i = 0; i < p->n; i++)
 		total += p->v[i].delta;
+	if(!snap)
+		return; /* the pass acts no further */
 	/* The plan's own reservation must not stand in its way. */
-	sched_snapshot_unbook(h->snap, req->pr->meta.uid, NULL);
-	if(sched_snapshot_fork(h->snap) == 0 && sched_place(h->snap, req->sets, req->nsets, &res, &e) == 0 &&
+	sched_snapshot_unbook(snap, req->pr->meta.uid, NULL);
+	if(sched_snapshot_fork(snap) == 0 && sched_place(snap, req->sets, req->nsets, &res, &e) == 0 &&
 	   res.fits_all && h->book(h->ctx, req->sets, req->nsets, &res, &e) == 0) {
-		sched_snapshot_commit(h->snap);
+		sched_snapshot_commit(snap);
 		for(i = 0; i < p->n; i++) {
 			at_intent_close(h, p->v[i].plan_id, STATE_PHASE_DONE, NULL, NULL);
 			state_group_success(h->db, p->v[i].node_group, NULL);
@@ -425,8 +456,7 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 		h->provisioned(h->ctx, PR_R_PROVISIONED, msg);
 		h->hold(h->ctx, false, NULL);
 	} else {
-
-		sched_snapshot_revert(h->snap);
+		sched_snapshot_revert(snap);
 		/* The nodes are there and Ready, but other pods took them: they
 		 * are in use, so they stay; the plan is over and the request
 		 * tries again. */
@@ -912,6 +942,7 @@ const pr_class_module pr_class_atomic = {
 	.aliases = atomic_aliases,
 	.short_name = "atomic-scale-up",
 	.pass_begin = atomic_pass_begin,
+	.reserve = atomic_reserve,
 	.in_flight = atomic_in_flight,
 	.decide = atomic_decide,
 	.pass_end = atomic_pass_end,

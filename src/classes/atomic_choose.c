@@ -69,7 +69,7 @@ static int estimate(const pr_class_host *h, const pr_class_group *g, const sched
 		lim.max_new_nodes = -1;
 	if(lim.max_new_nodes < 0)
 		return prd_err_set(e, PRD_ERANGE, "max-nodes-per-scaleup reached");
-	return sched_estimate(h->snap, &g->tmpl, sets, n, &lim, est, e);
+	return sched_estimate(h->snapshot(h->ctx), &g->tmpl, sets, n, &lim, est, e);
 }
 
 static const char *limit_words(sched_est_limit l)
@@ -250,6 +250,7 @@ static bool choose_split(const pr_class_host *h, const sched_podset *rest, size_
 
 int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
 {
+	sched_snapshot *snap;
 	sched_place_result existing;
 	sched_podset *rest = arena_array(h->ar, req->nsets + 1, sizeof(*rest));
 	char why[1024] = "", why2[300] = "", msg[1600];
@@ -260,10 +261,10 @@ int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
 
 	memset(out, 0, sizeof(*out));
 	memset(&existing, 0, sizeof(existing));
-	if(!rest)
-		return 0;
-	if(sched_snapshot_fork(h->snap) || sched_place(h->snap, req->sets, req->nsets, &existing, &e)) {
-		sched_snapshot_revert(h->snap);
+	if(!rest || !(snap = h->snapshot(h->ctx)))
+		return 0; /* (no snapshot: the pass acts no further) */
+	if(sched_snapshot_fork(snap) || sched_place(snap, req->sets, req->nsets, &existing, &e)) {
+		sched_snapshot_revert(snap);
 		snprintf(msg, sizeof(msg), "cannot simulate the pods: %s", e.msg);
 		h->not_provisioned(h->ctx, PR_R_CHECK_FAILED, msg);
 		sched_place_result_free(&existing);
@@ -277,10 +278,10 @@ int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
 	if(remaining == 0) {
 		int rc = h->book(h->ctx, req->sets, req->nsets, &existing, &e);
 		if(rc == 0) {
-			sched_snapshot_commit(h->snap);
+			sched_snapshot_commit(snap);
 			h->provisioned(h->ctx, PR_R_PROVISIONED, "capacity for all pods already exists; no scale-up was needed");
 		} else {
-			sched_snapshot_revert(h->snap);
+			sched_snapshot_revert(snap);
 			h->not_provisioned(h->ctx, PR_R_BOOK_FAILED, e.msg);
 		}
 		sched_place_result_free(&existing);
@@ -290,7 +291,7 @@ int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
 	 * fit there take that room. */
 	ok = choose_one(h, rest, req->nsets, out, why, sizeof(why)) ||
 	     choose_split(h, rest, req->nsets, out, why2, sizeof(why2));
-	sched_snapshot_revert(h->snap);
+	sched_snapshot_revert(snap);
 	sched_place_result_free(&existing);
 	if(!ok) {
 		snprintf(msg, sizeof(msg), "no node group can provide all %lld pods that do not fit existing nodes, alone "

@@ -24,27 +24,28 @@ void pr_class_caveats(const sched_podset *sets, size_t n, char *msg, size_t len)
 static void check_decide(const pr_class_module *m, const pr_class_host *h, const pr_class_req *req)
 {
 	sched_place_result res;
+	sched_snapshot *snap;
 	prd_err e;
 	char msg[700];
 	(void)m;
-	if(req->terminal || !req->sets)
+	if(req->terminal || !req->sets || !(snap = h->snapshot(h->ctx)))
 		return;
 	memset(&res, 0, sizeof(res));
-	if(sched_snapshot_fork(h->snap) || sched_place(h->snap, req->sets, req->nsets, &res, &e)) {
-		sched_snapshot_revert(h->snap);
+	if(sched_snapshot_fork(snap) || sched_place(snap, req->sets, req->nsets, &res, &e)) {
+		sched_snapshot_revert(snap);
 		snprintf(msg, sizeof(msg), "cannot simulate the pods: %s", e.msg);
 		h->not_provisioned(h->ctx, PR_R_CHECK_FAILED, msg);
 		sched_place_result_free(&res);
 		return;
 	}
 	if(res.fits_all && h->book(h->ctx, req->sets, req->nsets, &res, &e) == 0) {
-		sched_snapshot_commit(h->snap);
+		sched_snapshot_commit(snap);
 		snprintf(msg, sizeof(msg), "capacity for all %lld pods is available and booked for %llds",
 			 (long long)res.requested, (long long)(h->limits->booking_ttl_ns / PRD_NS_PER_SEC));
 		pr_class_caveats(req->sets, req->nsets, msg, sizeof(msg));
 		h->provisioned(h->ctx, PR_R_FOUND, msg);
 	} else {
-		sched_snapshot_revert(h->snap);
+		sched_snapshot_revert(snap);
 		if(res.fits_all)
 			snprintf(msg, sizeof(msg), "capacity fits but could not be booked: %s", e.msg);
 		else

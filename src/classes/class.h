@@ -130,7 +130,14 @@ typedef struct pr_class_host {
 	/* Tests: check what the module keeps against where it came from, and
 	 * count differences (count(PR_STAT_KEPT_MISMATCH)). */
 	bool verify;
-	sched_snapshot *snap;           /* existing nodes, pods, bookings, reservations */
+	/* The pass's scheduling snapshot: existing nodes and pods, with every
+	 * booking and every module's reservations (pr_class_module.reserve)
+	 * in it. Prepared when first asked for in a pass (a pass that
+	 * places nothing never reads the bookings), the same snapshot after
+	 * that. NULL when the bookings cannot be read: the pass then acts no
+	 * further (may_act is false) and the module must not answer the
+	 * request. */
+	sched_snapshot *(*snapshot)(pr_class_ctx *ctx);
 	state_db *db;                   /* NULL when running without a store */
 	sched_expander *expander;
 	pr_class_group *groups;         /* node groups of every loaded driver */
@@ -207,9 +214,13 @@ struct pr_class_module {
 	const char *short_name;         /* metric label and plugin short name */
 	void *ud;                       /* the module's own (a driver, for driver classes) */
 
-	/* Optional. Before any request is decided: adopt and index state,
-	 * reserve capacity in h->snap. */
+	/* Optional. Before any request is decided: adopt and index state. */
 	void (*pass_begin)(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p);
+	/* Optional. Reserve capacity in the pass's snapshot that no request
+	 * may count (h->snapshot returns it): called at most once a pass,
+	 * when the snapshot is first asked for, after the bookings are in it
+	 * and after pass_begin. */
+	void (*reserve)(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p);
 	/* Optional. A request of this class that has something in flight
 	 * (the module says so): it is handed to `decide` even when terminal,
 	 * in backoff or past its deadline. */

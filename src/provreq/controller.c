@@ -1198,47 +1198,69 @@ static void release_snapshot(pr_ctl *c, pr_world *w)
 	w->snap = NULL;
 }
 
-static int build_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
+/* The bookings of requests that still hold capacity, into the pass's
+ * snapshot. */
+static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 {
-	size_t i;
+	state_booking *b = NULL;
+	size_t nb = 0, i;
 	int rc;
-	if((rc = snapshot_for_pass(c, w, err)))
+	if(!c->db)
+		return 0;
+	if((rc = state_booking_list_active(c->db, &b, &nb, err)))
 		return rc;
-	/* Bookings of requests that still hold capacity. */
-	if(c->db) {
-		state_booking *b = NULL;
-		size_t nb = 0;
-		rc = state_booking_list_active(c->db, &b, &nb, err);
-		if(rc)
-			return rc;
-		c->bres_live = 0;
-		for(i = 0; i < nb; i++) {
-			const pr_bres *br = NULL;
-			size_t idx;
-			prd_err ce;
-			/* The request is gone: its capacity is free at once, so a
-			 * request recreated for the same pods gets it this pass. */
-			if(!hmap_has(&w->uids, b[i].request_uid)) {
-				if(i == 0 || strcmp(b[i - 1].request_uid, b[i].request_uid)) {
-					state_booking_delete_request(c->db, b[i].request_uid, NULL, NULL);
-					log_info("released the booking of a deleted request", "request_uid", b[i].request_uid);
-				}
-				continue;
+	c->bres_live = 0;
+	c->stats.bookings_held = 0;
+	for(i = 0; i < nb; i++) {
+		const pr_bres *br = NULL;
+		size_t idx;
+		prd_err ce;
+		/* The request is gone: its capacity is free at once, so a
+		 * request recreated for the same pods gets it this pass. */
+		if(!hmap_has(&w->uids, b[i].request_uid)) {
+			if(i == 0 || strcmp(b[i - 1].request_uid, b[i].request_uid)) {
+				state_booking_delete_request(c->db, b[i].request_uid, NULL, NULL);
+				log_info("released the booking of a deleted request", "request_uid", b[i].request_uid);
 			}
-			if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
-				continue;
-			if(booking_res_kept(c, b[i].resources_json, &br, &ce) ||
-			   sched_snapshot_book(w->snap, b[i].request_uid, idx, br->res, br->nres, &ce) ||
-			   (br->ndevs &&
-			    sched_snapshot_book_devices(w->snap, b[i].request_uid, idx, br->devs, br->ndevs, NULL, &ce)) ||
-			   (br->dev_pods && book_rebuilt_devices(w, b[i].request_uid, idx, br->dev_pods, &ce)))
-				log_warn("booking ignored", "request_uid", b[i].request_uid, "error", ce.msg);
-			else
-				c->stats.bookings_held++;
+			continue;
 		}
-		state_booking_list_free(b, nb);
+		if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
+			continue;
+		if(booking_res_kept(c, b[i].resources_json, &br, &ce) ||
+		   sched_snapshot_book(w->snap, b[i].request_uid, idx, br->res, br->nres, &ce) ||
+		   (br->ndevs &&
+		    sched_snapshot_book_devices(w->snap, b[i].request_uid, idx, br->devs, br->ndevs, NULL, &ce)) ||
+		   (br->dev_pods && book_rebuilt_devices(w, b[i].request_uid, idx, br->dev_pods, &ce)))
+			log_warn("booking ignored", "request_uid", b[i].request_uid, "error", ce.msg);
+		else
+			c->stats.bookings_held++;
 	}
+	state_booking_list_free(b, nb);
 	return 0;
+}
+
+typedef enum { PR_HOOK_BEGIN, PR_HOOK_RESERVE, PR_HOOK_END } pr_hook;
+static void modules_hook(pr_ctl *c, pr_world *w, pr_hook which);
+
+sched_snapshot *pr__snap(pr_ctl *c, pr_world *w)
+{
+	prd_err e;
+	int rc;
+	if(w->snap_booked)
+		return w->snap_failed ? NULL : w->snap;
+	w->snap_booked = true;
+	if((rc = book_snapshot(c, w, &e))) {
+		/* Placing without the bookings would hand out booked room: like
+		 * a pass that cannot read the cluster, this one acts no more. */
+		w->snap_failed = true;
+		c->fenced = true;
+		log_error("cannot read the bookings; this pass acts no further", "error", e.msg);
+		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", prd_strerror(rc)), 1);
+		pr__wake_at(c, c->now + PRD_NS_PER_SEC);
+		return NULL;
+	}
+	modules_hook(c, w, PR_HOOK_RESERVE);
+	return w->snap;
 }
 
 /* What the pods give a pass besides the snapshot: the scheduled consumer
@@ -1507,7 +1529,8 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 		pr__rebuild_from_api(c, w);
 		c->need_rebuild = false;
 	}
-	return build_snapshot(c, w, err);
+	/* (The bookings go in when the pass first asks for it: pr__snap.) */
+	return snapshot_for_pass(c, w, err);
 }
 
 /* The resource.k8s.io objects from the informers (locked here, after the
@@ -1890,7 +1913,8 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 	}
 	if(c->db)
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
-	sched_snapshot_unbook(w->snap, pr->meta.uid, NULL);
+	if(w->snap_booked && !w->snap_failed)
+		sched_snapshot_unbook(w->snap, pr->meta.uid, NULL); /* (else read without it) */
 	pr_details_put(c->details, PR_DETAIL_BOOKING, NULL, NULL);
 }
 
@@ -2126,8 +2150,10 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		 * again if it provisions. Requests decided earlier in this pass
 		 * saw them held. */
 		if(!pr_cond_true(pr, PR_COND_PROVISIONED)) {
+			sched_snapshot *snap = pr__snap(c, w); /* (NULL: fenced, nothing is written) */
 			size_t released = 0;
-			sched_snapshot_unbook(w->snap, pr->meta.uid, &released);
+			if(snap)
+				sched_snapshot_unbook(snap, pr->meta.uid, &released);
 			if(released && c->db)
 				state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
 		}
@@ -2228,7 +2254,7 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 }
 
 /* Call every module's pass hook (begin or end). */
-static void modules_hook(pr_ctl *c, pr_world *w, bool begin)
+static void modules_hook(pr_ctl *c, pr_world *w, pr_hook which)
 {
 	const pr_class_module *const *mods;
 	pr_class_ctx x;
@@ -2246,9 +2272,11 @@ static void modules_hook(pr_ctl *c, pr_world *w, bool begin)
 		const pr_class_module *m = mods[i];
 		h.pass_data = class_slot(w, m);
 		h.kept = class_kept(c, m);
-		if(begin && m->pass_begin)
+		if(which == PR_HOOK_BEGIN && m->pass_begin)
 			m->pass_begin(m, &h, &p);
-		if(!begin && m->pass_end)
+		if(which == PR_HOOK_RESERVE && m->reserve)
+			m->reserve(m, &h, &p);
+		if(which == PR_HOOK_END && m->pass_end)
 			m->pass_end(m, &h, &p);
 	}
 }
@@ -2349,7 +2377,6 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	c->fenced = false;
 	c->stats.requests_seen = 0;
 	c->stats.requests_decided = 0;
-	c->stats.bookings_held = 0;
 	rc = load_world(c, &w, err);
 	if(rc) {
 		release_snapshot(c, &w);
@@ -2357,12 +2384,12 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", prd_strerror(rc)), 1);
 		return prd_err_prefix(err, "reading the cluster");
 	}
-	modules_hook(c, &w, true);
+	modules_hook(c, &w, PR_HOOK_BEGIN);
 	for(i = 0; i < w.nprs; i++)
 		decide(c, &w, w.prs[i]);
 	pr__marks_flush(c);
 	pr__status_flush(c);
-	modules_hook(c, &w, false);
+	modules_hook(c, &w, PR_HOOK_END);
 	pr__scaledown(c, &w);
 	if(!c->fenced)
 		prune_state(c, &w);

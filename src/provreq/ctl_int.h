@@ -66,6 +66,9 @@ typedef struct pr_world {
 	bool cacheable;
 	uint64_t gen_nodes, gen_pods, gen_tpls;
 	bool snap_shared;         /* w->snap is the controller's base */
+	/* pr__snap prepared w->snap (bookings and reservations in it), or
+	 * failed to (snap_failed; the pass acts no further). */
+	bool snap_booked, snap_failed;
 	bool groups_incomplete;   /* some driver could not list its node groups this pass */
 	size_t skipped_pods;      /* scheduled pods whose node is not in the snapshot */
 	bool pods_read;           /* pods/npods hold the pods (informer mode: borrowed when needed) */
@@ -214,6 +217,10 @@ bool pr__may_act(pr_ctl *c);
 
 /* Ask for another pass by wall time t (the earliest request wins). */
 void pr__wake_at(pr_ctl *c, int64_t t);
+/* The pass's snapshot with every booking and the modules' reservations in
+ * it, prepared on first use (pr_class_host.snapshot). NULL when the
+ * bookings cannot be read: the pass is then fenced (acts no further). */
+sched_snapshot *pr__snap(pr_ctl *c, pr_world *w);
 pr_group *pr__find_group(pr_world *w, const char *id);
 
 /* src/provreq/host.c: the services a class module gets (pr_class_host). */

@@ -92,7 +92,7 @@ static char *booking_text(const pr_class_host *h, const sched_podset *sets, size
 			buf_append_char(&b, ';');
 		buf_printf(&b, "%zu:", i);
 		for(j = 0; j < res->sets[i].n_assign; j++)
-			buf_printf(&b, "%s%s=%lld", j ? "," : "", sched_snapshot_node_name(h->snap, res->sets[i].assign[j].node),
+			buf_printf(&b, "%s%s=%lld", j ? "," : "", sched_snapshot_node_name(h->snapshot(h->ctx), res->sets[i].assign[j].node),
 				   (long long)res->sets[i].assign[j].count);
 	}
 	return buf_detach(&b);
@@ -454,6 +454,11 @@ static void h_wake_at(pr_class_ctx *x, int64_t t)
 	pr__wake_at(x->c, t);
 }
 
+static sched_snapshot *h_snapshot(pr_class_ctx *x)
+{
+	return pr__snap(x->c, x->w);
+}
+
 static bool h_may_act(pr_class_ctx *x)
 {
 	return !x->dropped && pr__may_act(x->c);
@@ -607,7 +612,7 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->limits = &x->c->limits;
 	h->verify = x->c->cfg.verify_snapshot;
 	h->ar = &x->w->ar;
-	h->snap = x->w->snap;
+	h->snapshot = h_snapshot;
 	h->db = x->c->db;
 	h->expander = x->c->expander;
 	h->groups = x->w->groups;

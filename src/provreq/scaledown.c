@@ -282,7 +282,12 @@ static void busy_with_bookings(pr_ctl *c, pr_world *w)
 	 * were a million comparisons a pass as a scan. */
 	for(i = 0; i < nb; i++) {
 		pr_marked key = { .name = b[i].node_name };
-		const pr_marked *m = bsearch(&key, w->marked, w->nmarked, sizeof(*w->marked), pr__marked_cmp);
+		const pr_marked *m;
+		/* A deleted request's booking holds nothing (its row goes when a
+		 * pass next reads the bookings, or with the pruning). */
+		if(!hmap_has(&w->uids, b[i].request_uid))
+			continue;
+		m = bsearch(&key, w->marked, w->nmarked, sizeof(*w->marked), pr__marked_cmp);
 		if(m && strcmp(b[i].request_uid, m->uid))
 			hmap_put(&w->blocking, m->name, (void *)1);
 	}

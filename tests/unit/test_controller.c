@@ -9,6 +9,7 @@
 #include "util/rand.h"
 #include "util/yamljson.h"
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,44 @@ static void stop(void)
 	ctl = NULL;
 	db = NULL;
 	m = NULL;
+}
+
+/* Rename the state store's booking table (away: true) or back, through a
+ * connection of its own: the controller's next read of the bookings fails. */
+static void bookings_away(bool away)
+{
+	sqlite3 *raw = NULL;
+	CU_ASSERT_EQUAL_FATAL(sqlite3_open(dbpath, &raw), SQLITE_OK);
+	CU_ASSERT_EQUAL(sqlite3_exec(raw, away ? "ALTER TABLE booking RENAME TO booking_away"
+					       : "ALTER TABLE booking_away RENAME TO booking", NULL, NULL, NULL),
+			SQLITE_OK);
+	sqlite3_close(raw);
+}
+
+/* The bookings go into a pass's snapshot when the pass first needs it.
+ * Broken controller caught: one that places without them when they cannot
+ * be read (here the room "first" booked would be handed to "second"),
+ * or answers anything in such a pass. */
+static void test_unreadable_bookings_stop_the_pass(void)
+{
+	start(NULL, NULL);
+	add_node("n1", "4", NULL);
+	add_template("team", "small", "1");
+	add_pr("team", "first", PR_CLASS_CHECK, "small", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("team", "first", "Provisioned"), "True/CapacityIsFound");
+	clk_fake_advance(&fake, SEC);
+	add_pr("team", "second", PR_CLASS_CHECK, "small", 4, NULL);
+	bookings_away(true);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("team", "second", "Provisioned"), "-");
+	CU_ASSERT_STRING_EQUAL(cond("team", "second", "Accepted"), "-");
+	bookings_away(false);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("team", "second", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_STRING_EQUAL(cond("team", "first", "Provisioned"), "True/CapacityIsFound");
+	stop();
 }
 
 static void test_check_capacity_fit_and_retry(void)
@@ -3004,6 +3043,7 @@ static const test_case cases[] = {
 	{ "status writes of a pass go out together", test_status_writes_in_parallel },
 	{ "restart resumes and rolls back", test_restart_resumes_and_rolls_back },
 	{ "check-capacity fit, competition and retry", test_check_capacity_fit_and_retry },
+	{ "unreadable bookings stop the pass", test_unreadable_bookings_stop_the_pass },
 	{ "booking consumed, expired, revoked and GC", test_booking_consumed_expired_revoked },
 	{ "parameters, templates, foreign requests", test_parameters_and_templates },
 	{ "atomic scale-up limits and rollback", test_atomic_rollback_and_limits },
