@@ -178,11 +178,24 @@ static void record(const pr_class_host *h, pr_class_group *g, const state_intent
 		at_intent_add_nodes(h, in->plan_id, add, nadd, NULL);
 }
 
+/* Is the request of this module's class (by name or alias)? */
+static bool of_class(const pr_class_module *m, const kube_provreq *pr)
+{
+	size_t i;
+	if(!pr->class_name)
+		return false;
+	if(!strcmp(pr->class_name, m->name))
+		return true;
+	for(i = 0; m->aliases && m->aliases[i]; i++)
+		if(!strcmp(pr->class_name, m->aliases[i]))
+			return true;
+	return false;
+}
+
 static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p)
 {
 	const state_intent *open = NULL;
 	size_t n = 0, i;
-	(void)m;
 	if(!h->db)
 		return;
 	/* A plan the API shows open (scaling up or rolling back) and this
@@ -190,8 +203,8 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 	for(i = 0; i < p->nprs; i++) {
 		char *phase;
 		state_phase ph;
-		/* (A plan the store knows first: cheaper than reading details.) */
-		if(!p->ours(h->ctx, p->prs[i]) || at_plan_exists(h, p->prs[i]->meta.uid) ||
+		/* (Cheaper checks first than reading details.) */
+		if(!of_class(m, p->prs[i]) || !p->ours(h->ctx, p->prs[i]) || at_plan_exists(h, p->prs[i]->meta.uid) ||
 		   !(phase = pr_details_get(p->prs[i], PR_DETAIL_PHASE)))
 			continue;
 		if(state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph))

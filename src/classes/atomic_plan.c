@@ -83,21 +83,49 @@ void at_kept_free(void *p)
 	free(m);
 }
 
-static at_memo *memo_of(const pr_class_host *h)
+/* The module's pass slot (pr_class_host.pass_data): what one pass works
+ * out and may ask for again. */
+typedef struct at_pass {
+	hmap views; /* plan id -> at_view_memo (arena) */
+} at_pass;
+
+static void pass_free(void *p)
 {
-	at_memo *m;
-	if(!h->kept)
+	hmap_free(&((at_pass *)p)->views);
+}
+
+/* The pass's slot, made on its first call in a pass; that call also
+ * releases the readings retired in earlier passes (nothing of those passes
+ * is walked now). NULL when out of memory. */
+static at_pass *pass_of(const pr_class_host *h)
+{
+	at_pass *p;
+	if(!h->pass_data)
 		return NULL;
-	if(!*h->kept && !(*h->kept = calloc(1, sizeof(at_memo))))
+	if(*h->pass_data)
+		return *h->pass_data;
+	if(!(p = arena_alloc(h->ar, sizeof(*p))))
 		return NULL;
-	m = *h->kept;
-	/* The first call of a pass: nothing of an earlier pass is walked now. */
-	if(h->pass_data && !*h->pass_data) {
+	hmap_init(&p->views, NULL);
+	if(arena_defer(h->ar, pass_free, p))
+		return NULL;
+	if(h->kept && *h->kept) {
+		at_memo *m = *h->kept;
 		lists_free(m->retired);
 		m->retired = NULL;
-		*h->pass_data = m;
 	}
-	return m;
+	*h->pass_data = p;
+	return p;
+}
+
+static at_memo *memo_of(const pr_class_host *h)
+{
+	if(!h->kept)
+		return NULL;
+	pass_of(h);
+	if(!*h->kept)
+		*h->kept = calloc(1, sizeof(at_memo));
+	return *h->kept;
 }
 
 static bool intent_same(const state_intent *a, const state_intent *b)
@@ -379,8 +407,8 @@ static bool known_has(const hmap *set, const pr_class_inst *in)
 	return false;
 }
 
-/* Which of the group's instances are the plan's. */
-int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in, at_view *pv)
+/* Which of the group's instances are the plan's, worked out anew. */
+static int view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in, at_view *pv)
 {
 	hmap known;
 	size_t i;
@@ -419,6 +447,56 @@ int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in
 	return 0;
 }
 
+/* A view worked out this pass, and what it was worked out from. */
+typedef struct at_view_memo {
+	const pr_class_group *g;
+	unsigned list_seq;
+	int64_t delta;
+	const char *known;      /* the intent's known_before (arena copy) */
+	at_view view;
+} at_view_memo;
+
+static bool view_memo_fits(const at_view_memo *vm, const pr_class_group *g, const state_intent *in)
+{
+	return vm->g == g && vm->list_seq == g->list_seq && vm->delta == in->delta &&
+	       !strcmp(vm->known, in->known_before ? in->known_before : "");
+}
+
+/* The pass asks for a plan's view several times (the pass hook, progress,
+ * success): worked out once per listing of the group. */
+int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in, at_view *pv)
+{
+	at_pass *p = pass_of(h);
+	at_view_memo *vm = p ? hmap_get(&p->views, in->plan_id) : NULL;
+	int rc;
+	if(vm && view_memo_fits(vm, g, in)) {
+		if(h->verify) {
+			at_view fresh;
+			if(view_of(h, g, in, &fresh) == 0 &&
+			   (fresh.n != vm->view.n || fresh.live != vm->view.live || fresh.named != vm->view.named ||
+			    fresh.ready != vm->view.ready || fresh.failed != vm->view.failed ||
+			    fresh.extra != vm->view.extra)) {
+				log_warn("a plan's view kept for the pass differs from the group's listing", "plan",
+					 in->plan_id);
+				h->count(h->ctx, PR_STAT_KEPT_MISMATCH);
+			}
+		}
+		*pv = vm->view;
+		return 0;
+	}
+	if((rc = view_of(h, g, in, pv)))
+		return rc;
+	if(p && (vm || (vm = arena_alloc(h->ar, sizeof(*vm)))) &&
+	   (vm->known = arena_strdup(h->ar, in->known_before ? in->known_before : ""))) {
+		vm->g = g;
+		vm->list_seq = g->list_seq;
+		vm->delta = in->delta;
+		vm->view = *pv;
+		if(hmap_put(&p->views, in->plan_id, vm))
+			hmap_del(&p->views, in->plan_id);
+	}
+	return 0;
+}
 
 /* ---- the plan in the API ----------------------------------------------- */
 

@@ -61,6 +61,7 @@ typedef struct pr_class_group {
 	char *list_err;
 	pr_class_inst *inst;
 	size_t ninst;
+	unsigned list_seq;        /* moves whenever the listing is forgotten */
 } pr_class_group;
 
 /* List the group's instances once this pass (later calls return the same

@@ -22,6 +22,7 @@ void pr_group_unlist(pr_class_group *g)
 	g->list_err = NULL;
 	g->list_rc = 0;
 	g->listed = false;
+	g->list_seq++;
 }
 
 static int copy_instances(pr_class_group *g, const prd_cloud_instance *v, size_t n, prd_err *err)

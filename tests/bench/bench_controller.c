@@ -206,8 +206,9 @@ static unsigned long events_now(void)
 	return v;
 }
 
-/* The ProvisioningRequest informer, to wait for a request to be in it. */
-static kube_informer *PR_INF;
+/* The ProvisioningRequest informer, to wait for a request to be in it,
+ * and the Node informer, to wait for a node to be Ready in it. */
+static kube_informer *PR_INF, *NODE_INF;
 
 /* Wait until the request `name` is in the controller's cache (counting
  * events is not enough: the echo of the previous pass's status write may
@@ -226,6 +227,24 @@ static void wait_cached(const char *name)
 }
 
 /* Wait until `n` more events than `base` arrived. */
+/* Wait until the controller's Node cache shows `name` Ready (a count of
+ * events is not enough: the request's own status write is an event too,
+ * and may be the one counted). */
+static void wait_node_ready(const char *name)
+{
+	for(;;) {
+		const kube_node *n;
+		bool ready;
+		kube_informer_rdlock(NODE_INF);
+		n = (const kube_node *)kube_informer_get(NODE_INF, NULL, name);
+		ready = n && n->ready == KUBE_COND_TRUE;
+		kube_informer_rdunlock(NODE_INF);
+		if(ready)
+			return;
+		usleep(50);
+	}
+}
+
 static void wait_events(unsigned long base, unsigned long n)
 {
 	pthread_mutex_lock(&W.mu);
@@ -392,10 +411,9 @@ static void bench_registration(memapi *m, const kube_api *api, pr_ctl *ctl, long
 	wait_events(base, 1 + n);
 	s0 = *pr_ctl_stats(ctl);
 	for(i = 0; i < n; i++) {
-		unsigned long b = events_now();
 		double c0, d;
 		make_ready(api, names[i]);
-		wait_events(b, 1);
+		wait_node_ready(names[i]);
 		if((long)i < sample) {
 			c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
 			pass(ctl);
@@ -504,6 +522,7 @@ int main(int argc, char **argv)
 			die("informer", e.msg);
 	}
 	PR_INF = inf[3];
+	NODE_INF = inf[0];
 	for(i = 0; i < 4; i++)
 		if(!kube_informer_wait_synced(inf[i]))
 			die("informer", "stopped before its first list");
