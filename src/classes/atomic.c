@@ -581,6 +581,20 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 }
 
 /* Every intent waiting for nodes: fail, finish or wait. */
+/* The plan's progress detail, changed at most every AT_PROGRESS_EVERY_NS
+ * (the pass AT_POLL_NS later writes what it is then). */
+static void set_progress(const pr_class_host *h, const pr_class_req *req, const char *plan_id, const char *prog)
+{
+	char *was = pr_details_get(req->pr, PR_DETAIL_PROGRESS);
+	if(!was || strcmp(was, prog)) {
+		if(!was || at_progress_due(h, plan_id)) {
+			h->set_detail(h->ctx, PR_DETAIL_PROGRESS, prog);
+			at_progress_noted(h, plan_id);
+		}
+	}
+	free(was);
+}
+
 static void progress_waiting(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 {
 	at_view *pv = arena_array(h->ar, p->n + 1, sizeof(*pv));
@@ -653,7 +667,7 @@ static void progress_waiting(const pr_class_host *h, const pr_class_req *req, at
 		start_roll_back(h, req, p, failing, cause);
 		return;
 	}
-	h->set_detail(h->ctx, PR_DETAIL_PROGRESS, prog);
+	set_progress(h, req, p->v[0].plan_id, prog);
 	h->wake_at(h->ctx, p->v[0].deadline_ns);
 	h->wake_at(h->ctx, h->now + AT_POLL_NS);
 }
@@ -931,6 +945,7 @@ static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, co
 	(void)m;
 	if(!h->db || at_open_intents(h, &open, &n))
 		return;
+	at_progress_forget(h, open, n);
 	hmap_init(&done, NULL);
 	for(i = 0; i < n; i++) {
 		bool present = false;

@@ -27,6 +27,16 @@ typedef struct at_plan {
  * after a write; it is then merely out of date). 0, or an error when the
  * store cannot be read. */
 int at_open_intents(const pr_class_host *h, const state_intent **out, size_t *n);
+/* A plan's progress detail (nodesProgress) changes at most this often
+ * while it waits for nodes: a 1,000-node scale-up would otherwise write
+ * the request's status once per registration. */
+#define AT_PROGRESS_EVERY_NS AT_POLL_NS
+/* May the progress detail of the plan (by its first intent's id) change
+ * now? at_progress_noted records that it did; at_progress_forget drops
+ * what is kept for plans no longer in `open`. */
+bool at_progress_due(const pr_class_host *h, const char *plan_id);
+void at_progress_noted(const pr_class_host *h, const char *plan_id);
+void at_progress_forget(const pr_class_host *h, const state_intent *open, size_t n);
 /* Release what the module keeps across passes (pr_class_module.kept_free). */
 void at_kept_free(void *kept);
 int at_intent_begin(const pr_class_host *h, const state_intent *in, prd_err *err);

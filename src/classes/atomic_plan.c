@@ -52,6 +52,7 @@ typedef struct at_memo {
 	at_list *cur;
 	uint64_t version;
 	at_list *retired;
+	hmap progress_at;  /* plan id -> when its progress detail last changed (int64_t *) */
 } at_memo;
 
 static void lists_free(at_list *l)
@@ -80,6 +81,7 @@ void at_kept_free(void *p)
 		return;
 	memo_retire(m);
 	lists_free(m->retired);
+	hmap_free(&m->progress_at);
 	free(m);
 }
 
@@ -123,9 +125,54 @@ static at_memo *memo_of(const pr_class_host *h)
 	if(!h->kept)
 		return NULL;
 	pass_of(h);
-	if(!*h->kept)
-		*h->kept = calloc(1, sizeof(at_memo));
+	if(!*h->kept && (*h->kept = calloc(1, sizeof(at_memo))))
+		hmap_init(&((at_memo *)*h->kept)->progress_at, free);
 	return *h->kept;
+}
+
+bool at_progress_due(const pr_class_host *h, const char *plan_id)
+{
+	at_memo *m = memo_of(h);
+	const int64_t *at = m ? hmap_get(&m->progress_at, plan_id) : NULL;
+	return !at || h->now >= *at + AT_PROGRESS_EVERY_NS || h->now < *at;
+}
+
+void at_progress_noted(const pr_class_host *h, const char *plan_id)
+{
+	at_memo *m = memo_of(h);
+	int64_t *at = m ? hmap_get(&m->progress_at, plan_id) : NULL;
+	if(!m)
+		return;
+	if(!at && (!(at = malloc(sizeof(*at))) || hmap_put(&m->progress_at, plan_id, at))) {
+		free(at);
+		return;
+	}
+	*at = h->now;
+}
+
+void at_progress_forget(const pr_class_host *h, const state_intent *open, size_t n)
+{
+	at_memo *m = memo_of(h);
+	hmap_iter it;
+	const char *id;
+	void *v;
+	char **gone = NULL;
+	size_t ngone = 0, i, k;
+	if(!m || !hmap_len(&m->progress_at) || !(gone = calloc(hmap_len(&m->progress_at), sizeof(*gone))))
+		return;
+	hmap_iter_init(&it, &m->progress_at);
+	while(hmap_iter_next(&it, &id, &v)) {
+		for(k = 0; k < n && strcmp(open[k].plan_id, id); k++)
+			;
+		if(k == n)
+			gone[ngone++] = str_dup(id);
+	}
+	for(i = 0; i < ngone; i++) {
+		if(gone[i])
+			hmap_del(&m->progress_at, gone[i]);
+		free(gone[i]);
+	}
+	free(gone);
 }
 
 static bool intent_same(const state_intent *a, const state_intent *b)

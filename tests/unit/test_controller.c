@@ -108,6 +108,25 @@ static const char *cond(const char *ns, const char *name, const char *type)
 	return r;
 }
 
+/* One provisioningClassDetails value of a request, or "-". */
+static const char *detail_of(const char *ns, const char *name, const char *key)
+{
+	static char out[400];
+	char path[300];
+	json_object *o = NULL, *v;
+	prd_err e;
+	snprintf(out, sizeof(out), "-");
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", ns, name);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e))
+		return "gone";
+	v = json_object_object_get(json_object_object_get(json_object_object_get(o, "status"), "provisioningClassDetails"),
+				   key);
+	if(v)
+		snprintf(out, sizeof(out), "%s", json_object_get_string(v));
+	json_object_put(o);
+	return out;
+}
+
 static int count_items(const char *path)
 {
 	json_object *o = NULL;
@@ -1696,6 +1715,38 @@ static void test_kept_plans_follow_the_store(void)
 	stop_async();
 }
 
+/* A plan's progress detail changes at most every 2 s while nodes register
+ * (each change is a status write). Broken controllers caught: one that
+ * writes it on every registration, and one whose throttle also holds back
+ * the success. */
+static void test_progress_detail_throttled(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 8, NULL); /* 4 nodes */
+	pass();
+	clk_fake_advance(&fake, SEC / 2);
+	a_create(4, 0);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", PR_DETAIL_PROGRESS), "g: 4/4 created, 0 registered, 0 ready");
+	clk_fake_advance(&fake, SEC / 2);
+	a_register(1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", PR_DETAIL_PROGRESS), "g: 4/4 created, 0 registered, 0 ready");
+	clk_fake_advance(&fake, SEC / 2);
+	a_register(1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", PR_DETAIL_PROGRESS), "g: 4/4 created, 0 registered, 0 ready");
+	clk_fake_advance(&fake, SEC + SEC / 10);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", PR_DETAIL_PROGRESS), "g: 4/4 created, 2 registered, 2 ready");
+	clk_fake_advance(&fake, SEC / 2);
+	a_register(2);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	stop_async();
+}
+
 /* Found by the simulation test (tests/dst). Broken controller caught: one
  * that trusts the target it read before an increase whose answer was lost
  * (a timeout after the cloud took it), closes the plan as rolled back at
@@ -3052,6 +3103,7 @@ static const test_case cases[] = {
 	{ "async cloud: terminal, deleted, foreign errors", test_async_terminal_deleted_and_foreign_errors },
 	{ "async cloud: plan nodes reserved", test_async_plan_nodes_are_reserved },
 	{ "open plans kept across passes follow the store", test_kept_plans_follow_the_store },
+	{ "scale-up progress detail written at most every 2 s", test_progress_detail_throttled },
 	{ "async cloud: failover during rollback", test_async_failover_during_rollback },
 	{ "async cloud: crash resumes without backoff", test_async_crash_resumes_without_backoff },
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
