@@ -389,7 +389,7 @@ static int rec_push(inst_list *l, const inst_rec *r)
 	return 0;
 }
 
-/* An instance without a Node: "kwok://<name>", creating, with an
+/* An instance without a Node: "kwok://<name>" in `state`, with an
  * out-of-resources error when `code` is set. */
 static int push_nodeless(inst_list *l, const char *name, int32_t state, const char *code, const char *message)
 {
