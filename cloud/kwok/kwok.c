@@ -88,32 +88,20 @@ static int count_node(void *ud, json_object *node)
 	return 0;
 }
 
-static int count_viewed(void *ud, const char *name, const char *group, const char *provider_id, bool ready,
-			bool deleting)
-{
-	kwok *k = ud;
-	kwok_group *g = deleting ? NULL : find_group(k, group);
-	(void)name;
-	(void)provider_id;
-	(void)ready;
-	if(g)
-		g->live++;
-	return 0;
-}
-
 /* Count the live Nodes of every group: from the view the host keeps
- * current when it has one, else by listing them. A host without an
- * apiserver (`provreqd check-driver`) has no Nodes: every group is then
- * empty, so the templates can still be checked. */
+ * current when it has one (which counts them as they change), else by
+ * listing them. A host without an apiserver (`provreqd check-driver`) has
+ * no Nodes: every group is then empty, so the templates can still be
+ * checked. */
 static int count_live(kwok *k, prd_cloud_error *err)
 {
 	live_count c = {k};
 	size_t i;
 	int rc;
 	for(i = 0; i < k->ngroups; i++)
-		k->groups[i].live = 0;
+		k->groups[i].live = k->view.on ? kwok_view_live(k, k->groups[i].id) : 0;
 	if(k->view.on)
-		return kwok_view_each(k, NULL, count_viewed, k);
+		return 0;
 	rc = kwok_list(k, "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL, count_node, &c, err);
 	return rc == PRD_CLOUD_EUNSUPPORTED ? 0 : rc;
 }
@@ -132,6 +120,7 @@ static void kwok_free(kwok *k)
 	kwok_async_free(k->async);
 	json_object_put(k->slices);
 	kwok_view_free(&k->view);
+	kwok_dir_names_free(&k->tmpl_names);
 	free(k);
 }
 
@@ -218,13 +207,16 @@ static int kw_refresh(void *state, prd_cloud_error *err)
 	kwok_group *groups = NULL, *old = k->groups;
 	size_t n = 0, nold = k->ngroups, i;
 	uint64_t stamp = 0;
+	struct timespec now;
 	bool trust = false, stamped;
 	int rc = apply_faults(k, KWOK_OP_REFRESH, NULL, NULL, NULL, err);
 	if(!rc)
 		rc = kwok_async_transient(k, NULL, "refresh", err);
 	if(rc)
 		return rc;
-	stamped = k->template_dir && kwok_templates_stamp(k, &stamp, &trust) == 0;
+	/* File times are real times, whatever clock the host runs on. */
+	stamped = k->template_dir && clock_gettime(CLOCK_REALTIME, &now) == 0 &&
+		  kwok_templates_stamp(k, (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec, &stamp, &trust) == 0;
 	if(stamped && k->tmpl_stamp_ok && stamp == k->tmpl_stamp)
 		return recount(k, err);
 	k->tmpl_stamp_ok = false;
@@ -336,24 +328,116 @@ static int kw_node_group_for_node(void *state, const char *node_json, char **gro
 
 /* ---- instances ------------------------------------------------------ */
 
+/* A listing being built: each instance's strings are offsets into one
+ * text buffer, and the answer is made one block (the array, then the
+ * text) that kw_release_instances frees at once. */
+#define KWOK_NO_STR SIZE_MAX
+
+typedef struct inst_rec {
+	size_t id, node, code, message; /* offsets into text, or KWOK_NO_STR */
+	int32_t state, error_class;
+} inst_rec;
+
 typedef struct inst_list {
-	prd_cloud_instance *v;
+	inst_rec *v;
 	size_t n, cap;
+	char *text;
+	size_t len, text_cap;
 	int32_t live;          /* instances not being deleted */
 } inst_list;
 
-static int inst_push(inst_list *l, prd_cloud_instance *in)
+static void inst_list_free(inst_list *l)
+{
+	free(l->v);
+	free(l->text);
+}
+
+/* Append a then b (b may be NULL) as one string; *at is where it starts. */
+static int text_put(inst_list *l, const char *a, size_t alen, const char *b, size_t blen, size_t *at)
+{
+	size_t need = alen + blen + 1;
+	if(l->text_cap - l->len < need) {
+		size_t cap = l->text_cap ? l->text_cap : 1024;
+		char *t;
+		while(cap - l->len < need)
+			cap *= 2;
+		if(!(t = realloc(l->text, cap)))
+			return -1;
+		l->text = t;
+		l->text_cap = cap;
+	}
+	*at = l->len;
+	memcpy(l->text + l->len, a, alen);
+	if(blen)
+		memcpy(l->text + l->len + alen, b, blen);
+	l->text[l->len + alen + blen] = '\0';
+	l->len += need;
+	return 0;
+}
+
+static int rec_push(inst_list *l, const inst_rec *r)
 {
 	if(l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;
-		prd_cloud_instance *b = realloc(l->v, cap * sizeof(*b));
+		inst_rec *b = realloc(l->v, cap * sizeof(*b));
 		if(!b)
 			return -1;
 		l->v = b;
 		l->cap = cap;
 	}
-	l->v[l->n++] = *in;
+	l->v[l->n++] = *r;
 	return 0;
+}
+
+/* An instance without a Node: "kwok://<name>" in `state`, with an
+ * out-of-resources error when `code` is set. */
+static int push_nodeless(inst_list *l, const char *name, int32_t state, const char *code, const char *message)
+{
+	inst_rec r = {0, KWOK_NO_STR, KWOK_NO_STR, KWOK_NO_STR, state, PRD_CLOUD_ERRCLASS_NONE};
+	int rc = text_put(l, KWOK_PROVIDER_PREFIX, strlen(KWOK_PROVIDER_PREFIX), name, strlen(name), &r.id);
+	if(!rc && code) {
+		r.error_class = PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES;
+		rc = text_put(l, code, strlen(code), NULL, 0, &r.code);
+		if(!rc)
+			rc = text_put(l, message, strlen(message), NULL, 0, &r.message);
+	}
+	if(!rc)
+		rc = rec_push(l, &r);
+	return rc ? PRD_CLOUD_ENOMEM : 0;
+}
+
+/* The listing as one block (caller releases with kw_release_instances),
+ * or NULL when out of memory; l is emptied either way. */
+static prd_cloud_instance *inst_finish(inst_list *l)
+{
+	size_t head = (l->n ? l->n : 1) * sizeof(prd_cloud_instance), i;
+	prd_cloud_instance *out = malloc(head + l->len);
+	char *text = (char *)out + head;
+	if(out) {
+		memset(out, 0, head);
+		if(l->len)
+			memcpy(text, l->text, l->len);
+		for(i = 0; i < l->n; i++) {
+			const inst_rec *r = &l->v[i];
+			out[i].id = text + r->id;
+			out[i].node_name = r->node == KWOK_NO_STR ? NULL : text + r->node;
+			out[i].error_code = r->code == KWOK_NO_STR ? NULL : text + r->code;
+			out[i].error_message = r->message == KWOK_NO_STR ? NULL : text + r->message;
+			out[i].state = r->state;
+			out[i].error_class = r->error_class;
+		}
+	}
+	inst_list_free(l);
+	memset(l, 0, sizeof(*l));
+	return out;
+}
+
+/* A listing is one block (inst_finish). */
+static void kw_release_instances(void *state, prd_cloud_instance *v, size_t count)
+{
+	(void)state;
+	(void)count;
+	free(v);
 }
 
 static bool node_ready(json_object *node)
@@ -373,72 +457,52 @@ static bool node_ready(json_object *node)
 	return false;
 }
 
-/* One Node as an instance, whether it came from a list or the view. */
-static int push_node_instance(inst_list *l, const char *name, const char *pid, bool ready, bool deleting)
+/* One Node as an instance, whether it came from a list or the view: its
+ * id is `id` or, when that is empty, "kwok://<name>". */
+static int push_node_instance(inst_list *l, const char *name, size_t name_len, const char *id, size_t id_len,
+			      bool ready, bool deleting)
 {
-	prd_cloud_instance in;
-	char id[320];
-	memset(&in, 0, sizeof(in));
-	snprintf(id, sizeof(id), "%s%s", pid && pid[0] ? "" : KWOK_PROVIDER_PREFIX, pid && pid[0] ? pid : name);
-	in.id = kwok_strdup(id);
-	in.node_name = kwok_strdup(name);
-	if(deleting) {
-		in.state = PRD_CLOUD_INSTANCE_DELETING;
-	} else {
-		in.state = ready ? PRD_CLOUD_INSTANCE_RUNNING : PRD_CLOUD_INSTANCE_CREATING;
-		l->live++;
-	}
-	in.error_class = PRD_CLOUD_ERRCLASS_NONE;
-	if(!in.id || !in.node_name || inst_push(l, &in)) {
-		free(in.id);
-		free(in.node_name);
+	inst_rec r = {0, 0, KWOK_NO_STR, KWOK_NO_STR, PRD_CLOUD_INSTANCE_DELETING, PRD_CLOUD_ERRCLASS_NONE};
+	int rc = id_len ? text_put(l, id, id_len, NULL, 0, &r.id)
+			: text_put(l, KWOK_PROVIDER_PREFIX, strlen(KWOK_PROVIDER_PREFIX), name, name_len, &r.id);
+	if(!rc)
+		rc = text_put(l, name, name_len, NULL, 0, &r.node);
+	if(!deleting)
+		r.state = ready ? PRD_CLOUD_INSTANCE_RUNNING : PRD_CLOUD_INSTANCE_CREATING;
+	if(!rc)
+		rc = rec_push(l, &r);
+	if(rc)
 		return PRD_CLOUD_ENOMEM;
-	}
+	if(!deleting)
+		l->live++;
 	return 0;
 }
 
 static int add_node_instance(void *ud, json_object *node)
 {
 	const char *name = kwok_jstr(kwok_jobj(node, "metadata"), "name");
+	const char *pid = kwok_jstr(kwok_jobj(node, "spec"), "providerID");
 	if(!name)
 		return 0;
-	return push_node_instance(ud, name, kwok_jstr(kwok_jobj(node, "spec"), "providerID"), node_ready(node),
+	return push_node_instance(ud, name, strlen(name), pid, pid ? strlen(pid) : 0, node_ready(node),
 				  node_deleting(node));
 }
 
-static int add_viewed_instance(void *ud, const char *name, const char *group, const char *provider_id, bool ready,
-			       bool deleting)
+static int add_viewed_instance(void *ud, const char *name, size_t name_len, const char *id, size_t id_len,
+			       bool ready, bool deleting)
 {
-	(void)group;
-	return push_node_instance(ud, name, provider_id, ready, deleting);
+	return push_node_instance(ud, name, name_len, id, id_len, ready, deleting);
 }
 
 /* An instance of the async cloud that has no Node yet: reported once it
- * has appeared, with its provider ID and no node name. */
+ * has appeared, with its provider ID and no node name. Not counted in
+ * l->live: the group's pending count covers it. */
 static int add_pending_instance(void *ud, const char *name, bool appeared, const char *failed, bool deleting)
 {
-	inst_list *l = ud;
-	prd_cloud_instance in;
-	char id[320];
 	if(!appeared)
 		return 0;
-	memset(&in, 0, sizeof(in));
-	snprintf(id, sizeof(id), KWOK_PROVIDER_PREFIX "%s", name);
-	in.id = kwok_strdup(id);
-	in.state = deleting ? PRD_CLOUD_INSTANCE_DELETING : PRD_CLOUD_INSTANCE_CREATING;
-	if(failed) {
-		in.error_class = PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES;
-		in.error_code = kwok_strdup(failed);
-		in.error_message = kwok_strdup("the zone has no capacity for this instance (simulated)");
-	}
-	/* Not counted in l->live: the group's pending count covers it. */
-	if(!in.id || (failed && (!in.error_code || !in.error_message)) || inst_push(l, &in)) {
-		free(in.id);
-		free(in.error_code);
-		free(in.error_message);
-		return PRD_CLOUD_ENOMEM;
-	}
-	return 0;
+	return push_nodeless(ud, name, deleting ? PRD_CLOUD_INSTANCE_DELETING : PRD_CLOUD_INSTANCE_CREATING, failed,
+			     "the zone has no capacity for this instance (simulated)");
 }
 
 static int kw_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
@@ -446,10 +510,11 @@ static int kw_instances(void *state, const char *group_id, prd_cloud_instance **
 {
 	kwok *k = state;
 	kwok_group *g = find_group(k, group_id);
-	inst_list l = {NULL, 0, 0, 0};
+	inst_list l;
 	char path[256];
-	size_t i;
+	size_t i, n;
 	int rc;
+	memset(&l, 0, sizeof(l));
 	if(!g)
 		return no_group(err, group_id);
 	rc = apply_faults(k, KWOK_OP_INSTANCES, g->id, NULL, NULL, err);
@@ -459,40 +524,31 @@ static int kw_instances(void *state, const char *group_id, prd_cloud_instance **
 		rc = kwok_async_progress(k, err);
 	if(rc)
 		return rc;
-	snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL "%%3D%s", g->id);
-	rc = k->view.on ? kwok_view_each(k, g->id, add_viewed_instance, &l) : kwok_list(k, path, add_node_instance, &l, err);
+	if(k->view.on) {
+		rc = kwok_view_each(k, g->id, add_viewed_instance, &l);
+	} else {
+		snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL "%%3D%s", g->id);
+		rc = kwok_list(k, path, add_node_instance, &l, err);
+	}
 	if(rc == PRD_CLOUD_EUNSUPPORTED)
 		rc = 0; /* no apiserver: no Nodes (see count_live) */
 	if(rc == PRD_CLOUD_ENOMEM)
 		kwok_fail(err, rc, "out of memory");
-	for(i = 0; !rc && i < g->nfailed; i++) {
-		prd_cloud_instance in;
-		char id[320];
-		memset(&in, 0, sizeof(in));
-		snprintf(id, sizeof(id), KWOK_PROVIDER_PREFIX "%s", g->failed[i].name);
-		in.id = kwok_strdup(id);
-		in.state = PRD_CLOUD_INSTANCE_CREATING;
-		in.error_class = PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES;
-		in.error_code = kwok_strdup(g->failed[i].code);
-		in.error_message = kwok_strdup(g->failed[i].message);
-		if(!in.id || !in.error_code || !in.error_message || inst_push(&l, &in)) {
-			free(in.id);
-			free(in.error_code);
-			free(in.error_message);
+	for(i = 0; !rc && i < g->nfailed; i++)
+		if(push_nodeless(&l, g->failed[i].name, PRD_CLOUD_INSTANCE_CREATING, g->failed[i].code,
+				 g->failed[i].message))
 			rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-		}
-	}
 	if(!rc && kwok_async_for(k, g->id))
 		rc = kwok_async_each(k, g->id, add_pending_instance, &l, err);
 	if(rc) {
-		drv_instances_free(l.v, l.n);
+		inst_list_free(&l);
 		return rc;
 	}
 	g->live = l.live;
-	*out = l.v ? l.v : calloc(1, sizeof(prd_cloud_instance));
-	if(!*out)
+	n = l.n;
+	if(!(*out = inst_finish(&l)))
 		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-	*count = l.n;
+	*count = n;
 	return 0;
 }
 
@@ -983,7 +1039,7 @@ static const prd_cloud_driver descriptor = {
 	.release_node_groups = drv_release_node_groups,
 	.node_group_for_node = kw_node_group_for_node,
 	.instances = kw_instances,
-	.release_instances = drv_release_instances,
+	.release_instances = kw_release_instances,
 	.template_node = kw_template_node,
 	.increase_size = kw_increase,
 	.atomic_increase_size = kw_atomic_increase,

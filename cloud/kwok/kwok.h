@@ -86,11 +86,27 @@ typedef struct kwok_async {
 /* The Nodes of the driver's groups as the host's cache last told it
  * (kwok_view.c); `on` once a full set arrived. */
 typedef struct kwok_vnode kwok_vnode;
+typedef struct kwok_vgroup kwok_vgroup;
 typedef struct kwok_view {
 	bool on;
 	kwok_vnode **slots;     /* open addressing by Node name */
 	size_t cap, len;
+	/* The same Nodes by group label value, so that listing a group or
+	 * counting its live Nodes does not walk every slot. */
+	kwok_vgroup **groups;
+	size_t ngroups;
 } kwok_view;
+
+/* The template file names of a templateDir as last read, with the
+ * directory's device, inode, and modification and change times then.
+ * While those stay the same, and were old enough to rely on (`ok`), the
+ * names are still the directory's: no file was added, removed or renamed. */
+typedef struct kwok_dir_names {
+	char **names;
+	size_t n;
+	int64_t key[6];
+	bool ok;
+} kwok_dir_names;
 
 typedef struct kwok {
 	const prd_cloud_host *host;
@@ -111,6 +127,7 @@ typedef struct kwok {
 	 * same stamp parses nothing. */
 	uint64_t tmpl_stamp;
 	bool tmpl_stamp_ok;
+	kwok_dir_names tmpl_names; /* kwok_templates_stamp's list of the files */
 } kwok;
 
 /* Errors, logging, strings, JSON and API helpers: the drivers' shared
@@ -132,10 +149,13 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err);
 int kwok_load_templates(kwok *k, kwok_group **groups, size_t *ngroups, prd_cloud_error *err);
 /* The template directory's stamp: a digest of each template file's name,
  * size, inode, and modification and change times. *trust is false when a
- * file changed in the last 2 s (a file rewritten again within the file
- * system's timestamp granularity keeps its stamp). 0, or -1 when the
- * directory cannot be read. */
-int kwok_templates_stamp(const kwok *k, uint64_t *stamp, bool *trust);
+ * file changed in the last 2 s before now_ns (the real time: file times
+ * are; a file rewritten again within the file system's timestamp
+ * granularity keeps its stamp). 0, or -1 when the directory cannot be
+ * read. The file names are read again only when the directory itself
+ * changed (k->tmpl_names). */
+int kwok_templates_stamp(kwok *k, int64_t now_ns, uint64_t *stamp, bool *trust);
+void kwok_dir_names_free(kwok_dir_names *d);
 /* Faults naming a group must name one that exists. */
 int kwok_check_fault_groups(const kwok *k, prd_cloud_error *err);
 void kwok_groups_free(kwok_group *groups, size_t n);
@@ -182,11 +202,15 @@ int kwok_view_apply(kwok *k, const prd_cloud_node *nodes, size_t count, int full
  * view shows that at once, as a list would. No-ops until view.on. */
 void kwok_view_created(kwok *k, json_object *node);
 void kwok_view_deleted(kwok *k, const char *name);
-/* fn for each Node of `group` (NULL: every group) the view holds and the
- * driver has not deleted; stops at fn's first non-zero value. */
-typedef int (*kwok_view_fn)(void *ud, const char *name, const char *group, const char *provider_id, bool ready,
+/* fn for each Node of `group` the view holds and the driver has not
+ * deleted, with its instance id (its provider ID, or "kwok://<name>" when
+ * it has none); stops at fn's first non-zero value. */
+typedef int (*kwok_view_fn)(void *ud, const char *name, size_t name_len, const char *id, size_t id_len, bool ready,
 			    bool deleting);
-int kwok_view_each(kwok *k, const char *group, kwok_view_fn fn, void *ud);
+int kwok_view_each(const kwok *k, const char *group, kwok_view_fn fn, void *ud);
+/* How many Nodes of `group` the view holds that the driver has not
+ * deleted and that are not being deleted. */
+int32_t kwok_view_live(const kwok *k, const char *group);
 void kwok_view_free(kwok_view *v);
 
 /* The Node a new member of `g` named `name` is created as (caller puts). */

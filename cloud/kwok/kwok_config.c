@@ -545,48 +545,103 @@ static uint64_t stamp_mix(uint64_t h, const void *p, size_t n)
 
 #define KWOK_STAMP_TRUST_NS (2LL * 1000000000LL)
 
-int kwok_templates_stamp(const kwok *k, uint64_t *stamp, bool *trust)
+void kwok_dir_names_free(kwok_dir_names *d)
 {
-	struct dirent **names = NULL;
-	struct timespec now;
-	uint64_t h = 1469598103934665603ULL;
-	int64_t newest = 0;
-	int count, i, rc = 0;
-	*stamp = 0;
-	*trust = false;
-	if(!k->template_dir || clock_gettime(CLOCK_REALTIME, &now))
-		return -1;
-	count = scandir(k->template_dir, &names, is_template_file, alphasort);
+	size_t i;
+	for(i = 0; i < d->n; i++)
+		free(d->names[i]);
+	free(d->names);
+	memset(d, 0, sizeof(*d));
+}
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
+}
+
+/* Keep the directory's template file names (in name order, as load_dir
+ * reads them) unless the directory is the one they were read from and has
+ * not changed since; dst is what stat says of it now. A directory
+ * changed within the last 2 s is read again at the next call too (an entry
+ * added within its timestamp granularity may leave the times as they were). */
+static int dir_names(kwok *k, const struct stat *dst, int64_t now)
+{
+	kwok_dir_names *d = &k->tmpl_names;
+	struct dirent **ents = NULL;
+	int64_t key[6];
+	int count, i;
+	char **names;
+	bool copied;
+	key[0] = (int64_t)dst->st_dev;
+	key[1] = (int64_t)dst->st_ino;
+	key[2] = (int64_t)dst->st_mtim.tv_sec;
+	key[3] = (int64_t)dst->st_mtim.tv_nsec;
+	key[4] = (int64_t)dst->st_ctim.tv_sec;
+	key[5] = (int64_t)dst->st_ctim.tv_nsec;
+	if(d->ok && !memcmp(d->key, key, sizeof(key)))
+		return 0;
+	kwok_dir_names_free(d);
+	count = scandir(k->template_dir, &ents, is_template_file, alphasort);
 	if(count < 0)
 		return -1;
+	names = calloc((size_t)count + 1, sizeof(*names));
+	copied = names != NULL;
 	for(i = 0; i < count; i++) {
+		if(copied && !(names[i] = kwok_strdup(ents[i]->d_name)))
+			copied = false;
+		free(ents[i]);
+	}
+	free(ents);
+	if(!copied) {
+		for(i = 0; names && i < count; i++)
+			free(names[i]);
+		free(names);
+		return -1;
+	}
+	d->names = names;
+	d->n = (size_t)count;
+	memcpy(d->key, key, sizeof(key));
+	d->ok = ts_ns(&dst->st_mtim) < now - KWOK_STAMP_TRUST_NS && ts_ns(&dst->st_ctim) < now - KWOK_STAMP_TRUST_NS;
+	return 0;
+}
+
+int kwok_templates_stamp(kwok *k, int64_t now_ns, uint64_t *stamp, bool *trust)
+{
+	struct stat dst;
+	uint64_t h = 1469598103934665603ULL;
+	int64_t newest = 0;
+	size_t i;
+	*stamp = 0;
+	*trust = false;
+	if(!k->template_dir || stat(k->template_dir, &dst))
+		return -1;
+	if(dir_names(k, &dst, now_ns))
+		return -1;
+	for(i = 0; i < k->tmpl_names.n; i++) {
+		const char *name = k->tmpl_names.names[i];
 		char path[4096];
 		struct stat st;
 		int64_t v[6];
-		snprintf(path, sizeof(path), "%s/%s", k->template_dir, names[i]->d_name);
-		if(!rc && stat(path, &st))
-			rc = -1;
-		if(!rc) {
-			v[0] = (int64_t)st.st_size;
-			v[1] = (int64_t)st.st_ino;
-			v[2] = (int64_t)st.st_mtim.tv_sec;
-			v[3] = (int64_t)st.st_mtim.tv_nsec;
-			v[4] = (int64_t)st.st_ctim.tv_sec;
-			v[5] = (int64_t)st.st_ctim.tv_nsec;
-			h = stamp_mix(h, names[i]->d_name, strlen(names[i]->d_name) + 1);
-			h = stamp_mix(h, v, sizeof(v));
-			if(v[2] * 1000000000LL + v[3] > newest)
-				newest = v[2] * 1000000000LL + v[3];
-			if(v[4] * 1000000000LL + v[5] > newest)
-				newest = v[4] * 1000000000LL + v[5];
+		snprintf(path, sizeof(path), "%s/%s", k->template_dir, name);
+		if(stat(path, &st)) {
+			k->tmpl_names.ok = false; /* gone: read the directory again */
+			return -1;
 		}
-		free(names[i]);
+		v[0] = (int64_t)st.st_size;
+		v[1] = (int64_t)st.st_ino;
+		v[2] = (int64_t)st.st_mtim.tv_sec;
+		v[3] = (int64_t)st.st_mtim.tv_nsec;
+		v[4] = (int64_t)st.st_ctim.tv_sec;
+		v[5] = (int64_t)st.st_ctim.tv_nsec;
+		h = stamp_mix(h, name, strlen(name) + 1);
+		h = stamp_mix(h, v, sizeof(v));
+		if(ts_ns(&st.st_mtim) > newest)
+			newest = ts_ns(&st.st_mtim);
+		if(ts_ns(&st.st_ctim) > newest)
+			newest = ts_ns(&st.st_ctim);
 	}
-	free(names);
-	if(rc)
-		return rc;
 	*stamp = h;
-	*trust = newest < (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - KWOK_STAMP_TRUST_NS;
+	*trust = newest < now_ns - KWOK_STAMP_TRUST_NS;
 	return 0;
 }
 

@@ -21,12 +21,27 @@
 
 struct kwok_vnode {
 	char *name;
-	char *group;            /* the group label's value */
-	char *provider_id;      /* NULL when unset */
+	size_t name_len;
+	/* The instance id instances() reports: the provider ID, or
+	 * "kwok://<name>" when the Node has none (kept, not made per call). */
+	char *id;
+	size_t id_len;
+	kwok_vgroup *vg;        /* its group label's members; NULL only while being set */
+	size_t at;              /* its index in vg->m */
 	bool ready, deleting;
 	bool gone;              /* deleted by the driver; hidden until the cache agrees */
 	bool seen;              /* the cache has shown it (or a full resync listed it) */
 	int64_t created_ns;     /* when the driver created it (unseen entries) */
+};
+
+/* The entries carrying one value of the group label (a group the driver
+ * does not know has one too: a template may appear at a later refresh).
+ * Freed when its last member leaves. */
+struct kwok_vgroup {
+	char *label;
+	kwok_vnode **m;
+	size_t n, cap;
+	int32_t live;           /* members neither gone nor being deleted */
 };
 
 static size_t name_hash(const char *s)
@@ -37,13 +52,137 @@ static size_t name_hash(const char *s)
 	return (size_t)h;
 }
 
+static bool counts_live(const kwok_vnode *e)
+{
+	return !e->gone && !e->deleting;
+}
+
+static kwok_vgroup *vgroup_find(const kwok_view *v, const char *label)
+{
+	size_t i;
+	for(i = 0; i < v->ngroups; i++)
+		if(!strcmp(v->groups[i]->label, label))
+			return v->groups[i];
+	return NULL;
+}
+
+static void vgroup_free(kwok_vgroup *g)
+{
+	if(!g)
+		return;
+	free(g->label);
+	free(g->m);
+	free(g);
+}
+
+/* Take e out of its group (swapping the group's last member into its
+ * place); a group left empty goes. */
+static void vgroup_leave(kwok_view *v, kwok_vnode *e)
+{
+	kwok_vgroup *g = e->vg;
+	size_t i;
+	if(!g)
+		return;
+	g->live -= counts_live(e);
+	g->m[e->at] = g->m[--g->n];
+	g->m[e->at]->at = e->at;
+	e->vg = NULL;
+	if(g->n)
+		return;
+	for(i = 0; i < v->ngroups && v->groups[i] != g; i++)
+		;
+	if(i < v->ngroups)
+		v->groups[i] = v->groups[--v->ngroups];
+	vgroup_free(g);
+}
+
+/* Put e (in no group) into the group `label`, made when missing. */
+static int vgroup_join(kwok_view *v, kwok_vnode *e, const char *label)
+{
+	kwok_vgroup *g = vgroup_find(v, label);
+	if(!g) {
+		kwok_vgroup **gs = realloc(v->groups, (v->ngroups + 1) * sizeof(*gs));
+		if(!gs)
+			return -1;
+		v->groups = gs;
+		g = calloc(1, sizeof(*g));
+		if(!g || !(g->label = kwok_strdup(label))) {
+			free(g);
+			return -1;
+		}
+		v->groups[v->ngroups++] = g;
+	}
+	if(g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 16;
+		kwok_vnode **m = realloc(g->m, cap * sizeof(*m));
+		if(!m) {
+			if(!g->n) {
+				v->ngroups--; /* just made: it is the last one */
+				vgroup_free(g);
+			}
+			return -1;
+		}
+		g->m = m;
+		g->cap = cap;
+	}
+	e->at = g->n;
+	g->m[g->n++] = e;
+	e->vg = g;
+	g->live += counts_live(e);
+	return 0;
+}
+
+static int set_group(kwok_view *v, kwok_vnode *e, const char *label)
+{
+	if(e->vg && !strcmp(e->vg->label, label))
+		return 0;
+	vgroup_leave(v, e);
+	return vgroup_join(v, e, label);
+}
+
+/* Change the flags that decide whether e counts as live, keeping its
+ * group's count true. */
+static void set_flags(kwok_vnode *e, bool deleting, bool gone)
+{
+	if(e->vg)
+		e->vg->live -= counts_live(e);
+	e->deleting = deleting;
+	e->gone = gone;
+	if(e->vg)
+		e->vg->live += counts_live(e);
+}
+
+/* The instance id from the provider ID (NULL or "" when unset). */
+static int set_id(kwok_vnode *e, const char *provider_id)
+{
+	static const char prefix[] = KWOK_PROVIDER_PREFIX;
+	size_t plen = sizeof(prefix) - 1;
+	char *id;
+	if(provider_id && provider_id[0]) {
+		if(e->id && !strcmp(e->id, provider_id))
+			return 0;
+		if(!(id = kwok_strdup(provider_id)))
+			return -1;
+	} else {
+		if(e->id && !strncmp(e->id, prefix, plen) && !strcmp(e->id + plen, e->name))
+			return 0;
+		if(!(id = malloc(plen + e->name_len + 1)))
+			return -1;
+		memcpy(id, prefix, plen);
+		memcpy(id + plen, e->name, e->name_len + 1);
+	}
+	free(e->id);
+	e->id = id;
+	e->id_len = strlen(id);
+	return 0;
+}
+
 static void vnode_free(kwok_vnode *n)
 {
 	if(!n)
 		return;
 	free(n->name);
-	free(n->group);
-	free(n->provider_id);
+	free(n->id);
 	free(n);
 }
 
@@ -81,6 +220,7 @@ static int view_grow(kwok_view *v)
 static void view_del_slot(kwok_view *v, size_t i)
 {
 	size_t mask = v->cap - 1, j;
+	vgroup_leave(v, v->slots[i]);
 	vnode_free(v->slots[i]);
 	v->slots[i] = NULL;
 	v->len--;
@@ -101,7 +241,8 @@ static void view_del(kwok_view *v, const char *name)
 		view_del_slot(v, i);
 }
 
-/* The entry for `name`, made (empty but for its name) when missing. */
+/* The entry for `name`, made (empty but for its name, in no group) when
+ * missing. */
 static kwok_vnode *view_upsert(kwok_view *v, const char *name)
 {
 	kwok_vnode *n;
@@ -116,21 +257,10 @@ static kwok_vnode *view_upsert(kwok_view *v, const char *name)
 		free(n);
 		return NULL;
 	}
+	n->name_len = strlen(name);
 	v->slots[i] = n;
 	v->len++;
 	return n;
-}
-
-static int set_str(char **dst, const char *src)
-{
-	char *s = NULL;
-	if(*dst && src && !strcmp(*dst, src))
-		return 0;
-	if(src && !(s = kwok_strdup(src)))
-		return -1;
-	free(*dst);
-	*dst = s;
-	return 0;
 }
 
 void kwok_view_free(kwok_view *v)
@@ -139,6 +269,9 @@ void kwok_view_free(kwok_view *v)
 	for(i = 0; i < v->cap; i++)
 		vnode_free(v->slots[i]);
 	free(v->slots);
+	for(i = 0; i < v->ngroups; i++)
+		vgroup_free(v->groups[i]);
+	free(v->groups);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -163,10 +296,10 @@ static int apply_one(kwok_view *v, const prd_cloud_node *n)
 		return 0;
 	}
 	e = view_upsert(v, n->name);
-	if(!e || set_str(&e->group, g) || set_str(&e->provider_id, n->provider_id))
+	if(!e || set_group(v, e, g) || set_id(e, n->provider_id))
 		return -1;
 	e->ready = n->ready != 0;
-	e->deleting = n->deleting != 0;
+	set_flags(e, n->deleting != 0, e->gone);
 	e->seen = true;
 	return 0;
 }
@@ -223,11 +356,12 @@ void kwok_view_created(kwok *k, json_object *node)
 	if(e && e->seen && !e->gone)
 		return; /* the cache already has it (a 409 for our own Node) */
 	e = view_upsert(v, name);
-	if(!e || set_str(&e->group, g) || set_str(&e->provider_id, kwok_jstr(kwok_jobj(node, "spec"), "providerID"))) {
+	if(!e || set_group(v, e, g) || set_id(e, kwok_jstr(kwok_jobj(node, "spec"), "providerID"))) {
 		kwok_view_free(v); /* cannot keep it true: list until the next full set */
 		return;
 	}
-	e->ready = e->deleting = e->gone = e->seen = false;
+	e->ready = e->seen = false;
+	set_flags(e, false, false);
 	e->created_ns = k->host->now_ns(k->host->ctx);
 }
 
@@ -235,20 +369,26 @@ void kwok_view_deleted(kwok *k, const char *name)
 {
 	kwok_vnode *e = k->view.on ? view_get(&k->view, name) : NULL;
 	if(e)
-		e->gone = true;
+		set_flags(e, e->deleting, true);
 }
 
-int kwok_view_each(kwok *k, const char *group, kwok_view_fn fn, void *ud)
+int kwok_view_each(const kwok *k, const char *group, kwok_view_fn fn, void *ud)
 {
-	const kwok_view *v = &k->view;
+	const kwok_vgroup *g = vgroup_find(&k->view, group);
 	size_t i;
 	int rc;
-	for(i = 0; i < v->cap; i++) {
-		const kwok_vnode *e = v->slots[i];
-		if(!e || e->gone || (group && strcmp(e->group, group)))
+	for(i = 0; g && i < g->n; i++) {
+		const kwok_vnode *e = g->m[i];
+		if(e->gone)
 			continue;
-		if((rc = fn(ud, e->name, e->group, e->provider_id, e->ready, e->deleting)) != 0)
+		if((rc = fn(ud, e->name, e->name_len, e->id, e->id_len, e->ready, e->deleting)) != 0)
 			return rc;
 	}
 	return 0;
+}
+
+int32_t kwok_view_live(const kwok *k, const char *group)
+{
+	const kwok_vgroup *g = vgroup_find(&k->view, group);
+	return g ? g->live : 0;
 }

@@ -31,7 +31,8 @@
 #include "util/arena.h"
 #include "util/err.h"
 
-/* One instance of a node group, copied from the driver's answer. */
+/* One instance of a node group, copied from the driver's answer. The
+ * strings live in the listing's block (pr_group_unlist frees it at once). */
 typedef struct pr_class_inst {
 	char *id;                 /* never NULL */
 	char *node;               /* the Node's name, or NULL until it registers */

@@ -7,14 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* g->inst is one block: the array, then every string it points to
+ * (copy_instances). */
 void pr_group_unlist(pr_class_group *g)
 {
-	size_t i;
-	for(i = 0; i < g->ninst; i++) {
-		free(g->inst[i].id);
-		free(g->inst[i].node);
-		free(g->inst[i].errmsg);
-	}
 	free(g->inst);
 	free(g->list_err);
 	g->inst = NULL;
@@ -25,14 +21,40 @@ void pr_group_unlist(pr_class_group *g)
 	g->list_seq++;
 }
 
+/* "code: message" of a failed instance, cut to PR_INST_ERRMSG_MAX
+ * characters, copied to out (when not NULL, with its NUL); returns its
+ * length. */
+#define PR_INST_ERRMSG_MAX 599
+
+static size_t errmsg_put(char *out, const prd_cloud_instance *in)
+{
+	char m[PR_INST_ERRMSG_MAX + 1];
+	int n = snprintf(m, sizeof(m), "%s%s%s", in->error_code ? in->error_code : "error",
+			 in->error_message ? ": " : "", in->error_message ? in->error_message : "");
+	size_t len = n < 0 ? 0 : (size_t)n > PR_INST_ERRMSG_MAX ? PR_INST_ERRMSG_MAX : (size_t)n;
+	m[len] = '\0';
+	if(out)
+		memcpy(out, m, len + 1);
+	return len;
+}
+
+static char *put_str(char **text, const char *s, size_t len)
+{
+	char *at = *text;
+	memcpy(at, s, len);
+	at[len] = '\0';
+	*text += len + 1;
+	return at;
+}
+
+/* Check the driver's answer, then copy it into one block: a pass lists
+ * every group with a plan in flight, so this is two allocations fewer per
+ * instance. On error g->inst stays NULL. */
 static int copy_instances(pr_class_group *g, const prd_cloud_instance *v, size_t n, prd_err *err)
 {
-	size_t i;
-	g->inst = calloc(n + 1, sizeof(*g->inst));
-	if(!g->inst)
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	size_t i, head = (n + 1) * sizeof(*g->inst), text_len = 0;
+	char *block, *text;
 	for(i = 0; i < n; i++) {
-		pr_class_inst *o = &g->inst[i];
 		if(!v[i].id || !v[i].id[0])
 			return prd_err_set(err, PRD_EIO, "driver %s: instances(%s): instance %zu has no id",
 					   g->drv->api->name, g->id, i);
@@ -40,21 +62,31 @@ static int copy_instances(pr_class_group *g, const prd_cloud_instance *v, size_t
 		   v[i].state < PRD_CLOUD_INSTANCE_RUNNING || v[i].state > PRD_CLOUD_INSTANCE_DELETING)
 			return prd_err_set(err, PRD_EIO, "driver %s: instances(%s): instance %s has an unknown state",
 					   g->drv->api->name, g->id, v[i].id);
-		o->id = str_dup(v[i].id);
-		o->node = v[i].node_name && v[i].node_name[0] ? str_dup(v[i].node_name) : NULL;
+		text_len += strlen(v[i].id) + 1;
+		if(v[i].node_name && v[i].node_name[0])
+			text_len += strlen(v[i].node_name) + 1;
+		if(v[i].error_class != PRD_CLOUD_ERRCLASS_NONE)
+			text_len += errmsg_put(NULL, &v[i]) + 1;
+	}
+	block = malloc(head + text_len);
+	if(!block)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	memset(block, 0, head);
+	g->inst = (pr_class_inst *)(void *)block;
+	text = block + head;
+	for(i = 0; i < n; i++) {
+		pr_class_inst *o = &g->inst[i];
+		o->id = put_str(&text, v[i].id, strlen(v[i].id));
+		if(v[i].node_name && v[i].node_name[0])
+			o->node = put_str(&text, v[i].node_name, strlen(v[i].node_name));
 		o->state = v[i].state;
 		o->errclass = v[i].error_class;
 		if(o->errclass != PRD_CLOUD_ERRCLASS_NONE) {
-			char m[600];
-			snprintf(m, sizeof(m), "%s%s%s", v[i].error_code ? v[i].error_code : "error",
-				 v[i].error_message ? ": " : "", v[i].error_message ? v[i].error_message : "");
-			o->errmsg = str_dup(m);
+			o->errmsg = text;
+			text += errmsg_put(text, &v[i]) + 1;
 		}
-		g->ninst++;
-		if(!o->id || (v[i].node_name && v[i].node_name[0] && !o->node) ||
-		   (o->errclass != PRD_CLOUD_ERRCLASS_NONE && !o->errmsg))
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
+	g->ninst = n;
 	return 0;
 }
 
@@ -124,15 +156,6 @@ static int group_list(pr_class_group *g, prd_err *err)
 		g->drv->api->release_instances(g->drv->state, v, n);
 	g->listed = true;
 	if(rc) {
-		size_t i;
-		for(i = 0; i < g->ninst; i++) {
-			free(g->inst[i].id);
-			free(g->inst[i].node);
-			free(g->inst[i].errmsg);
-		}
-		free(g->inst);
-		g->inst = NULL;
-		g->ninst = 0;
 		g->list_rc = rc;
 		g->list_err = str_dup(err->msg);
 	}

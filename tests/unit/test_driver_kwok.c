@@ -759,6 +759,57 @@ static void test_refresh_rereads_changed_templates(void)
 	CU_ASSERT_EQUAL(max_of("g"), 5);
 }
 
+static bool has_group(const char *group)
+{
+	return max_of(group) >= 0;
+}
+
+static void put_template(const char *dir, const char *file, const char *group)
+{
+	char path[1200];
+	FILE *f;
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fprintf(f, "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\nstatus:\n  capacity: {cpu: 1}\n", group);
+	fclose(f);
+}
+
+/* A template file added, removed or renamed right after a refresh is seen
+ * at the next one: the driver keeps the directory's file names between
+ * refreshes and must read them again when the directory changed. These
+ * changes come within the file system's timestamp granularity of each
+ * other, so the directory's times alone may not move: catches a driver
+ * that relies on them for a directory changed in the last 2 s. */
+static void test_refresh_sees_added_and_removed_templates(void)
+{
+	prd_cloud_error e = {0, ""};
+	char from[1200], to[1200];
+	prd_err pe;
+	const char *dir;
+	fresh_api();
+	dir = template_dir_with("a.yaml", NODE_HEAD "status:\n  capacity: {cpu: 1}\n");
+	CU_ASSERT_EQUAL_FATAL(load_cfg(&pe, "templateDir: %s\n", dir), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT(has_group("g"));
+	put_template(dir, "b.yaml", "h");
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT(has_group("g") && has_group("h"));
+	snprintf(from, sizeof(from), "%s/a.yaml", dir);
+	CU_ASSERT_EQUAL(unlink(from), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT(!has_group("g") && has_group("h"));
+	/* Renamed out of the template names, another one in. */
+	snprintf(from, sizeof(from), "%s/b.yaml", dir);
+	snprintf(to, sizeof(to), "%s/b.yaml.off", dir);
+	put_template(dir, "c.yml", "k");
+	CU_ASSERT_EQUAL(rename(from, to), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT(!has_group("h") && has_group("k"));
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT(has_group("k"));
+}
+
 /* Without an apiserver (`provreqd check-driver`) the templates still load
  * and every group is empty; creating nodes fails clearly. */
 static void test_no_apiserver(void)
@@ -1140,6 +1191,127 @@ static void test_nodes_changed(void)
 	(void)b;
 }
 
+/* What the host's cache says of one Node in test_view_groups' model. */
+typedef struct model_node {
+	char name[16];
+	bool present, ready, deleting;
+	int group;              /* index into model_groups; -1: no group label */
+	int pid;                /* 0: no providerID, 1: "", 2: "fake://<name>" */
+	char pid_buf[32];
+	prd_cloud_label lab[2];
+} model_node;
+
+static const char *const model_groups[] = {"general", "gpu", "gold", "elsewhere"};
+#define MODEL_NODES 24
+
+static prd_cloud_node model_told(model_node *n)
+{
+	prd_cloud_node c;
+	if(!n->present)
+		return gone(n->name);
+	c = told(n->name, n->group >= 0 ? model_groups[n->group] : NULL, n->ready, n->lab);
+	c.deleting = n->deleting;
+	snprintf(n->pid_buf, sizeof(n->pid_buf), "fake://%s", n->name);
+	c.provider_id = n->pid == 0 ? NULL : n->pid == 1 ? "" : n->pid_buf;
+	return c;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The driver's instances and target of `group` against the model: every
+ * present Node labelled with it, with the id its providerID gives. */
+static bool model_matches(model_node *nodes, int group)
+{
+	const char *want[MODEL_NODES], *got[MODEL_NODES + 1];
+	char want_ids[MODEL_NODES][40];
+	prd_cloud_instance *v = NULL;
+	prd_cloud_error e = {0, ""};
+	size_t n = 0, nw = 0, i;
+	int32_t live = 0;
+	bool ok = true;
+	for(i = 0; i < MODEL_NODES; i++) {
+		const model_node *mn = &nodes[i];
+		if(!mn->present || mn->group != group)
+			continue;
+		snprintf(want_ids[nw], sizeof(want_ids[nw]), "%s%.15s", mn->pid == 2 ? "fake://" : "kwok://", mn->name);
+		want[nw] = want_ids[nw];
+		nw++;
+		live += !mn->deleting;
+	}
+	if(drv->api->instances(drv->state, model_groups[group], &v, &n, &e) || n != nw)
+		return false;
+	for(i = 0; i < n; i++) {
+		const model_node *mn = NULL;
+		size_t j;
+		got[i] = v[i].id;
+		for(j = 0; j < MODEL_NODES; j++)
+			if(v[i].node_name && !strcmp(nodes[j].name, v[i].node_name))
+				mn = &nodes[j];
+		if(!mn || v[i].state != (mn->deleting ? PRD_CLOUD_INSTANCE_DELETING
+					 : mn->ready  ? PRD_CLOUD_INSTANCE_RUNNING
+						      : PRD_CLOUD_INSTANCE_CREATING))
+			ok = false;
+	}
+	qsort(want, nw, sizeof(*want), cmp_str);
+	qsort(got, n, sizeof(*got), cmp_str);
+	for(i = 0; ok && i < n; i++)
+		ok = !strcmp(want[i], got[i]);
+	drv->api->release_instances(drv->state, v, n);
+	if(!ok || drv->api->refresh(drv->state, &e))
+		return false;
+	return target_of(model_groups[group]) == live;
+}
+
+/* The view keeps each group's Nodes and live count as Nodes change group,
+ * readiness, deletion, providerID, or go: after each of many random
+ * changes (some told one by one, some as a full set), the instances and
+ * target size of every group are what a walk over the model gives.
+ * Catches a view whose per-group members or counts miss a change. */
+static void test_view_groups(void)
+{
+	prd_cloud_error e = {0, ""};
+	model_node nodes[MODEL_NODES];
+	prd_cloud_node v[MODEL_NODES];
+	uint64_t rng = 42;
+	int step, i, g;
+	start(NULL);
+	memset(nodes, 0, sizeof(nodes));
+	for(i = 0; i < MODEL_NODES; i++)
+		snprintf(nodes[i].name, sizeof(nodes[i].name), "n%02d", i);
+	CU_ASSERT_EQUAL_FATAL(drv->api->nodes_changed(drv->state, v, 0, 1, &e), 0);
+	for(step = 0; step < 600; step++) {
+		model_node *mn;
+		size_t nv = 0;
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		mn = &nodes[(rng >> 33) % MODEL_NODES];
+		switch((rng >> 40) % 6) {
+		case 0: mn->present = !mn->present; break;
+		case 1: mn->group = (int)((rng >> 20) % 5) - 1; break;
+		case 2: mn->ready = !mn->ready; break;
+		case 3: mn->deleting = !mn->deleting; break;
+		case 4: mn->pid = (int)((rng >> 24) % 3); break;
+		default: mn->present = true; mn->group = (int)((rng >> 20) % 3); break;
+		}
+		if((rng >> 50) % 10 == 0) {
+			for(i = 0; i < MODEL_NODES; i++)
+				if(nodes[i].present)
+					v[nv++] = model_told(&nodes[i]);
+			CU_ASSERT_EQUAL_FATAL(drv->api->nodes_changed(drv->state, v, nv, 1, &e), 0);
+		} else {
+			v[0] = model_told(mn);
+			CU_ASSERT_EQUAL_FATAL(drv->api->nodes_changed(drv->state, v, 1, 0, &e), 0);
+		}
+		for(g = 0; g < 3; g++)
+			if(!model_matches(nodes, g)) {
+				fprintf(stderr, "\nstep %d: group %s differs from the model\n", step, model_groups[g]);
+				CU_FAIL_FATAL("view against the model");
+			}
+	}
+}
+
 static const test_case cases[] = {
 	{ "resourceSlices of a node group", test_resource_slices },
 	{"increase creates nodes from the template", test_increase_creates_nodes},
@@ -1155,9 +1327,11 @@ static const test_case cases[] = {
 	{"bad config and templates", test_bad_config},
 	{"refresh", test_refresh},
 	{"refresh re-reads changed templates", test_refresh_rereads_changed_templates},
+	{"refresh sees added and removed templates", test_refresh_sees_added_and_removed_templates},
 	{"no apiserver", test_no_apiserver},
 	{"asynchronous cloud", test_async_cloud},
 	{"told about Nodes", test_nodes_changed},
+	{"the view's groups follow their Nodes", test_view_groups},
 	{NULL, NULL}};
 
 int main(void)
