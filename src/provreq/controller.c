@@ -2211,7 +2211,12 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 	double *booked = arena_array(&w->ar, nm + 1, sizeof(*booked));
 	if(!counts || !booked)
 		return;
-	for(i = 0; i < w->nprs; i++) {
+	/* The requests' gauges change only when a request did. */
+	if(w->prs_kept && c->gauges_valid && c->gauges_gen == c->prs_gen)
+		nm = 0;
+	c->gauges_valid = w->prs_kept;
+	c->gauges_gen = c->prs_gen;
+	for(i = 0; nm && i < w->nprs; i++) {
 		const pr_class_module *m = pr__module_for(c, w->prs[i]->class_name);
 		const char *st;
 		if(!m)

@@ -186,6 +186,10 @@ struct pr_ctl {
 	 * prs_gen, kept from the cache's journal. */
 	bool prs_valid;
 	uint64_t prs_gen;
+	/* The requests' gauges were exported from the kept requests at
+	 * request cache generation gauges_gen. */
+	bool gauges_valid;
+	uint64_t gauges_gen;
 	hmap prs;
 	bool prs_added_or_gone;   /* since the templates were last copied */
 	/* The PodTemplates requests name, copied out of the template cache

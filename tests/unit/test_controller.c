@@ -774,6 +774,23 @@ static void test_informer_mode(void)
 	add_node("n2", "4", NULL);
 	add_pr("i", "third", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
 	wait_for("i", "third", "Provisioned", "True/CapacityIsFound");
+	/* The requests' gauges follow the cache (they are recounted only when
+	 * a request changed): three Provisioned, two failed with noRetry.
+	 * Broken controller caught: one that never recounts them. */
+	{
+		double prov = -1, failed = -1;
+		for(i = 0; i < 400; i++) {
+			struct timespec ts = { 0, 10 * 1000 * 1000 };
+			metrics_get(M_REQUESTS, METRICS_L("check-capacity", "Provisioned"), &prov);
+			metrics_get(M_REQUESTS, METRICS_L("check-capacity", "Failed"), &failed);
+			if(prov == 3 && failed == 2)
+				break;
+			nanosleep(&ts, NULL);
+			pass();
+		}
+		CU_ASSERT_EQUAL(prov, 3);
+		CU_ASSERT_EQUAL(failed, 2);
+	}
 	/* A node that turned usable was added to the kept snapshot (what a
 	 * scale-up's registrations do), not rebuilt: it fits "third". */
 	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->snapshot_node_adds, 1);
