@@ -945,7 +945,7 @@ static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, co
 	(void)m;
 	if(!h->db || at_open_intents(h, &open, &n))
 		return;
-	at_progress_forget(h, open, n);
+	at_kept_forget(h, open, n);
 	hmap_init(&done, NULL);
 	for(i = 0; i < n; i++) {
 		bool present = false;

@@ -32,11 +32,11 @@ int at_open_intents(const pr_class_host *h, const state_intent **out, size_t *n)
  * the request's status once per registration. */
 #define AT_PROGRESS_EVERY_NS AT_POLL_NS
 /* May the progress detail of the plan (by its first intent's id) change
- * now? at_progress_noted records that it did; at_progress_forget drops
- * what is kept for plans no longer in `open`. */
+ * now? at_progress_noted records that it did. */
 bool at_progress_due(const pr_class_host *h, const char *plan_id);
 void at_progress_noted(const pr_class_host *h, const char *plan_id);
-void at_progress_forget(const pr_class_host *h, const state_intent *open, size_t n);
+/* Drop what is kept across passes for plans no longer in `open`. */
+void at_kept_forget(const pr_class_host *h, const state_intent *open, size_t n);
 /* Release what the module keeps across passes (pr_class_module.kept_free). */
 void at_kept_free(void *kept);
 int at_intent_begin(const pr_class_host *h, const state_intent *in, prd_err *err);

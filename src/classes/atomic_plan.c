@@ -53,6 +53,7 @@ typedef struct at_memo {
 	uint64_t version;
 	at_list *retired;
 	hmap progress_at;  /* plan id -> when its progress detail last changed (int64_t *) */
+	hmap kviews;       /* plan id -> at_kview (see view_of) */
 } at_memo;
 
 static void lists_free(at_list *l)
@@ -82,6 +83,7 @@ void at_kept_free(void *p)
 	memo_retire(m);
 	lists_free(m->retired);
 	hmap_free(&m->progress_at);
+	hmap_free(&m->kviews);
 	free(m);
 }
 
@@ -120,13 +122,17 @@ static at_pass *pass_of(const pr_class_host *h)
 	return p;
 }
 
+static void kview_free(void *p);
+
 static at_memo *memo_of(const pr_class_host *h)
 {
 	if(!h->kept)
 		return NULL;
 	pass_of(h);
-	if(!*h->kept && (*h->kept = calloc(1, sizeof(at_memo))))
+	if(!*h->kept && (*h->kept = calloc(1, sizeof(at_memo)))) {
 		hmap_init(&((at_memo *)*h->kept)->progress_at, free);
+		hmap_init(&((at_memo *)*h->kept)->kviews, kview_free);
+	}
 	return *h->kept;
 }
 
@@ -150,17 +156,17 @@ void at_progress_noted(const pr_class_host *h, const char *plan_id)
 	*at = h->now;
 }
 
-void at_progress_forget(const pr_class_host *h, const state_intent *open, size_t n)
+/* Drop the keys of `m` (plan ids) that no intent in `open` has. */
+static void forget_closed(hmap *m, const state_intent *open, size_t n)
 {
-	at_memo *m = memo_of(h);
 	hmap_iter it;
 	const char *id;
 	void *v;
 	char **gone = NULL;
 	size_t ngone = 0, i, k;
-	if(!m || !hmap_len(&m->progress_at) || !(gone = calloc(hmap_len(&m->progress_at), sizeof(*gone))))
+	if(!hmap_len(m) || !(gone = calloc(hmap_len(m), sizeof(*gone))))
 		return;
-	hmap_iter_init(&it, &m->progress_at);
+	hmap_iter_init(&it, m);
 	while(hmap_iter_next(&it, &id, &v)) {
 		for(k = 0; k < n && strcmp(open[k].plan_id, id); k++)
 			;
@@ -169,10 +175,19 @@ void at_progress_forget(const pr_class_host *h, const state_intent *open, size_t
 	}
 	for(i = 0; i < ngone; i++) {
 		if(gone[i])
-			hmap_del(&m->progress_at, gone[i]);
+			hmap_del(m, gone[i]);
 		free(gone[i]);
 	}
 	free(gone);
+}
+
+void at_kept_forget(const pr_class_host *h, const state_intent *open, size_t n)
+{
+	at_memo *m = memo_of(h);
+	if(!m)
+		return;
+	forget_closed(&m->progress_at, open, n);
+	forget_closed(&m->kviews, open, n);
 }
 
 static bool intent_same(const state_intent *a, const state_intent *b)
@@ -454,22 +469,167 @@ static bool known_has(const hmap *set, const pr_class_inst *in)
 	return false;
 }
 
-/* Which of the group's instances are the plan's, worked out anew. */
-static int view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in, at_view *pv)
+/* What a plan's view was worked out from, kept across passes (in the
+ * module's kept slot, by plan id): the group's instances as listed then,
+ * which of them are the plan's, and whether each one's Node was Ready as
+ * of node generation `nodes_gen`. A later pass whose listing names the same
+ * instances in the same order looks again only at the instances that
+ * changed and at those whose Node changed since (h->nodes_changed_since),
+ * instead of asking the node table about every instance. */
+enum { AT_KNOWN, AT_MEMBER, AT_EXTRA };
+
+typedef struct at_kinst {
+	char *id, *node;
+	int32_t state, errclass;
+	uint8_t kind;   /* AT_KNOWN, AT_MEMBER, AT_EXTRA */
+	bool ready;     /* a member whose Node was Ready */
+	bool dirty;     /* (during an update) its Node changed */
+} at_kinst;
+
+typedef struct at_kview {
+	uint64_t nodes_gen;
+	int64_t delta;
+	char *known;    /* the intent's known_before */
+	hmap known_set; /* decoded */
+	at_kinst *v;
+	size_t n;
+	hmap by_node;   /* node name -> index + 1 */
+} at_kview;
+
+static void kview_free(void *p)
 {
-	hmap known;
+	at_kview *kv = p;
+	size_t i;
+	if(!kv)
+		return;
+	for(i = 0; i < kv->n; i++) {
+		free(kv->v[i].id);
+		free(kv->v[i].node);
+	}
+	free(kv->v);
+	free(kv->known);
+	hmap_free(&kv->known_set);
+	hmap_free(&kv->by_node);
+	free(kv);
+}
+
+static bool inst_ready(const pr_class_host *h, const at_kinst *k)
+{
+	return k->kind == AT_MEMBER && k->errclass == PRD_CLOUD_ERRCLASS_NONE && k->node &&
+	       k->state != PRD_CLOUD_INSTANCE_DELETING && h->node_state(h->ctx, k->node) == PR_NODE_READY;
+}
+
+/* Copy instance x into k (its strings); false when out of memory. */
+static bool kinst_set(at_kinst *k, const pr_class_inst *x)
+{
+	char *node = x->node ? str_dup(x->node) : NULL;
+	if(x->node && !node)
+		return false;
+	free(k->node);
+	k->node = node;
+	k->state = x->state;
+	k->errclass = x->errclass;
+	return true;
+}
+
+/* Work out the kept view anew from the group's listing. NULL when out of
+ * memory. */
+static at_kview *kview_build(const pr_class_host *h, const pr_class_group *g, const state_intent *in)
+{
+	at_kview *kv = calloc(1, sizeof(*kv));
+	size_t i, members = 0;
+	if(!kv)
+		return NULL;
+	hmap_init(&kv->known_set, NULL);
+	hmap_init(&kv->by_node, NULL);
+	kv->nodes_gen = h->nodes_gen;
+	kv->delta = in->delta;
+	kv->known = str_dup(in->known_before ? in->known_before : "");
+	kv->v = calloc(g->ninst + 1, sizeof(*kv->v));
+	if(!kv->known || !kv->v) {
+		kview_free(kv);
+		return NULL;
+	}
+	known_decode(in->known_before, &kv->known_set);
+	for(i = 0; i < g->ninst; i++) {
+		const pr_class_inst *x = &g->inst[i];
+		at_kinst *k = &kv->v[kv->n++];
+		if(!(k->id = str_dup(x->id)) || !kinst_set(k, x)) {
+			kview_free(kv);
+			return NULL;
+		}
+		k->kind = known_has(&kv->known_set, x) ? AT_KNOWN : (int64_t)members < in->delta ? AT_MEMBER : AT_EXTRA;
+		members += k->kind == AT_MEMBER;
+		k->ready = inst_ready(h, k);
+		if(k->node && hmap_put(&kv->by_node, k->node, (void *)(uintptr_t)(i + 1))) {
+			kview_free(kv);
+			return NULL;
+		}
+	}
+	return kv;
+}
+
+static void mark_dirty(void *ud, const char *node)
+{
+	at_kview *kv = ud;
+	uintptr_t at = (uintptr_t)hmap_get(&kv->by_node, node);
+	if(at)
+		kv->v[at - 1].dirty = true;
+}
+
+static bool str_same(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+/* Bring a kept view up to this pass's listing. False when it cannot be
+ * (other instances, another order, an instance that became or stopped
+ * being known, the node changes cannot be told): build it anew. */
+static bool kview_update(const pr_class_host *h, at_kview *kv, const pr_class_group *g, const state_intent *in)
+{
+	size_t i;
+	if(kv->delta != in->delta || strcmp(kv->known, in->known_before ? in->known_before : "") ||
+	   kv->n != g->ninst || !h->nodes_changed_since)
+		return false;
+	for(i = 0; i < kv->n; i++)
+		if(strcmp(kv->v[i].id, g->inst[i].id))
+			return false;
+	for(i = 0; i < kv->n; i++)
+		kv->v[i].dirty = false;
+	if(!h->nodes_changed_since(h->ctx, kv->nodes_gen, mark_dirty, kv))
+		return false;
+	for(i = 0; i < kv->n; i++) {
+		const pr_class_inst *x = &g->inst[i];
+		at_kinst *k = &kv->v[i];
+		bool same = k->state == x->state && k->errclass == x->errclass && str_same(k->node, x->node);
+		if(same && !k->dirty)
+			continue;
+		if(!same) {
+			if(!str_same(k->node, x->node))
+				return false; /* a node named: it may be known, and by_node changes */
+			if(!kinst_set(k, x))
+				return false;
+		}
+		k->ready = inst_ready(h, k);
+	}
+	kv->nodes_gen = h->nodes_gen;
+	return true;
+}
+
+/* The view from a kept one and this pass's listing (same instances). */
+static int view_from_kept(const pr_class_host *h, const at_kview *kv, const pr_class_group *g, at_view *pv)
+{
 	size_t i;
 	memset(pv, 0, sizeof(*pv));
 	pv->v = arena_array(h->ar, g->ninst + 1, sizeof(*pv->v));
 	if(!pv->v)
 		return PRD_ENOMEM;
-	hmap_init(&known, NULL);
-	known_decode(in->known_before, &known);
-	for(i = 0; i < g->ninst; i++) {
+	for(i = 0; i < kv->n; i++) {
 		const pr_class_inst *x = &g->inst[i];
-		if(known_has(&known, x))
+		const at_kinst *k = &kv->v[i];
+		if(k->kind == AT_KNOWN)
 			continue;
-		if((int64_t)pv->n >= in->delta) {
+		if(k->kind == AT_EXTRA) {
 			pv->extra++;
 			continue;
 		}
@@ -486,11 +646,31 @@ static int view_of(const pr_class_host *h, pr_class_group *g, const state_intent
 		}
 		if(x->node) {
 			pv->named++;
-			if(x->state != PRD_CLOUD_INSTANCE_DELETING && h->node_state(h->ctx, x->node) == PR_NODE_READY)
-				pv->ready++;
+			pv->ready += k->ready;
 		}
 	}
-	hmap_free(&known);
+	return 0;
+}
+
+/* Which of the group's instances are the plan's: from the view kept for
+ * the plan when it can be brought up to date, else worked out anew (and
+ * kept). */
+static int view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in, at_view *pv)
+{
+	at_memo *m = memo_of(h);
+	at_kview *kv = m ? hmap_get(&m->kviews, in->plan_id) : NULL;
+	if(kv && kview_update(h, kv, g, in))
+		return view_from_kept(h, kv, g, pv);
+	if(m && kv)
+		hmap_del(&m->kviews, in->plan_id);
+	if(!(kv = kview_build(h, g, in)))
+		return PRD_ENOMEM;
+	if(view_from_kept(h, kv, g, pv)) {
+		kview_free(kv);
+		return PRD_ENOMEM;
+	}
+	if(!m || hmap_put(&m->kviews, in->plan_id, kv))
+		kview_free(kv);
 	return 0;
 }
 
@@ -509,6 +689,21 @@ static bool view_memo_fits(const at_view_memo *vm, const pr_class_group *g, cons
 	       !strcmp(vm->known, in->known_before ? in->known_before : "");
 }
 
+/* h->verify: a view kept (for the pass, or across passes) against one
+ * worked out anew from the listing and the node table. */
+static void verify_view(const pr_class_host *h, const pr_class_group *g, const state_intent *in, const at_view *pv)
+{
+	at_kview *kv = kview_build(h, g, in);
+	at_view fresh;
+	if(kv && view_from_kept(h, kv, g, &fresh) == 0 &&
+	   (fresh.n != pv->n || fresh.live != pv->live || fresh.named != pv->named || fresh.ready != pv->ready ||
+	    fresh.failed != pv->failed || fresh.failed_oor != pv->failed_oor || fresh.extra != pv->extra)) {
+		log_warn("a plan's view kept from earlier differs from the group's listing", "plan", in->plan_id);
+		h->count(h->ctx, PR_STAT_KEPT_MISMATCH);
+	}
+	kview_free(kv);
+}
+
 /* The pass asks for a plan's view several times (the pass hook, progress,
  * success): worked out once per listing of the group. */
 int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in, at_view *pv)
@@ -517,31 +712,22 @@ int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in
 	at_view_memo *vm = p ? hmap_get(&p->views, in->plan_id) : NULL;
 	int rc;
 	if(vm && view_memo_fits(vm, g, in)) {
-		if(h->verify) {
-			at_view fresh;
-			if(view_of(h, g, in, &fresh) == 0 &&
-			   (fresh.n != vm->view.n || fresh.live != vm->view.live || fresh.named != vm->view.named ||
-			    fresh.ready != vm->view.ready || fresh.failed != vm->view.failed ||
-			    fresh.extra != vm->view.extra)) {
-				log_warn("a plan's view kept for the pass differs from the group's listing", "plan",
-					 in->plan_id);
-				h->count(h->ctx, PR_STAT_KEPT_MISMATCH);
-			}
-		}
 		*pv = vm->view;
-		return 0;
+	} else {
+		if((rc = view_of(h, g, in, pv)))
+			return rc;
+		if(p && (vm || (vm = arena_alloc(h->ar, sizeof(*vm)))) &&
+		   (vm->known = arena_strdup(h->ar, in->known_before ? in->known_before : ""))) {
+			vm->g = g;
+			vm->list_seq = g->list_seq;
+			vm->delta = in->delta;
+			vm->view = *pv;
+			if(hmap_put(&p->views, in->plan_id, vm))
+				hmap_del(&p->views, in->plan_id);
+		}
 	}
-	if((rc = view_of(h, g, in, pv)))
-		return rc;
-	if(p && (vm || (vm = arena_alloc(h->ar, sizeof(*vm)))) &&
-	   (vm->known = arena_strdup(h->ar, in->known_before ? in->known_before : ""))) {
-		vm->g = g;
-		vm->list_seq = g->list_seq;
-		vm->delta = in->delta;
-		vm->view = *pv;
-		if(hmap_put(&p->views, in->plan_id, vm))
-			hmap_del(&p->views, in->plan_id);
-	}
+	if(h->verify)
+		verify_view(h, g, in, pv);
 	return 0;
 }
 

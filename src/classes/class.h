@@ -180,6 +180,14 @@ typedef struct pr_class_host {
 	int (*write_now)(pr_class_ctx *ctx, prd_err *err);
 	/* What the cluster knows of a Node by name. */
 	pr_node_state (*node_state)(pr_class_ctx *ctx, const char *node_name);
+	/* The node cache's generation this pass read (0 when the pass did
+	 * not read Nodes from a cache), and fn(ud, name) for every Node
+	 * added, changed or deleted after an earlier pass's generation
+	 * `gen`. False when that cannot be told (no cache, or its journal no
+	 * longer reaches back): look at every node again. */
+	uint64_t nodes_gen;
+	bool (*nodes_changed_since)(pr_class_ctx *ctx, uint64_t gen, void (*fn)(void *ud, const char *node),
+				    void *ud);
 	/* fn(ud, name) for every Node created at or after wall time t. */
 	void (*nodes_since)(pr_class_ctx *ctx, int64_t t, void (*fn)(void *ud, const char *node), void *ud);
 	/* A PodTemplate's `template` of the request's namespace (borrowed),

@@ -490,6 +490,33 @@ static void h_nodes_since(pr_class_ctx *x, int64_t t, void (*fn)(void *ud, const
 			fn(ud, name);
 }
 
+typedef struct changed_walk {
+	void (*fn)(void *ud, const char *node);
+	void *ud;
+} changed_walk;
+
+static int changed_one(void *ud, const char *ns, const char *name)
+{
+	changed_walk *cw = ud;
+	(void)ns;
+	cw->fn(cw->ud, name);
+	return 0;
+}
+
+static bool h_nodes_changed_since(pr_class_ctx *x, uint64_t gen, void (*fn)(void *ud, const char *node), void *ud)
+{
+	changed_walk cw = { fn, ud };
+	int rc;
+	/* (The journal may also name Nodes changed after this pass read
+	 * them: reported now and again next time, which is only more work.) */
+	if(!x->c->use_inf || !x->w->cacheable || x->c->cfg.full_passes || !gen)
+		return false;
+	kube_informer_rdlock(x->c->inf.nodes);
+	rc = kube_informer_changes(x->c->inf.nodes, gen, changed_one, &cw);
+	kube_informer_rdunlock(x->c->inf.nodes);
+	return rc == 0;
+}
+
 static json_object *h_template_json(pr_class_ctx *x, const char *name)
 {
 	char key[600];
@@ -631,6 +658,8 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->write_now = h_write_now;
 	h->node_state = h_node_state;
 	h->nodes_since = h_nodes_since;
+	h->nodes_gen = x->w->cacheable ? x->w->gen_nodes : 0;
+	h->nodes_changed_since = h_nodes_changed_since;
 	h->template_json = h_template_json;
 	h->count = h_count;
 	h->event = h_event;

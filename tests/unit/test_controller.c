@@ -1764,6 +1764,55 @@ static void test_progress_detail_throttled(void)
 	stop_async();
 }
 
+/* Passes (and a little fake time) until the request's progress detail
+ * reads `want`; false when it never does. */
+static bool progress_reaches(const char *want)
+{
+	int i;
+	for(i = 0; i < 200 && strcmp(detail_of("a", "job", PR_DETAIL_PROGRESS), want); i++) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+		clk_fake_advance(&fake, SEC / 4);
+		pass();
+	}
+	return !strcmp(detail_of("a", "job", PR_DETAIL_PROGRESS), want);
+}
+
+/* In informer mode a plan's view is kept across passes and brought up to
+ * date from what changed. Broken controller caught: one that updates an
+ * instance's readiness only when its Node changed, and so counts an
+ * instance the cloud is deleting as Ready while its Node still is (the
+ * plan then succeeds on capacity that is going away). */
+static void test_kept_view_follows_instance_state(void)
+{
+	kube_informer *inf[4];
+	kube_listwatch lw[4];
+	kube_intern *in = kube_intern_new();
+	int i;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	use_informers(inf, lw, in);
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 6, NULL); /* 3 nodes */
+	wait_for("a", "job", "Provisioned", "False/ScaleUpInProgress");
+	a_create(3, 0);
+	a_register(2);
+	CU_ASSERT_TRUE(progress_reaches("g: 3/3 created, 2 registered, 2 ready"));
+	/* Only the instance's state changes: its Node stays Ready. */
+	a_sync_in();
+	ac.grp[0].v[0].state = PRD_CLOUD_INSTANCE_DELETING;
+	a_sync_out();
+	CU_ASSERT_TRUE(progress_reaches("g: 3/3 created, 2 registered, 1 ready"));
+	a_register(1);
+	CU_ASSERT_TRUE(progress_reaches("g: 3/3 created, 3 registered, 2 ready"));
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	pr_ctl_free(ctl); /* (its copies of cached requests use the informers' strings) */
+	ctl = NULL;
+	for(i = 0; i < 4; i++)
+		kube_informer_free(inf[i]);
+	kube_intern_free(in);
+	stop_async();
+}
+
 /* Found by the simulation test (tests/dst). Broken controller caught: one
  * that trusts the target it read before an increase whose answer was lost
  * (a timeout after the cloud took it), closes the plan as rolled back at
@@ -3121,6 +3170,7 @@ static const test_case cases[] = {
 	{ "async cloud: plan nodes reserved", test_async_plan_nodes_are_reserved },
 	{ "open plans kept across passes follow the store", test_kept_plans_follow_the_store },
 	{ "scale-up progress detail written at most every 2 s", test_progress_detail_throttled },
+	{ "a plan's kept view follows its instances' states", test_kept_view_follows_instance_state },
 	{ "async cloud: failover during rollback", test_async_failover_during_rollback },
 	{ "async cloud: crash resumes without backoff", test_async_crash_resumes_without_backoff },
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
