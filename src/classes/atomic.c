@@ -580,7 +580,6 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 	return false;
 }
 
-/* Every intent waiting for nodes: fail, finish or wait. */
 /* The plan's progress detail, changed at most every AT_PROGRESS_EVERY_NS
  * (the pass AT_POLL_NS later writes what it is then). */
 static void set_progress(const pr_class_host *h, const pr_class_req *req, const char *plan_id, const char *prog)
@@ -595,6 +594,7 @@ static void set_progress(const pr_class_host *h, const pr_class_req *req, const 
 	free(was);
 }
 
+/* Every intent waiting for nodes: fail, finish or wait. */
 static void progress_waiting(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 {
 	at_view *pv = arena_array(h->ar, p->n + 1, sizeof(*pv));

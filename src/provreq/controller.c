@@ -2212,11 +2212,10 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 	if(!counts || !booked)
 		return;
 	/* The requests' gauges change only when a request did. */
-	if(w->prs_kept && c->gauges_valid && c->gauges_gen == c->prs_gen)
-		nm = 0;
+	bool recount = !(w->prs_kept && c->gauges_valid && c->gauges_gen == c->prs_gen);
 	c->gauges_valid = w->prs_kept;
 	c->gauges_gen = c->prs_gen;
-	for(i = 0; nm && i < w->nprs; i++) {
+	for(i = 0; recount && i < w->nprs; i++) {
 		const pr_class_module *m = pr__module_for(c, w->prs[i]->class_name);
 		const char *st;
 		if(!m)
@@ -2230,7 +2229,7 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 		if(!strcmp(st, PR_COND_PROVISIONED))
 			booked[k]++;
 	}
-	for(k = 0; k < nm; k++) {
+	for(k = 0; recount && k < nm; k++) {
 		const char *cn = mods[k]->short_name;
 		for(s = 0; s < 6; s++)
 			metrics_gauge_set(M_REQUESTS, METRICS_L(cn, states[s]), counts[k][s]);
