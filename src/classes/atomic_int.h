@@ -20,8 +20,8 @@ typedef struct at_plan {
 } at_plan;
 
 /* The store's open intents, read again only when the store's intent
- * version moved (state_intent_version): kept across passes while nothing
- * writes an intent. Every intent write of the module goes through the
+ * version moved (state_intent_version, looked at once a pass) or the
+ * module wrote one: kept across passes while nothing writes an intent. Every intent write of the module goes through the
  * at_intent_* wrappers below, which make the next call read the store
  * again. The list is borrowed until the end of the pass (it stays valid
  * after a write; it is then merely out of date). 0, or an error when the

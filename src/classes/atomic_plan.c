@@ -91,6 +91,7 @@ void at_kept_free(void *p)
  * out and may ask for again. */
 typedef struct at_pass {
 	hmap views; /* plan id -> at_view_memo (arena) */
+	bool version_seen; /* the store's intent version was compared this pass */
 } at_pass;
 
 static void pass_free(void *p)
@@ -111,6 +112,7 @@ static at_pass *pass_of(const pr_class_host *h)
 	if(!(p = arena_alloc(h->ar, sizeof(*p))))
 		return NULL;
 	hmap_init(&p->views, NULL);
+	p->version_seen = false;
 	if(arena_defer(h->ar, pass_free, p))
 		return NULL;
 	if(h->kept && *h->kept) {
@@ -225,19 +227,24 @@ static void verify_memo(const pr_class_host *h, const at_list *l)
 int at_open_intents(const pr_class_host *h, const state_intent **out, size_t *n)
 {
 	at_memo *m = memo_of(h);
+	at_pass *p = pass_of(h);
 	at_list *l;
-	uint64_t version;
 	int rc;
 	*out = NULL;
 	*n = 0;
 	if(!h->db || !m)
 		return PRD_ENOMEM;
-	version = state_intent_version(h->db);
-	if(m->cur && m->version != version)
-		memo_retire(m); /* written by someone else (another connection) */
+	/* Written by someone else (another connection)? Asked once a pass:
+	 * the module's own writes retire the reading themselves. */
+	if(m->cur && (!p || !p->version_seen) && m->version != state_intent_version(h->db))
+		memo_retire(m);
+	if(p)
+		p->version_seen = true;
 	if(m->cur && h->verify)
 		verify_memo(h, m->cur);
 	if(!m->cur) {
+		/* (The version before the reading: a commit during it moves it.) */
+		uint64_t version = state_intent_version(h->db);
 		if(!(l = calloc(1, sizeof(*l))))
 			return PRD_ENOMEM;
 		if((rc = state_intent_list_open(h->db, &l->v, &l->n, NULL))) {

@@ -601,14 +601,35 @@ static void test_status_writes_in_parallel(void)
 
 /* The controller reading from informer caches fed by the in-memory API's
  * list-watch (reflector threads and all), as `provreqd run` does. */
-static void wait_for(const char *ns, const char *name, const char *type, const char *want)
+/* Informer mode: passes until done(ud), each after the informers' watch
+ * threads had a moment (they are real threads; nothing is timed) and the
+ * fake clock moved by `step`. At most 400 passes. */
+static bool pass_until(bool (*done)(void *ud), void *ud, int64_t step)
 {
 	int i;
-	for(i = 0; i < 400 && strcmp(cond(ns, name, type), want); i++) {
+	for(i = 0; i < 400 && !done(ud); i++) {
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
+		clk_fake_advance(&fake, step);
 		pass();
 	}
+	return done(ud);
+}
+
+typedef struct cond_want {
+	const char *ns, *name, *type, *want;
+} cond_want;
+
+static bool cond_is(void *ud)
+{
+	const cond_want *cw = ud;
+	return !strcmp(cond(cw->ns, cw->name, cw->type), cw->want);
+}
+
+static void wait_for(const char *ns, const char *name, const char *type, const char *want)
+{
+	cond_want cw = { ns, name, type, want };
+	pass_until(cond_is, &cw, 0);
 	CU_ASSERT_STRING_EQUAL(cond(ns, name, type), want);
 }
 
@@ -739,6 +760,17 @@ static void use_informers(kube_informer *inf[4], kube_listwatch lw[4], kube_inte
 	use_informers_n(inf, lw, in, 4);
 }
 
+/* test_informer_mode's requests, counted by the gauges: three
+ * Provisioned, two failed with noRetry. */
+static bool gauges_counted(void *ud)
+{
+	double prov = -1, failed = -1;
+	(void)ud;
+	metrics_get(M_REQUESTS, METRICS_L("check-capacity", "Provisioned"), &prov);
+	metrics_get(M_REQUESTS, METRICS_L("check-capacity", "Failed"), &failed);
+	return prov == 3 && failed == 2;
+}
+
 static void test_informer_mode(void)
 {
 	kube_informer *inf[4];
@@ -779,15 +811,9 @@ static void test_informer_mode(void)
 	 * Broken controller caught: one that never recounts them. */
 	{
 		double prov = -1, failed = -1;
-		for(i = 0; i < 400; i++) {
-			struct timespec ts = { 0, 10 * 1000 * 1000 };
-			metrics_get(M_REQUESTS, METRICS_L("check-capacity", "Provisioned"), &prov);
-			metrics_get(M_REQUESTS, METRICS_L("check-capacity", "Failed"), &failed);
-			if(prov == 3 && failed == 2)
-				break;
-			nanosleep(&ts, NULL);
-			pass();
-		}
+		pass_until(gauges_counted, NULL, 0);
+		metrics_get(M_REQUESTS, METRICS_L("check-capacity", "Provisioned"), &prov);
+		metrics_get(M_REQUESTS, METRICS_L("check-capacity", "Failed"), &failed);
 		CU_ASSERT_EQUAL(prov, 3);
 		CU_ASSERT_EQUAL(failed, 2);
 	}
@@ -1766,16 +1792,14 @@ static void test_progress_detail_throttled(void)
 
 /* Passes (and a little fake time) until the request's progress detail
  * reads `want`; false when it never does. */
+static bool progress_is(void *want)
+{
+	return !strcmp(detail_of("a", "job", PR_DETAIL_PROGRESS), want);
+}
+
 static bool progress_reaches(const char *want)
 {
-	int i;
-	for(i = 0; i < 200 && strcmp(detail_of("a", "job", PR_DETAIL_PROGRESS), want); i++) {
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-		clk_fake_advance(&fake, SEC / 4);
-		pass();
-	}
-	return !strcmp(detail_of("a", "job", PR_DETAIL_PROGRESS), want);
+	return pass_until(progress_is, (void *)want, SEC / 4);
 }
 
 /* In informer mode a plan's view is kept across passes and brought up to
