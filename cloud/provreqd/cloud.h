@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define PRD_CLOUD_ABI_MAJOR 1
-#define PRD_CLOUD_ABI_MINOR 2
+#define PRD_CLOUD_ABI_MINOR 3
 
 /* The one symbol a driver exports. */
 #define PRD_CLOUD_ENTRY_SYMBOL "provreqd_cloud_driver"
@@ -47,7 +47,10 @@ enum prd_cloud_rc {
 	PRD_CLOUD_ENOTFOUND = -4,    /* unknown node group or node */
 	PRD_CLOUD_ERANGE = -7,       /* the size would leave [min, max] */
 	PRD_CLOUD_EAGAIN = -11,      /* transient; retry later */
-	PRD_CLOUD_EUNSUPPORTED = -12 /* the operation is not available */
+	PRD_CLOUD_EUNSUPPORTED = -12, /* the operation is not available */
+	/* ABI 1.3: a conditional call found the group's target other than
+	 * the caller expected (someone else changed it): nothing was done. */
+	PRD_CLOUD_ECONFLICT = -17
 };
 
 enum prd_cloud_log_level {
@@ -97,7 +100,50 @@ typedef struct prd_cloud_instance {
 	int32_t error_class;    /* prd_cloud_error_class */
 	char *error_code;       /* NULL when error_class is NONE */
 	char *error_message;
+	/* ---- appended in ABI 1.3: the host reads these only when the
+	 * driver's descriptor says instance_size covers them, and steps
+	 * through the array by instance_size, so a driver built against 1.2
+	 * keeps working. ---- */
+	/* The owner token of the increase() call that created the instance
+	 * (PRD_CLOUD_CAP_OWNER_MARK), NULL when it was not created through
+	 * such a call or the cloud cannot tell. */
+	char *owner;
+	/* When the cloud created the instance, wall ns since the epoch
+	 * (PRD_CLOUD_CAP_CREATION_TIME); 0 when unknown. */
+	int64_t created_ns;
 } prd_cloud_instance;
+
+/* ABI 1.3: what a driver can promise (prd_cloud_driver.capabilities). */
+enum prd_cloud_capability {
+	/* increase() honours expected_target and decrease_target_size_if()
+	 * exists: a call made from a stale view changes nothing. */
+	PRD_CLOUD_CAP_CONDITIONAL = 1u << 0,
+	/* Every instance increase() creates carries its owner token, reported
+	 * by instances() for as long as the instance is listed (pending ones
+	 * included), so the host can tell its plan's instances from anyone
+	 * else's. */
+	PRD_CLOUD_CAP_OWNER_MARK = 1u << 1,
+	/* instances() reports created_ns. */
+	PRD_CLOUD_CAP_CREATION_TIME = 1u << 2
+};
+
+/* ABI 1.3: one increase (prd_cloud_driver.increase). */
+typedef struct prd_cloud_increase {
+	uint32_t struct_size;   /* sizeof(prd_cloud_increase) as the host built it */
+	const char *group_id;
+	int32_t delta;          /* > 0 */
+	int32_t atomic;         /* non-zero: all delta instances or none */
+	/* >= 0: refuse with PRD_CLOUD_ECONFLICT, changing nothing, unless the
+	 * group's target size is exactly this when the cloud applies the
+	 * call; -1: unconditional. Read the target from the cloud, not from
+	 * a cache: the point is to fail when someone else moved it. */
+	int32_t expected_target;
+	/* NULL, or a token of 1..63 characters [A-Za-z0-9._-], beginning and
+	 * ending alphanumeric (a valid label value): mark every instance this
+	 * call creates with it. The host uses one token per plan and may
+	 * call again with the same token to finish an interrupted plan. */
+	const char *owner;
+} prd_cloud_increase;
 
 /* Services the host offers a driver. All pointers stay valid from init
  * until fini returns. */
@@ -256,6 +302,22 @@ typedef struct prd_cloud_driver {
 	 * a few calls later. */
 	int (*nodes_changed)(void *state, const prd_cloud_node *nodes, size_t count, int full,
 			     prd_cloud_error *err);
+
+	/* ---- appended in ABI 1.3 ---- */
+
+	/* sizeof(prd_cloud_instance) as the driver was built: the stride of
+	 * the arrays instances() returns. */
+	uint32_t instance_size;
+	/* PRD_CLOUD_CAP_* bits. */
+	uint64_t capabilities;
+	/* Optional (NULL if absent: the host uses increase_size and
+	 * atomic_increase_size). Grow a group as `req` says. */
+	int (*increase)(void *state, const prd_cloud_increase *req, prd_cloud_error *err);
+	/* Optional. decrease_target_size, applied only when the group's target
+	 * is `expected_target` when the cloud applies it (else
+	 * PRD_CLOUD_ECONFLICT, nothing changed). */
+	int (*decrease_target_size_if)(void *state, const char *group_id, int32_t delta,
+				       int32_t expected_target, prd_cloud_error *err);
 } prd_cloud_driver;
 
 /* The entry point every driver exports (defined by the driver):

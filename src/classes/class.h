@@ -39,6 +39,8 @@ typedef struct pr_class_inst {
 	int32_t state;            /* prd_cloud_instance_state */
 	int32_t errclass;         /* prd_cloud_error_class */
 	char *errmsg;             /* "code: message" when errclass != NONE, else NULL */
+	char *owner;              /* the owner token the cloud reports (ABI 1.3), or NULL */
+	int64_t created_ns;       /* when the cloud created it (ABI 1.3), 0 unknown */
 } pr_class_inst;
 
 /* One node group of a loaded driver, as seen this pass. */

@@ -50,23 +50,28 @@ static char *put_str(char **text, const char *s, size_t len)
 /* Check the driver's answer, then copy it into one block: a pass lists
  * every group with a plan in flight, so this is two allocations fewer per
  * instance. On error g->inst stays NULL. */
-static int copy_instances(pr_class_group *g, const prd_cloud_instance *v, size_t n, prd_err *err)
+static int copy_instances(pr_class_group *g, const prd_cloud_instance *arr, size_t n, prd_err *err)
 {
+	const prd_cloud_driver *api = g->drv->api;
+	bool origin = cloud_instance_has_origin(api);
 	size_t i, head = (n + 1) * sizeof(*g->inst), text_len = 0;
 	char *block, *text;
 	for(i = 0; i < n; i++) {
-		if(!v[i].id || !v[i].id[0])
+		const prd_cloud_instance *v = cloud_instance_at(api, arr, i);
+		if(!v->id || !v->id[0])
 			return prd_err_set(err, PRD_EIO, "driver %s: instances(%s): instance %zu has no id",
-					   g->drv->api->name, g->id, i);
-		if(v[i].error_class < PRD_CLOUD_ERRCLASS_NONE || v[i].error_class > PRD_CLOUD_ERRCLASS_OTHER ||
-		   v[i].state < PRD_CLOUD_INSTANCE_RUNNING || v[i].state > PRD_CLOUD_INSTANCE_DELETING)
+					   api->name, g->id, i);
+		if(v->error_class < PRD_CLOUD_ERRCLASS_NONE || v->error_class > PRD_CLOUD_ERRCLASS_OTHER ||
+		   v->state < PRD_CLOUD_INSTANCE_RUNNING || v->state > PRD_CLOUD_INSTANCE_DELETING)
 			return prd_err_set(err, PRD_EIO, "driver %s: instances(%s): instance %s has an unknown state",
-					   g->drv->api->name, g->id, v[i].id);
-		text_len += strlen(v[i].id) + 1;
-		if(v[i].node_name && v[i].node_name[0])
-			text_len += strlen(v[i].node_name) + 1;
-		if(v[i].error_class != PRD_CLOUD_ERRCLASS_NONE)
-			text_len += errmsg_put(NULL, &v[i]) + 1;
+					   api->name, g->id, v->id);
+		text_len += strlen(v->id) + 1;
+		if(v->node_name && v->node_name[0])
+			text_len += strlen(v->node_name) + 1;
+		if(v->error_class != PRD_CLOUD_ERRCLASS_NONE)
+			text_len += errmsg_put(NULL, v) + 1;
+		if(origin && v->owner && v->owner[0])
+			text_len += strlen(v->owner) + 1;
 	}
 	block = malloc(head + text_len);
 	if(!block)
@@ -75,15 +80,21 @@ static int copy_instances(pr_class_group *g, const prd_cloud_instance *v, size_t
 	g->inst = (pr_class_inst *)(void *)block;
 	text = block + head;
 	for(i = 0; i < n; i++) {
+		const prd_cloud_instance *v = cloud_instance_at(api, arr, i);
 		pr_class_inst *o = &g->inst[i];
-		o->id = put_str(&text, v[i].id, strlen(v[i].id));
-		if(v[i].node_name && v[i].node_name[0])
-			o->node = put_str(&text, v[i].node_name, strlen(v[i].node_name));
-		o->state = v[i].state;
-		o->errclass = v[i].error_class;
+		o->id = put_str(&text, v->id, strlen(v->id));
+		if(v->node_name && v->node_name[0])
+			o->node = put_str(&text, v->node_name, strlen(v->node_name));
+		o->state = v->state;
+		o->errclass = v->error_class;
 		if(o->errclass != PRD_CLOUD_ERRCLASS_NONE) {
 			o->errmsg = text;
-			text += errmsg_put(text, &v[i]) + 1;
+			text += errmsg_put(text, v) + 1;
+		}
+		if(origin) {
+			if(v->owner && v->owner[0])
+				o->owner = put_str(&text, v->owner, strlen(v->owner));
+			o->created_ns = v->created_ns > 0 ? v->created_ns : 0;
 		}
 	}
 	g->ninst = n;

@@ -108,6 +108,18 @@ static int check_api(const char *path, const prd_cloud_driver *a, prd_err *err)
 	if(!valid_name(a->name))
 		return prd_err_set(err, PRD_EINVAL,
 				   "cloud driver %s: invalid driver name (want 1-63 of [a-z0-9-])", path);
+	if(CLOUD_DRIVER_HAS(a, instance_size) &&
+	   (a->instance_size < CLOUD_INSTANCE_SIZE_1_2 || a->instance_size > 4096))
+		return prd_err_set(err, PRD_EINVAL,
+				   "cloud driver %s (%s): instance_size %u is not a prd_cloud_instance size "
+				   "(at least %zu; set it to sizeof(prd_cloud_instance))",
+				   path, a->name ? a->name : "?", a->instance_size, (size_t)CLOUD_INSTANCE_SIZE_1_2);
+	if(CLOUD_DRIVER_HAS(a, capabilities) && (a->capabilities & PRD_CLOUD_CAP_CONDITIONAL) &&
+	   !(a->increase && a->decrease_target_size_if))
+		return prd_err_set(err, PRD_EINVAL,
+				   "cloud driver %s (%s): claims PRD_CLOUD_CAP_CONDITIONAL without both increase "
+				   "and decrease_target_size_if",
+				   path, a->name ? a->name : "?");
 	miss = missing_function(a);
 	if(miss)
 		return prd_err_set(err, PRD_EINVAL, "cloud driver %s (%s): required function %s is missing",

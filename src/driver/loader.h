@@ -32,6 +32,37 @@ typedef struct cloud_drivers {
 #define CLOUD_DRIVER_HAS(api, field) \
 	((api)->struct_size >= offsetof(prd_cloud_driver, field) + sizeof((api)->field))
 
+/* The size of prd_cloud_instance in ABI 1.0-1.2 (before owner and
+ * created_ns were appended). */
+#define CLOUD_INSTANCE_SIZE_1_2 offsetof(prd_cloud_instance, owner)
+
+/* The stride of the driver's instance arrays: its instance_size (ABI 1.3)
+ * or the 1.2 size. */
+static inline size_t cloud_driver_instance_size(const prd_cloud_driver *api)
+{
+	return CLOUD_DRIVER_HAS(api, instance_size) && api->instance_size ? api->instance_size
+									 : CLOUD_INSTANCE_SIZE_1_2;
+}
+
+/* The i-th instance of an array the driver returned. Its owner and
+ * created_ns may be read only when cloud_instance_has_origin(). */
+static inline const prd_cloud_instance *cloud_instance_at(const prd_cloud_driver *api, const prd_cloud_instance *v,
+							  size_t i)
+{
+	return (const prd_cloud_instance *)(const void *)((const char *)v + i * cloud_driver_instance_size(api));
+}
+
+static inline bool cloud_instance_has_origin(const prd_cloud_driver *api)
+{
+	return cloud_driver_instance_size(api) >= offsetof(prd_cloud_instance, created_ns) + sizeof(int64_t);
+}
+
+/* The driver's PRD_CLOUD_CAP_* bits (0 before ABI 1.3). */
+static inline uint64_t cloud_driver_caps(const prd_cloud_driver *api)
+{
+	return CLOUD_DRIVER_HAS(api, capabilities) ? api->capabilities : 0;
+}
+
 void cloud_drivers_init(cloud_drivers *set);
 /* Call every driver's fini, dlclose them and free the set's memory. */
 void cloud_drivers_free(cloud_drivers *set);
