@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +203,17 @@ static void observe_api(void *ud, const char *verb, const char *resource, long c
  * start, and again whenever it loses it): the failover time it reports. */
 static int64_t waiting_since;
 
+/* Set by the lease thread on every acquisition; the worker rebuilds its
+ * local store from the API before its next pass (DESIGN §7). */
+static atomic_bool acquired;
+
+/* The controller's fence: the lease is ours with a margin right now (see
+ * kube_lease_valid), asked before every cloud call and API write. */
+static bool lease_fence(void *ud)
+{
+	return kube_lease_valid(ud);
+}
+
 static void on_leading(void *ud)
 {
 	double waited = (double)(clk_mono(clk_real()) - waiting_since) / (double)PRD_NS_PER_SEC;
@@ -210,6 +222,7 @@ static void on_leading(void *ud)
 	metrics_gauge_set(M_LEADER_ACQUIRE_WAIT, NULL, waited);
 	metrics_gauge_set(M_LEADER, NULL, 1);
 	log_info("became leader", "waited_ms", LOGI((long long)(waited * 1000)));
+	atomic_store(&acquired, true);
 	/* Start now, not at the worker's next resync. */
 	note_change(NULL);
 }
@@ -478,6 +491,11 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 		log_error("cannot start the controller", "error", e->msg);
 		return 1;
 	}
+	/* Fencing for real: no cloud call, status or object write unless the
+	 * lease is ours with a margin at that moment, whatever the pass
+	 * thought at its start. */
+	if(r->lease)
+		pr_ctl_set_fence(r->ctl, lease_fence, r->lease);
 	memset(&po, 0, sizeof(po));
 	po.api = &r->api;
 	po.clock = r->clock;
@@ -611,8 +629,20 @@ static void run_pools(run_ctx *r, int64_t now, int64_t *wake, prd_err *e)
 static void run_iteration(run_ctx *r)
 {
 	int64_t wake = INT64_MAX, now = clk_wall(r->clock);
-	bool leading = !r->c.leader_elect || kube_lease_is_leader(r->lease);
+	bool leading = !r->c.leader_elect || kube_lease_valid(r->lease);
 	prd_err e;
+
+	if(leading && r->lease && atomic_exchange(&acquired, false)) {
+		/* A new term: the local store may be stale (another replica led
+		 * meanwhile); the API says what is true. */
+		char id[256], term[300];
+		int64_t transitions = 0;
+		kube_lease_term(r->lease, id, sizeof(id), &transitions);
+		snprintf(term, sizeof(term), "%s#%lld", id, (long long)transitions);
+		pr_ctl_set_term(r->ctl, term);
+		pr_ctl_rebuild_from_api(r->ctl);
+		log_info("leader term begins: the local store is rebuilt from the API before acting", "term", term);
+	}
 
 	health_beat(r->hl);
 	health_set_flag(r->hl, "leader", true, NULL);

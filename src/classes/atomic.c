@@ -137,7 +137,6 @@ static bool name_set_has(const name_set *s, const char *name)
 }
 
 /* Node and apiserver clocks may disagree this much. */
-#define AT_CLOCK_SKEW_NS (60LL * AT_NS_PER_S)
 
 /* What the cloud lists for an intent beyond the nodes it recorded: the
  * named, healthy instances whose node is not recorded yet, into
@@ -198,6 +197,8 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 	size_t n = 0, i;
 	if(!h->db)
 		return;
+	if(p->term_began)
+		at_drop_contradicted(h, p);
 	/* A plan the API shows open (scaling up or rolling back) and this
 	 * store does not know is adopted. */
 	for(i = 0; i < p->nprs; i++) {
@@ -496,20 +497,97 @@ static const char *failure_kind(const at_view *pv, int64_t delta)
 	return "partial creation";
 }
 
+/* An intent with owner marks found in phase increasing (provreqd crashed
+ * in or around the call, or another replica that lost the lease made the
+ * plan): what the cloud shows with the plan's token is the plan's, and the
+ * missing rest is asked for under the same token, conditional on the
+ * target read now, so the plan continues instead of failing: provreqd's
+ * own crash is not the cloud's failure. A late call of the stalled replica
+ * then meets a moved target and does nothing (or, landing first, makes this
+ * call meet one). Returns 0 (the cloud has it all), 1 (ask again next
+ * pass) or -1 (the cloud refused: cause in `why`). */
+static int resume_marked(const pr_class_host *h, pr_class_group *g, const state_intent *in, const at_view *pv,
+			 char *why, size_t len)
+{
+	int64_t missing = in->delta - (int64_t)pv->n;
+	prd_cloud_error de;
+	prd_err e;
+	int rc;
+	if(missing <= 0)
+		return 0;
+	if(!h->may_act(h->ctx))
+		return 1;
+	g->target_stale = true;
+	if(pr_group_refresh_target(g, &e))
+		return 1;
+	rc = at_increase(g, in, (int32_t)missing, g->target, &de);
+	if(rc == PRD_CLOUD_ECONFLICT) {
+		metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(g->id, "target_moved"), 1);
+		return 1;
+	}
+	if(rc) {
+		cloud_driver_error(g->drv, "increase size", rc, &de, &e);
+		snprintf(why, len, "the cloud refused the rest of the interrupted increase of %s: %s", g->id, e.msg);
+		return -1;
+	}
+	metrics_counter_add(M_SCALEUPS, METRICS_L(g->id, "attempted"), 1);
+	log_info("interrupted scale-up continues: asked the cloud for the instances it had not made yet", "group",
+		 g->id, "plan", in->plan_id, "had", LOGI(pv->n), "asked", LOGI(missing));
+	snprintf(why, len, "provreqd was interrupted during the increase of %s with %zu of %lld instances made; "
+		 "the scale-up continues", g->id, pv->n, (long long)in->delta);
+	h->event(h->ctx, "Normal", PR_R_SCALE_UP_RESUMED, why);
+	why[0] = '\0';
+	return 0;
+}
+
+/* One intent found increasing: did the cloud take its call (*took), can
+ * that not be told yet (return 1), or did a resumed call fail (-1, cause
+ * in `cause`)? `part` gets why a legacy plan must be undone. */
+static int settle_one(const pr_class_host *h, const pr_class_req *req, state_intent *in, bool *took, char *part,
+		      size_t plen, char *cause, size_t clen)
+{
+	pr_class_group *g = at_find_group(h, in->node_group);
+	at_view pv;
+	if(!g || pr_group_list(g, NULL) || at_view_of(h, g, in, &pv))
+		return 1;
+	if(at_own_of(in) == AT_OWN_MARK) {
+		int r;
+		if(!req || req->terminal) {
+			/* Nothing more is asked for a request that is over. */
+			*took = pv.n > 0 || pv.surplus > 0;
+			return 0;
+		}
+		r = resume_marked(h, g, in, &pv, cause, clen);
+		*took = r == 0;
+		return r;
+	}
+	if(g->target > in->target_before || pv.n > 0) {
+		*took = true;
+		/* A cloud takes an increase whole; only one that runs inside
+		 * provreqd (a driver that makes the nodes itself during the
+		 * call) can be cut short by its crash. */
+		if(g->target < in->target_before + in->delta && (int64_t)pv.n < in->delta && !part[0])
+			snprintf(part, plen,
+				 "provreqd was interrupted during the increase of %s, which took %zu of its %lld "
+				 "nodes; undoing it to start over",
+				 g->id, pv.n, (long long)in->delta);
+	}
+	return 0;
+}
+
 /* Interrupted around the calls (a crash, or adopted from the API): which
  * calls did the cloud take? Returns true when the plan ended without
  * effect and the request may start over in this pass. */
 static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 {
 	size_t i, took = 0, pending = 0;
-	bool *did = calloc(p->n + 1, sizeof(*did));
-	char part[700] = "";
+	bool *did = arena_array(h->ar, p->n + 1, sizeof(*did));
+	char part[700] = "", cause[900] = "";
 	if(!did)
 		return false;
 	for(i = 0; i < p->n; i++) {
 		state_intent *in = &p->v[i];
-		pr_class_group *g = at_find_group(h, in->node_group);
-		at_view pv;
+		int r;
 		if(in->phase == STATE_PHASE_PLANNED)
 			continue;
 		if(in->phase != STATE_PHASE_INCREASING) {
@@ -517,27 +595,20 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 			took++;
 			continue;
 		}
-		if(!g || pr_group_list(g, NULL) || at_view_of(h, g, in, &pv)) {
-			pending++;
-			continue;
+		r = settle_one(h, req, in, &did[i], part, sizeof(part), cause, sizeof(cause));
+		if(r < 0) {
+			bool *failing = arena_array(h->ar, p->n + 1, sizeof(*failing));
+			if(failing)
+				failing[i] = true;
+			start_roll_back(h, req, p, failing, cause);
+			return false;
 		}
-		if(g->target > in->target_before || pv.n > 0) {
-			did[i] = true;
-			took++;
-			/* A cloud takes an increase whole; only one that runs inside
-			 * provreqd (a driver that makes the nodes itself during the
-			 * call) can be cut short by its crash. */
-			if(g->target < in->target_before + in->delta && (int64_t)pv.n < in->delta && !part[0])
-				snprintf(part, sizeof(part),
-					 "provreqd was interrupted during the increase of %s, which took %zu of its %lld "
-					 "nodes; undoing it to start over",
-					 g->id, pv.n, (long long)in->delta);
-		}
+		pending += r == 1;
+		took += did[i];
 	}
 	if(pending) {
 		/* Cannot tell yet: ask again soon, decide nothing. */
 		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
-		free(did);
 		return false;
 	}
 	if(took == 0) {
@@ -545,7 +616,6 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 			at_close_without_effect(h, at_find_group(h, p->v[i].node_group), &p->v[i],
 						"interrupted; the cloud never took the increase");
 		log_info("interrupted scale-up never reached the cloud; starting over", "plan", p->v[0].plan_id);
-		free(did);
 		return true;
 	}
 	if(took < p->n) {
@@ -558,14 +628,12 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 				p->v[i].phase = STATE_PHASE_ROLLED_BACK;
 			}
 		start_roll_back(h, req, p, NULL, "provreqd was interrupted between the calls of a multi-group plan");
-		free(did);
 		return false;
 	}
 	if(part[0]) {
 		/* Not the cloud's failure: no group is backed off. */
 		log_warn("interrupted increase was cut short; rolling back", "plan", p->v[0].plan_id, "cause", part);
 		start_roll_back(h, req, p, NULL, part);
-		free(did);
 		return false;
 	}
 	for(i = 0; i < p->n; i++)
@@ -576,7 +644,6 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 		}
 	if(req && !req->terminal)
 		h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_WAITING_FOR_NODES));
-	free(did);
 	return false;
 }
 
@@ -592,6 +659,58 @@ static void set_progress(const pr_class_host *h, const pr_class_req *req, const 
 		}
 	}
 	free(was);
+}
+
+/* Instances of the group that are not the plan's appeared while it runs
+ * (another actor scales the group): said once a minute per plan, left
+ * alone. Instances with the plan's token beyond its delta (a repeated
+ * call, e.g. a stalled leader's late one on a driver that cannot make it
+ * conditional) are the plan's own surplus: deleted. */
+static void others_and_surplus(const pr_class_host *h, const pr_class_req *req, pr_class_group *g,
+			       const state_intent *in, const at_view *pv)
+{
+	char msg[700];
+	size_t i, nd = 0;
+	const char **ids;
+	if(at_own_of(in) != AT_OWN_DIFF)
+		metrics_gauge_set(M_FOREIGN_INSTANCES, METRICS_L(g->id), (double)pv->foreign);
+	if(pv->foreign && at_say_again(in->plan_id, h->now)) {
+		snprintf(msg, sizeof(msg),
+			 "%zu instance%s appeared in node group %s while this request's scale-up runs that %s not its own: "
+			 "another actor (cluster-autoscaler, a MachineHealthCheck, another shard) is scaling the group; "
+			 "provreqd leaves %s alone",
+			 pv->foreign, pv->foreign == 1 ? "" : "s", g->id, pv->foreign == 1 ? "is" : "are",
+			 pv->foreign == 1 ? "it" : "them");
+		log_warn("another actor is scaling a group with an open plan", "group", g->id, "plan", in->plan_id,
+			 "foreign", LOGI(pv->foreign));
+		if(req)
+			h->event(h->ctx, "Warning", PR_R_OTHER_ACTOR, msg);
+	}
+	if(!pv->surplus || !h->may_act(h->ctx) || !(ids = arena_array(h->ar, pv->surplus + 1, sizeof(*ids))))
+		return;
+	for(i = 0; i < pv->surplus; i++)
+		if(pv->sur[i]->state != PRD_CLOUD_INSTANCE_DELETING)
+			ids[nd++] = pv->sur[i]->id;
+	if(!nd || !CLOUD_DRIVER_HAS(g->drv->api, delete_instances) || !g->drv->api->delete_instances)
+		return;
+	{
+		prd_cloud_error de;
+		memset(&de, 0, sizeof(de));
+		metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(g->id, "duplicate_instances"), (double)nd);
+		if(g->drv->api->delete_instances(g->drv->state, g->id, ids, nd, &de) == 0) {
+			snprintf(msg, sizeof(msg),
+				 "a repeated increase made %zu more instance%s of this scale-up than it asked for in %s; "
+				 "deleting %s",
+				 nd, nd == 1 ? "" : "s", g->id, nd == 1 ? "it" : "them");
+			log_warn("deleting a plan's surplus instances", "group", g->id, "plan", in->plan_id, "surplus",
+				 LOGI(nd));
+			if(req)
+				h->event(h->ctx, "Warning", PR_R_DUPLICATES_REMOVED, msg);
+		}
+		/* (The listing stays: the view points into it. The next pass
+		 * lists the group again.) */
+		g->target_stale = true;
+	}
 }
 
 /* Every intent waiting for nodes: fail, finish or wait. */
@@ -623,13 +742,19 @@ static void progress_waiting(const pr_class_host *h, const pr_class_req *req, at
 		if(pv[i].extra)
 			log_warn("instances appeared in the group beyond the plan's size; they are not the plan's", "group",
 				 g->id, "plan", in->plan_id, "extra", LOGI(pv[i].extra));
+		others_and_surplus(h, req, g, in, &pv[i]);
 		if(pv[i].failed) {
 			failing[i] = true;
 			if(!cause[0])
 				snprintf(cause, sizeof(cause), "%s in %s: %zu of %lld instances failed (%s)",
 					 failure_kind(&pv[i], in->delta), g->id, pv[i].failed, (long long)in->delta,
 					 pv[i].fail_msg ? pv[i].fail_msg : "no message");
-		} else if(g->target < in->target_before + in->delta && (int64_t)pv[i].n < in->delta) {
+		} else if(at_own_of(in) == AT_OWN_MARK ? (int64_t)pv[i].n < in->delta && !g->target_stale &&
+								   g->target <= (int64_t)pv[i].live_all
+						       : g->target < in->target_before + in->delta && (int64_t)pv[i].n < in->delta) {
+			/* (With owner marks the target says nothing of the plan:
+			 * others move it. The plan's instances are missing for good
+			 * when the cloud is making nothing more.) */
 			failing[i] = true;
 			if(!cause[0])
 				snprintf(cause, sizeof(cause),
@@ -735,8 +860,9 @@ static int begin_plan(const pr_class_host *h, const pr_class_req *req, const at_
 		in->target_before = ch->parts[i].g->target;
 		in->deadline_ns = h->now + h->limits->provision_timeout_ns;
 		in->known_before = at_known_encode(ch->parts[i].g);
+		in->term = str_dup(h->term ? h->term : "");
 		p->n++;
-		if(!in->plan_id || !in->request_uid || !in->node_group || !in->known_before)
+		if(!in->plan_id || !in->request_uid || !in->node_group || !in->known_before || !in->term)
 			rc = prd_err_set(e, PRD_ENOMEM, "out of memory");
 		if(!rc)
 			rc = at_intent_begin(h, in, e);
@@ -746,8 +872,45 @@ static int begin_plan(const pr_class_host *h, const pr_class_req *req, const at_
 	return rc;
 }
 
-/* Ask the cloud, group by group. A failed call rolls the whole plan back
- * and backs that group (only) off. */
+/* The conditional increase of group `i` found its target moved since the
+ * plan read it: someone else (another replica's late call, another shard,
+ * cluster-autoscaler) scales the group, and the call did nothing. Groups
+ * not asked yet are closed untouched, groups asked before are rolled back
+ * (no group is to blame, none is backed off), and the request plans again
+ * from what the cloud shows now. */
+static void target_moved(const pr_class_host *h, const pr_class_req *req, at_plan *p, size_t i, const char *why)
+{
+	char msg[1100];
+	size_t k;
+	metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(p->v[i].node_group, "target_moved"), 1);
+	log_warn("scale-up not made: the group's target moved since the plan was made; planning again", "group",
+		 p->v[i].node_group, "plan", p->v[i].plan_id, "cause", why);
+	for(k = i; k < p->n; k++) {
+		at_close_without_effect(h, at_find_group(h, p->v[k].node_group), &p->v[k],
+					k == i ? "the group's target moved before the call took effect"
+					       : "another group of the plan was not asked");
+		p->v[k].phase = STATE_PHASE_ROLLED_BACK;
+	}
+	h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+	if(i == 0) {
+		if(req && !req->terminal) {
+			at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
+			snprintf(msg, sizeof(msg), "node group %s changed size while the scale-up was being made (%s); "
+				 "planning again", p->v[i].node_group, why);
+			h->event(h->ctx, "Normal", PR_R_SCALE_UP_REPLANNED, msg);
+		}
+		release_held(h, req);
+		h->hold(h->ctx, false, NULL);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "node group %s changed size while the plan was being made (%s)", p->v[i].node_group,
+		 why);
+	start_roll_back(h, req, p, NULL, msg);
+}
+
+/* Ask the cloud, group by group, each call conditional on the target the
+ * plan was made from. A failed call rolls the whole plan back and backs
+ * that group (only) off. */
 static void call_cloud(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 {
 	size_t i;
@@ -763,20 +926,16 @@ static void call_cloud(const pr_class_host *h, const pr_class_req *req, at_plan 
 			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 			return;
 		}
-		memset(&de, 0, sizeof(de));
 		metrics_counter_add(M_SCALEUPS, METRICS_L(g->id, "attempted"), 1);
-		rc = g->drv->api->atomic_increase_size
-			     ? g->drv->api->atomic_increase_size(g->drv->state, g->id, (int32_t)in->delta, &de)
-			     : g->drv->api->increase_size(g->drv->state, g->id, (int32_t)in->delta, &de);
-		pr_group_unlist(g);
-		/* Even a failed increase may have taken effect (an answer lost
-		 * to a timeout): the target must be read again. */
-		g->target_stale = true;
+		rc = at_increase(g, in, (int32_t)in->delta, (int32_t)in->target_before, &de);
+		if(rc == PRD_CLOUD_ECONFLICT) {
+			target_moved(h, req, p, i, de.message);
+			return;
+		}
 		if(rc) {
 			char msg[1100];
 			bool *failing = arena_array(h->ar, p->n + 1, sizeof(*failing));
 			size_t k;
-			de.message[sizeof(de.message) - 1] = '\0';
 			cloud_driver_error(g->drv, "increase size", rc, &de, &e);
 			snprintf(msg, sizeof(msg), "the cloud refused the increase of %s: %s", g->id, e.msg);
 			/* Groups not asked yet were never touched. */

@@ -66,6 +66,23 @@ void at_plan_base(const char *intent_id, char *out, size_t len);
 
 pr_class_group *at_find_group(const pr_class_host *h, const char *id);
 
+/* How a plan tells its instances from the rest of its group (docs/
+ * operator.md, "Other actors on provreqd's node groups"), by what the
+ * group's driver can report; recorded with the plan (its known text). */
+typedef enum at_own {
+	AT_OWN_DIFF = 0, /* whatever was not in the group when it began (drivers before ABI 1.3) */
+	AT_OWN_TIME,     /* ... and created after it began (PRD_CLOUD_CAP_CREATION_TIME) */
+	AT_OWN_MARK      /* carries the plan's owner token (PRD_CLOUD_CAP_OWNER_MARK) */
+} at_own;
+/* The rule a new plan on group g uses, and the rule plan `in` uses. */
+at_own at_own_of_group(const pr_class_group *g);
+at_own at_own_of(const state_intent *in);
+#define AT_OWNER_MAX 64
+/* The owner token of an intent: its id with '/' and '#' made '.' and '-'
+ * (a valid label value). */
+void at_owner_token(const char *intent_id, char out[AT_OWNER_MAX]);
+#define AT_CLOCK_SKEW_NS (60LL * AT_NS_PER_S)
+
 /* What the cloud shows of one intent of a plan. */
 typedef struct at_view {
 	size_t n;              /* the intent's instances listed now */
@@ -73,6 +90,10 @@ typedef struct at_view {
 	size_t named, ready;   /* ... with a registered Node / a Ready one */
 	size_t failed, failed_oor;
 	size_t extra;          /* new instances beyond delta: not the plan's */
+	size_t foreign;        /* appeared since the plan began, not the plan's (another actor's) */
+	size_t surplus;        /* (AT_OWN_MARK) the plan's own beyond its delta: to delete */
+	const pr_class_inst **sur; /* ... those (arena) */
+	size_t live_all;       /* every instance of the group listed and not being deleted */
 	const char *fail_msg;  /* the first failure (borrowed from the group) */
 	const pr_class_inst **v; /* the intent's instances (arena) */
 } at_view;
@@ -83,10 +104,23 @@ char *at_known_encode(const pr_class_group *g);
  * listed). */
 int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in, at_view *pv);
 
+/* Ask the cloud for `delta` more instances of g for intent `in`: through
+ * the driver's increase() (ABI 1.3) with the plan's owner token and, when
+ * expected >= 0, only if the group's target is `expected` when the cloud
+ * applies it (PRD_CLOUD_ECONFLICT otherwise, nothing done); else through
+ * increase_size or atomic_increase_size. The group's listing and target
+ * are stale afterwards. 0 or a PRD_CLOUD_E* code with *de filled. */
+int at_increase(pr_class_group *g, const state_intent *in, int32_t delta, int32_t expected, prd_cloud_error *de);
+
 /* The plan in the request's provisioningClassDetails. */
 void at_put_details(const pr_class_host *h, const at_plan *p, state_phase phase);
 /* The plan is over: only its outcome stays. */
 void at_clear_details(const pr_class_host *h, const char *phase);
+/* The first pass of a term: close the open intents whose request's status
+ * names another plan, or shows theirs ended (another replica finished or
+ * replaced it while this one's store was away). Nothing is asked of the
+ * cloud. */
+void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p);
 /* Adopt a plan the request's status names and the store does not know. */
 void at_adopt(const pr_class_host *h, const kube_provreq *pr);
 

@@ -14,7 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KNOWN_PREFIX "h1:"
+/* The "known before" text begins with how the plan tells its instances
+ * from the rest of the group (at_own), so a plan keeps its rule whatever
+ * driver version later reads it: */
+#define KNOWN_PREFIX "h1:"      /* AT_OWN_DIFF: new since the plan began */
+#define KNOWN_PREFIX_TIME "t1:" /* AT_OWN_TIME: created after the plan began */
+#define KNOWN_PREFIX_MARK "m1:" /* AT_OWN_MARK: carries the plan's owner token */
+#define PREFIX_LEN 3
 #define HASH_CHARS 8
 
 pr_class_group *at_find_group(const pr_class_host *h, const char *id)
@@ -340,8 +346,9 @@ static int intent_copy(state_intent *dst, const state_intent *src)
 	dst->node_group = str_dup(src->node_group);
 	dst->last_error = src->last_error ? str_dup(src->last_error) : NULL;
 	dst->known_before = src->known_before ? str_dup(src->known_before) : NULL;
+	dst->term = src->term ? str_dup(src->term) : NULL;
 	if(!dst->plan_id || !dst->request_uid || !dst->node_group || (src->last_error && !dst->last_error) ||
-	   (src->known_before && !dst->known_before)) {
+	   (src->known_before && !dst->known_before) || (src->term && !dst->term)) {
 		state_intent_clear(dst);
 		return PRD_ENOMEM;
 	}
@@ -419,14 +426,45 @@ static void id_hash(const char *id, char out[HASH_CHARS + 1])
 	out[HASH_CHARS] = '\0';
 }
 
-/* The group's instances as the plan's "known before" text. */
+at_own at_own_of_group(const pr_class_group *g)
+{
+	const prd_cloud_driver *api = g->drv ? g->drv->api : NULL;
+	uint64_t caps = api ? cloud_driver_caps(api) : 0;
+	if((caps & PRD_CLOUD_CAP_OWNER_MARK) && api->increase && cloud_instance_has_origin(api))
+		return AT_OWN_MARK;
+	if((caps & PRD_CLOUD_CAP_CREATION_TIME) && cloud_instance_has_origin(api))
+		return AT_OWN_TIME;
+	return AT_OWN_DIFF;
+}
+
+at_own at_own_of(const state_intent *in)
+{
+	const char *k = in->known_before ? in->known_before : "";
+	if(!strncmp(k, KNOWN_PREFIX_MARK, PREFIX_LEN))
+		return AT_OWN_MARK;
+	if(!strncmp(k, KNOWN_PREFIX_TIME, PREFIX_LEN))
+		return AT_OWN_TIME;
+	return AT_OWN_DIFF;
+}
+
+void at_owner_token(const char *intent_id, char out[AT_OWNER_MAX])
+{
+	size_t i;
+	for(i = 0; intent_id[i] && i < AT_OWNER_MAX - 1; i++)
+		out[i] = intent_id[i] == '/' ? '.' : intent_id[i] == '#' ? '-' : intent_id[i];
+	out[i] = '\0';
+}
+
+/* The group's instances as the plan's "known before" text, headed by the
+ * ownership rule the group's driver allows. */
 char *at_known_encode(const pr_class_group *g)
 {
 	buf b;
 	size_t i;
 	char hs[HASH_CHARS + 1];
+	at_own own = at_own_of_group(g);
 	buf_init(&b);
-	buf_append_str(&b, KNOWN_PREFIX);
+	buf_append_str(&b, own == AT_OWN_MARK ? KNOWN_PREFIX_MARK : own == AT_OWN_TIME ? KNOWN_PREFIX_TIME : KNOWN_PREFIX);
 	for(i = 0; i < g->ninst; i++) {
 		id_hash(g->inst[i].id, hs);
 		buf_append_str(&b, hs);
@@ -442,8 +480,9 @@ static void known_decode(const char *text, hmap *set)
 	const char *p;
 	if(!text)
 		return;
-	if(!strncmp(text, KNOWN_PREFIX, strlen(KNOWN_PREFIX))) {
-		for(p = text + strlen(KNOWN_PREFIX); strlen(p) >= HASH_CHARS; p += HASH_CHARS) {
+	if(!strncmp(text, KNOWN_PREFIX, PREFIX_LEN) || !strncmp(text, KNOWN_PREFIX_TIME, PREFIX_LEN) ||
+	   !strncmp(text, KNOWN_PREFIX_MARK, PREFIX_LEN)) {
+		for(p = text + PREFIX_LEN; strlen(p) >= HASH_CHARS; p += HASH_CHARS) {
 			memcpy(hs, p, HASH_CHARS);
 			hs[HASH_CHARS] = '\0';
 			hmap_put(set, hs, NULL);
@@ -483,7 +522,13 @@ static bool known_has(const hmap *set, const pr_class_inst *in)
  * instances in the same order looks again only at the instances that
  * changed and at those whose Node changed since (h->nodes_changed_since),
  * instead of asking the node table about every instance. */
-enum { AT_KNOWN, AT_MEMBER, AT_EXTRA };
+enum {
+	AT_KNOWN,   /* in the group before the plan began (or another plan's) */
+	AT_MEMBER,  /* the plan's, up to its delta */
+	AT_EXTRA,   /* (DIFF, TIME) new beyond the plan's size: not the plan's */
+	AT_SURPLUS, /* (MARK) the plan's token beyond its delta: a repeated call's, to delete */
+	AT_FOREIGN  /* (MARK, TIME) appeared since the plan began, not the plan's */
+};
 
 typedef struct at_kinst {
 	char *id, *node;
@@ -496,6 +541,8 @@ typedef struct at_kinst {
 typedef struct at_kview {
 	uint64_t nodes_gen;
 	int64_t delta;
+	at_own own;
+	char token[AT_OWNER_MAX];
 	char *known;    /* the intent's known_before */
 	hmap known_set; /* decoded */
 	at_kinst *v;
@@ -539,6 +586,43 @@ static bool kinst_set(at_kinst *k, const pr_class_inst *x)
 	return true;
 }
 
+/* When the plan began: the time in its id ("uid/ns#i"; an adopted plan's
+ * row is newer than the plan), else its row's creation. */
+static int64_t plan_began(const state_intent *in)
+{
+	const char *slash = strchr(in->plan_id, '/');
+	long long t;
+	char *end;
+	if(slash) {
+		t = strtoll(slash + 1, &end, 10);
+		if(end != slash + 1 && *end == '#' && t > 0)
+			return t;
+	}
+	return in->created_ns;
+}
+
+/* What instance x is to the plan (AT_*), by the plan's ownership rule;
+ * *members counts the plan's so far. */
+static uint8_t classify(const at_kview *kv, const state_intent *in, const pr_class_inst *x, size_t *members)
+{
+	bool known = known_has(&kv->known_set, x);
+	if(kv->own == AT_OWN_MARK) {
+		if(!x->owner || strcmp(x->owner, kv->token))
+			return known || x->owner ? AT_KNOWN : AT_FOREIGN;
+	} else if(known) {
+		return AT_KNOWN;
+	} else if(kv->own == AT_OWN_TIME && x->created_ns > 0 && x->created_ns < plan_began(in) - AT_CLOCK_SKEW_NS) {
+		/* Older than the plan under an id not seen then (a Cluster API
+		 * Machine's id turns into its providerID): not the plan's. */
+		return AT_FOREIGN;
+	}
+	if((int64_t)*members < in->delta) {
+		(*members)++;
+		return AT_MEMBER;
+	}
+	return kv->own == AT_OWN_MARK ? AT_SURPLUS : AT_EXTRA;
+}
+
 /* Work out the kept view anew from the group's listing. NULL when out of
  * memory. */
 static at_kview *kview_build(const pr_class_host *h, const pr_class_group *g, const state_intent *in)
@@ -551,6 +635,8 @@ static at_kview *kview_build(const pr_class_host *h, const pr_class_group *g, co
 	hmap_init(&kv->by_node, NULL);
 	kv->nodes_gen = h->nodes_gen;
 	kv->delta = in->delta;
+	kv->own = at_own_of(in);
+	at_owner_token(in->plan_id, kv->token);
 	kv->known = str_dup(in->known_before ? in->known_before : "");
 	kv->v = calloc(g->ninst + 1, sizeof(*kv->v));
 	if(!kv->known || !kv->v) {
@@ -565,8 +651,7 @@ static at_kview *kview_build(const pr_class_host *h, const pr_class_group *g, co
 			kview_free(kv);
 			return NULL;
 		}
-		k->kind = known_has(&kv->known_set, x) ? AT_KNOWN : (int64_t)members < in->delta ? AT_MEMBER : AT_EXTRA;
-		members += k->kind == AT_MEMBER;
+		k->kind = classify(kv, in, x, &members);
 		k->ready = inst_ready(h, k);
 		if(k->node && hmap_put(&kv->by_node, k->node, (void *)(uintptr_t)(i + 1))) {
 			kview_free(kv);
@@ -634,10 +719,19 @@ static int view_from_kept(const pr_class_host *h, const at_kview *kv, const pr_c
 	for(i = 0; i < kv->n; i++) {
 		const pr_class_inst *x = &g->inst[i];
 		const at_kinst *k = &kv->v[i];
+		if(x->state != PRD_CLOUD_INSTANCE_DELETING)
+			pv->live_all++;
 		if(k->kind == AT_KNOWN)
 			continue;
-		if(k->kind == AT_EXTRA) {
-			pv->extra++;
+		if(k->kind == AT_EXTRA || k->kind == AT_FOREIGN) {
+			pv->extra += k->kind == AT_EXTRA;
+			pv->foreign += k->kind == AT_FOREIGN;
+			continue;
+		}
+		if(k->kind == AT_SURPLUS) {
+			if(!pv->sur && !(pv->sur = arena_array(h->ar, g->ninst + 1, sizeof(*pv->sur))))
+				return PRD_ENOMEM;
+			pv->sur[pv->surplus++] = x;
 			continue;
 		}
 		pv->v[pv->n++] = x;
@@ -704,7 +798,8 @@ static void verify_view(const pr_class_host *h, const pr_class_group *g, const s
 	at_view fresh;
 	if(kv && view_from_kept(h, kv, g, &fresh) == 0 &&
 	   (fresh.n != pv->n || fresh.live != pv->live || fresh.named != pv->named || fresh.ready != pv->ready ||
-	    fresh.failed != pv->failed || fresh.failed_oor != pv->failed_oor || fresh.extra != pv->extra)) {
+	    fresh.failed != pv->failed || fresh.failed_oor != pv->failed_oor || fresh.extra != pv->extra ||
+	    fresh.surplus != pv->surplus || fresh.foreign != pv->foreign || fresh.live_all != pv->live_all)) {
 		log_warn("a plan's view kept from earlier differs from the group's listing", "plan", in->plan_id);
 		h->count(h->ctx, PR_STAT_KEPT_MISMATCH);
 	}
@@ -738,6 +833,37 @@ int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in
 	return 0;
 }
 
+/* ---- asking the cloud --------------------------------------------------- */
+
+int at_increase(pr_class_group *g, const state_intent *in, int32_t delta, int32_t expected, prd_cloud_error *de)
+{
+	const prd_cloud_driver *api = g->drv->api;
+	int rc;
+	memset(de, 0, sizeof(*de));
+	if(CLOUD_DRIVER_HAS(api, increase) && api->increase) {
+		char token[AT_OWNER_MAX];
+		prd_cloud_increase rq;
+		memset(&rq, 0, sizeof(rq));
+		at_owner_token(in->plan_id, token);
+		rq.struct_size = sizeof(rq);
+		rq.group_id = g->id;
+		rq.delta = delta;
+		rq.atomic = api->atomic_increase_size != NULL;
+		rq.expected_target = expected;
+		rq.owner = token;
+		rc = api->increase(g->drv->state, &rq, de);
+	} else {
+		rc = api->atomic_increase_size ? api->atomic_increase_size(g->drv->state, g->id, delta, de)
+					       : api->increase_size(g->drv->state, g->id, delta, de);
+	}
+	de->message[sizeof(de->message) - 1] = '\0';
+	pr_group_unlist(g);
+	/* Even a failed increase may have taken effect (an answer lost to a
+	 * timeout): the target must be read again. */
+	g->target_stale = true;
+	return rc;
+}
+
 /* ---- the plan in the API ----------------------------------------------- */
 
 void at_put_details(const pr_class_host *h, const at_plan *p, state_phase phase)
@@ -767,6 +893,7 @@ void at_put_details(const pr_class_host *h, const at_plan *p, state_phase phase)
 	h->set_detail(h->ctx, PR_DETAIL_DEADLINE, ts);
 	h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(phase));
 	h->set_detail(h->ctx, PR_DETAIL_KNOWN, buf_str(&known));
+	h->set_detail(h->ctx, PR_DETAIL_TERM, p->v[0].term && p->v[0].term[0] ? p->v[0].term : NULL);
 	buf_free(&groups);
 	buf_free(&deltas);
 	buf_free(&before);
@@ -822,25 +949,70 @@ static int adopt_one(const pr_class_host *h, const kube_provreq *pr, const char 
 	return rc;
 }
 
+/* Is the plan in the request's status one provreqd could have written?
+ * Anyone allowed to write provisioningrequests/status can write these
+ * fields, so every one is checked before the cloud is asked anything on
+ * their strength. 0, 1 when it cannot be told yet (the groups are not all
+ * listed), or -1 with the reason in `why`. */
+static int plan_plausible(const pr_class_host *h, const kube_provreq *pr, const char *plan, const char *groups,
+			  const char *deltas, const char *before, int64_t dl, char *why, size_t len)
+{
+	char group[300], num[40];
+	size_t i, uidlen = strlen(pr->meta.uid);
+	int64_t d, tb;
+	if(strncmp(plan, pr->meta.uid, uidlen) || plan[uidlen] != '/')
+		return snprintf(why, len, "the plan id %.200s is not this request's", plan), -1;
+	if(dl > h->now + h->limits->provision_timeout_ns + AT_CLOCK_SKEW_NS)
+		return snprintf(why, len, "its deadline is further away than --provision-timeout allows"), -1;
+	for(i = 0; nth(groups, ',', i, group, sizeof(group)); i++) {
+		pr_class_group *g = at_find_group(h, group);
+		if(i >= AT_MAX_GROUPS)
+			return snprintf(why, len, "it names more than %d node groups", AT_MAX_GROUPS), -1;
+		if(!g)
+			return h->groups_complete ? (snprintf(why, len, "no driver serves its node group %.200s", group), -1)
+						  : 1;
+		if(!nth(deltas, ',', i, num, sizeof(num)) || str_to_int64(num, &d) || d <= 0 || d > g->max)
+			return snprintf(why, len, "its size for %.200s is not within 1..%d (the group's maximum)", group,
+					g->max), -1;
+		if(before && nth(before, ',', i, num, sizeof(num)) && (str_to_int64(num, &tb) || tb < 0 || tb > g->max))
+			return snprintf(why, len, "its starting size for %.200s is not within 0..%d", group, g->max), -1;
+	}
+	if(!groups[0])
+		return snprintf(why, len, "it names no node group"), -1;
+	return 0;
+}
+
 /* A request whose status names an open plan that this replica's store does
  * not know (written by the previous leader, or before a lost database):
- * adopt it, so it is finished or rolled back here, never started again. */
+ * adopt it, so it is finished or rolled back here, never started again.
+ * A plan that fails plan_plausible is refused with a Warning Event. */
 void at_adopt(const pr_class_host *h, const kube_provreq *pr)
 {
 	char *plan = pr_details_get(pr, PR_DETAIL_PLAN), *groups = pr_details_get(pr, PR_DETAIL_GROUP);
 	char *deltas = pr_details_get(pr, PR_DETAIL_DELTA), *before = pr_details_get(pr, PR_DETAIL_TARGET_BEFORE);
 	char *deadline = pr_details_get(pr, PR_DETAIL_DEADLINE), *phase = pr_details_get(pr, PR_DETAIL_PHASE);
-	char *known = pr_details_get(pr, PR_DETAIL_KNOWN), group[300], num[40], id[400], *kn = NULL;
+	char *known = pr_details_get(pr, PR_DETAIL_KNOWN), group[300], num[40], id[400], *kn = NULL, why[400];
 	state_phase ph = STATE_PHASE_INCREASING;
 	int64_t dl = 0, d = 0, tb = 0;
 	size_t i;
 	prd_err e;
+	int ok;
 	if(!plan || !groups || !deltas || !deadline || !known || rfc3339_parse(deadline, &dl, NULL))
 		goto out;
 	if(phase && (state_phase_parse(phase, &ph) || state_phase_is_terminal(ph)))
 		goto out;
 	if(at_plan_exists(h, pr->meta.uid))
 		goto out; /* known here already */
+	if((ok = plan_plausible(h, pr, plan, groups, deltas, before, dl, why, sizeof(why)))) {
+		if(ok < 0 && at_say_again(plan, h->now)) {
+			char msg[600];
+			snprintf(msg, sizeof(msg), "the scale-up plan in this request's status was not adopted: %s", why);
+			log_warn("refused to adopt a scale-up plan from a request's status", "request", pr->meta.name,
+				 "namespace", pr->meta.ns, "cause", why);
+			h->event_on(h->ctx, pr, "Warning", PR_R_PLAN_REFUSED, msg);
+		}
+		goto out;
+	}
 	for(i = 0; nth(groups, ',', i, group, sizeof(group)); i++) {
 		state_intent old;
 		size_t klen = strlen(known) + 1;
@@ -874,6 +1046,56 @@ out:
 	free(deadline);
 	free(phase);
 	free(known);
+}
+
+/* Close an open intent the API shows ended as `api_phase` (done or
+ * rolled-back) by another replica: recorded locally, nothing asked of the
+ * cloud. */
+static void close_as_api_says(const pr_class_host *h, const state_intent *in, state_phase api_phase)
+{
+	const char *why = "ended by another replica (the request's status says so)";
+	if(api_phase == STATE_PHASE_DONE) {
+		at_intent_advance(h, in->plan_id, STATE_PHASE_INCREASING, NULL, NULL);
+		at_intent_advance(h, in->plan_id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
+		at_intent_close(h, in->plan_id, STATE_PHASE_DONE, why, NULL);
+	} else {
+		if(in->phase != STATE_PHASE_PLANNED)
+			at_intent_advance(h, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
+		at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, why, NULL);
+	}
+}
+
+void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p)
+{
+	const state_intent *open = NULL;
+	state_intent *copy;
+	size_t n = 0, i, j;
+	if(!h->db || at_open_intents(h, &open, &n) || !n || !(copy = arena_array(h->ar, n, sizeof(*copy))))
+		return;
+	/* (Closing writes the store, which retires the list being walked.) */
+	memcpy(copy, open, n * sizeof(*copy));
+	for(i = 0; i < n; i++) {
+		const state_intent *in = &copy[i];
+		char base[200], *plan = NULL, *phase = NULL;
+		state_phase ph;
+		for(j = 0; j < p->nprs && strcmp(p->prs[j]->meta.uid, in->request_uid); j++)
+			;
+		if(j == p->nprs || !(plan = pr_details_get(p->prs[j], PR_DETAIL_PLAN)))
+			continue; /* gone, or no plan in the API: the plan's own steps decide */
+		phase = pr_details_get(p->prs[j], PR_DETAIL_PHASE);
+		at_plan_base(in->plan_id, base, sizeof(base));
+		if(strcmp(plan, base)) {
+			log_warn("dropping a local scale-up plan: the request's status names another plan", "plan",
+				 in->plan_id, "api_plan", plan, "request", p->prs[j]->meta.name);
+			close_as_api_says(h, in, STATE_PHASE_ROLLED_BACK);
+		} else if(phase && state_phase_parse(phase, &ph) == 0 && state_phase_is_terminal(ph)) {
+			log_warn("closing a local scale-up plan another replica ended", "plan", in->plan_id, "phase",
+				 phase, "request", p->prs[j]->meta.name);
+			close_as_api_says(h, in, ph);
+		}
+		free(plan);
+		free(phase);
+	}
 }
 
 /* ---- rollback ---------------------------------------------------------- */
@@ -914,14 +1136,62 @@ bool at_say_again(const char *plan_id, int64_t now)
 	return true;
 }
 
-/* One step of a rollback. Closes the plan (true) only when the cloud shows
- * none of its instances and the target no higher than before the plan. */
+/* Is the rollback of `in` over? None of the plan's instances is listed,
+ * and nothing the plan asked for is still to come: with owner marks every
+ * instance the plan asked for is listed from the start, so that is all;
+ * with creation times, the target asks for no more than what exists (others
+ * may hold it above where the plan began); else the target is back where
+ * the plan found it. */
+static bool rolled_back(const pr_class_group *g, const state_intent *in, const at_view *pv)
+{
+	if(pv->n)
+		return false;
+	switch(at_own_of(in)) {
+	case AT_OWN_MARK:
+		return pv->surplus == 0;
+	case AT_OWN_TIME:
+		return g->target <= in->target_before || g->target <= (int64_t)pv->live_all;
+	default:
+		return g->target <= in->target_before;
+	}
+}
+
+/* Lower the target by what was requested and not created, capped at the
+ * plan's delta: conditional on the target just read when the driver can
+ * (a stale view must not take away what someone else just asked for). */
+static void lower_target(const pr_class_host *h, pr_class_group *g, const state_intent *in, const at_view *pv)
+{
+	int64_t excess;
+	prd_cloud_error de;
+	prd_err e;
+	int rc;
+	if(at_own_of(in) == AT_OWN_MARK)
+		return; /* every instance it asked for is listed: deleted below */
+	excess = at_own_of(in) == AT_OWN_TIME ? (int64_t)g->target - (int64_t)pv->live_all
+					      : (int64_t)g->target - in->target_before - (int64_t)pv->live;
+	if(excess > in->delta)
+		excess = in->delta;
+	if(excess <= 0)
+		return;
+	memset(&de, 0, sizeof(de));
+	rc = CLOUD_DRIVER_HAS(g->drv->api, decrease_target_size_if) && g->drv->api->decrease_target_size_if
+		     ? g->drv->api->decrease_target_size_if(g->drv->state, g->id, (int32_t)excess, g->target, &de)
+		     : g->drv->api->decrease_target_size(g->drv->state, g->id, (int32_t)excess, &de);
+	g->target_stale = true;
+	if(rc) {
+		de.message[sizeof(de.message) - 1] = '\0';
+		cloud_driver_error(g->drv, "decrease target size", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
+		log_warn("rollback: cannot lower the target yet; retrying", "group", g->id, "error", e.msg);
+	}
+}
+
+/* One step of a rollback. Closes the plan (true) only when the cloud
+ * confirms (rolled_back). */
 bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class_group *g, const state_intent *in)
 {
 	at_view pv;
 	prd_cloud_error de;
 	prd_err e;
-	int64_t excess;
 	size_t i, nd = 0;
 	const char **ids;
 	if(!g) {
@@ -944,7 +1214,7 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 		return false;
 	}
-	if(pv.n == 0 && g->target <= in->target_before) {
+	if(rolled_back(g, in, &pv)) {
 		at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
 		metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
 		h->count(h->ctx, PR_STAT_SCALEUP_ROLLED_BACK);
@@ -954,21 +1224,14 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 	}
 	if(!h->may_act(h->ctx))
 		return false;
-	/* Requested but not created: the target minus what existed before and
-	 * what of the plan still exists. Lower it first, so the cloud stops
-	 * creating what the deletes below would have to chase. */
-	excess = (int64_t)g->target - in->target_before - (int64_t)pv.live;
-	if(excess > in->delta)
-		excess = in->delta;
-	if(excess > 0) {
-		memset(&de, 0, sizeof(de));
-		if(g->drv->api->decrease_target_size(g->drv->state, g->id, (int32_t)excess, &de)) {
-			de.message[sizeof(de.message) - 1] = '\0';
-			cloud_driver_error(g->drv, "decrease target size", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
-			log_warn("rollback: cannot lower the target yet; retrying", "group", g->id, "error", e.msg);
-		}
-	}
-	ids = arena_array(h->ar, pv.n + 1, sizeof(*ids));
+	/* Requested but not created: lower the target first, so the cloud
+	 * stops creating what the deletes below would have to chase. */
+	lower_target(h, g, in, &pv);
+	ids = arena_array(h->ar, pv.n + pv.surplus + 1, sizeof(*ids));
+	for(i = 0; ids && i < pv.surplus && CLOUD_DRIVER_HAS(g->drv->api, delete_instances) &&
+		   g->drv->api->delete_instances; i++)
+		if(pv.sur[i]->state != PRD_CLOUD_INSTANCE_DELETING)
+			ids[nd++] = pv.sur[i]->id;
 	for(i = 0; ids && i < pv.n; i++) {
 		if(pv.v[i]->state == PRD_CLOUD_INSTANCE_DELETING)
 			continue;

@@ -143,6 +143,7 @@ typedef struct pr_class_host {
 	 * request. */
 	sched_snapshot *(*snapshot)(pr_class_ctx *ctx);
 	state_db *db;                   /* NULL when running without a store */
+	const char *term;               /* the leader term acting ("" when not leader-elected) */
 	sched_expander *expander;
 	pr_class_group *groups;         /* node groups of every loaded driver */
 	size_t ngroups;
@@ -198,6 +199,9 @@ typedef struct pr_class_host {
 	/* An Event on the request (when there is one) that is not a condition
 	 * transition: type "Normal" or "Warning". */
 	void (*event)(pr_class_ctx *ctx, const char *type, const char *reason, const char *msg);
+	/* The same on any request of the pass (from the pass hooks). */
+	void (*event_on)(pr_class_ctx *ctx, const kube_provreq *pr, const char *type, const char *reason,
+			 const char *msg);
 	/* Mark a Node as made by a plan of this request, so it is removed
 	 * when it stays empty after the request's booking ended. */
 	void (*mark_node)(pr_class_ctx *ctx, const char *node_name);
@@ -216,6 +220,10 @@ typedef struct pr_class_pass {
 	/* Is this request served here (its class is this module's and its
 	 * processorInstance is ours)? */
 	bool (*ours)(pr_class_ctx *ctx, const kube_provreq *pr);
+	/* The first pass of this replica's term (its start, or taking the
+	 * lease): what the module keeps locally may be stale; where the API
+	 * contradicts it, the API wins. */
+	bool term_began;
 } pr_class_pass;
 
 typedef struct pr_class_module pr_class_module;

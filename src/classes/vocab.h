@@ -32,6 +32,12 @@
 #define PR_R_SCALE_UP_FAILED "ScaleUpFailed"
 #define PR_R_DRIVER_ERROR "DriverError"
 #define PR_R_SCALE_UP_ROLLED_BACK "ScaleUpRolledBack" /* an Event reason only */
+/* Event reasons only: another actor met a plan. */
+#define PR_R_SCALE_UP_REPLANNED "ScaleUpReplanned"     /* the target moved before the call: planning again */
+#define PR_R_OTHER_ACTOR "OtherActorScaling"           /* foreign instances appeared in a plan's group */
+#define PR_R_DUPLICATES_REMOVED "DuplicateInstancesRemoved" /* a repeated call's surplus deleted */
+#define PR_R_SCALE_UP_RESUMED "ScaleUpResumed"         /* an interrupted increase continued */
+#define PR_R_PLAN_REFUSED "ScaleUpPlanRefused"         /* a plan in the status failed validation */
 #define PR_R_WAITING_TEMPLATES "PodTemplatesNotFound"
 
 /* provisioningClassDetails keys of an atomic scale-up in progress: the
@@ -47,6 +53,8 @@
 #define PR_DETAIL_PROGRESS "nodesProgress"
 /* A plan split across groups: "podSet:group=pods,..." */
 #define PR_DETAIL_PODSET_GROUPS "podSetNodeGroups"
+/* The leader term (lease holder and leaseTransitions) that made the plan. */
+#define PR_DETAIL_TERM "provreqd.io/leader-term"
 /* What a Provisioned request booked, per podSet and node, so a replica
  * that takes over the lease rebuilds the booking. */
 #define PR_DETAIL_BOOKING "provreqd.io/booking"

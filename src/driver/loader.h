@@ -36,12 +36,14 @@ typedef struct cloud_drivers {
  * created_ns were appended). */
 #define CLOUD_INSTANCE_SIZE_1_2 offsetof(prd_cloud_instance, owner)
 
-/* The stride of the driver's instance arrays: its instance_size (ABI 1.3)
- * or the 1.2 size. */
+/* The stride of the driver's instance arrays: its instance_size, or, when
+ * it left that 0, this header's size (a descriptor that has the field was
+ * built against ABI >= 1.3); the 1.2 size for older drivers. */
 static inline size_t cloud_driver_instance_size(const prd_cloud_driver *api)
 {
-	return CLOUD_DRIVER_HAS(api, instance_size) && api->instance_size ? api->instance_size
-									 : CLOUD_INSTANCE_SIZE_1_2;
+	if(!CLOUD_DRIVER_HAS(api, instance_size))
+		return CLOUD_INSTANCE_SIZE_1_2;
+	return api->instance_size ? api->instance_size : sizeof(prd_cloud_instance);
 }
 
 /* The i-th instance of an array the driver returned. Its owner and

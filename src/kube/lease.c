@@ -24,6 +24,12 @@ struct kube_lease {
 	int64_t obs_mono;
 	bool observed;
 	int64_t last_renew_mono;     /* last successful renewal while leading */
+	/* When the request of the last successful acquisition or renewal was
+	 * sent (monotonic; under mu): others wait a full lease duration after
+	 * they saw that renewal, so until this plus the renew deadline the
+	 * lease is ours with a margin of (duration - deadline). */
+	int64_t valid_from_mono;
+	int64_t transitions;         /* leaseTransitions of our term (under mu) */
 	char problem[PRD_ERR_MSG_MAX]; /* why the lease cannot be used; "" = none (under mu) */
 	/* helper thread */
 	pthread_t thr;
@@ -95,6 +101,26 @@ bool kube_lease_is_leader(kube_lease *le)
 	l = le->leading;
 	pthread_mutex_unlock(&le->mu);
 	return l;
+}
+
+bool kube_lease_valid(kube_lease *le)
+{
+	bool v;
+	int64_t now = clk_mono(le->o.clock);
+	pthread_mutex_lock(&le->mu);
+	v = le->leading && now < le->valid_from_mono + le->o.renew_deadline_ns;
+	pthread_mutex_unlock(&le->mu);
+	return v;
+}
+
+void kube_lease_term(kube_lease *le, char *identity, size_t n, int64_t *transitions)
+{
+	if(identity && n)
+		str_copy(identity, n, le->id);
+	pthread_mutex_lock(&le->mu);
+	if(transitions)
+		*transitions = le->transitions;
+	pthread_mutex_unlock(&le->mu);
 }
 
 bool kube_lease_problem(kube_lease *le, char *out, size_t n)
@@ -268,6 +294,9 @@ static int update_lease(kube_lease *le, json_object *cur, int64_t now, const cha
 		transitions++;
 	}
 	fill_spec(le, spec, mine, transitions, now_s);
+	pthread_mutex_lock(&le->mu);
+	le->transitions = transitions;
+	pthread_mutex_unlock(&le->mu);
 	/* cur still carries metadata.resourceVersion: a concurrent writer
 	 * makes this PUT fail with Conflict. */
 	rc = kube_update(le->c, &KUBE_LEASES, le->ns, le->name, NULL, cur, out, NULL, err);
@@ -309,17 +338,21 @@ static int try_acquire_or_renew(kube_lease *le, bool *won, prd_err *err)
 int kube_lease_step(kube_lease *le, bool *leading, int64_t *next_ns, prd_err *err)
 {
 	bool won = false, was = kube_lease_is_leader(le);
-	int64_t now;
+	int64_t now, sent;
 	prd_err local = {0};
 	int rc;
 
 	if(!err)
 		err = &local;
+	sent = clk_mono(le->o.clock);
 	rc = try_acquire_or_renew(le, &won, err);
 
 	now = clk_mono(le->o.clock);
 	if(won) {
 		le->last_renew_mono = now;
+		pthread_mutex_lock(&le->mu);
+		le->valid_from_mono = sent;
+		pthread_mutex_unlock(&le->mu);
 		set_leading(le, true);
 	} else if(was) {
 		/* Lost the lease to someone else, or could not renew: keep

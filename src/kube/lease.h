@@ -61,6 +61,18 @@ int kube_lease_step(kube_lease *le, bool *leading, int64_t *next_ns, prd_err *er
 int kube_lease_release(kube_lease *le, prd_err *err);
 
 bool kube_lease_is_leader(kube_lease *le);
+/* Fencing (DESIGN §7): true only while this process leads AND the last
+ * successful renewal was sent less than the renew deadline ago on the
+ * lease's clock. Others take the lease over only a full lease duration
+ * after they saw that renewal, so a true answer leaves at least
+ * (duration - deadline) for the action it guards. Unlike
+ * kube_lease_is_leader, it turns false by itself when the renewing thread
+ * stalls or the process was paused: call it right before every write.
+ * Safe from any thread. */
+bool kube_lease_valid(kube_lease *le);
+/* This process's identity and the leaseTransitions of its current (or
+ * last) term: a plan records them, so it always says which term made it. */
+void kube_lease_term(kube_lease *le, char *identity, size_t n, int64_t *transitions);
 /* The current problem (see on_problem) copied into out; false when none. */
 bool kube_lease_problem(kube_lease *le, char *out, size_t n);
 

@@ -144,6 +144,17 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 			   "Rows in each table of the state store (bounded: rows of vanished requests and old "
 			   "closed plans are pruned).",
 			   METRICS_GAUGE, L("table"), NULL, 0 },
+	[M_FOREIGN_INSTANCES] = { "provreqd_node_group_foreign_instances",
+				  "Instances that appeared in a node group while a provreqd plan on it was open and are not "
+				  "the plan's: another actor (cluster-autoscaler, a MachineHealthCheck, another shard) is "
+				  "scaling the group. provreqd leaves them alone.",
+				  METRICS_GAUGE, L("node_group"), NULL, 0 },
+	[M_PLAN_CONFLICTS] = { "provreqd_scaleup_conflicts_total",
+			       "Scale-up calls that met another actor: the target moved since the plan was made "
+			       "(target_moved; the conditional call did nothing and the request plans again), or a "
+			       "repeated call made more of a plan's instances than it asked for (duplicate_instances; "
+			       "deleted).",
+			       METRICS_COUNTER, L("node_group", "cause"), NULL, 0 },
 };
 
 static void child_free(void *p)

@@ -75,6 +75,8 @@ enum metrics_id {
 	M_UNOWNED,                 /* provreqd_unowned_requests_total: requests of a class nobody here serves */
 	M_SCALE_DOWNS,             /* provreqd_scale_downs_total{node_group}: idle nodes provreqd added and removed */
 	M_STATE_ROWS,              /* provreqd_state_rows{table} */
+	M_FOREIGN_INSTANCES,       /* provreqd_node_group_foreign_instances{node_group}: not an open plan's, appeared while it runs */
+	M_PLAN_CONFLICTS,          /* provreqd_scaleup_conflicts_total{node_group,cause} cause=target_moved|duplicate_instances */
 	M_BUILTIN_COUNT
 };
 

@@ -224,6 +224,11 @@ void pr_ctl_rebuild_from_api(pr_ctl *c)
 	c->need_rebuild = true;
 }
 
+void pr_ctl_set_term(pr_ctl *c, const char *term)
+{
+	str_copy(c->term, sizeof(c->term), term ? term : "");
+}
+
 bool pr__may_act(pr_ctl *c)
 {
 	if(c->fenced)
@@ -1528,6 +1533,7 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 	if(c->need_rebuild && c->db) {
 		pr__rebuild_from_api(c, w);
 		c->need_rebuild = false;
+		w->term_began = true;
 	}
 	/* (The bookings go in when the pass first asks for it: pr__snap.) */
 	return snapshot_for_pass(c, w, err);
@@ -2272,6 +2278,7 @@ static void modules_hook(pr_ctl *c, pr_world *w, pr_hook which)
 	p.prs = (const kube_provreq *const *)w->prs;
 	p.nprs = w->nprs;
 	p.ours = ours;
+	p.term_began = w->term_began;
 	for(i = 0; i < n; i++) {
 		const pr_class_module *m = mods[i];
 		h.pass_data = class_slot(w, m);

@@ -144,6 +144,11 @@ void pr_ctl_set_fence(pr_ctl *c, pr_fence_fn may_act, void *ud);
  * first pass after pr_ctl_new always rebuilds. */
 void pr_ctl_rebuild_from_api(pr_ctl *c);
 
+/* The leader term this replica acts in ("identity#leaseTransitions"; NULL
+ * or "" when not leader-elected), copied: every scale-up plan records the
+ * term that made it, in the state store and in the request's status. */
+void pr_ctl_set_term(pr_ctl *c, const char *term);
+
 /* The Event type ("Warning" or "Normal") recorded when a request's
  * condition `type` changes to `status` with `reason`. Warning marks what an
  * operator must look at: Failed=True, CapacityRevoked=True,

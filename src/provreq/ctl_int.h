@@ -74,6 +74,7 @@ typedef struct pr_world {
 	bool pods_read;           /* pods/npods hold the pods (informer mode: borrowed when needed) */
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
 	pr_dra dra;               /* resource.k8s.io: devices per node, claims, classes */
+	bool term_began;          /* the local store was rebuilt from the API this pass */
 } pr_world;
 
 /* The key of a booking row's resources JSON that lists the DRA devices it
@@ -209,6 +210,7 @@ struct pr_ctl {
 	void *may_act_ud;
 	bool fenced;              /* may_act said no during this pass */
 	bool need_rebuild;        /* rebuild the local store from the API first */
+	char term[300];           /* pr_ctl_set_term */
 	struct pr_status_write *writes; /* status writes deferred to the end of the pass */
 	size_t nwrites;
 	struct pr_node_mark *marks; /* node marks deferred to the end of the pass */

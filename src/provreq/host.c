@@ -27,6 +27,10 @@ const pr_class_module *pr__module_for(const pr_ctl *c, const char *name)
 static void emit_event(pr_ctl *c, const kube_provreq *pr, const char *type, const char *reason, const char *msg)
 {
 	kube_object_ref ref;
+	/* An Event is a write too: none from a replica that may have lost
+	 * the lease. */
+	if(!pr__may_act(c))
+		return;
 	memset(&ref, 0, sizeof(ref));
 	ref.kind = "ProvisioningRequest";
 	ref.api_version = "autoscaling.x-k8s.io/v1";
@@ -303,12 +307,17 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	size_t nhave = 0;
 	prd_err e;
 	const char *p;
-	if(expires <= c->now)
-		return;
+	/* The API is the truth (DESIGN §7): a booking this store holds and the
+	 * request's status does not (another replica released it, or never
+	 * made it) is dropped, and the status's replaces what is here. */
 	if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0 && nhave) {
 		state_booking_list_free(have, nhave);
-		return;
+		if(state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL) == 0 && expires <= c->now)
+			log_info("dropped a local booking the request's status does not show", "request", pr->meta.name,
+				 "namespace", pr->meta.ns);
 	}
+	if(expires <= c->now)
+		return;
 	if(!(text = pr_details_get(pr, PR_DETAIL_BOOKING)))
 		return;
 	sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
@@ -530,6 +539,11 @@ static void h_event(pr_class_ctx *x, const char *type, const char *reason, const
 		emit_event(x->c, x->pr, type, reason, msg);
 }
 
+static void h_event_on(pr_class_ctx *x, const kube_provreq *pr, const char *type, const char *reason, const char *msg)
+{
+	emit_event(x->c, pr, type, reason, msg);
+}
+
 static void h_mark_node(pr_class_ctx *x, const char *node)
 {
 	if(x->pr)
@@ -641,6 +655,7 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->ar = &x->w->ar;
 	h->snapshot = h_snapshot;
 	h->db = x->c->db;
+	h->term = x->c->term;
 	h->expander = x->c->expander;
 	h->groups = x->w->groups;
 	h->ngroups = x->w->ngroups;
@@ -663,6 +678,7 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->template_json = h_template_json;
 	h->count = h_count;
 	h->event = h_event;
+	h->event_on = h_event_on;
 	h->mark_node = h_mark_node;
 	h->hold = h_hold;
 }

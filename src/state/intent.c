@@ -8,13 +8,13 @@
 #include <string.h>
 
 #define INT_COLS "plan_id, request_uid, node_group, delta, target_before, phase, " \
-	"deadline_ns, created_ns, updated_ns, last_error, known_before"
+	"deadline_ns, created_ns, updated_ns, last_error, known_before, term"
 #define TERMINAL_SQL "('done', 'rolled-back')"
 
 static const char sql_insert[] =
 	"INSERT INTO scaleup_intent (plan_id, request_uid, node_group, delta, target_before,"
-	" phase, deadline_ns, created_ns, updated_ns) VALUES (?1, ?2, ?3, ?4, ?5, 'planned',"
-	" ?6, ?7, ?7)";
+	" phase, deadline_ns, created_ns, updated_ns, term) VALUES (?1, ?2, ?3, ?4, ?5, 'planned',"
+	" ?6, ?7, ?7, COALESCE(?8, ''))";
 static const char sql_get[] = "SELECT " INT_COLS " FROM scaleup_intent WHERE plan_id = ?1";
 static const char sql_list_open[] =
 	"SELECT " INT_COLS " FROM scaleup_intent WHERE phase NOT IN " TERMINAL_SQL
@@ -106,6 +106,7 @@ void state_intent_clear(state_intent *it)
 	free(it->node_group);
 	free(it->last_error);
 	free(it->known_before);
+	free(it->term);
 	for(i = 0; it->nodes && i < it->n_nodes; i++)
 		free(it->nodes[i]);
 	free(it->nodes);
@@ -139,6 +140,8 @@ static int read_row(state_db *db, sqlite3_stmt *st, state_intent *it, prd_err *e
 		rc = state__col_text(st, 9, &it->last_error);
 	if(!rc)
 		rc = state__col_text(st, 10, &it->known_before);
+	if(!rc)
+		rc = state__col_text(st, 11, &it->term);
 	if(rc) {
 		prd_err_set(err, rc, "state: reading scale-up intent: out of memory");
 		goto done;
@@ -227,6 +230,8 @@ int state_intent_begin(state_db *db, const state_intent *in, prd_err *err)
 		rc = state__bind_i64(db, st, 6, in->deadline_ns, err);
 	if(!rc)
 		rc = state__bind_i64(db, st, 7, state__now(db), err);
+	if(!rc && in->term && in->term[0])
+		rc = state__bind_text(db, st, 8, in->term, err);
 	if(!rc) {
 		rc = state__step_done(db, st, "writing scale-up intent", err);
 		if(rc == PRD_EEXIST)

@@ -72,10 +72,17 @@ static const char schema_v2[] =
 static const char schema_v3[] =
 	"ALTER TABLE scaleup_intent ADD COLUMN known_before TEXT NOT NULL DEFAULT '';";
 
+/* Version 4. Two replicas share the work: a plan records the leader
+ * term (lease holder and leaseTransitions) that made it, so a returning
+ * leader's stale plan can be told from the current one's. */
+static const char schema_v4[] =
+	"ALTER TABLE scaleup_intent ADD COLUMN term TEXT NOT NULL DEFAULT '';";
+
 const state__migration state__migrations[] = {
 	{ 1, schema_v1 },
 	{ 2, schema_v2 },
 	{ 3, schema_v3 },
+	{ 4, schema_v4 },
 };
 
 const size_t state__n_migrations = sizeof(state__migrations) / sizeof(state__migrations[0]);

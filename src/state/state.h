@@ -39,7 +39,7 @@
 
 /* The schema version this build writes; databases with a higher
  * PRAGMA user_version are refused. */
-#define STATE_SCHEMA_VERSION 3
+#define STATE_SCHEMA_VERSION 4
 
 typedef struct state_db state_db;
 
@@ -247,10 +247,12 @@ typedef struct state_intent {
 	char *known_before;        /* the group's instances before the cloud call,
 	                              newline-separated; "" until recorded */
 	size_t n_nodes;
+	char *term;                /* the leader term that began it ("identity#transitions"),
+	                              "" when not leader-elected; written by begin */
 } state_intent;
 
 /* Write a new intent in phase `planned` before acting on it. Reads
- * plan_id, request_uid, node_group, delta, target_before and deadline_ns
+ * plan_id, request_uid, node_group, delta, target_before, deadline_ns and term (may be NULL)
  * from `in` (everything else is ignored; created/updated = now).
  * PRD_EEXIST if the plan id is taken; PRD_EINVAL for delta <= 0 or a
  * negative target_before. */

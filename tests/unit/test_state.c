@@ -150,7 +150,7 @@ static void test_open_memory(void)
 
 	OK(state_schema_version(db, &v, &e));
 	CU_ASSERT_EQUAL(v, STATE_SCHEMA_VERSION);
-	CU_ASSERT_EQUAL(v, 3);
+	CU_ASSERT_EQUAL(v, STATE_SCHEMA_VERSION);
 	state_close(db);
 }
 
@@ -1056,7 +1056,7 @@ static void test_migration_from_v1(void)
 	{
 		int ver = 0;
 		OK(state_schema_version(db, &ver, &e));
-		CU_ASSERT_EQUAL(ver, 3);
+		CU_ASSERT_EQUAL(ver, STATE_SCHEMA_VERSION);
 	}
 	/* Every v1 row survived unchanged. */
 	OK(state_request_get(db, "u-old", &r, &e));
@@ -1111,7 +1111,7 @@ static void test_migration_from_v1(void)
 	CU_ASSERT_STRING_EQUAL(g.last_error, "quota");
 	state_group_clear(&g);
 	state_close(db);
-	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 3);
+	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), STATE_SCHEMA_VERSION);
 	/* v3: the instance snapshot column exists, empty for old intents. */
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM scaleup_intent WHERE known_before = ''"),
 			raw_int(path, "SELECT count(*) FROM scaleup_intent"));
@@ -1129,15 +1129,15 @@ static void test_newer_schema_refused(void)
 
 	snprintf(path, sizeof(path), "%s", p);
 	clk_fake_init(&c, T0);
-	CU_ASSERT_EQUAL_FATAL(raw_exec(path, "CREATE TABLE from_the_future (x); PRAGMA user_version = 4"),
+	CU_ASSERT_EQUAL_FATAL(raw_exec(path, "CREATE TABLE from_the_future (x); PRAGMA user_version = 5"),
 	                      SQLITE_OK);
 	FAILS(PRD_EUNSUPPORTED, state_open(path, &c, NULL, &db, &e));
 	CU_ASSERT_PTR_NULL(db);
 	CONTAINS(e.msg, path);
 	CONTAINS(e.msg, "newer");
-	CONTAINS(e.msg, "4");
+	CONTAINS(e.msg, "5");
 	/* The file was left alone. */
-	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 4);
+	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 5);
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name='booking'"), 0);
 }
 
