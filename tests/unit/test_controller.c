@@ -7,6 +7,7 @@
 #include "classes/details.h"
 #include "classes/vocab.h"
 #include "util/rand.h"
+#include "util/rfc3339.h"
 #include "util/yamljson.h"
 
 #include <sqlite3.h>
@@ -1095,6 +1096,8 @@ static void test_failover_adopts_plan(void)
 typedef struct ainst {
 	char id[40], node[40];
 	int state, errclass;
+	char owner[64];             /* (ac.mark) the owner token of the call that made it */
+	int64_t created;
 } ainst;
 
 /* One group of the test cloud. */
@@ -1105,6 +1108,8 @@ typedef struct agroup {
 	int decreases, deletes, increases;
 	int fail_increase;          /* increases to refuse */
 	int ambiguous;              /* increases that take effect but answer an error */
+	char next_owner[64];        /* (ac.mark) the token of the last increase: a_create stamps it */
+	int32_t bump;               /* another actor raises the target right before the next increase lands */
 } agroup;
 
 /* Group 0 "g": 4 cpu. Group 1 "gpu" (only when ac.ngroups == 2): 8 cpu and
@@ -1119,6 +1124,7 @@ typedef struct acloud {
 	size_t n;
 	ainst *v;
 	int decreases, deletes, increases;
+	bool mark;                  /* the ABI 1.3 driver (m_driver): owner tokens, conditional calls */
 } acloud;
 
 static acloud ac;
@@ -1202,6 +1208,10 @@ static int a_instances(void *st, const char *gid, prd_cloud_instance **out, size
 		v[i].node_name = g->v[i].node[0] ? strdup(g->v[i].node) : NULL;
 		v[i].state = g->v[i].state;
 		v[i].error_class = g->v[i].errclass;
+		if(ac.mark) {
+			v[i].owner = g->v[i].owner[0] ? strdup(g->v[i].owner) : NULL;
+			v[i].created_ns = g->v[i].created;
+		}
 		if(g->v[i].errclass) {
 			v[i].error_code = strdup("OutOfCapacity");
 			v[i].error_message = strdup("zone has no capacity");
@@ -1221,6 +1231,7 @@ static void a_release_instances(void *st, prd_cloud_instance *v, size_t n)
 		free(v[i].node_name);
 		free(v[i].error_code);
 		free(v[i].error_message);
+		free(v[i].owner);
 	}
 	free(v);
 }
@@ -1350,15 +1361,77 @@ static const prd_cloud_driver a_driver = {
 static cloud_driver a_drv = { NULL, NULL, &a_driver, NULL, NULL };
 static cloud_driver *a_drvs[1] = { &a_drv };
 
+/* The same cloud behind ABI 1.3: the increase is a compare-and-set of the
+ * target applied when the call lands, and the instances a test creates
+ * after it carry its owner token. */
+static int m_increase(void *st, const prd_cloud_increase *rq, prd_cloud_error *err)
+{
+	agroup *g;
+	(void)st;
+	a_sync_in();
+	g = a_group(rq->group_id);
+	g->target += g->bump;
+	g->bump = 0;
+	if(rq->expected_target >= 0 && g->target != rq->expected_target) {
+		snprintf(err->message, sizeof(err->message), "target is %d, not %d", g->target, rq->expected_target);
+		a_sync_out();
+		return PRD_CLOUD_ECONFLICT;
+	}
+	g->increases++;
+	g->target += rq->delta;
+	snprintf(g->next_owner, sizeof(g->next_owner), "%s", rq->owner ? rq->owner : "");
+	a_sync_out();
+	return 0;
+}
+
+static int m_decrease_if(void *st, const char *gid, int32_t d, int32_t expected, prd_cloud_error *err)
+{
+	agroup *g = a_group(gid);
+	a_sync_in();
+	if(g->target != expected) {
+		snprintf(err->message, sizeof(err->message), "target is %d, not %d", g->target, expected);
+		return PRD_CLOUD_ECONFLICT;
+	}
+	return a_decrease(st, gid, d, err);
+}
+
+static const prd_cloud_driver m_driver = {
+	.abi_major = PRD_CLOUD_ABI_MAJOR,
+	.abi_minor = PRD_CLOUD_ABI_MINOR,
+	.struct_size = sizeof(prd_cloud_driver),
+	.name = "marks-test",
+	.refresh = a_refresh,
+	.node_groups = a_groups,
+	.release_node_groups = a_release_groups,
+	.instances = a_instances,
+	.release_instances = a_release_instances,
+	.template_node = a_template,
+	.increase_size = a_increase,
+	.delete_nodes = a_delete_nodes,
+	.decrease_target_size = a_decrease,
+	.release_string = a_release_string,
+	.delete_instances = a_delete_instances,
+	.instance_size = sizeof(prd_cloud_instance),
+	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME,
+	.increase = m_increase,
+	.decrease_target_size_if = m_decrease_if,
+};
+
+static cloud_driver m_drv = { NULL, NULL, &m_driver, NULL, NULL };
+static cloud_driver *m_drvs[1] = { &m_drv };
+
+static bool want_marks; /* start_async_n: the ABI 1.3 cloud (start_marks) */
+
 static void start_async_n(pr_config *cfg, size_t ngroups)
 {
 	pr_config def;
 	memset(&ac, 0, sizeof(ac));
 	ac.ngroups = ngroups;
+	ac.mark = want_marks;
 	a_sync_out();
 	start(NULL, NULL);
 	pr_ctl_free(ctl);
-	drivers.v = a_drvs;
+	drivers.v = ac.mark ? m_drvs : a_drvs;
 	drivers.n = 1;
 	pr_config_default(&def);
 	def.provision_timeout_ns = 2 * MIN;
@@ -1371,6 +1444,14 @@ static void start_async_n(pr_config *cfg, size_t ngroups)
 static void start_async(pr_config *cfg)
 {
 	start_async_n(cfg, 1);
+}
+
+/* The ABI 1.3 cloud (m_driver). */
+static void start_marks(void)
+{
+	want_marks = true;
+	start_async(NULL);
+	want_marks = false;
 }
 
 static void stop_async(void)
@@ -1391,8 +1472,24 @@ static void a_create_in(size_t gi, int k, int errclass)
 		snprintf(x->id, sizeof(x->id), "test://%s/i-%d", a_ids[gi], ++ac.seq);
 		x->state = PRD_CLOUD_INSTANCE_CREATING;
 		x->errclass = errclass;
+		x->created = clk_wall(&fake);
+		if(ac.mark)
+			memcpy(x->owner, g->next_owner, sizeof(x->owner));
 	}
 	a_sync_out();
+}
+
+/* Another actor (cluster-autoscaler, a MachineHealthCheck) adds k
+ * instances of its own to group 0: the target grows, no owner token. */
+static void a_create_foreign(int k)
+{
+	char keep[64];
+	snprintf(keep, sizeof(keep), "%s", ac.grp[0].next_owner);
+	ac.grp[0].next_owner[0] = '\0';
+	ac.target += k;
+	a_sync_in();
+	a_create_in(0, k, 0);
+	snprintf(ac.grp[0].next_owner, sizeof(ac.grp[0].next_owner), "%s", keep);
 }
 
 static void a_create(int k, int errclass)
@@ -3174,6 +3271,263 @@ static void test_dra_failover_rebuilds_devices(void)
 	stop();
 }
 
+/* ---- other actors on the same groups (ABI 1.3 cloud) ------------------ */
+
+static bool backed_off(const char *group)
+{
+	bool off = false;
+	state_group_backed_off(db, group, &off, NULL, NULL);
+	return off;
+}
+
+static size_t deleting_where(bool owned)
+{
+	size_t i, k = 0;
+	for(i = 0; i < ac.n; i++)
+		k += ac.v[i].state == PRD_CLOUD_INSTANCE_DELETING && (ac.v[i].owner[0] != 0) == owned;
+	return k;
+}
+
+/* Someone else moves the group's target between the plan and the moment
+ * its increase lands (a stalled replica's late call, another shard,
+ * cluster-autoscaler). Broken controller caught: one whose increase is
+ * unconditional (it adds on top of the other actor's nodes, the "6 nodes
+ * for a 3-node request" of a stalled leader), and one that blames the
+ * cloud for it (backoff, ScaleUpFailed). */
+static void test_marks_conditional_increase_replans(void)
+{
+	start_marks();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	ac.grp[0].bump = 1;
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	CU_ASSERT_EQUAL(ac.target, 1);
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_FALSE(backed_off("g"));
+	CU_ASSERT_STRING_NOT_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpFailed");
+	CU_ASSERT_TRUE(has_event("a", "ScaleUpReplanned"));
+	/* The next pass plans from what the cloud shows now. */
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.target, 3);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	stop_async();
+}
+
+/* An outside actor scales the plan's group up before the plan's own
+ * instances appear, then the plan fails. Broken controllers caught: one
+ * that takes "not there before" for the plan's (it deletes the other
+ * actor's instances), and one whose rollback waits for the target to come
+ * back below where it began (the other actor holds it up: the rollback,
+ * and the request's finalizer, never end). */
+static void test_marks_rollback_deletes_only_its_own(void)
+{
+	start_marks();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	pass();
+	CU_ASSERT_EQUAL(ac.target, 2);
+	a_create_foreign(2);
+	a_create(1, 0);
+	a_create(1, PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES);
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpFailed");
+	CU_ASSERT_EQUAL(deleting_where(true), 2);
+	CU_ASSERT_EQUAL(deleting_where(false), 0);
+	CU_ASSERT_TRUE(has_event("a", "OtherActorScaling"));
+	a_finish_deletes();
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.n, 2);                 /* the other actor's two stay */
+	CU_ASSERT_EQUAL(ac.target, 2);
+	stop_async();
+}
+
+/* provreqd died inside an increase that makes its instances during the
+ * call (kwok's loop): the cloud shows 1 of 3 with the plan's token.
+ * Broken controller caught: one that calls its own crash a failure (it
+ * rolls the node back, says ScaleUpFailed and makes the request wait its
+ * backoff) instead of asking for the two missing under the same token. */
+static void test_marks_crash_mid_increase_continues(void)
+{
+	state_intent *in = NULL;
+	size_t n = 0;
+	prd_err e;
+	start_marks();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 6, NULL); /* 3 nodes */
+	pass();
+	CU_ASSERT_EQUAL_FATAL(ac.target, 3);
+	/* The process died with 1 of 3 made and its row still "increasing". */
+	a_create(1, 0);
+	ac.target = 1;
+	a_sync_in();
+	CU_ASSERT_EQUAL_FATAL(state_intent_list_open(db, &in, &n, NULL), 0);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	{
+		char sql[600];
+		sqlite3 *raw = NULL;
+		snprintf(sql, sizeof(sql), "UPDATE scaleup_intent SET phase = 'increasing' WHERE plan_id = '%s'",
+			 in[0].plan_id);
+		CU_ASSERT_EQUAL_FATAL(sqlite3_open(dbpath, &raw), SQLITE_OK);
+		CU_ASSERT_EQUAL(sqlite3_exec(raw, sql, NULL, NULL, NULL), SQLITE_OK);
+		sqlite3_close(raw);
+	}
+	state_intent_list_free(in, n);
+	{
+		pr_config cfg;
+		pr_ctl_free(ctl);
+		pr_config_default(&cfg);
+		cfg.provision_timeout_ns = 2 * MIN;
+		CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	}
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 2);
+	CU_ASSERT_EQUAL(ac.target, 3);
+	CU_ASSERT_EQUAL(deleting_where(true), 0);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_TRUE(has_event("a", "ScaleUpResumed"));
+	CU_ASSERT_FALSE(backed_off("g"));
+	a_create(2, 0);
+	a_register(3);
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.n, 3);
+	stop_async();
+}
+
+/* A stalled replica's late increase landed after the plan's own: the cloud
+ * shows four instances with the plan's token for a plan of two. Broken
+ * controller caught: one that leaves the surplus ("not the plan's") and
+ * never scales it down. */
+static void test_marks_surplus_of_a_repeated_call_is_deleted(void)
+{
+	start_marks();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	pass();
+	ac.target = 4;
+	a_sync_in();
+	a_create(4, 0);
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(deleting_where(true), 2);
+	CU_ASSERT_TRUE(has_event("a", "DuplicateInstancesRemoved"));
+	a_finish_deletes();
+	a_register(2);
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.n, 2);
+	stop_async();
+}
+
+/* A leader that returns with a stale store. A starts plan P, P fails and
+ * A's rollback delete fails; A stalls. B takes over with its own store,
+ * finishes P's rollback and, after the request's backoff, runs plan Q on
+ * the same group. A leads again (rebuild on acquisition). Broken
+ * controller caught: one that acts on its stale store (P's rollback, with
+ * "not there before" for P's instances, deletes Q's nodes). */
+static void test_returning_leader_drops_stale_plan(void)
+{
+	state_db *db2 = NULL;
+	state_config sc;
+	char path2[600];
+	pr_ctl *ctl2 = NULL;
+	pr_config cfg;
+	prd_err e;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	pass();
+	a_create(1, 0);
+	a_create(1, PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES);
+	ac.fail_delete = 1;
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_EQUAL_FATAL(open_plans(), 1);  /* P rolling back in A's store */
+	/* B, with an empty store. */
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/replica-stale-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	a_finish_deletes();
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(ac.n, 0);
+	/* The request's retry: B's plan Q. */
+	clk_fake_advance(&fake, 6 * MIN);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(ac.increases, 2);
+	a_create(2, 0);
+	clk_fake_advance(&fake, 2 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(a_live(), 2);
+	/* A leads again: its store still has P open. */
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(a_live(), 2);             /* Q's nodes are not P's */
+	CU_ASSERT_EQUAL(ac.deletes, 1);           /* only B's delete of P's instances */
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
+/* Anyone allowed to write a request's status can write a plan into it.
+ * Broken controller caught: one that adopts a plan asking for more nodes
+ * than the group can have (a leader that continues plans, as provreqd
+ * does now, would then ask the cloud for them). */
+static void test_forged_plan_is_refused(void)
+{
+	json_object *o = NULL;
+	char body[1200], ts[64], plan_row[200];
+	const char *uid;
+	state_intent it;
+	prd_err e;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, "{noRetry: \"true\"}");
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+					    NULL, NULL, &o, NULL, &e), 0);
+	uid = json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid"));
+	snprintf(plan_row, sizeof(plan_row), "%s/1#0", uid);
+	rfc3339_format(clk_wall(&fake) + MIN, ts, sizeof(ts));
+	snprintf(body, sizeof(body),
+		 "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPlan\":\"%s/1\",\"nodeGroup\":\"g\","
+		 "\"nodesRequested\":\"1000\",\"targetSizeBefore\":\"0\",\"nodesReadyDeadline\":\"%s\","
+		 "\"scaleUpPhase\":\"increasing\",\"provreqd.io/instances-before\":\"m1:\"}}}",
+		 uid, ts);
+	json_object_put(o);
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
+	pass();
+	CU_ASSERT_TRUE(has_event("a", "ScaleUpPlanRefused"));
+	CU_ASSERT(ac.target <= 10);
+	/* Not adopted at all (not even closed at once). */
+	CU_ASSERT_EQUAL(state_intent_get(db, plan_row, &it, &e), PRD_ENOTFOUND);
+	{
+		state_intent *in = NULL;
+		size_t n = 0, i;
+		bool forged = false;
+		CU_ASSERT_EQUAL(state_intent_list_open(db, &in, &n, NULL), 0);
+		for(i = 0; i < n; i++)
+			forged |= in[i].delta == 1000;
+		CU_ASSERT_FALSE(forged);
+		state_intent_list_free(in, n);
+	}
+	stop_async();
+}
+
 static const test_case cases[] = {
 	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
 	{ "DRA: check-capacity with devices", test_dra_check_capacity },
@@ -3212,6 +3566,12 @@ static const test_case cases[] = {
 	{ "async: the words of each failure kind; a Failed request is told the rollback ended", test_async_failure_words },
 	{ "async: a crash that cut an in-process increase short is not the cloud's failure", test_async_crash_mid_call_is_not_the_clouds_failure },
 	{ "a plan of a group no driver serves holds no new Nodes", test_plan_of_unserved_group_holds_nothing },
+	{ "actors: a moved target makes the conditional increase do nothing; the request plans again", test_marks_conditional_increase_replans },
+	{ "actors: a rollback deletes only the plan's own instances and ends whatever others hold", test_marks_rollback_deletes_only_its_own },
+	{ "actors: a crash inside the increase continues the plan under its token", test_marks_crash_mid_increase_continues },
+	{ "actors: a repeated call's surplus is deleted", test_marks_surplus_of_a_repeated_call_is_deleted },
+	{ "actors: a returning leader drops the plan another replica replaced", test_returning_leader_drops_stale_plan },
+	{ "actors: a forged plan in a request's status is refused", test_forged_plan_is_refused },
 	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },
 	{ "dst: room on existing nodes is held during a scale-up", test_async_existing_room_is_held },
 	{ "dst: a lost status write after success is written from the plan", test_async_lost_status_write_after_success },
