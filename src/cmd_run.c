@@ -214,6 +214,12 @@ static bool lease_fence(void *ud)
 	return kube_lease_valid(ud);
 }
 
+/* The same for drivers (prd_cloud_host.may_act). */
+static int lease_fence_int(void *ud)
+{
+	return kube_lease_valid(ud) ? 1 : 0;
+}
+
 static void on_leading(void *ud)
 {
 	double waited = (double)(clk_mono(clk_real()) - waiting_since) / (double)PRD_NS_PER_SEC;
@@ -494,8 +500,10 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 	/* Fencing for real: no cloud call, status or object write unless the
 	 * lease is ours with a margin at that moment, whatever the pass
 	 * thought at its start. */
-	if(r->lease)
+	if(r->lease) {
 		pr_ctl_set_fence(r->ctl, lease_fence, r->lease);
+		cloud_host_set_fence(&r->host, lease_fence_int, r->lease);
+	}
 	memset(&po, 0, sizeof(po));
 	po.api = &r->api;
 	po.clock = r->clock;

@@ -167,6 +167,15 @@ typedef struct prd_cloud_host {
 	int64_t (*now_ns)(void *ctx);
 	/* Release memory the host handed to the driver. */
 	void (*free)(void *ctx, void *ptr);
+	/* ---- appended in ABI 1.3 (read it only when struct_size covers
+	 * it) ---- */
+	/* Non-zero while the host may still change the cloud (its
+	 * leader-election lease is valid with a margin). A driver whose one
+	 * operation makes many calls (a Node per instance, say) asks before
+	 * each and, on zero, stops and returns PRD_CLOUD_EAGAIN with what it
+	 * did so far reported through instances(): a replica paused past its
+	 * lease must not go on changing the cloud when it resumes. */
+	int (*may_act)(void *ctx);
 } prd_cloud_host;
 
 /* A Node as the host's cache holds it (ABI 1.2, nodes_changed). Strings

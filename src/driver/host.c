@@ -51,6 +51,18 @@ static void host_free(void *ctx, void *ptr)
 	free(ptr);
 }
 
+static int host_may_act(void *ctx)
+{
+	const cloud_host_impl *h = ctx;
+	return h->fence ? h->fence(h->fence_ud) : 1;
+}
+
+void cloud_host_set_fence(cloud_host_impl *h, int (*fence)(void *ud), void *ud)
+{
+	h->fence = fence;
+	h->fence_ud = ud;
+}
+
 void cloud_host_init(cloud_host_impl *h, const char *component, const clk *clock,
 		     cloud_host_request_fn request, void *request_ud)
 {
@@ -61,6 +73,7 @@ void cloud_host_init(cloud_host_impl *h, const char *component, const clk *clock
 	h->host.kube_request = host_request;
 	h->host.now_ns = host_now;
 	h->host.free = host_free;
+	h->host.may_act = host_may_act;
 	h->clock = clock ? clock : clk_real();
 	h->request = request;
 	h->request_ud = request_ud;

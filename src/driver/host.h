@@ -22,11 +22,17 @@ typedef struct cloud_host_impl {
 	cloud_host_request_fn request; /* NULL: requests fail with EUNSUPPORTED */
 	void *request_ud;
 	char component[64];           /* log attribution, e.g. "driver/kwok" */
+	/* prd_cloud_host.may_act: NULL answers yes (not leader-elected). Set
+	 * with cloud_host_set_fence; read from the controller's thread. */
+	int (*fence)(void *ud);
+	void *fence_ud;
 } cloud_host_impl;
 
 /* Fill `h` (caller owns its memory; it must outlive every driver given
  * &h->host). */
 void cloud_host_init(cloud_host_impl *h, const char *component, const clk *clock,
 		     cloud_host_request_fn request, void *request_ud);
+/* Answer prd_cloud_host.may_act with fence(ud) (`run` passes the lease). */
+void cloud_host_set_fence(cloud_host_impl *h, int (*fence)(void *ud), void *ud);
 
 #endif

@@ -202,6 +202,61 @@ static void test_renew_deadline(void)
 	fake_store_free(st);
 }
 
+/* The fence: valid only while the last renewal was sent less than the
+ * renew deadline ago, whether or not the renewing loop has run since (a
+ * paused process, a stalled lease thread). Broken fence caught: one that
+ * answers from the "leading" flag, which only the next step clears (after
+ * a pause it said yes for up to a retry period while another replica
+ * already held the lease). The term (identity, leaseTransitions) moves on
+ * a takeover. */
+static void test_valid_fences_a_stall(void)
+{
+	fake_store *st = fake_store_new();
+	fake_srv *srv = fake_start(fake_store_handler, st);
+	kube_config *cfg;
+	kube_client *cl;
+	kube_client_opts co = {.max_retries = -1};
+	cand a, b;
+	char id[64];
+	int64_t tr = -1, tr_b = -1;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_EQUAL_FATAL(fake_client(srv, &co, &cfg, &cl), 0);
+	cand_init(&a, cl, "host-a");
+	cand_init(&b, cl, "host-b");
+	CU_ASSERT_FALSE(kube_lease_valid(a.le));
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_TRUE(kube_lease_valid(a.le));
+	kube_lease_term(a.le, id, sizeof(id), &tr);
+	CU_ASSERT_STRING_EQUAL(id, "host-a");
+	CU_ASSERT_EQUAL(tr, 0);
+	/* A pauses 9 s: still within its renew deadline (10 s). */
+	clk_fake_advance(&a.fc, 9 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(kube_lease_valid(a.le));
+	/* 1 s more: no step ran, yet the fence closes. */
+	clk_fake_advance(&a.fc, PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(kube_lease_is_leader(a.le));
+	CU_ASSERT_FALSE(kube_lease_valid(a.le));
+	/* B sees A's record unchanged for a lease duration and takes over. */
+	CU_ASSERT_FALSE(step(&b));
+	clk_fake_advance(&b.fc, 15 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&b));
+	CU_ASSERT_TRUE(kube_lease_valid(b.le));
+	kube_lease_term(b.le, id, sizeof(id), &tr_b);
+	CU_ASSERT_STRING_EQUAL(id, "host-b");
+	CU_ASSERT_EQUAL(tr_b, 1);
+	/* A wakes: still fenced, and its next step says it lost. */
+	CU_ASSERT_FALSE(kube_lease_valid(a.le));
+	CU_ASSERT_FALSE(step(&a));
+	CU_ASSERT_FALSE(kube_lease_valid(a.le));
+	kube_lease_free(a.le);
+	kube_lease_free(b.le);
+	kube_client_free(cl);
+	kube_config_free(cfg);
+	fake_stop(srv);
+	fake_store_free(st);
+}
+
 static void test_conflict_loses(void)
 {
 	fake_store *st = fake_store_new();
@@ -343,6 +398,7 @@ static void test_thread(void)
 }
 
 static const test_case cases[] = {
+	{ "the fence closes at the renew deadline without a step", test_valid_fences_a_stall },
 	{"acquire, renew, take over after expiry, release", test_acquire_takeover_release},
 	{"renew deadline ends leadership", test_renew_deadline},
 	{"a conflicting write loses; a new holder is respected", test_conflict_loses},
