@@ -95,6 +95,17 @@ int cmd_check_driver(int argc, char **argv)
 	}
 	printf("driver %s (ABI %u.%u) from %s\n", d->api->name, d->api->abi_major, d->api->abi_minor, d->path);
 	printf("  atomic increase: %s\n", d->api->atomic_increase_size ? "yes" : "no");
+	{
+		uint64_t caps = cloud_driver_caps(d->api);
+		printf("  conditional increase/decrease: %s\n", caps & PRD_CLOUD_CAP_CONDITIONAL ? "yes" : "no");
+		printf("  owner marks on instances: %s\n", caps & PRD_CLOUD_CAP_OWNER_MARK ? "yes" : "no");
+		printf("  creation times of instances: %s\n", caps & PRD_CLOUD_CAP_CREATION_TIME ? "yes" : "no");
+		printf("  a plan's instances are told by: %s\n",
+		       (caps & PRD_CLOUD_CAP_OWNER_MARK) && CLOUD_DRIVER_HAS(d->api, increase) && d->api->increase
+			       ? "owner token"
+			       : caps & PRD_CLOUD_CAP_CREATION_TIME ? "creation time"
+								    : "not being in the group before (docs/operator.md)");
+	}
 	if(d->api->provisioning_classes) {
 		const char *const *cls = d->api->provisioning_classes(d->state);
 		printf("  extra provisioning classes:");
