@@ -40,6 +40,8 @@
 #include <string.h>
 
 #define FOLLOWER "another group of the plan failed"
+#define AT_SWEEP_EVERY_NS (30 * AT_NS_PER_S)
+#define AT_SWEEP_GRACE_NS (30 * AT_NS_PER_S)
 
 /* "a by 3 and b by 1" */
 static void groups_words(const at_plan *p, char *out, size_t len)
@@ -1120,6 +1122,10 @@ static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, co
 		}
 	}
 	hmap_free(&done);
+	/* A late call lands at most a driver call's timeout after its plan
+	 * ended; a minute is plenty, and an instance being made by a
+	 * rollback's own deletes is never looked at. */
+	at_sweep_late(h, AT_SWEEP_EVERY_NS, AT_SWEEP_GRACE_NS);
 }
 
 static const char *const atomic_aliases[] = { "atomic-scale-up.kubernetes.io", NULL };

@@ -112,6 +112,11 @@ int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in
  * are stale afterwards. 0 or a PRD_CLOUD_E* code with *de filled. */
 int at_increase(pr_class_group *g, const state_intent *in, int32_t delta, int32_t expected, prd_cloud_error *de);
 
+/* At most every `every` ns: in each group whose driver marks instances,
+ * delete those carrying the token of a plan this store closed as rolled
+ * back at least `grace` ns ago (its call landed after it ended). */
+void at_sweep_late(const pr_class_host *h, int64_t every, int64_t grace);
+
 /* The plan in the request's provisioningClassDetails. */
 void at_put_details(const pr_class_host *h, const at_plan *p, state_phase phase);
 /* The plan is over: only its outcome stays. */

@@ -60,6 +60,7 @@ typedef struct at_memo {
 	at_list *retired;
 	hmap progress_at;  /* plan id -> when its progress detail last changed (int64_t *) */
 	hmap kviews;       /* plan id -> at_kview (see view_of) */
+	int64_t swept_at;  /* when at_sweep_late last looked */
 } at_memo;
 
 static void lists_free(at_list *l)
@@ -831,6 +832,78 @@ int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in
 	if(h->verify)
 		verify_view(h, g, in, pv);
 	return 0;
+}
+
+/* ---- calls that landed after their plan ended -------------------------- */
+
+/* The intent id an owner token names (at_owner_token reversed: the first
+ * '.' was the '/', the last '-' the '#'). False when it is not a token of
+ * provreqd's. */
+static bool token_intent(const char *token, char *out, size_t len)
+{
+	const char *dot = strchr(token, '.'), *dash = strrchr(token, '-');
+	size_t n = strlen(token), i;
+	if(!dot || !dash || dash < dot || n >= len)
+		return false;
+	for(i = 0; i <= n; i++)
+		out[i] = token + i == dot ? '/' : token + i == dash ? '#' : token[i];
+	return true;
+}
+
+/* Delete the listed instances of g whose owner token names an intent this
+ * store closed as rolled back at least `grace` ago: a call of that plan
+ * landed after the plan ended (a stalled replica's late call that no
+ * conditional could stop, an answer lost to a timeout). */
+static void sweep_group(const pr_class_host *h, pr_class_group *g, int64_t grace)
+{
+	const char **ids = arena_array(h->ar, g->ninst + 1, sizeof(*ids));
+	size_t i, nd = 0;
+	hmap seen; /* intent id -> (void *)1 late, (void *)2 not */
+	hmap_init(&seen, NULL);
+	for(i = 0; ids && i < g->ninst; i++) {
+		const pr_class_inst *x = &g->inst[i];
+		char id[AT_OWNER_MAX + 4];
+		void *v;
+		state_intent in;
+		if(!x->owner || x->state == PRD_CLOUD_INSTANCE_DELETING || !token_intent(x->owner, id, sizeof(id)))
+			continue;
+		if(!(v = hmap_get(&seen, id))) {
+			v = (void *)2;
+			if(state_intent_get(h->db, id, &in, NULL) == 0) {
+				if(in.phase == STATE_PHASE_ROLLED_BACK && in.updated_ns < h->now - grace)
+					v = (void *)1;
+				state_intent_clear(&in);
+			}
+			hmap_put(&seen, id, v);
+		}
+		if(v == (void *)1)
+			ids[nd++] = x->id;
+	}
+	hmap_free(&seen);
+	if(nd && h->may_act(h->ctx) && CLOUD_DRIVER_HAS(g->drv->api, delete_instances) &&
+	   g->drv->api->delete_instances) {
+		prd_cloud_error de;
+		memset(&de, 0, sizeof(de));
+		metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(g->id, "late_call"), (double)nd);
+		log_warn("deleting instances of scale-up plans that had already ended (a late call)", "group", g->id,
+			 "instances", LOGI(nd), "result",
+			 g->drv->api->delete_instances(g->drv->state, g->id, ids, nd, &de) ? de.message : "ok");
+		g->target_stale = true;
+	}
+}
+
+void at_sweep_late(const pr_class_host *h, int64_t every, int64_t grace)
+{
+	at_memo *m = memo_of(h);
+	size_t i;
+	if(!h->db || !m || h->now - m->swept_at < every)
+		return;
+	m->swept_at = h->now;
+	for(i = 0; i < h->ngroups; i++) {
+		pr_class_group *g = &h->groups[i];
+		if(at_own_of_group(g) == AT_OWN_MARK && pr_group_list(g, NULL) == 0)
+			sweep_group(h, g, grace);
+	}
 }
 
 /* ---- asking the cloud --------------------------------------------------- */

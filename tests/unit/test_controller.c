@@ -3428,6 +3428,45 @@ static void test_marks_surplus_of_a_repeated_call_is_deleted(void)
 	stop_async();
 }
 
+/* A plan rolled back with nothing made (the request was deleted while its
+ * call was in flight); the call lands afterwards (a stalled replica's, or
+ * one whose answer was lost) and makes two instances with the plan's
+ * token. Broken controller caught: one that never looks at them again
+ * (they leak: no plan owns them, scale-down only removes nodes it marked). */
+static void test_marks_late_call_after_rollback_is_swept(void)
+{
+	prd_err e;
+	char owner[64];
+	start_marks();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	pass();
+	CU_ASSERT_EQUAL_FATAL(ac.increases, 1);
+	snprintf(owner, sizeof(owner), "%s", ac.grp[0].next_owner);
+	/* The cloud had not taken it yet as far as anyone can see. */
+	ac.target = 0;
+	a_sync_in();
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_EQUAL_FATAL(open_plans(), 0);
+	/* Now the call lands. */
+	ac.target = 2;
+	a_sync_in();
+	snprintf(ac.grp[0].next_owner, sizeof(ac.grp[0].next_owner), "%s", owner);
+	a_create(2, 0);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(deleting_where(true), 0);   /* not before the grace */
+	clk_fake_advance(&fake, 60 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(deleting_where(true), 2);
+	stop_async();
+}
+
 /* A leader that returns with a stale store. A starts plan P, P fails and
  * A's rollback delete fails; A stalls. B takes over with its own store,
  * finishes P's rollback and, after the request's backoff, runs plan Q on
@@ -3571,6 +3610,7 @@ static const test_case cases[] = {
 	{ "actors: a crash inside the increase continues the plan under its token", test_marks_crash_mid_increase_continues },
 	{ "actors: a repeated call's surplus is deleted", test_marks_surplus_of_a_repeated_call_is_deleted },
 	{ "actors: a returning leader drops the plan another replica replaced", test_returning_leader_drops_stale_plan },
+	{ "actors: a call that lands after its plan was rolled back is swept", test_marks_late_call_after_rollback_is_swept },
 	{ "actors: a forged plan in a request's status is refused", test_forged_plan_is_refused },
 	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },
 	{ "dst: room on existing nodes is held during a scale-up", test_async_existing_room_is_held },
