@@ -40,6 +40,8 @@
 #include <string.h>
 
 #define FOLLOWER "another group of the plan failed"
+/* Causes that begin so are provreqd's own interruption, not a failure. */
+#define INTERRUPTED "provreqd was interrupted"
 #define AT_SWEEP_EVERY_NS (30 * AT_NS_PER_S)
 #define AT_SWEEP_GRACE_NS (30 * AT_NS_PER_S)
 
@@ -307,6 +309,18 @@ static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, con
 		   (!strcmp(cause, "unknown cause") || !strncmp(cause, FOLLOWER, strlen(FOLLOWER))))
 			cause = p->v[i].last_error;
 	groups_words(p, gw, sizeof(gw));
+	if(!strncmp(cause, INTERRUPTED, strlen(INTERRUPTED))) {
+		/* provreqd's own crash: no failure of the request's, no backoff;
+		 * the next pass starts the scale-up again. */
+		snprintf(msg, sizeof(msg), "%s; what it had made is undone and the scale-up starts again", cause);
+		if(p == &all)
+			at_plan_free(&all);
+		h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, msg);
+		h->event(h->ctx, "Normal", PR_R_SCALE_UP_ROLLED_BACK, msg);
+		at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
+		h->wake_at(h->ctx, h->now);
+		return;
+	}
 	snprintf(msg, sizeof(msg), "scale-up of %s failed: %s; rolled back: the cloud shows none of the instances it "
 		 "added and every target is back where it was", gw, cause);
 	if(p == &all)
@@ -414,7 +428,11 @@ static void start_roll_back(const pr_class_host *h, const pr_class_req *req, at_
 		}
 		log_warn("scale-up failed; rolling back", "group", in->node_group, "plan", in->plan_id, "cause", why);
 	}
-	if(req && !req->terminal) {
+	if(req && !req->terminal && !strncmp(cause, INTERRUPTED, strlen(INTERRUPTED))) {
+		/* Not the request's failure: no ScaleUpFailed, no backoff. */
+		h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, cause);
+		h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_ROLLING_BACK));
+	} else if(req && !req->terminal) {
 		groups_words(p, gw, sizeof(gw));
 		snprintf(msg, sizeof(msg), "scale-up of %s failed: %s; removing what it added%s", gw, cause,
 			 any_backoff ? "; the failing group is backed off" : "");
@@ -535,7 +553,7 @@ static int resume_marked(const pr_class_host *h, pr_class_group *g, const state_
 	metrics_counter_add(M_SCALEUPS, METRICS_L(g->id, "attempted"), 1);
 	log_info("interrupted scale-up continues: asked the cloud for the instances it had not made yet", "group",
 		 g->id, "plan", in->plan_id, "had", LOGI(pv->n), "asked", LOGI(missing));
-	snprintf(why, len, "provreqd was interrupted during the increase of %s with %zu of %lld instances made; "
+	snprintf(why, len, INTERRUPTED " during the increase of %s with %zu of %lld instances made; "
 		 "the scale-up continues", g->id, pv->n, (long long)in->delta);
 	h->event(h->ctx, "Normal", PR_R_SCALE_UP_RESUMED, why);
 	why[0] = '\0';
@@ -570,7 +588,7 @@ static int settle_one(const pr_class_host *h, const pr_class_req *req, state_int
 		 * call) can be cut short by its crash. */
 		if(g->target < in->target_before + in->delta && (int64_t)pv.n < in->delta && !part[0])
 			snprintf(part, plen,
-				 "provreqd was interrupted during the increase of %s, which took %zu of its %lld "
+				 INTERRUPTED " during the increase of %s, which took %zu of its %lld "
 				 "nodes; undoing it to start over",
 				 g->id, pv.n, (long long)in->delta);
 	}
@@ -629,7 +647,7 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 							"interrupted before this group was asked");
 				p->v[i].phase = STATE_PHASE_ROLLED_BACK;
 			}
-		start_roll_back(h, req, p, NULL, "provreqd was interrupted between the calls of a multi-group plan");
+		start_roll_back(h, req, p, NULL, INTERRUPTED " between the calls of a multi-group plan");
 		return false;
 	}
 	if(part[0]) {

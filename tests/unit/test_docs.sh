@@ -200,7 +200,7 @@ awk '$4 == "Warning"' "$tmp/code-events" | while read -r cond status reason t; d
 done >"$tmp/undoc-warn"
 while read -r w; do bad "the code records a Warning Event for $w; docs/user-guide.md's Event table does not list it"; done <"$tmp/undoc-warn"
 # Events that are not condition changes (h->event in src/classes), both ways.
-grep -rhoE 'h->event\(h->ctx, "(Normal|Warning)", [A-Za-z_"]+' "$src"/classes |
+grep -rhoE 'h->event(_on)?\(h->ctx, (pr, )?"(Normal|Warning)", [A-Za-z_"]+' "$src"/classes |
 	sed 's/.*, "\([A-Za-z]*\)", \(.*\)$/\1 \2/' | while read -r t r; do
 		case $r in
 		\"*) r=$(printf '%s' "$r" | tr -d '"') ;;
