@@ -467,6 +467,7 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 		for(i = 0; i < p->n; i++) {
 			at_intent_close(h, p->v[i].plan_id, STATE_PHASE_DONE, NULL, NULL);
 			state_group_success(h->db, p->v[i].node_group, NULL);
+			metrics_gauge_set(M_FOREIGN_INSTANCES, METRICS_L(p->v[i].node_group), 0);
 			metrics_counter_add(M_SCALEUPS, METRICS_L(p->v[i].node_group, "succeeded"), 1);
 		}
 		h->count(h->ctx, PR_STAT_SCALEUP_SUCCEEDED);
@@ -911,7 +912,8 @@ static void target_moved(const pr_class_host *h, const pr_class_req *req, at_pla
 					       : "another group of the plan was not asked");
 		p->v[k].phase = STATE_PHASE_ROLLED_BACK;
 	}
-	h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+	/* Soon: the target was read a moment ago, a cache may trail it. */
+	h->wake_at(h->ctx, h->now + AT_NS_PER_S);
 	if(i == 0) {
 		if(req && !req->terminal) {
 			at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));

@@ -1289,6 +1289,7 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 	}
 	if(rolled_back(g, in, &pv)) {
 		at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
+		metrics_gauge_set(M_FOREIGN_INSTANCES, METRICS_L(in->node_group), 0);
 		metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
 		h->count(h->ctx, PR_STAT_SCALEUP_ROLLED_BACK);
 		log_warn("scale-up rolled back: the cloud shows none of its instances", "group", g->id, "plan",
