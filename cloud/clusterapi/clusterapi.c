@@ -806,6 +806,7 @@ static const prd_cloud_driver descriptor = {
 	.decrease_target_size = cp_decrease_target,
 	.release_string = drv_release_string,
 	.delete_instances = cp_delete_instances,
+	.instance_size = sizeof(prd_cloud_instance),
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

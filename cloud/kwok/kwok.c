@@ -1049,6 +1049,7 @@ static const prd_cloud_driver descriptor = {
 	.delete_instances = kw_delete_instances,
 	.template_resource_slices = kw_template_resource_slices,
 	.nodes_changed = kw_nodes_changed,
+	.instance_size = sizeof(prd_cloud_instance),
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

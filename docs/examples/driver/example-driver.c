@@ -418,6 +418,10 @@ static const prd_cloud_driver descriptor = {
 	.release_string = ex_release_string,
 	.provisioning_classes = ex_classes,
 	.provision = ex_provision,
+	/* ABI 1.3: the stride of the arrays instances() returns. Required
+	 * once the descriptor reaches it (sizeof(prd_cloud_driver) does):
+	 * the host steps through the array by it. */
+	.instance_size = sizeof(prd_cloud_instance),
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);
