@@ -384,6 +384,20 @@ static void machine_id(json_object *m, char *out, size_t n)
 			 capi_jstr(md, "name") ? capi_jstr(md, "name") : "");
 }
 
+/* metadata.creationTimestamp in ns since the epoch; 0 when unreadable. */
+static int64_t created_ns(json_object *obj)
+{
+	const char *ts = capi_jstr(capi_jobj(obj, "metadata"), "creationTimestamp");
+	prd_err pe;
+	int64_t ns = 0;
+	if(!ts || rfc3339_parse(ts, &ns, &pe) || ns < 0)
+		return 0;
+	return ns;
+}
+
+/* A Machine's instance: its creation time is the Machine's (ABI 1.3); it
+ * has no owner token, as Cluster API cannot mark the Machines one scale
+ * call makes. A MachinePool's providerIDList entries have neither. */
 static int cp_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
 			prd_cloud_error *err)
 {
@@ -421,6 +435,7 @@ static int cp_instances(void *state, const char *group_id, prd_cloud_instance **
 		v[k].state = machine_deleting(m) ? PRD_CLOUD_INSTANCE_DELETING
 			     : node		 ? PRD_CLOUD_INSTANCE_RUNNING
 						 : PRD_CLOUD_INSTANCE_CREATING;
+		v[k].created_ns = created_ns(m);
 		if(fmsg && fmsg[0]) {
 			v[k].error_class = PRD_CLOUD_ERRCLASS_OTHER;
 			v[k].error_code = capi_strdup(freason && freason[0] ? freason : "MachineFailed");
@@ -599,6 +614,55 @@ static int set_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, p
 	return rc;
 }
 
+/* PUT the Scale back with the resourceVersion it was read with, for the
+ * conditional calls (ABI 1.3): whoever wrote the object since makes the
+ * apiserver answer 409, which is PRD_CLOUD_ECONFLICT, nothing changed. */
+static int put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, prd_cloud_error *err)
+{
+	char path[800];
+	json_object *sc, *md, *spec;
+	long status = 0;
+	int rc;
+	if(!rv || !rv[0])
+		return capi_fail(err, PRD_CLOUD_EIO,
+				 "clusterapi: %s: the scale subresource gave no resourceVersion to make the write "
+				 "conditional on; nothing changed",
+				 g->id);
+	sc = json_object_new_object();
+	md = json_object_new_object();
+	spec = json_object_new_object();
+	capi_path(c, path, sizeof(path), capi_kind_plural(g->kind), g->ns, g->name, "scale");
+	json_object_object_add(sc, "apiVersion", json_object_new_string("autoscaling/v1"));
+	json_object_object_add(sc, "kind", json_object_new_string("Scale"));
+	json_object_object_add(md, "name", json_object_new_string(g->name));
+	json_object_object_add(md, "namespace", json_object_new_string(g->ns));
+	json_object_object_add(md, "resourceVersion", json_object_new_string(rv));
+	json_object_object_add(sc, "metadata", md);
+	json_object_object_add(spec, "replicas", json_object_new_int(replicas));
+	json_object_object_add(sc, "spec", spec);
+	rc = capi_request(c, "PUT", path, "application/json", sc, NULL, &status, err);
+	json_object_put(sc);
+	if(rc && status == 409)
+		return capi_fail(err, PRD_CLOUD_ECONFLICT,
+				 "clusterapi: %s: replicas were changed by another writer between this call's read "
+				 "and its write (409 Conflict); nothing changed",
+				 g->id);
+	if(!rc)
+		g->replicas = replicas;
+	return rc;
+}
+
+/* The replicas the conditional call was planned from are still there. */
+static int check_expected(const capi_group *g, int32_t cur, int32_t expected, prd_cloud_error *err)
+{
+	if(expected < 0 || cur == expected)
+		return 0;
+	return capi_fail(err, PRD_CLOUD_ECONFLICT,
+			 "clusterapi: %s: replicas are %d, not the %d this call was planned from (another writer "
+			 "changed them); nothing changed",
+			 g->id, (int)cur, (int)expected);
+}
+
 static int cp_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
 {
 	capi *c = state;
@@ -621,9 +685,55 @@ static int cp_increase(void *state, const char *group_id, int32_t delta, prd_clo
 	return set_scale(c, g, cur + delta, rv, err);
 }
 
-static int cp_decrease_target(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
+/* ABI 1.3. With an expected target: read the scale, compare, and PUT it
+ * back with the resourceVersion read, so a stale caller (a replica that
+ * lost its lease, a plan made before someone else scaled) changes
+ * nothing. The owner token is not used: Cluster API offers no way to
+ * mark the Machines one scale call makes (the MachineSet controller
+ * creates them from its template), so this driver does not claim
+ * PRD_CLOUD_CAP_OWNER_MARK. Replicas move at once but Machines come with
+ * no all-or-nothing promise: an atomic increase is not offered. */
+static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud_error *err)
 {
 	capi *c = state;
+	capi_group *g;
+	int32_t cur;
+	char rv[64];
+	int rc;
+	if(!req || req->struct_size < offsetof(prd_cloud_increase, owner) + sizeof(req->owner))
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: increase: the request is %u bytes, older than "
+							"ABI 1.3's",
+				 req ? (unsigned)req->struct_size : 0u);
+	if(!(g = find_group(c, req->group_id)))
+		return no_group(err, req->group_id);
+	if(req->atomic)
+		return capi_fail(err, PRD_CLOUD_EUNSUPPORTED,
+				 "clusterapi: %s: Cluster API makes no all-or-nothing promise for the Machines of a "
+				 "scale-up; no atomic increase",
+				 g->id);
+	if(req->expected_target < -1)
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: expected target %d (want -1 or a size)", g->id,
+				 (int)req->expected_target);
+	if(req->expected_target < 0)
+		return cp_increase(state, req->group_id, req->delta, err);
+	if(req->delta <= 0)
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the increase must be positive, got %d", g->id,
+				 (int)req->delta);
+	rc = get_scale(c, g, &cur, rv, sizeof(rv), err);
+	if(!rc)
+		rc = check_expected(g, cur, req->expected_target, err);
+	if(rc)
+		return rc;
+	if(req->delta > g->max - cur)
+		return capi_fail(err, PRD_CLOUD_ERANGE,
+				 "clusterapi: %s: increasing replicas from %d by %d would exceed its maximum size %d",
+				 g->id, (int)cur, (int)req->delta, (int)g->max);
+	return put_scale(c, g, cur + req->delta, rv, err);
+}
+
+/* decrease_target_size, and (expected >= 0) its conditional form. */
+static int decrease(capi *c, const char *group_id, int32_t delta, int32_t expected, prd_cloud_error *err)
+{
 	capi_group *g = find_group(c, group_id);
 	json_object *machines = NULL;
 	int32_t cur, existing = 0;
@@ -637,6 +747,8 @@ static int cp_decrease_target(void *state, const char *group_id, int32_t delta, 
 				 (int)delta);
 	rc = get_scale(c, g, &cur, rv, sizeof(rv), err);
 	if(!rc)
+		rc = check_expected(g, cur, expected, err);
+	if(!rc)
 		rc = capi_group_machines(c, g, &machines, err);
 	if(rc)
 		return rc;
@@ -649,7 +761,21 @@ static int cp_decrease_target(void *state, const char *group_id, int32_t delta, 
 				 "clusterapi: %s: lowering replicas from %d by %d would go below its %d existing "
 				 "Machines; delete nodes instead",
 				 g->id, (int)cur, (int)delta, (int)existing);
-	return set_scale(c, g, cur - delta, rv, err);
+	return expected >= 0 ? put_scale(c, g, cur - delta, rv, err) : set_scale(c, g, cur - delta, rv, err);
+}
+
+static int cp_decrease_target(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
+{
+	return decrease(state, group_id, delta, -1, err);
+}
+
+static int cp_decrease_target_if(void *state, const char *group_id, int32_t delta, int32_t expected,
+				 prd_cloud_error *err)
+{
+	if(expected < -1)
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: expected target %d (want -1 or a size)",
+				 group_id ? group_id : "(null)", (int)expected);
+	return decrease(state, group_id, delta, expected, err);
 }
 
 /* Set (value non-NULL) or remove (NULL) the delete-machine annotation. */
@@ -806,6 +932,11 @@ static const prd_cloud_driver descriptor = {
 	.decrease_target_size = cp_decrease_target,
 	.release_string = drv_release_string,
 	.delete_instances = cp_delete_instances,
+	.instance_size = sizeof(prd_cloud_instance),
+	/* No PRD_CLOUD_CAP_OWNER_MARK: see cp_increase_req. */
+	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME,
+	.increase = cp_increase_req,
+	.decrease_target_size_if = cp_decrease_target_if,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

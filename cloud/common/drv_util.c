@@ -175,6 +175,7 @@ void drv_instances_free(prd_cloud_instance *v, size_t n)
 		free(v[i].node_name);
 		free(v[i].error_code);
 		free(v[i].error_message);
+		free(v[i].owner);
 	}
 	free(v);
 }

@@ -106,6 +106,43 @@ static int count_live(kwok *k, prd_cloud_error *err)
 	return rc == PRD_CLOUD_EUNSUPPORTED ? 0 : rc;
 }
 
+static int count_fresh(void *ud, json_object *node)
+{
+	int32_t *live = ud;
+	if(!node_deleting(node))
+		(*live)++;
+	return 0;
+}
+
+/* A conditional call compares with what the apiserver holds now: neither
+ * the host's Node cache nor this driver's last count may be behind
+ * another writer, which is what the condition is there to catch. */
+int kwok_check_target(kwok *k, kwok_group *g, int32_t expected, int32_t pending, int32_t grow, const char *done,
+		      prd_cloud_error *err)
+{
+	char path[256];
+	int32_t live = 0, target;
+	int rc;
+	snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL "%%3D%s", g->id);
+	rc = kwok_list(k, path, count_fresh, &live, err);
+	if(rc == PRD_CLOUD_EUNSUPPORTED)
+		rc = 0; /* no apiserver: no Nodes (see count_live) */
+	if(rc)
+		return rc;
+	g->live = live;
+	target = live + (int32_t)g->nfailed + pending;
+	if(expected >= 0 && target != expected)
+		return kwok_fail(err, PRD_CLOUD_ECONFLICT,
+				 "kwok: group %s: its target size is %d, not the %d this call was planned from "
+				 "(another writer changed the group); nothing %s",
+				 g->id, (int)target, (int)expected, done);
+	if(grow > g->max - target)
+		return kwok_fail(err, PRD_CLOUD_ERANGE,
+				 "kwok: group %s: increasing the size from %d by %d would exceed its maximum size %d",
+				 g->id, (int)target, (int)grow, (int)g->max);
+	return 0;
+}
+
 /* ---- lifecycle ------------------------------------------------------ */
 
 static void kwok_free(kwok *k)
@@ -124,7 +161,7 @@ static void kwok_free(kwok *k)
 	free(k);
 }
 
-static int create_nodes(kwok *k, kwok_group *g, int32_t n, char ***created, int32_t *ncreated,
+static int create_nodes(kwok *k, kwok_group *g, int32_t n, const char *owner, char ***created, int32_t *ncreated,
 			prd_cloud_error *err);
 static void free_names(char **names, int32_t n);
 static int delete_node(kwok *k, const char *name, const char *uid, prd_cloud_error *err);
@@ -156,7 +193,7 @@ static int kw_init(const prd_cloud_host *host, const char *config, void **state,
 		int32_t n = 0;
 		if(g->live || !g->initial)
 			continue;
-		rc = create_nodes(k, g, g->initial, &names, &n, err);
+		rc = create_nodes(k, g, g->initial, NULL, &names, &n, err);
 		free_names(names, n);
 		if(!rc)
 			kwok_log(k, PRD_CLOUD_LOG_INFO, "kwok: created %d initial nodes of group %s", (int)n, g->id);
@@ -334,8 +371,9 @@ static int kw_node_group_for_node(void *state, const char *node_json, char **gro
 #define KWOK_NO_STR SIZE_MAX
 
 typedef struct inst_rec {
-	size_t id, node, code, message; /* offsets into text, or KWOK_NO_STR */
+	size_t id, node, code, message, owner; /* offsets into text, or KWOK_NO_STR */
 	int32_t state, error_class;
+	int64_t created_ns;
 } inst_rec;
 
 typedef struct inst_list {
@@ -391,10 +429,13 @@ static int rec_push(inst_list *l, const inst_rec *r)
 
 /* An instance without a Node: "kwok://<name>" in `state`, with an
  * out-of-resources error when `code` is set. */
-static int push_nodeless(inst_list *l, const char *name, int32_t state, const char *code, const char *message)
+static int push_nodeless(inst_list *l, const char *name, int32_t state, const char *code, const char *message,
+			 const char *owner, int64_t created_ns)
 {
-	inst_rec r = {0, KWOK_NO_STR, KWOK_NO_STR, KWOK_NO_STR, state, PRD_CLOUD_ERRCLASS_NONE};
+	inst_rec r = {0, KWOK_NO_STR, KWOK_NO_STR, KWOK_NO_STR, KWOK_NO_STR, state, PRD_CLOUD_ERRCLASS_NONE, created_ns};
 	int rc = text_put(l, KWOK_PROVIDER_PREFIX, strlen(KWOK_PROVIDER_PREFIX), name, strlen(name), &r.id);
+	if(!rc && owner)
+		rc = text_put(l, owner, strlen(owner), NULL, 0, &r.owner);
 	if(!rc && code) {
 		r.error_class = PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES;
 		rc = text_put(l, code, strlen(code), NULL, 0, &r.code);
@@ -425,6 +466,8 @@ static prd_cloud_instance *inst_finish(inst_list *l)
 			out[i].error_message = r->message == KWOK_NO_STR ? NULL : text + r->message;
 			out[i].state = r->state;
 			out[i].error_class = r->error_class;
+			out[i].owner = r->owner == KWOK_NO_STR ? NULL : text + r->owner;
+			out[i].created_ns = r->created_ns;
 		}
 	}
 	inst_list_free(l);
@@ -458,51 +501,59 @@ static bool node_ready(json_object *node)
 }
 
 /* One Node as an instance, whether it came from a list or the view: its
- * id is `id` or, when that is empty, "kwok://<name>". */
-static int push_node_instance(inst_list *l, const char *name, size_t name_len, const char *id, size_t id_len,
-			      bool ready, bool deleting)
+ * id is n->id or, when that is empty, "kwok://<name>". Its owner and
+ * creation time go with it (ABI 1.3). */
+static int push_node_instance(void *ud, const kwok_vinfo *n)
 {
-	inst_rec r = {0, 0, KWOK_NO_STR, KWOK_NO_STR, PRD_CLOUD_INSTANCE_DELETING, PRD_CLOUD_ERRCLASS_NONE};
-	int rc = id_len ? text_put(l, id, id_len, NULL, 0, &r.id)
-			: text_put(l, KWOK_PROVIDER_PREFIX, strlen(KWOK_PROVIDER_PREFIX), name, name_len, &r.id);
+	inst_list *l = ud;
+	inst_rec r = {0, 0, KWOK_NO_STR, KWOK_NO_STR, KWOK_NO_STR, PRD_CLOUD_INSTANCE_DELETING, PRD_CLOUD_ERRCLASS_NONE,
+		      n->created_ns};
+	int rc = n->id_len ? text_put(l, n->id, n->id_len, NULL, 0, &r.id)
+			   : text_put(l, KWOK_PROVIDER_PREFIX, strlen(KWOK_PROVIDER_PREFIX), n->name, n->name_len, &r.id);
 	if(!rc)
-		rc = text_put(l, name, name_len, NULL, 0, &r.node);
-	if(!deleting)
-		r.state = ready ? PRD_CLOUD_INSTANCE_RUNNING : PRD_CLOUD_INSTANCE_CREATING;
+		rc = text_put(l, n->name, n->name_len, NULL, 0, &r.node);
+	if(!rc && n->owner)
+		rc = text_put(l, n->owner, strlen(n->owner), NULL, 0, &r.owner);
+	if(!n->deleting)
+		r.state = n->ready ? PRD_CLOUD_INSTANCE_RUNNING : PRD_CLOUD_INSTANCE_CREATING;
 	if(!rc)
 		rc = rec_push(l, &r);
 	if(rc)
 		return PRD_CLOUD_ENOMEM;
-	if(!deleting)
+	if(!n->deleting)
 		l->live++;
 	return 0;
 }
 
 static int add_node_instance(void *ud, json_object *node)
 {
-	const char *name = kwok_jstr(kwok_jobj(node, "metadata"), "name");
+	json_object *md = kwok_jobj(node, "metadata");
 	const char *pid = kwok_jstr(kwok_jobj(node, "spec"), "providerID");
-	if(!name)
+	kwok_vinfo n;
+	memset(&n, 0, sizeof(n));
+	n.name = kwok_jstr(md, "name");
+	if(!n.name)
 		return 0;
-	return push_node_instance(ud, name, strlen(name), pid, pid ? strlen(pid) : 0, node_ready(node),
-				  node_deleting(node));
-}
-
-static int add_viewed_instance(void *ud, const char *name, size_t name_len, const char *id, size_t id_len,
-			       bool ready, bool deleting)
-{
-	return push_node_instance(ud, name, name_len, id, id_len, ready, deleting);
+	n.name_len = strlen(n.name);
+	n.id = pid;
+	n.id_len = pid ? strlen(pid) : 0;
+	n.owner = kwok_jstr(kwok_jobj(md, "labels"), KWOK_OWNER_LABEL);
+	n.created_ns = kwok_node_created_ns(node);
+	n.ready = node_ready(node);
+	n.deleting = node_deleting(node);
+	return push_node_instance(ud, &n);
 }
 
 /* An instance of the async cloud that has no Node yet: reported once it
  * has appeared, with its provider ID and no node name. Not counted in
  * l->live: the group's pending count covers it. */
-static int add_pending_instance(void *ud, const char *name, bool appeared, const char *failed, bool deleting)
+static int add_pending_instance(void *ud, const kwok_pending *p)
 {
-	if(!appeared)
+	if(!p->appeared)
 		return 0;
-	return push_nodeless(ud, name, deleting ? PRD_CLOUD_INSTANCE_DELETING : PRD_CLOUD_INSTANCE_CREATING, failed,
-			     "the zone has no capacity for this instance (simulated)");
+	return push_nodeless(ud, p->name, p->deleting ? PRD_CLOUD_INSTANCE_DELETING : PRD_CLOUD_INSTANCE_CREATING,
+			     p->failed, "the zone has no capacity for this instance (simulated)", p->owner,
+			     p->requested_ns);
 }
 
 static int kw_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
@@ -525,7 +576,9 @@ static int kw_instances(void *state, const char *group_id, prd_cloud_instance **
 	if(rc)
 		return rc;
 	if(k->view.on) {
-		rc = kwok_view_each(k, g->id, add_viewed_instance, &l);
+		rc = kwok_view_fill_times(k, g->id, err);
+		if(!rc)
+			rc = kwok_view_each(k, g->id, push_node_instance, &l);
 	} else {
 		snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL "%%3D%s", g->id);
 		rc = kwok_list(k, path, add_node_instance, &l, err);
@@ -536,7 +589,7 @@ static int kw_instances(void *state, const char *group_id, prd_cloud_instance **
 		kwok_fail(err, rc, "out of memory");
 	for(i = 0; !rc && i < g->nfailed; i++)
 		if(push_nodeless(&l, g->failed[i].name, PRD_CLOUD_INSTANCE_CREATING, g->failed[i].code,
-				 g->failed[i].message))
+				 g->failed[i].message, g->failed[i].owner, g->failed[i].created_ns))
 			rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	if(!rc && kwok_async_for(k, g->id))
 		rc = kwok_async_each(k, g->id, add_pending_instance, &l, err);
@@ -565,7 +618,7 @@ static int kw_template_node(void *state, const char *group_id, char **node_json,
 	if(rc)
 		return rc;
 	snprintf(name, sizeof(name), "%s-template", g->id);
-	node = kwok_node_for_group(g, name);
+	node = kwok_node_for_group(g, name, NULL);
 	if(!node)
 		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	/* A new node of the group will be Ready: say so, as a real one would. */
@@ -610,10 +663,11 @@ static void free_names(char **names, int32_t n)
 	free(names);
 }
 
-/* Create `n` Nodes of the group; *created (caller frees with free_names)
- * lists the names of those that were created, even when an error stops
- * the loop part way. A random name that already exists is replaced. */
-static int create_nodes(kwok *k, kwok_group *g, int32_t n, char ***created, int32_t *ncreated,
+/* Create `n` Nodes of the group, labelled with `owner` when given;
+ * *created (caller frees with free_names) lists the names of those that
+ * were created, even when an error stops the loop part way. A random name
+ * that already exists is replaced. */
+static int create_nodes(kwok *k, kwok_group *g, int32_t n, const char *owner, char ***created, int32_t *ncreated,
 			prd_cloud_error *err)
 {
 	char **names = calloc((size_t)n + 1, sizeof(*names));
@@ -627,18 +681,20 @@ static int create_nodes(kwok *k, kwok_group *g, int32_t n, char ***created, int3
 		int attempt;
 		for(attempt = 0;; attempt++) {
 			char name[80], suffix[6];
-			json_object *node;
+			json_object *node, *made = NULL;
 			long status = 0;
 			kwok_random_suffix(k, suffix);
 			snprintf(name, sizeof(name), "%s-%s", g->id, suffix);
-			node = kwok_node_for_group(g, name);
+			node = kwok_node_for_group(g, name, owner);
 			if(!node) {
 				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 				break;
 			}
-			rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, node, NULL, &status, err);
+			rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, node, &made, &status, err);
+			/* The apiserver's answer has the creation time. */
 			if(!rc)
-				kwok_view_created(k, node);
+				kwok_view_created(k, made ? made : node);
+			json_object_put(made);
 			json_object_put(node);
 			if(rc && status == 409 && attempt < 8)
 				continue; /* the name is taken: draw another */
@@ -719,9 +775,11 @@ static int roll_back(kwok *k, kwok_group *g, char **names, int32_t n, char *why,
 	return rc;
 }
 
-static int add_failed(kwok *k, kwok_group *g, int32_t n, const char *code, int32_t asked)
+/* Remember n nodes an increase (of `asked`, made by `owner`) was refused. */
+static int add_failed(kwok *k, kwok_group *g, int32_t n, const char *code, int32_t asked, const char *owner)
 {
 	kwok_failed *v = realloc(g->failed, (g->nfailed + (size_t)n) * sizeof(*v));
+	int64_t now = k->host->now_ns(k->host->ctx);
 	int32_t i;
 	if(!v)
 		return -1;
@@ -736,10 +794,14 @@ static int add_failed(kwok *k, kwok_group *g, int32_t n, const char *code, int32
 		v[g->nfailed].name = kwok_strdup(name);
 		v[g->nfailed].code = kwok_strdup(code);
 		v[g->nfailed].message = kwok_strdup(msg);
-		if(!v[g->nfailed].name || !v[g->nfailed].code || !v[g->nfailed].message) {
+		v[g->nfailed].owner = owner ? kwok_strdup(owner) : NULL;
+		v[g->nfailed].created_ns = now;
+		if(!v[g->nfailed].name || !v[g->nfailed].code || !v[g->nfailed].message ||
+		   (owner && !v[g->nfailed].owner)) {
 			free(v[g->nfailed].name);
 			free(v[g->nfailed].code);
 			free(v[g->nfailed].message);
+			free(v[g->nfailed].owner);
 			return -1;
 		}
 		g->nfailed++;
@@ -747,16 +809,22 @@ static int add_failed(kwok *k, kwok_group *g, int32_t n, const char *code, int32
 	return 0;
 }
 
-/* increase_size and atomic_increase_size. Both check the maximum first.
- * When fault injection lets only k of n nodes through, the plain form
- * keeps the k and reports the rest through instances(); the atomic form
- * deletes the k again (as it does when the API fails part way) and
- * returns PRD_CLOUD_EAGAIN. */
-static int grow(kwok *k, const char *group_id, int32_t delta, bool atomic, prd_cloud_error *err)
+/* increase_size, atomic_increase_size and increase. All check the
+ * maximum first. When fault injection lets only k of n nodes through, the
+ * plain form keeps the k and reports the rest through instances(); the
+ * atomic form deletes the k again (as it does when the API fails part
+ * way) and returns PRD_CLOUD_EAGAIN. A conditional increase compares the
+ * target read afresh right before it creates anything, after any
+ * injected delay: a caller that stalled there must find the group as
+ * another writer left it. Listing and creating are two requests, so a
+ * writer in between is not seen: Nodes offer no compare-and-set on a
+ * count. */
+static int grow(kwok *k, const char *group_id, const kwok_grow_req *req, prd_cloud_error *err)
 {
 	kwok_group *g = find_group(k, group_id);
 	const char *error_code = NULL;
-	int32_t target, succeed = delta, ncreated = 0;
+	int32_t target, delta = req->delta, succeed = req->delta, ncreated = 0;
+	bool atomic = req->atomic;
 	char **created = NULL;
 	prd_cloud_error e = {0, ""};
 	int rc;
@@ -775,15 +843,17 @@ static int grow(kwok *k, const char *group_id, int32_t delta, bool atomic, prd_c
 	if(rc)
 		return rc;
 	if(kwok_async_for(k, g->id))
-		return kwok_async_grow(k, g, delta, succeed, error_code, atomic, err);
-	rc = create_nodes(k, g, succeed, &created, &ncreated, &e);
+		return kwok_async_grow(k, g, req, succeed, error_code, err);
+	if(req->expected >= 0 && (rc = kwok_check_target(k, g, req->expected, 0, delta, "created", err)))
+		return rc;
+	rc = create_nodes(k, g, succeed, req->owner, &created, &ncreated, &e);
 	if(!rc && succeed < delta) {
 		if(atomic) {
 			rc = kwok_fail(&e, PRD_CLOUD_EAGAIN,
 				       "kwok: group %s: %s: only %d of %d nodes could be created (fault injection); "
 				       "all-or-nothing, so none are kept",
 				       g->id, error_code, (int)succeed, (int)delta);
-		} else if(add_failed(k, g, delta - succeed, error_code, delta)) {
+		} else if(add_failed(k, g, delta - succeed, error_code, delta, req->owner)) {
 			rc = kwok_fail(&e, PRD_CLOUD_ENOMEM, "out of memory");
 		} else {
 			kwok_log(k, PRD_CLOUD_LOG_WARN,
@@ -800,14 +870,53 @@ static int grow(kwok *k, const char *group_id, int32_t delta, bool atomic, prd_c
 	return rc ? kwok_fail(err, rc, "%s", e.message) : 0;
 }
 
-static int kw_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
+static int kw_increase_size(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
 {
-	return grow(state, group_id, delta, false, err);
+	kwok_grow_req req = {delta, false, -1, NULL};
+	return grow(state, group_id, &req, err);
 }
 
 static int kw_atomic_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
 {
-	return grow(state, group_id, delta, true, err);
+	kwok_grow_req req = {delta, true, -1, NULL};
+	return grow(state, group_id, &req, err);
+}
+
+/* 1..63 of [A-Za-z0-9._-], alphanumeric at both ends: a label value. */
+static bool owner_ok(const char *s)
+{
+	size_t n = strlen(s), i;
+	if(n < 1 || n > 63)
+		return false;
+	for(i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if(!alnum && ((i == 0 || i == n - 1) || (c != '.' && c != '_' && c != '-')))
+			return false;
+	}
+	return true;
+}
+
+/* ABI 1.3: an increase with an expected target and an owner token. */
+static int kw_increase(void *state, const prd_cloud_increase *in, prd_cloud_error *err)
+{
+	kwok_grow_req req;
+	if(!in || in->struct_size < offsetof(prd_cloud_increase, owner) + sizeof(in->owner))
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: increase: the request is %u bytes, older than ABI 1.3's",
+				 in ? (unsigned)in->struct_size : 0u);
+	if(in->owner && !owner_ok(in->owner))
+		return kwok_fail(err, PRD_CLOUD_EINVAL,
+				 "kwok: increase: owner '%.80s' is not 1-63 of [A-Za-z0-9._-] beginning and ending "
+				 "alphanumeric (a label value)",
+				 in->owner);
+	if(in->expected_target < -1)
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: increase: expected target %d (want -1 or a size)",
+				 (int)in->expected_target);
+	req.delta = in->delta;
+	req.atomic = in->atomic != 0;
+	req.expected = in->expected_target;
+	req.owner = in->owner;
+	return grow(state, in->group_id, &req, err);
 }
 
 /* ---- shrinking ------------------------------------------------------ */
@@ -829,6 +938,7 @@ static void drop_failed(kwok_group *g, size_t i)
 	free(g->failed[i].name);
 	free(g->failed[i].code);
 	free(g->failed[i].message);
+	free(g->failed[i].owner);
 	g->failed[i] = g->failed[--g->nfailed];
 }
 
@@ -928,10 +1038,10 @@ done:
 
 /* Cancel nodes requested but never created: only the ones fault injection
  * refused, because every other kwok node exists as soon as it is asked
- * for. */
-static int kw_decrease_target(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
+ * for (and, in async mode, the instances not created yet). With expected
+ * >= 0, only when the target read afresh is that. */
+static int decrease(kwok *k, const char *group_id, int32_t delta, int32_t expected, prd_cloud_error *err)
 {
-	kwok *k = state;
 	kwok_group *g = find_group(k, group_id);
 	int rc;
 	if(!g)
@@ -946,10 +1056,12 @@ static int kw_decrease_target(void *state, const char *group_id, int32_t delta, 
 		return rc;
 	if(kwok_async_for(k, g->id)) {
 		int32_t done = 0;
-		rc = kwok_async_cancel(k, g, delta, (int32_t)g->nfailed, &done, err);
+		rc = kwok_async_cancel(k, g, delta, (int32_t)g->nfailed, expected, &done, err);
 		if(rc)
 			return rc;
 		delta -= done;
+	} else if(expected >= 0 && (rc = kwok_check_target(k, g, expected, 0, 0, "cancelled", err))) {
+		return rc;
 	}
 	if((size_t)delta > g->nfailed)
 		return kwok_fail(err, PRD_CLOUD_ERANGE,
@@ -959,6 +1071,21 @@ static int kw_decrease_target(void *state, const char *group_id, int32_t delta, 
 	while(delta-- > 0)
 		drop_failed(g, g->nfailed - 1);
 	return 0;
+}
+
+static int kw_decrease_target(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
+{
+	return decrease(state, group_id, delta, -1, err);
+}
+
+/* ABI 1.3: decrease_target_size if the target is still `expected`. */
+static int kw_decrease_target_if(void *state, const char *group_id, int32_t delta, int32_t expected,
+				 prd_cloud_error *err)
+{
+	if(expected < -1)
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: decrease: expected target %d (want -1 or a size)",
+				 (int)expected);
+	return decrease(state, group_id, delta, expected, err);
 }
 
 /* Delete instances by id, Node or not: an async instance without a Node is
@@ -1041,7 +1168,7 @@ static const prd_cloud_driver descriptor = {
 	.instances = kw_instances,
 	.release_instances = kw_release_instances,
 	.template_node = kw_template_node,
-	.increase_size = kw_increase,
+	.increase_size = kw_increase_size,
 	.atomic_increase_size = kw_atomic_increase,
 	.delete_nodes = kw_delete_nodes,
 	.decrease_target_size = kw_decrease_target,
@@ -1049,6 +1176,10 @@ static const prd_cloud_driver descriptor = {
 	.delete_instances = kw_delete_instances,
 	.template_resource_slices = kw_template_resource_slices,
 	.nodes_changed = kw_nodes_changed,
+	.instance_size = sizeof(prd_cloud_instance),
+	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME,
+	.increase = kw_increase,
+	.decrease_target_size_if = kw_decrease_target_if,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

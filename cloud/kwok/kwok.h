@@ -21,6 +21,8 @@
 #define KWOK_MIN_ANNOTATION "provreqd.io/min-size"
 #define KWOK_MAX_ANNOTATION "provreqd.io/max-size"
 #define KWOK_INITIAL_ANNOTATION "provreqd.io/initial-size"
+/* ABI 1.3: the owner token of the increase that created a Node. */
+#define KWOK_OWNER_LABEL "provreqd.io/owner"
 #define KWOK_PROVIDER_PREFIX "kwok://"
 #define KWOK_DEFAULT_MAX 100
 /* "<group>-<5 chars>" must stay a DNS label (63). */
@@ -59,7 +61,18 @@ typedef struct kwok_failed {
 	char *name;
 	char *code;
 	char *message;
+	char *owner;            /* the increase's owner token, or NULL */
+	int64_t created_ns;     /* when the increase refused it (host clock) */
 } kwok_failed;
+
+/* One increase: increase_size, atomic_increase_size or (ABI 1.3)
+ * increase. */
+typedef struct kwok_grow_req {
+	int32_t delta;
+	bool atomic;
+	int32_t expected;       /* the target the caller planned from; -1: any */
+	const char *owner;      /* label every instance with it; NULL: none */
+} kwok_grow_req;
 
 typedef struct kwok_group {
 	char *id;               /* the template's metadata.name */
@@ -171,18 +184,31 @@ bool kwok_async_for(const kwok *k, const char *group);
 int kwok_async_transient(kwok *k, const char *group, const char *op, prd_cloud_error *err);
 /* Register what is due, finish deletes, recount each group's pending. */
 int kwok_async_progress(kwok *k, prd_cloud_error *err);
-int kwok_async_grow(kwok *k, kwok_group *g, int32_t delta, int32_t succeed, const char *error_code, bool atomic,
+/* Ask for req->delta instances, of which those past `succeed` fail with
+ * error_code. A conditional request (req->expected >= 0) compares the
+ * group's target, counted afresh under the state file's lock, first. */
+int kwok_async_grow(kwok *k, kwok_group *g, const kwok_grow_req *req, int32_t succeed, const char *error_code,
 		    prd_cloud_error *err);
+/* An instance of the async cloud without a Node yet. */
+typedef struct kwok_pending {
+	const char *name;
+	bool appeared;          /* createDelayMs has passed: the cloud reports it */
+	const char *failed;     /* its error code, or NULL */
+	bool deleting;
+	const char *owner;      /* the owner token of its increase, or NULL */
+	int64_t requested_ns;   /* when the increase asked for it (host clock) */
+} kwok_pending;
 /* fn for each instance of `group` without a Node yet. */
-int kwok_async_each(kwok *k, const char *group,
-		    int (*fn)(void *ud, const char *name, bool appeared, const char *failed, bool deleting), void *ud,
+int kwok_async_each(kwok *k, const char *group, int (*fn)(void *ud, const kwok_pending *p), void *ud,
 		    prd_cloud_error *err);
 /* Delete (or cancel) the pending instance `name`; *found says whether it
  * was one. */
 int kwok_async_delete(kwok *k, kwok_group *g, const char *name, bool *found, prd_cloud_error *err);
 /* Cancel `delta` requested instances, counting `elsewhere` more the caller
- * can cancel itself; PRD_CLOUD_ERANGE (nothing cancelled) when fewer can be. */
-int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t elsewhere, int32_t *cancelled,
+ * can cancel itself; PRD_CLOUD_ERANGE (nothing cancelled) when fewer can be.
+ * With expected >= 0, PRD_CLOUD_ECONFLICT (nothing cancelled) unless the
+ * group's target, counted afresh under the state file's lock, is that. */
+int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t elsewhere, int32_t expected, int32_t *cancelled,
 		      prd_cloud_error *err);
 
 /* kwok_dra.c: the ResourceSlices (DRA) each group's nodes publish. */
@@ -202,18 +228,43 @@ int kwok_view_apply(kwok *k, const prd_cloud_node *nodes, size_t count, int full
  * view shows that at once, as a list would. No-ops until view.on. */
 void kwok_view_created(kwok *k, json_object *node);
 void kwok_view_deleted(kwok *k, const char *name);
+/* One Node of the view, as kwok_view_each gives it. */
+typedef struct kwok_vinfo {
+	const char *name;
+	size_t name_len;
+	const char *id;         /* its provider ID, or "kwok://<name>" when it has none */
+	size_t id_len;
+	const char *owner;      /* its provreqd.io/owner label, or NULL */
+	int64_t created_ns;     /* its metadata.creationTimestamp; 0 unknown */
+	bool ready, deleting;
+} kwok_vinfo;
 /* fn for each Node of `group` the view holds and the driver has not
- * deleted, with its instance id (its provider ID, or "kwok://<name>" when
- * it has none); stops at fn's first non-zero value. */
-typedef int (*kwok_view_fn)(void *ud, const char *name, size_t name_len, const char *id, size_t id_len, bool ready,
-			    bool deleting);
+ * deleted; stops at fn's first non-zero value. */
+typedef int (*kwok_view_fn)(void *ud, const kwok_vinfo *n);
 int kwok_view_each(const kwok *k, const char *group, kwok_view_fn fn, void *ud);
+/* The view learns a Node's creation time from the driver's own creates
+ * only (the host's cache does not pass it on): list `group` once to learn
+ * it for Nodes the view has not been told it of. */
+int kwok_view_fill_times(kwok *k, const char *group, prd_cloud_error *err);
 /* How many Nodes of `group` the view holds that the driver has not
  * deleted and that are not being deleted. */
 int32_t kwok_view_live(const kwok *k, const char *group);
 void kwok_view_free(kwok_view *v);
 
-/* The Node a new member of `g` named `name` is created as (caller puts). */
-json_object *kwok_node_for_group(const kwok_group *g, const char *name);
+/* The Node a new member of `g` named `name` is created as, labelled with
+ * `owner` when given (caller puts). A template's own owner label is not
+ * copied. */
+json_object *kwok_node_for_group(const kwok_group *g, const char *name, const char *owner);
+/* A Node's metadata.creationTimestamp in ns since the epoch; 0 when
+ * missing or unreadable. */
+int64_t kwok_node_created_ns(json_object *node);
+/* The group's target size read from the apiserver, not from a cache: its
+ * live Nodes listed now, plus the nodes fault injection refused, plus
+ * `pending` (async instances without a Node, counted by the caller). Sets
+ * g->live. When expected >= 0 and the target differs, PRD_CLOUD_ECONFLICT
+ * saying nothing was `done`; when grow > 0 would take it past the
+ * maximum, PRD_CLOUD_ERANGE. */
+int kwok_check_target(kwok *k, kwok_group *g, int32_t expected, int32_t pending, int32_t grow, const char *done,
+		      prd_cloud_error *err);
 
 #endif

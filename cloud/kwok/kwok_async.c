@@ -238,6 +238,21 @@ static void drop(json_object *insts, size_t i)
 	json_object_array_del_idx(insts, i, 1);
 }
 
+/* The instances of `group` in the state that count in its target: asked
+ * for, without a Node yet, not being deleted (what progress_fn counts as
+ * pending). */
+static int32_t state_pending(json_object *insts, const char *group)
+{
+	size_t i, n = json_object_array_length(insts);
+	int32_t pending = 0;
+	for(i = 0; i < n; i++) {
+		json_object *x = json_object_array_get_idx(insts, i);
+		const char *g = kwok_jstr(x, "group");
+		pending += g && !strcmp(g, group) && kwok_jstr(x, "name") && !jint(x, "deleteAt");
+	}
+	return pending;
+}
+
 /* The cloud moves on to now: Nodes register, deletes finish; each group's
  * pending count is recomputed. */
 static int progress_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err)
@@ -269,14 +284,15 @@ static int progress_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_c
 			continue;
 		}
 		if((!failed || !failed[0]) && now >= jint(x, "registerAt")) {
-			json_object *node = kwok_node_for_group(kg, name);
+			json_object *node = kwok_node_for_group(kg, name, kwok_jstr(x, "owner")), *made = NULL;
 			long status = 0;
 			int rc;
 			if(!node)
 				return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-			rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, node, NULL, &status, err);
+			rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, node, &made, &status, err);
 			if(!rc || status == 409)
-				kwok_view_created(k, node);
+				kwok_view_created(k, made && !rc ? made : node);
+			json_object_put(made);
 			json_object_put(node);
 			if(rc && status != 409) {
 				kg->pending++;
@@ -307,16 +323,25 @@ typedef struct grow_ctx {
 	int32_t delta, succeed;
 	const char *error_code;
 	bool atomic;
+	int32_t expected;
+	const char *owner;
 } grow_ctx;
 
+/* Under the state file's lock, so that a conditional increase and what
+ * it compares with are one step for every process sharing the file. */
 static int grow_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud_error *err)
 {
 	grow_ctx *c = ud;
 	int64_t now = k->host->now_ns(k->host->ctx);
+	bool all_fail;
+	int32_t i;
+	int rc;
+	if(c->expected >= 0 &&
+	   (rc = kwok_check_target(k, c->g, c->expected, state_pending(insts, c->g->id), c->delta, "asked for", err)))
+		return rc;
 	/* An atomic increase fails as one; a `succeed` fault fails the
 	 * instances beyond K (all of them when the increase is atomic). */
-	bool all_fail = c->atomic && (c->succeed < c->delta || draw(k, k->async->instance_failure_pct));
-	int32_t i;
+	all_fail = c->atomic && (c->succeed < c->delta || draw(k, k->async->instance_failure_pct));
 	for(i = 0; i < c->delta; i++) {
 		json_object *x = json_object_new_object();
 		char name[80], suffix[6];
@@ -334,6 +359,9 @@ static int grow_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud
 				       json_object_new_int64(appear + k->async->register_delay_ms * NS_PER_MS));
 		json_object_object_add(x, "failed", json_object_new_string(fail ? code : ""));
 		json_object_object_add(x, "deleteAt", json_object_new_int64(0));
+		json_object_object_add(x, "requestedAt", json_object_new_int64(now));
+		if(c->owner)
+			json_object_object_add(x, "owner", json_object_new_string(c->owner));
 		if(json_object_array_add(insts, x))
 			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 		c->g->pending++;
@@ -342,11 +370,12 @@ static int grow_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud
 	return 0;
 }
 
-int kwok_async_grow(kwok *k, kwok_group *g, int32_t delta, int32_t succeed, const char *error_code, bool atomic,
+int kwok_async_grow(kwok *k, kwok_group *g, const kwok_grow_req *req, int32_t succeed, const char *error_code,
 		    prd_cloud_error *err)
 {
-	grow_ctx c = { g, delta, succeed, error_code, atomic };
-	int rc = kwok_async_transient(k, g->id, atomic ? "atomic-increase" : "increase", err);
+	grow_ctx c = { g, req->delta, succeed, error_code, req->atomic, req->expected, req->owner };
+	int32_t delta = req->delta;
+	int rc = kwok_async_transient(k, g->id, req->atomic ? "atomic-increase" : "increase", err);
 	if(rc)
 		return rc;
 	if(draw(k, k->async->stockout_pct))
@@ -363,7 +392,7 @@ int kwok_async_grow(kwok *k, kwok_group *g, int32_t delta, int32_t succeed, cons
 
 typedef struct each_ctx {
 	const char *group;
-	int (*fn)(void *ud, const char *name, bool appeared, const char *failed, bool deleting);
+	int (*fn)(void *ud, const kwok_pending *p);
 	void *ud;
 } each_ctx;
 
@@ -375,18 +404,27 @@ static int each_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_cloud
 	(void)dirty;
 	for(i = 0; i < n; i++) {
 		json_object *x = json_object_array_get_idx(insts, i);
-		const char *group = kwok_jstr(x, "group"), *name = kwok_jstr(x, "name"), *failed = kwok_jstr(x, "failed");
-		if(!group || !name || strcmp(group, c->group))
+		const char *group = kwok_jstr(x, "group"), *failed = kwok_jstr(x, "failed");
+		kwok_pending p;
+		p.name = kwok_jstr(x, "name");
+		if(!group || !p.name || strcmp(group, c->group))
 			continue;
-		if(c->fn(c->ud, name, now >= jint(x, "appearAt"), failed && failed[0] ? failed : NULL,
-			 jint(x, "deleteAt") != 0))
+		p.appeared = now >= jint(x, "appearAt");
+		p.failed = failed && failed[0] ? failed : NULL;
+		p.deleting = jint(x, "deleteAt") != 0;
+		p.owner = kwok_jstr(x, "owner");
+		/* A state file written before requestedAt was kept: the
+		 * request was createDelayMs before the instance appeared. */
+		p.requested_ns = jint(x, "requestedAt");
+		if(!p.requested_ns)
+			p.requested_ns = jint(x, "appearAt") - k->async->create_delay_ms * NS_PER_MS;
+		if(c->fn(c->ud, &p))
 			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	}
 	return 0;
 }
 
-int kwok_async_each(kwok *k, const char *group,
-		    int (*fn)(void *ud, const char *name, bool appeared, const char *failed, bool deleting), void *ud,
+int kwok_async_each(kwok *k, const char *group, int (*fn)(void *ud, const kwok_pending *p), void *ud,
 		    prd_cloud_error *err)
 {
 	each_ctx c = { group, fn, ud };
@@ -435,6 +473,7 @@ int kwok_async_delete(kwok *k, kwok_group *g, const char *name, bool *found, prd
 
 typedef struct cancel_ctx {
 	kwok_group *g;
+	int32_t expected;      /* >= 0: only when the target is this */
 	int32_t delta, cancelled;
 	int32_t cancellable;   /* found in the state (when the range check failed) */
 	int32_t elsewhere;     /* requested instances the caller can still cancel itself */
@@ -458,8 +497,10 @@ static int cancel_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_clo
 	cancel_ctx *c = ud;
 	int64_t now = k->host->now_ns(k->host->ctx);
 	size_t i, n = json_object_array_length(insts);
-	int pass;
-	(void)err;
+	int pass, rc;
+	if(c->expected >= 0 &&
+	   (rc = kwok_check_target(k, c->g, c->expected, state_pending(insts, c->g->id), 0, "cancelled", err)))
+		return rc;
 	for(i = 0; i < n; i++)
 		c->cancellable += cancellable(json_object_array_get_idx(insts, i), c->g->id, now);
 	if(c->delta > c->cancellable + c->elsewhere) {
@@ -483,9 +524,10 @@ static int cancel_fn(kwok *k, json_object *insts, void *ud, bool *dirty, prd_clo
 	return 0;
 }
 
-int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t elsewhere, int32_t *cancelled, prd_cloud_error *err)
+int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t elsewhere, int32_t expected, int32_t *cancelled,
+		      prd_cloud_error *err)
 {
-	cancel_ctx c = { g, delta, 0, 0, elsewhere, false };
+	cancel_ctx c = { g, expected, delta, 0, 0, elsewhere, false };
 	int rc = with_state(k, cancel_fn, &c, err);
 	*cancelled = c.cancelled;
 	if(!rc && c.refused)

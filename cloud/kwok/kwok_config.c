@@ -54,6 +54,7 @@ void kwok_groups_free(kwok_group *groups, size_t n)
 			free(groups[i].failed[j].name);
 			free(groups[i].failed[j].code);
 			free(groups[i].failed[j].message);
+			free(groups[i].failed[j].owner);
 		}
 		free(groups[i].failed);
 	}
@@ -729,7 +730,7 @@ int kwok_load_templates(kwok *k, kwok_group **groups, size_t *ngroups, prd_cloud
 	return 0;
 }
 
-json_object *kwok_node_for_group(const kwok_group *g, const char *name)
+json_object *kwok_node_for_group(const kwok_group *g, const char *name, const char *owner)
 {
 	json_object *node = json_object_new_object(), *md = json_object_new_object();
 	json_object *labels = json_object_new_object(), *ann = json_object_new_object();
@@ -752,11 +753,16 @@ json_object *kwok_node_for_group(const kwok_group *g, const char *name)
 	json_object_object_add(node, "metadata", md);
 	json_object_object_add(md, "name", json_object_new_string(name));
 	if(kwok_jobj(tmd, "labels")) {
-		json_object_object_foreach(kwok_jobj(tmd, "labels"), lk, lv)
-			json_object_object_add(labels, lk, json_object_get(lv));
+		json_object_object_foreach(kwok_jobj(tmd, "labels"), lk, lv) {
+			/* Every node would claim one increase made it. */
+			if(strcmp(lk, KWOK_OWNER_LABEL))
+				json_object_object_add(labels, lk, json_object_get(lv));
+		}
 	}
 	json_object_object_add(labels, "kubernetes.io/hostname", json_object_new_string(name));
 	json_object_object_add(labels, KWOK_GROUP_LABEL, json_object_new_string(g->id));
+	if(owner)
+		json_object_object_add(labels, KWOK_OWNER_LABEL, json_object_new_string(owner));
 	json_object_object_add(md, "labels", labels);
 	if(kwok_jobj(tmd, "annotations")) {
 		json_object_object_foreach(kwok_jobj(tmd, "annotations"), ak, av) {

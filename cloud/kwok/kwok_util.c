@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "util/rfc3339.h"
+
 /* The alphabet apiserver's generateName uses: no vowels (no words), no
  * look-alike characters. */
 static const char suffix_alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
@@ -32,4 +34,14 @@ void kwok_random_suffix(kwok *k, char out[6])
 	for(i = 0; i < sizeof(b); i++)
 		out[i] = suffix_alphabet[b[i] % (sizeof(suffix_alphabet) - 1)];
 	out[5] = '\0';
+}
+
+int64_t kwok_node_created_ns(json_object *node)
+{
+	const char *ts = kwok_jstr(kwok_jobj(node, "metadata"), "creationTimestamp");
+	prd_err e;
+	int64_t ns = 0;
+	if(!ts || rfc3339_parse(ts, &ns, &e) || ns < 0)
+		return 0;
+	return ns;
 }

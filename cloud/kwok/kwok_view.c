@@ -9,9 +9,15 @@
  * still lacks it, until KWOK_UNSEEN_MAX_NS has passed), and a Node it
  * deleted is hidden until the cache no longer has it. Until the first full
  * set arrives (a host that does not watch Nodes never sends one) the
- * driver lists, as before. */
+ * driver lists, as before.
+ *
+ * Each entry keeps the Node's owner label (ABI 1.3), which the cache
+ * passes on, and its creation time, which it does not: that comes from
+ * the apiserver's answer to the driver's own create, or from one list of
+ * the group when instances() finds an entry without it. */
 #include "kwok/kwok.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +37,10 @@ struct kwok_vnode {
 	bool ready, deleting;
 	bool gone;              /* deleted by the driver; hidden until the cache agrees */
 	bool seen;              /* the cache has shown it (or a full resync listed it) */
-	int64_t created_ns;     /* when the driver created it (unseen entries) */
+	int64_t created_ns;     /* when the driver created it (unseen entries; host clock) */
+	char *owner;            /* its provreqd.io/owner label, or NULL */
+	int64_t born_ns;        /* its metadata.creationTimestamp; 0 not known yet */
+	bool born_asked;        /* a list was asked for born_ns already */
 };
 
 /* The entries carrying one value of the group label (a group the driver
@@ -177,12 +186,31 @@ static int set_id(kwok_vnode *e, const char *provider_id)
 	return 0;
 }
 
+/* The owner label's value (NULL: none). */
+static int set_owner(kwok_vnode *e, const char *owner)
+{
+	char *o;
+	if(!owner || !owner[0]) {
+		free(e->owner);
+		e->owner = NULL;
+		return 0;
+	}
+	if(e->owner && !strcmp(e->owner, owner))
+		return 0;
+	if(!(o = kwok_strdup(owner)))
+		return -1;
+	free(e->owner);
+	e->owner = o;
+	return 0;
+}
+
 static void vnode_free(kwok_vnode *n)
 {
 	if(!n)
 		return;
 	free(n->name);
 	free(n->id);
+	free(n->owner);
 	free(n);
 }
 
@@ -275,11 +303,11 @@ void kwok_view_free(kwok_view *v)
 	memset(v, 0, sizeof(*v));
 }
 
-static const char *group_label(const prd_cloud_node *n)
+static const char *label_of(const prd_cloud_node *n, const char *key)
 {
 	size_t i;
 	for(i = 0; i < n->nlabels; i++)
-		if(n->labels[i].key && !strcmp(n->labels[i].key, KWOK_GROUP_LABEL))
+		if(n->labels[i].key && !strcmp(n->labels[i].key, key))
 			return n->labels[i].value;
 	return NULL;
 }
@@ -287,7 +315,7 @@ static const char *group_label(const prd_cloud_node *n)
 /* One Node as the cache now has it. */
 static int apply_one(kwok_view *v, const prd_cloud_node *n)
 {
-	const char *g = n->present ? group_label(n) : NULL;
+	const char *g = n->present ? label_of(n, KWOK_GROUP_LABEL) : NULL;
 	kwok_vnode *e;
 	if(!n->name)
 		return 0;
@@ -296,7 +324,7 @@ static int apply_one(kwok_view *v, const prd_cloud_node *n)
 		return 0;
 	}
 	e = view_upsert(v, n->name);
-	if(!e || set_group(v, e, g) || set_id(e, n->provider_id))
+	if(!e || set_group(v, e, g) || set_id(e, n->provider_id) || set_owner(e, label_of(n, KWOK_OWNER_LABEL)))
 		return -1;
 	e->ready = n->ready != 0;
 	set_flags(e, n->deleting != 0, e->gone);
@@ -347,8 +375,8 @@ int kwok_view_apply(kwok *k, const prd_cloud_node *nodes, size_t count, int full
 void kwok_view_created(kwok *k, json_object *node)
 {
 	kwok_view *v = &k->view;
-	json_object *md = kwok_jobj(node, "metadata");
-	const char *name = kwok_jstr(md, "name"), *g = kwok_jstr(kwok_jobj(md, "labels"), KWOK_GROUP_LABEL);
+	json_object *md = kwok_jobj(node, "metadata"), *labels = kwok_jobj(md, "labels");
+	const char *name = kwok_jstr(md, "name"), *g = kwok_jstr(labels, KWOK_GROUP_LABEL);
 	kwok_vnode *e;
 	if(!v->on || !name || !g)
 		return;
@@ -356,13 +384,16 @@ void kwok_view_created(kwok *k, json_object *node)
 	if(e && e->seen && !e->gone)
 		return; /* the cache already has it (a 409 for our own Node) */
 	e = view_upsert(v, name);
-	if(!e || set_group(v, e, g) || set_id(e, kwok_jstr(kwok_jobj(node, "spec"), "providerID"))) {
+	if(!e || set_group(v, e, g) || set_id(e, kwok_jstr(kwok_jobj(node, "spec"), "providerID")) ||
+	   set_owner(e, kwok_jstr(labels, KWOK_OWNER_LABEL))) {
 		kwok_view_free(v); /* cannot keep it true: list until the next full set */
 		return;
 	}
 	e->ready = e->seen = false;
 	set_flags(e, false, false);
 	e->created_ns = k->host->now_ns(k->host->ctx);
+	e->born_ns = kwok_node_created_ns(node);
+	e->born_asked = false;
 }
 
 void kwok_view_deleted(kwok *k, const char *name)
@@ -379,11 +410,53 @@ int kwok_view_each(const kwok *k, const char *group, kwok_view_fn fn, void *ud)
 	int rc;
 	for(i = 0; g && i < g->n; i++) {
 		const kwok_vnode *e = g->m[i];
+		kwok_vinfo n;
 		if(e->gone)
 			continue;
-		if((rc = fn(ud, e->name, e->name_len, e->id, e->id_len, e->ready, e->deleting)) != 0)
+		n.name = e->name;
+		n.name_len = e->name_len;
+		n.id = e->id;
+		n.id_len = e->id_len;
+		n.owner = e->owner;
+		n.created_ns = e->born_ns;
+		n.ready = e->ready;
+		n.deleting = e->deleting;
+		if((rc = fn(ud, &n)) != 0)
 			return rc;
 	}
+	return 0;
+}
+
+static int fill_time(void *ud, json_object *node)
+{
+	kwok *k = ud;
+	const char *name = kwok_jstr(kwok_jobj(node, "metadata"), "name");
+	kwok_vnode *e = name ? view_get(&k->view, name) : NULL;
+	if(e && !e->born_ns)
+		e->born_ns = kwok_node_created_ns(node);
+	return 0;
+}
+
+/* Each entry is asked about once: a Node the list does not have (the
+ * cache is ahead of it, or it went) reports 0 rather than list again at
+ * every call. A failed list is asked again at the next call. */
+int kwok_view_fill_times(kwok *k, const char *group, prd_cloud_error *err)
+{
+	kwok_vgroup *g = vgroup_find(&k->view, group);
+	char path[256];
+	size_t i;
+	bool need = false;
+	int rc;
+	for(i = 0; g && i < g->n && !need; i++)
+		need = !g->m[i]->gone && !g->m[i]->born_ns && !g->m[i]->born_asked;
+	if(!need)
+		return 0;
+	snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL "%%3D%s", group);
+	rc = kwok_list(k, path, fill_time, k, err);
+	if(rc)
+		return rc;
+	for(i = 0; i < g->n; i++)
+		g->m[i]->born_asked = true;
 	return 0;
 }
 

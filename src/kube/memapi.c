@@ -798,8 +798,20 @@ static int do_scale(memapi *m, mem_req *q, const char *method, json_object *body
 		return not_found(q, status, resp, resp_len);
 	if(strcmp(method, "GET")) {
 		json_object *next = NULL, *want;
+		const char *want_rv;
 		if(strcmp(method, "PUT") && strcmp(method, "PATCH"))
 			return status_answer(405, NULL, "method not allowed on scale", status, resp, resp_len);
+		/* A Scale carries its object's resourceVersion: a write that
+		 * sends one is refused once the object moved on. */
+		want_rv = body ? get_str(json_object_object_get(body, "metadata"), "resourceVersion") : NULL;
+		if(want_rv && want_rv[0] && strcmp(want_rv, get_str(meta_of(cur), "resourceVersion"))) {
+			char msg[700];
+			snprintf(msg, sizeof(msg),
+				 "Operation cannot be fulfilled on %s.scale \"%s\": the object has been modified; "
+				 "please apply your changes to the latest version and try again",
+				 q->kind->r.resource, q->name);
+			return status_answer(409, "Conflict", msg, status, resp, resp_len);
+		}
 		want = body ? json_object_object_get(json_object_object_get(body, "spec"), "replicas") : NULL;
 		if(!want || !json_object_is_type(want, json_type_int) || json_object_get_int64(want) < 0)
 			return status_answer(422, NULL, "spec.replicas: Invalid value: must be a non-negative integer",

@@ -70,6 +70,7 @@ static const prd_cloud_driver descriptor = {
 #endif
 	.decrease_target_size = ok_resize,
 	.release_string = ok_release_string,
+	.instance_size = sizeof(prd_cloud_instance),
 };
 
 #ifdef VARIANT_NOSYM

@@ -591,6 +591,147 @@ static void test_node_group_for_node(void)
 	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state, "[]", &id, &e), PRD_CLOUD_EINVAL);
 }
 
+
+/* ---- ABI 1.3: conditional calls and creation times ------------------------ */
+
+static int increase_if(const char *id, int32_t delta, int atomic, int32_t expected, prd_cloud_error *e)
+{
+	prd_cloud_increase req;
+	memset(&req, 0, sizeof(req));
+	req.struct_size = sizeof(req);
+	req.group_id = id;
+	req.delta = delta;
+	req.atomic = atomic;
+	req.expected_target = expected;
+	req.owner = "3f1c9b7e-0d2a-4c55-9e1b-7a2f0c8d9e10.1764198000123456789-0";
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->increase);
+	return drv->api->increase(drv->state, &req, e);
+}
+
+/* Another writer sets spec.replicas (as a user or a second replica would). */
+static void other_writer_scales(const char *name, int replicas)
+{
+	char path[512], body[128];
+	long st = 0;
+	snprintf(path, sizeof(path), CAPI "/namespaces/ns1/machinedeployments/%s/scale", name);
+	snprintf(body, sizeof(body), "{\"spec\":{\"replicas\":%d}}", replicas);
+	json_object_put(api("PATCH", path, body, &st));
+	CU_ASSERT_EQUAL_FATAL(st, 200);
+}
+
+/* A call planned from replicas that have moved since (another writer
+ * scaled the group after the caller read it) changes nothing, increase or
+ * decrease; one planned from the real count goes through. Catches a
+ * driver that ignores expected_target. */
+static void test_conditional(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	fresh_api();
+	md("md-a", SIZES("0", "6"), 1);
+	machine("m-1", "md-a", "node-1", "");
+	load(NULL);
+	CU_ASSERT_EQUAL(drv->api->capabilities, PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME);
+	CU_ASSERT_EQUAL(drv->api->instance_size, sizeof(prd_cloud_instance));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->decrease_target_size_if);
+	CU_ASSERT_EQUAL(increase_if(id, 2, 0, 1, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	other_writer_scales("md-a", 4);
+	CU_ASSERT_EQUAL(increase_if(id, 1, 0, 3, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "replicas are 4, not the 3"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size_if(drv->state, id, 1, 3, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size_if(drv->state, id, 2, 4, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+	CU_ASSERT_EQUAL(increase_if(id, 1, 0, 2, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	/* Sizes are still checked; unconditional still works; no atomic. */
+	CU_ASSERT_EQUAL(increase_if(id, 4, 0, 3, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size_if(drv->state, id, 3, 3, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_EQUAL(increase_if(id, 1, 0, -1, &e), 0);
+	CU_ASSERT_EQUAL(increase_if(id, 1, 1, 4, &e), PRD_CLOUD_EUNSUPPORTED);
+	CU_ASSERT_EQUAL(increase_if(id, 1, 0, -5, &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, id, 1, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 5);
+}
+
+/* When set, the next PUT of a scale subresource is preceded by another
+ * writer setting md-a's replicas to race_replicas: the write lands
+ * between the driver's read and its write. */
+static int race_replicas = -1;
+static int racing_request(void *ud, const char *method, const char *path, const char *content_type,
+			  const char *body, size_t body_len, long *status, char **resp, size_t *resp_len,
+			  prd_cloud_error *err)
+{
+	if(race_replicas >= 0 && !strcmp(method, "PUT") && strstr(path, "/scale")) {
+		int r = race_replicas;
+		race_replicas = -1;
+		other_writer_scales("md-a", r);
+	}
+	return cloud_host_memapi_request(ud, method, path, content_type, body, body_len, status, resp, resp_len, err);
+}
+
+/* Another writer between the driver's read of the scale and its write:
+ * the write carries the resourceVersion read, the apiserver answers 409,
+ * and the call is PRD_CLOUD_ECONFLICT with the other writer's replicas
+ * kept. Catches a write that is not conditional on what was read. */
+static void test_conflict_on_write(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	fresh_api();
+	cloud_host_init(&host, "driver/clusterapi", &fake, racing_request, m);
+	host.host.log = capture_log;
+	md("md-a", SIZES("0", "9"), 2);
+	load(NULL);
+	race_replicas = 5;
+	CU_ASSERT_EQUAL(increase_if(id, 2, 0, 2, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "409"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 5);
+	race_replicas = 7;
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size_if(drv->state, id, 1, 5, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 7);
+	race_replicas = -1;
+	/* A 409 however it comes is a conflict, not a retryable error. */
+	memapi_inject_fault(m, "PUT", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 409, 1);
+	CU_ASSERT_EQUAL(increase_if(id, 1, 0, 7, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 7);
+	CU_ASSERT_EQUAL(increase_if(id, 1, 0, 7, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 8);
+}
+
+/* Each Machine's instance reports the Machine's creationTimestamp.
+ * Catches created_ns left 0. */
+static void test_creation_times(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_cloud_instance *v = NULL;
+	size_t n = 0, i, seen = 0;
+	const int64_t t0 = 1714557600LL * PRD_NS_PER_SEC;
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 2);
+	machine("m-old", "md-a", "node-old", "");
+	clk_fake_advance(&fake, 90 * PRD_NS_PER_SEC);
+	machine("m-new", "md-a", NULL, "");
+	load(NULL);
+	CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, "MachineDeployment/ns1/md-a", &v, &n, &e), 0);
+	CU_ASSERT_EQUAL(n, 2);
+	for(i = 0; i < n; i++) {
+		CU_ASSERT_PTR_NULL(v[i].owner);
+		if(!strcmp(v[i].id, "test://node-old")) {
+			CU_ASSERT_EQUAL(v[i].created_ns, t0);
+			seen++;
+		} else if(!strcmp(v[i].id, "clusterapi://ns1/m-new")) {
+			CU_ASSERT_EQUAL(v[i].created_ns, t0 + 90 * PRD_NS_PER_SEC);
+			seen++;
+		}
+	}
+	CU_ASSERT_EQUAL(seen, 2);
+	drv->api->release_instances(drv->state, v, n);
+}
+
 static const test_case cases[] = {
 	{"discovery: annotated groups only, bad values reported", test_discovery},
 	{"bad config", test_bad_config},
@@ -600,6 +741,9 @@ static const test_case cases[] = {
 	{"instances and failed Machines", test_instances},
 	{"delete_instances removes Machines by ID, Node or not", test_delete_instances},
 	{"node_group_for_node", test_node_group_for_node},
+	{"a stale conditional call changes nothing", test_conditional},
+	{"a write racing another writer is a conflict", test_conflict_on_write},
+	{"instances report creation times", test_creation_times},
 	{NULL, NULL}};
 
 int main(void)

@@ -1312,6 +1312,379 @@ static void test_view_groups(void)
 	}
 }
 
+
+/* ---- ABI 1.3: conditional calls, owner marks, creation times ------------ */
+
+#define OWNER_A "3f1c9b7e-0d2a-4c55-9e1b-7a2f0c8d9e10.1764198000123456789-0"
+#define OWNER_B "0c0ffee0-1111-4222-8333-944445555666.1764198000999999999-1"
+#define T0_NS (1714557600LL * PRD_NS_PER_SEC)
+
+static int increase_if(const char *group, int32_t delta, int atomic, int32_t expected, const char *owner,
+		       prd_cloud_error *e)
+{
+	prd_cloud_increase req;
+	memset(&req, 0, sizeof(req));
+	req.struct_size = sizeof(req);
+	req.group_id = group;
+	req.delta = delta;
+	req.atomic = atomic;
+	req.expected_target = expected;
+	req.owner = owner;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->increase);
+	return drv->api->increase(drv->state, &req, e);
+}
+
+/* A Node of `group` made by someone else, straight in the apiserver. */
+static void other_writer_node(const char *name, const char *group)
+{
+	char body[512];
+	long st = 0;
+	snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"provreqd.io/node-group\":\"%s\"}}}",
+		 name, group);
+	json_object_put(api("POST", "/api/v1/nodes", body, &st));
+	CU_ASSERT_EQUAL_FATAL(st, 201);
+}
+
+/* How many of the group's instances carry `owner` (NULL: none), and the
+ * created_ns of the instance whose node (or, without one, id) is `who`. */
+static size_t owned_by(const char *group, const char *owner, const char *who, int64_t *created)
+{
+	prd_cloud_instance *v = NULL;
+	size_t n = 0, i, hits = 0;
+	prd_cloud_error e = {0, ""};
+	CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, group, &v, &n, &e), 0);
+	for(i = 0; i < n; i++) {
+		hits += owner ? v[i].owner && !strcmp(v[i].owner, owner) : v[i].owner == NULL;
+		if(who && created && ((v[i].node_name && !strcmp(v[i].node_name, who)) || !strcmp(v[i].id, who)))
+			*created = v[i].created_ns;
+	}
+	drv->api->release_instances(drv->state, v, n);
+	return hits;
+}
+
+/* The descriptor says what the driver promises, and the loader took it. */
+static void test_abi13_descriptor(void)
+{
+	start(NULL);
+	CU_ASSERT_EQUAL(drv->api->abi_minor, 3);
+	CU_ASSERT_EQUAL(drv->api->instance_size, sizeof(prd_cloud_instance));
+	CU_ASSERT_EQUAL(drv->api->capabilities,
+			PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME);
+	CU_ASSERT_PTR_NOT_NULL(drv->api->increase);
+	CU_ASSERT_PTR_NOT_NULL(drv->api->decrease_target_size_if);
+}
+
+/* Two replicas: the one that planned from target 2 is stale once another
+ * writer added a Node it has not seen (neither its own count nor the
+ * host's Node cache has it). Its conditional increase creates nothing and
+ * says why; one planned from the real target goes through. Catches a
+ * driver that compares with its cached count or the cache. */
+static void test_conditional_increase(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_cloud_label la[2], lb[2];
+	prd_cloud_node v[2];
+	json_object *items;
+	char a[64], b[64];
+	start(NULL);
+	CU_ASSERT_EQUAL(increase_if("general", 2, 0, 0, NULL, &e), 0);
+	items = group_nodes("general");
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(items), 2);
+	snprintf(a, sizeof(a), "%s", name_of(json_object_array_get_idx(items, 0)));
+	snprintf(b, sizeof(b), "%s", name_of(json_object_array_get_idx(items, 1)));
+	json_object_put(items);
+	v[0] = told(a, "general", true, la);
+	v[1] = told(b, "general", true, lb);
+	CU_ASSERT_EQUAL(drv->api->nodes_changed(drv->state, v, 2, 1, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 2);
+	other_writer_node("general-other", "general");
+	/* Stale: planned from 2, the group is at 3. */
+	CU_ASSERT_EQUAL(increase_if("general", 3, 0, 2, OWNER_A, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "target size is 3, not the 2"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "nothing created"));
+	CU_ASSERT_EQUAL(count_nodes("general"), 3);
+	CU_ASSERT_EQUAL(increase_if("general", 3, 1, 2, OWNER_A, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(count_nodes("general"), 3);
+	/* Planned from the real target: done. */
+	CU_ASSERT_EQUAL(increase_if("general", 3, 0, 3, OWNER_A, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("general"), 6);
+	/* The maximum (10) is checked against the target read afresh. */
+	other_writer_node("general-other2", "general");
+	CU_ASSERT_EQUAL(increase_if("general", 4, 0, 7, OWNER_A, &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_EQUAL(count_nodes("general"), 7);
+	/* Unconditional (-1) and the older entry points still work. */
+	CU_ASSERT_EQUAL(increase_if("general", 1, 0, -1, NULL, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 1, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->atomic_increase_size(drv->state, "general", 1, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("general"), 10);
+	/* Bad requests change nothing. */
+	CU_ASSERT_EQUAL(increase_if("gold", 1, 0, 0, "-bad", &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_EQUAL(increase_if("gold", 1, 0, 0, "has/slash", &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_EQUAL(increase_if("gold", 1, 0, -2, NULL, &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_EQUAL(count_nodes("gold"), 0);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The driver's requests, through to the in-memory API; notes when the
+ * first Node list of a group was made after spy_from_ms. */
+static int64_t spy_from_ms, spy_list_ms;
+static int spy_request(void *ud, const char *method, const char *path, const char *content_type, const char *body,
+		       size_t body_len, long *status, char **resp, size_t *resp_len, prd_cloud_error *err)
+{
+	if(spy_from_ms && !spy_list_ms && !strcmp(method, "GET") &&
+	   !strncmp(path, "/api/v1/nodes?labelSelector=provreqd.io/node-group%3D", 53))
+		spy_list_ms = mono_ms();
+	return cloud_host_memapi_request(ud, method, path, content_type, body, body_len, status, resp, resp_len, err);
+}
+
+/* A caller that stalls inside the call (here: an injected delay, as a
+ * leader paused past its lease) must compare with the group as it is
+ * when it goes on: the target is read after the delay, right before the
+ * create. Catches a driver that reads it first and creates later. */
+static void test_conditional_read_after_delay(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_err pe;
+	int64_t t0;
+	fresh_api();
+	cloud_host_init(&host, "driver/kwok", &fake, spy_request, m);
+	host.host.log = capture_log;
+	CU_ASSERT_EQUAL_FATAL(
+		load_cfg(&pe, "templateDir: %s\nfaults:\n- {operation: increase, delayMs: 150}\n", nodegroups_dir()),
+		0);
+	spy_list_ms = 0;
+	spy_from_ms = t0 = mono_ms();
+	CU_ASSERT_EQUAL(increase_if("gold", 1, 0, 0, OWNER_A, &e), 0);
+	spy_from_ms = 0;
+	CU_ASSERT_NOT_EQUAL_FATAL(spy_list_ms, 0);
+	CU_ASSERT_TRUE(spy_list_ms - t0 >= 150);
+	CU_ASSERT_EQUAL(count_nodes("gold"), 1);
+}
+
+/* Every Node an increase creates carries its owner token, and instances()
+ * reports it, whether the driver lists Nodes or is told about them;
+ * Nodes made without a token, or by others, report none. Nodes fault
+ * injection refused report their increase's token too: they are that
+ * plan's errored instances. Catches Nodes created unmarked, a view that
+ * drops the label, and a token not reported. */
+static void test_owner_marks(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_cloud_label lab[8][3];
+	prd_cloud_node v[8];
+	json_object *items;
+	size_t i, n, marked = 0;
+	start("faults:\n- {operation: increase, group: gpu, succeed: 1}\n");
+	CU_ASSERT_EQUAL(increase_if("general", 2, 0, 0, OWNER_A, &e), 0);
+	CU_ASSERT_EQUAL(increase_if("general", 1, 1, 2, OWNER_B, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 1, &e), 0);
+	other_writer_node("general-other", "general");
+	items = group_nodes("general");
+	n = json_object_array_length(items);
+	CU_ASSERT_EQUAL_FATAL(n, 5);
+	for(i = 0; i < n; i++) {
+		const char *o = path_str(json_object_array_get_idx(items, i), "metadata", "labels", "provreqd.io/owner");
+		marked += o && !strcmp(o, OWNER_A);
+	}
+	CU_ASSERT_EQUAL(marked, 2);
+	CU_ASSERT_EQUAL(owned_by("general", OWNER_A, NULL, NULL), 2);
+	CU_ASSERT_EQUAL(owned_by("general", OWNER_B, NULL, NULL), 1);
+	CU_ASSERT_EQUAL(owned_by("general", NULL, NULL, NULL), 2);
+	/* Told about the Nodes (with their labels, as the host's cache has
+	 * them), the driver reports the same. */
+	for(i = 0; i < n; i++) {
+		json_object *node = json_object_array_get_idx(items, i);
+		const char *o = path_str(node, "metadata", "labels", "provreqd.io/owner");
+		v[i] = told(name_of(node), "general", true, lab[i]);
+		if(o) {
+			lab[i][2].key = "provreqd.io/owner";
+			lab[i][2].value = o;
+			v[i].nlabels = 3;
+		}
+	}
+	CU_ASSERT_EQUAL(drv->api->nodes_changed(drv->state, v, n, 1, &e), 0);
+	CU_ASSERT_EQUAL(owned_by("general", OWNER_A, NULL, NULL), 2);
+	CU_ASSERT_EQUAL(owned_by("general", OWNER_B, NULL, NULL), 1);
+	CU_ASSERT_EQUAL(owned_by("general", NULL, NULL, NULL), 2);
+	json_object_put(items);
+	/* One of two created, one refused: both are OWNER_A's. */
+	CU_ASSERT_EQUAL(increase_if("gpu", 2, 0, 0, OWNER_A, &e), 0);
+	CU_ASSERT_EQUAL(instances_of("gpu").oor, 1);
+	CU_ASSERT_EQUAL(owned_by("gpu", OWNER_A, NULL, NULL), 2);
+}
+
+/* Asynchronous cloud: an instance reports its increase's token from the
+ * moment it appears, before it has a Node, and after its Node registered
+ * (the Node carries the label); its creation time is the increase's until
+ * then, and the Node's creationTimestamp after. Catches a state file that
+ * does not keep the token. */
+static void test_owner_async(void)
+{
+	char state[600], cfg[1200];
+	prd_cloud_error e = {0, ""};
+	json_object *items;
+	int64_t created = -1;
+	async_view av;
+	snprintf(state, sizeof(state), "%s/kwok-async-owner-%d.json", test_tmpdir(), rand());
+	async_cfg(cfg, sizeof(cfg), state, NULL);
+	start(cfg);
+	CU_ASSERT_EQUAL(increase_if("general", 2, 0, 0, OWNER_A, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 1, &e), 0);
+	clk_fake_advance(&fake, 1100 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL_FATAL(av.n, 3);
+	CU_ASSERT_EQUAL(av.nameless, 3);
+	CU_ASSERT_EQUAL(owned_by("general", OWNER_A, NULL, NULL), 2);
+	CU_ASSERT_EQUAL(owned_by("general", NULL, NULL, NULL), 1);
+	owned_by("general", OWNER_A, av.ids[0], &created);
+	CU_ASSERT_EQUAL(created, T0_NS);
+	clk_fake_advance(&fake, 2000 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(async_list("general", &av), 0);
+	CU_ASSERT_EQUAL(av.nameless, 0);
+	CU_ASSERT_EQUAL(owned_by("general", OWNER_A, NULL, NULL), 2);
+	items = group_nodes("general");
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(items), 3);
+	{
+		json_object *node = json_object_array_get_idx(items, 0);
+		created = -1;
+		owned_by("general", NULL, name_of(node), &created);
+		CU_ASSERT_EQUAL(created, T0_NS + 3 * PRD_NS_PER_SEC); /* registered at 3.1 s; seconds kept */
+	}
+	json_object_put(items);
+	unlink(state);
+}
+
+/* instances() reports when each Node was created (its creationTimestamp),
+ * listing or told; told about a Node it did not create, the driver
+ * learns the time with one list. Catches created_ns left 0. */
+static void test_creation_times(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_cloud_label lab[3][2];
+	prd_cloud_node v[3];
+	json_object *items;
+	int64_t created;
+	char first[64], second[64];
+	start(NULL);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 1, &e), 0);
+	items = group_nodes("general");
+	snprintf(first, sizeof(first), "%s", name_of(json_object_array_get_idx(items, 0)));
+	json_object_put(items);
+	clk_fake_advance(&fake, 10 * PRD_NS_PER_SEC);
+	other_writer_node("general-other", "general");
+	created = -1;
+	owned_by("general", NULL, first, &created);
+	CU_ASSERT_EQUAL(created, T0_NS);
+	owned_by("general", NULL, "general-other", &created);
+	CU_ASSERT_EQUAL(created, T0_NS + 10 * PRD_NS_PER_SEC);
+	/* Told: the cache gives no times. */
+	v[0] = told(first, "general", true, lab[0]);
+	v[1] = told("general-other", "general", true, lab[1]);
+	CU_ASSERT_EQUAL(drv->api->nodes_changed(drv->state, v, 2, 1, &e), 0);
+	clk_fake_advance(&fake, 10 * PRD_NS_PER_SEC);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 1, &e), 0);
+	items = group_nodes("general");
+	for(size_t i = 0; i < json_object_array_length(items); i++) {
+		const char *nm = name_of(json_object_array_get_idx(items, i));
+		if(strcmp(nm, first) && strcmp(nm, "general-other"))
+			snprintf(second, sizeof(second), "%s", nm);
+	}
+	json_object_put(items);
+	created = -1;
+	owned_by("general", NULL, first, &created);
+	CU_ASSERT_EQUAL(created, T0_NS);
+	owned_by("general", NULL, "general-other", &created);
+	CU_ASSERT_EQUAL(created, T0_NS + 10 * PRD_NS_PER_SEC);
+	owned_by("general", NULL, second, &created);
+	CU_ASSERT_EQUAL(created, T0_NS + 20 * PRD_NS_PER_SEC);
+}
+
+/* decrease_target_size_if cancels only when the target is what the caller
+ * planned from, read afresh: a Node another writer added makes it refuse
+ * and cancel nothing. Catches a decrease that is not conditional. */
+static void test_conditional_decrease(void)
+{
+	char state[600], cfg[1200];
+	prd_cloud_error e = {0, ""};
+	start("faults:\n- {operation: increase, group: general, succeed: 2}\n");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->decrease_target_size_if);
+	CU_ASSERT_EQUAL(increase_if("general", 5, 0, 0, OWNER_A, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 5);
+	other_writer_node("general-other", "general");
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size_if(drv->state, "general", 2, 5, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "nothing cancelled"));
+	CU_ASSERT_EQUAL(instances_of("general").oor, 3);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size_if(drv->state, "general", 2, 6, &e), 0);
+	CU_ASSERT_EQUAL(instances_of("general").oor, 1);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size_if(drv->state, "general", 1, -1, &e), 0);
+	CU_ASSERT_EQUAL(instances_of("general").oor, 0);
+
+	/* Asynchronous: instances not created yet are cancelled only when the
+	 * target is as planned. */
+	snprintf(state, sizeof(state), "%s/kwok-async-dec-%d.json", test_tmpdir(), rand());
+	async_cfg(cfg, sizeof(cfg), state, NULL);
+	start(cfg);
+	CU_ASSERT_EQUAL(increase_if("general", 3, 0, 0, OWNER_A, &e), 0);
+	other_writer_node("general-other", "general");
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size_if(drv->state, "general", 2, 3, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 4);
+	CU_ASSERT_EQUAL(drv->api->decrease_target_size_if(drv->state, "general", 2, 4, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 2);
+	unlink(state);
+}
+
+/* Two replicas sharing one asynchronous cloud (its state file): the
+ * first asks for 3; the second, whose view still says 0, asks for 3 more
+ * on that plan: refused, nothing asked for. What the instances without a
+ * Node count is read under the state file's lock, not from the last
+ * refresh. */
+static void test_conditional_async_two_replicas(void)
+{
+	char state[600], cfg[1200], full[2600];
+	prd_cloud_error e = {0, ""};
+	cloud_drivers other;
+	cloud_driver *d2 = NULL;
+	prd_cloud_increase req;
+	prd_err pe;
+	snprintf(state, sizeof(state), "%s/kwok-async-2r-%d.json", test_tmpdir(), rand());
+	async_cfg(cfg, sizeof(cfg), state, NULL);
+	start(cfg);
+	snprintf(full, sizeof(full), "templateDir: %s\n%s", nodegroups_dir(), cfg);
+	cloud_drivers_init(&other);
+	CU_ASSERT_EQUAL_FATAL(cloud_drivers_load(&other, module_path(), &host.host, full, &d2, &pe), 0);
+	CU_ASSERT_EQUAL(d2->api->refresh(d2->state, &e), 0);
+	CU_ASSERT_EQUAL(increase_if("general", 3, 0, 0, OWNER_A, &e), 0);
+	memset(&req, 0, sizeof(req));
+	req.struct_size = sizeof(req);
+	req.group_id = "general";
+	req.delta = 3;
+	req.expected_target = 0;
+	req.owner = OWNER_B;
+	CU_ASSERT_EQUAL(d2->api->increase(d2->state, &req, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "target size is 3, not the 0"));
+	CU_ASSERT_EQUAL(d2->api->refresh(d2->state, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 3);
+	clk_fake_advance(&fake, 1100 * PRD_NS_PER_MS);
+	CU_ASSERT_EQUAL(owned_by("general", OWNER_B, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(owned_by("general", OWNER_A, NULL, NULL), 3);
+	req.expected_target = 3;
+	CU_ASSERT_EQUAL(d2->api->increase(d2->state, &req, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(target_of("general"), 6);
+	cloud_drivers_free(&other);
+	unlink(state);
+}
+
 static const test_case cases[] = {
 	{ "resourceSlices of a node group", test_resource_slices },
 	{"increase creates nodes from the template", test_increase_creates_nodes},
@@ -1332,6 +1705,14 @@ static const test_case cases[] = {
 	{"asynchronous cloud", test_async_cloud},
 	{"told about Nodes", test_nodes_changed},
 	{"the view's groups follow their Nodes", test_view_groups},
+	{"ABI 1.3 descriptor", test_abi13_descriptor},
+	{"a stale conditional increase creates nothing", test_conditional_increase},
+	{"the conditional target is read after a stall", test_conditional_read_after_delay},
+	{"created Nodes carry their owner token", test_owner_marks},
+	{"async instances report their owner token", test_owner_async},
+	{"instances report creation times", test_creation_times},
+	{"a stale conditional decrease cancels nothing", test_conditional_decrease},
+	{"two replicas on one async cloud", test_conditional_async_two_replicas},
 	{NULL, NULL}};
 
 int main(void)

@@ -74,6 +74,7 @@ static const prd_cloud_driver api = {
 	.name = "fake",
 	.instances = f_instances,
 	.release_instances = f_release,
+	.instance_size = sizeof(prd_cloud_instance),
 };
 
 static pr_class_group group(cloud_driver *d)

@@ -339,6 +339,40 @@ static void test_extra_kind_scale(void)
 	o = req("GET", "/api/v1/nodes/x/scale", NULL, NULL, &st, &rc);
 	CU_ASSERT_EQUAL(st, 404);
 	json_object_put(o);
+	/* A write that sends the resourceVersion it read is refused once
+	 * the object moved on, PUT or merge patch, and changes nothing. */
+	{
+		char stale[64], body[256];
+		o = req("GET", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md1/scale", NULL,
+			NULL, &st, &rc);
+		snprintf(stale, sizeof(stale), "%s", s(o, "metadata", "resourceVersion"));
+		json_object_put(o);
+		json_object_put(req("PATCH", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md1/scale",
+				    "application/merge-patch+json", "{\"spec\":{\"replicas\":3}}", &st, &rc));
+		CU_ASSERT_EQUAL(st, 200);
+		snprintf(body, sizeof(body),
+			 "{\"apiVersion\":\"autoscaling/v1\",\"kind\":\"Scale\",\"metadata\":{\"name\":\"md1\","
+			 "\"namespace\":\"capi\",\"resourceVersion\":\"%s\"},\"spec\":{\"replicas\":5}}",
+			 stale);
+		json_object_put(req("PUT", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md1/scale",
+				    "application/json", body, &st, &rc));
+		CU_ASSERT_EQUAL(st, 409);
+		snprintf(body, sizeof(body), "{\"metadata\":{\"resourceVersion\":\"%s\"},\"spec\":{\"replicas\":5}}",
+			 stale);
+		json_object_put(req("PATCH", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md1/scale",
+				    "application/merge-patch+json", body, &st, &rc));
+		CU_ASSERT_EQUAL(st, 409);
+		o = req("GET", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md1/scale", NULL,
+			NULL, &st, &rc);
+		CU_ASSERT_EQUAL(json_object_get_int(json_object_object_get(json_object_object_get(o, "spec"), "replicas")), 3);
+		snprintf(body, sizeof(body),
+			 "{\"metadata\":{\"name\":\"md1\",\"resourceVersion\":\"%s\"},\"spec\":{\"replicas\":4}}",
+			 s(o, "metadata", "resourceVersion"));
+		json_object_put(o);
+		json_object_put(req("PUT", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md1/scale",
+				    "application/json", body, &st, &rc));
+		CU_ASSERT_EQUAL(st, 200);
+	}
 }
 
 static const test_case cases[] = {

@@ -366,6 +366,12 @@ static long total_pods(const char *request_json)
 	return total;
 }
 
+/* provreqd may call this again for the same request (after a call that
+ * timed out, a restart, another replica taking over, a PENDING answer).
+ * This class creates nothing, so a repeated call is harmless; a class
+ * that creates capacity must key it on the request's metadata.uid and,
+ * for a uid it already acted on, report what it made instead of making
+ * more. */
 static int ex_provision(void *state, const char *class_name, const char *request_json,
 			const char *templates_json, prd_cloud_outcome *outcome, prd_cloud_error *err)
 {
@@ -418,6 +424,10 @@ static const prd_cloud_driver descriptor = {
 	.release_string = ex_release_string,
 	.provisioning_classes = ex_classes,
 	.provision = ex_provision,
+	/* ABI 1.3: the stride of the arrays instances() returns. Required
+	 * once the descriptor reaches it (sizeof(prd_cloud_driver) does):
+	 * the host steps through the array by it. */
+	.instance_size = sizeof(prd_cloud_instance),
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);
