@@ -667,6 +667,16 @@ static void free_names(char **names, int32_t n)
  * *created (caller frees with free_names) lists the names of those that
  * were created, even when an error stops the loop part way. A random name
  * that already exists is replaced. */
+/* May the host still change the cloud (ABI 1.3 prd_cloud_host.may_act)?
+ * Asked before each Node of a multi-Node call. */
+static bool host_may_act(const kwok *k)
+{
+	const prd_cloud_host *h = k->host;
+	if(h->struct_size < offsetof(prd_cloud_host, may_act) + sizeof(h->may_act) || !h->may_act)
+		return true;
+	return h->may_act(h->ctx) != 0;
+}
+
 static int create_nodes(kwok *k, kwok_group *g, int32_t n, const char *owner, char ***created, int32_t *ncreated,
 			prd_cloud_error *err)
 {
@@ -679,6 +689,15 @@ static int create_nodes(kwok *k, kwok_group *g, int32_t n, const char *owner, ch
 		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	for(i = 0; i < n && !rc; i++) {
 		int attempt;
+		if(!host_may_act(k)) {
+			/* The host's lease may be gone (a pause longer than it):
+			 * no more Nodes; what was made is listed as usual. */
+			rc = kwok_fail(err, PRD_CLOUD_EAGAIN,
+				       "kwok: group %s: stopped after %d of %d nodes: provreqd may no longer act "
+				       "(its leader-election lease may have expired)",
+				       g->id, (int)*ncreated, (int)n);
+			break;
+		}
 		for(attempt = 0;; attempt++) {
 			char name[80], suffix[6];
 			json_object *node, *made = NULL;

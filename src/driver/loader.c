@@ -108,7 +108,7 @@ static int check_api(const char *path, const prd_cloud_driver *a, prd_err *err)
 	if(!valid_name(a->name))
 		return prd_err_set(err, PRD_EINVAL,
 				   "cloud driver %s: invalid driver name (want 1-63 of [a-z0-9-])", path);
-	if(CLOUD_DRIVER_HAS(a, instance_size) && a->instance_size &&
+	if(CLOUD_DRIVER_HAS(a, instance_size) &&
 	   (a->instance_size < CLOUD_INSTANCE_SIZE_1_2 || a->instance_size > 4096))
 		return prd_err_set(err, PRD_EINVAL,
 				   "cloud driver %s (%s): instance_size %u is not a prd_cloud_instance size "

@@ -36,9 +36,10 @@ typedef struct cloud_drivers {
  * created_ns were appended). */
 #define CLOUD_INSTANCE_SIZE_1_2 offsetof(prd_cloud_instance, owner)
 
-/* The stride of the driver's instance arrays: its instance_size, or, when
- * it left that 0, this header's size (a descriptor that has the field was
- * built against ABI >= 1.3); the 1.2 size for older drivers. */
+/* The stride of the driver's instance arrays: its instance_size (the
+ * loader refuses 0 from a descriptor that has the field; a driver table
+ * made in process that leaves it 0 was built against this header), the
+ * 1.2 size for older drivers. */
 static inline size_t cloud_driver_instance_size(const prd_cloud_driver *api)
 {
 	if(!CLOUD_DRIVER_HAS(api, instance_size))

@@ -1685,7 +1685,33 @@ static void test_conditional_async_two_replicas(void)
 	unlink(state);
 }
 
+/* A fence that closes after `fence_left` more answers of yes. */
+static int fence_left;
+static int fence_countdown(void *ud)
+{
+	(void)ud;
+	return fence_left-- > 0;
+}
+
+/* The host's lease lapses in the middle of a 5-Node increase (a pause
+ * longer than the lease). Broken driver caught: one that goes on creating
+ * Nodes once the process resumes (a stale leader's call completes, the
+ * group ends up with more than one plan asked for). */
+static void test_increase_stops_when_the_host_may_not_act(void)
+{
+	prd_cloud_error e = {0, ""};
+	start(NULL);
+	fence_left = 2;
+	cloud_host_set_fence(&host, fence_countdown, NULL);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 5, &e), PRD_CLOUD_EAGAIN);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "may no longer act"));
+	CU_ASSERT_EQUAL(count_nodes("general"), 2);
+	CU_ASSERT_EQUAL(target_of("general"), 2);
+	cloud_host_set_fence(&host, NULL, NULL);
+}
+
 static const test_case cases[] = {
+	{ "an increase stops when the host may no longer act", test_increase_stops_when_the_host_may_not_act },
 	{ "resourceSlices of a node group", test_resource_slices },
 	{"increase creates nodes from the template", test_increase_creates_nodes},
 	{"instance states follow the Nodes", test_instances_states},
