@@ -2,7 +2,7 @@
 # Someone else scales the group while provreqd's plan runs and rolls back.
 # The group is asynchronous (kwok driver `async`): an increase only raises
 # the target, instances appear later and their Nodes register only after
-# 10 minutes, so a 3-node plan times out after 20 s and rolls back. While
+# 10 minutes, so a 3-node plan times out after a minute and rolls back. While
 # it waits, and again while it rolls back, an "outside actor" (what
 # cluster-autoscaler or a MachineHealthCheck replacement looks like to the
 # group: Nodes with the group's label that no plan of provreqd made) adds
@@ -34,14 +34,14 @@ pr_watch_nodes "$g"
 	printf 'async:\n  stateFile: %s\n  groups: [%s]\n  createDelayMs: 1000\n  registerDelayMs: 600000\n' \
 		"$PR_WORK/cloud-state.json" "$g"
 } >"$PR_WORK/cloud.yaml"
-pr_start --provision-timeout 20s --request-backoff-initial 10m
+pr_start --provision-timeout 1m --request-backoff-initial 10m
 
 pr_template w 3 1Gi "$g"
 pr_request job atomic-scale-up w 3
 t_wait 20 "job: ScaleUpInProgress" pr_cond_is job Provisioned False/ScaleUpInProgress
 pr_add_nodes "$g" 2 4 8Gi
 t_log "the outside actor added 2 Nodes while the plan waits"
-t_wait 60 "job: the plan timed out and rolls back" pr_cond_is job Provisioned False/ScaleUpFailed
+t_wait 120 "job: the plan timed out and rolls back" pr_cond_is job Provisioned False/ScaleUpFailed
 pr_add_nodes "$g" 1 4 8Gi
 t_log "the outside actor added 1 more Node during the rollback"
 phase() { kubectl get provreq -n "$PR_NS" job -o jsonpath='{.status.provisioningClassDetails.scaleUpPhase}'; }
