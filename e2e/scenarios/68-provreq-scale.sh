@@ -158,9 +158,9 @@ t_wait 300 "huge: some of its nodes registered" bash -c "(( \$(kubectl get nodes
 pr_kill9
 rm -f "$PR_WORK/state.db" "$PR_WORK/state.db-wal" "$PR_WORK/state.db-shm"
 t_log "killed with $(pr_count "$big") nodes of $big; restarting without the state DB"
+t_restart=$(now)
 pr_start
 pid=$PR_PID
-t_restart=$(now)
 t_wait 900 "huge: Provisioned=True/CapacityIsProvisioned after the restart" pr_cond_is huge Provisioned True/CapacityIsProvisioned
 t1=$(now)
 # provreqd's own crash is not the cloud's failure: the plan continues
