@@ -1923,7 +1923,9 @@ static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
 	int64_t last = 0;
 	size_t i;
 	char path[700];
+	json_object *opts, *pre;
 	prd_err e;
+	int rc;
 	for(i = 0; i < pr->nconditions; i++)
 		if(pr->conditions[i].last_transition_ns > last)
 			last = pr->conditions[i].last_transition_ns;
@@ -1933,12 +1935,33 @@ static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
 	}
 	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", pr->meta.ns,
 		 pr->meta.name);
-	if(kube_api_call(&c->api, "DELETE", path, NULL, NULL, NULL, NULL, &e) && e.code != PRD_ENOTFOUND) {
+	/* This request, not whatever now has its name: a request recreated
+	 * under the same name since the read (a batch system resubmitting a
+	 * job) fails the uid precondition with a Conflict, and the one that
+	 * finished is gone then. */
+	opts = json_object_new_object();
+	pre = json_object_new_object();
+	if(!opts || !pre || !pr->meta.uid) {
+		json_object_put(opts);
+		json_object_put(pre);
+		return;
+	}
+	json_object_object_add(opts, "kind", json_object_new_string("DeleteOptions"));
+	json_object_object_add(opts, "apiVersion", json_object_new_string("v1"));
+	json_object_object_add(pre, "uid", json_object_new_string(pr->meta.uid));
+	json_object_object_add(opts, "preconditions", pre);
+	rc = kube_api_call(&c->api, "DELETE", path, NULL, opts, NULL, NULL, &e);
+	json_object_put(opts);
+	if(rc && rc != PRD_ENOTFOUND && rc != PRD_ECONFLICT) {
 		log_warn("cannot garbage-collect request", "request", pr->meta.name, "namespace", pr->meta.ns,
 			 "error", e.msg);
 		return;
 	}
-	log_info("deleted finished request", "namespace", pr->meta.ns, "request", pr->meta.name);
+	if(rc == PRD_ECONFLICT)
+		log_info("finished request already replaced by a new one of the same name; the new one is kept",
+			 "namespace", pr->meta.ns, "request", pr->meta.name, "uid", pr->meta.uid);
+	else
+		log_info("deleted finished request", "namespace", pr->meta.ns, "request", pr->meta.name);
 	if(c->db) {
 		state_request_delete(c->db, pr->meta.uid, NULL);
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);

@@ -3176,6 +3176,79 @@ static void test_dra_failover_rebuilds_devices(void)
 	stop();
 }
 
+/* ---- garbage collection ------------------------------------------------- */
+
+/* The request a recreating API replaces: "ns/name" path, armed once. */
+static const char *gc_recreate_path;
+static char gc_old_uid[64];
+
+/* A kube_api over the memapi in which the DELETE of the armed request is
+ * preceded by a user's delete and create of a request of the same name
+ * (what a batch system resubmitting a job between provreqd's read and its
+ * delete looks like). */
+static int recreating_api(void *ud, const char *method, const char *path, const char *ct, const char *body,
+			  size_t len, long *status, char **resp, size_t *resp_len)
+{
+	if(gc_recreate_path && !strcmp(method, "DELETE") && !strcmp(path, gc_recreate_path)) {
+		prd_err e;
+		gc_recreate_path = NULL;
+		CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e), 0);
+		add_pr("gc", "job", PR_CLASS_CHECK, "one", 1, NULL);
+	}
+	return memapi_request(ud, method, path, ct, body, len, status, resp, resp_len);
+}
+
+static const char *uid_of(const char *ns, const char *name)
+{
+	static char out[64];
+	char path[300];
+	json_object *o = NULL;
+	prd_err e;
+	snprintf(out, sizeof(out), "gone");
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", ns, name);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e) == 0)
+		snprintf(out, sizeof(out), "%s",
+			 json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid")));
+	json_object_put(o);
+	return out;
+}
+
+/* A finished request is deleted 7 days after it ended, and only that
+ * request: a new request of the same name made between the controller's
+ * read and its delete survives. Broken controller caught: one that
+ * deletes by name alone (the new request was deleted). */
+static void test_gc_deletes_only_the_finished_request(void)
+{
+	pr_config cfg;
+	kube_api wrapped;
+	prd_err e;
+	start(NULL, NULL);
+	add_node("n1", "1", NULL);
+	add_template("gc", "one", "2");
+	add_pr("gc", "job", PR_CLASS_CHECK, "one", 1, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("gc", "job", "Failed"), "True/CapacityIsNotFound");
+	snprintf(gc_old_uid, sizeof(gc_old_uid), "%s", uid_of("gc", "job"));
+	/* The same controller state, its API calls through the recreating
+	 * API. */
+	pr_ctl_free(ctl);
+	pr_config_default(&cfg);
+	wrapped.request = recreating_api;
+	wrapped.ud = m;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &wrapped, db, NULL, &ctl, &e), 0);
+	clk_fake_advance(&fake, 7 * 24 * 60 * MIN + SEC);
+	gc_recreate_path = "/apis/autoscaling.x-k8s.io/v1/namespaces/gc/provisioningrequests/job";
+	pass();
+	CU_ASSERT_PTR_NULL(gc_recreate_path); /* the delete was tried */
+	CU_ASSERT_STRING_NOT_EQUAL(uid_of("gc", "job"), "gone");
+	CU_ASSERT_STRING_NOT_EQUAL(uid_of("gc", "job"), gc_old_uid);
+	CU_ASSERT_STRING_EQUAL(cond("gc", "job", "Failed"), "-");
+	/* The new request is decided like any other. */
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("gc", "job", "Accepted"), "True/Accepted");
+	stop();
+}
+
 static const test_case cases[] = {
 	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
 	{ "DRA: check-capacity with devices", test_dra_check_capacity },
@@ -3209,6 +3282,7 @@ static const test_case cases[] = {
 	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
 	{ "details chunking", test_details_chunking },
 	{ "classes a driver serves", test_driver_classes },
+	{ "garbage collection deletes only the finished request", test_gc_deletes_only_the_finished_request },
 	{ "the state store is pruned of vanished requests and old closed plans", test_state_pruned },
 	{ "dst: an increase whose answer was lost is rolled back", test_async_lost_answer_is_rolled_back },
 	{ "async: the words of each failure kind; a Failed request is told the rollback ended", test_async_failure_words },
