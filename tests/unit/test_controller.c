@@ -3048,6 +3048,50 @@ static void test_driver_classes(void)
 }
 
 
+/* A request of a driver's class that the driver answers PROVISIONED holds
+ * the room its pods take on the existing nodes for the booking TTL, like
+ * a check-capacity request's (docs/drivers.md says "booked like any
+ * Provisioned request"): a later check-capacity request does not get it,
+ * and another replica reads it from the status. Broken controller caught:
+ * one that only sets the condition (the check-capacity request was
+ * handed the same room). */
+static void test_driver_class_outcome_is_booked(void)
+{
+	static cloud_driver d1 = { "/drivers/classy.so", NULL, &dc_driver, NULL, NULL };
+	cloud_driver *v[1];
+	pr_config cfg;
+	prd_err e;
+	start(NULL, NULL);
+	pr_ctl_free(ctl);
+	pr_config_default(&cfg);
+	cfg.driver_call_timeout_ns = PRD_NS_PER_SEC;
+	v[0] = &d1;
+	drivers.v = v;
+	drivers.n = 1;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	add_node("n1", "4", NULL);
+	add_template("a", "two", "2");
+	dc_mode = 0;
+	add_pr("a", "instant", "instant.example.test", "two", 2, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "instant", "Provisioned"), "True/InstantCapacity");
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "instant", PR_DETAIL_BOOKING), "0:n1=2");
+	clk_fake_advance(&fake, SEC);
+	add_pr("a", "check", PR_CLASS_CHECK, "two", 1, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "check", "Provisioned"), "False/CapacityIsNotFound");
+	/* The booking ends like a check-capacity request's. */
+	clk_fake_advance(&fake, 10 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "instant", "BookingExpired"), "True/CapacityReservationTimeExpired");
+	add_pr("a", "after", PR_CLASS_CHECK, "two", 2, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "after", "Provisioned"), "True/CapacityIsFound");
+	drivers.v = NULL;
+	drivers.n = 0;
+	stop();
+}
+
 /* check-capacity with DRA: pods of 4 devices fit twice per node of 8; a
  * Provisioned request's devices stay booked against the next request (in
  * the next pass too, from the booking row); a claim's allocated devices
@@ -3282,6 +3326,7 @@ static const test_case cases[] = {
 	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
 	{ "details chunking", test_details_chunking },
 	{ "classes a driver serves", test_driver_classes },
+	{ "a driver class's PROVISIONED outcome is booked", test_driver_class_outcome_is_booked },
 	{ "garbage collection deletes only the finished request", test_gc_deletes_only_the_finished_request },
 	{ "the state store is pruned of vanished requests and old closed plans", test_state_pruned },
 	{ "dst: an increase whose answer was lost is rolled back", test_async_lost_answer_is_rolled_back },
