@@ -105,6 +105,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->class_kept, free);
 	hmap_init(&c->prs, NULL);
 	pr__dirty_init(c);
+	pr__shards_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
 	c->limits.provision_timeout_ns = cfg->provision_timeout_ns;
@@ -171,6 +172,7 @@ void pr_ctl_free(pr_ctl *c)
 	free(c->fed_gen);
 	free(c->fed);
 	pr__dirty_free(c);
+	pr__shards_free(c);
 	hmap_free(&c->consumers);
 	hmap_free(&c->pod_blocked);
 	hmap_free(&c->nfp);
@@ -1204,10 +1206,10 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	state_booking *b = NULL;
 	size_t nb = 0, i;
+	hmap local;
 	int rc;
-	if(!c->db)
-		return 0;
-	if((rc = state_booking_list_active(c->db, &b, &nb, err)))
+	hmap_init(&local, NULL);
+	if(c->db && (rc = state_booking_list_active(c->db, &b, &nb, err)))
 		return rc;
 	c->bres_live = 0;
 	c->stats.bookings_held = 0;
@@ -1224,6 +1226,15 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			}
 			continue;
 		}
+		/* Another instance's request: its status says what it holds
+		 * (pr__shards_book), not rows this store rebuilt from it. */
+		if(pr__shards_foreign(c, b[i].request_uid))
+			continue;
+		if(hmap_put(&local, b[i].request_uid, NULL)) {
+			state_booking_list_free(b, nb);
+			hmap_free(&local);
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		}
 		if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
 			continue;
 		if(booking_res_kept(c, b[i].resources_json, &br, &ce) ||
@@ -1236,6 +1247,8 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			c->stats.bookings_held++;
 	}
 	state_booking_list_free(b, nb);
+	pr__shards_book(c, w, &local);
+	hmap_free(&local);
 	return 0;
 }
 
@@ -1529,6 +1542,7 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 		pr__rebuild_from_api(c, w);
 		c->need_rebuild = false;
 	}
+	pr__shards_sync(c, w);
 	/* (The bookings go in when the pass first asks for it: pr__snap.) */
 	return snapshot_for_pass(c, w, err);
 }
@@ -1968,23 +1982,9 @@ static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
 	}
 }
 
-/* The raw processorInstance parameter: decided before anything else, so an
- * instance never reads, adopts or acts on another instance's requests,
- * whatever else their parameters say. */
-static const char *processor_of(const kube_provreq *pr)
-{
-	size_t i;
-	for(i = 0; i < pr->nparameters; i++)
-		if(pr->parameters[i].key && !strcmp(pr->parameters[i].key, "processorInstance"))
-			return pr->parameters[i].value;
-	return NULL;
-}
-
 static bool ours(pr_class_ctx *x, const kube_provreq *pr)
 {
-	const char *want = x->c->cfg.processor_instance ? x->c->cfg.processor_instance : "";
-	const char *have = processor_of(pr);
-	return pr__module_for(x->c, pr->class_name) && str_eq(have ? have : "", want);
+	return pr__shards_ours(x->c, pr);
 }
 
 /* A request of a class nobody here serves: say so once. */

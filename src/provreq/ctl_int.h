@@ -101,6 +101,16 @@ struct pr_class_ctx {
 	bool release;             /* remove provreqd's finalizer after the status write */
 };
 
+/* The bookings and open plans the requests' statuses record (shards.c). */
+typedef struct pr_shards {
+	bool valid;               /* entries follow the request cache as of gen */
+	uint64_t gen;
+	hmap entries;             /* "ns/name" → what its status says (owned) */
+	hmap foreign;             /* uids of requests another instance serves */
+	hmap live;                /* uid → entry with a booking */
+	hmap plans;               /* uid → entry of another instance's open plan */
+} pr_shards;
+
 /* The state store is pruned at most this often. */
 #define PR_PRUNE_EVERY_NS (60 * PRD_NS_PER_SEC)
 
@@ -202,6 +212,7 @@ struct pr_ctl {
 	bool req_in_flight;       /* ... and whether it had cloud work in flight */
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	int64_t pruned_at;        /* when the state store was last pruned (0 = never) */
+	pr_shards shards;
 	pr_stats stats;
 	int64_t now;
 	int64_t next_wake;
@@ -275,6 +286,26 @@ void pr__forget_vanished(hmap *m, const hmap *live);
 void pr__dirty_done(pr_ctl *c, bool complete);
 /* Forget the decisions of requests whose "ns/name" is not in `live`. */
 void pr__dirty_prune(pr_ctl *c, const hmap *live);
+
+/* src/provreq/shards.c: the bookings and open plans of the API. */
+void pr__shards_init(pr_ctl *c);
+void pr__shards_free(pr_ctl *c);
+/* Does this instance decide the request (a class served here, and its
+ * processorInstance is this instance's)? */
+bool pr__shards_ours(const pr_ctl *c, const kube_provreq *pr);
+/* The one call a pass makes (digest, the request cache's lock held, the
+ * templates copied, the node groups loaded): bring the view up to date
+ * when the request cache moved; mark the node groups of other instances'
+ * open plans busy and keep the nodes their bookings hold. Out of memory,
+ * the pass is fenced. */
+void pr__shards_sync(pr_ctl *c, pr_world *w);
+/* From book_snapshot: is the request another instance's (its local
+ * booking rows are not used)? */
+bool pr__shards_foreign(const pr_ctl *c, const char *uid);
+/* ... and then the bookings the statuses record into w->snap: other
+ * instances', and own ones whose uid is not in `local` (the uids the
+ * local store booked). */
+void pr__shards_book(pr_ctl *c, pr_world *w, const hmap *local);
 
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);

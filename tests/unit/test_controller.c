@@ -4,6 +4,7 @@
 #include "driver/host.h"
 #include "ops/metrics.h"
 #include "provreq/controller.h"
+#include "provreq/request.h"
 #include "classes/details.h"
 #include "classes/vocab.h"
 #include "util/rand.h"
@@ -3293,6 +3294,167 @@ static void test_gc_deletes_only_the_finished_request(void)
 	stop();
 }
 
+/* ---- shards ------------------------------------------------------------- */
+
+/* Wait (bounded) until the request cache holds ns/name and, when type is
+ * given, that condition with this status. */
+static bool cached_cond(kube_informer *inf, const char *ns, const char *name, const char *type, const char *status)
+{
+	int k;
+	for(k = 0; k < 2000; k++) {
+		const kube_provreq *pr;
+		const kube_condition *c;
+		bool yes;
+		kube_informer_rdlock(inf);
+		pr = (const kube_provreq *)kube_informer_get(inf, ns, name);
+		c = pr && type ? pr_cond(pr, type) : NULL;
+		yes = pr && (!type || (c && !strcmp(c->status, status)));
+		kube_informer_rdunlock(inf);
+		if(yes)
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
+/* Two shards (--processor-instance shard-a and shard-b, each with its own
+ * store) on one cluster of three 4-cpu nodes. shard-a books 3 cpu on each
+ * node; shard-b, already running, must not hand the same room to its own
+ * request of two such pods. Broken controller caught: one that reads the
+ * other shards' bookings from the API only when it starts (shard-b
+ * answered "capacity is found", the room handed out twice). shard-b reads
+ * the request cache (informer mode, as `run` does); shard-a lists, and
+ * must likewise respect shard-b's booking once shard-a's own expired. */
+static void test_shards_respect_each_others_bookings(void)
+{
+	kube_informer *inf[4];
+	kube_listwatch lw[4];
+	kube_intern *in = kube_intern_new();
+	pr_config ca, cb;
+	state_config sc;
+	state_db *dba = NULL;
+	pr_ctl *ctla = NULL;
+	char patha[600];
+	prd_err e;
+	uint64_t reads;
+	int i;
+	pr_config_default(&cb);
+	cb.processor_instance = "shard-b";
+	start(NULL, &cb);
+	pr_config_default(&ca);
+	ca.processor_instance = "shard-a";
+	state_config_default(&sc);
+	snprintf(patha, sizeof(patha), "%s/shard-a-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(patha, &fake, &sc, &dba, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&ca, &fake, &api, dba, NULL, &ctla, &e), 0);
+	for(i = 1; i <= 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "n%d", i);
+		add_node(name, "4", NULL);
+	}
+	add_template("t", "three", "3");
+	use_informers(inf, lw, in);
+	/* Both shards are running, and have read the API, before anything is
+	 * booked. */
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctla, NULL, &e), 0);
+	pass();
+	add_pr("t", "a-job", PR_CLASS_CHECK, "three", 3, "{processorInstance: shard-a}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctla, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("t", "a-job", "Provisioned"), "True/CapacityIsFound");
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "b-job", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-b}");
+	CU_ASSERT_TRUE(cached_cond(inf[3], "t", "a-job", PR_COND_PROVISIONED, "True"));
+	CU_ASSERT_TRUE(cached_cond(inf[3], "t", "b-job", NULL, NULL));
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "b-job", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("t", "b-job", "Provisioned"), "only 0 of 2"));
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->bookings_from_api, 1);
+	/* The view follows the cache's journal: the pass after the cache
+	 * shows b-job's answer reads that one status again, a pass after no
+	 * request changed reads none (not every request every pass). */
+	CU_ASSERT_TRUE(cached_cond(inf[3], "t", "b-job", PR_COND_PROVISIONED, "False"));
+	reads = pr_ctl_stats(ctl)->shard_reads;
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->shard_reads, reads + 1);
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->shard_reads, reads + 1);
+	/* The booking ends (shard-a says so in a-job's status): shard-b's
+	 * retry gets the room, and shard-a respects shard-b's booking. */
+	clk_fake_advance(&fake, 10 * MIN);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctla, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("t", "a-job", "BookingExpired"), "True/CapacityReservationTimeExpired");
+	CU_ASSERT_TRUE(cached_cond(inf[3], "t", "a-job", PR_COND_BOOKING_EXPIRED, "True"));
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "b-job", "Provisioned"), "True/CapacityIsFound");
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "a-two", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-a, noRetry: \"true\"}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctla, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("t", "a-two", "Provisioned"), "False/CapacityIsNotFound");
+	pr_ctl_free(ctla);
+	state_close(dba);
+	pr_ctl_free(ctl); /* (its copies of cached requests use the informers' strings) */
+	ctl = NULL;
+	for(i = 0; i < 4; i++)
+		kube_informer_free(inf[i]);
+	kube_intern_free(in);
+	stop();
+}
+
+/* Two shards never run scale-up plans on one node group at once: shard-b
+ * leaves group g alone while shard-a's plan on it is open (the API shows
+ * it in a-job's status), and uses it once that plan is over. Broken
+ * controller caught: one that knows only its own store's plans (shard-b
+ * increased g under shard-a's plan). */
+static void test_shards_keep_off_each_others_groups(void)
+{
+	pr_config ca, cb;
+	state_config sc;
+	state_db *dbb = NULL;
+	pr_ctl *ctlb = NULL;
+	char pathb[600];
+	prd_err e;
+	pr_config_default(&ca);
+	ca.provision_timeout_ns = 2 * MIN;
+	ca.processor_instance = "shard-a";
+	start_async(&ca);
+	cb = ca;
+	cb.processor_instance = "shard-b";
+	state_config_default(&sc);
+	snprintf(pathb, sizeof(pathb), "%s/shard-b-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(pathb, &fake, &sc, &dbb, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cb, &fake, &api, dbb, &drivers, &ctlb, &e), 0);
+	add_template("a", "two", "2");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	add_pr("a", "a-job", PR_CLASS_ATOMIC, "two", 4, "{processorInstance: shard-a}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "a-job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	clk_fake_advance(&fake, SEC);
+	add_pr("a", "b-job", PR_CLASS_ATOMIC, "two", 2, "{processorInstance: shard-b}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_STRING_EQUAL(cond("a", "b-job", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "b-job", "Provisioned"), "scale-up in progress"));
+	/* shard-a's plan ends: its nodes are Ready and a-job books them. */
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "a-job", "Provisioned"), "True/CapacityIsProvisioned");
+	/* g is free for shard-b now; a-job's booking fills the new nodes, so
+	 * b-job scales up rather than counting them. */
+	clk_fake_advance(&fake, MIN);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("a", "b-job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(ac.increases, 2);
+	CU_ASSERT_EQUAL(ac.target, 3);
+	pr_ctl_free(ctlb);
+	state_close(dbb);
+	stop_async();
+}
+
 static const test_case cases[] = {
 	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
 	{ "DRA: check-capacity with devices", test_dra_check_capacity },
@@ -3319,6 +3481,8 @@ static const test_case cases[] = {
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
 	{ "deleted booking released; failover keeps state", test_deleted_booking_and_failover_state },
 	{ "shards do not adopt", test_shards_do_not_adopt },
+	{ "shards respect each other's bookings", test_shards_respect_each_others_bookings },
+	{ "shards keep off each other's node groups", test_shards_keep_off_each_others_groups },
 	{ "multi-group plan", test_multi_group_plan },
 	{ "multi-group rollback", test_multi_group_rollback },
 	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
