@@ -2182,6 +2182,8 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		}
 		req.sets = gate(&x, &pp, prc, &e, &rs);
 	}
+	if(req.sets && !in_flight)
+		pr__shards_before(c, w, pr);
 	if(req.sets || in_flight)
 		m->decide(m, &h, &req);
 	pr__status_defer(&x);

@@ -109,6 +109,11 @@ typedef struct pr_shards {
 	hmap foreign;             /* uids of requests another instance serves */
 	hmap live;                /* uid → entry with a booking */
 	hmap plans;               /* uid → entry of another instance's open plan */
+	hmap waiting;             /* uid → entry of another instance's request it has yet to answer */
+	/* This pass: those due now, in decision order (pass arena), and how
+	 * many were placed so far. */
+	struct pr_shard_cand *cands;
+	size_t ncands, next;
 } pr_shards;
 
 /* The state store is pruned at most this often. */
@@ -306,6 +311,11 @@ bool pr__shards_foreign(const pr_ctl *c, const char *uid);
  * instances', and own ones whose uid is not in `local` (the uids the
  * local store booked). */
 void pr__shards_book(pr_ctl *c, pr_world *w, const hmap *local);
+/* Before the class decides `pr` (and places its pods): place the pods of
+ * other instances' waiting requests that are due now and older than `pr`,
+ * as they will be, so that of two requests racing for one room on two
+ * instances the older gets it whichever instance runs first. */
+void pr__shards_before(pr_ctl *c, pr_world *w, const kube_provreq *pr);
 
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);

@@ -22,9 +22,23 @@
  *     replica made it);
  *   - a node group named by another instance's open plan is busy here
  *     (pr_class_group.busy), so two shards never scale one group at once;
- *   - nodes another instance's live booking holds are not scaled down.
+ *   - nodes another instance's live booking holds are not scaled down;
+ *   - two instances deciding at the same moment cannot see each other's
+ *     answer yet (it is being written), so they agree on an order instead:
+ *     the order every instance decides its own requests in (oldest
+ *     creationTimestamp, then name, then namespace). Before deciding one
+ *     of its requests, an instance places the pods of every older request
+ *     another instance is about to decide (not Provisioned, not final, no
+ *     plan open, due: first seen or its retry time has come, within
+ *     PR_SHARD_DUE_AHEAD_NS ahead and PR_SHARD_DUE_WITHIN_NS behind) as
+ *     that instance would (check-capacity: all or none; atomic: what fits
+ *     the existing nodes), so the younger of two requests racing for one
+ *     room yields whichever instance runs first. An instance that never
+ *     decides its requests (stopped) holds nothing once they are
+ *     PR_SHARD_DUE_WITHIN_NS past due.
  *
- * A pass walks only the live bookings and open plans, not every request.
+ * A pass walks the live bookings, open plans and other instances' waiting
+ * requests only, not every request.
  * Everything here runs on the controller's worker; the request cache's
  * read lock is held during pr__shards_sync. */
 #include "classes/details.h"
@@ -36,6 +50,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Another instance's request counts as about to be decided from this long
+ * before its due time (its retry, as its status records it) ... */
+#define PR_SHARD_DUE_AHEAD_NS PRD_NS_PER_SEC
+/* ... until this long after it: a running instance decides a due request
+ * within a pass; one that does not (stopped, or its shard gone) must not
+ * hold room for ever. */
+#define PR_SHARD_DUE_WITHIN_NS (30 * PRD_NS_PER_SEC)
 
 /* Pods of one podSet booked on one node, and the room they hold. */
 typedef struct sh_item {
@@ -58,7 +80,20 @@ typedef struct sh_entry {
 	sh_item *items;
 	size_t nitems;
 	char *groups;             /* another instance's open plan: its node groups, "a,b" */
+	/* Another instance's request it has yet to answer (values of
+	 * pr_shards.waiting): due then, all or none (check-capacity) or what
+	 * fits (atomic). */
+	bool waiting, all_or_none;
+	int64_t due;
+	const kube_provreq *pr;   /* the request, while the pass that read it lasts (listing mode) */
 } sh_entry;
+
+/* One of another instance's waiting requests a pass places before the
+ * younger ones it decides itself. */
+struct pr_shard_cand {
+	sh_entry *e;
+	const kube_provreq *pr;
+};
 
 /* Forget the items' room (resolved again when needed). */
 static void clear_room(sh_entry *e)
@@ -99,12 +134,14 @@ void pr__shards_init(pr_ctl *c)
 	hmap_init(&c->shards.foreign, NULL);
 	hmap_init(&c->shards.live, NULL);
 	hmap_init(&c->shards.plans, NULL);
+	hmap_init(&c->shards.waiting, NULL);
 }
 
 void pr__shards_free(pr_ctl *c)
 {
 	hmap_free(&c->shards.live);
 	hmap_free(&c->shards.plans);
+	hmap_free(&c->shards.waiting);
 	hmap_free(&c->shards.foreign);
 	hmap_free(&c->shards.entries);
 }
@@ -176,6 +213,27 @@ static int64_t booking_end(const pr_ctl *c, const kube_provreq *pr, char **plan)
 	return end;
 }
 
+/* Another instance's request that it has yet to answer: of a built-in
+ * class, not final, not being deleted, not Provisioned, no plan open.
+ * *due: when it decides it (its recorded retry time, else when it was last
+ * answered or created). */
+static bool waiting_at(const kube_provreq *pr, bool open_plan, int64_t *due)
+{
+	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
+	char *next;
+	int64_t t = 0;
+	if(pr_class_of(pr->class_name) == PR_CLASS_OTHER || pr_is_terminal(pr) || pr->meta.deleted_ns || open_plan ||
+	   pr_cond_true(pr, PR_COND_PROVISIONED))
+		return false;
+	if(prov && (next = pr_details_get(pr, PR_DETAIL_NEXT_ATTEMPT))) {
+		if(str_to_int64(next, &t) || t < 0)
+			t = 0;
+		free(next);
+	}
+	*due = t ? t : prov ? prov->last_transition_ns : pr->meta.created_ns;
+	return true;
+}
+
 /* The room `pods` pods of podSet `set` hold, into it. 0 or PRD_ENOMEM. */
 static int item_room(sh_item *it, const sched_podset *set)
 {
@@ -242,16 +300,11 @@ static int parse_booking(sh_entry *e, const char *text, size_t nsets)
 	return 0;
 }
 
-/* The request of an entry, as the pass has it. */
+/* The request of an entry, as the pass has it: the kept copy, or (listing
+ * mode, where every pass reads the view anew) the pass's own. */
 static const kube_provreq *request_of(pr_ctl *c, pr_world *w, const sh_entry *e)
 {
-	size_t i;
-	if(w->prs_kept)
-		return hmap_get(&c->prs, e->key);
-	for(i = 0; i < w->nprs; i++)
-		if(str_eq(w->prs[i]->meta.uid, e->uid))
-			return w->prs[i];
-	return NULL;
+	return w->prs_kept ? hmap_get(&c->prs, e->key) : e->pr;
 }
 
 /* The podSets of an entry's request (pass arena), or NULL (its PodTemplates
@@ -311,9 +364,17 @@ static sh_entry *derive(pr_ctl *c, const char *key, const kube_provreq *pr, int 
 	}
 	e->foreign = foreign;
 	e->plan = foreign ? NULL : plan;
+	e->pr = pr;
 	if(foreign) {
+		char *phase = pr_details_get(pr, PR_DETAIL_PHASE);
+		state_phase ph;
+		bool open = phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) &&
+			    ph != STATE_PHASE_DONE;
+		free(phase);
 		free(plan);
 		e->groups = open_plan_groups(pr);
+		e->waiting = !until && waiting_at(pr, open, &e->due);
+		e->all_or_none = pr_class_of(pr->class_name) == PR_CLASS_CHECK_CAPACITY;
 	}
 	if(until && (text = pr_details_get(pr, PR_DETAIL_BOOKING))) {
 		int prc = parse_booking(e, text, pr->npod_sets);
@@ -342,6 +403,7 @@ static void forget(pr_ctl *c, const char *key)
 	hmap_del(&c->shards.foreign, e->uid);
 	hmap_del(&c->shards.live, e->uid);
 	hmap_del(&c->shards.plans, e->uid);
+	hmap_del(&c->shards.waiting, e->uid);
 	entry_free(e);
 }
 
@@ -362,7 +424,8 @@ static int note(pr_ctl *c, const char *key, const kube_provreq *pr)
 	}
 	if((e->foreign && hmap_put(&c->shards.foreign, e->uid, NULL)) ||
 	   (e->until && hmap_put(&c->shards.live, e->uid, e)) ||
-	   (e->groups && hmap_put(&c->shards.plans, e->uid, e)))
+	   (e->groups && hmap_put(&c->shards.plans, e->uid, e)) ||
+	   (e->waiting && hmap_put(&c->shards.waiting, e->uid, e)))
 		return PRD_ENOMEM;
 	return 0;
 }
@@ -429,12 +492,78 @@ static void keep_booked_nodes(pr_ctl *c, pr_world *w)
 	}
 }
 
+static int cand_cmp(const void *a, const void *b)
+{
+	const struct pr_shard_cand *x = a, *y = b;
+	return pr_order_cmp(&x->pr, &y->pr);
+}
+
+/* Another instance's requests due about now, in the order requests are
+ * decided (the pass's list, in its arena). */
+static void due_candidates(pr_ctl *c, pr_world *w)
+{
+	pr_shards *s = &c->shards;
+	hmap_iter it;
+	void *v;
+	s->cands = NULL;
+	s->ncands = s->next = 0;
+	if(!hmap_len(&s->waiting) ||
+	   !(s->cands = arena_array(&w->ar, hmap_len(&s->waiting) + 1, sizeof(*s->cands))))
+		return;
+	hmap_iter_init(&it, &s->waiting);
+	while(hmap_iter_next(&it, NULL, &v)) {
+		sh_entry *e = v;
+		const kube_provreq *pr;
+		if(e->due > c->now + PR_SHARD_DUE_AHEAD_NS || e->due < c->now - PR_SHARD_DUE_WITHIN_NS ||
+		   !(pr = request_of(c, w, e)) || !str_eq(pr->meta.uid, e->uid))
+			continue;
+		s->cands[s->ncands].e = e;
+		s->cands[s->ncands++].pr = pr;
+	}
+	qsort(s->cands, s->ncands, sizeof(*s->cands), cand_cmp);
+}
+
+/* Place another instance's waiting request in the pass's snapshot as its
+ * instance will: check-capacity all pods or none, atomic the pods that fit
+ * the existing nodes (the room its plan would hold). */
+static void place_for_other(pr_ctl *c, pr_world *w, const struct pr_shard_cand *k)
+{
+	sched_snapshot *snap = pr__snap(c, w);
+	sched_podset *sets;
+	sched_place_result res;
+	prd_err err;
+	if(!snap || !(sets = podsets_of(c, w, k->e)))
+		return;
+	memset(&res, 0, sizeof(res));
+	if(sched_snapshot_fork(snap))
+		return;
+	if(sched_place(snap, sets, k->pr->npod_sets, &res, &err) == 0 &&
+	   (res.fits_all || (!k->e->all_or_none && res.placed > 0))) {
+		sched_snapshot_commit(snap);
+		c->stats.placed_for_others++;
+		log_debug("room held for another instance's older request", "namespace", k->pr->meta.ns, "request",
+			  k->pr->meta.name, "pods", LOGI(res.placed));
+	} else {
+		sched_snapshot_revert(snap);
+	}
+	sched_place_result_free(&res);
+}
+
+void pr__shards_before(pr_ctl *c, pr_world *w, const kube_provreq *pr)
+{
+	pr_shards *s = &c->shards;
+	while(s->next < s->ncands && pr_order_cmp(&s->cands[s->next].pr, &pr) < 0)
+		place_for_other(c, w, &s->cands[s->next++]);
+}
+
 void pr__shards_sync(pr_ctl *c, pr_world *w)
 {
 	pr_shards *s = &c->shards;
 	bool kept = w->prs_kept && c->prs_valid;
 	int rc = 0;
 	c->stats.bookings_from_api = 0;
+	s->cands = NULL;
+	s->ncands = s->next = 0;
 	if(!kept || !s->valid || (s->gen != c->prs_gen && kube_informer_changes(c->inf.provreqs, s->gen, changed, c)))
 		rc = resync(c, w);
 	s->valid = kept && !rc;
@@ -449,6 +578,7 @@ void pr__shards_sync(pr_ctl *c, pr_world *w)
 	}
 	mark_busy(c, w);
 	keep_booked_nodes(c, w);
+	due_candidates(c, w);
 }
 
 /* Own request whose booking is the room a plan in flight holds: not when

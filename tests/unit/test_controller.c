@@ -3487,6 +3487,64 @@ static void test_shards_keep_off_each_others_groups(void)
 	stop_async();
 }
 
+/* Two shards racing for one room: the older request gets it whichever
+ * shard decides first, because each places the older requests another
+ * shard is about to decide before its own. shard-b runs first here and
+ * yields its younger request; shard-a then books the older one. Broken
+ * controller caught: one that decides its requests as if alone until the
+ * other's answer is written (b-young was Found, and in a real race both
+ * were: e2e/scenarios/79). A request of a shard that is not running holds
+ * nothing once it is 30 s past due. */
+static void test_shards_agree_who_goes_first(void)
+{
+	pr_config ca, cb;
+	state_config sc;
+	state_db *dbb = NULL;
+	pr_ctl *ctlb = NULL;
+	char pathb[600];
+	prd_err e;
+	pr_config_default(&ca);
+	ca.processor_instance = "shard-a";
+	start(NULL, &ca);
+	cb = ca;
+	cb.processor_instance = "shard-b";
+	state_config_default(&sc);
+	snprintf(pathb, sizeof(pathb), "%s/race-b-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(pathb, &fake, &sc, &dbb, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cb, &fake, &api, dbb, NULL, &ctlb, &e), 0);
+	add_node("n1", "4", NULL);
+	add_node("n2", "4", NULL);
+	add_template("r", "three", "3");
+	add_pr("r", "a-old", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-a}");
+	clk_fake_advance(&fake, SEC);
+	add_pr("r", "b-young", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-b}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("r", "b-young", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctlb)->placed_for_others, 1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("r", "a-old", "Provisioned"), "True/CapacityIsFound");
+	/* A younger request of another shard does not hold anything back:
+	 * shard-a's older request is decided as if it were not there. */
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->placed_for_others, 0);
+	/* A request of a shard nobody runs holds its room while due, then no
+	 * longer. */
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/r/provisioningrequests/a-old",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/r/provisioningrequests/b-young",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	add_pr("r", "z-orphan", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-z}");
+	clk_fake_advance(&fake, SEC);
+	add_pr("r", "b-next", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-b}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("r", "b-next", "Provisioned"), "False/CapacityIsNotFound");
+	clk_fake_advance(&fake, 61 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("r", "b-next", "Provisioned"), "True/CapacityIsFound");
+	pr_ctl_free(ctlb);
+	state_close(dbb);
+	stop();
+}
+
 static const test_case cases[] = {
 	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
 	{ "DRA: check-capacity with devices", test_dra_check_capacity },
@@ -3516,6 +3574,7 @@ static const test_case cases[] = {
 	{ "shards do not adopt", test_shards_do_not_adopt },
 	{ "shards respect each other's bookings", test_shards_respect_each_others_bookings },
 	{ "shards keep off each other's node groups", test_shards_keep_off_each_others_groups },
+	{ "shards agree which of two racing requests goes first", test_shards_agree_who_goes_first },
 	{ "multi-group plan", test_multi_group_plan },
 	{ "multi-group rollback", test_multi_group_rollback },
 	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
