@@ -75,6 +75,8 @@ enum metrics_id {
 	M_UNOWNED,                 /* provreqd_unowned_requests_total: requests of a class nobody here serves */
 	M_SCALE_DOWNS,             /* provreqd_scale_downs_total{node_group}: idle nodes provreqd added and removed */
 	M_STATE_ROWS,              /* provreqd_state_rows{table} */
+	M_API_BOOKINGS,            /* provreqd_bookings_from_api: bookings counted from requests' statuses, not the local store */
+	M_SHARD_ORDER,             /* provreqd_placed_for_other_shards_total: older requests of other shards placed first */
 	M_BUILTIN_COUNT
 };
 

@@ -43,6 +43,7 @@
  * read lock is held during pr__shards_sync. */
 #include "classes/details.h"
 #include "ops/log.h"
+#include "ops/metrics.h"
 #include "provreq/ctl_int.h"
 #include "util/rfc3339.h"
 #include "util/str.h"
@@ -541,6 +542,7 @@ static void place_for_other(pr_ctl *c, pr_world *w, const struct pr_shard_cand *
 	   (res.fits_all || (!k->e->all_or_none && res.placed > 0))) {
 		sched_snapshot_commit(snap);
 		c->stats.placed_for_others++;
+		metrics_counter_add(M_SHARD_ORDER, NULL, 1);
 		log_debug("room held for another instance's older request", "namespace", k->pr->meta.ns, "request",
 			  k->pr->meta.name, "pods", LOGI(res.placed));
 	} else {
@@ -637,4 +639,5 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const hmap *local)
 			book_devices(c, w, e);
 		c->stats.bookings_from_api++;
 	}
+	metrics_gauge_set(M_API_BOOKINGS, NULL, (double)c->stats.bookings_from_api);
 }
