@@ -3545,6 +3545,55 @@ static void test_shards_agree_who_goes_first(void)
 	stop();
 }
 
+/* Scale-down keeps the nodes another shard's booking holds. Broken
+ * controller caught: one that knows only its own store's bookings (it
+ * cordoned the two nodes shard-b's cc had booked, to remove them). */
+static void test_scale_down_keeps_other_shards_bookings(void)
+{
+	pr_config cfg, cb;
+	state_config sc;
+	state_db *dbb = NULL;
+	pr_ctl *ctlb = NULL;
+	char pathb[600];
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	cfg.scale_down_idle_ns = 2 * MIN; /* shorter than cc's 10-minute booking */
+	start_async(&cfg);
+	cb = cfg;
+	cb.processor_instance = "shard-b";
+	state_config_default(&sc);
+	snprintf(pathb, sizeof(pathb), "%s/sd-b-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(pathb, &fake, &sc, &dbb, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cb, &fake, &api, dbb, NULL, &ctlb, &e), 0);
+	add_template("s", "two", "2");
+	add_pr("s", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/s/provisioningrequests/job",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	add_pr("s", "cc", PR_CLASS_CHECK, "two", 4, "{processorInstance: shard-b}");
+	clk_fake_advance(&fake, SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("s", "cc", "Provisioned"), "True/CapacityIsFound");
+	clk_fake_advance(&fake, 3 * MIN);
+	pass();
+	clk_fake_advance(&fake, 3 * MIN);
+	pass();
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_FALSE(node_has(ac.grp[0].v[0].node, "scale-down-cordoned"));
+	CU_ASSERT_FALSE(node_has(ac.grp[0].v[1].node, "scale-down-cordoned"));
+	CU_ASSERT_EQUAL(ac.grp[0].deletes, 0);
+	pr_ctl_free(ctlb);
+	state_close(dbb);
+	stop_async();
+}
+
 static const test_case cases[] = {
 	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
 	{ "DRA: check-capacity with devices", test_dra_check_capacity },
@@ -3580,6 +3629,7 @@ static const test_case cases[] = {
 	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
 	{ "node marks at the end of the pass, several at a time, never while fenced", test_marks_deferred },
 	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
+	{ "scale-down keeps the nodes another shard booked", test_scale_down_keeps_other_shards_bookings },
 	{ "details chunking", test_details_chunking },
 	{ "classes a driver serves", test_driver_classes },
 	{ "a driver class's PROVISIONED outcome is booked", test_driver_class_outcome_is_booked },
