@@ -1206,9 +1206,7 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	state_booking *b = NULL;
 	size_t nb = 0, i;
-	hmap local;
 	int rc;
-	hmap_init(&local, NULL);
 	if(c->db && (rc = state_booking_list_active(c->db, &b, &nb, err)))
 		return rc;
 	c->bres_live = 0;
@@ -1230,11 +1228,6 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		 * (pr__shards_book), not rows this store rebuilt from it. */
 		if(pr__shards_foreign(c, b[i].request_uid))
 			continue;
-		if(hmap_put(&local, b[i].request_uid, NULL)) {
-			state_booking_list_free(b, nb);
-			hmap_free(&local);
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-		}
 		if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
 			continue;
 		if(booking_res_kept(c, b[i].resources_json, &br, &ce) ||
@@ -1246,9 +1239,8 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		else
 			c->stats.bookings_held++;
 	}
+	pr__shards_book(c, w, b, nb);
 	state_booking_list_free(b, nb);
-	pr__shards_book(c, w, &local);
-	hmap_free(&local);
 	return 0;
 }
 

@@ -308,9 +308,9 @@ void pr__shards_sync(pr_ctl *c, pr_world *w);
  * booking rows are not used)? */
 bool pr__shards_foreign(const pr_ctl *c, const char *uid);
 /* ... and then the bookings the statuses record into w->snap: other
- * instances', and own ones whose uid is not in `local` (the uids the
- * local store booked). */
-void pr__shards_book(pr_ctl *c, pr_world *w, const hmap *local);
+ * instances', and own ones of a uid no row of `rows` has (the local
+ * store's active bookings, ordered by request uid). */
+void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t nrows);
 /* Before the class decides `pr` (and places its pods): place the pods of
  * other instances' waiting requests that are due now and older than `pr`,
  * as they will be, so that of two requests racing for one room on two

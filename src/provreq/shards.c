@@ -618,7 +618,12 @@ static void book_devices(pr_ctl *c, pr_world *w, const sh_entry *e)
 							e->items[i].pods, NULL, &err);
 }
 
-void pr__shards_book(pr_ctl *c, pr_world *w, const hmap *local)
+static int row_uid_cmp(const void *key, const void *row)
+{
+	return strcmp(key, ((const state_booking *)row)->request_uid);
+}
+
+void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t nrows)
 {
 	hmap_iter it;
 	void *v;
@@ -628,7 +633,9 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const hmap *local)
 		sh_entry *e = v;
 		prd_err err;
 		if(e->until <= c->now || !hmap_has(&w->uids, e->uid) ||
-		   (!e->foreign && (hmap_has(local, e->uid) || plan_ended_here(c, e))) || !resolve_room(c, w, e))
+		   (!e->foreign && ((nrows && bsearch(e->uid, rows, nrows, sizeof(*rows), row_uid_cmp)) ||
+				    plan_ended_here(c, e))) ||
+		   !resolve_room(c, w, e))
 			continue;
 		for(i = 0; i < e->nitems; i++)
 			if(sched_snapshot_find_node(w->snap, e->items[i].node, &idx) == 0 &&
