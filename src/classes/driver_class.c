@@ -245,6 +245,37 @@ static bool good_reason(const char *r, size_t cap)
 	return true;
 }
 
+/* A request the driver provisioned holds, like a check-capacity request,
+ * the room its pods take on the existing nodes until they are scheduled
+ * or the booking TTL ends (so no later request is handed that room). Pods
+ * that fit no existing node are on capacity the driver keeps outside the
+ * cluster's Nodes (or Nodes not yet registered): nothing here can hold
+ * that, and the request is Provisioned all the same, as the driver said. */
+static void book_what_fits(const pr_class_host *h, const pr_class_req *req)
+{
+	sched_snapshot *snap = h->snapshot(h->ctx);
+	sched_place_result res;
+	prd_err e;
+	if(!snap)
+		return; /* the pass acts no further: nothing is written */
+	memset(&res, 0, sizeof(res));
+	if(sched_snapshot_fork(snap)) {
+		log_warn("cannot book a driver-provisioned request's room", "request", req->pr->meta.name);
+		return;
+	}
+	if(sched_place(snap, req->sets, req->nsets, &res, &e) == 0 && res.placed > 0 &&
+	   h->book(h->ctx, req->sets, req->nsets, &res, &e) == 0) {
+		sched_snapshot_commit(snap);
+		if(!res.fits_all)
+			log_info("a driver-provisioned request's pods fit the existing nodes only in part; that part is booked",
+				 "request", req->pr->meta.name, "namespace", req->pr->meta.ns, "booked_pods",
+				 LOGI(res.placed), "pods", LOGI(res.requested));
+	} else {
+		sched_snapshot_revert(snap);
+	}
+	sched_place_result_free(&res);
+}
+
 static void dc_decide(const pr_class_module *m, const pr_class_host *h, const pr_class_req *req)
 {
 	dc_module *dm = (dc_module *)m;
@@ -306,6 +337,7 @@ static void dc_decide(const pr_class_module *m, const pr_class_host *h, const pr
 		h->wake_at(h->ctx, h->now + DC_PENDING_RETRY_NS);
 		return;
 	case PRD_CLOUD_OUTCOME_PROVISIONED:
+		book_what_fits(h, req);
 		h->provisioned(h->ctx, out.reason[0] ? out.reason : PR_R_PROVISIONED,
 			       out.message[0] ? out.message : "the driver provisioned the capacity");
 		return;

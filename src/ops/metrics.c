@@ -140,6 +140,14 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 	[M_SCALE_DOWNS] = { "provreqd_scale_downs_total",
 			    "Idle nodes that provreqd added for a request and removed after its booking ended, by node group.",
 			    METRICS_COUNTER, L("node_group"), NULL, 0 },
+	[M_API_BOOKINGS] = { "provreqd_bookings_from_api",
+			     "Bookings the last pass that placed pods counted from the requests' statuses alone: "
+			     "other shards' (and this shard's that its state store lacks).",
+			     METRICS_GAUGE, NULL, NULL, 0 },
+	[M_SHARD_ORDER] = { "provreqd_placed_for_other_shards_total",
+			    "Older requests of other shards, about to be decided there, whose pods were placed before "
+			    "one of this shard's (so of two racing requests the older gets the room).",
+			    METRICS_COUNTER, NULL, NULL, 0 },
 	[M_STATE_ROWS] = { "provreqd_state_rows",
 			   "Rows in each table of the state store (bounded: rows of vanished requests and old "
 			   "closed plans are pruned).",
@@ -153,7 +161,7 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 			       "Scale-up calls that met another actor: the target moved since the plan was made "
 			       "(target_moved; the conditional call did nothing and the request plans again), or a "
 			       "repeated call made more of a plan's instances than it asked for (duplicate_instances; "
-			       "deleted).",
+			       "deleted), or a call landed after its plan was rolled back (late_call; deleted).",
 			       METRICS_COUNTER, L("node_group", "cause"), NULL, 0 },
 };
 

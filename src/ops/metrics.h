@@ -76,7 +76,9 @@ enum metrics_id {
 	M_SCALE_DOWNS,             /* provreqd_scale_downs_total{node_group}: idle nodes provreqd added and removed */
 	M_STATE_ROWS,              /* provreqd_state_rows{table} */
 	M_FOREIGN_INSTANCES,       /* provreqd_node_group_foreign_instances{node_group}: not an open plan's, appeared while it runs */
-	M_PLAN_CONFLICTS,          /* provreqd_scaleup_conflicts_total{node_group,cause} cause=target_moved|duplicate_instances */
+	M_PLAN_CONFLICTS,          /* provreqd_scaleup_conflicts_total{node_group,cause} cause=target_moved|duplicate_instances|late_call */
+	M_API_BOOKINGS,            /* provreqd_bookings_from_api: bookings counted from requests' statuses, not the local store */
+	M_SHARD_ORDER,             /* provreqd_placed_for_other_shards_total: older requests of other shards placed first */
 	M_BUILTIN_COUNT
 };
 

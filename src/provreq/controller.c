@@ -105,6 +105,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->class_kept, free);
 	hmap_init(&c->prs, NULL);
 	pr__dirty_init(c);
+	pr__shards_init(c);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
 	c->limits.provision_timeout_ns = cfg->provision_timeout_ns;
@@ -171,6 +172,7 @@ void pr_ctl_free(pr_ctl *c)
 	free(c->fed_gen);
 	free(c->fed);
 	pr__dirty_free(c);
+	pr__shards_free(c);
 	hmap_free(&c->consumers);
 	hmap_free(&c->pod_blocked);
 	hmap_free(&c->nfp);
@@ -1210,9 +1212,7 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 	state_booking *b = NULL;
 	size_t nb = 0, i;
 	int rc;
-	if(!c->db)
-		return 0;
-	if((rc = state_booking_list_active(c->db, &b, &nb, err)))
+	if(c->db && (rc = state_booking_list_active(c->db, &b, &nb, err)))
 		return rc;
 	c->bres_live = 0;
 	c->stats.bookings_held = 0;
@@ -1229,6 +1229,10 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			}
 			continue;
 		}
+		/* Another instance's request: its status says what it holds
+		 * (pr__shards_book), not rows this store rebuilt from it. */
+		if(pr__shards_foreign(c, b[i].request_uid))
+			continue;
 		if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
 			continue;
 		if(booking_res_kept(c, b[i].resources_json, &br, &ce) ||
@@ -1240,6 +1244,7 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		else
 			c->stats.bookings_held++;
 	}
+	pr__shards_book(c, w, b, nb);
 	state_booking_list_free(b, nb);
 	return 0;
 }
@@ -1535,6 +1540,7 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 		c->need_rebuild = false;
 		w->term_began = true;
 	}
+	pr__shards_sync(c, w);
 	/* (The bookings go in when the pass first asks for it: pr__snap.) */
 	return snapshot_for_pass(c, w, err);
 }
@@ -1929,7 +1935,9 @@ static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
 	int64_t last = 0;
 	size_t i;
 	char path[700];
+	json_object *opts, *pre;
 	prd_err e;
+	int rc;
 	for(i = 0; i < pr->nconditions; i++)
 		if(pr->conditions[i].last_transition_ns > last)
 			last = pr->conditions[i].last_transition_ns;
@@ -1939,35 +1947,42 @@ static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
 	}
 	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", pr->meta.ns,
 		 pr->meta.name);
-	if(kube_api_call(&c->api, "DELETE", path, NULL, NULL, NULL, NULL, &e) && e.code != PRD_ENOTFOUND) {
+	/* This request, not whatever now has its name: a request recreated
+	 * under the same name since the read (a batch system resubmitting a
+	 * job) fails the uid precondition with a Conflict, and the one that
+	 * finished is gone then. */
+	opts = json_object_new_object();
+	pre = json_object_new_object();
+	if(!opts || !pre || !pr->meta.uid) {
+		json_object_put(opts);
+		json_object_put(pre);
+		return;
+	}
+	json_object_object_add(opts, "kind", json_object_new_string("DeleteOptions"));
+	json_object_object_add(opts, "apiVersion", json_object_new_string("v1"));
+	json_object_object_add(pre, "uid", json_object_new_string(pr->meta.uid));
+	json_object_object_add(opts, "preconditions", pre);
+	rc = kube_api_call(&c->api, "DELETE", path, NULL, opts, NULL, NULL, &e);
+	json_object_put(opts);
+	if(rc && rc != PRD_ENOTFOUND && rc != PRD_ECONFLICT) {
 		log_warn("cannot garbage-collect request", "request", pr->meta.name, "namespace", pr->meta.ns,
 			 "error", e.msg);
 		return;
 	}
-	log_info("deleted finished request", "namespace", pr->meta.ns, "request", pr->meta.name);
+	if(rc == PRD_ECONFLICT)
+		log_info("finished request already replaced by a new one of the same name; the new one is kept",
+			 "namespace", pr->meta.ns, "request", pr->meta.name, "uid", pr->meta.uid);
+	else
+		log_info("deleted finished request", "namespace", pr->meta.ns, "request", pr->meta.name);
 	if(c->db) {
 		state_request_delete(c->db, pr->meta.uid, NULL);
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
 	}
 }
 
-/* The raw processorInstance parameter: decided before anything else, so an
- * instance never reads, adopts or acts on another instance's requests,
- * whatever else their parameters say. */
-static const char *processor_of(const kube_provreq *pr)
-{
-	size_t i;
-	for(i = 0; i < pr->nparameters; i++)
-		if(pr->parameters[i].key && !strcmp(pr->parameters[i].key, "processorInstance"))
-			return pr->parameters[i].value;
-	return NULL;
-}
-
 static bool ours(pr_class_ctx *x, const kube_provreq *pr)
 {
-	const char *want = x->c->cfg.processor_instance ? x->c->cfg.processor_instance : "";
-	const char *have = processor_of(pr);
-	return pr__module_for(x->c, pr->class_name) && str_eq(have ? have : "", want);
+	return pr__shards_ours(x->c, pr);
 }
 
 /* A request of a class nobody here serves: say so once. */
@@ -2165,6 +2180,8 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		}
 		req.sets = gate(&x, &pp, prc, &e, &rs);
 	}
+	if(req.sets && !in_flight)
+		pr__shards_before(c, w, pr);
 	if(req.sets || in_flight)
 		m->decide(m, &h, &req);
 	pr__status_defer(&x);

@@ -70,6 +70,9 @@ typedef struct pr_stats {
 	uint64_t requests_seen;         /* of our classes, last pass */
 	uint64_t requests_decided;      /* of those, decided (the rest were not affected), last pass */
 	uint64_t bookings_held;         /* last pass */
+	uint64_t bookings_from_api;     /* last pass: bookings read from requests' statuses (other shards', or missing here) */
+	uint64_t shard_reads;           /* requests whose status was read for bookings and plans (cumulative) */
+	uint64_t placed_for_others;     /* other shards' older waiting requests placed before own ones (cumulative) */
 	uint64_t snapshot_reuses;       /* passes that reused the snapshot of unchanged nodes and pods */
 	uint64_t snapshot_node_adds;    /* nodes added to a reused snapshot (registrations) */
 	uint64_t snapshot_mismatches;   /* verify_snapshot: kept snapshots (or copies) that differed from a rebuild */

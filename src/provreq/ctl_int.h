@@ -102,6 +102,21 @@ struct pr_class_ctx {
 	bool release;             /* remove provreqd's finalizer after the status write */
 };
 
+/* The bookings and open plans the requests' statuses record (shards.c). */
+typedef struct pr_shards {
+	bool valid;               /* entries follow the request cache as of gen */
+	uint64_t gen;
+	hmap entries;             /* "ns/name" → what its status says (owned) */
+	hmap foreign;             /* uids of requests another instance serves */
+	hmap live;                /* uid → entry with a booking */
+	hmap plans;               /* uid → entry of another instance's open plan */
+	hmap waiting;             /* uid → entry of another instance's request it has yet to answer */
+	/* This pass: those due now, in decision order (pass arena), and how
+	 * many were placed so far. */
+	struct pr_shard_cand *cands;
+	size_t ncands, next;
+} pr_shards;
+
 /* The state store is pruned at most this often. */
 #define PR_PRUNE_EVERY_NS (60 * PRD_NS_PER_SEC)
 
@@ -203,6 +218,7 @@ struct pr_ctl {
 	bool req_in_flight;       /* ... and whether it had cloud work in flight */
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	int64_t pruned_at;        /* when the state store was last pruned (0 = never) */
+	pr_shards shards;
 	pr_stats stats;
 	int64_t now;
 	int64_t next_wake;
@@ -277,6 +293,31 @@ void pr__forget_vanished(hmap *m, const hmap *live);
 void pr__dirty_done(pr_ctl *c, bool complete);
 /* Forget the decisions of requests whose "ns/name" is not in `live`. */
 void pr__dirty_prune(pr_ctl *c, const hmap *live);
+
+/* src/provreq/shards.c: the bookings and open plans of the API. */
+void pr__shards_init(pr_ctl *c);
+void pr__shards_free(pr_ctl *c);
+/* Does this instance decide the request (a class served here, and its
+ * processorInstance is this instance's)? */
+bool pr__shards_ours(const pr_ctl *c, const kube_provreq *pr);
+/* The one call a pass makes (digest, the request cache's lock held, the
+ * templates copied, the node groups loaded): bring the view up to date
+ * when the request cache moved; mark the node groups of other instances'
+ * open plans busy and keep the nodes their bookings hold. Out of memory,
+ * the pass is fenced. */
+void pr__shards_sync(pr_ctl *c, pr_world *w);
+/* From book_snapshot: is the request another instance's (its local
+ * booking rows are not used)? */
+bool pr__shards_foreign(const pr_ctl *c, const char *uid);
+/* ... and then the bookings the statuses record into w->snap: other
+ * instances', and own ones of a uid no row of `rows` has (the local
+ * store's active bookings, ordered by request uid). */
+void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t nrows);
+/* Before the class decides `pr` (and places its pods): place the pods of
+ * other instances' waiting requests that are due now and older than `pr`,
+ * as they will be, so that of two requests racing for one room on two
+ * instances the older gets it whichever instance runs first. */
+void pr__shards_before(pr_ctl *c, pr_world *w, const kube_provreq *pr);
 
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);

@@ -166,9 +166,12 @@ bool pr__dirty_decide(pr_ctl *c, const kube_provreq *pr)
 	mm = hmap_get(&c->dirty.memo, k);
 	if(!mm || mm->wake <= c->now || hmap_has(&c->dirty.keys, k) || hmap_has(&c->dirty.tpl_ns, pr->meta.ns))
 		return true;
-	if(mm->open_in_flight)
+	if(mm->open_in_flight || (mm->live && c->dirty.node_gone))
 		return true;
-	return mm->live && c->dirty.node_gone;
+	/* Not decided this pass: its timer must still wake the next one (the
+	 * pass's wake time is gathered from the decisions it makes). */
+	pr__wake_at(c, mm->wake);
+	return false;
 }
 
 void pr__dirty_decided(pr_ctl *c, const kube_provreq *pr, int64_t wake, bool open_in_flight, bool live)

@@ -24,6 +24,11 @@
  *                                  the informer, one pass) during an atomic
  *                                  scale-up of SCALE nodes; sampled over the
  *                                  first SAMPLE registrations
+ *   bench=controller_other_shard   a second shard (processorInstance
+ *                                  "other") after the burst: its first pass,
+ *                                  idle passes against the first shard's,
+ *                                  and a decision counting the first
+ *                                  shard's bookings from the statuses
  *   bench=controller_rss           peak resident set; the in-memory server
  *                                  shares the process, so controller_mb is
  *                                  the peak less the loaded server's share
@@ -376,6 +381,73 @@ static void bench_burst(memapi *m, const kube_api *api, pr_ctl *ctl, long n)
 	fflush(stdout);
 }
 
+/* A second shard (processorInstance "other", its own store) on the same
+ * caches, after the first one booked its requests: the pass that first
+ * reads their statuses (the view of others' bookings), passes with nothing
+ * changed against the first shard's own (ratios in one run), and a pass
+ * that decides one request of "other" with every booking of the first
+ * shard counted from the statuses. */
+static void bench_other_shard(memapi *m, const kube_api *api, pr_ctl *ctl, const pr_informers *pi)
+{
+	state_config sc;
+	state_db *db2 = NULL;
+	pr_config cfg;
+	pr_ctl *other = NULL;
+	prd_err e;
+	double t0, first, idle_other, idle_own, decide;
+	uint64_t reads;
+	bool prov, fin;
+	int k;
+	state_config_default(&sc);
+	if(state_open(":memory:", clk_real(), &sc, &db2, &e))
+		die("state", e.msg);
+	pr_config_default(&cfg);
+	cfg.processor_instance = "other";
+	if(pr_ctl_new(&cfg, clk_real(), api, db2, NULL, &other, &e))
+		die("controller", e.msg);
+	pr_ctl_use_informers(other, pi);
+	t0 = now_ms();
+	pass(other);
+	first = now_ms() - t0;
+	reads = pr_ctl_stats(other)->shard_reads;
+	pass(other);
+	t0 = now_ms();
+	for(k = 0; k < 20; k++)
+		pass(other);
+	idle_other = (now_ms() - t0) / 20;
+	t0 = now_ms();
+	for(k = 0; k < 20; k++)
+		pass(ctl);
+	idle_own = (now_ms() - t0) / 20;
+	{
+		unsigned long base = events_now();
+		buf b;
+		buf_init(&b);
+		buf_printf(&b,
+			   "{\"apiVersion\":\"autoscaling.x-k8s.io/v1\",\"kind\":\"ProvisioningRequest\",\"metadata\":{"
+			   "\"name\":\"other-one\",\"namespace\":\"team\"},\"spec\":{\"provisioningClassName\":\"%s\",\"parameters\":{"
+			   "\"processorInstance\":\"other\"},\"podSets\":[{\"podTemplateRef\":{\"name\":\"t001\"},"
+			   "\"count\":10}]}}",
+			   PR_CLASS_CHECK);
+		post(m, "/apis/autoscaling.x-k8s.io/v1/namespaces/team/provisioningrequests", &b);
+		buf_free(&b);
+		wait_events(base, 1);
+		wait_cached("other-one");
+	}
+	t0 = now_ms();
+	pass(other);
+	decide = now_ms() - t0;
+	if(request_state(api, "other-one", &prov, &fin) || !fin)
+		die("other shard", "other-one was not answered");
+	printf("bench=controller_other_shard statuses_read=%llu first_pass_ms=%.1f idle_pass_ms=%.2f "
+	       "own_idle_pass_ms=%.2f decide_pass_ms=%.1f bookings_from_api=%llu provisioned=%s\n",
+	       (unsigned long long)reads, first, idle_other, idle_own, decide,
+	       (unsigned long long)pr_ctl_stats(other)->bookings_from_api, prov ? "yes" : "no");
+	fflush(stdout);
+	pr_ctl_free(other);
+	state_close(db2);
+}
+
 /* Nodes the kwok driver made, not yet Ready, in creation order. */
 static int pending_nodes(const kube_api *api, char ***out, size_t *n)
 {
@@ -595,6 +667,7 @@ int main(int argc, char **argv)
 
 	bench_one_by_one(m, &api, ctl, reqs);
 	bench_burst(m, &api, ctl, 200);
+	bench_other_shard(m, &api, ctl, &pi);
 	if(scale > 0)
 		bench_registration(m, &api, ctl, scale, sample);
 	/* The in-memory server's objects live in this process too: the

@@ -4,6 +4,7 @@
 #include "driver/host.h"
 #include "ops/metrics.h"
 #include "provreq/controller.h"
+#include "provreq/request.h"
 #include "classes/details.h"
 #include "classes/vocab.h"
 #include "util/rand.h"
@@ -1345,6 +1346,7 @@ static const prd_cloud_driver a_driver = {
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
 	.struct_size = sizeof(prd_cloud_driver),
 	.name = "async-test",
+	.instance_size = sizeof(prd_cloud_instance),
 	.refresh = a_refresh,
 	.node_groups = a_groups,
 	.release_node_groups = a_release_groups,
@@ -3022,6 +3024,7 @@ static const prd_cloud_driver dc_driver = {
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
 	.struct_size = sizeof(prd_cloud_driver),
 	.name = "classy",
+	.instance_size = sizeof(prd_cloud_instance),
 	.refresh = a_refresh,
 	.node_groups = dc_groups,
 	.release_node_groups = a_release_groups,
@@ -3147,6 +3150,50 @@ static void test_driver_classes(void)
 	stop();
 }
 
+
+/* A request of a driver's class that the driver answers PROVISIONED holds
+ * the room its pods take on the existing nodes for the booking TTL, like
+ * a check-capacity request's (docs/drivers.md says "booked like any
+ * Provisioned request"): a later check-capacity request does not get it,
+ * and another replica reads it from the status. Broken controller caught:
+ * one that only sets the condition (the check-capacity request was
+ * handed the same room). */
+static void test_driver_class_outcome_is_booked(void)
+{
+	static cloud_driver d1 = { "/drivers/classy.so", NULL, &dc_driver, NULL, NULL };
+	cloud_driver *v[1];
+	pr_config cfg;
+	prd_err e;
+	start(NULL, NULL);
+	pr_ctl_free(ctl);
+	pr_config_default(&cfg);
+	cfg.driver_call_timeout_ns = PRD_NS_PER_SEC;
+	v[0] = &d1;
+	drivers.v = v;
+	drivers.n = 1;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	add_node("n1", "4", NULL);
+	add_template("a", "two", "2");
+	dc_mode = 0;
+	add_pr("a", "instant", "instant.example.test", "two", 2, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "instant", "Provisioned"), "True/InstantCapacity");
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "instant", PR_DETAIL_BOOKING), "0:n1=2");
+	clk_fake_advance(&fake, SEC);
+	add_pr("a", "check", PR_CLASS_CHECK, "two", 1, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "check", "Provisioned"), "False/CapacityIsNotFound");
+	/* The booking ends like a check-capacity request's. */
+	clk_fake_advance(&fake, 10 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "instant", "BookingExpired"), "True/CapacityReservationTimeExpired");
+	add_pr("a", "after", PR_CLASS_CHECK, "two", 2, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "after", "Provisioned"), "True/CapacityIsFound");
+	drivers.v = NULL;
+	drivers.n = 0;
+	stop();
+}
 
 /* check-capacity with DRA: pods of 4 devices fit twice per node of 8; a
  * Provisioned request's devices stay booked against the next request (in
@@ -3572,11 +3619,385 @@ static void test_forged_plan_is_refused(void)
 	stop_async();
 }
 
+/* ---- garbage collection ------------------------------------------------- */
+
+/* The request a recreating API replaces: "ns/name" path, armed once. */
+static const char *gc_recreate_path;
+static char gc_old_uid[64];
+
+/* A kube_api over the memapi in which the DELETE of the armed request is
+ * preceded by a user's delete and create of a request of the same name
+ * (what a batch system resubmitting a job between provreqd's read and its
+ * delete looks like). */
+static int recreating_api(void *ud, const char *method, const char *path, const char *ct, const char *body,
+			  size_t len, long *status, char **resp, size_t *resp_len)
+{
+	if(gc_recreate_path && !strcmp(method, "DELETE") && !strcmp(path, gc_recreate_path)) {
+		prd_err e;
+		gc_recreate_path = NULL;
+		CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e), 0);
+		add_pr("gc", "job", PR_CLASS_CHECK, "one", 1, NULL);
+	}
+	return memapi_request(ud, method, path, ct, body, len, status, resp, resp_len);
+}
+
+static const char *uid_of(const char *ns, const char *name)
+{
+	static char out[64];
+	char path[300];
+	json_object *o = NULL;
+	prd_err e;
+	snprintf(out, sizeof(out), "gone");
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", ns, name);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e) == 0)
+		snprintf(out, sizeof(out), "%s",
+			 json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid")));
+	json_object_put(o);
+	return out;
+}
+
+/* A finished request is deleted 7 days after it ended, and only that
+ * request: a new request of the same name made between the controller's
+ * read and its delete survives. Broken controller caught: one that
+ * deletes by name alone (the new request was deleted). */
+static void test_gc_deletes_only_the_finished_request(void)
+{
+	pr_config cfg;
+	kube_api wrapped;
+	prd_err e;
+	start(NULL, NULL);
+	add_node("n1", "1", NULL);
+	add_template("gc", "one", "2");
+	add_pr("gc", "job", PR_CLASS_CHECK, "one", 1, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("gc", "job", "Failed"), "True/CapacityIsNotFound");
+	snprintf(gc_old_uid, sizeof(gc_old_uid), "%s", uid_of("gc", "job"));
+	/* The same controller state, its API calls through the recreating
+	 * API. */
+	pr_ctl_free(ctl);
+	pr_config_default(&cfg);
+	wrapped.request = recreating_api;
+	wrapped.ud = m;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &wrapped, db, NULL, &ctl, &e), 0);
+	clk_fake_advance(&fake, 7 * 24 * 60 * MIN + SEC);
+	gc_recreate_path = "/apis/autoscaling.x-k8s.io/v1/namespaces/gc/provisioningrequests/job";
+	pass();
+	CU_ASSERT_PTR_NULL(gc_recreate_path); /* the delete was tried */
+	CU_ASSERT_STRING_NOT_EQUAL(uid_of("gc", "job"), "gone");
+	CU_ASSERT_STRING_NOT_EQUAL(uid_of("gc", "job"), gc_old_uid);
+	CU_ASSERT_STRING_EQUAL(cond("gc", "job", "Failed"), "-");
+	/* The new request is decided like any other. */
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("gc", "job", "Accepted"), "True/Accepted");
+	stop();
+}
+
+/* ---- shards ------------------------------------------------------------- */
+
+/* Wait (bounded) until the request cache holds ns/name and, when type is
+ * given, that condition with this status. */
+static bool cached_cond(kube_informer *inf, const char *ns, const char *name, const char *type, const char *status)
+{
+	int k;
+	for(k = 0; k < 2000; k++) {
+		const kube_provreq *pr;
+		const kube_condition *c;
+		bool yes;
+		kube_informer_rdlock(inf);
+		pr = (const kube_provreq *)kube_informer_get(inf, ns, name);
+		c = pr && type ? pr_cond(pr, type) : NULL;
+		yes = pr && (!type || (c && !strcmp(c->status, status)));
+		kube_informer_rdunlock(inf);
+		if(yes)
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
+/* An incremental pass (informer mode) decides only the requests something
+ * changed for, and still wakes for the timers of the others. Broken
+ * controller caught: one whose pass returned only the decided requests'
+ * wakes, so a request's retry waited for an unrelated change or the 30 s
+ * resync (e2e 79's retries took 20 s with a 2 s backoff). */
+static void test_incremental_pass_keeps_every_timer(void)
+{
+	kube_informer *inf[4];
+	kube_listwatch lw[4];
+	kube_intern *in = kube_intern_new();
+	int64_t wake = 0;
+	prd_err e;
+	int i;
+	start(NULL, NULL);
+	add_node("n1", "1", NULL);
+	add_template("w", "big", "2");
+	use_informers(inf, lw, in);
+	add_pr("w", "r", PR_CLASS_CHECK, "big", 1, NULL);
+	wait_for("w", "r", "Provisioned", "False/CapacityIsNotFound");
+	CU_ASSERT_TRUE(cached_cond(inf[3], "w", "r", PR_COND_PROVISIONED, "False"));
+	for(i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(pr_ctl_pass(ctl, &wake, &e), 0);
+	CU_ASSERT_TRUE(pr_ctl_stats(ctl)->requests_decided == 0);
+	CU_ASSERT_TRUE(wake <= clk_wall(&fake) + MIN);
+	pr_ctl_free(ctl);
+	ctl = NULL;
+	for(i = 0; i < 4; i++)
+		kube_informer_free(inf[i]);
+	kube_intern_free(in);
+	stop();
+}
+
+/* Two shards (--processor-instance shard-a and shard-b, each with its own
+ * store) on one cluster of three 4-cpu nodes. shard-a books 3 cpu on each
+ * node; shard-b, already running, must not hand the same room to its own
+ * request of two such pods. Broken controller caught: one that reads the
+ * other shards' bookings from the API only when it starts (shard-b
+ * answered "capacity is found", the room handed out twice). shard-b reads
+ * the request cache (informer mode, as `run` does); shard-a lists, and
+ * must likewise respect shard-b's booking once shard-a's own expired. */
+static void test_shards_respect_each_others_bookings(void)
+{
+	kube_informer *inf[4];
+	kube_listwatch lw[4];
+	kube_intern *in = kube_intern_new();
+	pr_config ca, cb;
+	state_config sc;
+	state_db *dba = NULL;
+	pr_ctl *ctla = NULL;
+	char patha[600];
+	prd_err e;
+	uint64_t reads;
+	int i;
+	pr_config_default(&cb);
+	cb.processor_instance = "shard-b";
+	start(NULL, &cb);
+	pr_config_default(&ca);
+	ca.processor_instance = "shard-a";
+	state_config_default(&sc);
+	snprintf(patha, sizeof(patha), "%s/shard-a-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(patha, &fake, &sc, &dba, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&ca, &fake, &api, dba, NULL, &ctla, &e), 0);
+	for(i = 1; i <= 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "n%d", i);
+		add_node(name, "4", NULL);
+	}
+	add_template("t", "three", "3");
+	use_informers(inf, lw, in);
+	/* Both shards are running, and have read the API, before anything is
+	 * booked. */
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctla, NULL, &e), 0);
+	pass();
+	add_pr("t", "a-job", PR_CLASS_CHECK, "three", 3, "{processorInstance: shard-a}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctla, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("t", "a-job", "Provisioned"), "True/CapacityIsFound");
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "b-job", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-b}");
+	CU_ASSERT_TRUE(cached_cond(inf[3], "t", "a-job", PR_COND_PROVISIONED, "True"));
+	CU_ASSERT_TRUE(cached_cond(inf[3], "t", "b-job", NULL, NULL));
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "b-job", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("t", "b-job", "Provisioned"), "only 0 of 2"));
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->bookings_from_api, 1);
+	/* The view follows the cache's journal: the pass after the cache
+	 * shows b-job's answer reads that one status again, a pass after no
+	 * request changed reads none (not every request every pass). */
+	CU_ASSERT_TRUE(cached_cond(inf[3], "t", "b-job", PR_COND_PROVISIONED, "False"));
+	reads = pr_ctl_stats(ctl)->shard_reads;
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->shard_reads, reads + 1);
+	pass();
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->shard_reads, reads + 1);
+	/* The booking ends (shard-a says so in a-job's status): shard-b's
+	 * retry gets the room, and shard-a respects shard-b's booking. */
+	clk_fake_advance(&fake, 10 * MIN);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctla, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("t", "a-job", "BookingExpired"), "True/CapacityReservationTimeExpired");
+	CU_ASSERT_TRUE(cached_cond(inf[3], "t", "a-job", PR_COND_BOOKING_EXPIRED, "True"));
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "b-job", "Provisioned"), "True/CapacityIsFound");
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "a-two", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-a, noRetry: \"true\"}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctla, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("t", "a-two", "Provisioned"), "False/CapacityIsNotFound");
+	pr_ctl_free(ctla);
+	state_close(dba);
+	pr_ctl_free(ctl); /* (its copies of cached requests use the informers' strings) */
+	ctl = NULL;
+	for(i = 0; i < 4; i++)
+		kube_informer_free(inf[i]);
+	kube_intern_free(in);
+	stop();
+}
+
+/* Two shards never run scale-up plans on one node group at once: shard-b
+ * leaves group g alone while shard-a's plan on it is open (the API shows
+ * it in a-job's status), and uses it once that plan is over. Broken
+ * controller caught: one that knows only its own store's plans (shard-b
+ * increased g under shard-a's plan). */
+static void test_shards_keep_off_each_others_groups(void)
+{
+	pr_config ca, cb;
+	state_config sc;
+	state_db *dbb = NULL;
+	pr_ctl *ctlb = NULL;
+	char pathb[600];
+	prd_err e;
+	pr_config_default(&ca);
+	ca.provision_timeout_ns = 2 * MIN;
+	ca.processor_instance = "shard-a";
+	start_async(&ca);
+	cb = ca;
+	cb.processor_instance = "shard-b";
+	state_config_default(&sc);
+	snprintf(pathb, sizeof(pathb), "%s/shard-b-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(pathb, &fake, &sc, &dbb, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cb, &fake, &api, dbb, &drivers, &ctlb, &e), 0);
+	add_template("a", "two", "2");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	add_pr("a", "a-job", PR_CLASS_ATOMIC, "two", 4, "{processorInstance: shard-a}");
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "a-job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	clk_fake_advance(&fake, SEC);
+	add_pr("a", "b-job", PR_CLASS_ATOMIC, "two", 2, "{processorInstance: shard-b}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_STRING_EQUAL(cond("a", "b-job", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "b-job", "Provisioned"), "scale-up in progress"));
+	/* shard-a's plan ends: its nodes are Ready and a-job books them. */
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "a-job", "Provisioned"), "True/CapacityIsProvisioned");
+	/* g is free for shard-b now; a-job's booking fills the new nodes, so
+	 * b-job scales up rather than counting them. */
+	clk_fake_advance(&fake, MIN);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("a", "b-job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(ac.increases, 2);
+	CU_ASSERT_EQUAL(ac.target, 3);
+	pr_ctl_free(ctlb);
+	state_close(dbb);
+	stop_async();
+}
+
+/* Two shards racing for one room: the older request gets it whichever
+ * shard decides first, because each places the older requests another
+ * shard is about to decide before its own. shard-b runs first here and
+ * yields its younger request; shard-a then books the older one. Broken
+ * controller caught: one that decides its requests as if alone until the
+ * other's answer is written (b-young was Found, and in a real race both
+ * were: e2e/scenarios/79). A request of a shard that is not running holds
+ * nothing once it is 30 s past due. */
+static void test_shards_agree_who_goes_first(void)
+{
+	pr_config ca, cb;
+	state_config sc;
+	state_db *dbb = NULL;
+	pr_ctl *ctlb = NULL;
+	char pathb[600];
+	prd_err e;
+	pr_config_default(&ca);
+	ca.processor_instance = "shard-a";
+	start(NULL, &ca);
+	cb = ca;
+	cb.processor_instance = "shard-b";
+	state_config_default(&sc);
+	snprintf(pathb, sizeof(pathb), "%s/race-b-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(pathb, &fake, &sc, &dbb, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cb, &fake, &api, dbb, NULL, &ctlb, &e), 0);
+	add_node("n1", "4", NULL);
+	add_node("n2", "4", NULL);
+	add_template("r", "three", "3");
+	add_pr("r", "a-old", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-a}");
+	clk_fake_advance(&fake, SEC);
+	add_pr("r", "b-young", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-b}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("r", "b-young", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctlb)->placed_for_others, 1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("r", "a-old", "Provisioned"), "True/CapacityIsFound");
+	/* A younger request of another shard does not hold anything back:
+	 * shard-a's older request is decided as if it were not there. */
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->placed_for_others, 0);
+	/* A request of a shard nobody runs holds its room while due, then no
+	 * longer. */
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/r/provisioningrequests/a-old",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/r/provisioningrequests/b-young",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	add_pr("r", "z-orphan", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-z}");
+	clk_fake_advance(&fake, SEC);
+	add_pr("r", "b-next", PR_CLASS_CHECK, "three", 2, "{processorInstance: shard-b}");
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("r", "b-next", "Provisioned"), "False/CapacityIsNotFound");
+	clk_fake_advance(&fake, 61 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("r", "b-next", "Provisioned"), "True/CapacityIsFound");
+	pr_ctl_free(ctlb);
+	state_close(dbb);
+	stop();
+}
+
+/* Scale-down keeps the nodes another shard's booking holds. Broken
+ * controller caught: one that knows only its own store's bookings (it
+ * cordoned the two nodes shard-b's cc had booked, to remove them). */
+static void test_scale_down_keeps_other_shards_bookings(void)
+{
+	pr_config cfg, cb;
+	state_config sc;
+	state_db *dbb = NULL;
+	pr_ctl *ctlb = NULL;
+	char pathb[600];
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	cfg.scale_down_idle_ns = 2 * MIN; /* shorter than cc's 10-minute booking */
+	start_async(&cfg);
+	cb = cfg;
+	cb.processor_instance = "shard-b";
+	state_config_default(&sc);
+	snprintf(pathb, sizeof(pathb), "%s/sd-b-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(pathb, &fake, &sc, &dbb, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cb, &fake, &api, dbb, NULL, &ctlb, &e), 0);
+	add_template("s", "two", "2");
+	add_pr("s", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/s/provisioningrequests/job",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	add_pr("s", "cc", PR_CLASS_CHECK, "two", 4, "{processorInstance: shard-b}");
+	clk_fake_advance(&fake, SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("s", "cc", "Provisioned"), "True/CapacityIsFound");
+	clk_fake_advance(&fake, 3 * MIN);
+	pass();
+	clk_fake_advance(&fake, 3 * MIN);
+	pass();
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_FALSE(node_has(ac.grp[0].v[0].node, "scale-down-cordoned"));
+	CU_ASSERT_FALSE(node_has(ac.grp[0].v[1].node, "scale-down-cordoned"));
+	CU_ASSERT_EQUAL(ac.grp[0].deletes, 0);
+	pr_ctl_free(ctlb);
+	state_close(dbb);
+	stop_async();
+}
+
 static const test_case cases[] = {
 	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
 	{ "DRA: check-capacity with devices", test_dra_check_capacity },
 	{ "failover adopts the plan", test_failover_adopts_plan },
 	{ "informer mode", test_informer_mode },
+	{ "an incremental pass wakes for the timers of the requests it skips", test_incremental_pass_keeps_every_timer },
 	{ "incremental passes equal full ones on random event sequences", test_incremental_equals_full },
 	{ "foreign conditions and conflicts", test_foreign_conditions_and_conflicts },
 	{ "status writes of a pass go out together", test_status_writes_in_parallel },
@@ -3598,13 +4019,19 @@ static const test_case cases[] = {
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
 	{ "deleted booking released; failover keeps state", test_deleted_booking_and_failover_state },
 	{ "shards do not adopt", test_shards_do_not_adopt },
+	{ "shards respect each other's bookings", test_shards_respect_each_others_bookings },
+	{ "shards keep off each other's node groups", test_shards_keep_off_each_others_groups },
+	{ "shards agree which of two racing requests goes first", test_shards_agree_who_goes_first },
 	{ "multi-group plan", test_multi_group_plan },
 	{ "multi-group rollback", test_multi_group_rollback },
 	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
 	{ "node marks at the end of the pass, several at a time, never while fenced", test_marks_deferred },
 	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
+	{ "scale-down keeps the nodes another shard booked", test_scale_down_keeps_other_shards_bookings },
 	{ "details chunking", test_details_chunking },
 	{ "classes a driver serves", test_driver_classes },
+	{ "a driver class's PROVISIONED outcome is booked", test_driver_class_outcome_is_booked },
+	{ "garbage collection deletes only the finished request", test_gc_deletes_only_the_finished_request },
 	{ "the state store is pruned of vanished requests and old closed plans", test_state_pruned },
 	{ "dst: an increase whose answer was lost is rolled back", test_async_lost_answer_is_rolled_back },
 	{ "async: the words of each failure kind; a Failed request is told the rollback ended", test_async_failure_words },
