@@ -1178,7 +1178,7 @@ void at_close_without_effect(const pr_class_host *h, pr_class_group *g, const st
 	if(in->phase != STATE_PHASE_PLANNED)
 		at_intent_advance(h, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
 	at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, why, NULL);
-	if(g)
+	if(g && !g->busy_elsewhere)
 		g->busy = false;
 }
 

@@ -54,6 +54,7 @@ typedef struct pr_class_group {
 	bool backed_off;
 	int64_t backoff_until;
 	bool busy;                /* an open plan already targets it */
+	bool busy_elsewhere;      /* ... another shard's (the API says so): stays busy this pass */
 	/* `target` was read before a call that may have changed it (an
 	 * increase that failed may still have taken effect): read it again
 	 * (pr_group_refresh_target) before trusting it. */

@@ -469,6 +469,7 @@ static void mark_busy(pr_ctl *c, pr_world *w)
 			snprintf(id, sizeof(id), "%.*s", (int)(n < sizeof(id) - 1 ? n : sizeof(id) - 1), p);
 			if((g = pr__find_group(w, id)) && !g->busy) {
 				g->busy = true;
+				g->busy_elsewhere = true;
 				log_debug("node group busy with another instance's scale-up", "group", id);
 			}
 			p += n + (p[n] == ',');
