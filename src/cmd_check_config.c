@@ -1,6 +1,6 @@
 /* provreqd check-config: load the config file and flags exactly as `run`
  * does, check that the driver and cloud-config files it would open exist,
- * report every problem (exit 1) or print the effective configuration as
+ * (and that the --priority-file parses), report every problem (exit 1) or print the effective configuration as
  * YAML (exit 0).
  *
  * Two flags are meant for tooling rather than people and are left out of
@@ -12,6 +12,7 @@
 #include "cmd.h"
 #include "ops/config.h"
 #include "ops/metrics.h"
+#include "sched/priorities.h"
 #include "util/err.h"
 
 #include <errno.h>
@@ -103,6 +104,18 @@ static int check_files(const cfg *c, buf *errs)
 	if(c->cloud_config && *c->cloud_config &&
 	   check_file("cloud-config", "cloud.config", c->cloud_config, errs) != PRD_OK)
 		rc = PRD_EINVAL;
+	if(c->priority_file && *c->priority_file) {
+		sched_priorities p;
+		prd_err e;
+		if(check_file("priority-file", "scaleUp.priorityFile", c->priority_file, errs) != PRD_OK) {
+			rc = PRD_EINVAL;
+		} else if(sched_priorities_read_file(c->priority_file, &p, &e) != 0) {
+			buf_printf(errs, "--priority-file (scaleUp.priorityFile): %s\n", e.msg);
+			rc = PRD_EINVAL;
+		} else {
+			sched_priorities_free(&p);
+		}
+	}
 	return rc;
 }
 

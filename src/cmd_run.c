@@ -22,6 +22,7 @@
 #include "ops/http.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
+#include "ops/priority_cm.h"
 #include "pools/pools.h"
 #include "provreq/controller.h"
 #include "state/state.h"
@@ -339,6 +340,8 @@ typedef struct run_ctx {
 	http_server *http;
 	kube_lease *lease;
 	pr_ctl *ctl;
+	bool prio_from_cm;        /* the priority table comes from prio_cm */
+	prio_cm prio_cm;
 	pool_ctl *pools;
 	hmap pool_children;
 	kube_intern *intern;
@@ -471,6 +474,49 @@ static int setup_health(run_ctx *r, prd_err *e)
 	return 0;
 }
 
+/* The priority expander's table: from --priority-file once (a bad file
+ * stops the start), or from --priority-configmap, re-read before passes
+ * (run_priorities). */
+static int setup_priorities(run_ctx *r, prd_err *e)
+{
+	char ns[254], name[254];
+	sched_priorities p;
+
+	if(r->c.priority_file[0]) {
+		int rc = sched_priorities_read_file(r->c.priority_file, &p, e);
+		if(!rc) {
+			rc = pr_ctl_set_priorities(r->ctl, p.v, p.n, e);
+			if(!rc)
+				log_info("priority expander table loaded", "file", r->c.priority_file, "priorities",
+					 LOGI(p.n));
+			sched_priorities_free(&p);
+		}
+		if(rc) {
+			log_error("cannot use --priority-file", "error", e->msg);
+			return 1;
+		}
+	}
+	if(cfg_priority_configmap(&r->c, getenv("POD_NAMESPACE"), ns, name)) {
+		prio_cm_init(&r->prio_cm, ns, name);
+		r->prio_from_cm = true;
+		log_info("priority expander table from a ConfigMap, re-read every 10s", "namespace", ns, "name", name);
+	}
+	return 0;
+}
+
+/* A new table from the ConfigMap, when it changed. */
+static void run_priorities(run_ctx *r)
+{
+	sched_priorities p;
+	prd_err e;
+
+	if(!r->prio_from_cm || prio_cm_poll(&r->prio_cm, &r->api, clk_mono(r->clock), &p) != 1)
+		return;
+	if(pr_ctl_set_priorities(r->ctl, p.v, p.n, &e))
+		log_error("cannot use the priority expander table", "error", e.msg);
+	sched_priorities_free(&p);
+}
+
 /* The ProvisioningRequest controller and the ResourcePool sync. */
 static int setup_controllers(run_ctx *r, prd_err *e)
 {
@@ -504,6 +550,8 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 		pr_ctl_set_fence(r->ctl, lease_fence, r->lease);
 		cloud_host_set_fence(&r->host, lease_fence_int, r->lease);
 	}
+	if(setup_priorities(r, e))
+		return 1;
 	memset(&po, 0, sizeof(po));
 	po.api = &r->api;
 	po.clock = r->clock;
@@ -656,6 +704,7 @@ static void run_iteration(run_ctx *r)
 	health_set_flag(r->hl, "leader", true, NULL);
 	metrics_gauge_set(M_LEADER, NULL, leading ? 1 : 0);
 	if(leading) {
+		run_priorities(r);
 		if(pr_ctl_pass(r->ctl, &wake, &e)) {
 			log_error("controller pass failed; retrying", "error", e.msg);
 			wake = now + 5 * PRD_NS_PER_SEC;
@@ -745,6 +794,8 @@ static void run_teardown(run_ctx *r)
 	if(r->intern)
 		kube_intern_free(r->intern);
 	pool_ctl_free(r->pools);
+	if(r->prio_from_cm)
+		prio_cm_free(&r->prio_cm);
 	hmap_free(&r->pool_children);
 	kube_lease_free(r->lease);
 	if(r->http)

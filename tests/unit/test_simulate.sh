@@ -171,8 +171,73 @@ grep -qE '^dra-gpu +0 +10 +3 +3 +3 ' "$tmp/dra.out" ||
 	{ echo "FAIL: the DRA group did not grow by exactly 3"; cat "$tmp/dra.out"; fail=1; }
 grep -q 'warn' "$tmp/dra.out" && { echo "FAIL: warnings in the DRA example"; fail=1; }
 
+
+# --expander priority: the table comes from --priority-file (the
+# cluster-autoscaler-priority-expander ConfigMap, or its bare map), and the
+# highest matching priority wins where least-waste would tie (alpha first).
+mkdir -p "$tmp/prio/groups"
+for g in alpha beta; do
+	cat > "$tmp/prio/groups/$g.yaml" <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: $g
+  annotations: {provreqd.io/min-size: "0", provreqd.io/max-size: "5", provreqd.io/initial-size: "0"}
+  labels: {kubernetes.io/os: linux, type: kwok}
+status:
+  capacity: {cpu: "4", memory: 16Gi, pods: "110"}
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+YAML
+done
+echo 'templateDir: groups' > "$tmp/prio/cloud-config.yaml"
+cat > "$tmp/prio/cluster.yaml" <<'YAML'
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: t, namespace: a, creationTimestamp: "2026-01-01T00:00:00Z"}
+template:
+  spec:
+    containers: [{name: c, image: i, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: r, namespace: a, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+  podSets: [{podTemplateRef: {name: t}, count: 2}]
+YAML
+cat > "$tmp/prio/priorities.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cluster-autoscaler-priority-expander, namespace: kube-system}
+data:
+  priorities: |-
+    10:
+      - .*
+    50:
+      - ^be.a$
+YAML
+prd --cluster "$tmp/prio" --until 10m > "$tmp/lw.out" 2>&1 || { echo "FAIL: least-waste run"; cat "$tmp/lw.out"; fail=1; }
+grep -qE '^alpha +0 +5 +1 +1 +1 ' "$tmp/lw.out" || { echo "FAIL: least-waste did not pick alpha:"; cat "$tmp/lw.out"; fail=1; }
+prd --cluster "$tmp/prio" --until 10m --expander priority,least-waste --priority-file "$tmp/prio/priorities.yaml" \
+	> "$tmp/prio.out" 2>&1 || { echo "FAIL: --priority-file run"; cat "$tmp/prio.out"; fail=1; }
+grep -qE '^beta +0 +5 +1 +1 +1 ' "$tmp/prio.out" || { echo "FAIL: priority did not pick beta:"; cat "$tmp/prio.out"; fail=1; }
+printf '5: ["^alpha$"]\n1: [".*"]\n' > "$tmp/prio/bare.yaml"
+prd --cluster "$tmp/prio" --until 10m --expander priority --priority-file "$tmp/prio/bare.yaml" > "$tmp/bare.out" 2>&1 ||
+	{ echo "FAIL: a bare priorities map"; cat "$tmp/bare.out"; fail=1; }
+grep -qE '^alpha +0 +5 +1 +1 +1 ' "$tmp/bare.out" || { echo "FAIL: bare map did not pick alpha"; cat "$tmp/bare.out"; fail=1; }
+# No table: a usage error saying where one goes.
+rc=0; prd --cluster "$tmp/prio" --expander priority > "$tmp/noprio.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] || { echo "FAIL: --expander priority without a table exited $rc, want 2"; fail=1; }
+grep -q 'needs a priority table: give --priority-file' "$tmp/noprio.out" ||
+	{ echo "FAIL: no hint where the priority table goes:"; cat "$tmp/noprio.out"; fail=1; }
+# A bad table names the file and the entry.
+printf 'ten: [".*"]\n' > "$tmp/prio/badkey.yaml"
+rc=0; prd --cluster "$tmp/prio" --expander priority --priority-file "$tmp/prio/badkey.yaml" > "$tmp/badkey.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q 'badkey.yaml: priority "ten": not an integer' "$tmp/badkey.out" ||
+	{ echo "FAIL: a non-integer priority not refused ($rc):"; cat "$tmp/badkey.out"; fail=1; }
+
 # --help names the new options.
-for f in --request --plot '-o, --output' templateDir; do
+for f in --request --plot '-o, --output' templateDir --priority-file; do
 	"$PRD_BUILDDIR/provreqd" simulate --help | grep -q -- "$f" || { echo "FAIL: --help lacks $f"; fail=1; }
 done
 exit $fail
