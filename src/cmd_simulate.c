@@ -629,6 +629,42 @@ static int record_baseline(sim_ctx *s)
 	return rc;
 }
 
+/* Is `cls` served here: a built-in class (or alias) or a loaded driver's? */
+static bool class_served(const cloud_drivers *drivers, const char *cls)
+{
+	size_t i, k;
+	if(pr_class_of(cls) != PR_CLASS_OTHER)
+		return true;
+	for(i = 0; i < drivers->n; i++) {
+		const cloud_driver *d = drivers->v[i];
+		const char *const *names;
+		if(!d->api->provisioning_classes || !d->api->provision)
+			continue;
+		names = d->api->provisioning_classes(d->state);
+		for(k = 0; names && names[k]; k++)
+			if(!strcmp(names[k], cls))
+				return true;
+	}
+	return false;
+}
+
+/* A what-if request of a class nobody serves would be left alone, as `run`
+ * leaves it: say so once, at the start, naming it. */
+static void warn_unserved(const sim_ctx *s)
+{
+	size_t i;
+	for(i = 0; i < json_object_array_length(s->whatif.objs); i++) {
+		json_object *o = json_object_array_get_idx(s->whatif.objs, i);
+		json_object *spec = json_object_object_get(o, "spec");
+		const char *kind = json_object_get_string(json_object_object_get(o, "kind"));
+		const char *cls = json_object_get_string(json_object_object_get(spec, "provisioningClassName"));
+		if(!str_eq(kind, "ProvisioningRequest") || !cls || class_served(&s->drivers, cls))
+			continue;
+		log_warn("simulate: what-if request of a class neither provreqd nor the driver serves: it is left alone",
+			 "where", json_object_get_string(json_object_array_get_idx(s->whatif.where, i)), "class", cls);
+	}
+}
+
 /* --priority-file into the controller. 0, or 1 after saying why not. */
 static int sim_priorities(sim_ctx *s, const sim_opts *o)
 {
@@ -711,6 +747,7 @@ static int sim_setup(sim_ctx *s, const sim_opts *o)
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
 		return 1;
 	}
+	warn_unserved(s);
 	if(pr_ctl_new(&o->cfg, &s->clock, &s->api, s->db, &s->drivers, &s->ctl, &e)) {
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
 		return 1;

@@ -107,6 +107,51 @@ echo "$wout" | awk '$1 == "team-c" && $2 == "what-if"' | grep -qE 'atomic-scale-
 	{ echo "FAIL: the what-if request was not provisioned:"; echo "$wout" | grep what-if; fail=1; }
 echo "$wout" | grep -qE '^2026-01-01T00:05:0.Z .* team-c/what-if +Accepted=True' ||
 	{ echo "FAIL: the what-if request was not accepted at the start"; fail=1; }
+# --request is checked as the apiserver checks it against the CRD: each
+# mistake stops the command (exit 1) naming the file, the document and the
+# field, instead of the request vanishing from the report.
+whatif_with() { # sed expression applied to whatif.yaml -> $tmp/v.yaml
+	sed "$1" "$tmp/whatif.yaml" > "$tmp/v.yaml"
+}
+refused() { # what-for pattern
+	rc=0; prd --cluster templates/examples/simulate --request "$tmp/v.yaml" > "$tmp/v.out" 2>&1 || rc=$?
+	[ "$rc" = 1 ] && grep -q -- "v.yaml document 2 (ProvisioningRequest team-c/what-if): $2" "$tmp/v.out" ||
+		{ echo "FAIL: $1 not refused as it should be (exit $rc):"; cat "$tmp/v.out"; fail=1; }
+}
+whatif_with 's/^  podSets:/  parameters: {ValidUntilSeconds: 600}\n  podSets:/'
+refused "an unquoted number parameter" 'spec.parameters.ValidUntilSeconds must be a string (quote it: ValidUntilSeconds: "600")'
+whatif_with 's/count: 2}/count: 2147483648}/'
+refused "count 2^31" 'spec.podSets\[0\].count must be an integer from 1 to 2147483647'
+whatif_with 's/count: 2}/count: 0}/'
+refused "count 0" 'spec.podSets\[0\].count must be an integer from 1 to 2147483647'
+whatif_with 's/{name: what-if, namespace: team-c}/{name: What_If, namespace: team-c}/'
+rc=0; prd --cluster templates/examples/simulate --request "$tmp/v.yaml" > "$tmp/v.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q 'v.yaml document 2 (ProvisioningRequest team-c/What_If): metadata.name "What_If" is not a valid name' "$tmp/v.out" ||
+	{ echo "FAIL: an invalid name not refused (exit $rc):"; cat "$tmp/v.out"; fail=1; }
+whatif_with 's/{podTemplateRef: {name: small}, count: 2}/{podTemplateRef: {name: small.}, count: 2}/'
+refused "an invalid podTemplateRef name" 'spec.podSets\[0\].podTemplateRef.name "small." is not a valid name'
+whatif_with 's/provisioningClassName: best-effort/provisioningClassName: Best-effort/'
+refused "an invalid class name" 'spec.provisioningClassName "Best-effort'
+sets=$(i=0; while [ $i -lt 33 ]; do printf '{podTemplateRef: {name: small}, count: 1}, '; i=$((i + 1)); done)
+whatif_with "s/podSets: \[.*\]/podSets: [$sets]/"
+refused "33 podSets" 'spec.podSets has 33 items, at most 32 are allowed'
+params=$(i=0; while [ $i -lt 101 ]; do printf 'p%d: "x", ' $i; i=$((i + 1)); done)
+whatif_with "s/^  podSets:/  parameters: {$params}\n  podSets:/"
+refused "101 parameters" 'spec.parameters has 101 entries, at most 100 are allowed'
+long=$(printf '%0256d' 0)
+whatif_with "s/^  podSets:/  parameters: {noRetry: \"$long\"}\n  podSets:/"
+refused "a 256-character parameter" 'spec.parameters.noRetry is 256 characters long, at most 255'
+# The limits themselves pass.
+whatif_with "s/count: 2}/count: 2147483647}/; s/^  podSets:/  parameters: {noRetry: \"$(printf '%0255d' 0)\"}\n  podSets:/"
+prd --cluster templates/examples/simulate --until 1m --request "$tmp/v.yaml" > "$tmp/v.out" 2>&1 ||
+	{ echo "FAIL: a request at the CRD's limits refused:"; cat "$tmp/v.out"; fail=1; }
+# A class nobody serves: one warning naming it (the request is left alone,
+# as run leaves it), not one per pass.
+whatif_with 's/best-effort-atomic-scale-up.autoscaling.x-k8s.io/gpu.example.com/'
+prd --cluster templates/examples/simulate --request "$tmp/v.yaml" > "$tmp/v.out" 2> "$tmp/v.err" ||
+	{ echo "FAIL: an unknown class refused"; cat "$tmp/v.err"; fail=1; }
+[ "$(grep -c 'gpu.example.com' "$tmp/v.err")" = 1 ] && grep -q 'class neither provreqd nor the driver serves.*where=".*/v.yaml document 2"' "$tmp/v.err" ||
+	{ echo "FAIL: an unknown class is not warned exactly once:"; cat "$tmp/v.err"; fail=1; }
 printf 'apiVersion: v1\nkind: PodTemplate\nmetadata: {name: t, namespace: a}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n' \
 	> "$tmp/bad-request.yaml"
 if prd --cluster templates/examples/simulate --request "$tmp/bad-request.yaml" > "$tmp/bad.out" 2>&1; then
