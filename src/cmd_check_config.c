@@ -1,7 +1,9 @@
 /* provreqd check-config: load the config file and flags exactly as `run`
- * does, check that the driver and cloud-config files it would open exist,
- * (and that the --priority-file parses), report every problem (exit 1) or print the effective configuration as
- * YAML (exit 0).
+ * does, check that the driver and cloud-config files it would open exist
+ * (and that the --priority-file parses), report every problem (exit 1; 2
+ * when the command line itself cannot be parsed: an unknown flag, a flag
+ * without its value, a stray argument) or print the effective
+ * configuration as YAML (exit 0).
  *
  * Two flags are meant for tooling rather than people and are left out of
  * the help: --list-options prints the option table (flag, key, type,
@@ -124,6 +126,7 @@ int cmd_check_config(int argc, char **argv)
 	buf out, errs;
 	cfg c;
 	int i, rc;
+	bool bad_usage;
 
 	/* argv[0] is the command name. */
 	for(i = 1; i < argc; i++) {
@@ -154,6 +157,7 @@ int cmd_check_config(int argc, char **argv)
 		rc = PRD_EINVAL;
 	if(rc == 0)
 		rc = cfg_to_yaml(&c, &out);
+	bad_usage = c.usage_error;
 	cfg_free(&c);
 	if(rc != 0) {
 		buf_free(&out);
@@ -162,8 +166,12 @@ int cmd_check_config(int argc, char **argv)
 			buf_free(&errs);
 			return 1;
 		}
-		fputs("provreqd check-config: the configuration is not valid:\n", stderr);
-		return print_buf(&errs, stderr, 1);
+		/* Every problem is still listed; the status says which kind won. */
+		if(bad_usage)
+			fputs("provreqd check-config: usage error (see provreqd check-config --help):\n", stderr);
+		else
+			fputs("provreqd check-config: the configuration is not valid:\n", stderr);
+		return print_buf(&errs, stderr, bad_usage ? 2 : 1);
 	}
 	buf_free(&errs);
 	fputs("# provreqd effective configuration (defaults < config file < flags)\n", stdout);

@@ -20,7 +20,8 @@ static const char check_driver_usage[] =
 	"Load the cloud driver at PATH (a .so built against provreqd/cloud.h),\n"
 	"check its ABI, initialise it with FILE's contents, and list its node\n"
 	"groups with their sizes, template node capacity and instances.\n"
-	"Requests the driver makes to kube-apiserver fail: no cluster is used.\n";
+	"Requests the driver makes to kube-apiserver fail: no cluster is used.\n"
+	"Exit status: 0 loaded and listed, 1 it failed, 2 usage error.\n";
 
 static void print_template(const prd_cloud_driver *a, void *state, const char *id)
 {

@@ -366,7 +366,8 @@ static bool run_start(run_ctx *r, int argc, char **argv, int *exit_code)
 			fputs("Usage: provreqd run [--config FILE] [flags]\n\n"
 			      "Serve ProvisioningRequests and populate ResourcePools against the cluster of\n"
 			      "--kubeconfig (or the in-cluster service account). Flags override the config\n"
-			      "file; `provreqd check-config` validates both.\n\nFlags:\n", stdout);
+			      "file; `provreqd check-config` validates both. Exit status: 0 after a clean\n"
+			      "shutdown, 1 a fatal error, 2 a usage or configuration error.\n\nFlags:\n", stdout);
 			if(cfg_help(&errs) == 0)
 				fputs(buf_str(&errs), stdout);
 			buf_free(&errs);

@@ -57,9 +57,12 @@ static const char simulate_usage[] =
 	"  --priority-file FILE   the priority expander's table: a\n"
 	"                         cluster-autoscaler-priority-expander ConfigMap or its\n"
 	"                         priorities map (needed by --expander priority)\n"
-	"  --log-format text|json, --v LEVEL  logging, stamped with simulated time\n"
-	"                         (default: warnings only)\n"
-	"  -h, --help             this help\n";
+	"  --log-format text|json, --v LEVEL  logging, stamped with simulated time;\n"
+	"                         LEVEL as for run: 0 error, 1 warn (the default),\n"
+	"                         2 info, 3 debug, 4 trace\n"
+	"  -h, --help             this help\n"
+	"\n"
+	"Exit status: 0 done, 1 the input or a run failed, 2 usage error.\n";
 
 /* Simulated time starts at the newest creationTimestamp in the input, so
  * a run is reproducible; objects without one are created "now". */
@@ -436,6 +439,19 @@ static bool sim_duration(int c, const char *arg, sim_opts *o)
 	return true;
 }
 
+/* --v as `run` reads it (the option table's row): an integer 0..4. */
+static bool sim_level(const char *arg, int *level)
+{
+	int64_t v;
+	if(str_to_int64(arg, &v) || v < PRD_LOG_ERROR || v > PRD_LOG_TRACE) {
+		fprintf(stderr, "provreqd simulate: --v: want an integer 0..4 (0 error, 1 warn, 2 info, 3 debug, "
+			"4 trace), got '%s'\n", arg);
+		return false;
+	}
+	*level = (int)v;
+	return true;
+}
+
 /* Does an expander chain name "priority"? */
 static bool chain_has_priority(const char *chain)
 {
@@ -514,10 +530,8 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 			}
 			break;
 		case 'v':
-			if(log_parse_level(optarg, &o->level)) {
-				fprintf(stderr, "provreqd simulate: --v: unknown level \"%s\"\n", optarg);
+			if(!sim_level(optarg, &o->level))
 				return false;
-			}
 			break;
 		case 'h':
 			fputs(simulate_usage, stdout);

@@ -571,12 +571,14 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 			for(i++; i < argc; i++) {
 				buf_printf(errs, "%s: unexpected argument\n", argv[i]);
 				rc = PRD_EINVAL;
+				c->usage_error = true;
 			}
 			break;
 		}
 		if(a[0] != '-' || a[1] == '\0') {
 			buf_printf(errs, "%s: unexpected argument\n", a);
 			rc = PRD_EINVAL;
+			c->usage_error = true;
 			continue;
 		}
 		name = a + (a[1] == '-' ? 2 : 1);
@@ -591,6 +593,7 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 			buf_printf(errs, "%s\n", buf_str(&m));
 			buf_free(&m);
 			rc = PRD_EINVAL;
+			c->usage_error = true;
 			continue;
 		}
 		if(eq)
@@ -602,6 +605,7 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 		if(!val) {
 			buf_printf(errs, "--%s: needs a value\n", o->flag);
 			rc = PRD_EINVAL;
+			c->usage_error = true;
 			continue;
 		}
 		if(o->type == CFG_STRINGS && !seen[o - cfg_options])

@@ -74,6 +74,10 @@ typedef struct cfg {
 	 * keeps its earlier value and cfg_validate skips the checks that
 	 * involve it (they would report on a value nobody gave). */
 	uint64_t refused;
+	/* cfg_apply_flags met a command line it cannot parse (an unknown flag,
+	 * a flag without its value, a stray argument): a usage error, exit 2,
+	 * as opposed to a value that is refused (an invalid configuration). */
+	bool usage_error;
 } cfg;
 
 /* An idle `provreqd run` wakes, and reports to /healthz, at least this

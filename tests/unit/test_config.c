@@ -623,6 +623,62 @@ static void test_priority_configmap_reread(void)
 	memapi_free(m);
 }
 
+/* One rule for every command: 2 for a command line that cannot be parsed,
+ * the same --v rule in run and simulate, help COMMAND is COMMAND's help,
+ * version -o json. */
+static void test_commands_agree(void)
+{
+	static const char *const cmds[] = { "run", "simulate", "check-driver", "check-config", "version", "help" };
+	char args[256], *out, *help;
+	size_t i;
+
+	for(i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		snprintf(args, sizeof(args), "%s --bogus-flag", cmds[i]);
+		CU_ASSERT_EQUAL(run_provreqd(args, &out), 2);
+		if(strcmp(cmds[i], "help") != 0 && strcmp(cmds[i], "version") != 0) {
+			free(out);
+			snprintf(args, sizeof(args), "%s --help", cmds[i]);
+			CU_ASSERT_EQUAL(run_provreqd(args, &help), 0);
+			snprintf(args, sizeof(args), "help %s", cmds[i]);
+			CU_ASSERT_EQUAL(run_provreqd(args, &out), 0);
+			CU_ASSERT_STRING_EQUAL(out, help);
+			CU_ASSERT_PTR_NOT_NULL(strstr(out, cmds[i]));
+			free(help);
+		}
+		free(out);
+	}
+	CU_ASSERT_EQUAL(run_provreqd("check-config stray", &out), 2);
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("check-config --state-db", &out), 2);
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("help no-such-command", &out), 2);
+	free(out);
+	/* A value check-config judges is its verdict, not a usage error. */
+	CU_ASSERT_EQUAL(run_provreqd("check-config --v=9", &out), 1);
+	free(out);
+	/* --v: one rule (0..4) in run and simulate. */
+	CU_ASSERT_EQUAL(run_provreqd("run --v 9", &out), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: 9 is out of range 0..4"));
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("simulate --cluster /nonexistent --v 9", &out), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: want an integer 0..4"));
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("simulate --cluster /nonexistent --v info", &out), 2);
+	free(out);
+	/* version -o json is JSON with the version and the libraries. */
+	CU_ASSERT_EQUAL(run_provreqd("version -o json", &out), 0);
+	{
+		json_object *j = json_tokener_parse(out);
+		CU_ASSERT_PTR_NOT_NULL(j);
+		CU_ASSERT_PTR_NOT_NULL(json_object_object_get(j, "version"));
+		CU_ASSERT_PTR_NOT_NULL(json_object_object_get(json_object_object_get(j, "libraries"), "sqlite"));
+		json_object_put(j);
+	}
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("version -o xml", &out), 2);
+	free(out);
+}
+
 static const test_case cases[] = {
 	{ "defaults", test_defaults },
 	{ "file_values", test_file_values },
@@ -638,6 +694,7 @@ static const test_case cases[] = {
 	{ "help_and_list", test_help_and_list },
 	{ "check_config_command", test_check_config_command },
 	{ "priority_source", test_priority_source },
+	{ "commands_agree", test_commands_agree },
 	{ "priority_configmap_reread", test_priority_configmap_reread },
 	{ NULL, NULL }
 };

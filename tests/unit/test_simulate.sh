@@ -62,7 +62,7 @@ echo "$out" | grep -qE '^2026-01-01T00:15:00Z +\+10m +team-a/fits-now +BookingEx
 echo "$out" | grep -qE '^2026-01-01T00:05:00Z +\+0s +team-b/too-big +Failed=True' ||
 	{ echo "FAIL: no Failed transition of too-big at the start"; fail=1; }
 # ... and so are the log lines: every one falls in the simulated hour.
-prd --cluster templates/examples/simulate --v info > /dev/null 2> "$tmp/log" || fail=1
+prd --cluster templates/examples/simulate --v 2 > /dev/null 2> "$tmp/log" || fail=1
 grep -c 'msg="request condition"' "$tmp/log" | grep -qv '^0$' || { echo "FAIL: no condition log lines"; fail=1; }
 if grep -v '^ts=2026-01-01T0[01]:' "$tmp/log" | grep -q .; then
 	echo "FAIL: log lines not stamped with simulated time:"; grep -v '^ts=2026-01-01T0[01]:' "$tmp/log" | head -3; fail=1
