@@ -25,6 +25,7 @@
 #include "ops/priority_cm.h"
 #include "pools/pools.h"
 #include "provreq/controller.h"
+#include "sim/sim.h"
 #include "state/state.h"
 #include "util/buf.h"
 #include "util/hmap.h"
@@ -406,13 +407,27 @@ static void observe_connections(void *ud, long n)
 	metrics_counter_add(M_API_CONNECTIONS, NULL, (double)n);
 }
 
+/* The driver's configuration, a relative templateDir in it made relative
+ * to the file's directory (as simulate and check-driver take it). *out:
+ * caller frees. */
+static int read_cloud_config(const char *path, char **out, prd_err *e)
+{
+	char *text = NULL;
+	size_t len;
+	int rc = yj_read_file(path, 16u << 20, &text, &len, e);
+	if(!rc)
+		rc = sim_cloud_config_resolve(path, text, out, e);
+	free(text);
+	return rc;
+}
+
 /* The apiserver client, the state store and the cloud drivers. */
 static int setup_backends(run_ctx *r, prd_err *e)
 {
 	const cfg *c = &r->c;
 	kube_client_opts copts;
 	state_config sc;
-	size_t i, len;
+	size_t i;
 
 	memset(&copts, 0, sizeof(copts));
 	copts.observe = observe_api;
@@ -436,7 +451,7 @@ static int setup_backends(run_ctx *r, prd_err *e)
 		log_error("cannot open the state store", "error", e->msg);
 		return 1;
 	}
-	if(c->cloud_config && c->cloud_config[0] && yj_read_file(c->cloud_config, 16u << 20, &r->cloud_cfg, &len, e)) {
+	if(c->cloud_config && c->cloud_config[0] && read_cloud_config(c->cloud_config, &r->cloud_cfg, e)) {
 		log_error("cannot read --cloud-config", "error", e->msg);
 		return 1;
 	}

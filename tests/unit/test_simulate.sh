@@ -201,6 +201,26 @@ grep -q 'file ignored.*README.txt' "$tmp/dir.err" || { echo "FAIL: README.txt no
 (cd "$tmp" && prd --cluster "$PRD_SRCDIR/templates/examples/simulate" --until 10m) > "$tmp/cwd.out" 2>&1 ||
 	{ echo "FAIL: the example does not run from another directory:"; cat "$tmp/cwd.out"; fail=1; }
 grep -qE '^gpu +0 +4 ' "$tmp/cwd.out" || { echo "FAIL: node groups missing when run from another directory"; fail=1; }
+# ... in every command: check-driver lists the example's groups from
+# another directory, and run gets past reading the templates (it then stops
+# at the unreachable apiserver the kwok driver lists Nodes from).
+(cd "$tmp" && "$PRD_BUILDDIR/provreqd" check-driver "$PRD_BUILDDIR/cloud/kwok/.libs/kwok.so" \
+	--cloud-config "$PRD_SRCDIR/templates/examples/simulate/cloud-config.yaml") > "$tmp/cd.out" 2>&1 ||
+	{ echo "FAIL: check-driver: a relative templateDir is not the config file's neighbour:"; cat "$tmp/cd.out"; fail=1; }
+grep -q 'node groups: 3' "$tmp/cd.out" || { echo "FAIL: check-driver did not list the example's 3 groups"; fail=1; }
+cat > "$tmp/kubeconfig" <<'YAML'
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+YAML
+(cd "$tmp" && timeout 20 "$PRD_BUILDDIR/provreqd" run --kubeconfig "$tmp/kubeconfig" --leader-elect=false \
+	--http-addr 127.0.0.1:0 --state-db :memory: --cloud-driver "$PRD_BUILDDIR/cloud/kwok/.libs/kwok.so" \
+	--cloud-config "$PRD_SRCDIR/templates/examples/simulate/cloud-config.yaml") > "$tmp/run.out" 2>&1 || true
+grep -q 'cannot load cloud driver.*/api/v1/nodes' "$tmp/run.out" && ! grep -q 'templateDir' "$tmp/run.out" ||
+	{ echo "FAIL: run: a relative templateDir is not the config file's neighbour:"; cat "$tmp/run.out"; fail=1; }
 
 # DRA (templates/examples/dra): pods claiming 4 of a node's 8 GPUs. Two
 # fit the existing node (check-capacity); five more need exactly 3 new
