@@ -1,7 +1,9 @@
 /* provreqd check-config: load the config file and flags exactly as `run`
- * does, check that the driver and cloud-config files it would open exist,
- * report every problem (exit 1) or print the effective configuration as
- * YAML (exit 0).
+ * does, check that the driver and cloud-config files it would open exist
+ * (and that the --priority-file parses), report every problem (exit 1; 2
+ * when the command line itself cannot be parsed: an unknown flag, a flag
+ * without its value, a stray argument) or print the effective
+ * configuration as YAML (exit 0).
  *
  * Two flags are meant for tooling rather than people and are left out of
  * the help: --list-options prints the option table (flag, key, type,
@@ -12,6 +14,7 @@
 #include "cmd.h"
 #include "ops/config.h"
 #include "ops/metrics.h"
+#include "sched/priorities.h"
 #include "util/err.h"
 
 #include <errno.h>
@@ -103,6 +106,18 @@ static int check_files(const cfg *c, buf *errs)
 	if(c->cloud_config && *c->cloud_config &&
 	   check_file("cloud-config", "cloud.config", c->cloud_config, errs) != PRD_OK)
 		rc = PRD_EINVAL;
+	if(c->priority_file && *c->priority_file) {
+		sched_priorities p;
+		prd_err e;
+		if(check_file("priority-file", "scaleUp.priorityFile", c->priority_file, errs) != PRD_OK) {
+			rc = PRD_EINVAL;
+		} else if(sched_priorities_read_file(c->priority_file, &p, &e) != 0) {
+			buf_printf(errs, "--priority-file (scaleUp.priorityFile): %s\n", e.msg);
+			rc = PRD_EINVAL;
+		} else {
+			sched_priorities_free(&p);
+		}
+	}
 	return rc;
 }
 
@@ -111,6 +126,7 @@ int cmd_check_config(int argc, char **argv)
 	buf out, errs;
 	cfg c;
 	int i, rc;
+	bool bad_usage;
 
 	/* argv[0] is the command name. */
 	for(i = 1; i < argc; i++) {
@@ -141,6 +157,7 @@ int cmd_check_config(int argc, char **argv)
 		rc = PRD_EINVAL;
 	if(rc == 0)
 		rc = cfg_to_yaml(&c, &out);
+	bad_usage = c.usage_error;
 	cfg_free(&c);
 	if(rc != 0) {
 		buf_free(&out);
@@ -149,8 +166,12 @@ int cmd_check_config(int argc, char **argv)
 			buf_free(&errs);
 			return 1;
 		}
-		fputs("provreqd check-config: the configuration is not valid:\n", stderr);
-		return print_buf(&errs, stderr, 1);
+		/* Every problem is still listed; the status says which kind won. */
+		if(bad_usage)
+			fputs("provreqd check-config: usage error (see provreqd check-config --help):\n", stderr);
+		else
+			fputs("provreqd check-config: the configuration is not valid:\n", stderr);
+		return print_buf(&errs, stderr, bad_usage ? 2 : 1);
 	}
 	buf_free(&errs);
 	fputs("# provreqd effective configuration (defaults < config file < flags)\n", stdout);

@@ -6,6 +6,7 @@
 #include "driver/host.h"
 #include "driver/loader.h"
 #include "ops/log.h"
+#include "sim/sim.h"
 #include "util/yamljson.h"
 
 #include <getopt.h>
@@ -20,7 +21,8 @@ static const char check_driver_usage[] =
 	"Load the cloud driver at PATH (a .so built against provreqd/cloud.h),\n"
 	"check its ABI, initialise it with FILE's contents, and list its node\n"
 	"groups with their sizes, template node capacity and instances.\n"
-	"Requests the driver makes to kube-apiserver fail: no cluster is used.\n";
+	"Requests the driver makes to kube-apiserver fail: no cluster is used.\n"
+	"Exit status: 0 loaded and listed, 1 it failed, 2 usage error.\n";
 
 static void print_template(const prd_cloud_driver *a, void *state, const char *id)
 {
@@ -83,9 +85,18 @@ int cmd_check_driver(int argc, char **argv)
 		fputs(check_driver_usage, stderr);
 		return 2;
 	}
-	if(cfg_path && yj_read_file(cfg_path, 16u << 20, &config, &len, &e)) {
-		fprintf(stderr, "provreqd: --cloud-config: %s\n", e.msg);
-		return 1;
+	if(cfg_path) {
+		/* A relative templateDir is the config file's neighbour, as in run
+		 * and simulate. */
+		char *text = NULL;
+		int r = yj_read_file(cfg_path, 16u << 20, &text, &len, &e);
+		if(!r)
+			r = sim_cloud_config_resolve(cfg_path, text, &config, &e);
+		free(text);
+		if(r) {
+			fprintf(stderr, "provreqd: --cloud-config: %s\n", e.msg);
+			return 1;
+		}
 	}
 	cloud_host_init(&host, "check-driver", clk_real(), NULL, NULL);
 	cloud_drivers_init(&set);

@@ -22,8 +22,10 @@
 #include "ops/http.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
+#include "ops/priority_cm.h"
 #include "pools/pools.h"
 #include "provreq/controller.h"
+#include "sim/sim.h"
 #include "state/state.h"
 #include "util/buf.h"
 #include "util/hmap.h"
@@ -339,6 +341,8 @@ typedef struct run_ctx {
 	http_server *http;
 	kube_lease *lease;
 	pr_ctl *ctl;
+	bool prio_from_cm;        /* the priority table comes from prio_cm */
+	prio_cm prio_cm;
 	pool_ctl *pools;
 	hmap pool_children;
 	kube_intern *intern;
@@ -363,7 +367,8 @@ static bool run_start(run_ctx *r, int argc, char **argv, int *exit_code)
 			fputs("Usage: provreqd run [--config FILE] [flags]\n\n"
 			      "Serve ProvisioningRequests and populate ResourcePools against the cluster of\n"
 			      "--kubeconfig (or the in-cluster service account). Flags override the config\n"
-			      "file; `provreqd check-config` validates both.\n\nFlags:\n", stdout);
+			      "file; `provreqd check-config` validates both. Exit status: 0 after a clean\n"
+			      "shutdown, 1 a fatal error, 2 a usage or configuration error.\n\nFlags:\n", stdout);
 			if(cfg_help(&errs) == 0)
 				fputs(buf_str(&errs), stdout);
 			buf_free(&errs);
@@ -402,13 +407,27 @@ static void observe_connections(void *ud, long n)
 	metrics_counter_add(M_API_CONNECTIONS, NULL, (double)n);
 }
 
+/* The driver's configuration, a relative templateDir in it made relative
+ * to the file's directory (as simulate and check-driver take it). *out:
+ * caller frees. */
+static int read_cloud_config(const char *path, char **out, prd_err *e)
+{
+	char *text = NULL;
+	size_t len;
+	int rc = yj_read_file(path, 16u << 20, &text, &len, e);
+	if(!rc)
+		rc = sim_cloud_config_resolve(path, text, out, e);
+	free(text);
+	return rc;
+}
+
 /* The apiserver client, the state store and the cloud drivers. */
 static int setup_backends(run_ctx *r, prd_err *e)
 {
 	const cfg *c = &r->c;
 	kube_client_opts copts;
 	state_config sc;
-	size_t i, len;
+	size_t i;
 
 	memset(&copts, 0, sizeof(copts));
 	copts.observe = observe_api;
@@ -432,7 +451,7 @@ static int setup_backends(run_ctx *r, prd_err *e)
 		log_error("cannot open the state store", "error", e->msg);
 		return 1;
 	}
-	if(c->cloud_config && c->cloud_config[0] && yj_read_file(c->cloud_config, 16u << 20, &r->cloud_cfg, &len, e)) {
+	if(c->cloud_config && c->cloud_config[0] && read_cloud_config(c->cloud_config, &r->cloud_cfg, e)) {
 		log_error("cannot read --cloud-config", "error", e->msg);
 		return 1;
 	}
@@ -471,6 +490,49 @@ static int setup_health(run_ctx *r, prd_err *e)
 	return 0;
 }
 
+/* The priority expander's table: from --priority-file once (a bad file
+ * stops the start), or from --priority-configmap, re-read before passes
+ * (run_priorities). */
+static int setup_priorities(run_ctx *r, prd_err *e)
+{
+	char ns[254], name[254];
+	sched_priorities p;
+
+	if(r->c.priority_file[0]) {
+		int rc = sched_priorities_read_file(r->c.priority_file, &p, e);
+		if(!rc) {
+			rc = pr_ctl_set_priorities(r->ctl, p.v, p.n, e);
+			if(!rc)
+				log_info("priority expander table loaded", "file", r->c.priority_file, "priorities",
+					 LOGI(p.n));
+			sched_priorities_free(&p);
+		}
+		if(rc) {
+			log_error("cannot use --priority-file", "error", e->msg);
+			return 1;
+		}
+	}
+	if(cfg_priority_configmap(&r->c, getenv("POD_NAMESPACE"), ns, name)) {
+		prio_cm_init(&r->prio_cm, ns, name);
+		r->prio_from_cm = true;
+		log_info("priority expander table from a ConfigMap, re-read every 10s", "namespace", ns, "name", name);
+	}
+	return 0;
+}
+
+/* A new table from the ConfigMap, when it changed. */
+static void run_priorities(run_ctx *r)
+{
+	sched_priorities p;
+	prd_err e;
+
+	if(!r->prio_from_cm || prio_cm_poll(&r->prio_cm, &r->api, clk_mono(r->clock), &p) != 1)
+		return;
+	if(pr_ctl_set_priorities(r->ctl, p.v, p.n, &e))
+		log_error("cannot use the priority expander table", "error", e.msg);
+	sched_priorities_free(&p);
+}
+
 /* The ProvisioningRequest controller and the ResourcePool sync. */
 static int setup_controllers(run_ctx *r, prd_err *e)
 {
@@ -504,6 +566,8 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 		pr_ctl_set_fence(r->ctl, lease_fence, r->lease);
 		cloud_host_set_fence(&r->host, lease_fence_int, r->lease);
 	}
+	if(setup_priorities(r, e))
+		return 1;
 	memset(&po, 0, sizeof(po));
 	po.api = &r->api;
 	po.clock = r->clock;
@@ -656,6 +720,7 @@ static void run_iteration(run_ctx *r)
 	health_set_flag(r->hl, "leader", true, NULL);
 	metrics_gauge_set(M_LEADER, NULL, leading ? 1 : 0);
 	if(leading) {
+		run_priorities(r);
 		if(pr_ctl_pass(r->ctl, &wake, &e)) {
 			log_error("controller pass failed; retrying", "error", e.msg);
 			wake = now + 5 * PRD_NS_PER_SEC;
@@ -745,6 +810,8 @@ static void run_teardown(run_ctx *r)
 	if(r->intern)
 		kube_intern_free(r->intern);
 	pool_ctl_free(r->pools);
+	if(r->prio_from_cm)
+		prio_cm_free(&r->prio_cm);
 	hmap_free(&r->pool_children);
 	kube_lease_free(r->lease);
 	if(r->http)

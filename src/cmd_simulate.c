@@ -13,6 +13,7 @@
 #include "ops/metrics.h"
 #include "provreq/controller.h"
 #include "provreq/request.h"
+#include "sched/priorities.h"
 #include "sim/sim.h"
 #include "state/state.h"
 #include "util/rfc3339.h"
@@ -53,9 +54,15 @@ static const char simulate_usage[] =
 	"  --booking-ttl DURATION how long Provisioned capacity is held (default 10m)\n"
 	"  --provision-timeout D  how long new nodes may take to become Ready (default 15m)\n"
 	"  --expander CHAIN       node-group choice (default least-waste)\n"
-	"  --log-format text|json, --v LEVEL  logging, stamped with simulated time\n"
-	"                         (default: warnings only)\n"
-	"  -h, --help             this help\n";
+	"  --priority-file FILE   the priority expander's table: a\n"
+	"                         cluster-autoscaler-priority-expander ConfigMap or its\n"
+	"                         priorities map (needed by --expander priority)\n"
+	"  --log-format text|json, --v LEVEL  logging, stamped with simulated time;\n"
+	"                         LEVEL as for run: 0 error, 1 warn (the default),\n"
+	"                         2 info, 3 debug, 4 trace\n"
+	"  -h, --help             this help\n"
+	"\n"
+	"Exit status: 0 done, 1 the input or a run failed, 2 usage error.\n";
 
 /* Simulated time starts at the newest creationTimestamp in the input, so
  * a run is reproducible; objects without one are created "now". */
@@ -403,7 +410,7 @@ static char *default_driver(void)
 
 /* The command line of `simulate`. */
 typedef struct sim_opts {
-	const char *cluster, *driver_path, *cfg_path, *plot;
+	const char *cluster, *driver_path, *cfg_path, *plot, *prio_file;
 	const char **requests; /* --request files (argv strings) */
 	size_t nrequests;
 	int64_t until;
@@ -432,6 +439,31 @@ static bool sim_duration(int c, const char *arg, sim_opts *o)
 	return true;
 }
 
+/* --v as `run` reads it (the option table's row): an integer 0..4. */
+static bool sim_level(const char *arg, int *level)
+{
+	int64_t v;
+	if(str_to_int64(arg, &v) || v < PRD_LOG_ERROR || v > PRD_LOG_TRACE) {
+		fprintf(stderr, "provreqd simulate: --v: want an integer 0..4 (0 error, 1 warn, 2 info, 3 debug, "
+			"4 trace), got '%s'\n", arg);
+		return false;
+	}
+	*level = (int)v;
+	return true;
+}
+
+/* Does an expander chain name "priority"? */
+static bool chain_has_priority(const char *chain)
+{
+	while(chain && *chain) {
+		size_t n = strcspn(chain, ",");
+		if(n == 8 && strncmp(chain, "priority", 8) == 0)
+			return true;
+		chain += n + (chain[n] == ',');
+	}
+	return false;
+}
+
 /* Parse the command line into `o` (o->requests is allocated: the caller
  * frees it). true to go on; false to end at once with *exit_code (0 after
  * --help, 2 for a bad command line). */
@@ -448,6 +480,7 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 		{ "booking-ttl", required_argument, NULL, 'b' },
 		{ "provision-timeout", required_argument, NULL, 't' },
 		{ "expander", required_argument, NULL, 'e' },
+		{ "priority-file", required_argument, NULL, 'P' },
 		{ "log-format", required_argument, NULL, 'f' },
 		{ "v", required_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -471,6 +504,7 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 		case 'd': o->driver_path = optarg; break;
 		case 'C': o->cfg_path = optarg; break;
 		case 'e': o->cfg.expander = optarg; break;
+		case 'P': o->prio_file = optarg; break;
 		case 'o':
 			if(!strcmp(optarg, "text"))
 				o->output = SIM_OUT_TEXT;
@@ -496,10 +530,8 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 			}
 			break;
 		case 'v':
-			if(log_parse_level(optarg, &o->level)) {
-				fprintf(stderr, "provreqd simulate: --v: unknown level \"%s\"\n", optarg);
+			if(!sim_level(optarg, &o->level))
 				return false;
-			}
 			break;
 		case 'h':
 			fputs(simulate_usage, stdout);
@@ -512,6 +544,12 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 	}
 	if(!o->cluster || optind != argc) {
 		fputs(simulate_usage, stderr);
+		return false;
+	}
+	if(chain_has_priority(o->cfg.expander) && !o->prio_file) {
+		fprintf(stderr, "provreqd simulate: --expander %s: 'priority' needs a priority table: give "
+			"--priority-file FILE (a cluster-autoscaler-priority-expander ConfigMap, or its "
+			"priorities map: integer priority -> list of node-group name regexes)\n", o->cfg.expander);
 		return false;
 	}
 	return true;
@@ -605,6 +643,61 @@ static int record_baseline(sim_ctx *s)
 	return rc;
 }
 
+/* Is `cls` served here: a built-in class (or alias) or a loaded driver's? */
+static bool class_served(const cloud_drivers *drivers, const char *cls)
+{
+	size_t i, k;
+	if(pr_class_of(cls) != PR_CLASS_OTHER)
+		return true;
+	for(i = 0; i < drivers->n; i++) {
+		const cloud_driver *d = drivers->v[i];
+		const char *const *names;
+		if(!d->api->provisioning_classes || !d->api->provision)
+			continue;
+		names = d->api->provisioning_classes(d->state);
+		for(k = 0; names && names[k]; k++)
+			if(!strcmp(names[k], cls))
+				return true;
+	}
+	return false;
+}
+
+/* A what-if request of a class nobody serves would be left alone, as `run`
+ * leaves it: say so once, at the start, naming it. */
+static void warn_unserved(const sim_ctx *s)
+{
+	size_t i;
+	for(i = 0; i < json_object_array_length(s->whatif.objs); i++) {
+		json_object *o = json_object_array_get_idx(s->whatif.objs, i);
+		json_object *spec = json_object_object_get(o, "spec");
+		const char *kind = json_object_get_string(json_object_object_get(o, "kind"));
+		const char *cls = json_object_get_string(json_object_object_get(spec, "provisioningClassName"));
+		if(!str_eq(kind, "ProvisioningRequest") || !cls || class_served(&s->drivers, cls))
+			continue;
+		log_warn("simulate: what-if request of a class neither provreqd nor the driver serves: it is left alone",
+			 "where", json_object_get_string(json_object_array_get_idx(s->whatif.where, i)), "class", cls);
+	}
+}
+
+/* --priority-file into the controller. 0, or 1 after saying why not. */
+static int sim_priorities(sim_ctx *s, const sim_opts *o)
+{
+	sched_priorities p;
+	prd_err e;
+	int rc;
+
+	if(!o->prio_file)
+		return 0;
+	rc = sched_priorities_read_file(o->prio_file, &p, &e);
+	if(!rc) {
+		rc = pr_ctl_set_priorities(s->ctl, p.v, p.n, &e);
+		sched_priorities_free(&p);
+	}
+	if(rc)
+		fprintf(stderr, "provreqd simulate: --priority-file %s\n", e.msg);
+	return rc ? 1 : 0;
+}
+
 /* The cluster in memory (what-if requests included), the state store,
  * the driver and the controller, the clock at the start. 0, or 1 after
  * saying why; sim_teardown() frees what was made either way. */
@@ -668,11 +761,12 @@ static int sim_setup(sim_ctx *s, const sim_opts *o)
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
 		return 1;
 	}
+	warn_unserved(s);
 	if(pr_ctl_new(&o->cfg, &s->clock, &s->api, s->db, &s->drivers, &s->ctl, &e)) {
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
 		return 1;
 	}
-	return 0;
+	return sim_priorities(s, o);
 }
 
 /* Passes until no timer is pending, the end of the simulated time, or

@@ -18,6 +18,7 @@
 static int check_log_format(const cfg *c, buf *why);
 static int check_http_addr(const cfg *c, buf *why);
 static int check_expander(const cfg *c, buf *why);
+static int check_priority_configmap(const cfg *c, buf *why);
 static int check_lease_name(const cfg *c, buf *why);
 static int check_lease_namespace(const cfg *c, buf *why);
 static int check_nonempty_state_db(const cfg *c, buf *why);
@@ -88,6 +89,14 @@ const cfg_option cfg_options[] = {
 	{ "expander", "scaleUp.expander", CFG_STRING, O(expander), "least-waste",
 	  "node-group choice, a comma-separated chain of least-waste, most-pods, least-nodes, priority, random",
 	  0, 0, check_expander },
+	{ "priority-configmap", "scaleUp.priorityConfigMap", CFG_STRING, O(priority_configmap), "",
+	  "[NAMESPACE/]NAME of the ConfigMap holding the priority expander's table (data key priorities: "
+	  "cluster-autoscaler-priority-expander's format), re-read every 10s; no namespace = the "
+	  "Lease's (--lease-namespace, else $POD_NAMESPACE, else kube-system)", 0, 0, check_priority_configmap },
+	{ "priority-file", "scaleUp.priorityFile", CFG_STRING, O(priority_file), "",
+	  "file holding the priority expander's table instead (that ConfigMap, or its priorities map), "
+	  "read at start; a relative path in the config file is relative to the file's directory",
+	  0, 0, NULL },
 	{ "max-nodes-total", "scaleUp.maxNodesTotal", CFG_INT, O(max_nodes_total), "0",
 	  "cluster-wide node limit for scale-ups; 0 = no limit", 0, 1000000, NULL },
 	{ "max-nodes-per-scaleup", "scaleUp.maxNodesPerScaleUp", CFG_INT, O(max_nodes_per_scaleup), "1000",
@@ -512,7 +521,20 @@ int cfg_apply_file(cfg *c, const char *path, buf *errs)
 		add_err(errs, path, NULL, e.msg);
 		return rc == PRD_ENOMEM ? rc : PRD_EINVAL;
 	}
-	rc = cfg_apply_yaml(c, path, data, len, errs);
+	{
+		const char *before = c->priority_file, *slash = strrchr(path, '/');
+		rc = cfg_apply_yaml(c, path, data, len, errs);
+		/* A path in the file is relative to the file, wherever it is run from. */
+		if(c->priority_file != before && c->priority_file[0] && c->priority_file[0] != '/' && slash) {
+			char *abs = str_printf("%.*s/%s", (int)(slash - path), path, c->priority_file);
+			if(!abs)
+				rc = PRD_ENOMEM;
+			else {
+				free(c->priority_file);
+				c->priority_file = abs;
+			}
+		}
+	}
 	free(data);
 	return rc;
 }
@@ -549,12 +571,14 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 			for(i++; i < argc; i++) {
 				buf_printf(errs, "%s: unexpected argument\n", argv[i]);
 				rc = PRD_EINVAL;
+				c->usage_error = true;
 			}
 			break;
 		}
 		if(a[0] != '-' || a[1] == '\0') {
 			buf_printf(errs, "%s: unexpected argument\n", a);
 			rc = PRD_EINVAL;
+			c->usage_error = true;
 			continue;
 		}
 		name = a + (a[1] == '-' ? 2 : 1);
@@ -569,6 +593,7 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 			buf_printf(errs, "%s\n", buf_str(&m));
 			buf_free(&m);
 			rc = PRD_EINVAL;
+			c->usage_error = true;
 			continue;
 		}
 		if(eq)
@@ -580,6 +605,7 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 		if(!val) {
 			buf_printf(errs, "--%s: needs a value\n", o->flag);
 			rc = PRD_EINVAL;
+			c->usage_error = true;
 			continue;
 		}
 		if(o->type == CFG_STRINGS && !seen[o - cfg_options])
@@ -647,6 +673,78 @@ static int check_expander(const cfg *c, buf *why)
 			p++;
 	}
 	return rc;
+}
+
+static int check_priority_configmap(const cfg *c, buf *why)
+{
+	const char *v = c->priority_configmap, *slash = strchr(v, '/');
+	char ns[254];
+	if(!*v)
+		return PRD_OK;
+	if(slash && ((size_t)(slash - v) >= sizeof(ns) || slash == v)) {
+		buf_printf(why, "'%s' is not NAMESPACE/NAME", v);
+		return PRD_EINVAL;
+	}
+	if(slash) {
+		snprintf(ns, sizeof(ns), "%.*s", (int)(slash - v), v);
+		if(!str_is_dns_label(ns)) {
+			buf_printf(why, "'%s' is not a valid namespace name (lowercase DNS label)", ns);
+			return PRD_EINVAL;
+		}
+	}
+	if(!str_is_dns_subdomain(slash ? slash + 1 : v)) {
+		buf_printf(why, "'%s' is not a valid ConfigMap name (lowercase DNS subdomain)", slash ? slash + 1 : v);
+		return PRD_EINVAL;
+	}
+	return PRD_OK;
+}
+
+bool cfg_priority_configmap(const cfg *c, const char *pod_namespace, char ns[254], char name[254])
+{
+	const char *v = c->priority_configmap, *slash;
+	if(!v || !*v)
+		return false;
+	slash = strchr(v, '/');
+	if(slash) {
+		snprintf(ns, 254, "%.*s", (int)(slash - v), v);
+		snprintf(name, 254, "%s", slash + 1);
+	} else {
+		snprintf(ns, 254, "%s", c->lease_namespace && c->lease_namespace[0] ? c->lease_namespace
+					: pod_namespace && pod_namespace[0]   ? pod_namespace
+									       : "kube-system");
+		snprintf(name, 254, "%s", v);
+	}
+	return true;
+}
+
+/* "priority" in the chain needs a table, from exactly one source. */
+static int check_priority_source(const cfg *c, buf *errs)
+{
+	const cfg_option *x = by_flag("expander", 8), *m = by_flag("priority-configmap", 18),
+			 *f = by_flag("priority-file", 13);
+	const char *p = c->expander;
+	bool wants = false;
+	if(REFUSED(c, x) || REFUSED(c, m) || REFUSED(c, f))
+		return PRD_OK;
+	while(*p) {
+		size_t n = strcspn(p, ",");
+		wants |= n == 8 && strncmp(p, "priority", 8) == 0;
+		p += n + (p[n] == ',');
+	}
+	if(*c->priority_configmap && *c->priority_file) {
+		buf_append_str(errs, "--priority-configmap (scaleUp.priorityConfigMap) and --priority-file "
+				     "(scaleUp.priorityFile) are both set: name one source of the priority table\n");
+		return PRD_EINVAL;
+	}
+	if(wants && !*c->priority_configmap && !*c->priority_file) {
+		buf_append_str(errs, "--expander (scaleUp.expander): 'priority' needs a priority table: name the "
+				     "ConfigMap holding it with --priority-configmap [NAMESPACE/]NAME "
+				     "(scaleUp.priorityConfigMap; data key 'priorities', the "
+				     "cluster-autoscaler-priority-expander format; docs/config.md), "
+				     "or a file with --priority-file (scaleUp.priorityFile)\n");
+		return PRD_EINVAL;
+	}
+	return PRD_OK;
 }
 
 static int check_lease_name(const cfg *c, buf *why)
@@ -723,6 +821,8 @@ int cfg_validate(const cfg *c, buf *errs)
 			   cfg_format_duration(CFG_IDLE_HEARTBEAT_NS, d3));
 		rc = PRD_EINVAL;
 	}
+	if(check_priority_source(c, errs) != PRD_OK)
+		rc = PRD_EINVAL;
 	if(*c->cloud_config && c->cloud_drivers.n == 0 && !REFUSED(c, by_flag("cloud-driver", 12))) {
 		buf_append_str(errs, "--cloud-config is set but no --cloud-driver is loaded\n");
 		rc = PRD_EINVAL;

@@ -61,6 +61,8 @@ typedef struct cfg {
 	int64_t gc_after;
 	int64_t state_retention;
 	char *expander;                 /* comma-separated chain */
+	char *priority_configmap;       /* "[NAMESPACE/]NAME" of the priority expander's table */
+	char *priority_file;            /* ... or a file holding it (config-file relative) */
 	int64_t max_nodes_total;        /* 0 = no limit */
 	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
 	int64_t pool_debounce;
@@ -72,6 +74,10 @@ typedef struct cfg {
 	 * keeps its earlier value and cfg_validate skips the checks that
 	 * involve it (they would report on a value nobody gave). */
 	uint64_t refused;
+	/* cfg_apply_flags met a command line it cannot parse (an unknown flag,
+	 * a flag without its value, a stray argument): a usage error, exit 2,
+	 * as opposed to a value that is refused (an invalid configuration). */
+	bool usage_error;
 } cfg;
 
 /* An idle `provreqd run` wakes, and reports to /healthz, at least this
@@ -122,6 +128,12 @@ int cfg_apply_yaml(cfg *c, const char *name, const char *data, size_t len, buf *
  * "--flag=value", "--flag value", a single dash for either, "--flag" for
  * bools and "--" to end flags. Positional arguments are errors. */
 int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs);
+
+/* The priority ConfigMap's namespace and name (`priority_configmap`,
+ * "[NAMESPACE/]NAME"; without a namespace the lease namespace rule:
+ * --lease-namespace, else `pod_namespace` when non-empty, else
+ * kube-system). ns and name need 254 bytes each. false when unset. */
+bool cfg_priority_configmap(const cfg *c, const char *pod_namespace, char ns[254], char name[254]);
 
 /* Check the values together (ranges, enums, addresses, ordering of lease
  * and backoff durations). */

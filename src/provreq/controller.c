@@ -2434,3 +2434,8 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 		*next_wake_ns = c->next_wake;
 	return 0;
 }
+
+int pr_ctl_set_priorities(pr_ctl *c, const struct sched_priority *prio, size_t n, prd_err *err)
+{
+	return sched_expander_set_priorities(c->expander, prio, n, err);
+}

@@ -161,4 +161,13 @@ void pr_ctl_set_term(pr_ctl *c, const char *term);
  * reason; tests/unit/test_docs.sh compares the two. */
 const char *pr_event_type(const char *type, const char *status, const char *reason);
 
+/* Replace the priority expander's table (cluster-autoscaler's
+ * priority -> regexes; borrowed for the call, compiled and copied). The
+ * table comes from outside the controller (a ConfigMap re-read by `run`,
+ * a file for `simulate`); until one is set, "priority" in the chain is
+ * skipped. On error the old table stays. Call between passes, from the
+ * worker thread. */
+struct sched_priority;
+int pr_ctl_set_priorities(pr_ctl *c, const struct sched_priority *prio, size_t n, prd_err *err);
+
 #endif

@@ -73,64 +73,105 @@ static int parse_chain(sched_expander *x, const char *chain, prd_err *e)
 	return 0;
 }
 
-int sched_expander_new(const char *chain, const sched_priority *prio, size_t n_prio,
-                       uint64_t seed, sched_expander **out, prd_err *e)
+static void free_prio(prio_re *v, size_t n)
 {
-	sched_expander *x;
-	size_t i, j, total = 0;
-	bool wants_prio = false;
-	int rc;
+	size_t i;
+	for(i = 0; i < n; i++)
+		regfree(&v[i].re);
+	free(v);
+}
 
-	if(!out || (n_prio && !prio))
-		return prd_err_set(e, PRD_EINVAL, "expander: NULL argument");
+/* Compile a priority table into *out and *nout (caller frees with free_prio;
+ * NULL/0 for an empty table). */
+static int compile_prio(const sched_priority *prio, size_t n_prio, prio_re **out, size_t *nout,
+                        prd_err *e)
+{
+	prio_re *v = NULL;
+	size_t i, j, total = 0, k = 0;
+
 	*out = NULL;
-	if(!(x = calloc(1, sizeof(*x))))
-		return prd_err_set(e, PRD_ENOMEM, "out of memory");
-	x->rng = seed ? seed : 0x9e3779b97f4a7c15ULL;
-	if((rc = parse_chain(x, chain, e)))
-		goto fail;
-	for(i = 0; i < x->n_chain; i++)
-		wants_prio |= x->chain[i] == S_PRIORITY;
+	*nout = 0;
+	if(n_prio && !prio)
+		return prd_err_set(e, PRD_EINVAL, "expander: NULL priority table");
 	for(i = 0; i < n_prio; i++) {
-		if(prio[i].n_regexes && !prio[i].regexes) {
-			rc = prd_err_set(e, PRD_EINVAL, "priority %lld: NULL regex list",
-			                 (long long)prio[i].priority);
-			goto fail;
-		}
+		if(prio[i].n_regexes && !prio[i].regexes)
+			return prd_err_set(e, PRD_EINVAL, "priority %lld: NULL regex list",
+			                   (long long)prio[i].priority);
 		total += prio[i].n_regexes;
 	}
-	if(wants_prio && total == 0) {
-		rc = prd_err_set(e, PRD_EINVAL, "priority expander without a priority table");
-		goto fail;
-	}
-	if(total && !(x->prio = calloc(total, sizeof(*x->prio)))) {
-		rc = prd_err_set(e, PRD_ENOMEM, "out of memory");
-		goto fail;
-	}
+	if(total && !(v = calloc(total, sizeof(*v))))
+		return prd_err_set(e, PRD_ENOMEM, "out of memory");
 	for(i = 0; i < n_prio; i++)
 		for(j = 0; j < prio[i].n_regexes; j++) {
 			const char *re = prio[i].regexes[j];
 			int r;
 			if(!re) {
-				rc = prd_err_set(e, PRD_EINVAL, "priority %lld: NULL regex",
-				                 (long long)prio[i].priority);
-				goto fail;
+				free_prio(v, k);
+				return prd_err_set(e, PRD_EINVAL, "priority %lld: NULL regex",
+				                   (long long)prio[i].priority);
 			}
-			r = regcomp(&x->prio[x->n_prio].re, re, REG_EXTENDED | REG_NOSUB);
+			r = regcomp(&v[k].re, re, REG_EXTENDED | REG_NOSUB);
 			if(r) {
 				char msg[128];
 				regerror(r, NULL, msg, sizeof(msg));
-				rc = prd_err_set(e, PRD_EINVAL, "priority %lld: bad regex \"%s\": %s",
-				                 (long long)prio[i].priority, re, msg);
-				goto fail;
+				free_prio(v, k);
+				return prd_err_set(e, PRD_EINVAL, "priority %lld: bad regex \"%s\": %s",
+				                   (long long)prio[i].priority, re, msg);
 			}
-			x->prio[x->n_prio++].priority = prio[i].priority;
+			v[k++].priority = prio[i].priority;
 		}
+	*out = v;
+	*nout = k;
+	return 0;
+}
+
+int sched_expander_new(const char *chain, const sched_priority *prio, size_t n_prio,
+                       uint64_t seed, sched_expander **out, prd_err *e)
+{
+	sched_expander *x;
+	int rc;
+
+	if(!out)
+		return prd_err_set(e, PRD_EINVAL, "expander: NULL argument");
+	*out = NULL;
+	if(!(x = calloc(1, sizeof(*x))))
+		return prd_err_set(e, PRD_ENOMEM, "out of memory");
+	x->rng = seed ? seed : 0x9e3779b97f4a7c15ULL;
+	rc = parse_chain(x, chain, e);
+	if(!rc)
+		rc = compile_prio(prio, n_prio, &x->prio, &x->n_prio, e);
+	if(rc) {
+		sched_expander_free(x);
+		return rc;
+	}
 	*out = x;
 	return 0;
-fail:
-	sched_expander_free(x);
-	return rc;
+}
+
+int sched_expander_set_priorities(sched_expander *x, const sched_priority *prio, size_t n_prio,
+                                  prd_err *e)
+{
+	prio_re *v;
+	size_t n;
+	int rc;
+
+	if(!x)
+		return prd_err_set(e, PRD_EINVAL, "expander: NULL argument");
+	if((rc = compile_prio(prio, n_prio, &v, &n, e)))
+		return rc;
+	free_prio(x->prio, x->n_prio);
+	x->prio = v;
+	x->n_prio = n;
+	return 0;
+}
+
+bool sched_expander_uses_priority(const sched_expander *x)
+{
+	size_t i;
+	for(i = 0; x && i < x->n_chain; i++)
+		if(x->chain[i] == S_PRIORITY)
+			return true;
+	return false;
 }
 
 

@@ -13,7 +13,12 @@
  *  least-nodes  fewest new nodes
  *  priority     highest priority whose regular expression (POSIX extended,
  *               unanchored like Go's MatchString) matches the group id;
- *               groups matching nothing are dropped
+ *               groups matching nothing are dropped. With an empty table
+ *               (none given yet, as when the ConfigMap holding it is
+ *               missing) it keeps nothing, so it is skipped like
+ *               cluster-autoscaler skips it when its ConfigMap cannot be
+ *               read: refusing "priority" without a table source is the
+ *               configuration's job (ops/config.c).
  *  random       one of the remaining options, from a seeded generator */
 #ifndef PRD_SCHED_EXPANDER_H
 #define PRD_SCHED_EXPANDER_H
@@ -40,12 +45,21 @@ typedef struct sched_priority {
 typedef struct sched_expander sched_expander;
 
 /* Build an expander from a chain ("least-waste" when NULL or empty). The
- * priority table is compiled and copied (borrowed for the call only).
- * PRD_EINVAL for unknown names, bad regular expressions, or "priority"
- * without a table. Free with sched_expander_free(). */
+ * priority table (may be empty) is compiled and copied (borrowed for the
+ * call only). PRD_EINVAL for unknown names or bad regular expressions.
+ * Free with sched_expander_free(). */
 int sched_expander_new(const char *chain, const sched_priority *prio, size_t n_prio,
                        uint64_t seed, sched_expander **out, prd_err *e);
 void sched_expander_free(sched_expander *x);
+
+/* Replace the priority table (compiled and copied; `prio` is borrowed for
+ * the call). On error the old table stays. Not thread-safe: call from the
+ * thread that calls sched_expander_choose. */
+int sched_expander_set_priorities(sched_expander *x, const sched_priority *prio, size_t n_prio,
+                                  prd_err *e);
+
+/* Does the chain name "priority"? */
+bool sched_expander_uses_priority(const sched_expander *x);
 
 /* Choose; *best gets the index into opts. PRD_ENOTFOUND when no option
  * fits all pods, PRD_EINVAL on bad input (negative figures, NULL ids). */

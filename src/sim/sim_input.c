@@ -10,6 +10,7 @@
 #include "util/yamljson.h"
 
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,28 +238,123 @@ int sim_input_load(memapi *m, const sim_objs *in, size_t *loaded, prd_err *err)
 	return 0;
 }
 
-/* What a what-if ProvisioningRequest needs before the controller sees it;
- * NULL when it has it. */
+/* The CRD's (and the apiserver's object name) pattern:
+ * [a-z0-9]([-a-z0-9]*[a-z0-9])? parts joined by dots, at most 253. */
+static bool subdomain_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0, i;
+	if(n == 0 || n > 253)
+		return false;
+	for(i = 0; i < n; i++) {
+		char c = s[i], prev = i ? s[i - 1] : '.', next = s[i + 1];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if(c == '.' && (prev == '.' || prev == '-' || next == '\0' || next == '-'))
+			return false;
+		if(c == '-' && (prev == '.' || next == '\0' || next == '.'))
+			return false;
+		if(!alnum && c != '.' && c != '-')
+			return false;
+	}
+	return s[0] != '.';
+}
+
+#define SUBDOMAIN_RULE "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253"
+
+/* spec.parameters as the CRD has it: a map of at most 100 strings of at
+ * most 255 characters. NULL when it holds. */
+static const char *params_problem(json_object *params, char *why, size_t n)
+{
+	if(!params || json_object_is_type(params, json_type_null))
+		return NULL;
+	if(!json_object_is_type(params, json_type_object))
+		return "spec.parameters must be a map of strings";
+	if(json_object_object_length(params) > 100) {
+		snprintf(why, n, "spec.parameters has %d entries, at most 100 are allowed",
+			 json_object_object_length(params));
+		return why;
+	}
+	json_object_object_foreach(params, k, v) {
+		if(!json_object_is_type(v, json_type_string)) {
+			snprintf(why, n,
+				 "spec.parameters.%s must be a string (quote it: %s: \"%s\"); the apiserver refuses "
+				 "other types",
+				 k, k, v ? json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN) : "null");
+			return why;
+		}
+		if(json_object_get_string_len(v) > 255) {
+			snprintf(why, n, "spec.parameters.%s is %d characters long, at most 255 are allowed", k,
+				 json_object_get_string_len(v));
+			return why;
+		}
+	}
+	return NULL;
+}
+
+/* One podSet; NULL when it holds. */
+static const char *podset_problem(json_object *ps, size_t i, char *why, size_t n)
+{
+	json_object *ref = json_object_object_get(ps, "podTemplateRef"), *count = json_object_object_get(ps, "count");
+	const char *name = jstr(ref, "name");
+	int64_t c;
+	if(!name) {
+		snprintf(why, n, "spec.podSets[%zu].podTemplateRef.name is missing", i);
+		return why;
+	}
+	if(!subdomain_ok(name)) {
+		snprintf(why, n, "spec.podSets[%zu].podTemplateRef.name \"%.300s\" is not a valid name (" SUBDOMAIN_RULE ")",
+			 i, name);
+		return why;
+	}
+	c = json_object_is_type(count, json_type_int) ? json_object_get_int64(count) : 0;
+	if(!json_object_is_type(count, json_type_int) || c < 1 || c > INT32_MAX) {
+		snprintf(why, n, "spec.podSets[%zu].count must be an integer from 1 to 2147483647", i);
+		return why;
+	}
+	return NULL;
+}
+
+/* What a what-if ProvisioningRequest needs before the controller sees it,
+ * checked as the apiserver checks it against the CRD's schema; NULL when
+ * it has it. */
 static const char *request_problem(json_object *o, char *why, size_t n)
 {
 	json_object *spec = json_object_object_get(o, "spec"), *sets = json_object_object_get(spec, "podSets");
+	const char *cls, *problem;
 	size_t i;
 	if(!json_object_is_type(spec, json_type_object))
 		return "no spec";
-	if(!jstr(spec, "provisioningClassName"))
-		return "spec.provisioningClassName is missing";
+	if(!(cls = jstr(spec, "provisioningClassName")))
+		return "spec.provisioningClassName is missing (or not a string)";
+	if(!subdomain_ok(cls)) {
+		snprintf(why, n, "spec.provisioningClassName \"%.300s\" is not a valid class name (" SUBDOMAIN_RULE ")", cls);
+		return why;
+	}
 	if(!json_object_is_type(sets, json_type_array) || json_object_array_length(sets) == 0)
 		return "spec.podSets is missing or empty";
-	for(i = 0; i < json_object_array_length(sets); i++) {
-		json_object *ps = json_object_array_get_idx(sets, i), *count = json_object_object_get(ps, "count");
-		if(!jstr(json_object_object_get(ps, "podTemplateRef"), "name")) {
-			snprintf(why, n, "spec.podSets[%zu].podTemplateRef.name is missing", i);
-			return why;
-		}
-		if(!json_object_is_type(count, json_type_int) || json_object_get_int64(count) < 1) {
-			snprintf(why, n, "spec.podSets[%zu].count must be a positive integer", i);
-			return why;
-		}
+	if(json_object_array_length(sets) > 32) {
+		snprintf(why, n, "spec.podSets has %zu items, at most 32 are allowed", json_object_array_length(sets));
+		return why;
+	}
+	for(i = 0; i < json_object_array_length(sets); i++)
+		if((problem = podset_problem(json_object_array_get_idx(sets, i), i, why, n)))
+			return problem;
+	return params_problem(json_object_object_get(spec, "parameters"), why, n);
+}
+
+/* metadata.name and .namespace as the apiserver checks them. */
+static const char *meta_problem(json_object *md, char *why, size_t n)
+{
+	const char *name = jstr(md, "name"), *ns = jstr(md, "namespace");
+	if(!name)
+		return "no metadata.name";
+	if(!subdomain_ok(name)) {
+		snprintf(why, n, "metadata.name \"%.300s\" is not a valid name (" SUBDOMAIN_RULE ")", name);
+		return why;
+	}
+	if(ns && !str_is_dns_label(ns)) {
+		snprintf(why, n, "metadata.namespace \"%.300s\" is not a valid namespace (lowercase letters, digits and "
+			 "'-', starting and ending with a letter or digit, at most 63)", ns);
+		return why;
 	}
 	return NULL;
 }
@@ -271,15 +367,15 @@ int sim_requests_read(const char *path, sim_objs *out, prd_err *err)
 		json_object *o = json_object_array_get_idx(out->objs, i), *md = json_object_object_get(o, "metadata");
 		const char *where = json_object_get_string(json_object_array_get_idx(out->where, i));
 		const char *kind = jstr(o, "kind"), *problem = NULL;
-		char label[400], pb[128];
+		char label[400], pb[512];
 		obj_label(o, label, sizeof(label));
 		if(!kind || (strcmp(kind, "ProvisioningRequest") && strcmp(kind, "PodTemplate")))
 			problem = "only ProvisioningRequests and PodTemplates belong in a --request file";
 		else if(!jstr(o, "apiVersion"))
 			problem = "no apiVersion";
-		else if(!jstr(md, "name"))
-			problem = "no metadata.name";
-		else if(!strcmp(kind, "ProvisioningRequest"))
+		else
+			problem = meta_problem(md, pb, sizeof(pb));
+		if(!problem && !strcmp(kind, "ProvisioningRequest"))
 			problem = request_problem(o, pb, sizeof(pb));
 		if(problem)
 			rc = prd_err_set(err, PRD_EINVAL, "%s (%s): %s", where, label, problem);

@@ -2,7 +2,9 @@
  * path, bad values, repeatable flags, validation, YAML round trip and the
  * check-config command's output and exit status. */
 #include "testutil.h"
+#include "kube/memapi.h"
 #include "ops/config.h"
+#include "ops/priority_cm.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -476,6 +478,207 @@ static void test_check_config_command(void)
 	free(out);
 }
 
+/* --expander priority needs a table source, named once; the ConfigMap's
+ * namespace follows the Lease's rule; a relative --priority-file in the
+ * config file is the file's neighbour. */
+static void test_priority_source(void)
+{
+	cfg c;
+	buf errs;
+	char ns[254], name[254], args[1024], *out;
+	const char *f;
+
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--expander=priority,least-waste")), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--expander (scaleUp.expander): 'priority' needs a priority "
+						      "table: name the ConfigMap holding it with --priority-configmap"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "or a file with --priority-file (scaleUp.priorityFile)"));
+	cfg_free(&c);
+	buf_free(&errs);
+
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--priority-configmap=a", "--priority-file=b")), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "are both set"));
+	cfg_free(&c);
+	buf_free(&errs);
+
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--priority-configmap=Bad_NS/x")), PRD_EINVAL);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs), "--priority-configmap (scaleUp.priorityConfigMap): 'Bad_NS' is not a "
+					       "valid namespace name (lowercase DNS label)\n");
+	cfg_free(&c);
+	buf_free(&errs);
+
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--expander=priority", "--priority-configmap=prio")), 0);
+	CU_ASSERT_TRUE(cfg_priority_configmap(&c, "from-pod", ns, name));
+	CU_ASSERT_STRING_EQUAL(ns, "from-pod");
+	CU_ASSERT_STRING_EQUAL(name, "prio");
+	CU_ASSERT_TRUE(cfg_priority_configmap(&c, NULL, ns, name));
+	CU_ASSERT_STRING_EQUAL(ns, "kube-system");
+	cfg_free(&c);
+	buf_free(&errs);
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--priority-configmap=prio", "--lease-namespace=ops")), 0);
+	CU_ASSERT_TRUE(cfg_priority_configmap(&c, "from-pod", ns, name));
+	CU_ASSERT_STRING_EQUAL(ns, "ops");
+	cfg_free(&c);
+	buf_free(&errs);
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--priority-configmap=kube-system/cluster-autoscaler-priority-expander",
+					     "--lease-namespace=ops")), 0);
+	CU_ASSERT_TRUE(cfg_priority_configmap(&c, NULL, ns, name));
+	CU_ASSERT_STRING_EQUAL(ns, "kube-system");
+	CU_ASSERT_STRING_EQUAL(name, "cluster-autoscaler-priority-expander");
+	cfg_free(&c);
+	buf_free(&errs);
+
+	f = write_tmp("prio-rel.yaml", "scaleUp:\n  expander: priority\n  priorityFile: prio-table.yaml\n");
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f)), 0);
+	snprintf(args, sizeof(args), "%s/prio-table.yaml", test_tmpdir());
+	CU_ASSERT_STRING_EQUAL(c.priority_file, args);
+	cfg_free(&c);
+	buf_free(&errs);
+
+	/* check-config reads the table. */
+	snprintf(args, sizeof(args), "check-config --config '%s'", f);
+	write_tmp("prio-table.yaml", "10: [\"(\"]\n");
+	CU_ASSERT_EQUAL(run_provreqd(args, &out), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--priority-file (scaleUp.priorityFile): "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "prio-table.yaml: priority 10: \"(\" is not a regular expression"));
+	free(out);
+	write_tmp("prio-table.yaml", "10: [\".*\"]\n");
+	CU_ASSERT_EQUAL(run_provreqd(args, &out), 0);
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("check-config --expander priority", &out), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "'priority' needs a priority table"));
+	free(out);
+}
+
+/* PUT (or POST) a priority ConfigMap with `table` into the store. */
+static void put_cm(memapi *m, const char *method, const char *table)
+{
+	char body[1024], *resp = NULL;
+	size_t rlen;
+	long st;
+	json_object *o = json_object_new_object(), *md = json_object_new_object(), *d = json_object_new_object();
+	json_object_object_add(o, "apiVersion", json_object_new_string("v1"));
+	json_object_object_add(o, "kind", json_object_new_string("ConfigMap"));
+	json_object_object_add(md, "name", json_object_new_string("prio"));
+	json_object_object_add(md, "namespace", json_object_new_string("ops"));
+	json_object_object_add(o, "metadata", md);
+	json_object_object_add(d, "priorities", json_object_new_string(table));
+	json_object_object_add(o, "data", d);
+	snprintf(body, sizeof(body), "%s", json_object_to_json_string(o));
+	json_object_put(o);
+	CU_ASSERT_EQUAL(memapi_request(m, method,
+				       strcmp(method, "POST") ? "/api/v1/namespaces/ops/configmaps/prio"
+							      : "/api/v1/namespaces/ops/configmaps",
+				       "application/json", body, strlen(body), &st, &resp, &rlen), 0);
+	free(resp);
+}
+
+/* run's ConfigMap source: read when due, a new table only when the
+ * ConfigMap changed, a bad version keeps the table in use, a deleted one
+ * empties it. */
+static void test_priority_configmap_reread(void)
+{
+	memapi *m = NULL;
+	kube_api api;
+	prio_cm w;
+	sched_priorities p;
+	int64_t t = 1000;
+	char *resp = NULL;
+	size_t rlen;
+	long st;
+
+	CU_ASSERT_EQUAL_FATAL(memapi_new(NULL, 0, &m), 0);
+	api = kube_api_from_memapi(m);
+	prio_cm_init(&w, "ops", "prio");
+	CU_ASSERT_EQUAL(prio_cm_poll(&w, &api, t, &p), 1); /* missing at start: empty table */
+	CU_ASSERT_EQUAL(p.n, 0);
+	sched_priorities_free(&p);
+	put_cm(m, "POST", "10:\n  - ^a$\n");
+	CU_ASSERT_EQUAL(prio_cm_poll(&w, &api, t + 1, &p), 0); /* not due yet */
+	t += PRIO_CM_REREAD_NS;
+	CU_ASSERT_EQUAL_FATAL(prio_cm_poll(&w, &api, t, &p), 1);
+	CU_ASSERT_EQUAL(p.n, 1);
+	CU_ASSERT_EQUAL(p.v[0].priority, 10);
+	sched_priorities_free(&p);
+	t += PRIO_CM_REREAD_NS;
+	CU_ASSERT_EQUAL(prio_cm_poll(&w, &api, t, &p), 0); /* unchanged */
+	put_cm(m, "PUT", "ten: [a]\n");
+	t += PRIO_CM_REREAD_NS;
+	CU_ASSERT_EQUAL(prio_cm_poll(&w, &api, t, &p), 0); /* malformed: keep */
+	CU_ASSERT_EQUAL(w.problem, PRIO_CM_MALFORMED);
+	put_cm(m, "PUT", "20: [a, b]\n5: [c]\n");
+	t += PRIO_CM_REREAD_NS;
+	CU_ASSERT_EQUAL_FATAL(prio_cm_poll(&w, &api, t, &p), 1);
+	CU_ASSERT_EQUAL(p.n, 2);
+	CU_ASSERT_EQUAL(p.v[0].priority, 20);
+	sched_priorities_free(&p);
+	CU_ASSERT_EQUAL(memapi_request(m, "DELETE", "/api/v1/namespaces/ops/configmaps/prio", NULL, NULL, 0, &st,
+				       &resp, &rlen), 0);
+	free(resp);
+	t += PRIO_CM_REREAD_NS;
+	CU_ASSERT_EQUAL_FATAL(prio_cm_poll(&w, &api, t, &p), 1); /* gone: empty */
+	CU_ASSERT_EQUAL(p.n, 0);
+	t += PRIO_CM_REREAD_NS;
+	CU_ASSERT_EQUAL(prio_cm_poll(&w, &api, t, &p), 0);
+	prio_cm_free(&w);
+	memapi_free(m);
+}
+
+/* One rule for every command: 2 for a command line that cannot be parsed,
+ * the same --v rule in run and simulate, help COMMAND is COMMAND's help,
+ * version -o json. */
+static void test_commands_agree(void)
+{
+	static const char *const cmds[] = { "run", "simulate", "check-driver", "check-config", "version", "help" };
+	char args[256], *out, *help;
+	size_t i;
+
+	for(i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		snprintf(args, sizeof(args), "%s --bogus-flag", cmds[i]);
+		CU_ASSERT_EQUAL(run_provreqd(args, &out), 2);
+		if(strcmp(cmds[i], "help") != 0 && strcmp(cmds[i], "version") != 0) {
+			free(out);
+			snprintf(args, sizeof(args), "%s --help", cmds[i]);
+			CU_ASSERT_EQUAL(run_provreqd(args, &help), 0);
+			snprintf(args, sizeof(args), "help %s", cmds[i]);
+			CU_ASSERT_EQUAL(run_provreqd(args, &out), 0);
+			CU_ASSERT_STRING_EQUAL(out, help);
+			CU_ASSERT_PTR_NOT_NULL(strstr(out, cmds[i]));
+			free(help);
+		}
+		free(out);
+	}
+	CU_ASSERT_EQUAL(run_provreqd("check-config stray", &out), 2);
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("check-config --state-db", &out), 2);
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("help no-such-command", &out), 2);
+	free(out);
+	/* A value check-config judges is its verdict, not a usage error. */
+	CU_ASSERT_EQUAL(run_provreqd("check-config --v=9", &out), 1);
+	free(out);
+	/* --v: one rule (0..4) in run and simulate. */
+	CU_ASSERT_EQUAL(run_provreqd("run --v 9", &out), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: 9 is out of range 0..4"));
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("simulate --cluster /nonexistent --v 9", &out), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: want an integer 0..4"));
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("simulate --cluster /nonexistent --v info", &out), 2);
+	free(out);
+	/* version -o json is JSON with the version and the libraries. */
+	CU_ASSERT_EQUAL(run_provreqd("version -o json", &out), 0);
+	{
+		json_object *j = json_tokener_parse(out);
+		CU_ASSERT_PTR_NOT_NULL(j);
+		CU_ASSERT_PTR_NOT_NULL(json_object_object_get(j, "version"));
+		CU_ASSERT_PTR_NOT_NULL(json_object_object_get(json_object_object_get(j, "libraries"), "sqlite"));
+		json_object_put(j);
+	}
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("version -o xml", &out), 2);
+	free(out);
+}
+
 static const test_case cases[] = {
 	{ "defaults", test_defaults },
 	{ "file_values", test_file_values },
@@ -490,6 +693,9 @@ static const test_case cases[] = {
 	{ "format_duration", test_format_duration },
 	{ "help_and_list", test_help_and_list },
 	{ "check_config_command", test_check_config_command },
+	{ "priority_source", test_priority_source },
+	{ "commands_agree", test_commands_agree },
+	{ "priority_configmap_reread", test_priority_configmap_reread },
 	{ NULL, NULL }
 };
 

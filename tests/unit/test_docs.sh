@@ -239,6 +239,23 @@ for rp in "$PRD_SRCDIR"/templates/examples/resourcepool-*.yaml; do
 	[ -n "$found" ] || bad "$rp selects \"$sel\", which no template in templates/nodegroups carries"
 done
 
+# The man page's option entries say what `provreqd run --help` says (the
+# same option table): type, help text, default and config key, so a
+# changed default cannot go stale there (it did: --kube-api-qps).
+"$bin" run --help | awk '/^  --/ { f = $1; t = toupper($2); getline; sub(/^      /, ""); print f "\t" t "\t" $0 }' \
+	>"$tmp/help-entries"
+awk '/^\\fB\\-\\-[a-z]/ && prev == ".TP" { h = $0; getline; print h "\t" $0 } { prev = $0 }' "$docs/man/provreqd.8" |
+	sed 's/\\-/-/g; s/\\f[BIR]//g; s/\\e/\\/g' |
+	awk -F'\t' '{ split($1, a, " "); print a[1] "\t" (a[2] ? a[2] : "") "\t" $2 }' >"$tmp/man-entries"
+[ "$(wc -l <"$tmp/help-entries")" -eq "$n" ] || bad "run --help lists $(wc -l <"$tmp/help-entries") options, the table $n"
+while IFS= read -r line; do
+	flag=${line%%	*}
+	got=$(awk -F'\t' -v f="$flag" '$1 == f' "$tmp/man-entries")
+	[ -n "$got" ] || continue # reported above
+	[ "$got" = "$line" ] ||
+		bad "docs/man/provreqd.8: $flag differs from run --help: man: '$(printf '%s' "$got" | cut -f2- | tr '\t' ' ')' help: '$(printf '%s' "$line" | cut -f2- | tr '\t' ' ')'"
+done <"$tmp/help-entries"
+
 # make install puts the man page in section 8.
 ${MAKE:-make} -s -C "$PRD_BUILDDIR" DESTDIR="$tmp/root" install-man8 >/dev/null ||
 	bad "make install-man8 failed"

@@ -7,6 +7,7 @@
 #include "sched/expander.h"
 #include "sched/match.h"
 #include "sched/place.h"
+#include "sched/priorities.h"
 #include "sched/sched.h"
 #include "sched/sched_int.h" /* the arena's size, for the booking test */
 
@@ -1124,6 +1125,81 @@ static void test_estimator_taint(void)
 
 /* ---- expanders ------------------------------------------------------ */
 
+/* cluster-autoscaler's priority ConfigMap, parsed and handed to a running
+ * expander: the table can arrive (and change) after the expander is made. */
+static void test_priority_table(void)
+{
+	static const char cm[] =
+		"apiVersion: v1\nkind: ConfigMap\n"
+		"metadata: {name: cluster-autoscaler-priority-expander, namespace: kube-system}\n"
+		"data:\n  priorities: |-\n    10:\n      - .*\n    50:\n      - ^pool-d$\n      - ^pool-z$\n";
+	sched_option o[] = {
+		{ "pool-a", true, 1, 1, 4000, 16 * GI, 1000, GI },
+		{ "pool-d", true, 1, 1, 4000, 16 * GI, 1000, GI },
+	};
+	sched_priorities p;
+	sched_expander *x;
+	size_t best;
+	prd_err e = { 0 };
+
+	CU_ASSERT_EQUAL_FATAL(sched_priorities_parse(cm, strlen(cm), &p, &e), 0);
+	CU_ASSERT_EQUAL(p.n, 2);
+	CU_ASSERT_EQUAL(p.v[0].priority, 50); /* highest first */
+	CU_ASSERT_EQUAL(p.v[0].n_regexes, 2);
+	CU_ASSERT_STRING_EQUAL(p.v[1].regexes[0], ".*");
+	CU_ASSERT_EQUAL_FATAL(sched_expander_new("priority", NULL, 0, 1, &x, &e), 0);
+	CU_ASSERT_EQUAL(sched_expander_choose(x, o, 2, &best, NULL), 0);
+	CU_ASSERT_EQUAL(best, 0); /* no table: skipped, first option */
+	CU_ASSERT_EQUAL(sched_expander_set_priorities(x, p.v, p.n, &e), 0);
+	sched_priorities_free(&p);
+	CU_ASSERT_EQUAL(sched_expander_choose(x, o, 2, &best, NULL), 0);
+	CU_ASSERT_EQUAL(best, 1);
+	/* A bad table leaves the one in use. */
+	{
+		const char *bad[] = { "(" };
+		sched_priority pb[] = { { 99, bad, 1 } };
+		CU_ASSERT_EQUAL(sched_expander_set_priorities(x, pb, 1, &e), PRD_EINVAL);
+		CU_ASSERT_EQUAL(sched_expander_choose(x, o, 2, &best, NULL), 0);
+		CU_ASSERT_EQUAL(best, 1);
+	}
+	sched_expander_free(x);
+
+	/* The bare map reads the same. */
+	{
+		static const char bare[] = "7: [a]\n-3: [b, c]\n";
+		CU_ASSERT_EQUAL_FATAL(sched_priorities_parse(bare, strlen(bare), &p, &e), 0);
+	}
+	CU_ASSERT_EQUAL(p.n, 2);
+	CU_ASSERT_EQUAL(p.v[1].priority, -3);
+	sched_priorities_free(&p);
+
+	/* Every mistake says where. */
+	{
+		static const struct {
+			const char *text, *want;
+		} bad[] = {
+			{ "ten: [a]\n", "priority \"ten\": not an integer" },
+			{ "10: a\n", "priority 10: want a non-empty list" },
+			{ "10: []\n", "priority 10: want a non-empty list" },
+			{ "10: [a, 5]\n", "priority 10, item 2: want a regular expression" },
+			{ "10: [\"a(\"]\n", "priority 10: \"a(\" is not a regular expression" },
+			{ "[a]\n", "want a map of integer priority" },
+			{ "{}\n", "want a map of integer priority" },
+			{ "kind: ConfigMap\ndata: {other: x}\n", "no string data.priorities" },
+			{ "kind: ConfigMap\ndata: {priorities: \"x: [a]\"}\n", "data.priorities: priority \"x\"" },
+			{ "kind: Secret\n", "want a ConfigMap" },
+		};
+		size_t i;
+		for(i = 0; i < N(bad); i++) {
+			memset(&e, 0, sizeof(e));
+			CU_ASSERT_EQUAL(sched_priorities_parse(bad[i].text, strlen(bad[i].text), &p, &e), PRD_EINVAL);
+			if(!strstr(e.msg, bad[i].want))
+				fprintf(stderr, "%s: got \"%s\", want \"%s\"\n", bad[i].text, e.msg, bad[i].want);
+			CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, bad[i].want));
+		}
+	}
+}
+
 static void test_expanders(void)
 {
 	/* a: 2 nodes, little waste; b: 1 node, more waste, more pods;
@@ -1198,7 +1274,12 @@ static void test_expanders(void)
 	/* Errors. */
 	CU_ASSERT_EQUAL(sched_expander_new("cheapest", NULL, 0, 1, &x, &e), PRD_EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "cheapest"));
-	CU_ASSERT_EQUAL(sched_expander_new("priority", NULL, 0, 1, &x, NULL), PRD_EINVAL);
+	/* "priority" without a table yet (its ConfigMap is missing) is skipped,
+	 * not an error: refusing a chain with no table source is the config's. */
+	CU_ASSERT_EQUAL_FATAL(sched_expander_new("priority,most-pods", NULL, 0, 1, &x, NULL), 0);
+	CU_ASSERT_EQUAL(sched_expander_choose(x, o, N(o), &best, NULL), 0);
+	CU_ASSERT_EQUAL(best, 1);
+	sched_expander_free(x);
 	{
 		const char *bad[] = { "pool-(" };
 		sched_priority pb[] = { { 1, bad, 1 } };
@@ -1272,6 +1353,7 @@ static const test_case cases[] = {
 	{ "estimator", test_estimator },
 	{ "estimator_taint", test_estimator_taint },
 	{ "expanders", test_expanders },
+	{ "priority table", test_priority_table },
 	{ NULL, NULL }
 };
 

@@ -317,7 +317,7 @@ static void test_requests_errors(void)
 		  "document 2 (ProvisioningRequest a/r): spec.podSets is missing" },
 		{ "apiVersion: autoscaling.x-k8s.io/v1\nkind: ProvisioningRequest\nmetadata: {name: r}\n"
 		  "spec: {provisioningClassName: x, podSets: [{podTemplateRef: {name: t}, count: 0}]}\n",
-		  "spec.podSets[0].count must be a positive integer" },
+		  "spec.podSets[0].count must be an integer from 1 to 2147483647" },
 		{ "- 1\n", "document 1: not a Kubernetes object" },
 		{ "", "no ProvisioningRequest or PodTemplate" },
 	};

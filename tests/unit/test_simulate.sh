@@ -62,7 +62,7 @@ echo "$out" | grep -qE '^2026-01-01T00:15:00Z +\+10m +team-a/fits-now +BookingEx
 echo "$out" | grep -qE '^2026-01-01T00:05:00Z +\+0s +team-b/too-big +Failed=True' ||
 	{ echo "FAIL: no Failed transition of too-big at the start"; fail=1; }
 # ... and so are the log lines: every one falls in the simulated hour.
-prd --cluster templates/examples/simulate --v info > /dev/null 2> "$tmp/log" || fail=1
+prd --cluster templates/examples/simulate --v 2 > /dev/null 2> "$tmp/log" || fail=1
 grep -c 'msg="request condition"' "$tmp/log" | grep -qv '^0$' || { echo "FAIL: no condition log lines"; fail=1; }
 if grep -v '^ts=2026-01-01T0[01]:' "$tmp/log" | grep -q .; then
 	echo "FAIL: log lines not stamped with simulated time:"; grep -v '^ts=2026-01-01T0[01]:' "$tmp/log" | head -3; fail=1
@@ -107,6 +107,51 @@ echo "$wout" | awk '$1 == "team-c" && $2 == "what-if"' | grep -qE 'atomic-scale-
 	{ echo "FAIL: the what-if request was not provisioned:"; echo "$wout" | grep what-if; fail=1; }
 echo "$wout" | grep -qE '^2026-01-01T00:05:0.Z .* team-c/what-if +Accepted=True' ||
 	{ echo "FAIL: the what-if request was not accepted at the start"; fail=1; }
+# --request is checked as the apiserver checks it against the CRD: each
+# mistake stops the command (exit 1) naming the file, the document and the
+# field, instead of the request vanishing from the report.
+whatif_with() { # sed expression applied to whatif.yaml -> $tmp/v.yaml
+	sed "$1" "$tmp/whatif.yaml" > "$tmp/v.yaml"
+}
+refused() { # what-for pattern
+	rc=0; prd --cluster templates/examples/simulate --request "$tmp/v.yaml" > "$tmp/v.out" 2>&1 || rc=$?
+	[ "$rc" = 1 ] && grep -q -- "v.yaml document 2 (ProvisioningRequest team-c/what-if): $2" "$tmp/v.out" ||
+		{ echo "FAIL: $1 not refused as it should be (exit $rc):"; cat "$tmp/v.out"; fail=1; }
+}
+whatif_with 's/^  podSets:/  parameters: {ValidUntilSeconds: 600}\n  podSets:/'
+refused "an unquoted number parameter" 'spec.parameters.ValidUntilSeconds must be a string (quote it: ValidUntilSeconds: "600")'
+whatif_with 's/count: 2}/count: 2147483648}/'
+refused "count 2^31" 'spec.podSets\[0\].count must be an integer from 1 to 2147483647'
+whatif_with 's/count: 2}/count: 0}/'
+refused "count 0" 'spec.podSets\[0\].count must be an integer from 1 to 2147483647'
+whatif_with 's/{name: what-if, namespace: team-c}/{name: What_If, namespace: team-c}/'
+rc=0; prd --cluster templates/examples/simulate --request "$tmp/v.yaml" > "$tmp/v.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q 'v.yaml document 2 (ProvisioningRequest team-c/What_If): metadata.name "What_If" is not a valid name' "$tmp/v.out" ||
+	{ echo "FAIL: an invalid name not refused (exit $rc):"; cat "$tmp/v.out"; fail=1; }
+whatif_with 's/{podTemplateRef: {name: small}, count: 2}/{podTemplateRef: {name: small.}, count: 2}/'
+refused "an invalid podTemplateRef name" 'spec.podSets\[0\].podTemplateRef.name "small." is not a valid name'
+whatif_with 's/provisioningClassName: best-effort/provisioningClassName: Best-effort/'
+refused "an invalid class name" 'spec.provisioningClassName "Best-effort'
+sets=$(i=0; while [ $i -lt 33 ]; do printf '{podTemplateRef: {name: small}, count: 1}, '; i=$((i + 1)); done)
+whatif_with "s/podSets: \[.*\]/podSets: [$sets]/"
+refused "33 podSets" 'spec.podSets has 33 items, at most 32 are allowed'
+params=$(i=0; while [ $i -lt 101 ]; do printf 'p%d: "x", ' $i; i=$((i + 1)); done)
+whatif_with "s/^  podSets:/  parameters: {$params}\n  podSets:/"
+refused "101 parameters" 'spec.parameters has 101 entries, at most 100 are allowed'
+long=$(printf '%0256d' 0)
+whatif_with "s/^  podSets:/  parameters: {noRetry: \"$long\"}\n  podSets:/"
+refused "a 256-character parameter" 'spec.parameters.noRetry is 256 characters long, at most 255'
+# The limits themselves pass.
+whatif_with "s/count: 2}/count: 2147483647}/; s/^  podSets:/  parameters: {noRetry: \"$(printf '%0255d' 0)\"}\n  podSets:/"
+prd --cluster templates/examples/simulate --until 1m --request "$tmp/v.yaml" > "$tmp/v.out" 2>&1 ||
+	{ echo "FAIL: a request at the CRD's limits refused:"; cat "$tmp/v.out"; fail=1; }
+# A class nobody serves: one warning naming it (the request is left alone,
+# as run leaves it), not one per pass.
+whatif_with 's/best-effort-atomic-scale-up.autoscaling.x-k8s.io/gpu.example.com/'
+prd --cluster templates/examples/simulate --request "$tmp/v.yaml" > "$tmp/v.out" 2> "$tmp/v.err" ||
+	{ echo "FAIL: an unknown class refused"; cat "$tmp/v.err"; fail=1; }
+[ "$(grep -c 'gpu.example.com' "$tmp/v.err")" = 1 ] && grep -q 'class neither provreqd nor the driver serves.*where=".*/v.yaml document 2"' "$tmp/v.err" ||
+	{ echo "FAIL: an unknown class is not warned exactly once:"; cat "$tmp/v.err"; fail=1; }
 printf 'apiVersion: v1\nkind: PodTemplate\nmetadata: {name: t, namespace: a}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n' \
 	> "$tmp/bad-request.yaml"
 if prd --cluster templates/examples/simulate --request "$tmp/bad-request.yaml" > "$tmp/bad.out" 2>&1; then
@@ -156,6 +201,26 @@ grep -q 'file ignored.*README.txt' "$tmp/dir.err" || { echo "FAIL: README.txt no
 (cd "$tmp" && prd --cluster "$PRD_SRCDIR/templates/examples/simulate" --until 10m) > "$tmp/cwd.out" 2>&1 ||
 	{ echo "FAIL: the example does not run from another directory:"; cat "$tmp/cwd.out"; fail=1; }
 grep -qE '^gpu +0 +4 ' "$tmp/cwd.out" || { echo "FAIL: node groups missing when run from another directory"; fail=1; }
+# ... in every command: check-driver lists the example's groups from
+# another directory, and run gets past reading the templates (it then stops
+# at the unreachable apiserver the kwok driver lists Nodes from).
+(cd "$tmp" && "$PRD_BUILDDIR/provreqd" check-driver "$PRD_BUILDDIR/cloud/kwok/.libs/kwok.so" \
+	--cloud-config "$PRD_SRCDIR/templates/examples/simulate/cloud-config.yaml") > "$tmp/cd.out" 2>&1 ||
+	{ echo "FAIL: check-driver: a relative templateDir is not the config file's neighbour:"; cat "$tmp/cd.out"; fail=1; }
+grep -q 'node groups: 3' "$tmp/cd.out" || { echo "FAIL: check-driver did not list the example's 3 groups"; fail=1; }
+cat > "$tmp/kubeconfig" <<'YAML'
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+YAML
+(cd "$tmp" && timeout 20 "$PRD_BUILDDIR/provreqd" run --kubeconfig "$tmp/kubeconfig" --leader-elect=false \
+	--http-addr 127.0.0.1:0 --state-db :memory: --cloud-driver "$PRD_BUILDDIR/cloud/kwok/.libs/kwok.so" \
+	--cloud-config "$PRD_SRCDIR/templates/examples/simulate/cloud-config.yaml") > "$tmp/run.out" 2>&1 || true
+grep -q 'cannot load cloud driver.*/api/v1/nodes' "$tmp/run.out" && ! grep -q 'templateDir' "$tmp/run.out" ||
+	{ echo "FAIL: run: a relative templateDir is not the config file's neighbour:"; cat "$tmp/run.out"; fail=1; }
 
 # DRA (templates/examples/dra): pods claiming 4 of a node's 8 GPUs. Two
 # fit the existing node (check-capacity); five more need exactly 3 new
@@ -171,8 +236,73 @@ grep -qE '^dra-gpu +0 +10 +3 +3 +3 ' "$tmp/dra.out" ||
 	{ echo "FAIL: the DRA group did not grow by exactly 3"; cat "$tmp/dra.out"; fail=1; }
 grep -q 'warn' "$tmp/dra.out" && { echo "FAIL: warnings in the DRA example"; fail=1; }
 
+
+# --expander priority: the table comes from --priority-file (the
+# cluster-autoscaler-priority-expander ConfigMap, or its bare map), and the
+# highest matching priority wins where least-waste would tie (alpha first).
+mkdir -p "$tmp/prio/groups"
+for g in alpha beta; do
+	cat > "$tmp/prio/groups/$g.yaml" <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: $g
+  annotations: {provreqd.io/min-size: "0", provreqd.io/max-size: "5", provreqd.io/initial-size: "0"}
+  labels: {kubernetes.io/os: linux, type: kwok}
+status:
+  capacity: {cpu: "4", memory: 16Gi, pods: "110"}
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+YAML
+done
+echo 'templateDir: groups' > "$tmp/prio/cloud-config.yaml"
+cat > "$tmp/prio/cluster.yaml" <<'YAML'
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: t, namespace: a, creationTimestamp: "2026-01-01T00:00:00Z"}
+template:
+  spec:
+    containers: [{name: c, image: i, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: r, namespace: a, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+  podSets: [{podTemplateRef: {name: t}, count: 2}]
+YAML
+cat > "$tmp/prio/priorities.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cluster-autoscaler-priority-expander, namespace: kube-system}
+data:
+  priorities: |-
+    10:
+      - .*
+    50:
+      - ^be.a$
+YAML
+prd --cluster "$tmp/prio" --until 10m > "$tmp/lw.out" 2>&1 || { echo "FAIL: least-waste run"; cat "$tmp/lw.out"; fail=1; }
+grep -qE '^alpha +0 +5 +1 +1 +1 ' "$tmp/lw.out" || { echo "FAIL: least-waste did not pick alpha:"; cat "$tmp/lw.out"; fail=1; }
+prd --cluster "$tmp/prio" --until 10m --expander priority,least-waste --priority-file "$tmp/prio/priorities.yaml" \
+	> "$tmp/prio.out" 2>&1 || { echo "FAIL: --priority-file run"; cat "$tmp/prio.out"; fail=1; }
+grep -qE '^beta +0 +5 +1 +1 +1 ' "$tmp/prio.out" || { echo "FAIL: priority did not pick beta:"; cat "$tmp/prio.out"; fail=1; }
+printf '5: ["^alpha$"]\n1: [".*"]\n' > "$tmp/prio/bare.yaml"
+prd --cluster "$tmp/prio" --until 10m --expander priority --priority-file "$tmp/prio/bare.yaml" > "$tmp/bare.out" 2>&1 ||
+	{ echo "FAIL: a bare priorities map"; cat "$tmp/bare.out"; fail=1; }
+grep -qE '^alpha +0 +5 +1 +1 +1 ' "$tmp/bare.out" || { echo "FAIL: bare map did not pick alpha"; cat "$tmp/bare.out"; fail=1; }
+# No table: a usage error saying where one goes.
+rc=0; prd --cluster "$tmp/prio" --expander priority > "$tmp/noprio.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] || { echo "FAIL: --expander priority without a table exited $rc, want 2"; fail=1; }
+grep -q 'needs a priority table: give --priority-file' "$tmp/noprio.out" ||
+	{ echo "FAIL: no hint where the priority table goes:"; cat "$tmp/noprio.out"; fail=1; }
+# A bad table names the file and the entry.
+printf 'ten: [".*"]\n' > "$tmp/prio/badkey.yaml"
+rc=0; prd --cluster "$tmp/prio" --expander priority --priority-file "$tmp/prio/badkey.yaml" > "$tmp/badkey.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q 'badkey.yaml: priority "ten": not an integer' "$tmp/badkey.out" ||
+	{ echo "FAIL: a non-integer priority not refused ($rc):"; cat "$tmp/badkey.out"; fail=1; }
+
 # --help names the new options.
-for f in --request --plot '-o, --output' templateDir; do
+for f in --request --plot '-o, --output' templateDir --priority-file; do
 	"$PRD_BUILDDIR/provreqd" simulate --help | grep -q -- "$f" || { echo "FAIL: --help lacks $f"; fail=1; }
 done
 exit $fail
