@@ -463,6 +463,8 @@ static const prd_cloud_driver sim_driver = {
 	.decrease_target_size = c_decrease,
 	.release_string = c_release_string,
 	.delete_instances = c_delete_instances,
+	/* ABI 1.3: the host steps through instances() by this. */
+	.instance_size = sizeof(prd_cloud_instance),
 };
 
 static cloud_driver sim_drv = { NULL, NULL, &sim_driver, NULL, NULL };
