@@ -558,8 +558,8 @@ void outside_act(void)
  * fresh world whose ledger holds one open plan: a conditional increase
  * meets a moved target and changes nothing; one that matches marks its
  * instances; a bad token is refused; the listing reports owner and
- * creation time; decrease_target_size_if compares too. Returns what went
- * wrong, or NULL. */
+ * creation time; decrease_target_size_if compares too. Then the oracle is
+ * shown two calls it must object to. Returns what went wrong, or NULL. */
 const char *cloud_selftest(replica *r)
 {
 	const char tok[] = "00000000-0000-4000-8000-000000000001.1714557600000000000-0";
@@ -567,9 +567,11 @@ const char *cloud_selftest(replica *r)
 	prd_cloud_error e;
 	prd_cloud_instance *v = NULL;
 	grp *g = group_of("ga");
-	int32_t before = g->target;
-	size_t n = 0, i, marked = 0;
+	int32_t before;
+	size_t n = 0, i, marked = 0, start = g->n;
 	plan_rec *p = &dst.plans[dst.nplans++];
+	cloud_initial(g, 1, false);
+	before = g->target;
 	memset(p, 0, sizeof(*p));
 	snprintf(p->token, sizeof(p->token), "%s", tok);
 	snprintf(p->group, sizeof(p->group), "ga");
@@ -597,5 +599,21 @@ const char *cloud_selftest(replica *r)
 	dst.multi = false;
 	if(marked != 2)
 		return "instances() does not report the owner token and creation time of what the call made";
-	return dst.seed_failed ? "the oracle objected to a plan's own increase" : NULL;
+	if(dst.seed_failed)
+		return "the oracle objected to a plan's own increase";
+	/* And the oracle objects to what it must: an increase for a plan no
+	 * request records, a delete of an instance there at the start. */
+	dst.quiet = true;
+	in.owner = "no-such-plan";
+	in.expected_target = -1;
+	c_increase(r, &in, &e);
+	if(!dst.seed_failed)
+		return "the oracle let an increase for a plan the API never recorded pass";
+	dst.seed_failed = false;
+	c_delete_instances(r, "ga", (const char *const[]){ g->v[start].id }, 1, &e);
+	if(!dst.seed_failed || g->v[start].creator != BY_START)
+		return "the oracle let provreqd delete an instance there at the start";
+	dst.quiet = false;
+	dst.seed_failed = false;
+	return NULL;
 }

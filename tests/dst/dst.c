@@ -194,6 +194,8 @@ void violation(const char *fmt, ...)
 		dst.seed_failed = false;
 		return;
 	}
+	if(dst.quiet)
+		return;
 	dst.violations++;
 	printf("dst: seed %lld step %lld%s: %s\n", (long long)dst.seed, (long long)dst.step,
 	       dst.stall_depth ? " (during a stall)" : "", msg);

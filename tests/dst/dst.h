@@ -161,6 +161,7 @@ typedef struct dst_sim {
 	int violations;
 	bool seed_failed;
 	bool verbose;
+	bool quiet;           /* the self-test: violations are noted, not printed */
 } dst_sim;
 
 extern dst_sim dst;

@@ -280,8 +280,9 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 	if(!caller_plan(r, g->id, "rolling-back", x->plan, NULL, 0)) {
 		char mine[128] = "";
 		caller_plan(r, g->id, "rolling-back", NULL, mine, sizeof(mine));
-		violation("(vii) replica %s %s instance %s of %s, plan %s's, while rolling back %s", r->name, how, x->id,
-			  g->id, x->plan, mine[0] ? mine : "no plan of that group");
+		violation("(vii) replica %s %s instance %s of %s, made by replica %s%s for plan %s, while rolling back %s",
+			  r->name, how, x->id, g->id, dst.r[x->creator].name,
+			  dst.r[x->creator].shard ? " of shard-b" : "", x->plan, mine[0] ? mine : "no plan of that group");
 		return;
 	}
 	if((p = ledger_find(x->plan)) && p->seen_done)
