@@ -186,14 +186,12 @@ void violation(const char *fmt, ...)
 	char msg[700];
 	if(dst.seed_failed)
 		return; /* the first violation of a seed is the one to read */
-	dst.seed_failed = true;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if(skipped(msg)) {
-		dst.seed_failed = false;
+	if(skipped(msg) && !dst.quiet)
 		return;
-	}
+	dst.seed_failed = true;
 	if(dst.quiet)
 		return;
 	dst.violations++;
@@ -330,7 +328,8 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	metrics_init();
 	if(memapi_new(&dst.clock, 0, &dst.m))
 		return -1;
-	dst.raw_api = kube_api_from_memapi(dst.m);
+	dst.raw_api.request = raw_api;
+	dst.raw_api.ud = NULL;
 	state_config_default(&dst.sc);
 	dst.sc.request_backoff_initial_ns = 10 * SEC;
 	dst.sc.request_backoff_max_ns = 60 * SEC;
@@ -409,7 +408,7 @@ static void stall_step(void)
 		if(r->leading)
 			replica_pass(r);
 	} else if(r->leading) {
-		r->stall_at = pct(50) ? -1 : rnd_in(1, 8);
+		r->stall_at = pct(70) ? -1 : rnd_in(1, 8);
 		r->stall_ns = ns;
 		replica_pass(r);
 	}

@@ -140,7 +140,8 @@ typedef struct dst_sim {
 	/* The world. */
 	clk clock;
 	memapi *m;
-	kube_api raw_api;
+	kube_api raw_api;     /* the harness's own API (counts its writes too) */
+	uint64_t api_writes;  /* writes to the API so far: the oracle reads it anew only after one */
 	state_config sc;
 	grp g[NGROUPS];
 	int seq;
@@ -203,6 +204,8 @@ void advance(int64_t ns);
 void stall(replica *r, int64_t ns, const char *where);
 replica *pick_leader(void);
 int sim_api(void *ud, const char *method, const char *path, const char *ct, const char *body, size_t len,
+	    long *status, char **resp, size_t *resp_len);
+int raw_api(void *ud, const char *method, const char *path, const char *ct, const char *body, size_t len,
 	    long *status, char **resp, size_t *resp_len);
 
 /* oracle.c */

@@ -20,8 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The API's requests and nodes as of the last scan (ledger_scan). */
+/* The API's requests and nodes as of the last scan (ledger_scan), and the
+ * count of API writes then: nothing in the API moves between writes. */
 static json_object *reqs, *nodes;
+static uint64_t reqs_at, nodes_at;
 
 static const char *str_at(json_object *o, const char *a, const char *b)
 {
@@ -130,8 +132,11 @@ void ledger_scan(void)
 {
 	size_t i, n;
 	int k;
+	if(reqs && reqs_at == dst.api_writes)
+		return;
 	if(reqs)
 		json_object_put(reqs);
+	reqs_at = dst.api_writes;
 	if(!(reqs = api_list(PR_PATH)))
 		return;
 	n = json_object_array_length(reqs);
@@ -168,6 +173,7 @@ void ledger_free(void)
 	if(nodes)
 		json_object_put(nodes);
 	reqs = nodes = NULL;
+	reqs_at = nodes_at = 0;
 }
 
 /* Instances the cloud made for a plan: all of them, or those still there. */
@@ -508,9 +514,12 @@ static void check_bookings(void)
 	}
 	if(!n)
 		return;
-	if(nodes)
-		json_object_put(nodes);
-	nodes = api_list("/api/v1/nodes");
+	if(!nodes || nodes_at != dst.api_writes) {
+		if(nodes)
+			json_object_put(nodes);
+		nodes_at = dst.api_writes;
+		nodes = api_list("/api/v1/nodes");
+	}
 	for(k = 0; k < n; k++)
 		for(i = 0; nodes && i < json_object_array_length(nodes); i++) {
 			json_object *nd = json_object_array_get_idx(nodes, i);

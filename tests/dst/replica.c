@@ -296,7 +296,7 @@ void stall(replica *r, int64_t ns, const char *where)
 	r->frozen = true;
 	dst.stall_depth++;
 	while(now_ns() < end) {
-		int64_t dt = rnd_in(2, 10) * SEC;
+		int64_t dt = rnd_in(3, 15) * SEC;
 		if(dt > end - now_ns())
 			dt = end - now_ns();
 		advance(dt);
@@ -331,8 +331,17 @@ int sim_api(void *ud, const char *method, const char *path, const char *ct, cons
 			return conflict ? PRD_ECONFLICT : PRD_EAGAIN;
 		}
 	}
-	rc = memapi_request(dst.m, method, path, ct, body, len, status, resp, resp_len);
+	rc = raw_api(NULL, method, path, ct, body, len, status, resp, resp_len);
 	if(write)
 		crash_point(r, true);
 	return rc;
+}
+
+int raw_api(void *ud, const char *method, const char *path, const char *ct, const char *body, size_t len,
+	    long *status, char **resp, size_t *resp_len)
+{
+	(void)ud;
+	if(strcmp(method, "GET") != 0)
+		dst.api_writes++;
+	return memapi_request(dst.m, method, path, ct, body, len, status, resp, resp_len);
 }
