@@ -33,15 +33,18 @@
  *  - placeholder instance ids that change when the provider assigns one.
  *
  * After every step (and inside stalls) the oracle (oracle.c) checks, from
- * the cloud's own record of every instance and from the API, never from a
- * controller's store:
+ * the cloud's own record of every instance and from the API (the plans the
+ * requests' statuses name), never from a controller's store (a call
+ * without an owner token is attributed to the plan its caller was
+ * carrying out; see cloud.c):
  *  (i)    every instance a replica made is of a plan the API recorded
  *         first and had not ended, and no plan holds more than its delta;
  *  (ii)   a plan rolled back holds none of its instances;
  *  (iii)  no request has two plans done, or two holding instances at once;
  *  (v)    nothing crashes (the sanitizers run on this program in make check);
  *  (vi)   a call that took effect after the caller's lease had expired made
- *         nothing beyond what one open plan asked for (per owner token);
+ *         nothing beyond what one open plan asked for (per owner token),
+ *         and nothing a plan that ended leaves behind;
  *  (vii)  provreqd deletes (or cancels) only instances of a plan it is
  *         rolling back: never the outside actor's, those there at the
  *         start, another plan's or a plan's that succeeded;
@@ -51,8 +54,10 @@
  * and once the faults stop and everything settled:
  *  (ii)   every plan that succeeded holds exactly its delta of its own
  *         instances, every other none; every group's target is its size;
- *  (iv)   every plan has ended (provisioned or rolled back), and the
- *         leaders' stores hold no open plan.
+ *  (iv)   every plan the API showed has ended (done or rolled back, or a
+ *         later plan of its request replaced it), and the leaders' stores
+ *         hold no open plan.
+ * A seed stops at its first violation.
  *
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
  *            [--actors mixed|single|multi|replicas] [--unfenced] [--skip vi,viii]

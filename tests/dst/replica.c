@@ -295,7 +295,7 @@ void stall(replica *r, int64_t ns, const char *where)
 	vlog("%s stalls for %llds %s", r->name, (long long)(ns / SEC), where);
 	r->frozen = true;
 	dst.stall_depth++;
-	while(now_ns() < end) {
+	while(now_ns() < end && !dst.seed_failed) {
 		int64_t dt = rnd_in(3, 15) * SEC;
 		if(dt > end - now_ns())
 			dt = end - now_ns();
