@@ -15,8 +15,9 @@
  * when the call took effect. The oracle judges from that record. A call
  * through an entry point without an owner token (increase_size, and
  * deletes, which have none in the ABI) is attributed to the plan the caller
- * was carrying out on that group: its intent in phase increasing (or
- * rolling-back) when it called, what a token would have said. */
+ * was carrying out on that group: its intent in phase increasing of that
+ * delta (oracle.c, caller_increasing), or for a delete the intents it is
+ * rolling back, when it called: what a token would have said. */
 #include "config.h"
 #include "dst.h"
 
@@ -258,7 +259,7 @@ static int increase(replica *r, const char *gid, int32_t d, int32_t expected, co
 	if(owner)
 		snprintf(plan, sizeof(plan), "%s", owner);
 	else
-		caller_plan(r, g->id, "increasing", NULL, plan, sizeof(plan));
+		caller_increasing(r, g->id, d, plan, sizeof(plan));
 	ok = lease_valid(r);
 	ambiguous = dst.faults && pct(dst.p_ambiguous);
 	g->target += d;

@@ -216,6 +216,7 @@ plan_rec *ledger_find(const char *token);
 void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d, bool lease_ok, bool fenced);
 void judge_delete(const replica *r, const grp *g, const inst *x, const char *how);
 bool caller_plan(const replica *r, const char *group, const char *phase, const char *want, char *out, size_t len);
+bool caller_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len);
 void check(bool final);
 bool settled(void);
 

@@ -268,6 +268,40 @@ bool caller_plan(const replica *r, const char *group, const char *phase, const c
 	return found;
 }
 
+/* The plan an increase of `d` on `group` without an owner token is for:
+ * the caller's intent in phase increasing on that group (the controller
+ * writes it before the call) of that delta for which the cloud made
+ * nothing yet, the latest plan first (by the time in its id: an adopted
+ * intent is stored when adopted). The token to out; false when there is
+ * none. */
+bool caller_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	long long best_ns = -1;
+	int best_rank = -1;
+	if(!r || !r->ro ||
+	   sqlite3_prepare_v2(r->ro,
+			      "SELECT plan_id, delta FROM scaleup_intent WHERE node_group = ?1 AND phase = 'increasing'",
+			      -1, &st, NULL) != SQLITE_OK)
+		return false;
+	sqlite3_bind_text(st, 1, group, -1, SQLITE_STATIC);
+	while(sqlite3_step(st) == SQLITE_ROW) {
+		const char *id = (const char *)sqlite3_column_text(st, 0), *slash = strchr(id, '/');
+		long long ns = slash ? strtoll(slash + 1, NULL, 10) : 0;
+		char tok[128];
+		int rank;
+		plan_token(id, tok, sizeof(tok));
+		rank = (sqlite3_column_int64(st, 1) == d) * 2 + (made_for(tok, false) == 0);
+		if(rank > best_rank || (rank == best_rank && ns > best_ns)) {
+			best_rank = rank;
+			best_ns = ns;
+			snprintf(out, len, "%s", tok);
+		}
+	}
+	sqlite3_finalize(st);
+	return best_rank >= 0;
+}
+
 /* (vii) replica r deletes (or cancels) instance x: only an instance of a
  * plan it is rolling back, never one that succeeded, never anyone else's. */
 void judge_delete(const replica *r, const grp *g, const inst *x, const char *how)
