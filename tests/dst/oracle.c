@@ -1,0 +1,636 @@
+/* The DST's oracle: invariants judged from the cloud's own record of every
+ * instance (cloud.c) and from the in-memory API, never from a controller's
+ * state store, which a stale or lost file can make say anything.
+ *
+ * The ledger holds every plan the API has shown: a request's
+ * provisioningClassDetails name its plan (scaleUpPlan), the groups and
+ * deltas (nodeGroup, nodesRequested) and its phase (scaleUpPhase); a plan is
+ * written there before the cloud is called. The ledger remembers what the
+ * API showed after the request moved on to a later plan or vanished.
+ *
+ * The one use of a store is the cloud's attribution of calls that carry no
+ * owner token (cloud.c), and the liveness check (iv) on the leaders' stores
+ * once everything settled. */
+#include "config.h"
+#include "dst.h"
+#include "util/rfc3339.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The API's requests and nodes as of the last scan (ledger_scan), and the
+ * count of API writes then: nothing in the API moves between writes. */
+static json_object *reqs, *nodes;
+static uint64_t reqs_at, nodes_at;
+
+static const char *str_at(json_object *o, const char *a, const char *b)
+{
+	json_object *x = NULL;
+	if(!json_object_object_get_ex(o, a, &x))
+		return NULL;
+	if(b && !json_object_object_get_ex(x, b, &x))
+		return NULL;
+	return json_object_is_type(x, json_type_string) ? json_object_get_string(x) : NULL;
+}
+
+static const char *detail(json_object *pr, const char *key)
+{
+	json_object *st = NULL, *d = NULL, *v = NULL;
+	if(!json_object_object_get_ex(pr, "status", &st) ||
+	   !json_object_object_get_ex(st, "provisioningClassDetails", &d) || !json_object_object_get_ex(d, key, &v))
+		return NULL;
+	return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* The i-th item of a comma-separated list. */
+static bool nth(const char *list, size_t i, char *out, size_t len)
+{
+	const char *p = list, *end;
+	for(; i > 0 && p; i--)
+		if((p = strchr(p, ',')))
+			p++;
+	if(!p || !*p)
+		return false;
+	end = strchr(p, ',');
+	snprintf(out, len, "%.*s", (int)(end ? (size_t)(end - p) : strlen(p)), p);
+	return true;
+}
+
+static plan_rec *find(const char *token)
+{
+	int i;
+	for(i = 0; i < dst.nplans; i++)
+		if(!strcmp(dst.plans[i].token, token))
+			return &dst.plans[i];
+	return NULL;
+}
+
+/* The ledger as of the last check (every step, every turn of a stall,
+ * so a plan's end is there before a late call lands), read anew only for
+ * a plan it does not hold: one written to the API in this pass. */
+plan_rec *ledger_find(const char *token)
+{
+	plan_rec *p = find(token);
+	if(!p) {
+		ledger_scan();
+		p = find(token);
+	}
+	return p;
+}
+
+/* One request's plan into the ledger; earlier plans of it are superseded. */
+static void ledger_take(json_object *pr)
+{
+	const char *uid = str_at(pr, "metadata", "uid"), *name = str_at(pr, "metadata", "name");
+	const char *plan = detail(pr, "scaleUpPlan"), *groups = detail(pr, "nodeGroup");
+	const char *deltas = detail(pr, "nodesRequested"), *phase = detail(pr, "scaleUpPhase");
+	char base[128], id[200], tok[128], grp_[32], dl[32];
+	size_t i;
+	int k;
+	if(!uid || !plan || !groups || !deltas)
+		return;
+	plan_token(plan, base, sizeof(base));
+	for(i = 0; nth(groups, i, grp_, sizeof(grp_)); i++) {
+		plan_rec *p;
+		snprintf(id, sizeof(id), "%s#%zu", plan, i);
+		plan_token(id, tok, sizeof(tok));
+		if(!(p = find(tok))) {
+			if(dst.nplans == MAXPLANS)
+				return;
+			p = &dst.plans[dst.nplans++];
+			memset(p, 0, sizeof(*p));
+			snprintf(p->token, sizeof(p->token), "%s", tok);
+			snprintf(p->base, sizeof(p->base), "%s", base);
+			snprintf(p->uid, sizeof(p->uid), "%s", uid);
+			snprintf(p->req, sizeof(p->req), "%s", name ? name : "?");
+			snprintf(p->group, sizeof(p->group), "%s", grp_);
+			p->delta = nth(deltas, i, dl, sizeof(dl)) ? strtoll(dl, NULL, 10) : 0;
+		}
+		snprintf(p->phase, sizeof(p->phase), "%s", phase ? phase : "");
+		p->seen_done |= phase && !strcmp(phase, "done");
+	}
+	for(k = 0; k < dst.nplans; k++)
+		if(!strcmp(dst.plans[k].uid, uid) && strcmp(dst.plans[k].base, base))
+			dst.plans[k].superseded = true;
+}
+
+static json_object *api_list(const char *path)
+{
+	json_object *o = NULL, *items = NULL;
+	prd_err e;
+	if(kube_api_call(&dst.raw_api, "GET", path, NULL, NULL, &o, NULL, &e) || !o)
+		return NULL;
+	if(json_object_object_get_ex(o, "items", &items))
+		json_object_get(items);
+	json_object_put(o);
+	return items;
+}
+
+void ledger_scan(void)
+{
+	size_t i, n;
+	int k;
+	if(reqs && reqs_at == dst.api_writes)
+		return;
+	if(reqs)
+		json_object_put(reqs);
+	reqs_at = dst.api_writes;
+	if(!(reqs = api_list(PR_PATH)))
+		return;
+	n = json_object_array_length(reqs);
+	for(i = 0; i < n; i++)
+		ledger_take(json_object_array_get_idx(reqs, i));
+	for(k = 0; k < dst.nplans; k++) {
+		bool there = false;
+		for(i = 0; i < n && !there; i++) {
+			const char *uid = str_at(json_object_array_get_idx(reqs, i), "metadata", "uid");
+			there = uid && !strcmp(uid, dst.plans[k].uid);
+		}
+		dst.plans[k].request_gone = !there;
+	}
+}
+
+/* The bookings the requests' statuses record, for the one reading a
+ * violation. */
+void dump_bookings(void)
+{
+	size_t i;
+	fprintf(stderr, "bookings the API shows:\n");
+	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
+		json_object *pr = json_object_array_get_idx(reqs, i);
+		const char *text = detail(pr, "provreqd.io/booking");
+		if(text)
+			fprintf(stderr, "  %s %s\n", str_at(pr, "metadata", "name"), text);
+	}
+}
+
+void ledger_free(void)
+{
+	if(reqs)
+		json_object_put(reqs);
+	if(nodes)
+		json_object_put(nodes);
+	reqs = nodes = NULL;
+	reqs_at = nodes_at = 0;
+}
+
+/* Instances the cloud made for a plan: all of them, or those still there. */
+static int64_t made_for(const char *token, bool live_only)
+{
+	int64_t k = 0;
+	size_t gi, i;
+	for(gi = 0; gi < NGROUPS; gi++)
+		for(i = 0; i < dst.g[gi].n; i++) {
+			const inst *x = &dst.g[gi].v[i];
+			k += x->creator >= 0 && x->creator < NREP && !strcmp(x->plan, token) && (!live_only || !x->gone);
+		}
+	return k;
+}
+
+/* Live instances of a plan that a call made after its caller's lease had
+ * expired. */
+static int64_t late_for(const char *token)
+{
+	int64_t k = 0;
+	size_t gi, i;
+	for(gi = 0; gi < NGROUPS; gi++)
+		for(i = 0; i < dst.g[gi].n; i++) {
+			const inst *x = &dst.g[gi].v[i];
+			k += !x->gone && !x->lease_ok && x->creator >= 0 && x->creator < NREP && !strcmp(x->plan, token);
+		}
+	return k;
+}
+
+static bool ended_unsuccessfully(const plan_rec *p)
+{
+	return !p->seen_done && (!strcmp(p->phase, "rolled-back") || p->superseded);
+}
+
+/* The cloud took an increase of `d` for `plan` (an owner token, "" none)
+ * from replica r: (i) a plan the API records, still open, never more than
+ * its delta; (vi) the same for a call that took effect after the caller's
+ * lease had expired. `fenced`: the caller made it past its renew deadline
+ * (only an unfenced controller does), which the message says. */
+void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d, bool lease_ok, bool fenced)
+{
+	const char *inv = lease_ok ? "(i)" : "(vi)";
+	const char *late = fenced     ? " (the call was made past the caller's renew deadline: its fence should have said no)"
+			   : lease_ok ? ""
+				      : " (the call took effect after the caller's lease had expired)";
+	const plan_rec *p;
+	if(!plan[0]) {
+		violation("(i) replica %s scaled %s up by %d for no plan: no owner token, no intent of its increasing", r->name,
+			  g->id, d);
+		return;
+	}
+	if(!(p = ledger_find(plan)))
+		violation("%s replica %s scaled %s up by %d for plan %s, which no request's status records%s", inv, r->name,
+			  g->id, d, plan, late);
+	else if(strcmp(p->group, g->id))
+		violation("%s replica %s scaled %s up by %d for plan %s, which is a plan of group %s%s", inv, r->name,
+			  g->id, d, plan, p->group, late);
+	else if(p->seen_done || ended_unsuccessfully(p) || !strcmp(p->phase, "done"))
+		violation("%s replica %s scaled %s up by %d for plan %s of request %s, which had already ended (%s%s)%s",
+			  inv, r->name, g->id, d, plan, p->req, p->phase, p->superseded ? ", a later plan replaced it" : "",
+			  late);
+	else if(made_for(plan, false) > p->delta)
+		violation("%s replica %s scaled %s up by %d for plan %s of request %s, which asked for %lld: the cloud has "
+			  "now made %lld for it%s",
+			  inv, r->name, g->id, d, plan, p->req, (long long)p->delta, (long long)made_for(plan, false), late);
+}
+
+/* Does replica r's store have an intent on `group` in `phase` (with the
+ * token `want`, when given)? The newest one's token goes to out. */
+bool caller_plan(const replica *r, const char *group, const char *phase, const char *want, char *out, size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	bool found = false;
+	if(!r || !r->ro ||
+	   sqlite3_prepare_v2(r->ro,
+			      "SELECT plan_id FROM scaleup_intent WHERE node_group = ?1 AND phase = ?2 "
+			      "ORDER BY created_ns DESC",
+			      -1, &st, NULL) != SQLITE_OK)
+		return false;
+	sqlite3_bind_text(st, 1, group, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, phase, -1, SQLITE_STATIC);
+	while(!found && sqlite3_step(st) == SQLITE_ROW) {
+		char tok[128];
+		plan_token((const char *)sqlite3_column_text(st, 0), tok, sizeof(tok));
+		if(!want || !strcmp(tok, want)) {
+			found = true;
+			if(out)
+				snprintf(out, len, "%s", tok);
+		}
+	}
+	sqlite3_finalize(st);
+	return found;
+}
+
+/* The plan an increase of `d` on `group` without an owner token is for:
+ * the caller's intent in phase increasing on that group (the controller
+ * writes it before the call) of that delta for which the cloud made
+ * nothing yet, the latest plan first (by the time in its id: an adopted
+ * intent is stored when adopted). The token to out; false when there is
+ * none. */
+bool caller_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	long long best_ns = -1;
+	int best_rank = -1;
+	if(!r || !r->ro ||
+	   sqlite3_prepare_v2(r->ro,
+			      "SELECT plan_id, delta FROM scaleup_intent WHERE node_group = ?1 AND phase = 'increasing'",
+			      -1, &st, NULL) != SQLITE_OK)
+		return false;
+	sqlite3_bind_text(st, 1, group, -1, SQLITE_STATIC);
+	while(sqlite3_step(st) == SQLITE_ROW) {
+		const char *id = (const char *)sqlite3_column_text(st, 0), *slash = strchr(id, '/');
+		long long ns = slash ? strtoll(slash + 1, NULL, 10) : 0;
+		char tok[128];
+		int rank;
+		plan_token(id, tok, sizeof(tok));
+		rank = (sqlite3_column_int64(st, 1) == d) * 2 + (made_for(tok, false) == 0);
+		if(rank > best_rank || (rank == best_rank && ns > best_ns)) {
+			best_rank = rank;
+			best_ns = ns;
+			snprintf(out, len, "%s", tok);
+		}
+	}
+	sqlite3_finalize(st);
+	return best_rank >= 0;
+}
+
+/* (vii) replica r deletes (or cancels) instance x: only an instance of a
+ * plan it is rolling back, never one that succeeded, never anyone else's. */
+void judge_delete(const replica *r, const grp *g, const inst *x, const char *how)
+{
+	const plan_rec *p;
+	if(x->creator < 0 || x->creator >= NREP) {
+		violation("(vii) replica %s %s instance %s of %s, which %s made: no plan of provreqd's", r->name, how,
+			  x->id, g->id, x->creator == BY_START ? "nobody (there at the start)" : "the outside actor");
+		return;
+	}
+	if(!x->plan[0]) {
+		violation("(vii) replica %s %s instance %s of %s, which replica %s made for no plan", r->name, how, x->id,
+			  g->id, dst.r[x->creator].name);
+		return;
+	}
+	if(!caller_plan(r, g->id, "rolling-back", x->plan, NULL, 0)) {
+		char mine[128] = "";
+		caller_plan(r, g->id, "rolling-back", NULL, mine, sizeof(mine));
+		violation("(vii) replica %s %s instance %s of %s, made by replica %s%s for plan %s, while rolling back %s",
+			  r->name, how, x->id, g->id, dst.r[x->creator].name,
+			  dst.r[x->creator].shard ? " of shard-b" : "", x->plan, mine[0] ? mine : "no plan of that group");
+		return;
+	}
+	if((p = ledger_find(x->plan)) && p->seen_done)
+		violation("(vii) replica %s %s instance %s of %s: its plan %s (request %s) had succeeded", r->name, how,
+			  x->id, g->id, x->plan, p->req);
+}
+
+/* Live instances of each ledger plan, counted once per check. */
+static int64_t live_of[MAXPLANS];
+
+static void count_live(void)
+{
+	size_t gi, i;
+	int k;
+	memset(live_of, 0, sizeof(live_of));
+	for(gi = 0; gi < NGROUPS; gi++)
+		for(i = 0; i < dst.g[gi].n; i++) {
+			const inst *x = &dst.g[gi].v[i];
+			if(x->gone || x->creator < 0 || x->creator >= NREP || !x->plan[0])
+				continue;
+			for(k = 0; k < dst.nplans; k++)
+				if(!strcmp(dst.plans[k].token, x->plan)) {
+					live_of[k]++;
+					break;
+				}
+		}
+}
+
+/* (iii) for the request of plan i, when i is its first ledger entry: at
+ * most one of its plans done, at most one not done holding instances. */
+static void check_request(int i)
+{
+	int dones = 0, holding = 0, j, k;
+	for(j = 0; j < i; j++)
+		if(!strcmp(dst.plans[j].uid, dst.plans[i].uid))
+			return;
+	for(j = i; j < dst.nplans; j++) {
+		bool first = true, done = false;
+		int64_t live = 0;
+		if(strcmp(dst.plans[j].uid, dst.plans[i].uid))
+			continue;
+		for(k = i; k < j && first; k++)
+			first = strcmp(dst.plans[k].base, dst.plans[j].base) != 0;
+		if(!first)
+			continue;
+		for(k = j; k < dst.nplans; k++)
+			if(!strcmp(dst.plans[k].base, dst.plans[j].base)) {
+				done |= dst.plans[k].seen_done;
+				live += live_of[k];
+			}
+		dones += done;
+		holding += !done && live > 0;
+	}
+	if(dones > 1)
+		violation("(iii) request %s was scaled up twice (%d plans done)", dst.plans[i].req, dones);
+	else if(holding > 1)
+		violation("(iii) request %s has %d plans holding instances at once", dst.plans[i].req, holding);
+}
+
+/* A plan whose request vanished before the API showed its end may have
+ * succeeded (the status write that said so lost, then the request
+ * deleted): all its instances, or none. */
+static bool gone_maybe_done(const plan_rec *p, int64_t live)
+{
+	return p->request_gone && !p->superseded && live == p->delta;
+}
+
+static bool phase_terminal(const char *ph)
+{
+	return !strcmp(ph, "done") || !strcmp(ph, "rolled-back");
+}
+
+/* (ii) A plan that did not succeed holds `live` instances. When a call
+ * that took effect after its caller's lease had expired made them, the
+ * late call is the cause: (vi). */
+static void leftover(const plan_rec *p, int64_t live, const char *what)
+{
+	int64_t late = late_for(p->token);
+	if(late)
+		violation("(vi) plan %s of request %s %s %lld instances of %s, %lld of them made by a call that took "
+			  "effect after its caller's lease had expired (%s)",
+			  p->token, p->req, what, (long long)live, p->group, (long long)late,
+			  p->superseded ? "superseded" : p->phase);
+	else
+		violation("(ii) plan %s of request %s %s %lld instances of %s (%s)", p->token, p->req, what,
+			  (long long)live, p->group, p->superseded ? "superseded" : p->phase);
+}
+
+/* (i) and (ii) per plan, (iii) per request; with `final`, (iv). */
+static void check_plans(bool final)
+{
+	int i;
+	for(i = 0; i < dst.nplans; i++) {
+		const plan_rec *p = &dst.plans[i];
+		int64_t live = live_of[i];
+		if(live > p->delta)
+			violation("(i) plan %s of request %s holds %lld instances of %s, more than the %lld it asked for",
+				  p->token, p->req, (long long)live, p->group, (long long)p->delta);
+		else if(live && !strcmp(p->phase, "rolled-back") && !p->superseded && !p->seen_done)
+			leftover(p, live, "is rolled back but holds");
+		else if(final && p->seen_done && live != p->delta)
+			violation("(ii) plan %s of request %s succeeded, and holds %lld of the %lld instances it asked for "
+				  "once settled: %s",
+				  p->token, p->req, (long long)live, (long long)p->delta,
+				  made_for(p->token, false) < p->delta ? "it counted instances it did not make"
+									: "its instances were deleted after it succeeded");
+		else if(final && !p->seen_done && live && !gone_maybe_done(p, live))
+			leftover(p, live, p->request_gone ? "(its request deleted) still holds, once settled," : "still holds, once settled,");
+		check_request(i);
+		if(final && !p->request_gone && !p->superseded && !phase_terminal(p->phase))
+			violation("(iv) plan %s of request %s is still %s once faults stopped and everything settled",
+				  p->token, p->req, p->phase[0] ? p->phase : "without a phase");
+	}
+}
+
+/* ------------------------------------------------------------ bookings */
+
+static json_object *field(json_object *o, const char *k)
+{
+	json_object *x = NULL;
+	return o && json_object_object_get_ex(o, k, &x) ? x : NULL;
+}
+
+/* Is condition `type` True on the request? Its lastTransitionTime to *ltt. */
+static bool cond_true(json_object *pr, const char *type, int64_t *ltt)
+{
+	json_object *cs = field(field(pr, "status"), "conditions");
+	size_t i;
+	for(i = 0; cs && i < json_object_array_length(cs); i++) {
+		json_object *c = json_object_array_get_idx(cs, i);
+		const char *t = str_at(c, "type", NULL), *s = str_at(c, "status", NULL);
+		if(t && s && !strcmp(t, type)) {
+			const char *lt = str_at(c, "lastTransitionTime", NULL);
+			if(ltt && (!lt || rfc3339_parse(lt, ltt, NULL)))
+				*ltt = 0;
+			return !strcmp(s, "True");
+		}
+	}
+	return false;
+}
+
+/* The CPU one pod of podSet `set` asks for (the harness made the
+ * templates: small 2, big 6). */
+static int64_t pod_mcpu(json_object *pr, size_t set)
+{
+	json_object *sets = field(field(pr, "spec"), "podSets"), *ps;
+	const char *t;
+	if(!sets || set >= json_object_array_length(sets))
+		return 0;
+	ps = json_object_array_get_idx(sets, set);
+	t = str_at(ps, "podTemplateRef", "name");
+	return t && !strcmp(t, "big") ? 6000 : 2000;
+}
+
+static int64_t mcpu(const char *q)
+{
+	char *end;
+	int64_t v = q ? strtoll(q, &end, 10) : 0;
+	return q && *end == 'm' ? v : v * 1000;
+}
+
+typedef struct nbook {
+	char node[48];
+	int64_t mcpu;
+	char who[300];
+} nbook;
+
+/* Add a request's booking text ("set:node=pods,...;set:...") to v. */
+static size_t add_booking(json_object *pr, const char *text, nbook *v, size_t n, size_t cap)
+{
+	const char *p = text, *name = str_at(pr, "metadata", "name");
+	json_object *par = field(field(pr, "spec"), "parameters");
+	const char *shard = str_at(par, "processorInstance", NULL);
+	while(*p) {
+		char *end;
+		size_t set = strtoul(p, &end, 10), k;
+		if(*end != ':')
+			return n;
+		for(p = end + 1; *p && *p != ';';) {
+			const char *eq = strchr(p, '='), *stop = p + strcspn(p, ",;");
+			int64_t pods;
+			if(!eq || eq > stop)
+				return n;
+			pods = strtoll(eq + 1, NULL, 10);
+			for(k = 0; k < n; k++)
+				if(strlen(v[k].node) == (size_t)(eq - p) && !strncmp(v[k].node, p, (size_t)(eq - p)))
+					break;
+			if(k == n && n < cap) {
+				memset(&v[n], 0, sizeof(v[n]));
+				snprintf(v[n++].node, sizeof(v[0].node), "%.*s", (int)(eq - p), p);
+			}
+			if(k < n) {
+				size_t l = strlen(v[k].who);
+				v[k].mcpu += pods * pod_mcpu(pr, set);
+				snprintf(v[k].who + l, sizeof(v[k].who) - l, "%s%s%s%s %lldx%lldm", l ? ", " : "",
+					 name ? name : "?", shard ? "@" : "", shard ? shard : "", (long long)pods,
+					 (long long)pod_mcpu(pr, set));
+			}
+			p = *stop == ',' ? stop + 1 : stop;
+		}
+		if(*p == ';')
+			p++;
+	}
+	return n;
+}
+
+/* (viii) The pods the Provisioned, unexpired requests book on a node fit
+ * its allocatable CPU: nothing is booked twice, across shards included. */
+static void check_bookings(void)
+{
+	nbook v[64];
+	size_t n = 0, i, k;
+	int64_t ttl = dst.r[0].cfg.booking_ttl_ns;
+	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
+		json_object *pr = json_object_array_get_idx(reqs, i);
+		const char *text = detail(pr, "provreqd.io/booking");
+		int64_t ltt = 0;
+		if(!text || field(field(pr, "metadata"), "deletionTimestamp") || !cond_true(pr, "Provisioned", &ltt) ||
+		   cond_true(pr, "BookingExpired", NULL) || cond_true(pr, "CapacityRevoked", NULL) ||
+		   cond_true(pr, "Failed", NULL) || ltt + ttl <= now_ns())
+			continue;
+		n = add_booking(pr, text, v, n, sizeof(v) / sizeof(v[0]));
+	}
+	if(!n)
+		return;
+	if(!nodes || nodes_at != dst.api_writes) {
+		if(nodes)
+			json_object_put(nodes);
+		nodes_at = dst.api_writes;
+		nodes = api_list("/api/v1/nodes");
+	}
+	for(k = 0; k < n; k++)
+		for(i = 0; nodes && i < json_object_array_length(nodes); i++) {
+			json_object *nd = json_object_array_get_idx(nodes, i);
+			const char *name = str_at(nd, "metadata", "name");
+			int64_t alloc;
+			if(!name || strcmp(name, v[k].node))
+				continue;
+			alloc = mcpu(str_at(field(nd, "status"), "allocatable", "cpu"));
+			if(v[k].mcpu > alloc)
+				violation("(viii) node %s is booked for %lldm CPU of its %lldm: %s", v[k].node,
+					  (long long)v[k].mcpu, (long long)alloc, v[k].who);
+			break;
+		}
+}
+
+/* ------------------------------------------------------------ the rest */
+
+/* Open intents in the store of a replica that leads once everything
+ * settled: what it would still act on. */
+static int open_in_store(const replica *r, char *first, size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	int n = 0;
+	if(!r->ro || sqlite3_prepare_v2(r->ro,
+					"SELECT plan_id, phase FROM scaleup_intent WHERE phase NOT IN "
+					"('done', 'rolled-back')",
+					-1, &st, NULL) != SQLITE_OK)
+		return 0;
+	while(sqlite3_step(st) == SQLITE_ROW)
+		if(n++ == 0 && first)
+			snprintf(first, len, "%s (%s)", (const char *)sqlite3_column_text(st, 0),
+				 (const char *)sqlite3_column_text(st, 1));
+	sqlite3_finalize(st);
+	return n;
+}
+
+static bool acting(const replica *r)
+{
+	return r->ctl && (!dst.multi || r->leading);
+}
+
+void check(bool final)
+{
+	int i;
+	ledger_scan();
+	count_live();
+	check_plans(final);
+	check_bookings();
+	if(!final)
+		return;
+	for(i = 0; i < NGROUPS; i++)
+		if(dst.g[i].target != present(&dst.g[i]))
+			violation("(ii) group %s has target %d with %d instances once settled", dst.g[i].id, dst.g[i].target,
+				  present(&dst.g[i]));
+	for(i = 0; i < dst.nrep; i++) {
+		char first[300] = "";
+		if(acting(&dst.r[i]) && open_in_store(&dst.r[i], first, sizeof(first)))
+			violation("(iv) replica %s, leading, still has plan %s open in its store once everything settled",
+				  dst.r[i].name, first);
+	}
+}
+
+/* Nothing left to wait for: every plan the API showed (as of the last
+ * check) has ended and kept what it should, the cloud is still, the
+ * leaders have no plan open. */
+bool settled(void)
+{
+	int i;
+	count_live();
+	for(i = 0; i < dst.nplans; i++) {
+		const plan_rec *p = &dst.plans[i];
+		if((!p->seen_done && live_of[i] && !gone_maybe_done(p, live_of[i])) ||
+		   (!p->request_gone && !p->superseded && !phase_terminal(p->phase)))
+			return false;
+	}
+	for(i = 0; i < dst.nrep; i++)
+		if(acting(&dst.r[i]) && open_in_store(&dst.r[i], NULL, 0))
+			return false;
+	return cloud_settled();
+}
