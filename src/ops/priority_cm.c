@@ -92,9 +92,10 @@ int prio_cm_poll(prio_cm *w, const kube_api *api, int64_t now_ns, sched_prioriti
 		json_object_put(cm);
 		return rc == PRD_ENOMEM ? rc : 0;
 	}
-	json_object_put(cm);
+	/* (rv points into cm.) */
 	free(w->rv);
 	w->rv = str_dup(rv ? rv : "");
+	json_object_put(cm);
 	w->problem = -1; /* log the load */
 	note(w, PRIO_CM_OK, "priority expander table loaded", NULL);
 	return 1;
