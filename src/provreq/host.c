@@ -307,14 +307,20 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	size_t nhave = 0;
 	prd_err e;
 	const char *p;
-	/* The API is the truth (DESIGN §7): a booking this store holds and the
-	 * request's status does not (another replica released it, or never
-	 * made it) is dropped, and the status's replaces what is here. */
+	/* The API is the truth (DESIGN §7) where the store has nothing live:
+	 * expired local rows do not hide the booking the status records. */
 	if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0 && nhave) {
+		size_t k;
+		bool live = false;
+		for(k = 0; k < nhave; k++)
+			live |= have[k].expires_ns > c->now;
 		state_booking_list_free(have, nhave);
-		if(state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL) == 0 && expires <= c->now)
-			log_info("dropped a local booking the request's status does not show", "request", pr->meta.name,
-				 "namespace", pr->meta.ns);
+		/* A live local booking stays (its status write may be the one
+		 * lost in a crash: the room is held either way); an expired one
+		 * gives way to what the status records. */
+		if(live)
+			return;
+		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
 	}
 	if(expires <= c->now)
 		return;

@@ -21,7 +21,9 @@
  *     whose status shows a live booking the local store lacks (another
  *     replica made it);
  *   - a node group named by another instance's open plan is busy here
- *     (pr_class_group.busy), so two shards never scale one group at once;
+ *     (pr_class_group.busy), so two shards never scale one group at once,
+ *     and the Nodes that plan has made so far are held for its request
+ *     (hold_plan_nodes);
  *   - nodes another instance's live booking holds are not scaled down;
  *   - two instances deciding at the same moment cannot see each other's
  *     answer yet (it is being written), so they agree on an order instead:
@@ -619,6 +621,55 @@ static void book_devices(pr_ctl *c, pr_world *w, const sh_entry *e)
 							e->items[i].pods, NULL, &err);
 }
 
+/* Is instance x of group number `i` of another instance's plan `base`
+ * ("uid/ns") that plan's? By its owner token where the cloud marks
+ * instances, else by when it (or its Node) appeared: since the plan began,
+ * less the clock skew the atomic class allows. */
+static bool of_plan(pr_ctl *c, const char *base, size_t i, int64_t began, const pr_class_inst *x)
+{
+	char token[300];
+	const int64_t *born;
+	size_t k;
+	if(x->owner) {
+		for(k = 0; base[k] && k < sizeof(token) - 24; k++)
+			token[k] = base[k] == '/' ? '.' : base[k];
+		snprintf(token + k, sizeof(token) - k, "-%zu", i);
+		return !strcmp(x->owner, token);
+	}
+	if(x->created_ns > 0)
+		return x->created_ns >= began - 60 * PRD_NS_PER_SEC;
+	born = hmap_get(&c->born, x->node);
+	return born && *born >= began - 60 * PRD_NS_PER_SEC;
+}
+
+/* Another instance's open plan: the Nodes it has made so far are held for
+ * its request in this pass's snapshot, as the atomic class holds its own
+ * plans' Nodes, so no request decided here takes the room that plan is
+ * bringing up (the plan would then find its Nodes taken and scale up
+ * again). */
+static void hold_plan_nodes(pr_ctl *c, pr_world *w, const sh_entry *e)
+{
+	const kube_provreq *pr = request_of(c, w, e);
+	char *plan = pr ? pr_details_get(pr, PR_DETAIL_PLAN) : NULL, id[256];
+	const char *slash = plan ? strchr(plan, '/') : NULL, *p = e->groups;
+	sched_res all = { "pods", SCHED_QTY_MAX };
+	int64_t began = slash ? strtoll(slash + 1, NULL, 10) : 0;
+	size_t i, k, idx;
+	for(i = 0; began > 0 && *p; i++) {
+		size_t n = strcspn(p, ",");
+		pr_group *g;
+		snprintf(id, sizeof(id), "%.*s", (int)(n < sizeof(id) - 1 ? n : sizeof(id) - 1), p);
+		p += n + (p[n] == ',');
+		if(!(g = pr__find_group(w, id)) || pr_group_list(g, NULL))
+			continue;
+		for(k = 0; k < g->ninst; k++)
+			if(g->inst[k].node && of_plan(c, plan, i, began, &g->inst[k]) &&
+			   sched_snapshot_find_node(w->snap, g->inst[k].node, &idx) == 0)
+				sched_snapshot_book(w->snap, e->uid, idx, &all, 1, NULL);
+	}
+	free(plan);
+}
+
 static int row_uid_cmp(const void *key, const void *row)
 {
 	return strcmp(key, ((const state_booking *)row)->request_uid);
@@ -648,4 +699,8 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
 		c->stats.bookings_from_api++;
 	}
 	metrics_gauge_set(M_API_BOOKINGS, NULL, (double)c->stats.bookings_from_api);
+	hmap_iter_init(&it, &c->shards.plans);
+	while(hmap_iter_next(&it, NULL, &v))
+		if(hmap_has(&w->uids, ((sh_entry *)v)->uid))
+			hold_plan_nodes(c, w, v);
 }

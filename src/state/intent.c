@@ -325,6 +325,31 @@ int state_intent_close(state_db *db, const char *plan_id, state_phase final_phas
 	return state_intent_advance(db, plan_id, final_phase, error, err);
 }
 
+int state_intent_settle(state_db *db, const char *plan_id, state_phase final_phase, const char *error, prd_err *err)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = state__need(plan_id, "plan id", err);
+	if(!rc && !state_phase_is_terminal(final_phase))
+		rc = prd_err_set(err, PRD_EINVAL, "state: intent %s: settle needs done or rolled-back", plan_id);
+	state__intents_touched(db);
+	if(!rc)
+		rc = state__prep(db, sql_set_phase, &st, err);
+	if(!rc)
+		rc = state__bind_text(db, st, 1, plan_id, err);
+	if(!rc)
+		rc = state__bind_text(db, st, 2, state_phase_name(final_phase), err);
+	if(!rc)
+		rc = state__bind_i64(db, st, 3, state__now(db), err);
+	if(!rc && error)
+		rc = state__bind_text(db, st, 4, error, err);
+	if(!rc)
+		rc = state__step_done(db, st, "settling a scale-up intent", err);
+	state__release(st);
+	if(!rc && sqlite3_changes(db->sql) == 0)
+		rc = prd_err_set(err, PRD_ENOTFOUND, "state: intent %s is missing", plan_id);
+	return rc;
+}
+
 int state_intent_set_known(state_db *db, const char *plan_id, const char *names, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;

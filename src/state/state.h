@@ -271,6 +271,12 @@ int state_intent_advance(state_db *db, const char *plan_id, state_phase to,
 int state_intent_close(state_db *db, const char *plan_id, state_phase final_phase,
                        const char *error, prd_err *err);
 
+/* Close the intent as `final_phase` (done or rolled-back) from whatever
+ * phase it is in: only for what another replica's record proves (the API
+ * shows the plan ended so), never for this store's own steps, which go
+ * through state_intent_advance. PRD_ENOTFOUND if unknown. */
+int state_intent_settle(state_db *db, const char *plan_id, state_phase final_phase, const char *error, prd_err *err);
+
 /* Record the group's instance names as they were before the cloud call
  * (newline-separated text, stored as given), so that after a crash the
  * nodes the call created are the group's instances minus these. Only on an
