@@ -1157,7 +1157,7 @@ static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, co
 	/* A late call lands at most a driver call's timeout after its plan
 	 * ended; a minute is plenty, and an instance being made by a
 	 * rollback's own deletes is never looked at. */
-	/*SWEEP*/ (void)0;
+	at_sweep_late(h, AT_SWEEP_EVERY_NS, AT_SWEEP_GRACE_NS);
 }
 
 static const char *const atomic_aliases[] = { "atomic-scale-up.kubernetes.io", NULL };

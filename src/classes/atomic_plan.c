@@ -850,6 +850,22 @@ static bool token_intent(const char *token, char *out, size_t len)
 	return true;
 }
 
+/* Did this store's own rollback end the intent (not a closure that only
+ * says this replica's call did nothing, which another replica's plan of
+ * the same id may have completed)? */
+static bool rolled_back_here(const state_intent *in)
+{
+	static const char *const no_effect[] = {
+		"interrupted", "the group's target moved", "another group of the plan", "the plan could not be written",
+		"not recorded", "ended by another replica", NULL
+	};
+	size_t i;
+	for(i = 0; no_effect[i]; i++)
+		if(in->last_error && !strncmp(in->last_error, no_effect[i], strlen(no_effect[i])))
+			return false;
+	return true;
+}
+
 /* Delete the listed instances of g whose owner token names an intent this
  * store closed as rolled back at least `grace` ago: a call of that plan
  * landed after the plan ended (a stalled replica's late call that no
@@ -870,7 +886,8 @@ static void sweep_group(const pr_class_host *h, pr_class_group *g, int64_t grace
 		if(!(v = hmap_get(&seen, id))) {
 			v = (void *)2;
 			if(state_intent_get(h->db, id, &in, NULL) == 0) {
-				if(in.phase == STATE_PHASE_ROLLED_BACK && in.updated_ns < h->now - grace)
+				if(in.phase == STATE_PHASE_ROLLED_BACK && in.updated_ns < h->now - grace &&
+				   rolled_back_here(&in))
 					v = (void *)1;
 				state_intent_clear(&in);
 			}

@@ -303,7 +303,8 @@ bool caller_increasing(const replica *r, const char *group, int64_t d, char *out
 }
 
 /* (vii) replica r deletes (or cancels) instance x: only an instance of a
- * plan it is rolling back, never one that succeeded, never anyone else's. */
+ * plan it is rolling back or rolled back, or the surplus of a plan beyond
+ * its size; never one a succeeded plan needs, never anyone else's. */
 void judge_delete(const replica *r, const grp *g, const inst *x, const char *how)
 {
 	const plan_rec *p;
@@ -317,7 +318,13 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 			  g->id, dst.r[x->creator].name);
 		return;
 	}
-	if(!caller_plan(r, g->id, "rolling-back", x->plan, NULL, 0)) {
+	/* Its plan is one the caller is rolling back, one it rolled back
+	 * (an instance a call of that plan made after it ended: deleted by
+	 * the late-call sweep), or one holding more instances than it asked
+	 * for (a repeated call's surplus). */
+	if(!caller_plan(r, g->id, "rolling-back", x->plan, NULL, 0) &&
+	   !caller_plan(r, g->id, "rolled-back", x->plan, NULL, 0) &&
+	   !((p = ledger_find(x->plan)) && made_for(x->plan, true) > p->delta)) {
 		char mine[128] = "";
 		caller_plan(r, g->id, "rolling-back", NULL, mine, sizeof(mine));
 		violation("(vii) replica %s %s instance %s of %s, made by replica %s%s for plan %s, while rolling back %s",
@@ -325,7 +332,7 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 			  dst.r[x->creator].shard ? " of shard-b" : "", x->plan, mine[0] ? mine : "no plan of that group");
 		return;
 	}
-	if((p = ledger_find(x->plan)) && p->seen_done)
+	if((p = ledger_find(x->plan)) && p->seen_done && made_for(x->plan, true) <= p->delta)
 		violation("(vii) replica %s %s instance %s of %s: its plan %s (request %s) had succeeded", r->name, how,
 			  x->id, g->id, x->plan, p->req);
 }
