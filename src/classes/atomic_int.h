@@ -122,9 +122,9 @@ void at_put_details(const pr_class_host *h, const at_plan *p, state_phase phase)
 /* The plan is over: only its outcome stays. */
 void at_clear_details(const pr_class_host *h, const char *phase);
 /* The first pass of a term: close the open intents whose request's status
- * names another plan, or shows theirs ended (another replica finished or
- * replaced it while this one's store was away). Nothing is asked of the
- * cloud. */
+ * names another plan, or shows theirs ended, or whose request is gone
+ * (another replica finished, replaced or ended it while this one's store
+ * was away). Nothing is asked of the cloud. */
 void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p);
 /* Adopt a plan the request's status names and the store does not know. */
 void at_adopt(const pr_class_host *h, const kube_provreq *pr);

@@ -1165,8 +1165,17 @@ void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p)
 		state_phase ph;
 		for(j = 0; j < p->nprs && strcmp(p->prs[j]->meta.uid, in->request_uid); j++)
 			;
-		if(j == p->nprs || !(plan = pr_details_get(p->prs[j], PR_DETAIL_PLAN)))
-			continue; /* gone, or no plan in the API: the plan's own steps decide */
+		if(j == p->nprs) {
+			/* provreqd's finalizer holds a request while its plan is
+			 * open in the API: gone means whoever led meanwhile ended
+			 * the plan (done or rolled back) and let it go. */
+			log_warn("closing a local scale-up plan whose request is gone (another replica ended it)", "plan",
+				 in->plan_id);
+			close_as_api_says(h, in, STATE_PHASE_ROLLED_BACK);
+			continue;
+		}
+		if(!(plan = pr_details_get(p->prs[j], PR_DETAIL_PLAN)))
+			continue; /* no plan in the API: the plan's own steps decide */
 		phase = pr_details_get(p->prs[j], PR_DETAIL_PHASE);
 		at_plan_base(in->plan_id, base, sizeof(base));
 		if(strcmp(plan, base)) {
