@@ -649,6 +649,10 @@ static bool settle_increasing(const pr_class_host *h, const pr_class_req *req, a
 			at_close_without_effect(h, at_find_group(h, p->v[i].node_group), &p->v[i],
 						"interrupted; the cloud never took the increase");
 		log_info("interrupted scale-up never reached the cloud; starting over", "plan", p->v[0].plan_id);
+		/* (The plan ended: its status must not say increasing whatever
+		 * the new decision is; a new plan writes its own.) */
+		if(req && !req->terminal)
+			at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
 		return true;
 	}
 	if(took < p->n) {
@@ -859,6 +863,8 @@ static bool progress(const pr_class_host *h, const pr_class_req *req, at_plan *p
 			at_close_without_effect(h, at_find_group(h, p->v[i].node_group), &p->v[i],
 						"interrupted before the cloud call");
 		log_info("scale-up plan interrupted before the cloud call; nothing to undo", "plan", p->v[0].plan_id);
+		if(req && !req->terminal)
+			at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
 		return true;
 	}
 	if(planned || increasing) {
