@@ -77,11 +77,8 @@ typedef enum at_own {
 /* The rule a new plan on group g uses, and the rule plan `in` uses. */
 at_own at_own_of_group(const pr_class_group *g);
 at_own at_own_of(const state_intent *in);
-#define AT_OWNER_MAX 64
-/* The owner token of an intent: its id with '/' and '#' made '.' and '-'
- * (a valid label value). */
-void at_owner_token(const char *intent_id, char out[AT_OWNER_MAX]);
-#define AT_CLOCK_SKEW_NS (60LL * AT_NS_PER_S)
+#define AT_OWNER_MAX PR_OWNER_MAX
+#define AT_CLOCK_SKEW_NS PR_CLOCK_SKEW_NS
 
 /* What the cloud shows of one intent of a plan. */
 typedef struct at_view {

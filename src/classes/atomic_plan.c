@@ -448,14 +448,6 @@ at_own at_own_of(const state_intent *in)
 	return AT_OWN_DIFF;
 }
 
-void at_owner_token(const char *intent_id, char out[AT_OWNER_MAX])
-{
-	size_t i;
-	for(i = 0; intent_id[i] && i < AT_OWNER_MAX - 1; i++)
-		out[i] = intent_id[i] == '/' ? '.' : intent_id[i] == '#' ? '-' : intent_id[i];
-	out[i] = '\0';
-}
-
 /* The group's instances as the plan's "known before" text, headed by the
  * ownership rule the group's driver allows. */
 char *at_known_encode(const pr_class_group *g)
@@ -591,15 +583,8 @@ static bool kinst_set(at_kinst *k, const pr_class_inst *x)
  * row is newer than the plan), else its row's creation. */
 static int64_t plan_began(const state_intent *in)
 {
-	const char *slash = strchr(in->plan_id, '/');
-	long long t;
-	char *end;
-	if(slash) {
-		t = strtoll(slash + 1, &end, 10);
-		if(end != slash + 1 && *end == '#' && t > 0)
-			return t;
-	}
-	return in->created_ns;
+	int64_t t = pr_plan_began(in->plan_id);
+	return t ? t : in->created_ns;
 }
 
 /* What instance x is to the plan (AT_*), by the plan's ownership rule;
@@ -637,7 +622,7 @@ static at_kview *kview_build(const pr_class_host *h, const pr_class_group *g, co
 	kv->nodes_gen = h->nodes_gen;
 	kv->delta = in->delta;
 	kv->own = at_own_of(in);
-	at_owner_token(in->plan_id, kv->token);
+	pr_owner_token(in->plan_id, kv->token);
 	kv->known = str_dup(in->known_before ? in->known_before : "");
 	kv->v = calloc(g->ninst + 1, sizeof(*kv->v));
 	if(!kv->known || !kv->v) {
@@ -836,7 +821,7 @@ int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in
 
 /* ---- calls that landed after their plan ended -------------------------- */
 
-/* The intent id an owner token names (at_owner_token reversed: the first
+/* The intent id an owner token names (pr_owner_token reversed: the first
  * '.' was the '/', the last '-' the '#'). False when it is not a token of
  * provreqd's. */
 static bool token_intent(const char *token, char *out, size_t len)
@@ -934,7 +919,7 @@ int at_increase(pr_class_group *g, const state_intent *in, int32_t delta, int32_
 		char token[AT_OWNER_MAX];
 		prd_cloud_increase rq;
 		memset(&rq, 0, sizeof(rq));
-		at_owner_token(in->plan_id, token);
+		pr_owner_token(in->plan_id, token);
 		rq.struct_size = sizeof(rq);
 		rq.group_id = g->id;
 		rq.delta = delta;

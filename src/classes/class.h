@@ -68,6 +68,19 @@ typedef struct pr_class_group {
 	unsigned list_seq;        /* moves whenever the listing is forgotten */
 } pr_class_group;
 
+/* A plan's owner token (ABI 1.3 prd_cloud_increase.owner): its intent id
+ * ("uid/ns#i") with '/' and '#' made '.' and '-', a valid label value. The
+ * atomic class marks instances with it; the shards view recognises another
+ * instance's plans by it. */
+#define PR_OWNER_MAX 64
+void pr_owner_token(const char *intent_id, char out[PR_OWNER_MAX]);
+/* When a plan began: the time in its id ("uid/ns" or "uid/ns#i"), 0 when
+ * the id carries none. */
+int64_t pr_plan_began(const char *plan_id);
+/* How far clocks (a cloud's, another replica's) may disagree with ours
+ * when an instance's time is compared with a plan's. */
+#define PR_CLOCK_SKEW_NS (60LL * PRD_NS_PER_SEC)
+
 /* List the group's instances once this pass (later calls return the same
  * answer). The driver's answer is checked (every instance needs an id) and
  * copied. 0, or an error naming the driver and the group. */

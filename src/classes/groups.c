@@ -101,6 +101,25 @@ static int copy_instances(pr_class_group *g, const prd_cloud_instance *arr, size
 	return 0;
 }
 
+void pr_owner_token(const char *intent_id, char out[PR_OWNER_MAX])
+{
+	size_t i;
+	for(i = 0; intent_id[i] && i < PR_OWNER_MAX - 1; i++)
+		out[i] = intent_id[i] == '/' ? '.' : intent_id[i] == '#' ? '-' : intent_id[i];
+	out[i] = '\0';
+}
+
+int64_t pr_plan_began(const char *plan_id)
+{
+	const char *slash = strchr(plan_id, '/');
+	char *end;
+	long long t;
+	if(!slash)
+		return 0;
+	t = strtoll(slash + 1, &end, 10);
+	return end != slash + 1 && (*end == '#' || !*end) && t > 0 ? t : 0;
+}
+
 int pr_group_refresh_target(pr_class_group *g, prd_err *err)
 {
 	prd_cloud_node_group *v = NULL;

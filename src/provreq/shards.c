@@ -627,19 +627,17 @@ static void book_devices(pr_ctl *c, pr_world *w, const sh_entry *e)
  * less the clock skew the atomic class allows. */
 static bool of_plan(pr_ctl *c, const char *base, size_t i, int64_t began, const pr_class_inst *x)
 {
-	char token[300];
+	char id[300], token[PR_OWNER_MAX];
 	const int64_t *born;
-	size_t k;
 	if(x->owner) {
-		for(k = 0; base[k] && k < sizeof(token) - 24; k++)
-			token[k] = base[k] == '/' ? '.' : base[k];
-		snprintf(token + k, sizeof(token) - k, "-%zu", i);
+		snprintf(id, sizeof(id), "%s#%zu", base, i);
+		pr_owner_token(id, token);
 		return !strcmp(x->owner, token);
 	}
 	if(x->created_ns > 0)
-		return x->created_ns >= began - 60 * PRD_NS_PER_SEC;
+		return x->created_ns >= began - PR_CLOCK_SKEW_NS;
 	born = hmap_get(&c->born, x->node);
-	return born && *born >= began - 60 * PRD_NS_PER_SEC;
+	return born && *born >= began - PR_CLOCK_SKEW_NS;
 }
 
 /* Another instance's open plan: the Nodes it has made so far are held for
@@ -651,9 +649,9 @@ static void hold_plan_nodes(pr_ctl *c, pr_world *w, const sh_entry *e)
 {
 	const kube_provreq *pr = request_of(c, w, e);
 	char *plan = pr ? pr_details_get(pr, PR_DETAIL_PLAN) : NULL, id[256];
-	const char *slash = plan ? strchr(plan, '/') : NULL, *p = e->groups;
+	const char *p = e->groups;
 	sched_res all = { "pods", SCHED_QTY_MAX };
-	int64_t began = slash ? strtoll(slash + 1, NULL, 10) : 0;
+	int64_t began = plan ? pr_plan_began(plan) : 0;
 	size_t i, k, idx;
 	for(i = 0; began > 0 && *p; i++) {
 		size_t n = strcspn(p, ",");
