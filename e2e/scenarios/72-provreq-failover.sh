@@ -59,22 +59,12 @@ echo "bench=delete_recreate_provisioned_s value=$(awk -v a="$t0" -v b="$t1" 'BEG
 pr_stop
 
 # --------------------------------------------------- B: failover
-declare -A pid http
-replica() {
-	local r=$1
-	http[$r]="127.0.0.1:$(pr_free_port)"
-	POD_NAME="provreqd-$r" "$PR_BIN" run --kubeconfig "$KUBECONFIG" --state-db "$PR_WORK/state-$r.db" \
-		--http-addr "${http[$r]}" --cloud-driver "$PR_KWOK_SO" --cloud-config "$PR_WORK/cloud.yaml" \
-		--lease-namespace kube-system --lease-name "$lease" --lease-duration 4s --lease-renew-deadline 3s \
-		--lease-retry-period 1s --provision-timeout 2m --request-backoff-initial 30s --request-backoff-max 30s >>"$PR_WORK/replica-$r.log" 2>&1 &
-	pid[$r]=$!
-	pr_on_exit "kill -9 ${pid[$r]} 2>/dev/null"
-}
-leads() { [[ "$(curl -sS --max-time 2 "http://${http[$1]}/metrics" 2>/dev/null | awk '$1 == "provreqd_leader" { print $2 }')" == 1 ]]; }
+leads() { pr_replica_leads "$1"; }
+replica() { pr_replica "$1" "$lease" --provision-timeout 2m --request-backoff-initial 30s --request-backoff-max 30s; }
 replica one
 t_wait 20 "B: replica one leads" leads one
 replica two
-t_wait 20 "B: replica two is up (standing by)" bash -c "curl -sS --max-time 2 http://${http[two]}/metrics | grep -q '^provreqd_leader 0'"
+t_wait 20 "B: replica two is up (standing by)" pr_replica_stands_by two
 pr_template wb 3 1Gi "$gb"
 pr_request a2 check-capacity wb 2
 t_wait 20 "B: a2 books the group's two nodes" pr_cond_is a2 Provisioned True/CapacityIsFound
@@ -88,13 +78,13 @@ t_wait 20 "B: r2 does not fit (one node for two pods)" pr_cond_is r2 Provisioned
 t_wait 10 "B: r2's next attempt is recorded" bash -c "kubectl get provreq -n $PR_NS r2 -o json |
 	jq -e '.status.provisioningClassDetails[\"provreqd.io/next-attempt\"]' >/dev/null"
 next_ns=$(kubectl get provreq -n "$PR_NS" r2 -o json | jq -r '.status.provisioningClassDetails["provreqd.io/next-attempt"]')
-kill -9 "${pid[one]}"
+kill -9 "${PR_REPLICA_PID[one]}"
 t0=$(date +%s%N)
 t_pass "B: the leader was killed with SIGKILL"
 t_wait 30 "B: replica two takes the Lease" leads two
 t1=$(date +%s%N)
 echo "bench=failover_s value=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')"
-waited=$(curl -sS --max-time 2 "http://${http[two]}/metrics" | awk '$1 == "provreqd_leader_acquire_wait_seconds" { print $2 }')
+waited=$(curl -sS --max-time 2 "http://${PR_REPLICA_HTTP[two]}/metrics" | awk '$1 == "provreqd_leader_acquire_wait_seconds" { print $2 }')
 awk -v w="$waited" 'BEGIN { exit !(w > 1 && w < 120) }' ||
 	t_fail "B: provreqd_leader_acquire_wait_seconds should say how long replica two waited; got '$waited'"
 t_pass "B: provreqd_leader_acquire_wait_seconds says replica two waited ${waited}s"
@@ -112,5 +102,5 @@ t_wait 90 "B: s2 is Provisioned by the new leader" pr_cond_is s2 Provisioned Tru
 t_eq "B: the group holds exactly s2's 3 nodes" 3 "$(pr_count "$gs")"
 t_eq "B: no node was ever created beyond the 3" 3 "$(pr_added "$gs")"
 t_eq "B: a2 is still Provisioned" True/CapacityIsFound "$(pr_cond a2 Provisioned)"
-kill "${pid[two]}" 2>/dev/null || true
+kill "${PR_REPLICA_PID[two]}" 2>/dev/null || true
 t_done

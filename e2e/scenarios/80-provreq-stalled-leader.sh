@@ -31,35 +31,23 @@ pr_watch_nodes "$g"
 pr_cloud_config "- {operation: increase, group: $g, delayMs: 8000}
 - {operation: atomic-increase, group: $g, delayMs: 8000}"
 
-declare -A pid http
-replica() {
-	local r=$1
-	http[$r]="127.0.0.1:$(pr_free_port)"
-	POD_NAME="provreqd-$r" "$PR_BIN" run --kubeconfig "$KUBECONFIG" --state-db "$PR_WORK/state-$r.db" \
-		--http-addr "${http[$r]}" --cloud-driver "$PR_KWOK_SO" --cloud-config "$PR_WORK/cloud.yaml" \
-		--lease-namespace kube-system --lease-name "$lease" --lease-duration 4s --lease-renew-deadline 3s \
-		--lease-retry-period 1s --provision-timeout 3m >>"$PR_WORK/replica-$r.log" 2>&1 &
-	pid[$r]=$!
-	pr_on_exit "kill -CONT ${pid[$r]} 2>/dev/null; kill -9 ${pid[$r]} 2>/dev/null"
-}
-leads() { [[ "$(curl -sS --max-time 2 "http://${http[$1]}/metrics" 2>/dev/null | awk '$1 == "provreqd_leader" { print $2 }')" == 1 ]]; }
-
-replica one
+leads() { pr_replica_leads "$1"; }
+pr_replica one "$lease" --provision-timeout 3m
 t_wait 20 "replica one leads" leads one
-replica two
-t_wait 20 "replica two is up (standing by)" bash -c "curl -sS --max-time 2 http://${http[two]}/metrics | grep -q '^provreqd_leader 0'"
+pr_replica two "$lease" --provision-timeout 3m
+t_wait 20 "replica two is up (standing by)" pr_replica_stands_by two
 
 pr_template w 3 1Gi "$g"
 pr_request job atomic-scale-up w 3
 t_wait 20 "job: ScaleUpInProgress (replica one is inside its 8 s increase)" pr_cond_is job Provisioned False/ScaleUpInProgress
-kill -STOP "${pid[one]}"
+kill -STOP "${PR_REPLICA_PID[one]}"
 t_log "replica one stopped inside its increase"
 stopped_at=$(date +%s)
 t_wait 20 "replica two takes the Lease" leads two
 t_wait 60 "job: Provisioned by replica two" pr_cond_is job Provisioned True/CapacityIsProvisioned
 while (($(date +%s) - stopped_at < 25)); do sleep 1; done
 resumed=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-kill -CONT "${pid[one]}"
+kill -CONT "${PR_REPLICA_PID[one]}"
 t_log "replica one continued after $(($(date +%s) - stopped_at)) s"
 # Its call had 8 s of sleep left at most; give it that and a few passes.
 sleep 15

@@ -81,6 +81,31 @@ pr_cleanup() {
 
 pr_on_exit() { PR_EXIT_HOOKS+=("$1"); }
 
+# pr_replica NAME LEASE [FLAGS...]: a leader-electing provreqd replica
+# with the kwok driver and $PR_WORK/cloud.yaml, its own state DB and log
+# ($PR_WORK/replica-NAME.log), on Lease LEASE (4 s / 3 s / 1 s) in
+# kube-system. Its pid and metrics address go to PR_REPLICA_PID[NAME] and
+# PR_REPLICA_HTTP[NAME]; it is continued (if stopped) and killed on exit.
+declare -gA PR_REPLICA_PID PR_REPLICA_HTTP
+pr_replica() {
+	local r=$1 lease=$2
+	shift 2
+	PR_REPLICA_HTTP[$r]="127.0.0.1:$(pr_free_port)"
+	POD_NAME="provreqd-$r" "$PR_BIN" run --kubeconfig "$KUBECONFIG" --state-db "$PR_WORK/state-$r.db" \
+		--http-addr "${PR_REPLICA_HTTP[$r]}" --cloud-driver "$PR_KWOK_SO" --cloud-config "$PR_WORK/cloud.yaml" \
+		--lease-namespace kube-system --lease-name "$lease" --lease-duration 4s --lease-renew-deadline 3s \
+		--lease-retry-period 1s "$@" >>"$PR_WORK/replica-$r.log" 2>&1 &
+	PR_REPLICA_PID[$r]=$!
+	pr_on_exit "kill -CONT ${PR_REPLICA_PID[$r]} 2>/dev/null; kill -9 ${PR_REPLICA_PID[$r]} 2>/dev/null"
+}
+
+# pr_replica_leads NAME / pr_replica_stands_by NAME: what its metrics say.
+pr_replica_leader_gauge() {
+	curl -sS --max-time 2 "http://${PR_REPLICA_HTTP[$1]}/metrics" 2>/dev/null | awk '$1 == "provreqd_leader" { print $2 }'
+}
+pr_replica_leads() { [[ "$(pr_replica_leader_gauge "$1")" == 1 ]]; }
+pr_replica_stands_by() { [[ "$(pr_replica_leader_gauge "$1")" == 0 ]]; }
+
 # pr_watch_nodes GROUP: "ADDED name" / "MODIFIED name" / "DELETED name"
 # lines for every node of GROUP, from now until the scenario ends.
 pr_watch_nodes() {

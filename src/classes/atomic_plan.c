@@ -1138,14 +1138,13 @@ static void close_as_api_says(const pr_class_host *h, const state_intent *in, st
 void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p)
 {
 	const state_intent *open = NULL;
-	state_intent *copy;
 	size_t n = 0, i, j;
-	if(!h->db || at_open_intents(h, &open, &n) || !n || !(copy = arena_array(h->ar, n, sizeof(*copy))))
+	/* (Closing writes the store, which retires the list being walked;
+	 * a retired list stays valid until the next pass.) */
+	if(!h->db || at_open_intents(h, &open, &n))
 		return;
-	/* (Closing writes the store, which retires the list being walked.) */
-	memcpy(copy, open, n * sizeof(*copy));
 	for(i = 0; i < n; i++) {
-		const state_intent *in = &copy[i];
+		const state_intent *in = &open[i];
 		char base[200], *plan = NULL, *phase = NULL;
 		state_phase ph;
 		for(j = 0; j < p->nprs && strcmp(p->prs[j]->meta.uid, in->request_uid); j++)
