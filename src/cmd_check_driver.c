@@ -109,6 +109,8 @@ int cmd_check_driver(int argc, char **argv)
 	{
 		uint64_t caps = cloud_driver_caps(d->api);
 		printf("  conditional increase/decrease: %s\n", caps & PRD_CLOUD_CAP_CONDITIONAL ? "yes" : "no");
+		printf("  fencing terms (a stale leader's late call refused): %s\n",
+		       caps & PRD_CLOUD_CAP_FENCE ? "yes" : "no");
 		printf("  owner marks on instances: %s\n", caps & PRD_CLOUD_CAP_OWNER_MARK ? "yes" : "no");
 		printf("  creation times of instances: %s\n", caps & PRD_CLOUD_CAP_CREATION_TIME ? "yes" : "no");
 		printf("  a plan's instances are told by: %s\n",

@@ -696,6 +696,23 @@ static void run_pools(run_ctx *r, int64_t now, int64_t *wake, prd_err *e)
 		*wake = now + pool_wait;
 }
 
+/* The fencing key of the election (ABI 1.4): the lease's name, a label
+ * value when it is 63 characters or fewer; a longer name keeps its first 54
+ * and a hash of the whole. */
+static void fence_key(const char *name, char out[64])
+{
+	size_t n = name ? strlen(name) : 0;
+	uint32_t h = 2166136261u;
+	size_t i;
+	if(n <= 63) {
+		snprintf(out, 64, "%s", name ? name : "");
+		return;
+	}
+	for(i = 0; i < n; i++)
+		h = (h ^ (unsigned char)name[i]) * 16777619u;
+	snprintf(out, 64, "%.54s-%08x", name, h);
+}
+
 /* One turn of the worker: a pass when leading, then sleep until the next
  * timer, a change or the resync interval. */
 static void run_iteration(run_ctx *r)
@@ -707,13 +724,16 @@ static void run_iteration(run_ctx *r)
 	if(leading && r->lease && atomic_exchange(&acquired, false)) {
 		/* A new term: the local store may be stale (another replica led
 		 * meanwhile); the API says what is true. */
-		char id[256], term[300];
+		char id[256], term[300], key[64];
 		int64_t transitions = 0;
 		kube_lease_term(r->lease, id, sizeof(id), &transitions);
 		snprintf(term, sizeof(term), "%s#%lld", id, (long long)transitions);
-		pr_ctl_set_term(r->ctl, term);
+		fence_key(r->c.lease_name, key);
+		pr_ctl_set_term(r->ctl, key, id, transitions);
 		pr_ctl_rebuild_from_api(r->ctl);
-		log_info("leader term begins: the local store is rebuilt from the API before acting", "term", term);
+		log_info("leader term begins: the local store is rebuilt from the API and node groups are fenced "
+			 "before acting",
+			 "term", term, "fence_key", key);
 	}
 
 	health_beat(r->hl);

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define PRD_CLOUD_ABI_MAJOR 1
-#define PRD_CLOUD_ABI_MINOR 3
+#define PRD_CLOUD_ABI_MINOR 4
 
 /* The one symbol a driver exports. */
 #define PRD_CLOUD_ENTRY_SYMBOL "provreqd_cloud_driver"
@@ -49,7 +49,8 @@ enum prd_cloud_rc {
 	PRD_CLOUD_EAGAIN = -11,      /* transient; retry later */
 	PRD_CLOUD_EUNSUPPORTED = -12, /* the operation is not available */
 	/* ABI 1.3: a conditional call found the group's target other than
-	 * the caller expected (someone else changed it): nothing was done. */
+	 * the caller expected (someone else changed it), or (1.4) the group
+	 * has seen a newer leader's term: nothing was done. */
 	PRD_CLOUD_ECONFLICT = -17
 };
 
@@ -124,7 +125,14 @@ enum prd_cloud_capability {
 	 * else's. */
 	PRD_CLOUD_CAP_OWNER_MARK = 1u << 1,
 	/* instances() reports created_ns. */
-	PRD_CLOUD_CAP_CREATION_TIME = 1u << 2
+	PRD_CLOUD_CAP_CREATION_TIME = 1u << 2,
+	/* ABI 1.4: fence() exists and the cloud keeps, per group and fence
+	 * key, the highest term it was given; increase() and decrease() carry
+	 * the caller's term and are refused when the group has seen a higher
+	 * one. Value conditions (expected_target) cannot tell a stale
+	 * caller's late call from a current one when the target came back to
+	 * the value it had (a plan closed with nothing made); a term can. */
+	PRD_CLOUD_CAP_FENCE = 1u << 3
 };
 
 /* ABI 1.3: one increase (prd_cloud_driver.increase). */
@@ -143,7 +151,30 @@ typedef struct prd_cloud_increase {
 	 * call creates with it. The host uses one token per plan and may
 	 * call again with the same token to finish an interrupted plan. */
 	const char *owner;
+	/* ---- appended in ABI 1.4 (read only when struct_size covers
+	 * them) ---- */
+	/* The caller's fencing token (PRD_CLOUD_CAP_FENCE): `fence_key`
+	 * names the leader election it comes from (1..63 of [A-Za-z0-9._-],
+	 * beginning and ending alphanumeric), `fence_term` the caller's term
+	 * in it, which only grows from one leader to the next. Refuse with
+	 * PRD_CLOUD_ECONFLICT, changing nothing, when the group has recorded
+	 * a higher term for the key (see fence()); else record this one, if
+	 * higher, and go on. NULL / 0: the caller is not leader-elected. */
+	const char *fence_key;
+	uint64_t fence_term;
 } prd_cloud_increase;
+
+/* ABI 1.4: one decrease of the target (prd_cloud_driver.decrease). */
+typedef struct prd_cloud_decrease {
+	uint32_t struct_size;   /* sizeof(prd_cloud_decrease) as the host built it */
+	const char *group_id;
+	int32_t delta;          /* > 0 */
+	/* As in prd_cloud_increase: >= 0 the target the caller read, -1
+	 * none. */
+	int32_t expected_target;
+	const char *fence_key;  /* as in prd_cloud_increase */
+	uint64_t fence_term;
+} prd_cloud_decrease;
 
 /* Services the host offers a driver. All pointers stay valid from init
  * until fini returns. */
@@ -327,6 +358,24 @@ typedef struct prd_cloud_driver {
 	 * PRD_CLOUD_ECONFLICT, nothing changed). */
 	int (*decrease_target_size_if)(void *state, const char *group_id, int32_t delta,
 				       int32_t expected_target, prd_cloud_error *err);
+
+	/* ---- appended in ABI 1.4 (both required with PRD_CLOUD_CAP_FENCE,
+	 * else optional) ---- */
+
+	/* Record on the group that term `term` of the leader election `key`
+	 * has begun, so that any call carrying a lower term of that key is
+	 * refused from now on: a leader calls it for every group before it
+	 * trusts what the group shows, which makes a stalled former leader's
+	 * late call do nothing. Idempotent for the same term; refused with
+	 * PRD_CLOUD_ECONFLICT when the group has recorded a higher term (the
+	 * caller is no longer the leader). The record must be one a later
+	 * call of any process checks atomically with its own change (the
+	 * same object and version, say), not a note in this process. */
+	int (*fence)(void *state, const char *group_id, const char *key, uint64_t term,
+		     prd_cloud_error *err);
+	/* decrease_target_size as `req` says (expected target, fencing
+	 * token). */
+	int (*decrease)(void *state, const prd_cloud_decrease *req, prd_cloud_error *err);
 } prd_cloud_driver;
 
 /* The entry point every driver exports (defined by the driver):

@@ -108,6 +108,9 @@ int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in
  * increase_size or atomic_increase_size. The group's listing and target
  * are stale afterwards. 0 or a PRD_CLOUD_E* code with *de filled. */
 int at_increase(pr_class_group *g, const state_intent *in, int32_t delta, int32_t expected, prd_cloud_error *de);
+/* decrease_target_size, conditional on `expected` (>= 0) and fenced where the
+ * driver can (ABI 1.4 decrease, else 1.3 decrease_target_size_if). */
+int at_decrease(pr_class_group *g, int32_t delta, int32_t expected, prd_cloud_error *de);
 
 /* At most every `every` ns: in each group whose driver marks instances,
  * delete those carrying the token of a plan this store closed as rolled

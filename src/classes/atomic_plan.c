@@ -926,6 +926,10 @@ int at_increase(pr_class_group *g, const state_intent *in, int32_t delta, int32_
 		rq.atomic = api->atomic_increase_size != NULL;
 		rq.expected_target = expected;
 		rq.owner = token;
+		rq.fence_key = g->fence_key;
+		rq.fence_term = g->fence_term;
+		if(!CLOUD_DRIVER_HAS(api, decrease))
+			rq.struct_size = (uint32_t)offsetof(prd_cloud_increase, fence_key); /* a 1.3 driver */
 		rc = api->increase(g->drv->state, &rq, de);
 	} else {
 		rc = api->atomic_increase_size ? api->atomic_increase_size(g->drv->state, g->id, delta, de)
@@ -936,6 +940,30 @@ int at_increase(pr_class_group *g, const state_intent *in, int32_t delta, int32_
 	/* Even a failed increase may have taken effect (an answer lost to a
 	 * timeout): the target must be read again. */
 	g->target_stale = true;
+	return rc;
+}
+
+int at_decrease(pr_class_group *g, int32_t delta, int32_t expected, prd_cloud_error *de)
+{
+	const prd_cloud_driver *api = g->drv->api;
+	int rc;
+	memset(de, 0, sizeof(*de));
+	if(CLOUD_DRIVER_HAS(api, decrease) && api->decrease) {
+		prd_cloud_decrease rq;
+		memset(&rq, 0, sizeof(rq));
+		rq.struct_size = sizeof(rq);
+		rq.group_id = g->id;
+		rq.delta = delta;
+		rq.expected_target = expected;
+		rq.fence_key = g->fence_key;
+		rq.fence_term = g->fence_term;
+		rc = api->decrease(g->drv->state, &rq, de);
+	} else if(CLOUD_DRIVER_HAS(api, decrease_target_size_if) && api->decrease_target_size_if && expected >= 0) {
+		rc = api->decrease_target_size_if(g->drv->state, g->id, delta, expected, de);
+	} else {
+		rc = api->decrease_target_size(g->drv->state, g->id, delta, de);
+	}
+	de->message[sizeof(de->message) - 1] = '\0';
 	return rc;
 }
 
@@ -1253,10 +1281,7 @@ static void lower_target(const pr_class_host *h, pr_class_group *g, const state_
 		excess = in->delta;
 	if(excess <= 0)
 		return;
-	memset(&de, 0, sizeof(de));
-	rc = CLOUD_DRIVER_HAS(g->drv->api, decrease_target_size_if) && g->drv->api->decrease_target_size_if
-		     ? g->drv->api->decrease_target_size_if(g->drv->state, g->id, (int32_t)excess, g->target, &de)
-		     : g->drv->api->decrease_target_size(g->drv->state, g->id, (int32_t)excess, &de);
+	rc = at_decrease(g, (int32_t)excess, g->target, &de);
 	g->target_stale = true;
 	if(rc) {
 		de.message[sizeof(de.message) - 1] = '\0';

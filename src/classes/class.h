@@ -55,6 +55,10 @@ typedef struct pr_class_group {
 	int64_t backoff_until;
 	bool busy;                /* an open plan already targets it */
 	bool busy_elsewhere;      /* ... another shard's (the API says so): stays busy this pass */
+	/* The fencing token every increase and decrease carries (ABI 1.4):
+	 * the election key (borrowed, NULL none) and this replica's term. */
+	const char *fence_key;
+	uint64_t fence_term;
 	/* `target` was read before a call that may have changed it (an
 	 * increase that failed may still have taken effect): read it again
 	 * (pr_group_refresh_target) before trusting it. */

@@ -104,6 +104,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	arena_init(&c->bres_ar);
 	hmap_init(&c->class_kept, free);
 	hmap_init(&c->prs, NULL);
+	hmap_init(&c->fenced_groups, NULL);
 	pr__dirty_init(c);
 	pr__shards_init(c);
 	c->need_rebuild = true;
@@ -184,6 +185,7 @@ void pr_ctl_free(pr_ctl *c)
 	arena_free(&c->bres_ar);
 	drop_kept_requests(c);
 	hmap_free(&c->prs);
+	hmap_free(&c->fenced_groups);
 	free(c);
 }
 
@@ -226,9 +228,19 @@ void pr_ctl_rebuild_from_api(pr_ctl *c)
 	c->need_rebuild = true;
 }
 
-void pr_ctl_set_term(pr_ctl *c, const char *term)
+void pr_ctl_set_term(pr_ctl *c, const char *key, const char *identity, int64_t transitions)
 {
-	str_copy(c->term, sizeof(c->term), term ? term : "");
+	uint64_t t = key && key[0] && transitions >= 0 ? (uint64_t)transitions + 1 : 0;
+	if(identity && identity[0])
+		snprintf(c->term, sizeof(c->term), "%s#%lld", identity, (long long)transitions);
+	else
+		c->term[0] = '\0';
+	if(t != c->fence_term || strcmp(c->fence_key, key && t ? key : "")) {
+		hmap_free(&c->fenced_groups);
+		hmap_init(&c->fenced_groups, NULL);
+	}
+	str_copy(c->fence_key, sizeof(c->fence_key), key && t ? key : "");
+	c->fence_term = t;
 }
 
 bool pr__may_act(pr_ctl *c)
@@ -538,6 +550,42 @@ static void feed_nodes(pr_ctl *c, size_t d)
 	free(f.v);
 }
 
+/* Before a term acts on a group, the group records the term (ABI 1.4
+ * fence), so that a late call of an earlier leader (stalled inside or
+ * before the call) is refused by the cloud. Until every group of a fencing
+ * driver has confirmed it, the pass acts on nothing (retried a second
+ * later): a former leader's call may still land on a group that has not.
+ * A group that has seen a newer term says this replica no longer leads. */
+static void fence_group(pr_ctl *c, pr_group *g)
+{
+	const prd_cloud_driver *api = g->drv->api;
+	prd_cloud_error de;
+	int rc;
+	if(!c->fence_term || !(cloud_driver_caps(api) & PRD_CLOUD_CAP_FENCE) || !CLOUD_DRIVER_HAS(api, fence) ||
+	   !api->fence || hmap_has(&c->fenced_groups, g->id) || !pr__may_act(c))
+		return;
+	memset(&de, 0, sizeof(de));
+	rc = api->fence(g->drv->state, g->id, c->fence_key, c->fence_term, &de);
+	de.message[sizeof(de.message) - 1] = '\0';
+	if(rc == 0 && hmap_put(&c->fenced_groups, g->id, NULL) == 0) {
+		log_debug("node group fenced for this leader term", "group", g->id, "term", c->term);
+		return;
+	}
+	c->fenced = true;
+	metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", "fenced"), 1);
+	if(rc == PRD_CLOUD_ECONFLICT) {
+		log_warn("a node group has seen a newer leader term: this replica no longer leads; the pass stops "
+			 "acting",
+			 "group", g->id, "term", c->term, "error", de.message);
+		return;
+	}
+	if(c->next_wake > c->now + PRD_NS_PER_SEC)
+		c->next_wake = c->now + PRD_NS_PER_SEC;
+	log_warn("cannot fence a node group for this leader term: the pass acts on nothing until every group is "
+		 "fenced; retrying",
+		 "group", g->id, "error", rc ? de.message : "out of memory");
+}
+
 static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t d, i;
@@ -591,6 +639,11 @@ static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 			}
 			if(c->db)
 				state_group_backed_off(c->db, pg->id, &pg->backed_off, &pg->backoff_until, NULL);
+			if(c->fence_term) {
+				pg->fence_key = c->fence_key;
+				pg->fence_term = c->fence_term;
+			}
+			fence_group(c, pg);
 		}
 		drv->api->release_node_groups(drv->state, g, n);
 	}
@@ -1535,7 +1588,9 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	if((rc = copy_templates(c, w, tp, ntp)))
 		return prd_err_set(err, rc, "out of memory");
-	if(c->need_rebuild && c->db) {
+	/* (Not in a pass that may not act: a term whose groups are not all
+	 * fenced yet rebuilds in the first pass that may.) */
+	if(c->need_rebuild && c->db && !c->fenced) {
 		pr__rebuild_from_api(c, w);
 		c->need_rebuild = false;
 		w->term_began = true;

@@ -147,10 +147,14 @@ void pr_ctl_set_fence(pr_ctl *c, pr_fence_fn may_act, void *ud);
  * first pass after pr_ctl_new always rebuilds. */
 void pr_ctl_rebuild_from_api(pr_ctl *c);
 
-/* The leader term this replica acts in ("identity#leaseTransitions"; NULL
- * or "" when not leader-elected), copied: every scale-up plan records the
- * term that made it, in the state store and in the request's status. */
-void pr_ctl_set_term(pr_ctl *c, const char *term);
+/* The leader term this replica acts in: the election's key (the lease's
+ * name, a label value: "" or NULL when not leader-elected), the holder's
+ * identity and the lease's transition count when it was taken. Every
+ * scale-up plan records the term that made it ("identity#transitions"),
+ * in the state store and in the request's status; drivers that can fence
+ * (ABI 1.4 PRD_CLOUD_CAP_FENCE) get (key, transitions + 1) with every
+ * call, and each group is fenced with it before the term acts on it. */
+void pr_ctl_set_term(pr_ctl *c, const char *key, const char *identity, int64_t transitions);
 
 /* The Event type ("Warning" or "Normal") recorded when a request's
  * condition `type` changes to `status` with `reason`. Warning marks what an

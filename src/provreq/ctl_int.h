@@ -227,6 +227,9 @@ struct pr_ctl {
 	bool fenced;              /* may_act said no during this pass */
 	bool need_rebuild;        /* rebuild the local store from the API first */
 	char term[300];           /* pr_ctl_set_term */
+	char fence_key[64];       /* pr_ctl_set_term: the election, "" none */
+	uint64_t fence_term;      /* ... and the term in it, 0 none */
+	hmap fenced_groups;       /* groups fenced in this term (no values) */
 	struct pr_status_write *writes; /* status writes deferred to the end of the pass */
 	size_t nwrites;
 	struct pr_node_mark *marks; /* node marks deferred to the end of the pass */

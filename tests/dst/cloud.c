@@ -224,11 +224,42 @@ static bool token_ok(const char *t)
 	return true;
 }
 
+/* The election a fencing key names (tests/dst/replica.c, term_begins). */
+static int fence_slot(const char *key)
+{
+	if(key && !strncmp(key, "lease-", 6) && key[6] >= '0' && key[6] < '0' + NLEASES && !key[7])
+		return key[6] - '0';
+	return -1;
+}
+
+/* ABI 1.4: a call carrying an older term than the group has seen is
+ * refused; a newer one is recorded. Checked when the call takes effect. */
+static int term_check(grp *g, const char *key, uint64_t term, const char *what, prd_cloud_error *err)
+{
+	int k;
+	if(!term)
+		return 0;
+	k = fence_slot(key);
+	if(k < 0) {
+		snprintf(err->message, sizeof(err->message), "%s: unknown fencing key %s", what, key ? key : "(null)");
+		err->code = PRD_CLOUD_EINVAL;
+		return PRD_CLOUD_EINVAL;
+	}
+	if(g->fence[k] > term) {
+		snprintf(err->message, sizeof(err->message), "%s: group %s has seen term %llu of %s, newer than %llu",
+			 what, g->id, (unsigned long long)g->fence[k], key, (unsigned long long)term);
+		err->code = PRD_CLOUD_ECONFLICT;
+		return PRD_CLOUD_ECONFLICT;
+	}
+	g->fence[k] = term;
+	return 0;
+}
+
 /* One increase, whichever entry point: `expected` < 0 is unconditional.
  * The call is decided when it begins (a stall there delays its effect); the
  * target is compared when it takes effect. */
 static int increase(replica *r, const char *gid, int32_t d, int32_t expected, const char *owner,
-		    prd_cloud_error *err)
+		    const char *fkey, uint64_t fterm, prd_cloud_error *err)
 {
 	grp *g = group_of(gid);
 	char plan[128] = "";
@@ -243,6 +274,10 @@ static int increase(replica *r, const char *gid, int32_t d, int32_t expected, co
 		snprintf(err->message, sizeof(err->message), "ZONE_RESOURCE_POOL_EXHAUSTED: no capacity for %d nodes", d);
 		err->code = PRD_CLOUD_EIO;
 		return PRD_CLOUD_EIO;
+	}
+	if(term_check(g, fkey, fterm, "increase", err)) {
+		vlog("cloud: %s refused %s's increase +%d: %s", g->id, r->name, d, err->message);
+		return err->code;
 	}
 	if(expected >= 0 && g->target != expected) {
 		snprintf(err->message, sizeof(err->message), "target is %d, not the expected %d", g->target, expected);
@@ -282,7 +317,7 @@ static int increase(replica *r, const char *gid, int32_t d, int32_t expected, co
 
 static int c_increase_size(void *st, const char *gid, int32_t d, prd_cloud_error *err)
 {
-	return increase(st, gid, d, -1, NULL, err);
+	return increase(st, gid, d, -1, NULL, NULL, 0, err);
 }
 
 static int c_increase(void *st, const prd_cloud_increase *req, prd_cloud_error *err)
@@ -294,7 +329,9 @@ static int c_increase(void *st, const prd_cloud_increase *req, prd_cloud_error *
 		err->code = PRD_CLOUD_EINVAL;
 		return PRD_CLOUD_EINVAL;
 	}
-	return increase(st, req->group_id, req->delta, req->expected_target, req->owner, err);
+	bool termed = req->struct_size >= offsetof(prd_cloud_increase, fence_term) + sizeof(req->fence_term);
+	return increase(st, req->group_id, req->delta, req->expected_target, req->owner,
+			termed ? req->fence_key : NULL, termed ? req->fence_term : 0, err);
 }
 
 static void start_delete(replica *r, grp *g, inst *x, const char *how)
@@ -312,7 +349,8 @@ static void start_delete(replica *r, grp *g, inst *x, const char *how)
 	g->target--;
 }
 
-static int decrease(replica *r, const char *gid, int32_t d, int32_t expected, prd_cloud_error *err)
+static int decrease(replica *r, const char *gid, int32_t d, int32_t expected, const char *fkey, uint64_t fterm,
+		    prd_cloud_error *err)
 {
 	grp *g = group_of(gid);
 	int32_t pending = 0, existing = 0;
@@ -322,6 +360,10 @@ static int decrease(replica *r, const char *gid, int32_t d, int32_t expected, pr
 		return no_group(gid, err);
 	if(transient(err, "decrease target"))
 		return PRD_CLOUD_EAGAIN;
+	if(term_check(g, fkey, fterm, "decrease", err)) {
+		vlog("cloud: %s refused %s's decrease -%d: %s", g->id, r->name, d, err->message);
+		return err->code;
+	}
 	if(expected >= 0 && g->target != expected) {
 		snprintf(err->message, sizeof(err->message), "target is %d, not the expected %d", g->target, expected);
 		err->code = PRD_CLOUD_ECONFLICT;
@@ -359,7 +401,7 @@ static int decrease(replica *r, const char *gid, int32_t d, int32_t expected, pr
 
 static int c_decrease(void *st, const char *gid, int32_t d, prd_cloud_error *err)
 {
-	return decrease(st, gid, d, -1, err);
+	return decrease(st, gid, d, -1, NULL, 0, err);
 }
 
 static int c_decrease_if(void *st, const char *gid, int32_t d, int32_t expected, prd_cloud_error *err)
@@ -369,7 +411,41 @@ static int c_decrease_if(void *st, const char *gid, int32_t d, int32_t expected,
 		err->code = PRD_CLOUD_EINVAL;
 		return PRD_CLOUD_EINVAL;
 	}
-	return decrease(st, gid, d, expected, err);
+	return decrease(st, gid, d, expected, NULL, 0, err);
+}
+
+static int c_decrease_req(void *st, const prd_cloud_decrease *req, prd_cloud_error *err)
+{
+	if(req->struct_size < sizeof(*req) || !req->group_id || req->expected_target < -1) {
+		snprintf(err->message, sizeof(err->message), "bad decrease request");
+		err->code = PRD_CLOUD_EINVAL;
+		return PRD_CLOUD_EINVAL;
+	}
+	return decrease(st, req->group_id, req->delta, req->expected_target, req->fence_key, req->fence_term, err);
+}
+
+/* ABI 1.4: record a term on the group (a write to the group, which can
+ * fail and stall like any other). */
+static int c_fence(void *st, const char *gid, const char *key, uint64_t term, prd_cloud_error *err)
+{
+	replica *r = st;
+	grp *g = group_of(gid);
+	int rc;
+	call_begin(r, true);
+	if(!g)
+		return no_group(gid, err);
+	if(transient(err, "fence"))
+		return PRD_CLOUD_EAGAIN;
+	if(!term) {
+		snprintf(err->message, sizeof(err->message), "fence: term 0");
+		err->code = PRD_CLOUD_EINVAL;
+		return PRD_CLOUD_EINVAL;
+	}
+	rc = term_check(g, key, term, "fence", err);
+	vlog("cloud: %s fenced by %s with term %llu of %s%s", g->id, r->name, (unsigned long long)term, key,
+	     rc ? ": refused" : "");
+	crash_point(r, true);
+	return rc;
 }
 
 /* Delete the instances named by id, or by node name. An id the cloud does
@@ -427,9 +503,13 @@ const prd_cloud_driver sim_driver = {
 	.delete_instances = c_delete_instances,
 	/* ABI 1.3: the host steps through instances() by this. */
 	.instance_size = sizeof(prd_cloud_instance),
-	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME,
+	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME |
+			PRD_CLOUD_CAP_FENCE,
 	.increase = c_increase,
 	.decrease_target_size_if = c_decrease_if,
+	/* ABI 1.4 */
+	.fence = c_fence,
+	.decrease = c_decrease_req,
 };
 
 /* ----------------------------------------------- the cloud on its own */
@@ -564,7 +644,7 @@ void outside_act(void)
 const char *cloud_selftest(replica *r)
 {
 	const char tok[] = "00000000-0000-4000-8000-000000000001.1714557600000000000-0";
-	prd_cloud_increase in = { sizeof(in), "ga", 2, 1, 0, tok };
+	prd_cloud_increase in = { sizeof(in), "ga", 2, 1, 0, tok, NULL, 0 };
 	prd_cloud_error e;
 	prd_cloud_instance *v = NULL;
 	grp *g = group_of("ga");

@@ -355,6 +355,11 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.r[2].leading = dst.shards;
 	dst.r[0].last_renew = dst.r[2].last_renew = now_ns();
 	dst.lease[0].renew_time = dst.lease[1].renew_time = now_ns();
+	if(dst.multi) {
+		term_begins(&dst.r[0]);
+		if(dst.shards)
+			term_begins(&dst.r[2]);
+	}
 	if(dst.verbose)
 		fprintf(stderr, "seed %lld (%s%s): transient %d%%, stockout %d%%, ambiguous %d%%, instance failures %d%%%s%s\n",
 			(long long)seed, dst.shards ? "several actors" : dst.multi ? "two replicas" : "one controller",

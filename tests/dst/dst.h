@@ -73,6 +73,7 @@ typedef struct grp {
 	const char *cpu;
 	int32_t max;
 	int32_t target;
+	uint64_t fence[NLEASES]; /* the highest term of each election the group has seen (ABI 1.4) */
 	inst v[MAXI];
 	size_t n;
 } grp;
@@ -109,6 +110,7 @@ typedef struct replica {
 typedef struct lease_rec {
 	int holder;
 	int64_t renew_time;
+	int64_t transitions;  /* leaseTransitions: grows whenever the holder changes */
 } lease_rec;
 
 /* A plan as the API showed it (the oracle's ledger): one per intent, that
@@ -200,6 +202,7 @@ void crash_point(replica *r, bool after);
 void call_begin(replica *r, bool mutating);
 bool lease_valid(const replica *r);
 bool fence_says(const replica *r);
+void term_begins(replica *r);
 void advance(int64_t ns);
 void stall(replica *r, int64_t ns, const char *where);
 replica *pick_leader(void);

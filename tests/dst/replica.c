@@ -66,9 +66,24 @@ static bool fence(void *ud)
 	return dst.unfenced || fence_says(ud);
 }
 
+/* What `provreqd run` does when its lease loop says it took the lease:
+ * the term (the election's key, the identity and leaseTransitions) goes
+ * to the controller, which fences every group with it before acting. */
+void term_begins(replica *r)
+{
+	char key[16];
+	if(dst.unfenced)
+		return; /* the deliberately broken build: no fence at all */
+	snprintf(key, sizeof(key), "lease-%d", r->lease);
+	pr_ctl_set_term(r->ctl, key, r->name, dst.lease[r->lease].transitions);
+}
+
 static void acquired(replica *r, lease_rec *l, const char *how)
 {
+	if(l->holder != r->idx)
+		l->transitions++;
 	l->holder = r->idx;
+	term_begins(r);
 	l->renew_time = now_ns();
 	r->last_renew = now_ns();
 	r->leading = true;
