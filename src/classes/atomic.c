@@ -922,7 +922,7 @@ static void target_moved(const pr_class_host *h, const pr_class_req *req, at_pla
 	char msg[1100];
 	size_t k;
 	metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(p->v[i].node_group, "target_moved"), 1);
-	log_warn("scale-up not made: the group's target moved since the plan was made; planning again", "group",
+	log_warn("scale-up not made: the group's target moved since the plan was made (or a newer leader fenced it); planning again", "group",
 		 p->v[i].node_group, "plan", p->v[i].plan_id, "cause", why);
 	for(k = i; k < p->n; k++) {
 		at_close_without_effect(h, at_find_group(h, p->v[k].node_group), &p->v[k],
@@ -1116,6 +1116,21 @@ out:
 	return handled;
 }
 
+/* The status of an open plan says which term carries it now: the term
+ * that made it, or the one that took it over since (so a replica that
+ * ended the plan in an older term learns from the API that another leader
+ * carried it on: reopen_carried_on). */
+static void claim_term(const pr_class_host *h, const pr_class_req *req)
+{
+	char *was;
+	if(req->terminal || !h->term || !h->term[0])
+		return;
+	was = pr_details_get(req->pr, PR_DETAIL_TERM);
+	if(!was || strcmp(was, h->term))
+		h->set_detail(h->ctx, PR_DETAIL_TERM, h->term);
+	free(was);
+}
+
 static void atomic_decide(const pr_class_module *m, const pr_class_host *h, const pr_class_req *req)
 {
 	at_plan p;
@@ -1123,6 +1138,7 @@ static void atomic_decide(const pr_class_module *m, const pr_class_host *h, cons
 	if(!req->terminal && req->sets && finish_recorded(h, req))
 		return;
 	if(at_plan_open(h, req->pr->meta.uid, &p)) {
+		claim_term(h, req);
 		bool again = progress(h, req, &p);
 		at_plan_free(&p);
 		if(again)
