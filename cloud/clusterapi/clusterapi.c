@@ -425,9 +425,9 @@ static int cp_instances(void *state, const char *group_id, prd_cloud_instance **
 		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	}
 	for(i = 0; i < n; i++) {
-		json_object *m = json_object_array_get_idx(machines, i), *st = capi_jobj(m, "status");
-		const char *node = machine_node(m), *fmsg = capi_jstr(st, "failureMessage");
-		const char *freason = capi_jstr(st, "failureReason");
+		json_object *m = json_object_array_get_idx(machines, i);
+		const char *node = machine_node(m), *fcode = NULL, *fmsg = NULL;
+		int fclass = capi_machine_failure(m, &fcode, &fmsg);
 		char id[600];
 		machine_id(m, id, sizeof(id));
 		v[k].id = capi_strdup(id);
@@ -436,9 +436,9 @@ static int cp_instances(void *state, const char *group_id, prd_cloud_instance **
 			     : node		 ? PRD_CLOUD_INSTANCE_RUNNING
 						 : PRD_CLOUD_INSTANCE_CREATING;
 		v[k].created_ns = created_ns(m);
-		if(fmsg && fmsg[0]) {
-			v[k].error_class = PRD_CLOUD_ERRCLASS_OTHER;
-			v[k].error_code = capi_strdup(freason && freason[0] ? freason : "MachineFailed");
+		if(fclass != PRD_CLOUD_ERRCLASS_NONE) {
+			v[k].error_class = fclass;
+			v[k].error_code = capi_strdup(fcode);
 			v[k].error_message = capi_strdup(fmsg);
 			if(!v[k].error_code || !v[k].error_message)
 				rc = PRD_CLOUD_ENOMEM;

@@ -64,6 +64,15 @@ const char *capi_kind_plural(capi_kind k);
 void capi_path(const capi *c, char *out, size_t n, const char *plural, const char *ns, const char *name,
 	       const char *sub);
 
+/* Whether Machine m failed, and how: v1beta1's status.failureReason /
+ * failureMessage (also under v1beta2's status.deprecated.v1beta1), else a
+ * v1beta2 InfrastructureReady or BootstrapConfigReady condition that is
+ * False with a reason that is not "under way" (NotReady, WaitingFor...,
+ * ...Provisioning...). Returns the prd_cloud_error_class (NONE: not failed;
+ * OUT_OF_RESOURCES for capacity/stockout/quota reasons); *code and
+ * *message point into m. */
+int capi_machine_failure(json_object *m, const char **code, const char **message);
+
 /* capi_fence.c: fencing terms (ABI 1.4), recorded as the annotation
  * provreqd.io/fence-<key> on the group's object. */
 typedef struct capi_view {

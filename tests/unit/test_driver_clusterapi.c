@@ -911,6 +911,59 @@ static void test_fence_keys(void)
 	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
 }
 
+/* Cluster API v1beta2 removed status.failureReason/failureMessage: a
+ * failure shows as an InfrastructureReady or BootstrapConfigReady
+ * condition that is False with the provider's reason (or under
+ * status.deprecated.v1beta1). A stockout or quota reason is out of
+ * resources; a bootstrap failure is other; NotReady or WaitingFor... is
+ * a Machine under way, not a failure. Catches a driver that only reads the
+ * v1beta1 fields (no failure seen until the provision timeout). */
+static void test_v1beta2_failures(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_cloud_instance *v = NULL;
+	size_t n = 0, i;
+	int seen = 0;
+#define COND(type, reason, msg)                                                                                        \
+	"\"conditions\":[{\"type\":\"" type "\",\"status\":\"False\",\"reason\":\"" reason "\",\"message\":\"" msg "\","     \
+	"\"lastTransitionTime\":\"2024-05-01T09:00:00Z\"}]"
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 5);
+	machine("m-stock", "md-a", NULL, COND("InfrastructureReady", "InsufficientCapacity", "zone e2e-a is out"));
+	machine("m-boot", "md-a", NULL, COND("BootstrapConfigReady", "BootstrapFailed", "no join token"));
+	machine("m-wait", "md-a", NULL, COND("InfrastructureReady", "NotReady", "E2EMachine is not provisioned"));
+	machine("m-wait2", "md-a", NULL, COND("BootstrapConfigReady", "WaitingForDataSecret", ""));
+	machine("m-dep", "md-a", NULL,
+		"\"deprecated\":{\"v1beta1\":{\"failureReason\":\"QuotaExceeded\",\"failureMessage\":\"vCPU quota\"}}");
+#undef COND
+	load(NULL);
+	CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, "MachineDeployment/ns1/md-a", &v, &n, &e), 0);
+	CU_ASSERT_EQUAL(n, 5);
+	for(i = 0; i < n; i++) {
+		const char *id = v[i].id;
+		if(!strcmp(id, "clusterapi://ns1/m-stock")) {
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES);
+			CU_ASSERT_STRING_EQUAL(v[i].error_code, "InsufficientCapacity");
+			CU_ASSERT_STRING_EQUAL(v[i].error_message, "zone e2e-a is out");
+			seen++;
+		} else if(!strcmp(id, "clusterapi://ns1/m-boot")) {
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_OTHER);
+			CU_ASSERT_STRING_EQUAL(v[i].error_code, "BootstrapFailed");
+			seen++;
+		} else if(!strcmp(id, "clusterapi://ns1/m-dep")) {
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES);
+			CU_ASSERT_STRING_EQUAL(v[i].error_message, "vCPU quota");
+			seen++;
+		} else {
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_NONE);
+			CU_ASSERT_EQUAL(v[i].state, PRD_CLOUD_INSTANCE_CREATING);
+			seen++;
+		}
+	}
+	CU_ASSERT_EQUAL(seen, 5);
+	drv->api->release_instances(drv->state, v, n);
+}
+
 static const test_case cases[] = {
 	{"discovery: annotated groups only, bad values reported", test_discovery},
 	{"bad config", test_bad_config},
@@ -926,6 +979,7 @@ static const test_case cases[] = {
 	{"fence: a late call with an older term is refused", test_fence_refuses_older_terms},
 	{"fence: a fence between read and write is a conflict", test_fence_stale_resource_version},
 	{"fence: keys and garbled records", test_fence_keys},
+	{"v1beta2 failures: conditions and deprecated fields", test_v1beta2_failures},
 	{NULL, NULL}};
 
 int main(void)
