@@ -11,11 +11,15 @@
 #     atomic request for 3 nodes; the real MachineSet controller makes 3
 #     Machines, the provider 3 kwok Nodes; Provisioned only after the
 #     Nodes, exactly 3 Machines.
+#   * scale from zero from the template: md-tpl carries no cpu/memory
+#     annotations; its E2EMachineTemplate's status.capacity (published by
+#     the provider) is the template node; 0 -> 2.
 #   * Machines failing: md-bad's template fails every machine with an
 #     InsufficientCapacity stockout (a v1beta2 condition, no failureMessage).
 #     The request fails within seconds naming the stockout, md-bad goes
 #     back to its 0 replicas and no Machine is left.
-# Prints bench=capi_real_atomic_provisioned_s and
+# Prints bench=capi_real_atomic_provisioned_s,
+# bench=capi_real_scale_from_zero_provisioned_s and
 # bench=capi_real_rollback_leftover_machines.
 set -euo pipefail
 # shellcheck source=../testlib.sh
@@ -56,16 +60,23 @@ export KUBECONFIG=$CAPI_MGMT_KUBECONFIG
 pr_init pr87
 trap capi_exit EXIT
 
-g_ok=$(t_unique capi-ok) g_bad=$(t_unique capi-bad)
-PR_GROUPS+=("$g_ok" "$g_bad")
+g_ok=$(t_unique capi-ok) g_bad=$(t_unique capi-bad) g_tpl=$(t_unique capi-tpl)
+PR_GROUPS+=("$g_ok" "$g_bad" "$g_tpl")
 capi_real_provider "$PR_NS" "$CAPI_MGMT_KUBECONFIG" "$capi_work/provider.log"
 capi_real_cluster "$PR_NS" c1 "$CAPI_MGMT_KUBECONFIG"
 
 cap=capacity.cluster-autoscaler.kubernetes.io
-# md NAME GROUP-LABEL [TEMPLATE-ANNOTATIONS]: a MachineDeployment sized 0..6
-# at 0 replicas whose Machines come from E2EMachineTemplate NAME (4 CPUs,
-# 8Gi, label provreqd.io/node-group=GROUP-LABEL).
+# md NAME GROUP-LABEL [TEMPLATE-ANNOTATIONS [NO-CAPACITY-ANNOTATIONS]]: a
+# MachineDeployment sized 0..6 at 0 replicas whose Machines come from
+# E2EMachineTemplate NAME (4 CPUs, 8Gi, label provreqd.io/node-group=GROUP-LABEL);
+# with a 4th argument its only capacity annotation is the labels one (the
+# template's status.capacity says the rest).
 md() {
+	local capann="$cap/cpu: \"4\"
+    $cap/memory: 8Gi
+    $cap/maxPods: \"110\"
+    "
+	[[ -n "${4:-}" ]] && capann=""
 	kubectl -n "$PR_NS" apply -f - >/dev/null <<EOF
 apiVersion: infrastructure.e2e.provreqd.io/v1alpha1
 kind: E2EMachineTemplate
@@ -84,10 +95,7 @@ metadata:
   annotations:
     cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size: "0"
     cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size: "6"
-    $cap/cpu: "4"
-    $cap/memory: 8Gi
-    $cap/maxPods: "110"
-    $cap/labels: $PR_GROUP_LABEL=$2
+    $capann$cap/labels: $PR_GROUP_LABEL=$2
 spec:
   clusterName: c1
   replicas: 0
@@ -114,13 +122,15 @@ ts() { date -d "$1" +%s; }
 
 md md-ok "$g_ok"
 md md-bad "$g_bad" '"e2e.provreqd.io/fail": "InsufficientCapacity: no capacity left in zone e2e-a"'
-t_wait 30 "the provider publishes md-ok's template capacity" bash -c \
-	"[[ \$(kubectl -n $PR_NS get e2emachinetemplate md-ok -o jsonpath='{.status.capacity.cpu}') == 4 ]]"
+md md-tpl "$g_tpl" "" no-capacity-annotations
+t_wait 30 "the provider publishes md-tpl's template capacity" bash -c \
+	"[[ \$(kubectl -n $PR_NS get e2emachinetemplate md-tpl -o jsonpath='{.status.capacity.cpu}') == 4 ]]"
 
 printf 'namespace: %s\nversion: v1beta2\n' "$PR_NS" >"$PR_WORK/cloud.yaml"
 pr_start --provision-timeout 2m --scale-down=false
 pr_template w-ok 3 1Gi "$g_ok"
 pr_template w-bad 3 1Gi "$g_bad"
+pr_template w-tpl 3 1Gi "$g_tpl"
 
 # --- scale from zero: 0 -> 3 Machines made by the real MachineSet controller
 pr_request ok atomic-scale-up w-ok 3
@@ -136,6 +146,15 @@ last_node=$(kubectl get nodes -l "$PR_GROUP_LABEL=$g_ok" -o 'jsonpath={range .it
 	t_fail "Provisioned at $prov, before the last Node registered at $last_node"
 t_pass "Provisioned ($prov) after the last Node registered ($last_node); created $created"
 echo "bench=capi_real_atomic_provisioned_s value=$(($(ts "$prov") - $(ts "$created")))"
+
+# --- scale from zero from the infrastructure template's status.capacity
+pr_request tpl atomic-scale-up w-tpl 2
+t_wait 120 "tpl: Provisioned=True/CapacityIsProvisioned" pr_cond_is tpl Provisioned True/CapacityIsProvisioned
+t_eq "md-tpl grew to 2 replicas" 2 "$(replicas md-tpl)"
+t_eq "2 Ready Nodes of md-tpl" 2 "$(pr_ready "$g_tpl")"
+created=$(kubectl get provreq -n "$PR_NS" tpl -o jsonpath='{.metadata.creationTimestamp}')
+prov=$(kubectl get provreq -n "$PR_NS" tpl -o 'jsonpath={.status.conditions[?(@.type=="Provisioned")].lastTransitionTime}')
+echo "bench=capi_real_scale_from_zero_provisioned_s value=$(($(ts "$prov") - $(ts "$created")))"
 
 # --- every Machine fails with a stockout (v1beta2 condition only)
 pr_request bad atomic-scale-up w-bad 2 noRetry=true

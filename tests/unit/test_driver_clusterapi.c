@@ -964,6 +964,42 @@ static void test_v1beta2_failures(void)
 	drv->api->release_instances(drv->state, v, n);
 }
 
+/* Scale from zero from the infrastructure machine template's published
+ * status.capacity and status.nodeInfo (Cluster API's autoscaling contract),
+ * the group's capacity annotations overriding it key by key. Catches a
+ * driver that reads only the annotations (no template: memory 16Gi only). */
+static void test_template_from_infra_template(void)
+{
+	static const kube_resource TPLS = {"infrastructure.e2e.provreqd.io", "v1alpha1", "e2emachinetemplates",
+					   "E2EMachineTemplate", true};
+	prd_cloud_error e = {0, ""};
+	char *node = NULL;
+	json_object *o, *cap, *labels;
+	fresh_api();
+	CU_ASSERT_EQUAL_FATAL(memapi_add_kind(m, &TPLS, MEMAPI_STATUS), 0);
+	create("/apis/infrastructure.e2e.provreqd.io/v1alpha1/namespaces/ns1/e2emachinetemplates",
+	       "{\"metadata\":{\"name\":\"big\"},\"spec\":{\"template\":{\"spec\":{}}},"
+	       "\"status\":{\"capacity\":{\"cpu\":\"8\",\"memory\":\"32Gi\",\"nvidia.com/gpu\":\"2\"},"
+	       "\"nodeInfo\":{\"architecture\":\"arm64\",\"operatingSystem\":\"linux\"}}}");
+	create(CAPI "/namespaces/ns1/machinedeployments",
+	       "{\"metadata\":{\"name\":\"md-t\",\"annotations\":{" SIZES("0", "5") ",\"" CAP "memory\":\"16Gi\","
+	       "\"" CAP "labels\":\"pool=big\"}},\"spec\":{\"replicas\":0,\"template\":{\"spec\":{"
+	       "\"infrastructureRef\":{\"apiVersion\":\"infrastructure.e2e.provreqd.io/v1alpha1\","
+	       "\"kind\":\"E2EMachineTemplate\",\"name\":\"big\"}}}}}");
+	load(NULL);
+	CU_ASSERT_EQUAL_FATAL(drv->api->template_node(drv->state, "MachineDeployment/ns1/md-t", &node, &e), 0);
+	o = json_tokener_parse(node);
+	cap = json_object_object_get(json_object_object_get(o, "status"), "capacity");
+	labels = json_object_object_get(json_object_object_get(o, "metadata"), "labels");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(cap, "cpu")), "8");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(cap, "memory")), "16Gi");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(cap, "nvidia.com/gpu")), "2");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(labels, "kubernetes.io/arch")), "arm64");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(labels, "pool")), "big");
+	json_object_put(o);
+	drv->api->release_string(drv->state, node);
+}
+
 static const test_case cases[] = {
 	{"discovery: annotated groups only, bad values reported", test_discovery},
 	{"bad config", test_bad_config},
@@ -980,6 +1016,7 @@ static const test_case cases[] = {
 	{"fence: a fence between read and write is a conflict", test_fence_stale_resource_version},
 	{"fence: keys and garbled records", test_fence_keys},
 	{"v1beta2 failures: conditions and deprecated fields", test_v1beta2_failures},
+	{"scale from zero from the infrastructure template's status", test_template_from_infra_template},
 	{NULL, NULL}};
 
 int main(void)
