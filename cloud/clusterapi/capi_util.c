@@ -89,7 +89,9 @@ int capi_machine_failure(json_object *m, const char **code, const char **message
 	if(fmsg && fmsg[0]) {
 		*code = freason && freason[0] ? freason : "MachineFailed";
 		*message = fmsg;
-		return resource_reason(*code) ? PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES : PRD_CLOUD_ERRCLASS_OTHER;
+		/* Class other, as this driver always reported them: their
+		 * reasons are free text (CreateError...), not a vocabulary. */
+		return PRD_CLOUD_ERRCLASS_OTHER;
 	}
 	for(i = 0; types[i]; i++) {
 		json_object *c = find_condition(st, types[i]);

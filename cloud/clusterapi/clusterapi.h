@@ -69,7 +69,8 @@ void capi_path(const capi *c, char *out, size_t n, const char *plural, const cha
  * v1beta2 InfrastructureReady or BootstrapConfigReady condition that is
  * False with a reason that is not "under way" (NotReady, WaitingFor...,
  * ...Provisioning...). Returns the prd_cloud_error_class (NONE: not failed;
- * OUT_OF_RESOURCES for capacity/stockout/quota reasons); *code and
+ * OUT_OF_RESOURCES for a condition's capacity/stockout/quota reason; the
+ * v1beta1 fields are always OTHER); *code and
  * *message point into m. */
 int capi_machine_failure(json_object *m, const char **code, const char **message);
 

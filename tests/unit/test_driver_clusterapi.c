@@ -951,7 +951,7 @@ static void test_v1beta2_failures(void)
 			CU_ASSERT_STRING_EQUAL(v[i].error_code, "BootstrapFailed");
 			seen++;
 		} else if(!strcmp(id, "clusterapi://ns1/m-dep")) {
-			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES);
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_OTHER);
 			CU_ASSERT_STRING_EQUAL(v[i].error_message, "vCPU quota");
 			seen++;
 		} else {
