@@ -1116,6 +1116,31 @@ out:
 	return handled;
 }
 
+/* The status shows a plan in flight that this store neither has nor could
+ * adopt yet (a node group it names is not listed this pass: plan_plausible
+ * cannot tell): deciding the request afresh now would scale up (or book)
+ * a second time beside that plan. Wait for a pass that lists the groups. */
+static bool unadopted_plan(const pr_class_host *h, const pr_class_req *req)
+{
+	char *plan, *phase;
+	state_phase ph;
+	bool wait;
+	/* (A plan this store has closed was written by finish_recorded.) */
+	if(h->groups_complete || !(plan = pr_details_get(req->pr, PR_DETAIL_PLAN)))
+		return false;
+	phase = pr_details_get(req->pr, PR_DETAIL_PHASE);
+	wait = phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph);
+	if(wait) {
+		log_info("the request's status shows a scale-up plan that cannot be adopted until its node groups are "
+			 "listed; waiting",
+			 "request", req->pr->meta.name, "plan", plan);
+		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+	}
+	free(plan);
+	free(phase);
+	return wait;
+}
+
 /* The status of an open plan says which term carries it now: the term
  * that made it, or the one that took it over since (so a replica that
  * ended the plan in an older term learns from the API that another leader
@@ -1138,14 +1163,17 @@ static void atomic_decide(const pr_class_module *m, const pr_class_host *h, cons
 	if(!req->terminal && req->sets && finish_recorded(h, req))
 		return;
 	if(at_plan_open(h, req->pr->meta.uid, &p)) {
+		bool again;
 		claim_term(h, req);
-		bool again = progress(h, req, &p);
+		again = progress(h, req, &p);
 		at_plan_free(&p);
 		if(again)
 			h->hold(h->ctx, false, NULL);
 		if(!again || req->terminal || !req->sets)
 			return;
 	} else if(req->terminal || !req->sets) {
+		return;
+	} else if(unadopted_plan(h, req)) {
 		return;
 	}
 	start(h, req);
