@@ -459,10 +459,13 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 		total += p->v[i].delta;
 	if(!snap)
 		return; /* the pass acts no further */
-	/* The plan's own reservation must not stand in its way. */
+	if(sched_snapshot_fork(snap))
+		return;
+	/* The plan's own reservation must not stand in its way (inside the
+	 * fork: a plan that goes on waiting keeps it). */
 	sched_snapshot_unbook(snap, req->pr->meta.uid, NULL);
-	if(sched_snapshot_fork(snap) == 0 && sched_place(snap, req->sets, req->nsets, &res, &e) == 0 &&
-	   res.fits_all && h->book(h->ctx, req->sets, req->nsets, &res, &e) == 0) {
+	if(sched_place(snap, req->sets, req->nsets, &res, &e) == 0 && res.fits_all &&
+	   h->book(h->ctx, req->sets, req->nsets, &res, &e) == 0) {
 		sched_snapshot_commit(snap);
 		for(i = 0; i < p->n; i++) {
 			at_intent_close(h, p->v[i].plan_id, STATE_PHASE_DONE, NULL, NULL);
@@ -490,6 +493,13 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 		pr_class_caveats(req->sets, req->nsets, msg, sizeof(msg));
 		h->provisioned(h->ctx, PR_R_PROVISIONED, msg);
 		h->hold(h->ctx, false, NULL);
+	} else if(h->now < at_taken_since(h, p->v[0].plan_id) + AT_TAKEN_GRACE_NS && h->now < p->v[0].deadline_ns) {
+		/* Not yet: room another view still holds may come back (a
+		 * booking whose end is not written yet). */
+		sched_snapshot_revert(snap);
+		log_info("the plan's nodes are ready but its pods do not all fit yet; waiting before retrying", "request",
+			 req->pr->meta.name, "placed", LOGI((size_t)res.placed), "pods", LOGI((size_t)res.requested));
+		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 	} else {
 		sched_snapshot_revert(snap);
 		/* The nodes are there and Ready, but other pods took them: they

@@ -59,6 +59,7 @@ typedef struct at_memo {
 	uint64_t version;
 	at_list *retired;
 	hmap progress_at;  /* plan id -> when its progress detail last changed (int64_t *) */
+	hmap taken_at;     /* plan id -> when its ready nodes were first found taken (int64_t *) */
 	hmap kviews;       /* plan id -> at_kview (see view_of) */
 	int64_t swept_at;  /* when at_sweep_late last looked */
 } at_memo;
@@ -90,6 +91,7 @@ void at_kept_free(void *p)
 	memo_retire(m);
 	lists_free(m->retired);
 	hmap_free(&m->progress_at);
+	hmap_free(&m->taken_at);
 	hmap_free(&m->kviews);
 	free(m);
 }
@@ -140,6 +142,7 @@ static at_memo *memo_of(const pr_class_host *h)
 	pass_of(h);
 	if(!*h->kept && (*h->kept = calloc(1, sizeof(at_memo)))) {
 		hmap_init(&((at_memo *)*h->kept)->progress_at, free);
+		hmap_init(&((at_memo *)*h->kept)->taken_at, free);
 		hmap_init(&((at_memo *)*h->kept)->kviews, kview_free);
 	}
 	return *h->kept;
@@ -163,6 +166,22 @@ void at_progress_noted(const pr_class_host *h, const char *plan_id)
 		return;
 	}
 	*at = h->now;
+}
+
+int64_t at_taken_since(const pr_class_host *h, const char *plan_id)
+{
+	at_memo *m = memo_of(h);
+	int64_t *at = m ? hmap_get(&m->taken_at, plan_id) : NULL;
+	if(!m)
+		return h->now;
+	if(!at) {
+		if(!(at = malloc(sizeof(*at))) || hmap_put(&m->taken_at, plan_id, at)) {
+			free(at);
+			return h->now;
+		}
+		*at = h->now;
+	}
+	return *at;
 }
 
 /* Drop the keys of `m` (plan ids) that no intent in `open` has. */
@@ -196,6 +215,7 @@ void at_kept_forget(const pr_class_host *h, const state_intent *open, size_t n)
 	if(!m)
 		return;
 	forget_closed(&m->progress_at, open, n);
+	forget_closed(&m->taken_at, open, n);
 	forget_closed(&m->kviews, open, n);
 }
 
