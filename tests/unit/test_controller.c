@@ -1643,6 +1643,65 @@ static void test_async_cloud_waits_for_instances(void)
 	stop_async();
 }
 
+/* A running pod (not the request's) takes room on one of the plan's new
+ * nodes. For a while that may be a view catching up (another replica's
+ * booking whose end is not written yet): the plan waits, keeping its
+ * nodes, and succeeds when the room comes back. Past the grace the room is
+ * taken for real: the plan ends and the request scales up again. Broken
+ * controllers caught: one that gives up at once (a second scale-up for
+ * room that came back), one that waits for ever. */
+static void test_async_taken_room_waits_then_retries(void)
+{
+	char y[512];
+	prd_err e;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	pass();
+	a_create(2, 0);
+	a_register(2);
+	snprintf(y, sizeof(y),
+		 "metadata: {name: squatter}\n"
+		 "spec: {nodeName: %s, containers: [{name: c, image: x, resources: {requests: {cpu: \"3\"}}}]}\n"
+		 "status: {phase: Running}\n",
+		 ac.v[0].node);
+	post("/api/v1/namespaces/b/pods", y);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	clk_fake_advance(&fake, 30 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	/* The room comes back within the grace. */
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/api/v1/namespaces/b/pods/squatter", NULL, NULL, NULL, NULL, &e), 0);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	/* A second request whose room is taken for good. */
+	add_pr("a", "job2", PR_CLASS_ATOMIC, "two", 4, NULL);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 2);
+	a_create(2, 0);
+	a_register(2);
+	snprintf(y, sizeof(y),
+		 "metadata: {name: squatter2}\n"
+		 "spec: {nodeName: %s, containers: [{name: c, image: x, resources: {requests: {cpu: \"3\"}}}]}\n"
+		 "status: {phase: Running}\n",
+		 ac.v[2].node);
+	post("/api/v1/namespaces/b/pods", y);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job2", "Provisioned"), "False/ScaleUpInProgress");
+	clk_fake_advance(&fake, 61 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job2", "Provisioned"), "False/ScaleUpFailed");
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	stop_async();
+}
+
 /* Broken controllers caught: one that never lowers the target for
  * instances not yet created (decrease_target_size was never called), one
  * that closes the plan before the cloud confirms, one that closes it when
@@ -4146,6 +4205,7 @@ static const test_case cases[] = {
 	{ "actors: a call that lands after its plan was rolled back is swept", test_marks_late_call_after_rollback_is_swept },
 	{ "actors: a forged plan in a request's status is refused", test_forged_plan_is_refused },
 	{ "actors: a call carrying an older leader term is refused once the group is fenced", test_stale_term_call_is_refused },
+	{ "async: a plan whose room is taken waits for it, then scales up again", test_async_taken_room_waits_then_retries },
 	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },
 	{ "dst: room on existing nodes is held during a scale-up", test_async_existing_room_is_held },
 	{ "dst: a lost status write after success is written from the plan", test_async_lost_status_write_after_success },
