@@ -17,6 +17,7 @@
 
 static int check_log_format(const cfg *c, buf *why);
 static int check_http_addr(const cfg *c, buf *why);
+static int check_metrics_access(const cfg *c, buf *why);
 static int check_expander(const cfg *c, buf *why);
 static int check_priority_configmap(const cfg *c, buf *why);
 static int check_lease_name(const cfg *c, buf *why);
@@ -44,6 +45,10 @@ const cfg_option cfg_options[] = {
 	{ "http-addr", "http.addr", CFG_STRING, O(http_addr), ":8080",
 	  "address of the /metrics, /healthz and /readyz endpoint: HOST:PORT, :PORT or [IPV6]:PORT", 0, 0,
 	  check_http_addr },
+	{ "metrics-access", "http.metricsAccess", CFG_STRING, O(metrics_access), "open",
+	  "who may read /metrics (/healthz and /readyz stay open): open (whoever reaches --http-addr), localhost "
+	  "(loopback connections only), tokenreview (a bearer token the apiserver authenticates and authorizes "
+	  "for get on the /metrics URL: TokenReview + SubjectAccessReview)", 0, 0, check_metrics_access },
 	{ "health-stale-after", "http.healthStaleAfter", CFG_DURATION, O(health_stale_after), "2m",
 	  "/healthz fails when the worker loop has not reported for this long", SEC, DAY, NULL },
 	{ "log-format", "log.format", CFG_STRING, O(log_format), "text",
@@ -644,6 +649,15 @@ static int check_http_addr(const cfg *c, buf *why)
 	if(http_parse_addr(c->http_addr, host, sizeof(host), &port, &e) == PRD_OK)
 		return PRD_OK;
 	buf_append_str(why, e.msg);
+	return PRD_EINVAL;
+}
+
+static int check_metrics_access(const cfg *c, buf *why)
+{
+	enum http_access a;
+	if(http_access_parse(c->metrics_access, &a) == PRD_OK)
+		return PRD_OK;
+	buf_append_str(why, "want open, localhost or tokenreview");
 	return PRD_EINVAL;
 }
 

@@ -38,6 +38,7 @@ typedef struct cfg {
 	char *cloud_config;
 	char *state_db;
 	char *http_addr;
+	char *metrics_access;           /* "open" | "localhost" | "tokenreview" */
 	char *log_format;               /* "text" | "json" */
 	int64_t v;                      /* log level 0 error … 4 trace */
 	char *processor_instance;
