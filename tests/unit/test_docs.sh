@@ -54,9 +54,17 @@ while IFS='	' read -r flag key type def; do
 	grep -qF -- "\\fB\\-\\-$manflag\\fR" "$docs/man/provreqd.8" || bad "--$flag is not in docs/man/provreqd.8"
 done <"$tmp/options"
 
+# cluster-autoscaler's names: each alias has a row "| `--ALIAS` | `--OPTION` |".
+"$bin" check-config --list-aliases >"$tmp/aliases" || { echo "check-config --list-aliases failed"; exit 99; }
+[ -s "$tmp/aliases" ] || bad "check-config --list-aliases lists nothing"
+while IFS='	' read -r alias opt; do
+	grep -qF -- "| \`--$alias\` | \`--$opt\` |" "$docs/config.md" ||
+		bad "docs/config.md has no row for cluster-autoscaler's --$alias (--$opt)"
+done <"$tmp/aliases"
+
 # No documented flag that the code does not have.
 sed -n 's/^| `--\([a-z0-9-]*\)` |.*/\1/p' "$docs/config.md" | while read -r flag; do
-	grep -q "^$flag	" "$tmp/options" || echo "$flag"
+	grep -q "^$flag	" "$tmp/options" || grep -q "^$flag	" "$tmp/aliases" || echo "$flag"
 done >"$tmp/stale-flags"
 while read -r flag; do bad "docs/config.md documents --$flag, which the code does not have"; done <"$tmp/stale-flags"
 
