@@ -21,8 +21,9 @@
 #
 # podman runs with a containers.conf and storage.conf of its own (runc,
 # the cgroupfs cgroup manager, no default ulimits, host network, file
-# events; the machine's files are not touched); its image store is cached
-# in ${XDG_CACHE_HOME:-$HOME/.cache}/provreqd-podman (PROVREQD_PODMAN_CACHE
+# events; the machine's files are not touched); its image store, and the
+# image build's work directory and archive, are cached in
+# ${XDG_CACHE_HOME:-$HOME/.cache}/provreqd-podman (PROVREQD_PODMAN_CACHE
 # moves it). It needs root (rootless podman needs subordinate ids this
 # setup does not make) and skips without it; it fails when podman or helm
 # is missing (.ci/deps.sh installs podman, .ci/run builds helm).
@@ -73,15 +74,23 @@ pm_cleanup() {
 		pm logs --tail 60 "$cname" 2>&1
 	fi
 	pm rm -f -t 5 "$cname" >/dev/null 2>&1
+	# Older builds of the image lost their tags to this one: drop them, so
+	# the cache holds one image, not one per build.
+	pm image prune -f >/dev/null 2>&1
 	[[ -f "$PR_WORK/rendered.yaml" ]] && kubectl delete -f "$PR_WORK/cluster-objects.yaml" --ignore-not-found >/dev/null 2>&1
 	kubectl delete namespace "$ns" --ignore-not-found --wait=false >/dev/null 2>&1
 }
 pr_on_exit 'pm_cleanup $rc'
 
 version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$PROVREQD_SRCDIR/charts/provreqd/Chart.yaml")
-archive=$PROVREQD_BUILDDIR/provreqd-$version-oci.tar
+# The image's build directory, downloaded .debs and archive live in the
+# cache, one set per build tree (incremental, and never inside the source
+# tree, which CI configures in place).
+tree=$(printf '%s' "$PROVREQD_BUILDDIR" | sha256sum | cut -c1-12)
+archive=$cache/provreqd-$version-$tree-oci.tar
 t0=$SECONDS
-out=$(make -C "$PROVREQD_BUILDDIR" image IMAGE_JOBS="${PROVREQD_E2E_IMAGE_JOBS:-1}" 2>&1) ||
+out=$(make -C "$PROVREQD_BUILDDIR" image IMAGE_JOBS="${PROVREQD_E2E_IMAGE_JOBS:-1}" \
+	IMAGE_WORKDIR="$cache/work-$tree" IMAGE_ARCHIVE="$archive" 2>&1) ||
 	t_fail "make image: $(tail -n 20 <<<"$out")"
 [[ -f "$archive" ]] || t_fail "make image left no $archive"
 t_pass "make image built $(basename "$archive") ($((SECONDS - t0))s)"

@@ -698,7 +698,7 @@ static int check_metrics_access(const cfg *c, buf *why)
 	enum http_access a;
 	if(http_access_parse(c->metrics_access, &a) == PRD_OK)
 		return PRD_OK;
-	buf_append_str(why, "want open, localhost or tokenreview");
+	buf_printf(why, "'%s' is not open, localhost or tokenreview", c->metrics_access);
 	return PRD_EINVAL;
 }
 

@@ -196,6 +196,16 @@ static void test_cluster_autoscaler_aliases(void)
 	cfg_free(&c);
 	buf_free(&errs);
 
+	/* --metrics-access takes the three modes the HTTP server knows. */
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--metrics-access=tokenreview")), 0);
+	CU_ASSERT_STRING_EQUAL(c.metrics_access, "tokenreview");
+	cfg_free(&c);
+	buf_free(&errs);
+	CU_ASSERT_NOT_EQUAL(load(&c, &errs, ARGS("--metrics-access=secure")), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--metrics-access (http.metricsAccess): 'secure' is not open, localhost or tokenreview"));
+	cfg_free(&c);
+	buf_free(&errs);
+
 	buf_init(&help);
 	CU_ASSERT_EQUAL(cfg_help(&help), 0);
 	for(i = 0; i < cfg_n_aliases; i++) {
