@@ -16,6 +16,10 @@
 #  - the container becomes ready and leads, the probes' paths answer on
 #    the chart's port, an atomic scale-up request is Provisioned with
 #    nodes of the kwok driver, and `podman stop` ends it with status 0.
+# Why not `podman kube play` of the rendered Deployment: Debian 12's podman
+# 4.3 refuses the chart's projected config volume ("HostPath, ConfigMap,
+# EmptyDir, and PersistentVolumeClaim are currently the only supported
+# VolumeSource") and has no service-account tokens.
 # Prints bench=image_run_provisioned_s: from `podman run` to the request's
 # Provisioned=True (the request is created right after the run starts).
 #
