@@ -98,6 +98,7 @@ kust_dep=$(kubectl kustomize "$deploy" | kubectl create --dry-run=client -f - -o
 t_contains "the kustomized Deployment mounts the generated ConfigMap" "${cm_hashed#ConfigMap/}" "$kust_dep"
 t_contains "the kustomization pins this release's image, not latest" "image: provreqd:$(sed -n 's/^appVersion: *"\(.*\)"$/\1/p' "$chart/Chart.yaml")" \
 	"$(kubectl kustomize "$deploy" | grep 'image:')"
+# shellcheck disable=SC2001 # one line of many, anchored: not a ${//}
 kust_objs=$(sed 's|^ConfigMap/provreqd-config-[a-z0-9]*$|ConfigMap/provreqd-config|' <<<"$kust_objs")
 helm_objs=$(sort <<<"$helm_objs")
 kust_objs=$(sort <<<"$kust_objs")

@@ -84,6 +84,7 @@ pm_cleanup() {
 	[[ -f "$PR_WORK/rendered.yaml" ]] && kubectl delete -f "$PR_WORK/cluster-objects.yaml" --ignore-not-found >/dev/null 2>&1
 	kubectl delete namespace "$ns" --ignore-not-found --wait=false >/dev/null 2>&1
 }
+# shellcheck disable=SC2016 # $rc is pr_cleanup's, when the hook is eval'd
 pr_on_exit 'pm_cleanup $rc'
 
 version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$PROVREQD_SRCDIR/charts/provreqd/Chart.yaml")

@@ -61,9 +61,10 @@ cp templates/examples/simulate/cluster.yaml "$tmp/nocfg/"
 if prd --cluster "$tmp/nocfg" > /dev/null 2> "$tmp/nocfg.err"; then
 	echo "FAIL: simulate without a cloud config succeeded"; fail=1
 fi
-grep -q "no cloud config was given: no --cloud-config, and there is no $tmp/nocfg/cloud-config.yaml" "$tmp/nocfg.err" &&
-	grep -q "templateDir: DIR" "$tmp/nocfg.err" ||
-	{ echo "FAIL: simulate without a cloud config does not say what is missing:"; cat "$tmp/nocfg.err"; fail=1; }
+if ! grep -q "no cloud config was given: no --cloud-config, and there is no $tmp/nocfg/cloud-config.yaml" "$tmp/nocfg.err" ||
+	! grep -q "templateDir: DIR" "$tmp/nocfg.err"; then
+	echo "FAIL: simulate without a cloud config does not say what is missing:"; cat "$tmp/nocfg.err"; fail=1
+fi
 prd --cluster "$tmp/nocfg/cluster.yaml" > /dev/null 2> "$tmp/nocfg.err" && { echo "FAIL: simulate of a file without a cloud config succeeded"; fail=1; }
 grep -q "is a file, so no cloud-config.yaml beside it is read" "$tmp/nocfg.err" ||
 	{ echo "FAIL: simulate of a file without a cloud config does not say why:"; cat "$tmp/nocfg.err"; fail=1; }
