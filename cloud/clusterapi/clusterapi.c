@@ -853,7 +853,7 @@ static int mark_machine(capi *c, const capi_group *g, const char *machine, const
  * the marks this call added are removed again, so a later scale-down does
  * not pick them. */
 static int delete_machines(void *state, const char *group_id, const char *const *names, size_t count, bool by_id,
-			   prd_cloud_error *err)
+			   const char *fkey, uint64_t fterm, prd_cloud_error *err)
 {
 	capi *c = state;
 	capi_group *g = find_group(c, group_id);
@@ -868,7 +868,7 @@ static int delete_machines(void *state, const char *group_id, const char *const 
 		return no_group(err, group_id);
 	if(!count)
 		return 0;
-	rc = get_scale(c, g, &cur, rv, sizeof(rv), err);
+	rc = read_for_write(c, g, fterm ? fkey : NULL, fterm, &cur, rv, sizeof(rv), err);
 	if(!rc)
 		rc = capi_group_machines(c, g, &machines, err);
 	if(rc)
@@ -950,7 +950,7 @@ done:
 static int cp_delete_nodes(void *state, const char *group_id, const char *const *names, size_t count,
 			   prd_cloud_error *err)
 {
-	return delete_machines(state, group_id, names, count, false, err);
+	return delete_machines(state, group_id, names, count, false, NULL, 0, err);
 }
 
 /* Instances by ID (a Machine's providerID, or its pending stand-in before
@@ -959,7 +959,19 @@ static int cp_delete_nodes(void *state, const char *group_id, const char *const 
 static int cp_delete_instances(void *state, const char *group_id, const char *const *ids, size_t count,
 			       prd_cloud_error *err)
 {
-	return delete_machines(state, group_id, ids, count, true, err);
+	return delete_machines(state, group_id, ids, count, true, NULL, 0, err);
+}
+
+/* ABI 1.4: delete_instances carrying a fencing token. */
+static int cp_delete_fenced(void *state, const prd_cloud_delete *req, prd_cloud_error *err)
+{
+	if(!req || req->struct_size < offsetof(prd_cloud_delete, fence_term) + sizeof(req->fence_term))
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: delete: the request is %u bytes, older than ABI 1.4's",
+				 req ? (unsigned)req->struct_size : 0u);
+	if(req->count && !req->instance_ids)
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: delete: no instance ids");
+	return delete_machines(state, req->group_id, req->instance_ids, req->count, true, req->fence_key,
+			       req->fence_term, err);
 }
 
 static const prd_cloud_driver descriptor = {
@@ -991,6 +1003,7 @@ static const prd_cloud_driver descriptor = {
 	.decrease_target_size_if = cp_decrease_target_if,
 	.fence = cp_fence,
 	.decrease = cp_decrease_req,
+	.delete_fenced = cp_delete_fenced,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

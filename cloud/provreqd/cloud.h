@@ -176,6 +176,16 @@ typedef struct prd_cloud_decrease {
 	uint64_t fence_term;
 } prd_cloud_decrease;
 
+/* ABI 1.4: one delete of particular instances (prd_cloud_driver.delete_fenced). */
+typedef struct prd_cloud_delete {
+	uint32_t struct_size;   /* sizeof(prd_cloud_delete) as the host built it */
+	const char *group_id;
+	const char *const *instance_ids; /* as delete_instances takes them */
+	size_t count;
+	const char *fence_key;  /* as in prd_cloud_increase */
+	uint64_t fence_term;
+} prd_cloud_delete;
+
 /* Services the host offers a driver. All pointers stay valid from init
  * until fini returns. */
 typedef struct prd_cloud_host {
@@ -359,8 +369,8 @@ typedef struct prd_cloud_driver {
 	int (*decrease_target_size_if)(void *state, const char *group_id, int32_t delta,
 				       int32_t expected_target, prd_cloud_error *err);
 
-	/* ---- appended in ABI 1.4 (both required with PRD_CLOUD_CAP_FENCE,
-	 * else optional) ---- */
+	/* ---- appended in ABI 1.4 (all three required with
+	 * PRD_CLOUD_CAP_FENCE, else optional) ---- */
 
 	/* Record on the group that term `term` of the leader election `key`
 	 * has begun, so that any call carrying a lower term of that key is
@@ -376,6 +386,12 @@ typedef struct prd_cloud_driver {
 	/* decrease_target_size as `req` says (expected target, fencing
 	 * token). */
 	int (*decrease)(void *state, const prd_cloud_decrease *req, prd_cloud_error *err);
+	/* delete_instances as `req` says, refused with PRD_CLOUD_ECONFLICT,
+	 * deleting nothing, when the group has recorded a higher term for the
+	 * key (checked atomically with the change, as for increase): a
+	 * stalled former leader's late rollback must not delete what the new
+	 * leader's plan carried on to success. */
+	int (*delete_fenced)(void *state, const prd_cloud_delete *req, prd_cloud_error *err);
 } prd_cloud_driver;
 
 /* The entry point every driver exports (defined by the driver):

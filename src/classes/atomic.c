@@ -738,13 +738,13 @@ static void others_and_surplus(const pr_class_host *h, const pr_class_req *req, 
 	for(i = 0; i < pv->surplus; i++)
 		if(pv->sur[i]->state != PRD_CLOUD_INSTANCE_DELETING)
 			ids[nd++] = pv->sur[i]->id;
-	if(!nd || !CLOUD_DRIVER_HAS(g->drv->api, delete_instances) || !g->drv->api->delete_instances)
+	if(!nd || !pr_group_deletes_ids(g))
 		return;
 	{
 		prd_cloud_error de;
 		memset(&de, 0, sizeof(de));
 		metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(g->id, "duplicate_instances"), (double)nd);
-		if(g->drv->api->delete_instances(g->drv->state, g->id, ids, nd, &de) == 0) {
+		if(pr_group_delete(g, ids, nd, false, &de) == 0) {
 			snprintf(msg, sizeof(msg),
 				 "a repeated increase made %zu more instance%s of this scale-up than it asked for in %s; "
 				 "deleting %s",

@@ -902,14 +902,13 @@ static void sweep_group(const pr_class_host *h, pr_class_group *g, int64_t grace
 			ids[nd++] = x->id;
 	}
 	hmap_free(&seen);
-	if(nd && h->may_act(h->ctx) && CLOUD_DRIVER_HAS(g->drv->api, delete_instances) &&
-	   g->drv->api->delete_instances) {
+	if(nd && h->may_act(h->ctx) && pr_group_deletes_ids(g)) {
 		prd_cloud_error de;
 		memset(&de, 0, sizeof(de));
 		metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(g->id, "late_call"), (double)nd);
 		log_warn("deleting instances of scale-up plans that had already ended (a late call)", "group", g->id,
 			 "instances", LOGI(nd), "result",
-			 g->drv->api->delete_instances(g->drv->state, g->id, ids, nd, &de) ? de.message : "ok");
+			 pr_group_delete(g, ids, nd, false, &de) ? de.message : "ok");
 		g->target_stale = true;
 	}
 }
@@ -1401,14 +1400,13 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 	 * stops creating what the deletes below would have to chase. */
 	lower_target(h, g, in, &pv);
 	ids = arena_array(h->ar, pv.n + pv.surplus + 1, sizeof(*ids));
-	for(i = 0; ids && i < pv.surplus && CLOUD_DRIVER_HAS(g->drv->api, delete_instances) &&
-		   g->drv->api->delete_instances; i++)
+	for(i = 0; ids && i < pv.surplus && pr_group_deletes_ids(g); i++)
 		if(pv.sur[i]->state != PRD_CLOUD_INSTANCE_DELETING)
 			ids[nd++] = pv.sur[i]->id;
 	for(i = 0; ids && i < pv.n; i++) {
 		if(pv.v[i]->state == PRD_CLOUD_INSTANCE_DELETING)
 			continue;
-		if(CLOUD_DRIVER_HAS(g->drv->api, delete_instances) && g->drv->api->delete_instances)
+		if(pr_group_deletes_ids(g))
 			ids[nd++] = pv.v[i]->id;
 		else if(pv.v[i]->node)
 			ids[nd++] = pv.v[i]->node;
@@ -1416,9 +1414,7 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 	if(nd && h->may_act(h->ctx)) {
 		int rc;
 		memset(&de, 0, sizeof(de));
-		rc = CLOUD_DRIVER_HAS(g->drv->api, delete_instances) && g->drv->api->delete_instances
-			     ? g->drv->api->delete_instances(g->drv->state, g->id, ids, nd, &de)
-			     : g->drv->api->delete_nodes(g->drv->state, g->id, ids, nd, &de);
+		rc = pr_group_delete(g, ids, nd, !pr_group_deletes_ids(g), &de);
 		if(rc) {
 			de.message[sizeof(de.message) - 1] = '\0';
 			cloud_driver_error(g->drv, "delete instances", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);

@@ -89,6 +89,15 @@ int64_t pr_plan_began(const char *plan_id);
  * answer). The driver's answer is checked (every instance needs an id) and
  * copied. 0, or an error naming the driver and the group. */
 int pr_group_list(pr_class_group *g, prd_err *err);
+/* Delete the group's instances by id: through the driver's delete_fenced
+ * with the group's fencing token when it fences (ABI 1.4), else
+ * delete_instances; a driver without either deletes only what has a Node
+ * (the ids are then node names: `by_node`). 0 or a PRD_CLOUD_E* code with
+ * *de filled. */
+int pr_group_delete(pr_class_group *g, const char *const *ids, size_t n, bool by_node, prd_cloud_error *de);
+/* Whether pr_group_delete can delete by instance id (else only by node). */
+bool pr_group_deletes_ids(const pr_class_group *g);
+
 /* Forget the listing, so the next pr_group_list asks the cloud again. */
 void pr_group_unlist(pr_class_group *g);
 /* Ask the driver for the group's sizes again (when target_stale): 0 and

@@ -191,3 +191,35 @@ static int group_list(pr_class_group *g, prd_err *err)
 	}
 	return rc;
 }
+
+bool pr_group_deletes_ids(const pr_class_group *g)
+{
+	const prd_cloud_driver *api = g->drv->api;
+	return (CLOUD_DRIVER_HAS(api, delete_instances) && api->delete_instances) ||
+	       (CLOUD_DRIVER_HAS(api, delete_fenced) && api->delete_fenced);
+}
+
+int pr_group_delete(pr_class_group *g, const char *const *ids, size_t n, bool by_node, prd_cloud_error *de)
+{
+	const prd_cloud_driver *api = g->drv->api;
+	int rc;
+	memset(de, 0, sizeof(*de));
+	if(by_node || !pr_group_deletes_ids(g)) {
+		rc = api->delete_nodes(g->drv->state, g->id, ids, n, de);
+	} else if(CLOUD_DRIVER_HAS(api, delete_fenced) && api->delete_fenced &&
+		  (g->fence_term || !CLOUD_DRIVER_HAS(api, delete_instances) || !api->delete_instances)) {
+		prd_cloud_delete rq;
+		memset(&rq, 0, sizeof(rq));
+		rq.struct_size = sizeof(rq);
+		rq.group_id = g->id;
+		rq.instance_ids = ids;
+		rq.count = n;
+		rq.fence_key = g->fence_term ? g->fence_key : NULL;
+		rq.fence_term = g->fence_term;
+		rc = api->delete_fenced(g->drv->state, &rq, de);
+	} else {
+		rc = api->delete_instances(g->drv->state, g->id, ids, n, de);
+	}
+	de->message[sizeof(de->message) - 1] = '\0';
+	return rc;
+}

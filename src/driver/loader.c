@@ -121,10 +121,10 @@ static int check_api(const char *path, const prd_cloud_driver *a, prd_err *err)
 				   "and decrease_target_size_if",
 				   path, a->name ? a->name : "?");
 	if(CLOUD_DRIVER_HAS(a, capabilities) && (a->capabilities & PRD_CLOUD_CAP_FENCE) &&
-	   !(CLOUD_DRIVER_HAS(a, decrease) && a->fence && a->decrease && a->increase))
+	   !(CLOUD_DRIVER_HAS(a, delete_fenced) && a->fence && a->decrease && a->delete_fenced && a->increase))
 		return prd_err_set(err, PRD_EINVAL,
-				   "cloud driver %s (%s): claims PRD_CLOUD_CAP_FENCE without increase, fence and "
-				   "decrease (ABI 1.4)",
+				   "cloud driver %s (%s): claims PRD_CLOUD_CAP_FENCE without increase, fence, "
+				   "decrease and delete_fenced (ABI 1.4)",
 				   path, a->name ? a->name : "?");
 	miss = missing_function(a);
 	if(miss)

@@ -238,9 +238,8 @@ static void remove_node(pr_ctl *c, pr_world *w, const pr_marked *m)
 	if(!pr__may_act(c))
 		return;
 	memset(&de, 0, sizeof(de));
-	rc = CLOUD_DRIVER_HAS(g->drv->api, delete_instances) && g->drv->api->delete_instances
-		     ? g->drv->api->delete_instances(g->drv->state, g->id, &id, 1, &de)
-		     : g->drv->api->delete_nodes(g->drv->state, g->id, &m->name, 1, &de);
+	rc = pr_group_deletes_ids(g) ? pr_group_delete(g, &id, 1, false, &de)
+				     : pr_group_delete(g, &m->name, 1, true, &de);
 	if(rc) {
 		prd_err e;
 		de.message[sizeof(de.message) - 1] = '\0';

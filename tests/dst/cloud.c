@@ -451,7 +451,7 @@ static int c_fence(void *st, const char *gid, const char *key, uint64_t term, pr
 /* Delete the instances named by id, or by node name. An id the cloud does
  * not know (a placeholder since replaced) deletes nothing. */
 static int delete_matching(replica *r, const char *gid, const char *const *keys, size_t n, bool by_node,
-			   prd_cloud_error *err)
+			   const char *fkey, uint64_t fterm, prd_cloud_error *err)
 {
 	grp *g = group_of(gid);
 	size_t i, k;
@@ -460,6 +460,10 @@ static int delete_matching(replica *r, const char *gid, const char *const *keys,
 		return no_group(gid, err);
 	if(transient(err, by_node ? "delete nodes" : "delete instances"))
 		return PRD_CLOUD_EAGAIN;
+	if(term_check(g, fkey, fterm, "delete", err)) {
+		vlog("cloud: %s refused %s's delete of %zu instances: %s", g->id, r->name, n, err->message);
+		return err->code;
+	}
 	for(i = 0; i < n; i++)
 		for(k = 0; k < g->n; k++)
 			if(!g->v[k].gone && !strcmp(by_node ? g->v[k].node : g->v[k].id, keys[i]))
@@ -471,12 +475,23 @@ static int delete_matching(replica *r, const char *gid, const char *const *keys,
 
 static int c_delete_instances(void *st, const char *gid, const char *const *ids, size_t n, prd_cloud_error *err)
 {
-	return delete_matching(st, gid, ids, n, false, err);
+	return delete_matching(st, gid, ids, n, false, NULL, 0, err);
 }
 
 static int c_delete_nodes(void *st, const char *gid, const char *const *names, size_t n, prd_cloud_error *err)
 {
-	return delete_matching(st, gid, names, n, true, err);
+	return delete_matching(st, gid, names, n, true, NULL, 0, err);
+}
+
+static int c_delete_fenced(void *st, const prd_cloud_delete *req, prd_cloud_error *err)
+{
+	if(req->struct_size < sizeof(*req) || !req->group_id || (req->count && !req->instance_ids)) {
+		snprintf(err->message, sizeof(err->message), "bad delete request");
+		err->code = PRD_CLOUD_EINVAL;
+		return PRD_CLOUD_EINVAL;
+	}
+	return delete_matching(st, req->group_id, req->instance_ids, req->count, false, req->fence_key,
+			       req->fence_term, err);
 }
 
 static void c_release_string(void *st, char *s)
@@ -510,6 +525,7 @@ const prd_cloud_driver sim_driver = {
 	/* ABI 1.4 */
 	.fence = c_fence,
 	.decrease = c_decrease_req,
+	.delete_fenced = c_delete_fenced,
 };
 
 /* ----------------------------------------------- the cloud on its own */

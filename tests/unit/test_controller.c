@@ -1442,6 +1442,13 @@ static int m_decrease(void *st, const prd_cloud_decrease *rq, prd_cloud_error *e
 	return a_decrease(st, rq->group_id, rq->delta, err);
 }
 
+static int m_delete_fenced(void *st, const prd_cloud_delete *rq, prd_cloud_error *err)
+{
+	if(m_term(a_group(rq->group_id), rq->fence_term, err))
+		return PRD_CLOUD_ECONFLICT;
+	return a_delete_instances(st, rq->group_id, rq->instance_ids, rq->count, err);
+}
+
 static const prd_cloud_driver m_driver = {
 	.abi_major = PRD_CLOUD_ABI_MAJOR,
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
@@ -1465,6 +1472,7 @@ static const prd_cloud_driver m_driver = {
 	.decrease_target_size_if = m_decrease_if,
 	.fence = m_fence,
 	.decrease = m_decrease,
+	.delete_fenced = m_delete_fenced,
 };
 
 static cloud_driver m_drv = { NULL, NULL, &m_driver, NULL, NULL };

@@ -562,6 +562,39 @@ static void test_delete_instances(void)
 	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 1);
 }
 
+/* A stalled former leader's late rollback (term 3) after the new leader
+ * (term 4) fenced the group and carried the plan on: its fenced delete is
+ * refused, no Machine is marked and replicas stay; the current term's
+ * delete goes. Catches a driver whose delete ignores the term (it would
+ * remove the nodes the new leader's plan succeeded with). */
+static void test_fenced_delete_refuses_older_terms(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a", *ids[1] = { "clusterapi://ns1/m-new" };
+	prd_cloud_delete rq;
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 2);
+	machine("m-ok", "md-a", "node-ok", "");
+	machine("m-new", "md-a", NULL, "");
+	load(NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->delete_fenced);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "provreqd", 4, &e), 0);
+	memset(&rq, 0, sizeof(rq));
+	rq.struct_size = sizeof(rq);
+	rq.group_id = id;
+	rq.instance_ids = ids;
+	rq.count = 1;
+	rq.fence_key = "provreqd";
+	rq.fence_term = 3;
+	CU_ASSERT_EQUAL(drv->api->delete_fenced(drv->state, &rq, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_PTR_NULL(delete_mark("m-new"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+	rq.fence_term = 4;
+	CU_ASSERT_EQUAL(drv->api->delete_fenced(drv->state, &rq, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-new"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 1);
+}
+
 static void test_node_group_for_node(void)
 {
 	prd_cloud_error e = {0, ""};
@@ -1013,6 +1046,7 @@ static const test_case cases[] = {
 	{"a write racing another writer is a conflict", test_conflict_on_write},
 	{"instances report creation times", test_creation_times},
 	{"fence: a late call with an older term is refused", test_fence_refuses_older_terms},
+	{"fence: a late delete with an older term is refused", test_fenced_delete_refuses_older_terms},
 	{"fence: a fence between read and write is a conflict", test_fence_stale_resource_version},
 	{"fence: keys and garbled records", test_fence_keys},
 	{"v1beta2 failures: conditions and deprecated fields", test_v1beta2_failures},
