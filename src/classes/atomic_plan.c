@@ -1185,6 +1185,33 @@ static void close_as_api_says(const pr_class_host *h, const state_intent *in, st
 	written(h);
 }
 
+/* The status says another leader carried a plan to success that this
+ * store rolled back (its own rollback ended, its status write was lost):
+ * the plan's instances are in use, and the late-call sweep, which deletes
+ * instances carrying the token of a plan this store rolled back, must not
+ * take them. The local rows say done, as the API does. */
+static void settle_done_here(const pr_class_host *h, const kube_provreq *pr, const char *plan)
+{
+	char id[400];
+	size_t i;
+	for(i = 0; i < AT_MAX_GROUPS; i++) {
+		state_intent in;
+		bool rolled_back;
+		snprintf(id, sizeof(id), "%s#%zu", plan, i);
+		if(state_intent_get(h->db, id, &in, NULL))
+			break;
+		rolled_back = in.phase == STATE_PHASE_ROLLED_BACK;
+		state_intent_clear(&in);
+		if(rolled_back && state_intent_settle(h->db, id, STATE_PHASE_DONE, "another replica carried it to success",
+						      NULL) == 0) {
+			written(h);
+			log_warn("another leader carried to success a scale-up plan this store had rolled back; its "
+				 "instances are the plan's",
+				 "plan", id, "request", pr->meta.name);
+		}
+	}
+}
+
 /* The reverse of at_drop_contradicted: a plan this store closed (its last
  * call refused, its rows ended while this replica was stalled or deposed)
  * that the API shows open under another term's hand: another leader
@@ -1208,7 +1235,9 @@ static void reopen_carried_on(const pr_class_host *h, const pr_class_pass *p)
 		phase = pr_details_get(pr, PR_DETAIL_PHASE);
 		term = pr_details_get(pr, PR_DETAIL_TERM);
 		snprintf(id, sizeof(id), "%s#0", plan);
-		if(phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) &&
+		if(phase && state_phase_parse(phase, &ph) == 0 && ph == STATE_PHASE_DONE)
+			settle_done_here(h, pr, plan);
+		else if(phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) &&
 		   at_plan_id_open(h, plan, &open) && !open && state_intent_get(h->db, id, &old, NULL) == 0) {
 			if(strcmp(old.term ? old.term : "", term ? term : "") &&
 			   state_intent_forget(h->db, plan, &gone, NULL) == 0 && gone) {
