@@ -183,16 +183,17 @@ t_pass "the kwok driver role adds node create/delete, configmap get and Resource
 kubectl apply -f "$deploy/driver-clusterapi.yaml" >/dev/null
 t_wait 20 "the clusterapi driver binding is in effect" is_allowed list machinedeployments.cluster.x-k8s.io -A
 for r in machinedeployments machinesets machinepools; do
-	expect_yes list "$r.cluster.x-k8s.io" -n default
-	for v in get watch patch update delete; do expect_no "$v" "$r.cluster.x-k8s.io" -n default; done
-	for v in get patch; do expect_yes "$v" "$r.cluster.x-k8s.io" --subresource=scale -n default; done
-	expect_no update "$r.cluster.x-k8s.io" --subresource=scale -n default
+	# get and patch: the fence annotation (ABI 1.4); update on scale: the
+	# conditional PUT of the replica count.
+	for v in get list patch; do expect_yes "$v" "$r.cluster.x-k8s.io" -n default; done
+	for v in watch update delete; do expect_no "$v" "$r.cluster.x-k8s.io" -n default; done
+	for v in get patch update; do expect_yes "$v" "$r.cluster.x-k8s.io" --subresource=scale -n default; done
 done
 for v in get list patch; do expect_yes "$v" machines.cluster.x-k8s.io -n default; done
 for v in watch delete; do expect_no "$v" machines.cluster.x-k8s.io -n default; done
 expect_yes get nodes
 expect_no create nodes
-t_pass "the clusterapi driver role adds the Cluster API calls the driver makes and node get only"
+t_pass "the clusterapi driver role adds the Cluster API calls the driver makes (fence annotation and conditional scale included) and node get only"
 
 # Every resource a role names is one the code uses (no stale grants).
 for r in nodes pods podtemplates provisioningrequests resourcepools leases events configmaps \
