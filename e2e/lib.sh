@@ -39,7 +39,7 @@ e2e_go_env() {
 # the architecture name the cache directory of one set of binaries.
 e2e_versions_hash() {
 	{
-		grep -E '^[A-Z0-9_]+=' "$E2E_DIR/versions.env" | sort
+		grep -E '^[A-Z0-9_]+=' "$E2E_DIR/versions.env" | grep -v '^KARPENTER_' | sort
 		echo "E2E_BUILD_RECIPE=$E2E_BUILD_RECIPE"
 		echo "GOARCH=$(e2e_goarch)"
 	} | sha256sum | cut -c1-12
@@ -47,6 +47,12 @@ e2e_versions_hash() {
 
 e2e_bindir() {
 	printf '%s/%s/bin\n' "$(e2e_cache_root)" "$(e2e_versions_hash)"
+}
+
+# Karpenter's kwok provider (karpenter-kwok) and the CRDs of its module
+# (crds/), cached apart from the control plane.
+e2e_karpenter_dir() {
+	printf '%s/karpenter-%s-%s-%s\n' "$(e2e_cache_root)" "$KARPENTER_VERSION" "$KARPENTER_GO_TOOLCHAIN" "$(e2e_goarch)"
 }
 
 # The binaries build-binaries.sh builds.
