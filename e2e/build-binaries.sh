@@ -312,12 +312,12 @@ build_karpenter() {
 	(cd "$work" && GOTOOLCHAIN=$KARPENTER_GO_TOOLCHAIN nice -n 10 "$GO" build -trimpath -ldflags "-s -w" \
 		-o "$work/out/karpenter-kwok" sigs.k8s.io/karpenter/kwok)
 	moddir=$(cd "$work" && GOTOOLCHAIN=$KARPENTER_GO_TOOLCHAIN "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
+	# NodeOverlays too: Karpenter watches them even with the feature off.
 	for f in kwok/charts/crds/karpenter.sh_nodepools.yaml kwok/charts/crds/karpenter.sh_nodeclaims.yaml \
-		kwok/charts/crds/karpenter.kwok.sh_kwoknodeclasses.yaml; do
+		kwok/charts/crds/karpenter.sh_nodeoverlays.yaml kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml; do
 		[[ -f "$moddir/$f" ]] || e2e_die "sigs.k8s.io/karpenter@$KARPENTER_VERSION has no $f"
+		cp "$moddir/$f" "$work/crds/"
 	done
-	# All of the chart's CRDs: Karpenter watches the optional kinds too.
-	cp "$moddir"/kwok/charts/crds/*.yaml "$work/crds/"
 	chmod -R u+w "$work/crds"
 	mkdir -p "$kdir/bin"
 	rm -rf "$kdir/crds"
