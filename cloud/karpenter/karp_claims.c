@@ -79,23 +79,20 @@ static json_object *condition(json_object *nc, const char *type)
 }
 
 /* A launch Karpenter reports as failed: Launched or Registered False, or
- * Unknown with a reason other than the initial one (Karpenter retries an
- * unexpected launch error under Unknown/LaunchFailed until its launch
- * timeout). */
+ * Launched Unknown with a reason other than the initial one (Karpenter
+ * keeps an unexpected launch error under Unknown/LaunchFailed, or a
+ * provider's own reason, and retries until its launch timeout). Registered
+ * Unknown is waiting for the Node (NodeNotFound, RegistrationHookPending),
+ * not a failure. */
 static json_object *failed_condition(json_object *nc)
 {
-	static const char *const types[] = {"Launched", "Registered"};
-	size_t i;
-	for(i = 0; i < 2; i++) {
-		json_object *c = condition(nc, types[i]);
-		const char *st = drv_jstr(c, "status"), *reason = drv_jstr(c, "reason");
-		if(!c || str_eq(st, "True"))
-			continue;
-		if(str_eq(st, "False") ||
-		   (reason && reason[0] && strcmp(reason, "AwaitingReconciliation") && strcmp(reason, "Unknown")))
-			return c;
-	}
-	return NULL;
+	json_object *c = condition(nc, "Launched");
+	const char *st = drv_jstr(c, "status"), *reason = drv_jstr(c, "reason");
+	if(c && (str_eq(st, "False") || (str_eq(st, "Unknown") && reason && reason[0] &&
+					    strcmp(reason, "AwaitingReconciliation") && strcmp(reason, "Unknown"))))
+		return c;
+	c = condition(nc, "Registered");
+	return c && str_eq(drv_jstr(c, "status"), "False") ? c : NULL;
 }
 
 static bool launched(json_object *nc)
@@ -155,7 +152,7 @@ void karp_made_update(karp *k, const char *pool, json_object *claims)
 			continue;
 		}
 		if(m->tomb || !(nc = find_claim(claims, m->name))) {
-			if(m->tomb || m->registered || m->deleted_by_us) {
+			if(m->tomb || m->deleted_by_us) {
 				made_drop(k, i);
 				continue;
 			}
@@ -164,7 +161,8 @@ void karp_made_update(karp *k, const char *pool, json_object *claims)
 				 m->name, m->group, m->reason[0] ? m->reason : "Karpenter could not launch it",
 				 m->message[0] ? ": " : "", m->message);
 		} else if(node_of(nc)) {
-			m->registered = true;
+			made_drop(k, i); /* registered: Karpenter's from here on */
+			continue;
 		} else if((c = failed_condition(nc)) != NULL) {
 			snprintf(m->reason, sizeof(m->reason), "%s", drv_jstr(c, "reason") ? drv_jstr(c, "reason") : "");
 			snprintf(m->message, sizeof(m->message), "%s", drv_jstr(c, "message") ? drv_jstr(c, "message") : "");

@@ -2,7 +2,7 @@
  * driver creates its NodeClaims with karpenter.sh/do-not-disrupt (and its
  * own provreqd.io/do-not-disrupt-held beside it; Karpenter copies both to
  * the Node when it registers) and lifts both, from the NodeClaim and its
- * Node, once the ProvisioningRequest behind the owner token no longer
+ * Node (found by the owner label Karpenter copies too), once the ProvisioningRequest behind the owner token no longer
  * holds the capacity: its booking ended (BookingExpired), it failed, its
  * capacity was revoked, or it is gone.
  *
@@ -78,53 +78,77 @@ static json_object *unmark_patch(void)
 	return p;
 }
 
-/* Lift the marks from one NodeClaim and, when it carries ours, its Node. */
-static void unmark(karp *k, json_object *nc, json_object *patch)
+/* Lift the marks from one object (a NodeClaim or a Node). */
+static void unmark(karp *k, const char *path, const char *what, const char *name, json_object *patch)
 {
-	const char *name = drv_jstr(drv_jobj(nc, "metadata"), "name");
-	const char *node = drv_jstr(drv_jobj(nc, "status"), "nodeName");
-	char path[400];
 	prd_cloud_error e = {0, ""};
-	json_object *obj = NULL;
-	if(node && node[0]) {
-		snprintf(path, sizeof(path), "/api/v1/nodes/%s", node);
-		if(!drv_request(k->host, "GET", path, NULL, NULL, &obj, NULL, &e) &&
-		   drv_jstr(drv_jobj(drv_jobj(obj, "metadata"), "annotations"), KARP_HOLD_ANN) &&
-		   drv_request(k->host, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, &e))
-			karp_log(k, PRD_CLOUD_LOG_WARN, "karpenter: lifting do-not-disrupt from Node %s: %s", node, e.message);
-		json_object_put(obj);
-	}
-	snprintf(path, sizeof(path), KARP_API "/nodeclaims/%s", name);
 	if(drv_request(k->host, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, &e))
-		karp_log(k, PRD_CLOUD_LOG_WARN, "karpenter: lifting do-not-disrupt from NodeClaim %s: %s", name, e.message);
+		karp_log(k, PRD_CLOUD_LOG_WARN, "karpenter: lifting do-not-disrupt from %s %s: %s", what, name, e.message);
 	else
-		karp_log(k, PRD_CLOUD_LOG_INFO, "karpenter: NodeClaim %s: its booking ended, Karpenter may disrupt it", name);
+		karp_log(k, PRD_CLOUD_LOG_INFO, "karpenter: %s %s: its booking ended, Karpenter may disrupt it", what, name);
 }
 
+/* The marked objects of `arr` whose request no longer holds them. */
+static void unmark_all(karp *k, json_object *arr, bool nodes, json_object *uids, json_object *patch)
+{
+	size_t i, n = arr ? json_object_array_length(arr) : 0;
+	for(i = 0; i < n; i++) {
+		json_object *o = json_object_array_get_idx(arr, i), *md = drv_jobj(o, "metadata");
+		const char *name = drv_jstr(md, "name");
+		char path[400];
+		if(!name || !drv_jstr(drv_jobj(md, "annotations"), KARP_HOLD_ANN) || karp_claim_deleting(o) ||
+		   held(uids, drv_jstr(drv_jobj(md, "labels"), KARP_OWNER_LABEL)))
+			continue;
+		snprintf(path, sizeof(path), nodes ? "/api/v1/nodes/%s" : KARP_API "/nodeclaims/%s", name);
+		unmark(k, path, nodes ? "Node" : "NodeClaim", name, patch);
+	}
+}
+
+static size_t count_marked(json_object *arr)
+{
+	size_t i, n = arr ? json_object_array_length(arr) : 0, marked = 0;
+	for(i = 0; i < n; i++)
+		marked += drv_jstr(drv_jobj(drv_jobj(json_object_array_get_idx(arr, i), "metadata"), "annotations"),
+				   KARP_HOLD_ANN) != NULL;
+	return marked;
+}
+
+static int push_item(void *ud, json_object *item)
+{
+	return json_object_array_add(ud, json_object_get(item)) ? PRD_CLOUD_ENOMEM : 0;
+}
+
+/* Karpenter copies a NodeClaim's annotations to its Node when it
+ * registers (and may again later), so Nodes are swept on their own: every
+ * Node with an owner label (copied from its NodeClaim) is looked at, and
+ * the NodeClaim is unmarked before its Node. */
 void karp_hold_sweep(karp *k)
 {
-	size_t i, n = k->claims ? json_object_array_length(k->claims) : 0, marked = 0;
+	char path[200], q[100];
 	holders h = {NULL};
 	prd_cloud_error e = {0, ""};
-	json_object *patch;
-	for(i = 0; i < n; i++)
-		marked += drv_jstr(drv_jobj(drv_jobj(json_object_array_get_idx(k->claims, i), "metadata"), "annotations"),
-				   KARP_HOLD_ANN) != NULL;
-	if(!marked || !(h.uids = json_object_new_object()))
+	json_object *patch, *nodes = json_object_new_array();
+	size_t marked;
+	drv_query_escape(KARP_OWNER_LABEL, q, sizeof(q));
+	snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=%s", q);
+	if(!nodes || drv_list(k->host, path, push_item, nodes, &e)) {
+		karp_log(k, PRD_CLOUD_LOG_WARN, "karpenter: cannot list Nodes to lift do-not-disrupt: %s", e.message);
+		json_object_put(nodes);
+		nodes = NULL;
+	}
+	marked = count_marked(k->claims) + count_marked(nodes);
+	if(!marked || !(h.uids = json_object_new_object())) {
+		json_object_put(nodes);
 		return;
+	}
 	if(drv_list(k->host, PR_LIST, note_request, &h, &e)) {
 		karp_log(k, PRD_CLOUD_LOG_WARN, "karpenter: cannot list ProvisioningRequests, keeping %zu do-not-disrupt marks: %s",
 			 marked, e.message);
-		json_object_put(h.uids);
-		return;
+	} else if((patch = unmark_patch()) != NULL) {
+		unmark_all(k, k->claims, false, h.uids, patch);
+		unmark_all(k, nodes, true, h.uids, patch);
+		json_object_put(patch);
 	}
-	patch = unmark_patch();
-	for(i = 0; patch && i < n; i++) {
-		json_object *nc = json_object_array_get_idx(k->claims, i), *md = drv_jobj(nc, "metadata");
-		if(drv_jstr(drv_jobj(md, "annotations"), KARP_HOLD_ANN) && !karp_claim_deleting(nc) &&
-		   !held(h.uids, drv_jstr(drv_jobj(md, "labels"), KARP_OWNER_LABEL)))
-			unmark(k, nc, patch);
-	}
-	json_object_put(patch);
 	json_object_put(h.uids);
+	json_object_put(nodes);
 }

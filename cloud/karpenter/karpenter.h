@@ -53,12 +53,11 @@ typedef struct karp_group {
 } karp_group;
 
 /* A NodeClaim this process created, followed until its Node registers
- * (then Karpenter owns its fate) or it disappears first (a failed launch:
+ * (then Karpenter owns its fate and the entry goes) or it disappears first (a failed launch:
  * a tombstone reported as a failed instance until it is deleted). */
 typedef struct karp_made {
 	char *name, *group, *owner;
 	int64_t created_ns;
-	bool registered;       /* seen with a node name */
 	bool deleted_by_us;
 	bool tomb;             /* gone before registering */
 	char reason[64];

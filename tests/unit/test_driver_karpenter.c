@@ -415,6 +415,7 @@ static void test_increase_makes_pinned_nodeclaims(void)
 	prd_cloud_error e = {0, ""};
 	prd_cloud_instance *v;
 	json_object *nc;
+	char name[128];
 	size_t n = 0;
 	int32_t target = -1;
 	fresh_api();
@@ -458,6 +459,7 @@ static void test_increase_makes_pinned_nodeclaims(void)
 	CU_ASSERT_EQUAL_FATAL(n, 1);
 	CU_ASSERT_STRING_EQUAL(v[0].node_name, "node-1");
 	CU_ASSERT_EQUAL(v[0].state, PRD_CLOUD_INSTANCE_RUNNING);
+	snprintf(name, sizeof(name), "%s", v[0].id);
 	drv->api->release_instances(drv->state, v, n);
 	/* Another group's NodeClaims are not this group's instances. */
 	v = instances("general/c-8x/any/any", &n);
@@ -474,6 +476,18 @@ static void test_increase_makes_pinned_nodeclaims(void)
 		CU_ASSERT_EQUAL(drv->api->increase(drv->state, &rq, &e), PRD_CLOUD_ECONFLICT);
 	}
 	CU_ASSERT_EQUAL(claim_count(), 1);
+	/* Once registered it is Karpenter's: consolidated away, it is gone,
+	 * not a failure. */
+	{
+		char path[300];
+		long st;
+		snprintf(path, sizeof(path), KARP "/nodeclaims/%s", name);
+		json_object_put(api("DELETE", path, NULL, &st));
+		CU_ASSERT_EQUAL(st, 200);
+	}
+	v = instances(C4, &n);
+	CU_ASSERT_EQUAL(n, 0);
+	drv->api->release_instances(drv->state, v, n);
 }
 
 static void test_limits(void)
@@ -543,6 +557,16 @@ static void test_launch_failures(void)
 	CU_ASSERT_STRING_EQUAL(v[0].error_code, "LaunchFailed");
 	CU_ASSERT_STRING_EQUAL(v[0].error_message, "instance type not found");
 	CU_ASSERT_EQUAL(v[1].error_class, PRD_CLOUD_ERRCLASS_NONE);
+	/* Launched, waiting for its Node (Registered Unknown/NodeNotFound, as
+	 * Karpenter says right after a launch): no failure. */
+	claim_status(v[1].id, "{\"conditions\":[{\"type\":\"Launched\",\"status\":\"True\",\"reason\":\"Launched\"},"
+			      "{\"type\":\"Registered\",\"status\":\"Unknown\",\"reason\":\"NodeNotFound\","
+			      "\"message\":\"Node not registered with cluster\"}]}");
+	drv->api->release_instances(drv->state, v, n);
+	v = instances(C4, &n);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL(v[1].error_class, PRD_CLOUD_ERRCLASS_NONE);
+	CU_ASSERT_PTR_NULL(v[1].error_code);
 	drv->api->release_instances(drv->state, v, n);
 	/* Karpenter deletes the second for insufficient capacity before it
 	 * registers: it stays reported, failed, until deleted. */
@@ -751,8 +775,13 @@ static void test_do_not_disrupt_while_booked(void)
 	v = instances(C4, &n);
 	CU_ASSERT_EQUAL_FATAL(n, 1);
 	/* Registered: Karpenter copied the annotations to the Node. */
-	create("/api/v1/nodes", "{\"metadata\":{\"name\":\"node-1\",\"annotations\":{\"karpenter.sh/do-not-disrupt\":"
-				"\"true\",\"provreqd.io/do-not-disrupt-held\":\"true\"}}}");
+	create("/api/v1/nodes",
+	       "{\"metadata\":{\"name\":\"node-1\",\"labels\":{\"provreqd.io/owner\":\"%s\"},\"annotations\":{"
+	       "\"karpenter.sh/do-not-disrupt\":\"true\",\"provreqd.io/do-not-disrupt-held\":\"true\"}}}",
+	       token);
+	/* A Node someone else marked, of a request that is gone. */
+	create("/api/v1/nodes", "{\"metadata\":{\"name\":\"node-2\",\"labels\":{\"provreqd.io/owner\":\"x.1-0\"},"
+				"\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"true\"}}}");
 	claim_status(v[0].id, "{\"nodeName\":\"node-1\"}");
 	drv->api->release_instances(drv->state, v, n);
 	refresh();
@@ -776,6 +805,25 @@ static void test_do_not_disrupt_while_booked(void)
 	refresh();
 	CU_ASSERT_PTR_NULL(claim_ann("karpenter.sh/do-not-disrupt"));
 	CU_ASSERT_PTR_NULL(claim_ann("provreqd.io/do-not-disrupt-held"));
+	node = get("/api/v1/nodes/node-1");
+	CU_ASSERT_PTR_NULL(jpath(node, "metadata", "annotations", "karpenter.sh/do-not-disrupt"));
+	json_object_put(node);
+	node = get("/api/v1/nodes/node-2");
+	CU_ASSERT_STRING_EQUAL(jstr(node, "metadata", "annotations", "karpenter.sh/do-not-disrupt"), "true");
+	json_object_put(node);
+	/* Karpenter copies the NodeClaim's old annotations to the Node again:
+	 * the next refresh lifts them again. */
+	{
+		char *resp = NULL;
+		size_t len = 0;
+		const char *b = "{\"metadata\":{\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"true\","
+				"\"provreqd.io/do-not-disrupt-held\":\"true\"}}}";
+		memapi_request(m, "PATCH", "/api/v1/nodes/node-1", "application/merge-patch+json", b, strlen(b), &st, &resp,
+			       &len);
+		free(resp);
+		CU_ASSERT_EQUAL(st, 200);
+	}
+	refresh();
 	node = get("/api/v1/nodes/node-1");
 	CU_ASSERT_PTR_NULL(jpath(node, "metadata", "annotations", "karpenter.sh/do-not-disrupt"));
 	json_object_put(node);
