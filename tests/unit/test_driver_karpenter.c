@@ -633,6 +633,21 @@ static void test_tombstone_deleted_by_host(void)
 	v = instances(C4, &n);
 	CU_ASSERT_EQUAL(n, 0);
 	drv->api->release_instances(drv->state, v, n);
+	/* A tombstone nobody deletes is forgotten after an hour. */
+	CU_ASSERT_EQUAL(grow(C4, 1, "tok-3", &e), 0);
+	v = instances(C4, &n);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	snprintf(path, sizeof(path), KARP "/nodeclaims/%s", v[0].id);
+	json_object_put(api("DELETE", path, NULL, &st));
+	drv->api->release_instances(drv->state, v, n);
+	clk_fake_advance(&fake, 59 * 60 * PRD_NS_PER_SEC);
+	v = instances(C4, &n);
+	CU_ASSERT_EQUAL(n, 1);
+	drv->api->release_instances(drv->state, v, n);
+	clk_fake_advance(&fake, 2 * 60 * PRD_NS_PER_SEC);
+	v = instances(C4, &n);
+	CU_ASSERT_EQUAL(n, 0);
+	drv->api->release_instances(drv->state, v, n);
 	/* A NodeClaim deleted by the host is no failure. */
 	CU_ASSERT_EQUAL(grow(C4, 1, "tok-2", &e), 0);
 	v = instances(C4, &n);
@@ -836,6 +851,48 @@ static void test_do_not_disrupt_while_booked(void)
 	}
 }
 
+/* Marks stay when the requests cannot be listed; then only the mark of
+ * the NodeClaim whose request is gone is lifted. */
+static void test_marks_kept_without_requests(void)
+{
+	prd_cloud_error e = {0, ""};
+	char uid[64], token[80];
+	fresh_api();
+	general("");
+	create("/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests",
+	       "{\"metadata\":{\"name\":\"pr1\"},\"spec\":{\"provisioningClassName\":\"best-effort-atomic-scale-up."
+	       "autoscaling.x-k8s.io\",\"podSets\":[{\"podTemplateRef\":{\"name\":\"t\"},\"count\":1}]}}");
+	request_uid(uid, sizeof(uid));
+	snprintf(token, sizeof(token), "%.36s.1714557600000000000", uid);
+	load(CONFIG);
+	CU_ASSERT_EQUAL(grow(C4, 1, token, &e), 0);
+	CU_ASSERT_EQUAL(grow(C4, 1, "gone.1-0", &e), 0);
+	memapi_inject_fault(m, "GET", "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", 503, 1);
+	refresh();
+	CU_ASSERT_PTR_NOT_NULL(strstr(logbuf, "cannot list ProvisioningRequests, keeping 2 do-not-disrupt marks"));
+	{
+		json_object *l = get(KARP "/nodeclaims"), *items = json_object_object_get(l, "items");
+		size_t i, marked = 0;
+		for(i = 0; i < json_object_array_length(items); i++)
+			marked += jpath(json_object_array_get_idx(items, i), "metadata", "annotations",
+					"karpenter.sh/do-not-disrupt") != NULL;
+		CU_ASSERT_EQUAL(marked, 2);
+		/* Then the one whose request is gone is lifted, the other kept. */
+		refresh();
+		json_object_put(l);
+		l = get(KARP "/nodeclaims");
+		items = json_object_object_get(l, "items");
+		for(i = 0, marked = 0; i < json_object_array_length(items); i++) {
+			json_object *nc = json_object_array_get_idx(items, i);
+			bool mark = jpath(nc, "metadata", "annotations", "karpenter.sh/do-not-disrupt") != NULL;
+			CU_ASSERT_EQUAL(mark, !strcmp(jstr(nc, "metadata", "labels", "provreqd.io/owner"), token));
+			marked += mark;
+		}
+		CU_ASSERT_EQUAL(marked, 1);
+		json_object_put(l);
+	}
+}
+
 static void test_node_group_for_node(void)
 {
 	prd_cloud_error e = {0, ""};
@@ -874,6 +931,7 @@ static const test_case cases[] = {
 	{"an atomic increase that fails part way leaves nothing", test_atomic_undo},
 	{"a host that may no longer act stops the increase", test_may_act},
 	{"do-not-disrupt while booked", test_do_not_disrupt_while_booked},
+	{"marks stay while requests cannot be listed", test_marks_kept_without_requests},
 	{"node_group_for_node", test_node_group_for_node},
 	{NULL, NULL}};
 
