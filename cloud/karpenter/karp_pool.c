@@ -37,7 +37,9 @@ static bool values_have(json_object *values, const char *v)
 static bool requirement_holds(const char *op, json_object *values, const char *v)
 {
 	int64_t a, b;
-	const char *first = json_object_get_string(json_object_array_get_idx(values, 0));
+	const char *first = json_object_is_type(values, json_type_array) && json_object_array_length(values)
+				    ? json_object_get_string(json_object_array_get_idx(values, 0))
+				    : NULL;
 	if(!strcmp(op, "Exists"))
 		return v != NULL;
 	if(!strcmp(op, "DoesNotExist"))

@@ -301,6 +301,25 @@ static void test_groups_from_nodepools(void)
 	CU_ASSERT_FALSE(sizes("arm/c-4x/zone-a/on-demand", NULL, NULL));
 	CU_ASSERT_TRUE(sizes("arm/c-8x/any/any", NULL, NULL));
 	CU_ASSERT_EQUAL(group_count(), 6);
+	/* Malformed NodePools are no crash: a bad requirement refuses
+	 * nothing it cannot read, a bad limit bounds nothing. */
+	create(KARP "/nodepools", "{\"metadata\":{\"name\":\"odd\"},\"spec\":{\"limits\":\"cpu\",\"template\":{"
+				  "\"metadata\":{\"labels\":[1]},\"spec\":{\"requirements\":[{\"key\":\"karpenter.sh/capacity-type\","
+				  "\"operator\":\"Gt\",\"values\":\"x\"},7,{\"key\":\"node.kubernetes.io/instance-type\","
+				  "\"operator\":\"In\"}]}}}}");
+	create(KARP "/nodepools", "{\"metadata\":{\"name\":\"odd2\"},\"spec\":{\"limits\":{\"cpu\":[1],\"memory\":\"lots\"},"
+				  "\"template\":{\"spec\":{\"requirements\":{}}}}}");
+	refresh();
+	CU_ASSERT_TRUE(sizes("odd2/c-4x/zone-a/on-demand", &max, NULL));
+	CU_ASSERT_EQUAL(max, INT32_MAX);
+	{
+		char *json = NULL;
+		prd_cloud_error e = {0, ""};
+		if(sizes("odd/c-8x/any/any", NULL, NULL)) {
+			CU_ASSERT_EQUAL(drv->api->template_node(drv->state, "odd/c-8x/any/any", &json, &e), PRD_CLOUD_ENOTFOUND);
+		}
+		CU_ASSERT_EQUAL(grow("odd2/c-4x/zone-a/on-demand", 1, "tok", &e), 0);
+	}
 	/* The config can name the NodePools. */
 	cloud_drivers_free(&set);
 	cloud_drivers_init(&set);
