@@ -5,7 +5,13 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libcurl4-openssl-dev libjson-c-dev libyaml-dev libsqlite3-dev
       libcunit1-dev libssl-dev libmicrohttpd-dev
-      clang libclang-rt-14-dev openssl curl ca-certificates git unzip)
+      clang libclang-rt-14-dev openssl curl ca-certificates git unzip
+      jq python3
+      podman runc)
+# jq: make image; python3: e2e scenarios. podman (with runc, which
+# Debian's podman would otherwise replace by crun): the e2e image scenario
+# (52-deploy-image), which writes its own containers.conf and storage.conf
+# and changes nothing of the machine's podman setup.
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

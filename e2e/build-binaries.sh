@@ -5,9 +5,14 @@
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/provreqd-e2e/<versions-hash>/bin/
 #
-# and Karpenter's kwok provider (with the CRDs of its module) into
+# and the real Cluster API core manager with its CRDs (CAPI_* pins) into
 #
-#   ${XDG_CACHE_HOME:-$HOME/.cache}/provreqd-e2e/karpenter-<version>-<toolchain>-<arch>/
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/provreqd-e2e/capi-<capi-hash>/{bin,crd,webhook}/
+#
+# and Karpenter's kwok provider (with the CRDs of its module; KARPENTER_*
+# pins) into
+#
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/provreqd-e2e/karpenter-<version>-<toolchain>-<arch>/{bin,crds}/
 #
 # Binaries already there are not rebuilt. Each is built into a temporary
 # directory and renamed into place, so an interrupted build never leaves a
@@ -17,6 +22,7 @@
 #
 # Usage: build-binaries.sh            build what is missing, print timings
 #        build-binaries.sh --print-bindir
+#        build-binaries.sh --print-capi-dir
 #        build-binaries.sh --print-karpenter-dir
 #        build-binaries.sh --print-go  find or fetch the Go toolchain, print
 #                                      the path of its go command
@@ -42,6 +48,10 @@ case "${1:-}" in
 	printf '%s\n' "$bindir"
 	exit 0
 	;;
+--print-capi-dir)
+	e2e_capi_dir
+	exit 0
+	;;
 --print-karpenter-dir)
 	printf '%s\n' "$kdir"
 	exit 0
@@ -49,7 +59,7 @@ case "${1:-}" in
 --print-go) print_go=1 ;;
 "") ;;
 -h | --help)
-	sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 *) e2e_die "unknown argument: $1 (try --help)" ;;
@@ -62,6 +72,8 @@ if ((print_go)); then missing=(go); fi
 for b in "${E2E_BINARIES[@]}"; do
 	[[ -x "$bindir/$b" ]] || missing+=("$b")
 done
+capidir=$(e2e_capi_dir)
+[[ -x "$capidir/bin/capi-manager" ]] || missing+=(capi-manager)
 [[ -x "$kdir/bin/karpenter-kwok" && -d "$kdir/crds" ]] || missing+=(karpenter-kwok)
 if ((${#missing[@]} == 0)); then
 	e2e_log "all binaries present in $bindir"
@@ -78,7 +90,13 @@ if command -v flock >/dev/null 2>&1; then
 		# It may have built what we were missing.
 		still=()
 		for b in "${missing[@]}"; do
-			[[ "$b" == go || (! -x "$bindir/$b" && ! -x "$kdir/bin/$b") ]] && still+=("$b")
+			if [[ "$b" == karpenter-kwok ]]; then
+				[[ -x "$kdir/bin/karpenter-kwok" && -d "$kdir/crds" ]] || still+=("$b")
+			elif [[ "$b" == capi-manager ]]; then
+				[[ -x "$capidir/bin/capi-manager" ]] || still+=("$b")
+			elif [[ "$b" == go || ! -x "$bindir/$b" ]]; then
+				still+=("$b")
+			fi
 		done
 		missing=("${still[@]}")
 		if ((${#missing[@]} == 0)); then
@@ -298,6 +316,38 @@ build_kwok() {
 	timings+=("kwok: $(elapsed "$t0")s")
 }
 
+# The Cluster API core manager: package main sigs.k8s.io/cluster-api/core of
+# the root module, with the api module replaced by the same release (the
+# root module requires a pseudo-version of it). Its go.mod wants a newer Go
+# than GO_VERSION, so this one build lets the go command switch to
+# CAPI_GO_TOOLCHAIN (fetched from the module proxy). The module's CRDs and
+# webhook manifests are kept beside the binary (crd/, webhook/).
+build_capi() {
+	contains capi-manager "${missing[@]}" || return 0
+	local t0 work mod
+	t0=$(date +%s)
+	work=$(mktemp -d "$cache/work.capi.XXXXXX")
+	new_module "$work"
+	(cd "$work" && "$GO" mod edit "-replace=sigs.k8s.io/cluster-api/api=sigs.k8s.io/cluster-api/api@$CAPI_VERSION")
+	(cd "$work" && GOTOOLCHAIN=$CAPI_GO_TOOLCHAIN quiet "$GO" get "sigs.k8s.io/cluster-api/core@$CAPI_VERSION")
+	mkdir -p "$work/out/bin"
+	(cd "$work" && GOTOOLCHAIN=$CAPI_GO_TOOLCHAIN "$GO" build -trimpath \
+		-ldflags "-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$CAPI_VERSION" \
+		-o "$work/out/bin/capi-manager" sigs.k8s.io/cluster-api/core)
+	mod=$(cd "$work" && GOTOOLCHAIN=$CAPI_GO_TOOLCHAIN "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+	[[ -d "$mod/core/config/crd/bases" ]] || e2e_die "no core/config/crd/bases in $mod"
+	mkdir -p "$work/out/crd" "$work/out/webhook"
+	cp "$mod"/core/config/crd/bases/*.yaml "$work/out/crd/"
+	cp "$mod"/core/config/webhook/manifests.yaml "$work/out/webhook/"
+	chmod -R u+w "$work/out"
+	rm -rf "$capidir.tmp"
+	mv "$work/out" "$capidir.tmp"
+	rm -rf "$capidir"
+	mv "$capidir.tmp" "$capidir"
+	rm -rf "$work"
+	timings+=("capi-manager: $(elapsed "$t0")s")
+}
+
 # Karpenter's kwok provider: its own toolchain (its go.mod needs a newer Go
 # than the control plane's), run at low priority (the machines are shared),
 # and the CRDs the scenario installs copied from the module beside it.
@@ -332,6 +382,7 @@ total0=$(date +%s)
 build_etcd
 build_kwok
 build_kubernetes
+build_capi
 build_karpenter
 for t in "${timings[@]}"; do e2e_log "built $t"; done
 e2e_log "build finished in $(elapsed "$total0")s; binaries in $bindir"

@@ -36,10 +36,13 @@ e2e_go_env() {
 }
 
 # The pinned values (not the comments) of versions.env, the build recipe and
-# the architecture name the cache directory of one set of binaries.
+# the architecture name the cache directory of one set of binaries. The
+# Cluster API and Karpenter pins (CAPI_*, KARPENTER_*) name their own
+# directories (e2e_capi_dir, e2e_karpenter_dir), so
+# bumping them does not rebuild the control plane.
 e2e_versions_hash() {
 	{
-		grep -E '^[A-Z0-9_]+=' "$E2E_DIR/versions.env" | grep -v '^KARPENTER_' | sort
+		grep -E '^[A-Z0-9_]+=' "$E2E_DIR/versions.env" | grep -Ev '^(CAPI|KARPENTER)_' | sort
 		echo "E2E_BUILD_RECIPE=$E2E_BUILD_RECIPE"
 		echo "GOARCH=$(e2e_goarch)"
 	} | sha256sum | cut -c1-12
@@ -47,6 +50,18 @@ e2e_versions_hash() {
 
 e2e_bindir() {
 	printf '%s/%s/bin\n' "$(e2e_cache_root)" "$(e2e_versions_hash)"
+}
+
+# The real Cluster API core manager (capi-manager) and the CRDs and webhook
+# manifests of its module (crd/, webhook/), cached by the CAPI_* pins.
+e2e_capi_dir() {
+	local h
+	h=$({
+		grep -E '^CAPI_[A-Z0-9_]+=' "$E2E_DIR/versions.env" | sort
+		echo "E2E_BUILD_RECIPE=$E2E_BUILD_RECIPE"
+		echo "GOARCH=$(e2e_goarch)"
+	} | sha256sum | cut -c1-12)
+	printf '%s/capi-%s\n' "$(e2e_cache_root)" "$h"
 }
 
 # Karpenter's kwok provider (karpenter-kwok) and the CRDs of its module

@@ -5,12 +5,13 @@
  * without its value, a stray argument) or print the effective
  * configuration as YAML (exit 0).
  *
- * Two flags are meant for tooling rather than people and are left out of
+ * A few flags are meant for tooling rather than people and are left out of
  * the help: --list-options prints the option table (flag, key, type,
- * default; tab-separated), --list-metrics the names of the metric
+ * default; tab-separated), --list-aliases cluster-autoscaler's flag names
+ * provreqd accepts (alias, option; tab-separated), --list-metrics the names of the metric
  * families provreqd registers and --list-metric-labels each family's name,
  * type and label names (tab-separated; labels comma-separated, "-" for
- * none). tests/unit/test_docs.sh checks the docs against all three. */
+ * none). tests/unit/test_docs.sh checks the docs against each. */
 #include "cmd.h"
 #include "ops/config.h"
 #include "ops/metrics.h"
@@ -142,6 +143,11 @@ int cmd_check_config(int argc, char **argv)
 		if(strcmp(a, "--list-options") == 0) {
 			buf_init(&out);
 			cfg_list(&out);
+			return print_buf(&out, stdout, 0);
+		}
+		if(strcmp(a, "--list-aliases") == 0) {
+			buf_init(&out);
+			cfg_list_aliases(&out);
 			return print_buf(&out, stdout, 0);
 		}
 		if(strcmp(a, "--list-metrics") == 0)

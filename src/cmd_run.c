@@ -22,6 +22,7 @@
 #include "ops/http.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
+#include "ops/metrics_authz.h"
 #include "ops/priority_cm.h"
 #include "pools/pools.h"
 #include "provreq/controller.h"
@@ -467,6 +468,18 @@ static int setup_backends(run_ctx *r, prd_err *e)
 	return 0;
 }
 
+/* The metrics/health endpoint, /metrics guarded as --metrics-access says
+ * (tokenreview asks the apiserver through the controller's client). */
+static int start_http(run_ctx *r, prd_err *e)
+{
+	http_opts o = { HTTP_ACCESS_OPEN, metrics_authz_kube, r->client };
+
+	if(http_access_parse(r->c.metrics_access, &o.metrics_access))
+		return prd_err_set(e, PRD_EINVAL, "--metrics-access: '%s' is not open, localhost or tokenreview",
+				   r->c.metrics_access);
+	return http_start_opts(r->c.http_addr, r->hl, &o, &r->http, e);
+}
+
 /* Health flags, the metrics/health endpoint and leader election. */
 static int setup_health(run_ctx *r, prd_err *e)
 {
@@ -479,7 +492,7 @@ static int setup_health(run_ctx *r, prd_err *e)
 	health_add_flag(r->hl, "state-store", true, NULL);
 	health_add_flag(r->hl, "leader", !c->leader_elect, c->leader_elect ? "standing by for the lease" : NULL);
 	health_add_flag(r->hl, "first-pass", false, "the first controller pass has not finished");
-	if(c->http_addr && c->http_addr[0] && http_start(c->http_addr, r->hl, &r->http, e)) {
+	if(c->http_addr && c->http_addr[0] && start_http(r, e)) {
 		log_error("cannot serve metrics and health", "error", e->msg);
 		return 1;
 	}

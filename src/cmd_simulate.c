@@ -608,6 +608,23 @@ static int sim_read_cloud_config(sim_ctx *s, const sim_opts *o, prd_err *e)
 	return 0;
 }
 
+/* A driver refused to start without a configuration: say what was looked
+ * for and what to give. */
+static void say_no_cloud_config(const sim_opts *o)
+{
+	struct stat st;
+	bool dir = stat(o->cluster, &st) == 0 && S_ISDIR(st.st_mode);
+
+	fprintf(stderr,
+		"provreqd simulate: no cloud config was given: no --cloud-config, and %s%s%s.\n"
+		"  Give --cloud-config FILE, or put cloud-config.yaml in the --cluster directory. For the kwok\n"
+		"  driver (the default) it says where the node groups come from: 'templateDir: DIR', a\n"
+		"  directory of Node templates, one per group, relative to the file (docs/drivers.md;\n"
+		"  templates/examples/simulate has one).\n",
+		dir ? "there is no " : "--cluster ", o->cluster,
+		dir ? "/cloud-config.yaml" : " is a file, so no cloud-config.yaml beside it is read");
+}
+
 /* Called for each ProvisioningRequest write since the last look. */
 static int on_request_event(void *ud, const char *type, json_object *obj)
 {
@@ -759,6 +776,8 @@ static int sim_setup(sim_ctx *s, const sim_opts *o)
 	cloud_host_init(&s->host, "driver", &s->clock, cloud_host_memapi_request, s->m);
 	if(cloud_drivers_load(&s->drivers, driver_path, &s->host.host, s->config, NULL, &e)) {
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
+		if(!s->config)
+			say_no_cloud_config(o);
 		return 1;
 	}
 	warn_unserved(s);

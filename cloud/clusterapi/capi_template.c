@@ -10,7 +10,11 @@
  *                        and how many
  *   labels               "k1=v1,k2=v2"
  *   taints               "k1=v1:NoSchedule,k2:NoExecute"
- * Without them, the template is a copy of one of the group's Nodes. */
+ * or the same published by the infrastructure machine template
+ * (status.capacity: cpu, memory, ephemeral-storage, pods, nvidia.com/gpu;
+ * status.nodeInfo: architecture, operatingSystem as labels), the group's
+ * annotations overriding the template's values key by key.
+ * Without either, the template is a copy of one of the group's Nodes. */
 #include "clusterapi/clusterapi.h"
 
 #include <stdio.h>
@@ -260,10 +264,106 @@ static int from_node(capi *c, const capi_group *g, char **node_json, prd_cloud_e
 	return *node_json ? 0 : capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 }
 
+/* The plural of an infrastructure template kind, as Cluster API derives
+ * CRD names (lower case; -s -> -ses, consonant+y -> -ies, else -s). */
+static void kind_plural(const char *kind, char *out, size_t n)
+{
+	size_t i, len = strlen(kind);
+	for(i = 0; i < len && i + 4 < n; i++)
+		out[i] = (char)(kind[i] >= 'A' && kind[i] <= 'Z' ? kind[i] - 'A' + 'a' : kind[i]);
+	out[i] = '\0';
+	if(i && out[i - 1] == 's')
+		snprintf(out + i, n - i, "es");
+	else if(i > 1 && out[i - 1] == 'y' && !strchr("aeiou", out[i - 2]))
+		snprintf(out + i - 1, n - i + 1, "ies");
+	else
+		snprintf(out + i, n - i, "s");
+}
+
+/* GET the group's infrastructure machine template (spec.template.spec.
+ * infrastructureRef: v1beta2's apiGroup, or v1beta1's apiVersion; for an
+ * apiGroup the served version is asked of discovery). *tpl is NULL when the
+ * group names none or it is not there. */
+static int infra_template(capi *c, const capi_group *g, json_object **tpl, prd_cloud_error *err)
+{
+	json_object *ref = capi_jobj(capi_jobj(capi_jobj(capi_jobj(g->obj, "spec"), "template"), "spec"),
+				     "infrastructureRef");
+	const char *kind = capi_jstr(ref, "kind"), *name = capi_jstr(ref, "name");
+	const char *gv = capi_jstr(ref, "apiVersion"), *grp = capi_jstr(ref, "apiGroup");
+	char path[900], plural[128], ver[256] = "";
+	json_object *disc = NULL;
+	int rc;
+	*tpl = NULL;
+	if(!kind || !name || (!gv && !grp))
+		return 0;
+	if(!gv) {
+		snprintf(path, sizeof(path), "/apis/%s", grp);
+		rc = capi_request(c, "GET", path, NULL, NULL, &disc, NULL, err);
+		if(rc)
+			return rc == PRD_CLOUD_ENOTFOUND ? 0 : rc;
+		gv = capi_jstr(capi_jobj(disc, "preferredVersion"), "groupVersion");
+		snprintf(ver, sizeof(ver), "%s", gv ? gv : "");
+		json_object_put(disc);
+		if(!ver[0])
+			return 0;
+		gv = ver;
+	}
+	kind_plural(kind, plural, sizeof(plural));
+	snprintf(path, sizeof(path), "/apis/%s/namespaces/%s/%s/%s", gv, g->ns, plural, name);
+	rc = capi_request(c, "GET", path, NULL, NULL, tpl, NULL, err);
+	return rc == PRD_CLOUD_ENOTFOUND ? 0 : rc;
+}
+
+/* Scale-from-zero annotations as the template's status publishes them
+ * (capacity, nodeInfo), overlaid with the group's own annotations, which
+ * win. A new object (caller puts), or NULL when the template publishes no
+ * cpu and memory. */
+static json_object *merged_capacity(json_object *tpl, json_object *ann)
+{
+	json_object *st = capi_jobj(tpl, "status"), *cap = capi_jobj(st, "capacity"), *info = capi_jobj(st, "nodeInfo");
+	json_object *out;
+	const char *arch = capi_jstr(info, "architecture"), *os = capi_jstr(info, "operatingSystem");
+	const char *own = capi_jstr(ann, ANN("labels"));
+	char labels[2048] = "";
+	if(!capi_jstr(cap, "cpu") || !capi_jstr(cap, "memory") || !(out = json_object_new_object()))
+		return NULL;
+	json_object_object_foreach(cap, k, v) {
+		const char *key = !strcmp(k, "cpu")		  ? ANN("cpu")
+				  : !strcmp(k, "memory")	  ? ANN("memory")
+				  : !strcmp(k, "ephemeral-storage") ? ANN("ephemeral-disk")
+				  : !strcmp(k, "pods")		  ? ANN("maxPods")
+				  : !strcmp(k, "nvidia.com/gpu")  ? ANN("gpu-count")
+								  : NULL;
+		if(key && json_object_is_type(v, json_type_string))
+			json_object_object_add(out, key, json_object_get(v));
+	}
+	snprintf(labels, sizeof(labels), "%s%s%s%s%s%s%s", arch ? "kubernetes.io/arch=" : "", arch ? arch : "",
+		 arch && os ? "," : "", os ? "kubernetes.io/os=" : "", os ? os : "", (arch || os) && own ? "," : "",
+		 own ? own : "");
+	if(labels[0])
+		json_object_object_add(out, ANN("labels"), json_object_new_string(labels));
+	json_object_object_foreach(ann, ak, av) {
+		if(!strncmp(ak, CAPI_CAPACITY_PREFIX, strlen(CAPI_CAPACITY_PREFIX)) && strcmp(ak, ANN("labels")))
+			json_object_object_add(out, ak, json_object_get(av));
+	}
+	return out;
+}
+
 int capi_template_node(capi *c, const capi_group *g, char **node_json, prd_cloud_error *err)
 {
-	json_object *ann = capi_jobj(capi_jobj(g->obj, "metadata"), "annotations");
+	json_object *ann = capi_jobj(capi_jobj(g->obj, "metadata"), "annotations"), *tpl = NULL, *merged = NULL;
+	int rc;
 	*node_json = NULL;
+	rc = infra_template(c, g, &tpl, err);
+	if(rc)
+		return rc;
+	merged = tpl ? merged_capacity(tpl, ann) : NULL;
+	json_object_put(tpl);
+	if(merged) {
+		rc = from_annotations(g, merged, node_json, err);
+		json_object_put(merged);
+		return rc;
+	}
 	if(capi_jstr(ann, ANN("cpu")) || capi_jstr(ann, ANN("memory")))
 		return from_annotations(g, ann, node_json, err);
 	return from_node(c, g, node_json, err);

@@ -425,9 +425,9 @@ static int cp_instances(void *state, const char *group_id, prd_cloud_instance **
 		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	}
 	for(i = 0; i < n; i++) {
-		json_object *m = json_object_array_get_idx(machines, i), *st = capi_jobj(m, "status");
-		const char *node = machine_node(m), *fmsg = capi_jstr(st, "failureMessage");
-		const char *freason = capi_jstr(st, "failureReason");
+		json_object *m = json_object_array_get_idx(machines, i);
+		const char *node = machine_node(m), *fcode = NULL, *fmsg = NULL;
+		int fclass = capi_machine_failure(m, &fcode, &fmsg);
 		char id[600];
 		machine_id(m, id, sizeof(id));
 		v[k].id = capi_strdup(id);
@@ -436,9 +436,9 @@ static int cp_instances(void *state, const char *group_id, prd_cloud_instance **
 			     : node		 ? PRD_CLOUD_INSTANCE_RUNNING
 						 : PRD_CLOUD_INSTANCE_CREATING;
 		v[k].created_ns = created_ns(m);
-		if(fmsg && fmsg[0]) {
-			v[k].error_class = PRD_CLOUD_ERRCLASS_OTHER;
-			v[k].error_code = capi_strdup(freason && freason[0] ? freason : "MachineFailed");
+		if(fclass != PRD_CLOUD_ERRCLASS_NONE) {
+			v[k].error_class = fclass;
+			v[k].error_code = capi_strdup(fcode);
 			v[k].error_message = capi_strdup(fmsg);
 			if(!v[k].error_code || !v[k].error_message)
 				rc = PRD_CLOUD_ENOMEM;
@@ -644,8 +644,8 @@ static int put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, p
 	json_object_put(sc);
 	if(rc && status == 409)
 		return capi_fail(err, PRD_CLOUD_ECONFLICT,
-				 "clusterapi: %s: replicas were changed by another writer between this call's read "
-				 "and its write (409 Conflict); nothing changed",
+				 "clusterapi: %s: the object was changed by another writer (its replicas, or a newer "
+				 "leader's fence) between this call's read and its write (409 Conflict); nothing changed",
 				 g->id);
 	if(!rc)
 		g->replicas = replicas;
@@ -661,6 +661,25 @@ static int check_expected(const capi_group *g, int32_t cur, int32_t expected, pr
 			 "clusterapi: %s: replicas are %d, not the %d this call was planned from (another writer "
 			 "changed them); nothing changed",
 			 g->id, (int)cur, (int)expected);
+}
+
+/* The replicas and the resourceVersion a write will be conditional on:
+ * from the scale subresource, or, for a call carrying a fencing token
+ * (key not NULL), from the object itself with its recorded term judged
+ * (capi_read_fenced). */
+static int read_for_write(capi *c, capi_group *g, const char *key, uint64_t term, int32_t *cur, char *rv,
+			  size_t rvlen, prd_cloud_error *err)
+{
+	capi_view v;
+	int rc;
+	if(!key)
+		return get_scale(c, g, cur, rv, rvlen, err);
+	rc = capi_read_fenced(c, g, key, term, &v, err);
+	if(!rc) {
+		*cur = v.replicas;
+		snprintf(rv, rvlen, "%s", v.rv);
+	}
+	return rc;
 }
 
 static int cp_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
@@ -697,6 +716,7 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 {
 	capi *c = state;
 	capi_group *g;
+	const char *key;
 	int32_t cur;
 	char rv[64];
 	int rc;
@@ -714,12 +734,16 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 	if(req->expected_target < -1)
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: expected target %d (want -1 or a size)", g->id,
 				 (int)req->expected_target);
-	if(req->expected_target < 0)
+	/* Without a term (NULL / 0) the caller is not leader-elected. */
+	key = req->struct_size >= offsetof(prd_cloud_increase, fence_term) + sizeof(req->fence_term) && req->fence_term
+		      ? req->fence_key
+		      : NULL;
+	if(req->expected_target < 0 && !key)
 		return cp_increase(state, req->group_id, req->delta, err);
 	if(req->delta <= 0)
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the increase must be positive, got %d", g->id,
 				 (int)req->delta);
-	rc = get_scale(c, g, &cur, rv, sizeof(rv), err);
+	rc = read_for_write(c, g, key, key ? req->fence_term : 0, &cur, rv, sizeof(rv), err);
 	if(!rc)
 		rc = check_expected(g, cur, req->expected_target, err);
 	if(rc)
@@ -731,8 +755,10 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 	return put_scale(c, g, cur + req->delta, rv, err);
 }
 
-/* decrease_target_size, and (expected >= 0) its conditional form. */
-static int decrease(capi *c, const char *group_id, int32_t delta, int32_t expected, prd_cloud_error *err)
+/* decrease_target_size, its conditional form (expected >= 0) and its
+ * fenced form (key not NULL). */
+static int decrease(capi *c, const char *group_id, int32_t delta, int32_t expected, const char *key, uint64_t term,
+		    prd_cloud_error *err)
 {
 	capi_group *g = find_group(c, group_id);
 	json_object *machines = NULL;
@@ -745,7 +771,7 @@ static int decrease(capi *c, const char *group_id, int32_t delta, int32_t expect
 	if(delta <= 0)
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the decrease must be positive, got %d", g->id,
 				 (int)delta);
-	rc = get_scale(c, g, &cur, rv, sizeof(rv), err);
+	rc = read_for_write(c, g, key, term, &cur, rv, sizeof(rv), err);
 	if(!rc)
 		rc = check_expected(g, cur, expected, err);
 	if(!rc)
@@ -761,12 +787,12 @@ static int decrease(capi *c, const char *group_id, int32_t delta, int32_t expect
 				 "clusterapi: %s: lowering replicas from %d by %d would go below its %d existing "
 				 "Machines; delete nodes instead",
 				 g->id, (int)cur, (int)delta, (int)existing);
-	return expected >= 0 ? put_scale(c, g, cur - delta, rv, err) : set_scale(c, g, cur - delta, rv, err);
+	return expected >= 0 || key ? put_scale(c, g, cur - delta, rv, err) : set_scale(c, g, cur - delta, rv, err);
 }
 
 static int cp_decrease_target(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
 {
-	return decrease(state, group_id, delta, -1, err);
+	return decrease(state, group_id, delta, -1, NULL, 0, err);
 }
 
 static int cp_decrease_target_if(void *state, const char *group_id, int32_t delta, int32_t expected,
@@ -775,7 +801,33 @@ static int cp_decrease_target_if(void *state, const char *group_id, int32_t delt
 	if(expected < -1)
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: expected target %d (want -1 or a size)",
 				 group_id ? group_id : "(null)", (int)expected);
-	return decrease(state, group_id, delta, expected, err);
+	return decrease(state, group_id, delta, expected, NULL, 0, err);
+}
+
+/* ABI 1.4: decrease_target_size with an expected target and a fencing
+ * token, both checked against one read of the object and made to hold by
+ * writing with its resourceVersion. */
+static int cp_decrease_req(void *state, const prd_cloud_decrease *req, prd_cloud_error *err)
+{
+	if(!req || req->struct_size < offsetof(prd_cloud_decrease, fence_term) + sizeof(req->fence_term))
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: decrease: the request is %u bytes, older than "
+							"ABI 1.4's",
+				 req ? (unsigned)req->struct_size : 0u);
+	if(req->expected_target < -1)
+		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: expected target %d (want -1 or a size)",
+				 req->group_id ? req->group_id : "(null)", (int)req->expected_target);
+	return decrease(state, req->group_id, req->delta, req->expected_target,
+			req->fence_term ? req->fence_key : NULL, req->fence_term, err);
+}
+
+/* ABI 1.4: record that term `term` of leader election `key` began. */
+static int cp_fence(void *state, const char *group_id, const char *key, uint64_t term, prd_cloud_error *err)
+{
+	capi *c = state;
+	capi_group *g = find_group(c, group_id);
+	if(!g)
+		return no_group(err, group_id);
+	return capi_fence(c, g, key, term, err);
 }
 
 /* Set (value non-NULL) or remove (NULL) the delete-machine annotation. */
@@ -934,9 +986,11 @@ static const prd_cloud_driver descriptor = {
 	.delete_instances = cp_delete_instances,
 	.instance_size = sizeof(prd_cloud_instance),
 	/* No PRD_CLOUD_CAP_OWNER_MARK: see cp_increase_req. */
-	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME,
+	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME | PRD_CLOUD_CAP_FENCE,
 	.increase = cp_increase_req,
 	.decrease_target_size_if = cp_decrease_target_if,
+	.fence = cp_fence,
+	.decrease = cp_decrease_req,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

@@ -25,6 +25,7 @@
 #define CAPI_NODE_NAMESPACE_ANNOTATION "cluster.x-k8s.io/cluster-namespace"
 #define CAPI_CAPACITY_PREFIX "capacity.cluster-autoscaler.kubernetes.io/"
 #define CAPI_PENDING_PREFIX "clusterapi://"
+#define CAPI_FENCE_PREFIX "provreqd.io/fence-"
 
 typedef enum capi_kind { CAPI_MACHINE_DEPLOYMENT, CAPI_MACHINE_SET, CAPI_MACHINE_POOL, CAPI_KINDS } capi_kind;
 
@@ -62,6 +63,35 @@ const char *capi_kind_plural(capi_kind k);
 /* "/apis/cluster.x-k8s.io/<version>[/namespaces/<ns>]/<plural>[/<name>[/<sub>]]" */
 void capi_path(const capi *c, char *out, size_t n, const char *plural, const char *ns, const char *name,
 	       const char *sub);
+
+/* Whether Machine m failed, and how: v1beta1's status.failureReason /
+ * failureMessage (also under v1beta2's status.deprecated.v1beta1), else a
+ * v1beta2 InfrastructureReady or BootstrapConfigReady condition that is
+ * False with a reason that is not "under way" (NotReady, WaitingFor...,
+ * ...Provisioning...). Returns the prd_cloud_error_class (NONE: not failed;
+ * OUT_OF_RESOURCES for a condition's capacity/stockout/quota reason; the
+ * v1beta1 fields are always OTHER); *code and
+ * *message point into m. */
+int capi_machine_failure(json_object *m, const char **code, const char **message);
+
+/* capi_fence.c: fencing terms (ABI 1.4), recorded as the annotation
+ * provreqd.io/fence-<key> on the group's object. */
+typedef struct capi_view {
+	int32_t replicas;      /* spec.replicas (0 when omitted) */
+	char rv[64];           /* the object's resourceVersion */
+	uint64_t term;         /* the term recorded for the key, 0 for none */
+} capi_view;
+/* EINVAL unless key is 1..63 of [A-Za-z0-9._-], alphanumeric at both ends. */
+int capi_fence_check_key(const char *key, prd_cloud_error *err);
+/* Read the group's object for a write carrying (key, term): ECONFLICT when
+ * a higher term is recorded; a lower one is raised to `term` first
+ * (conditional on the resourceVersion read; 409 is ECONFLICT). On success
+ * v->rv is what the write must be conditional on. */
+int capi_read_fenced(capi *c, const capi_group *g, const char *key, uint64_t term, capi_view *v,
+		     prd_cloud_error *err);
+/* The driver's fence(): record `term` unless a higher one is recorded
+ * (ECONFLICT); idempotent; a 409 on the write reads once more. */
+int capi_fence(capi *c, const capi_group *g, const char *key, uint64_t term, prd_cloud_error *err);
 
 /* capi_template.c: the template Node of a group, from the capacity
  * annotations (scale from zero) or from one of its Nodes. Caller frees

@@ -12,6 +12,14 @@
 #  - a kwok rendering mounts its config and templates where --cloud-config
 #    says, an impossible driver mix is refused, the ServiceMonitor renders
 #    when asked;
+#  - values real installs need (serviceAccount.annotations, extraVolumes
+#    and extraVolumeMounts, pod and container security contexts, probes,
+#    config as a map merged over the defaults, metrics.access, the
+#    NetworkPolicy) render as asked and pass the server's dry-run; the
+#    merged config passes check-config; a driver without what it needs
+#    and an unknown config key are refused; the CRD ships in crds/; NOTES
+#    point at installed objects; the kustomization pins the release's
+#    image and generates its ConfigMap (hash-suffixed);
 #  - the chart's user ClusterRoles, applied for real, are aggregated by
 #    kube-controller-manager into the built-in roles: a user bound to
 #    `edit` in a namespace may create ProvisioningRequests (and the
@@ -80,6 +88,18 @@ kust_objs=$(kubectl kustomize "$deploy" | kubectl apply --dry-run=server -o "jso
 	t_fail "server dry-run of the kustomization: $kust_objs"
 [[ "$kust_objs" != *Warning* ]] || t_fail "the kustomization's dry-run printed warnings: $kust_objs"
 t_pass "kubectl kustomize | kubectl apply --dry-run=server passes with no warnings"
+# The kustomization's configMapGenerator names the ConfigMap after a hash
+# of its content (so a changed config rolls the pods); the chart does that
+# with a checksum annotation. Compared without the hash.
+cm_hashed=$(grep -x 'ConfigMap/provreqd-config-[a-z0-9]*' <<<"$kust_objs" || true)
+[[ -n "$cm_hashed" ]] || t_fail "the kustomization's ConfigMap is not generated with a hash suffix: $kust_objs"
+kust_dep=$(kubectl kustomize "$deploy" | kubectl create --dry-run=client -f - -o json |
+	jq -r 'select(.kind == "Deployment") | .spec.template.spec.volumes[] | select(.name == "config") | .. | .name? // empty' | sort -u)
+t_contains "the kustomized Deployment mounts the generated ConfigMap" "${cm_hashed#ConfigMap/}" "$kust_dep"
+t_contains "the kustomization pins this release's image, not latest" "image: provreqd:$(sed -n 's/^appVersion: *"\(.*\)"$/\1/p' "$chart/Chart.yaml")" \
+	"$(kubectl kustomize "$deploy" | grep 'image:')"
+# shellcheck disable=SC2001 # one line of many, anchored: not a ${//}
+kust_objs=$(sed 's|^ConfigMap/provreqd-config-[a-z0-9]*$|ConfigMap/provreqd-config|' <<<"$kust_objs")
 helm_objs=$(sort <<<"$helm_objs")
 kust_objs=$(sort <<<"$kust_objs")
 if [[ "$helm_objs" != "$kust_objs" ]]; then
@@ -109,7 +129,8 @@ $a
 kustomize
 $b"
 for d in kwok clusterapi; do
-	a=$(render --set "drivers.$d.enabled=true" --show-only templates/driver-rbac.yaml | rules_of "provreqd-driver-$d")
+	a=$(render --set "drivers.$d.enabled=true" --set-json 'drivers.kwok.nodeTemplates={"g":{"kind":"Node"}}' \
+		--show-only templates/driver-rbac.yaml | rules_of "provreqd-driver-$d")
 	b=$(kubectl apply --dry-run=server -f "$deploy/driver-$d.yaml" -o 'jsonpath={range .items[?(@.kind=="ClusterRole")].rules[*]}{.apiGroups}{.resources}{.verbs}{"\n"}{end}' | sort)
 	[[ -n "$a" && "$a" == "$b" ]] || t_fail "the $d driver ClusterRole differs: chart
 $a
@@ -140,6 +161,12 @@ for o in clusterrole/provreqd clusterrole/provreqd-edit clusterrole/provreqd-vie
 	kubectl get "$o" >/dev/null 2>&1 || t_fail "helm install did not create $o"
 done
 t_pass "helm install created the objects"
+notes=$("$helm" get notes provreqd -n "$ns")
+t_contains "NOTES point at the installed Deployment" "kubectl -n $ns rollout status deployment/provreqd" "$notes"
+t_contains "NOTES point at the Lease" "get lease provreqd" "$notes"
+[[ "$notes" != *"crd/provisioningrequests.yaml"* ]] || t_fail "NOTES point at a source path: $notes"
+t_eq "the CRD is there (installed before, kept by helm)" provisioningrequests.autoscaling.x-k8s.io \
+	"$(kubectl get crd provisioningrequests.autoscaling.x-k8s.io -o 'jsonpath={.metadata.name}')"
 out=$("$helm" uninstall provreqd -n "$ns" --wait 2>&1) || t_fail "helm uninstall: $out"
 installed=
 t_wait 60 "helm uninstall removed the ClusterRoles and the Deployment" \
@@ -200,6 +227,113 @@ out=$("$helm" template provreqd "$chart" --set drivers.kwok.enabled=true --set d
 t_contains "kwok + clusterapi is refused with the reason" "one --cloud-config file to every driver" "$out"
 t_contains "the ServiceMonitor renders when enabled" "kind: ServiceMonitor" \
 	"$(render --set serviceMonitor.enabled=true --show-only templates/servicemonitor.yaml)"
+t_contains "with tokenreview it sends its ServiceAccount token" "bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token" \
+	"$(render --set serviceMonitor.enabled=true --set metrics.access=tokenreview --show-only templates/servicemonitor.yaml)"
+
+# --- Values for real installs (issue 29).
+# kwok without node templates renders a pod that could only crash-loop
+# (the config volume hides the image's templates): refused, as is a
+# custom driver on no volume and a config key provreqd does not have.
+out=$("$helm" template provreqd "$chart" --set drivers.kwok.enabled=true 2>&1) &&
+	t_fail "kwok without nodeTemplates rendered"
+t_contains "kwok without nodeTemplates is refused with the reason" "is on no volume of extraVolumeMounts" "$out"
+out=$("$helm" template provreqd "$chart" --set 'drivers.custom[0].name=mine' --set 'drivers.custom[0].path=/opt/mine/mine.so' 2>&1) &&
+	t_fail "a custom driver on no volume rendered"
+t_contains "a custom driver on no volume is refused" "neither in drivers.dir" "$out"
+out=$("$helm" template provreqd "$chart" --set config.scaleDown.enabeld=false 2>&1) && t_fail "a misspelt config key rendered"
+t_contains "a misspelt config key is refused, named" "config.scaleDown.enabeld: provreqd has no such setting" "$out"
+
+# Everything a real install sets, at once, through the server's dry-run.
+real_values=$(mktemp)
+cat >"$real_values" <<-'VALUES'
+	serviceAccount:
+	  annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/provreqd"}
+	config:
+	  scaleDown: {enabled: false}
+	  log: {level: 3}
+	podSecurityContext:
+	  runAsNonRoot: true
+	  runAsUser: 1001
+	  runAsGroup: 1001
+	  fsGroup: 1001
+	  seccompProfile: {type: RuntimeDefault}
+	securityContext:
+	  allowPrivilegeEscalation: false
+	  readOnlyRootFilesystem: true
+	  capabilities: {drop: ["ALL"]}
+	  seLinuxOptions: {level: "s0:c1,c2"}
+	livenessProbe:
+	  httpGet: {path: /healthz, port: http}
+	  initialDelaySeconds: 45
+	readinessProbe: null
+	startupProbe:
+	  httpGet: {path: /healthz, port: http}
+	  failureThreshold: 30
+	drivers:
+	  kwok:
+	    enabled: true
+	    config: {templateDir: /opt/templates}
+	extraVolumes:
+	  - name: templates
+	    configMap: {name: my-node-templates}
+	extraVolumeMounts:
+	  - name: templates
+	    mountPath: /opt/templates
+	    readOnly: true
+	metrics:
+	  access: tokenreview
+	networkPolicy:
+	  enabled: true
+	  metricsFrom:
+	    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}
+	serviceMonitor:
+	  enabled: false
+VALUES
+out=$(render -f "$real_values" | kubectl apply --dry-run=server -f - 2>&1) || { rm -f "$real_values"; t_fail "server dry-run of a real install's values: $out"; }
+[[ "$out" != *Warning* ]] || { rm -f "$real_values"; t_fail "the dry-run printed warnings: $out"; }
+t_pass "a rendering with every real-install value passes the server's dry-run"
+objs=$(render -f "$real_values" | kubectl create --dry-run=client -f - -o json)
+rm -f "$real_values"
+q() { jq -r "$1" <<<"$objs"; }
+t_eq "serviceAccount.annotations land on the ServiceAccount" "arn:aws:iam::111122223333:role/provreqd" \
+	"$(q 'select(.kind == "ServiceAccount") | .metadata.annotations["eks.amazonaws.com/role-arn"]')"
+t_eq "podSecurityContext replaces the pod's" 1001 "$(q 'select(.kind == "Deployment") | .spec.template.spec.securityContext.runAsUser')"
+t_eq "securityContext replaces the container's" "s0:c1,c2" \
+	"$(q 'select(.kind == "Deployment") | .spec.template.spec.containers[0].securityContext.seLinuxOptions.level')"
+t_eq "livenessProbe is overridden" 45 "$(q 'select(.kind == "Deployment") | .spec.template.spec.containers[0].livenessProbe.initialDelaySeconds')"
+t_eq "readinessProbe: null drops it" null "$(q 'select(.kind == "Deployment") | .spec.template.spec.containers[0].readinessProbe')"
+t_eq "startupProbe is added" 30 "$(q 'select(.kind == "Deployment") | .spec.template.spec.containers[0].startupProbe.failureThreshold')"
+t_eq "extraVolumes are added" my-node-templates \
+	"$(q 'select(.kind == "Deployment") | .spec.template.spec.volumes[] | select(.name == "templates") | .configMap.name')"
+t_eq "extraVolumeMounts are mounted" /opt/templates \
+	"$(q 'select(.kind == "Deployment") | .spec.template.spec.containers[0].volumeMounts[] | select(.name == "templates") | .mountPath')"
+t_contains "kwok reads its templates from the extra volume" "templateDir: /opt/templates" \
+	"$(q 'select(.kind == "ConfigMap" and (.metadata.name | endswith("-drivers"))) | .data["cloud-config.yaml"]')"
+t_contains "metrics.access is passed as --metrics-access" "--metrics-access=tokenreview" \
+	"$(q 'select(.kind == "Deployment") | .spec.template.spec.containers[0].args[]')"
+t_contains "tokenreview: provreqd may create TokenReviews and SubjectAccessReviews" "tokenreviews subjectaccessreviews" \
+	"$(q 'select(.kind == "ClusterRole" and .metadata.name == "provreqd") | [.rules[].resources[]] | join(" ")')"
+t_eq "tokenreview: a metrics-reader ClusterRole for the scraper" '["/metrics"]get' \
+	"$(q 'select(.kind == "ClusterRole" and .metadata.name == "provreqd-metrics-reader") | (.rules[0].nonResourceURLs | tojson) + .rules[0].verbs[0]')"
+t_eq "the NetworkPolicy admits the listed peers to the http port" "http monitoring" \
+	"$(q 'select(.kind == "NetworkPolicy") | "\(.spec.ingress[0].ports[0].port) \(.spec.ingress[0].from[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"])"')"
+cfg=$(q 'select(.kind == "ConfigMap" and .metadata.name == "provreqd-config") | .data["provreqd.yaml"]')
+tdir=$(mktemp -d)
+printf '%s\n' "$cfg" >"$tdir/provreqd.yaml"
+out=$("$PROVREQD_BUILDDIR/provreqd" check-config --config "$tdir/provreqd.yaml" 2>&1) || out="REFUSED: $out"
+rm -rf "$tdir"
+t_contains "config is merged key by key: scaleDown.enabled false" "$(printf 'scaleDown:\n  # remove nodes')" "$out"
+grep -A3 '^scaleDown:' <<<"$out" | grep -q 'enabled: false' || t_fail "check-config of the merged config does not say scaleDown.enabled false: $out"
+grep -A4 '^log:' <<<"$out" | grep -q 'level: 3' || t_fail "check-config of the merged config does not say log.level 3: $out"
+t_contains "the keys not given keep the chart's defaults (state.db on the state volume)" 'db: "/var/lib/provreqd/state.db"' "$out"
+t_pass "check-config accepts the merged config: scaleDown.enabled false, log.level 3, the rest as shipped"
+t_eq "a config string still replaces the whole file" "x: 1" \
+	"$(render --set-string config='x: 1' --show-only templates/configmap.yaml | kubectl create --dry-run=client -f - -o 'jsonpath={.data.provreqd\.yaml}')"
+
+# The CRD ships in crds/, as crd/ has it.
+out=$("$helm" show crds "$chart")
+t_eq "helm show crds is crd/provisioningrequests.yaml" "$(cat "$src/crd/provisioningrequests.yaml")" "$out"
+t_contains "--include-crds renders it" "name: provisioningrequests.autoscaling.x-k8s.io" "$(render --include-crds)"
 
 # The user roles, for real, aggregated by kube-controller-manager's
 # clusterrole-aggregation controller into edit/admin and view.

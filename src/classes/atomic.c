@@ -459,10 +459,13 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 		total += p->v[i].delta;
 	if(!snap)
 		return; /* the pass acts no further */
-	/* The plan's own reservation must not stand in its way. */
+	if(sched_snapshot_fork(snap))
+		return;
+	/* The plan's own reservation must not stand in its way (inside the
+	 * fork: a plan that goes on waiting keeps it). */
 	sched_snapshot_unbook(snap, req->pr->meta.uid, NULL);
-	if(sched_snapshot_fork(snap) == 0 && sched_place(snap, req->sets, req->nsets, &res, &e) == 0 &&
-	   res.fits_all && h->book(h->ctx, req->sets, req->nsets, &res, &e) == 0) {
+	if(sched_place(snap, req->sets, req->nsets, &res, &e) == 0 && res.fits_all &&
+	   h->book(h->ctx, req->sets, req->nsets, &res, &e) == 0) {
 		sched_snapshot_commit(snap);
 		for(i = 0; i < p->n; i++) {
 			at_intent_close(h, p->v[i].plan_id, STATE_PHASE_DONE, NULL, NULL);
@@ -490,6 +493,13 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 		pr_class_caveats(req->sets, req->nsets, msg, sizeof(msg));
 		h->provisioned(h->ctx, PR_R_PROVISIONED, msg);
 		h->hold(h->ctx, false, NULL);
+	} else if(h->now < at_taken_since(h, p->v[0].plan_id) + AT_TAKEN_GRACE_NS && h->now < p->v[0].deadline_ns) {
+		/* Not yet: room another view still holds may come back (a
+		 * booking whose end is not written yet). */
+		sched_snapshot_revert(snap);
+		log_info("the plan's nodes are ready but its pods do not all fit yet; waiting before retrying", "request",
+			 req->pr->meta.name, "placed", LOGI((size_t)res.placed), "pods", LOGI((size_t)res.requested));
+		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 	} else {
 		sched_snapshot_revert(snap);
 		/* The nodes are there and Ready, but other pods took them: they
@@ -922,7 +932,7 @@ static void target_moved(const pr_class_host *h, const pr_class_req *req, at_pla
 	char msg[1100];
 	size_t k;
 	metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(p->v[i].node_group, "target_moved"), 1);
-	log_warn("scale-up not made: the group's target moved since the plan was made; planning again", "group",
+	log_warn("scale-up not made: the group's target moved since the plan was made (or a newer leader fenced it); planning again", "group",
 		 p->v[i].node_group, "plan", p->v[i].plan_id, "cause", why);
 	for(k = i; k < p->n; k++) {
 		at_close_without_effect(h, at_find_group(h, p->v[k].node_group), &p->v[k],
@@ -1116,6 +1126,46 @@ out:
 	return handled;
 }
 
+/* The status shows a plan in flight that this store neither has nor could
+ * adopt yet (a node group it names is not listed this pass: plan_plausible
+ * cannot tell): deciding the request afresh now would scale up (or book)
+ * a second time beside that plan. Wait for a pass that lists the groups. */
+static bool unadopted_plan(const pr_class_host *h, const pr_class_req *req)
+{
+	char *plan, *phase;
+	state_phase ph;
+	bool wait;
+	/* (A plan this store has closed was written by finish_recorded.) */
+	if(h->groups_complete || !(plan = pr_details_get(req->pr, PR_DETAIL_PLAN)))
+		return false;
+	phase = pr_details_get(req->pr, PR_DETAIL_PHASE);
+	wait = phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph);
+	if(wait) {
+		log_info("the request's status shows a scale-up plan that cannot be adopted until its node groups are "
+			 "listed; waiting",
+			 "request", req->pr->meta.name, "plan", plan);
+		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+	}
+	free(plan);
+	free(phase);
+	return wait;
+}
+
+/* The status of an open plan says which term carries it now: the term
+ * that made it, or the one that took it over since (so a replica that
+ * ended the plan in an older term learns from the API that another leader
+ * carried it on: reopen_carried_on). */
+static void claim_term(const pr_class_host *h, const pr_class_req *req)
+{
+	char *was;
+	if(req->terminal || !h->term || !h->term[0])
+		return;
+	was = pr_details_get(req->pr, PR_DETAIL_TERM);
+	if(!was || strcmp(was, h->term))
+		h->set_detail(h->ctx, PR_DETAIL_TERM, h->term);
+	free(was);
+}
+
 static void atomic_decide(const pr_class_module *m, const pr_class_host *h, const pr_class_req *req)
 {
 	at_plan p;
@@ -1123,13 +1173,17 @@ static void atomic_decide(const pr_class_module *m, const pr_class_host *h, cons
 	if(!req->terminal && req->sets && finish_recorded(h, req))
 		return;
 	if(at_plan_open(h, req->pr->meta.uid, &p)) {
-		bool again = progress(h, req, &p);
+		bool again;
+		claim_term(h, req);
+		again = progress(h, req, &p);
 		at_plan_free(&p);
 		if(again)
 			h->hold(h->ctx, false, NULL);
 		if(!again || req->terminal || !req->sets)
 			return;
 	} else if(req->terminal || !req->sets) {
+		return;
+	} else if(unadopted_plan(h, req)) {
 		return;
 	}
 	start(h, req);

@@ -108,6 +108,16 @@ int at_view_of(const pr_class_host *h, pr_class_group *g, const state_intent *in
  * increase_size or atomic_increase_size. The group's listing and target
  * are stale afterwards. 0 or a PRD_CLOUD_E* code with *de filled. */
 int at_increase(pr_class_group *g, const state_intent *in, int32_t delta, int32_t expected, prd_cloud_error *de);
+/* When the plan's ready nodes were first found taken by other requests'
+ * bookings or pods (remembered from this call on, in memory; now when not
+ * yet noted). */
+int64_t at_taken_since(const pr_class_host *h, const char *plan_id);
+/* How long a plan whose nodes are ready waits for its pods to fit before
+ * it concludes that other pods took the capacity: another replica's or
+ * shard's view may hold room for a while that a status write not yet
+ * landed gives back. */
+#define AT_TAKEN_GRACE_NS (60 * AT_NS_PER_S)
+
 /* decrease_target_size, conditional on `expected` (>= 0) and fenced where the
  * driver can (ABI 1.4 decrease, else 1.3 decrease_target_size_if). */
 int at_decrease(pr_class_group *g, int32_t delta, int32_t expected, prd_cloud_error *de);

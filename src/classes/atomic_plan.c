@@ -59,6 +59,7 @@ typedef struct at_memo {
 	uint64_t version;
 	at_list *retired;
 	hmap progress_at;  /* plan id -> when its progress detail last changed (int64_t *) */
+	hmap taken_at;     /* plan id -> when its ready nodes were first found taken (int64_t *) */
 	hmap kviews;       /* plan id -> at_kview (see view_of) */
 	int64_t swept_at;  /* when at_sweep_late last looked */
 } at_memo;
@@ -90,6 +91,7 @@ void at_kept_free(void *p)
 	memo_retire(m);
 	lists_free(m->retired);
 	hmap_free(&m->progress_at);
+	hmap_free(&m->taken_at);
 	hmap_free(&m->kviews);
 	free(m);
 }
@@ -140,6 +142,7 @@ static at_memo *memo_of(const pr_class_host *h)
 	pass_of(h);
 	if(!*h->kept && (*h->kept = calloc(1, sizeof(at_memo)))) {
 		hmap_init(&((at_memo *)*h->kept)->progress_at, free);
+		hmap_init(&((at_memo *)*h->kept)->taken_at, free);
 		hmap_init(&((at_memo *)*h->kept)->kviews, kview_free);
 	}
 	return *h->kept;
@@ -163,6 +166,22 @@ void at_progress_noted(const pr_class_host *h, const char *plan_id)
 		return;
 	}
 	*at = h->now;
+}
+
+int64_t at_taken_since(const pr_class_host *h, const char *plan_id)
+{
+	at_memo *m = memo_of(h);
+	int64_t *at = m ? hmap_get(&m->taken_at, plan_id) : NULL;
+	if(!m)
+		return h->now;
+	if(!at) {
+		if(!(at = malloc(sizeof(*at))) || hmap_put(&m->taken_at, plan_id, at)) {
+			free(at);
+			return h->now;
+		}
+		*at = h->now;
+	}
+	return *at;
 }
 
 /* Drop the keys of `m` (plan ids) that no intent in `open` has. */
@@ -196,6 +215,7 @@ void at_kept_forget(const pr_class_host *h, const state_intent *open, size_t n)
 	if(!m)
 		return;
 	forget_closed(&m->progress_at, open, n);
+	forget_closed(&m->taken_at, open, n);
 	forget_closed(&m->kviews, open, n);
 }
 
@@ -1040,6 +1060,9 @@ static int adopt_one(const pr_class_host *h, const kube_provreq *pr, const char 
 	in.delta = delta;
 	in.target_before = before;
 	in.deadline_ns = deadline;
+	/* The term that carries the plan on from now: the status this term
+	 * writes says who last took the plan over (at_reopen_carried_on). */
+	in.term = (char *)(h->term ? h->term : "");
 	rc = at_intent_begin(h, &in, e);
 	if(!rc)
 		rc = at_intent_set_known(h, id, known, e);
@@ -1163,13 +1186,57 @@ static void close_as_api_says(const pr_class_host *h, const state_intent *in, st
 	written(h);
 }
 
+/* The reverse of at_drop_contradicted: a plan this store closed (its last
+ * call refused, its rows ended while this replica was stalled or deposed)
+ * that the API shows open under another term's hand: another leader
+ * adopted it and carried it on (it may have made the plan's instances).
+ * The API wins: the local end is forgotten and the plan adopted again,
+ * never written over the other leader's record as this store's end. The
+ * same term's record (this replica closed it and died before the status
+ * write) is left to finish_recorded. */
+static void reopen_carried_on(const pr_class_host *h, const pr_class_pass *p)
+{
+	size_t i;
+	for(i = 0; i < p->nprs; i++) {
+		const kube_provreq *pr = p->prs[i];
+		char *plan = NULL, *phase = NULL, *term = NULL, id[400];
+		state_intent old;
+		state_phase ph;
+		bool open = false;
+		size_t gone = 0;
+		if(!p->ours(h->ctx, pr) || !(plan = pr_details_get(pr, PR_DETAIL_PLAN)))
+			continue;
+		phase = pr_details_get(pr, PR_DETAIL_PHASE);
+		term = pr_details_get(pr, PR_DETAIL_TERM);
+		snprintf(id, sizeof(id), "%s#0", plan);
+		if(phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) &&
+		   at_plan_id_open(h, plan, &open) && !open && state_intent_get(h->db, id, &old, NULL) == 0) {
+			if(strcmp(old.term ? old.term : "", term ? term : "") &&
+			   state_intent_forget(h->db, plan, &gone, NULL) == 0 && gone) {
+				written(h);
+				log_warn("another leader carried on a scale-up plan this store had ended; adopting it again "
+					 "from the request's status",
+					 "plan", plan, "request", pr->meta.name, "local_term", old.term ? old.term : "",
+					 "api_term", term ? term : "");
+			}
+			state_intent_clear(&old);
+		}
+		free(plan);
+		free(phase);
+		free(term);
+	}
+}
+
 void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p)
 {
 	const state_intent *open = NULL;
 	size_t n = 0, i, j;
 	/* (Closing writes the store, which retires the list being walked;
 	 * a retired list stays valid until the next pass.) */
-	if(!h->db || at_open_intents(h, &open, &n))
+	if(!h->db)
+		return;
+	reopen_carried_on(h, p);
+	if(at_open_intents(h, &open, &n))
 		return;
 	for(i = 0; i < n; i++) {
 		const state_intent *in = &open[i];

@@ -17,6 +17,7 @@
 
 static int check_log_format(const cfg *c, buf *why);
 static int check_http_addr(const cfg *c, buf *why);
+static int check_metrics_access(const cfg *c, buf *why);
 static int check_expander(const cfg *c, buf *why);
 static int check_priority_configmap(const cfg *c, buf *why);
 static int check_lease_name(const cfg *c, buf *why);
@@ -44,6 +45,10 @@ const cfg_option cfg_options[] = {
 	{ "http-addr", "http.addr", CFG_STRING, O(http_addr), ":8080",
 	  "address of the /metrics, /healthz and /readyz endpoint: HOST:PORT, :PORT or [IPV6]:PORT", 0, 0,
 	  check_http_addr },
+	{ "metrics-access", "http.metricsAccess", CFG_STRING, O(metrics_access), "open",
+	  "who may read /metrics (/healthz and /readyz stay open): open (whoever reaches --http-addr), localhost "
+	  "(loopback connections only), tokenreview (a bearer token the apiserver authenticates and authorizes "
+	  "for get on the /metrics URL: TokenReview + SubjectAccessReview)", 0, 0, check_metrics_access },
 	{ "health-stale-after", "http.healthStaleAfter", CFG_DURATION, O(health_stale_after), "2m",
 	  "/healthz fails when the worker loop has not reported for this long", SEC, DAY, NULL },
 	{ "log-format", "log.format", CFG_STRING, O(log_format), "text",
@@ -117,6 +122,28 @@ const cfg_option cfg_options[] = {
 	  "apiserver requests allowed at once above --kube-api-qps", 1, 100000, NULL },
 };
 const size_t cfg_n_options = sizeof(cfg_options) / sizeof(cfg_options[0]);
+
+/* Same meaning, same value syntax (durations take the same units; booleans
+ * true/false) as cluster-autoscaler's flags of these names. Flags whose
+ * names are already the same (--kubeconfig, --cloud-config, --expander,
+ * --max-nodes-total, --leader-elect, --v, ...) need no alias. */
+const cfg_alias cfg_aliases[] = {
+	{ "scale-down-enabled", "scale-down" },
+	{ "scale-down-unneeded-time", "scale-down-idle" },
+	{ "max-node-provision-time", "provision-timeout" },
+	{ "kube-client-qps", "kube-api-qps" },
+	{ "kube-client-burst", "kube-api-burst" },
+	{ "address", "http-addr" },
+	{ "initial-node-group-backoff-duration", "group-backoff-initial" },
+	{ "max-node-group-backoff-duration", "group-backoff-max" },
+	{ "node-group-backoff-reset-timeout", "group-backoff-reset" },
+	{ "leader-elect-lease-duration", "lease-duration" },
+	{ "leader-elect-renew-deadline", "lease-renew-deadline" },
+	{ "leader-elect-retry-period", "lease-retry-period" },
+	{ "leader-elect-resource-name", "lease-name" },
+	{ "leader-elect-resource-namespace", "lease-namespace" },
+};
+const size_t cfg_n_aliases = sizeof(cfg_aliases) / sizeof(cfg_aliases[0]);
 _Static_assert(sizeof(cfg_options) / sizeof(cfg_options[0]) <= 64, "cfg.refused has one bit per option");
 
 #define REFUSE(c, o) ((c)->refused |= (uint64_t)1 << ((o) - cfg_options))
@@ -202,6 +229,19 @@ static const cfg_option *by_flag(const char *name, size_t len)
 	for(i = 0; i < cfg_n_options; i++)
 		if(strlen(cfg_options[i].flag) == len && strncmp(cfg_options[i].flag, name, len) == 0)
 			return &cfg_options[i];
+	return NULL;
+}
+
+/* The option an alias stands for; *alias (if given) gets the alias's name. */
+static const cfg_option *by_alias(const char *name, size_t len, const char **alias)
+{
+	size_t i;
+	for(i = 0; i < cfg_n_aliases; i++)
+		if(strlen(cfg_aliases[i].flag) == len && strncmp(cfg_aliases[i].flag, name, len) == 0) {
+			if(alias)
+				*alias = cfg_aliases[i].flag;
+			return by_flag(cfg_aliases[i].option, strlen(cfg_aliases[i].option));
+		}
 	return NULL;
 }
 
@@ -549,6 +589,8 @@ static void suggest_flag(const char *name, size_t len, buf *msg)
 		return;
 	for(i = 0; i < cfg_n_options && n < 128; i++)
 		cands[n++] = cfg_options[i].flag;
+	for(i = 0; i < cfg_n_aliases && n < 128; i++)
+		cands[n++] = cfg_aliases[i].flag;
 	pick = str_closest(w, cands, n);
 	if(pick)
 		buf_printf(msg, " (did you mean --%s?)", pick);
@@ -561,7 +603,7 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 	int i, rc = PRD_OK;
 
 	for(i = 0; i < argc; i++) {
-		const char *a = argv[i], *name, *eq, *val = NULL;
+		const char *a = argv[i], *name, *eq, *val = NULL, *typed = NULL;
 		const cfg_option *o;
 		size_t nlen;
 		buf why;
@@ -585,6 +627,8 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 		eq = strchr(name, '=');
 		nlen = eq ? (size_t)(eq - name) : strlen(name);
 		o = by_flag(name, nlen);
+		if(!o)
+			o = by_alias(name, nlen, &typed);
 		if(!o) {
 			buf m;
 			buf_init(&m);
@@ -602,8 +646,10 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 			val = "true";
 		else if(i + 1 < argc)
 			val = argv[++i];
+		if(!typed)
+			typed = o->flag; /* errors name the flag as it was given */
 		if(!val) {
-			buf_printf(errs, "--%s: needs a value\n", o->flag);
+			buf_printf(errs, "--%s: needs a value\n", typed);
 			rc = PRD_EINVAL;
 			c->usage_error = true;
 			continue;
@@ -614,7 +660,7 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 		buf_init(&why);
 		r = set_text(c, o, val, &why);
 		if(r == PRD_EINVAL) {
-			buf_printf(errs, "--%s: %s\n", o->flag, buf_str(&why));
+			buf_printf(errs, "--%s: %s\n", typed, buf_str(&why));
 			REFUSE(c, o);
 		} else if(r == PRD_OK) {
 			c->refused &= ~((uint64_t)1 << (o - cfg_options)); /* a later flag fixed it */
@@ -644,6 +690,15 @@ static int check_http_addr(const cfg *c, buf *why)
 	if(http_parse_addr(c->http_addr, host, sizeof(host), &port, &e) == PRD_OK)
 		return PRD_OK;
 	buf_append_str(why, e.msg);
+	return PRD_EINVAL;
+}
+
+static int check_metrics_access(const cfg *c, buf *why)
+{
+	enum http_access a;
+	if(http_access_parse(c->metrics_access, &a) == PRD_OK)
+		return PRD_OK;
+	buf_printf(why, "'%s' is not open, localhost or tokenreview", c->metrics_access);
 	return PRD_EINVAL;
 }
 
@@ -984,8 +1039,19 @@ int cfg_help(buf *out)
 			buf_printf(out, " [default %s]", o->def);
 		if(o->key)
 			buf_printf(out, " (config: %s)", o->key);
+		for(size_t j = 0; j < cfg_n_aliases; j++)
+			if(strcmp(cfg_aliases[j].option, o->flag) == 0)
+				buf_printf(out, " (cluster-autoscaler: --%s)", cfg_aliases[j].flag);
 		buf_append_char(out, '\n');
 	}
+	return out->failed ? out->failed : PRD_OK;
+}
+
+int cfg_list_aliases(buf *out)
+{
+	size_t i;
+	for(i = 0; i < cfg_n_aliases; i++)
+		buf_printf(out, "%s\t%s\n", cfg_aliases[i].flag, cfg_aliases[i].option);
 	return out->failed ? out->failed : PRD_OK;
 }
 

@@ -38,6 +38,7 @@ typedef struct cfg {
 	char *cloud_config;
 	char *state_db;
 	char *http_addr;
+	char *metrics_access;           /* "open" | "localhost" | "tokenreview" */
 	char *log_format;               /* "text" | "json" */
 	int64_t v;                      /* log level 0 error … 4 trace */
 	char *processor_instance;
@@ -109,6 +110,17 @@ typedef struct cfg_option {
 extern const cfg_option cfg_options[];
 extern const size_t cfg_n_options;
 
+/* cluster-autoscaler's flag names for settings provreqd has under another
+ * name (--scale-down-enabled for --scale-down, ...): accepted as flags,
+ * shown in --help beside the option, documented in docs/config.md. */
+typedef struct cfg_alias {
+	const char *flag;      /* cluster-autoscaler's name */
+	const char *option;    /* the flag of the cfg_options row it sets */
+} cfg_alias;
+
+extern const cfg_alias cfg_aliases[];
+extern const size_t cfg_n_aliases;
+
 /* The type's name as printed in help and docs ("duration", …). */
 const char *cfg_type_name(enum cfg_type t);
 
@@ -155,6 +167,8 @@ int cfg_help(buf *out);
 /* One line per option, tab-separated: flag, key (or "-"), type, default
  * (for the docs check and `check-config --list-options`). */
 int cfg_list(buf *out);
+/* One line per alias: "ALIAS<TAB>OPTION" (`check-config --list-aliases`). */
+int cfg_list_aliases(buf *out);
 
 /* Format a duration the way the config accepts it ("1m30s", "7d", "0s").
  * `out` needs 32 bytes. */

@@ -1,6 +1,7 @@
 #include "ops/http.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
+#include "ops/procstat.h"
 #include "util/buf.h"
 #include "util/str.h"
 
@@ -8,11 +9,13 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,7 +29,38 @@ struct http_server {
 	struct MHD_Daemon *d;
 	health *h;
 	int port;
+	http_opts o;
 };
+
+int http_access_parse(const char *s, enum http_access *out)
+{
+	if(!s)
+		return PRD_EINVAL;
+	if(strcmp(s, "open") == 0)
+		*out = HTTP_ACCESS_OPEN;
+	else if(strcmp(s, "localhost") == 0)
+		*out = HTTP_ACCESS_LOCALHOST;
+	else if(strcmp(s, "tokenreview") == 0)
+		*out = HTTP_ACCESS_TOKENREVIEW;
+	else
+		return PRD_EINVAL;
+	return PRD_OK;
+}
+
+bool http_addr_is_loopback(const struct sockaddr *sa)
+{
+	if(!sa)
+		return false;
+	if(sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if(sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if(IN6_IS_ADDR_LOOPBACK(a))
+			return true;
+		return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+	}
+	return false;
+}
 
 int http_parse_addr(const char *addr, char *host, size_t hostlen, int *port, prd_err *err)
 {
@@ -165,6 +199,39 @@ static mhd_result reply(struct MHD_Connection *conn, unsigned code, const char *
 	return ret;
 }
 
+/* May this connection read /metrics? 0 = yes; else the status to answer,
+ * with the reason in b. */
+static unsigned metrics_refusal(http_server *s, struct MHD_Connection *conn, buf *b)
+{
+	const union MHD_ConnectionInfo *ci;
+	const char *auth;
+	int rc;
+
+	switch(s->o.metrics_access) {
+	case HTTP_ACCESS_OPEN:
+		return 0;
+	case HTTP_ACCESS_LOCALHOST:
+		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if(ci && http_addr_is_loopback(ci->client_addr))
+			return 0;
+		buf_append_str(b, "forbidden: /metrics is served to localhost only (--metrics-access=localhost)\n");
+		return MHD_HTTP_FORBIDDEN;
+	case HTTP_ACCESS_TOKENREVIEW:
+		auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+		if(!auth || strncasecmp(auth, "Bearer ", 7) != 0 || !auth[7]) {
+			buf_append_str(b, "unauthorized: a bearer token is required (--metrics-access=tokenreview)\n");
+			return MHD_HTTP_UNAUTHORIZED;
+		}
+		rc = s->o.authz(s->o.authz_ud, auth + 7, "/metrics", b);
+		if(rc == PRD_OK)
+			return 0;
+		buf_append_char(b, '\n');
+		return rc == PRD_EPERM ? MHD_HTTP_FORBIDDEN
+		       : rc == PRD_EINVAL ? MHD_HTTP_UNAUTHORIZED : MHD_HTTP_SERVICE_UNAVAILABLE;
+	}
+	return MHD_HTTP_FORBIDDEN;
+}
+
 /* One request: every path answers on the first call, so there is no
  * per-connection state. */
 static mhd_result handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -184,8 +251,12 @@ static mhd_result handle(void *cls, struct MHD_Connection *conn, const char *url
 		*upload_data_size = 0;
 		code = MHD_HTTP_METHOD_NOT_ALLOWED;
 		buf_printf(&b, "method %s not allowed\n", method);
+	} else if(strcmp(url, "/metrics") == 0 && (code = metrics_refusal(s, conn, &b)) != 0) {
+		/* refused; b says why */
 	} else if(strcmp(url, "/metrics") == 0) {
+		code = MHD_HTTP_OK;
 		ctype = METRICS_CONTENT_TYPE;
+		procstat_update();
 		if(metrics_render(&b) != PRD_OK) {
 			buf_free(&b);
 			buf_init(&b);
@@ -217,11 +288,21 @@ static mhd_result handle(void *cls, struct MHD_Connection *conn, const char *url
 
 int http_start(const char *addr, health *h, http_server **out, prd_err *err)
 {
+	return http_start_opts(addr, h, NULL, out, err);
+}
+
+int http_start_opts(const char *addr, health *h, const http_opts *o, http_server **out, prd_err *err)
+{
+	static const http_opts open_access = { HTTP_ACCESS_OPEN, NULL, NULL };
 	char host[256];
 	int port, fd, rc;
 	http_server *s;
 
 	*out = NULL;
+	if(!o)
+		o = &open_access;
+	if(o->metrics_access == HTTP_ACCESS_TOKENREVIEW && !o->authz)
+		return prd_err_set(err, PRD_EINVAL, "--metrics-access=tokenreview needs an authorizer");
 	if((rc = http_parse_addr(addr, host, sizeof(host), &port, err)) != PRD_OK)
 		return rc;
 	fd = listen_on(addr, host, port, err);
@@ -233,6 +314,7 @@ int http_start(const char *addr, health *h, http_server **out, prd_err *err)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
 	s->h = h;
+	s->o = *o;
 	s->port = bound_port(fd);
 	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, s,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
@@ -245,7 +327,9 @@ int http_start(const char *addr, health *h, http_server **out, prd_err *err)
 		free(s);
 		return prd_err_set(err, PRD_EIO, "listen on %s: the HTTP server did not start", addr);
 	}
-	log_info("http endpoint listening", "addr", addr, "port", LOGI(s->port));
+	log_info("http endpoint listening", "addr", addr, "port", LOGI(s->port), "metrics_access",
+		 o->metrics_access == HTTP_ACCESS_OPEN ? "open"
+		 : o->metrics_access == HTTP_ACCESS_LOCALHOST ? "localhost" : "tokenreview");
 	*out = s;
 	return PRD_OK;
 }

@@ -148,6 +148,19 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 			    "Older requests of other shards, about to be decided there, whose pods were placed before "
 			    "one of this shard's (so of two racing requests the older gets the room).",
 			    METRICS_COUNTER, NULL, NULL, 0 },
+	[M_PROCESS_CPU] = { "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+			    METRICS_COUNTER, NULL, NULL, 0 },
+	[M_PROCESS_START] = { "process_start_time_seconds",
+			      "Start time of the process since unix epoch in seconds.",
+			      METRICS_GAUGE, NULL, NULL, 0 },
+	[M_PROCESS_RSS] = { "process_resident_memory_bytes", "Resident memory size in bytes.",
+			    METRICS_GAUGE, NULL, NULL, 0 },
+	[M_PROCESS_VMEM] = { "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+			     METRICS_GAUGE, NULL, NULL, 0 },
+	[M_PROCESS_FDS] = { "process_open_fds", "Number of open file descriptors.",
+			    METRICS_GAUGE, NULL, NULL, 0 },
+	[M_PROCESS_MAX_FDS] = { "process_max_fds", "Maximum number of open file descriptors.",
+				METRICS_GAUGE, NULL, NULL, 0 },
 	[M_STATE_ROWS] = { "provreqd_state_rows",
 			   "Rows in each table of the state store (bounded: rows of vanished requests and old "
 			   "closed plans are pruned).",
@@ -462,6 +475,15 @@ void metrics_counter_add(int id, const char *const *labels, double v)
 	} else if((c = lookup_locked(id, METRICS_COUNTER, labels, "counter_add"))) {
 		c->value += v;
 	}
+	pthread_mutex_unlock(&reg.mu);
+}
+
+void metrics_counter_raise(int id, const char *const *labels, double v)
+{
+	mchild *c;
+	pthread_mutex_lock(&reg.mu);
+	if((c = lookup_locked(id, METRICS_COUNTER, labels, "counter_raise")) && v > c->value)
+		c->value = v;
 	pthread_mutex_unlock(&reg.mu);
 }
 

@@ -79,6 +79,12 @@ enum metrics_id {
 	M_PLAN_CONFLICTS,          /* provreqd_scaleup_conflicts_total{node_group,cause} cause=target_moved|duplicate_instances|late_call */
 	M_API_BOOKINGS,            /* provreqd_bookings_from_api: bookings counted from requests' statuses, not the local store */
 	M_SHARD_ORDER,             /* provreqd_placed_for_other_shards_total: older requests of other shards placed first */
+	M_PROCESS_CPU,             /* process_cpu_seconds_total (ops/procstat.c, the Prometheus client's names) */
+	M_PROCESS_START,           /* process_start_time_seconds */
+	M_PROCESS_RSS,             /* process_resident_memory_bytes */
+	M_PROCESS_VMEM,            /* process_virtual_memory_bytes */
+	M_PROCESS_FDS,             /* process_open_fds */
+	M_PROCESS_MAX_FDS,         /* process_max_fds */
 	M_BUILTIN_COUNT
 };
 
@@ -110,6 +116,9 @@ int metrics_register(const metrics_desc *d, int *id, prd_err *err);
 
 /* Counter: add v >= 0. */
 void metrics_counter_add(int id, const char *const *labels, double v);
+/* Counter mirrored from a monotonic source (CPU time read from /proc):
+ * raise the value to v; a smaller v changes nothing. */
+void metrics_counter_raise(int id, const char *const *labels, double v);
 /* Gauge: set or add (v may be negative). */
 void metrics_gauge_set(int id, const char *const *labels, double v);
 void metrics_gauge_add(int id, const char *const *labels, double v);

@@ -307,24 +307,26 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	size_t nhave = 0;
 	prd_err e;
 	const char *p;
-	/* The API is the truth (DESIGN §7) where the store has nothing live:
-	 * expired local rows do not hide the booking the status records. */
+	/* The API is the truth (DESIGN §7): a live booking the status
+	 * records replaces the local one (another replica may have booked the
+	 * request anew while this one did not lead: its old rows would hold
+	 * the wrong nodes and leave the right ones to be handed out twice). A
+	 * live local booking stays only where the status records none (the
+	 * status write may be the one lost in a crash: the room is held
+	 * either way). */
+	if(expires > c->now)
+		text = pr_details_get(pr, PR_DETAIL_BOOKING);
 	if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0 && nhave) {
 		size_t k;
 		bool live = false;
 		for(k = 0; k < nhave; k++)
 			live |= have[k].expires_ns > c->now;
 		state_booking_list_free(have, nhave);
-		/* A live local booking stays (its status write may be the one
-		 * lost in a crash: the room is held either way); an expired one
-		 * gives way to what the status records. */
-		if(live)
+		if(live && !text)
 			return;
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
 	}
-	if(expires <= c->now)
-		return;
-	if(!(text = pr_details_get(pr, PR_DETAIL_BOOKING)))
+	if(!text)
 		return;
 	sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
 	if(!sets || pr__resolve_podsets(w, pr, sets, missing, sizeof(missing), &e))

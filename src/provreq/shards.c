@@ -640,6 +640,26 @@ static bool of_plan(pr_ctl *c, const char *base, size_t i, int64_t began, const 
 	return born && *born >= began - PR_CLOCK_SKEW_NS;
 }
 
+/* The group of another instance's plan cannot be listed this pass (or no
+ * driver here lists it): which Nodes are the plan's cannot be told, so
+ * every Node that registered since the plan began is held for its request
+ * this pass, as the atomic class does for its own plans. Too much held for
+ * a pass delays a decision; too little lets a request here take the room
+ * the plan is bringing up. */
+static void hold_since(pr_ctl *c, pr_world *w, const sh_entry *e, int64_t began)
+{
+	sched_res all = { "pods", SCHED_QTY_MAX };
+	hmap_iter it;
+	const char *name;
+	void *born;
+	size_t idx;
+	hmap_iter_init(&it, &c->born);
+	while(hmap_iter_next(&it, &name, &born))
+		if(*(const int64_t *)born >= began - PR_CLOCK_SKEW_NS &&
+		   sched_snapshot_find_node(w->snap, name, &idx) == 0)
+			sched_snapshot_book(w->snap, e->uid, idx, &all, 1, NULL);
+}
+
 /* Another instance's open plan: the Nodes it has made so far are held for
  * its request in this pass's snapshot, as the atomic class holds its own
  * plans' Nodes, so no request decided here takes the room that plan is
@@ -658,8 +678,10 @@ static void hold_plan_nodes(pr_ctl *c, pr_world *w, const sh_entry *e)
 		pr_group *g;
 		snprintf(id, sizeof(id), "%.*s", (int)(n < sizeof(id) - 1 ? n : sizeof(id) - 1), p);
 		p += n + (p[n] == ',');
-		if(!(g = pr__find_group(w, id)) || pr_group_list(g, NULL))
+		if(!(g = pr__find_group(w, id)) || pr_group_list(g, NULL)) {
+			hold_since(c, w, e, began);
 			continue;
+		}
 		for(k = 0; k < g->ninst; k++)
 			if(g->inst[k].node && of_plan(c, plan, i, began, &g->inst[k]) &&
 			   sched_snapshot_find_node(w->snap, g->inst[k].node, &idx) == 0)

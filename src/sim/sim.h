@@ -125,10 +125,13 @@ int sim_record_size(sim_record *r, int64_t t, const char *group, int32_t target,
 int sim_state_of(const char *provisioned, const char *provisioned_reason, const char *failed,
 		 const char *booking_expired);
 
-/* One stretch of a request in one state: [from, to). */
+/* One stretch of a request in one state: [from, to), with the reason and
+ * message of the latest condition change of the request within it (NULL
+ * when none; borrowed from the record's transitions). */
 typedef struct sim_span {
 	int64_t from, to;
 	int state;
+	const char *type, *reason, *message;
 } sim_span;
 
 /* The states request `i` of the record went through, from its creation

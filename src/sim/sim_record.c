@@ -214,7 +214,8 @@ int sim_state_of(const char *provisioned, const char *provisioned_reason, const 
 }
 
 /* Append [from, to) in `state` to the spans. */
-static int span_push(sim_span **v, size_t *cap, size_t *n, int64_t from, int64_t to, int state)
+static int span_push(sim_span **v, size_t *cap, size_t *n, int64_t from, int64_t to, int state,
+		     const sim_transition *why)
 {
 	if(to <= from)
 		return 0;
@@ -223,6 +224,9 @@ static int span_push(sim_span **v, size_t *cap, size_t *n, int64_t from, int64_t
 	(*v)[*n].from = from;
 	(*v)[*n].to = to;
 	(*v)[*n].state = state;
+	(*v)[*n].type = why ? why->type : NULL;
+	(*v)[*n].reason = why ? why->reason : NULL;
+	(*v)[*n].message = why ? why->message : NULL;
 	(*n)++;
 	return 0;
 }
@@ -235,6 +239,12 @@ int sim_record_spans(const sim_record *r, size_t idx, sim_span **spans, size_t *
 	size_t i, cnt = 0, cap = 0;
 	int64_t from = q->created;
 	int state = SIM_PENDING, rc = 0;
+	/* The latest change within the current span (why), when it came
+	 * (why_t), and what it was before changes at that instant (earlier):
+	 * a span ends with what held before the instant its successor began,
+	 * not with a change made at that same instant. */
+	const sim_transition *why = NULL, *earlier = NULL;
+	int64_t why_t = INT64_MIN;
 
 	for(i = 0; !rc && i < r->ntr; i++) {
 		const sim_transition *t = &r->tr[i];
@@ -250,14 +260,23 @@ int sim_record_spans(const sim_record *r, size_t idx, sim_span **spans, size_t *
 		else if(!strcmp(t->type, "BookingExpired"))
 			expired = t->status;
 		next = sim_state_of(prov, prov_reason, failed, expired);
-		if(next == state)
+		if(next == state) {
+			if(t->reason && *t->reason) { /* e.g. CapacityIsNotFound while Pending */
+				if(at != why_t)
+					earlier = why;
+				why = t;
+				why_t = at;
+			}
 			continue;
-		rc = span_push(&v, &cap, &cnt, from, at, state);
+		}
+		rc = span_push(&v, &cap, &cnt, from, at, state, why_t < at ? why : earlier);
 		from = at;
 		state = next;
+		why = earlier = t;
+		why_t = at;
 	}
 	if(!rc)
-		rc = span_push(&v, &cap, &cnt, from, r->end, state);
+		rc = span_push(&v, &cap, &cnt, from, r->end, state, why);
 	if(rc) {
 		free(v);
 		v = NULL;

@@ -36,6 +36,40 @@ static void xml_text(buf *b, const char *s)
 	}
 }
 
+/* Room for a label, in characters of the 12 px font (about 7 px each). */
+#define LABEL_CHARS ((ML - 12) / 7)
+#define LEGEND_CHARS 21
+
+/* Append `s` escaped, shortened to at most `max` characters (bytes; names
+ * here are DNS labels, ASCII) by cutting its middle: the start and the end
+ * of a name tell names apart best (team-a/train-…-0017). The full text goes
+ * to a <title> child, the tooltip, when it was cut. */
+static void short_text(buf *b, const char *s, size_t max)
+{
+	size_t n = strlen(s), head;
+	char *cut;
+
+	if(n <= max) {
+		xml_text(b, s);
+		return;
+	}
+	head = (max - 1) / 2;
+	cut = malloc(max + 3);
+	if(!cut) {
+		xml_text(b, s);
+		return;
+	}
+	memcpy(cut, s, head);
+	memcpy(cut + head, "\xe2\x80\xa6", 3); /* … */
+	memcpy(cut + head + 3, s + n - (max - 1 - head), max - 1 - head);
+	cut[max + 2] = '\0';
+	xml_text(b, cut);
+	free(cut);
+	buf_append_str(b, "<title>");
+	xml_text(b, s);
+	buf_append_str(b, "</title>");
+}
+
 static double xpos(const sim_record *r, int64_t t)
 {
 	double span = (double)(r->end > r->start ? r->end - r->start : 1);
@@ -104,6 +138,31 @@ static void group_line(buf *b, const sim_record *r, const char *g, bool ready, i
 		buf_printf(b, " H%.1f\"/>\n", xpos(r, r->end));
 }
 
+/* A state segment's tooltip: the request's full name, the state and when,
+ * and the reason and message of the condition that put it there (or the
+ * latest one within the stretch: why a Pending request is still waiting). */
+static void span_title(const sim_record *r, const char *full, const sim_span *sp, buf *b)
+{
+	char from[32], to[32];
+
+	sim_offset_str(r->start, sp->from, from, sizeof(from));
+	sim_offset_str(r->start, sp->to, to, sizeof(to));
+	buf_append_str(b, "<title>");
+	xml_text(b, full);
+	buf_printf(b, "\n%s from %s to %s", sim_state_name(sp->state), from, to);
+	if(sp->reason && *sp->reason) {
+		buf_append_char(b, '\n');
+		if(sp->type)
+			buf_printf(b, "%s: ", sp->type);
+		xml_text(b, sp->reason);
+		if(sp->message && *sp->message) {
+			buf_append_str(b, ": ");
+			xml_text(b, sp->message);
+		}
+	}
+	buf_append_str(b, "</title>");
+}
+
 /* The request panel: one bar per request, one segment per state. */
 static int svg_requests(const sim_record *r, buf *b, double ry)
 {
@@ -114,10 +173,10 @@ static int svg_requests(const sim_record *r, buf *b, double ry)
 		sim_span *sp = NULL;
 		size_t n = 0;
 		int pass;
+		char full[512];
+		snprintf(full, sizeof(full), "%s/%s", r->req[i].ns, r->req[i].name);
 		buf_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + BAR - 3);
-		xml_text(b, r->req[i].ns);
-		buf_append_char(b, '/');
-		xml_text(b, r->req[i].name);
+		short_text(b, full, LABEL_CHARS);
 		buf_append_str(b, "</text>\n");
 		if(sim_record_spans(r, i, &sp, &n))
 			return PRD_ENOMEM;
@@ -130,10 +189,10 @@ static int svg_requests(const sim_record *r, buf *b, double ry)
 				bool tiny = x1 - x0 < 3;
 				if(tiny != (pass == 1))
 					continue;
-				buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\">"
-					      "<title>%s</title></rect>\n",
-					   x0, y, tiny ? 3 : x1 - x0, BAR, state_colours[sp[k].state],
-					   sim_state_name(sp[k].state));
+				buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\">",
+					   x0, y, tiny ? 3 : x1 - x0, BAR, state_colours[sp[k].state]);
+				span_title(r, full, &sp[k], b);
+				buf_append_str(b, "</rect>\n");
 			}
 		free(sp);
 	}
@@ -156,7 +215,7 @@ static void svg_legend(const sim_record *r, buf *b, double legend)
 		buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>"
 			      "<text x=\"%.1f\" y=\"%.1f\">",
 			   x, y - 4, x + 14, y - 4, group_colours[i % NGC], x + 20, y);
-		xml_text(b, r->groups[i]);
+		short_text(b, r->groups[i], LEGEND_CHARS);
 		buf_append_str(b, "</text>\n");
 	}
 	buf_printf(b, "<text x=\"10\" y=\"%.1f\" fill=\"#444\">node groups: the line is the target size, the "

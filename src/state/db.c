@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ops/metrics.h"
 #include "util/str.h"
 
 #define MEMORY_PATH ":memory:"
@@ -70,6 +71,28 @@ int state__need(const char *s, const char *what, prd_err *err)
 	return 0;
 }
 
+/* The op label of provreqd_state_store_errors_total for a failure whose
+ * message says `what`: a handful of values an alert can group by, from
+ * the phrases this module's call sites use (docs/metrics.md lists them). */
+static const char *error_op(const char *what)
+{
+	static const char *const open_words[] = { "opening", "configuring", "setting ", "enabling ",
+						  "checking integrity", "reading schema", "migrating", NULL };
+	size_t i;
+
+	for(i = 0; open_words[i]; i++)
+		if(strncmp(what, open_words[i], strlen(open_words[i])) == 0)
+			return "open";
+	if(strncmp(what, "beginning", 9) == 0 || strncmp(what, "committing", 10) == 0)
+		return "transaction";
+	if(strncmp(what, "preparing", 9) == 0 || strncmp(what, "binding", 7) == 0)
+		return "statement";
+	if(strncmp(what, "reading", 7) == 0 || strncmp(what, "listing", 7) == 0 ||
+	   strncmp(what, "counting", 8) == 0)
+		return "read";
+	return "write";
+}
+
 int state__sqlerr(state_db *db, prd_err *err, int src, const char *what)
 {
 	int code;
@@ -96,6 +119,7 @@ int state__sqlerr(state_db *db, prd_err *err, int src, const char *what)
 	case SQLITE_RANGE: code = PRD_EINTERNAL; break;
 	default: code = PRD_EIO; break;
 	}
+	metrics_counter_add(M_STATE_ERRORS, METRICS_L(error_op(what)), 1);
 	return prd_err_set(err, code, "state database %s: %s: %s",
 	                   db && db->path ? db->path : "?", what, msg);
 }

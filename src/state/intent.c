@@ -34,6 +34,11 @@ static const char sql_add_node[] =
 	"INSERT INTO scaleup_intent_node (plan_id, node_name, seq, added_ns)"
 	" SELECT ?1, ?2, COALESCE(MAX(seq), 0) + 1, ?3 FROM scaleup_intent_node WHERE plan_id = ?1"
 	" ON CONFLICT (plan_id, node_name) DO NOTHING";
+/* The closed rows of one plan (its id, or its id followed by "#i"). */
+static const char sql_forget[] =
+	"DELETE FROM scaleup_intent WHERE phase IN " TERMINAL_SQL
+	" AND (plan_id = ?1 OR (substr(plan_id, 1, length(?1) + 1) = ?1 || '#'))";
+
 static const char sql_prune[] =
 	"DELETE FROM scaleup_intent WHERE phase IN " TERMINAL_SQL " AND updated_ns < ?1";
 
@@ -538,6 +543,21 @@ int state_intent_prune(state_db *db, int64_t before_ns, size_t *deleted, prd_err
 		rc = state__bind_i64(db, st, 1, before_ns, err);
 	if(!rc)
 		rc = state__step_done(db, st, "pruning closed scale-up intents", err);
+	if(!rc && deleted)
+		*deleted = (size_t)sqlite3_changes(db->sql);
+	state__release(st);
+	return rc;
+}
+
+int state_intent_forget(state_db *db, const char *plan, size_t *deleted, prd_err *err)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = state__prep(db, sql_forget, &st, err);
+	state__intents_touched(db);
+	if(!rc)
+		rc = state__bind_text(db, st, 1, plan, err);
+	if(!rc)
+		rc = state__step_done(db, st, "forgetting a closed scale-up plan", err);
 	if(!rc && deleted)
 		*deleted = (size_t)sqlite3_changes(db->sql);
 	state__release(st);

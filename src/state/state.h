@@ -277,6 +277,12 @@ int state_intent_close(state_db *db, const char *plan_id, state_phase final_phas
  * through state_intent_advance. PRD_ENOTFOUND if unknown. */
 int state_intent_settle(state_db *db, const char *plan_id, state_phase final_phase, const char *error, prd_err *err);
 
+/* Delete the closed rows of plan `plan` (a plan id "uid/ns", all its
+ * intents "uid/ns#i"; open rows are kept): only when the API proves this
+ * store's end of the plan wrong (another leader carried it on after this
+ * store closed it), so the plan can be adopted from the API again. */
+int state_intent_forget(state_db *db, const char *plan, size_t *deleted, prd_err *err);
+
 /* Record the group's instance names as they were before the cloud call
  * (newline-separated text, stored as given), so that after a crash the
  * nodes the call created are the group's instances minus these. Only on an

@@ -71,6 +71,10 @@ static const prd_cloud_driver descriptor = {
 	.decrease_target_size = ok_resize,
 	.release_string = ok_release_string,
 	.instance_size = sizeof(prd_cloud_instance),
+#ifdef VARIANT_FENCENOFN
+	/* Claims fencing (ABI 1.4) without the entry points it needs. */
+	.capabilities = PRD_CLOUD_CAP_FENCE,
+#endif
 };
 
 #ifdef VARIANT_NOSYM

@@ -625,7 +625,12 @@ void outside_act(void)
 		vlog("outside: %s target +%d = %d", g->id, k, g->target);
 		return;
 	}
-	start_delete(NULL, g, own[rnd_in(0, (int64_t)n - 1)], "deleted");
+	{
+		inst *x = own[rnd_in(0, (int64_t)n - 1)];
+		if(x->node[0])
+			room_lost(x->node);
+		start_delete(NULL, g, x, "deleted");
+	}
 	if(op == 2) {
 		g->target++;
 		new_instances(g, 1, BY_OUTSIDE, NULL, NULL, true);

@@ -157,6 +157,7 @@ typedef struct dst_sim {
 	/* The oracle. */
 	plan_rec plans[MAXPLANS];
 	int nplans;
+	bool lost_room[MAXREQ]; /* request rN had room on a Node another actor deleted */
 	/* Reporting. */
 	const char *dir;
 	const char *argv0;
@@ -221,6 +222,7 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 bool caller_plan(const replica *r, const char *group, const char *phase, const char *want, char *out, size_t len);
 bool caller_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len);
 void check(bool final);
+void room_lost(const char *node);
 bool settled(void);
 
 #endif

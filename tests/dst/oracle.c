@@ -358,8 +358,30 @@ static void count_live(void)
 		}
 }
 
+/* Another actor deletes a Node: every request whose booking (or the room
+ * its plan holds on existing nodes) the API shows on it has lost that room
+ * through nobody's fault here, and may rightly scale up again (iii). */
+void room_lost(const char *node)
+{
+	size_t i, n = strlen(node);
+	ledger_scan();
+	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
+		json_object *pr = json_object_array_get_idx(reqs, i);
+		const char *text = detail(pr, "provreqd.io/booking"), *p, *name = str_at(pr, "metadata", "name");
+		int k;
+		for(p = text; p && (p = strstr(p, node)); p += n)
+			if((p == text || strchr(":,", p[-1])) && p[n] == '=' && name && sscanf(name, "r%d", &k) == 1 &&
+			   k >= 0 && k < MAXREQ) {
+				dst.lost_room[k] = true;
+				vlog("oracle: %s loses the room it holds on %s", name, node);
+				break;
+			}
+	}
+}
+
 /* (iii) for the request of plan i, when i is its first ledger entry: at
- * most one of its plans done, at most one not done holding instances. */
+ * most one of its plans done, at most one not done holding instances
+ * (unless another actor deleted a Node the request held room on). */
 static void check_request(int i)
 {
 	int dones = 0, holding = 0, j, k;
@@ -383,7 +405,7 @@ static void check_request(int i)
 		dones += done;
 		holding += !done && live > 0;
 	}
-	if(dones > 1)
+	if(dones > 1 && !(sscanf(dst.plans[i].req, "r%d", &k) == 1 && k >= 0 && k < MAXREQ && dst.lost_room[k]))
 		violation("(iii) request %s was scaled up twice (%d plans done)", dst.plans[i].req, dones);
 	else if(holding > 1)
 		violation("(iii) request %s has %d plans holding instances at once", dst.plans[i].req, holding);

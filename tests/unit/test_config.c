@@ -149,6 +149,77 @@ static void test_flags_override_file(void)
 	buf_free(&errs);
 }
 
+/* cluster-autoscaler's flag names set provreqd's options; errors name the
+ * flag as given; every alias stands for an option that exists. */
+static void test_cluster_autoscaler_aliases(void)
+{
+	cfg c;
+	buf errs, help;
+	size_t i, j;
+	CU_ASSERT_EQUAL_FATAL(load(&c, &errs, ARGS("--scale-down-enabled=false", "--scale-down-unneeded-time", "3m",
+						   "--max-node-provision-time=20m", "--kube-client-qps", "50",
+						   "--kube-client-burst=70", "--address", ":9090",
+						   "--initial-node-group-backoff-duration=2m",
+						   "--max-node-group-backoff-duration=40m",
+						   "--node-group-backoff-reset-timeout=5h",
+						   "--leader-elect-lease-duration=20s", "--leader-elect-renew-deadline=12s",
+						   "--leader-elect-retry-period=3s", "--leader-elect-resource-name=ca-lease",
+						   "--leader-elect-resource-namespace=ops")),
+			      0);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs), "");
+	CU_ASSERT_FALSE(c.scale_down);
+	CU_ASSERT_EQUAL(c.scale_down_idle, 3 * 60 * SEC);
+	CU_ASSERT_EQUAL(c.provision_timeout, 20 * 60 * SEC);
+	CU_ASSERT_EQUAL(c.kube_api_qps, 50);
+	CU_ASSERT_EQUAL(c.kube_api_burst, 70);
+	CU_ASSERT_STRING_EQUAL(c.http_addr, ":9090");
+	CU_ASSERT_EQUAL(c.group_backoff_initial, 2 * 60 * SEC);
+	CU_ASSERT_EQUAL(c.group_backoff_max, 40 * 60 * SEC);
+	CU_ASSERT_EQUAL(c.group_backoff_reset, 5 * 3600 * SEC);
+	CU_ASSERT_EQUAL(c.lease_duration, 20 * SEC);
+	CU_ASSERT_EQUAL(c.lease_renew_deadline, 12 * SEC);
+	CU_ASSERT_EQUAL(c.lease_retry_period, 3 * SEC);
+	CU_ASSERT_STRING_EQUAL(c.lease_name, "ca-lease");
+	CU_ASSERT_STRING_EQUAL(c.lease_namespace, "ops");
+	cfg_free(&c);
+	buf_free(&errs);
+
+	/* A bad value names the alias the user typed. */
+	CU_ASSERT_NOT_EQUAL(load(&c, &errs, ARGS("--max-node-provision-time=1s")), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--max-node-provision-time: 1s is out of range"));
+	cfg_free(&c);
+	buf_free(&errs);
+	/* A near miss of an alias is suggested. */
+	CU_ASSERT_NOT_EQUAL(load(&c, &errs, ARGS("--scale-down-enable=false")), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "did you mean --scale-down-enabled?"));
+	CU_ASSERT_TRUE(c.usage_error);
+	cfg_free(&c);
+	buf_free(&errs);
+
+	/* --metrics-access takes the three modes the HTTP server knows. */
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--metrics-access=tokenreview")), 0);
+	CU_ASSERT_STRING_EQUAL(c.metrics_access, "tokenreview");
+	cfg_free(&c);
+	buf_free(&errs);
+	CU_ASSERT_NOT_EQUAL(load(&c, &errs, ARGS("--metrics-access=secure")), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--metrics-access (http.metricsAccess): 'secure' is not open, localhost or tokenreview"));
+	cfg_free(&c);
+	buf_free(&errs);
+
+	buf_init(&help);
+	CU_ASSERT_EQUAL(cfg_help(&help), 0);
+	for(i = 0; i < cfg_n_aliases; i++) {
+		char want[128];
+		bool found = false;
+		for(j = 0; j < cfg_n_options; j++)
+			found |= strcmp(cfg_options[j].flag, cfg_aliases[i].option) == 0;
+		CU_ASSERT_TRUE(found);
+		snprintf(want, sizeof(want), "(cluster-autoscaler: --%s)", cfg_aliases[i].flag);
+		CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&help), want));
+	}
+	buf_free(&help);
+}
+
 static void test_repeatable_flag(void)
 {
 	cfg c;
@@ -694,6 +765,7 @@ static const test_case cases[] = {
 	{ "help_and_list", test_help_and_list },
 	{ "check_config_command", test_check_config_command },
 	{ "priority_source", test_priority_source },
+	{ "cluster_autoscaler_aliases", test_cluster_autoscaler_aliases },
 	{ "commands_agree", test_commands_agree },
 	{ "priority_configmap_reread", test_priority_configmap_reread },
 	{ NULL, NULL }

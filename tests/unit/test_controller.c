@@ -1111,6 +1111,10 @@ typedef struct agroup {
 	int ambiguous;              /* increases that take effect but answer an error */
 	char next_owner[64];        /* (ac.mark) the token of the last increase: a_create stamps it */
 	int32_t bump;               /* another actor raises the target right before the next increase lands */
+	uint64_t fence;             /* (ac.mark) the highest term the group has seen (ABI 1.4) */
+	int fences;                 /* fence() calls taken */
+	int refused;                /* calls refused for an older term */
+	uint64_t last_term;         /* the term the last increase carried */
 } agroup;
 
 /* Group 0 "g": 4 cpu. Group 1 "gpu" (only when ac.ngroups == 2): 8 cpu and
@@ -1366,12 +1370,42 @@ static cloud_driver *a_drvs[1] = { &a_drv };
 /* The same cloud behind ABI 1.3: the increase is a compare-and-set of the
  * target applied when the call lands, and the instances a test creates
  * after it carry its owner token. */
+/* ABI 1.4: a call with an older term than the group has seen is refused. */
+static int m_term(agroup *g, uint64_t term, prd_cloud_error *err)
+{
+	if(term && term < g->fence) {
+		g->refused++;
+		snprintf(err->message, sizeof(err->message), "term %llu is older than %llu", (unsigned long long)term,
+			 (unsigned long long)g->fence);
+		return PRD_CLOUD_ECONFLICT;
+	}
+	if(term > g->fence)
+		g->fence = term;
+	return 0;
+}
+
+static int m_fence(void *st, const char *gid, const char *key, uint64_t term, prd_cloud_error *err)
+{
+	agroup *g = a_group(gid);
+	int rc;
+	(void)st;
+	CU_ASSERT_STRING_EQUAL(key, "provreqd");
+	rc = m_term(g, term, err);
+	g->fences += rc == 0;
+	return rc;
+}
+
 static int m_increase(void *st, const prd_cloud_increase *rq, prd_cloud_error *err)
 {
 	agroup *g;
 	(void)st;
 	a_sync_in();
 	g = a_group(rq->group_id);
+	if(m_term(g, rq->fence_term, err)) {
+		a_sync_out();
+		return PRD_CLOUD_ECONFLICT;
+	}
+	g->last_term = rq->fence_term;
 	g->target += g->bump;
 	g->bump = 0;
 	if(rq->expected_target >= 0 && g->target != rq->expected_target) {
@@ -1397,6 +1431,17 @@ static int m_decrease_if(void *st, const char *gid, int32_t d, int32_t expected,
 	return a_decrease(st, gid, d, err);
 }
 
+static int m_decrease(void *st, const prd_cloud_decrease *rq, prd_cloud_error *err)
+{
+	agroup *g = a_group(rq->group_id);
+	a_sync_in();
+	if(m_term(g, rq->fence_term, err))
+		return PRD_CLOUD_ECONFLICT;
+	if(rq->expected_target >= 0)
+		return m_decrease_if(st, rq->group_id, rq->delta, rq->expected_target, err);
+	return a_decrease(st, rq->group_id, rq->delta, err);
+}
+
 static const prd_cloud_driver m_driver = {
 	.abi_major = PRD_CLOUD_ABI_MAJOR,
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
@@ -1414,9 +1459,12 @@ static const prd_cloud_driver m_driver = {
 	.release_string = a_release_string,
 	.delete_instances = a_delete_instances,
 	.instance_size = sizeof(prd_cloud_instance),
-	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME,
+	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME |
+			PRD_CLOUD_CAP_FENCE,
 	.increase = m_increase,
 	.decrease_target_size_if = m_decrease_if,
+	.fence = m_fence,
+	.decrease = m_decrease,
 };
 
 static cloud_driver m_drv = { NULL, NULL, &m_driver, NULL, NULL };
@@ -1591,6 +1639,65 @@ static void test_async_cloud_waits_for_instances(void)
 	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
 	CU_ASSERT_EQUAL(ac.increases, 1);
 	CU_ASSERT_EQUAL(ac.decreases + ac.deletes, 0);
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	stop_async();
+}
+
+/* A running pod (not the request's) takes room on one of the plan's new
+ * nodes. For a while that may be a view catching up (another replica's
+ * booking whose end is not written yet): the plan waits, keeping its
+ * nodes, and succeeds when the room comes back. Past the grace the room is
+ * taken for real: the plan ends and the request scales up again. Broken
+ * controllers caught: one that gives up at once (a second scale-up for
+ * room that came back), one that waits for ever. */
+static void test_async_taken_room_waits_then_retries(void)
+{
+	char y[512];
+	prd_err e;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	pass();
+	a_create(2, 0);
+	a_register(2);
+	snprintf(y, sizeof(y),
+		 "metadata: {name: squatter}\n"
+		 "spec: {nodeName: %s, containers: [{name: c, image: x, resources: {requests: {cpu: \"3\"}}}]}\n"
+		 "status: {phase: Running}\n",
+		 ac.v[0].node);
+	post("/api/v1/namespaces/b/pods", y);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	clk_fake_advance(&fake, 30 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	/* The room comes back within the grace. */
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/api/v1/namespaces/b/pods/squatter", NULL, NULL, NULL, NULL, &e), 0);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	/* A second request whose room is taken for good. */
+	add_pr("a", "job2", PR_CLASS_ATOMIC, "two", 4, NULL);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 2);
+	a_create(2, 0);
+	a_register(2);
+	snprintf(y, sizeof(y),
+		 "metadata: {name: squatter2}\n"
+		 "spec: {nodeName: %s, containers: [{name: c, image: x, resources: {requests: {cpu: \"3\"}}}]}\n"
+		 "status: {phase: Running}\n",
+		 ac.v[2].node);
+	post("/api/v1/namespaces/b/pods", y);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job2", "Provisioned"), "False/ScaleUpInProgress");
+	clk_fake_advance(&fake, 61 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job2", "Provisioned"), "False/ScaleUpFailed");
 	CU_ASSERT_EQUAL(open_plans(), 0);
 	stop_async();
 }
@@ -3575,6 +3682,59 @@ static void test_returning_leader_drops_stale_plan(void)
 	stop_async();
 }
 
+/* Fencing terms (ABI 1.4). A leader fences its groups when its term
+ * begins and every call carries the term, so the cloud refuses a call of
+ * an older term once a newer leader has fenced the group: a stalled
+ * leader's late increase makes nothing, however the target looks (a plan
+ * closed with nothing made leaves it where it was, and a value condition
+ * passes). Broken controllers caught: one whose calls carry no term (the
+ * stale increase lands), one that does not fence when a term begins (the
+ * group never hears of term 3), one that acts though the group has seen a
+ * newer term (an increase, a status write). */
+static void test_stale_term_call_is_refused(void)
+{
+	agroup *g;
+	start_marks();
+	g = &ac.grp[0];
+	pr_ctl_set_term(ctl, "provreqd", "A", 0); /* term 1 */
+	add_template("a", "one", "1");
+	pass();
+	CU_ASSERT_EQUAL(g->fences, 1);
+	CU_ASSERT_EQUAL(g->fence, 1);
+	/* Another replica takes over and fences the group (term 2). This
+	 * replica, stalled, has not noticed: its increase is late. */
+	g->fence = 2;
+	add_pr("a", "job", PR_CLASS_ATOMIC, "one", 2, NULL); /* 1 node */
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(g->refused, 1);
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	CU_ASSERT_EQUAL(ac.target, 0);
+	CU_ASSERT_EQUAL(g->fence, 2);
+	/* A fresh term that is older than what the group has seen (this
+	 * replica's lease loop is behind): the fence is refused, and the
+	 * pass acts on nothing. */
+	g->fence = 5;
+	pr_ctl_set_term(ctl, "provreqd", "A", 2); /* term 3 */
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(g->refused, 2);
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	CU_ASSERT_EQUAL(g->fences, 1);
+	/* It leads again, with a newer term: fenced, and the call goes. */
+	pr_ctl_set_term(ctl, "provreqd", "A", 5); /* term 6 */
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(g->fences, 2);
+	CU_ASSERT_EQUAL(g->fence, 6);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(g->last_term, 6);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	stop_async();
+}
+
 /* Anyone allowed to write a request's status can write a plan into it.
  * Broken controller caught: one that adopts a plan asking for more nodes
  * than the group can have (a leader that continues plans, as provreqd
@@ -4044,6 +4204,8 @@ static const test_case cases[] = {
 	{ "actors: a returning leader drops the plan another replica replaced", test_returning_leader_drops_stale_plan },
 	{ "actors: a call that lands after its plan was rolled back is swept", test_marks_late_call_after_rollback_is_swept },
 	{ "actors: a forged plan in a request's status is refused", test_forged_plan_is_refused },
+	{ "actors: a call carrying an older leader term is refused once the group is fenced", test_stale_term_call_is_refused },
+	{ "async: a plan whose room is taken waits for it, then scales up again", test_async_taken_room_waits_then_retries },
 	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },
 	{ "dst: room on existing nodes is held during a scale-up", test_async_existing_room_is_held },
 	{ "dst: a lost status write after success is written from the plan", test_async_lost_status_write_after_success },

@@ -54,9 +54,17 @@ while IFS='	' read -r flag key type def; do
 	grep -qF -- "\\fB\\-\\-$manflag\\fR" "$docs/man/provreqd.8" || bad "--$flag is not in docs/man/provreqd.8"
 done <"$tmp/options"
 
+# cluster-autoscaler's names: each alias has a row "| `--ALIAS` | `--OPTION` |".
+"$bin" check-config --list-aliases >"$tmp/aliases" || { echo "check-config --list-aliases failed"; exit 99; }
+[ -s "$tmp/aliases" ] || bad "check-config --list-aliases lists nothing"
+while IFS='	' read -r alias opt; do
+	grep -qF -- "| \`--$alias\` | \`--$opt\` |" "$docs/config.md" ||
+		bad "docs/config.md has no row for cluster-autoscaler's --$alias (--$opt)"
+done <"$tmp/aliases"
+
 # No documented flag that the code does not have.
 sed -n 's/^| `--\([a-z0-9-]*\)` |.*/\1/p' "$docs/config.md" | while read -r flag; do
-	grep -q "^$flag	" "$tmp/options" || echo "$flag"
+	grep -q "^$flag	" "$tmp/options" || grep -q "^$flag	" "$tmp/aliases" || echo "$flag"
 done >"$tmp/stale-flags"
 while read -r flag; do bad "docs/config.md documents --$flag, which the code does not have"; done <"$tmp/stale-flags"
 
@@ -71,13 +79,21 @@ sed -n 's/^| `\(provreqd_[a-z0-9_]*\)` |.*/\1/p' "$docs/metrics.md" | while read
 done >"$tmp/stale-metrics"
 while read -r name; do bad "docs/metrics.md documents $name, which the code does not register"; done <"$tmp/stale-metrics"
 
-# The example config is valid, and the ConfigMap repeats it exactly.
+# The example config is valid, and the kustomization's configMapGenerator
+# file repeats it exactly.
 cfgfile=$PRD_SRCDIR/templates/config/provreqd.yaml
 "$bin" check-config --config "$cfgfile" >/dev/null 2>"$tmp/cc.err" || bad "templates/config/provreqd.yaml: $(cat "$tmp/cc.err")"
-awk 'found { sub(/^    /, ""); print; next } /^  provreqd.yaml: \|$/ { found = 1 }' \
-	"$PRD_SRCDIR/templates/deploy/configmap.yaml" >"$tmp/cm.yaml"
-cmp -s "$tmp/cm.yaml" "$cfgfile" ||
-	bad "templates/deploy/configmap.yaml does not carry templates/config/provreqd.yaml unchanged: $(diff "$cfgfile" "$tmp/cm.yaml" | head -5)"
+cmp -s "$PRD_SRCDIR/templates/deploy/provreqd.yaml" "$cfgfile" ||
+	bad "templates/deploy/provreqd.yaml is not templates/config/provreqd.yaml: $(diff "$cfgfile" "$PRD_SRCDIR/templates/deploy/provreqd.yaml" | head -5)"
+# The kustomization deploys this release's image, and the chart carries
+# the CRD as crd/ has it.
+version=$("$bin" version -o json | sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' | head -n 1)
+grep -qx "    newTag: \"$version\"" "$PRD_SRCDIR/templates/deploy/kustomization.yaml" ||
+	bad "templates/deploy/kustomization.yaml does not pin newTag \"$version\" (provreqd version)"
+grep -qx "appVersion: \"$version\"" "$PRD_SRCDIR/charts/provreqd/Chart.yaml" ||
+	bad "charts/provreqd/Chart.yaml's appVersion is not \"$version\" (provreqd version)"
+cmp -s "$PRD_SRCDIR/charts/provreqd/crds/provisioningrequests.yaml" "$PRD_SRCDIR/crd/provisioningrequests.yaml" ||
+	bad "charts/provreqd/crds/provisioningrequests.yaml is not crd/provisioningrequests.yaml"
 # The Helm chart's default config is the same file (helm, like kustomize,
 # reads nothing outside the chart).
 # The shipped config is complete: every option with a config key is in it

@@ -631,7 +631,8 @@ static void test_conditional(void)
 	md("md-a", SIZES("0", "6"), 1);
 	machine("m-1", "md-a", "node-1", "");
 	load(NULL);
-	CU_ASSERT_EQUAL(drv->api->capabilities, PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME);
+	CU_ASSERT_EQUAL(drv->api->capabilities,
+			PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME | PRD_CLOUD_CAP_FENCE);
 	CU_ASSERT_EQUAL(drv->api->instance_size, sizeof(prd_cloud_instance));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->decrease_target_size_if);
 	CU_ASSERT_EQUAL(increase_if(id, 2, 0, 1, &e), 0);
@@ -661,10 +662,17 @@ static void test_conditional(void)
  * writer setting md-a's replicas to race_replicas: the write lands
  * between the driver's read and its write. */
 static int race_replicas = -1;
+static const char *race_fence; /* when set: another leader's fence lands there instead */
+static void other_leader_fences(const char *name, const char *term);
 static int racing_request(void *ud, const char *method, const char *path, const char *content_type,
 			  const char *body, size_t body_len, long *status, char **resp, size_t *resp_len,
 			  prd_cloud_error *err)
 {
+	if(race_fence && !strcmp(method, "PUT") && strstr(path, "/scale")) {
+		const char *t = race_fence;
+		race_fence = NULL;
+		other_leader_fences("md-a", t);
+	}
 	if(race_replicas >= 0 && !strcmp(method, "PUT") && strstr(path, "/scale")) {
 		int r = race_replicas;
 		race_replicas = -1;
@@ -732,6 +740,266 @@ static void test_creation_times(void)
 	drv->api->release_instances(drv->state, v, n);
 }
 
+/* ---- fencing terms (ABI 1.4) ----------------------------------------- */
+
+#define FENCE_ANN "provreqd.io/fence-provreqd"
+
+/* Another leader records its term on md-a, as its fence() would. */
+static void other_leader_fences(const char *name, const char *term)
+{
+	char path[512], body[256];
+	long st = 0;
+	snprintf(path, sizeof(path), CAPI "/namespaces/ns1/machinedeployments/%s", name);
+	snprintf(body, sizeof(body), "{\"metadata\":{\"annotations\":{\"" FENCE_ANN "\":\"%s\"}}}", term);
+	json_object_put(api("PATCH", path, body, &st));
+	CU_ASSERT_EQUAL_FATAL(st, 200);
+}
+
+/* An annotation of MachineDeployment `name` as stored, or "(none)" (static
+ * buffer). */
+static const char *md_annotation(const char *name, const char *key)
+{
+	static char buf[128];
+	char path[512];
+	json_object *o, *v;
+	const char *r = "(none)";
+	snprintf(path, sizeof(path), CAPI "/namespaces/ns1/machinedeployments/%s", name);
+	o = api("GET", path, NULL, NULL);
+	v = json_object_object_get(json_object_object_get(json_object_object_get(o, "metadata"), "annotations"), key);
+	if(v) {
+		snprintf(buf, sizeof(buf), "%s", json_object_get_string(v));
+		r = buf;
+	}
+	json_object_put(o);
+	return r;
+}
+
+static int increase_fenced(const char *id, int32_t delta, int32_t expected, const char *key, uint64_t term,
+			   prd_cloud_error *e)
+{
+	prd_cloud_increase req;
+	memset(&req, 0, sizeof(req));
+	req.struct_size = sizeof(req);
+	req.group_id = id;
+	req.delta = delta;
+	req.expected_target = expected;
+	req.fence_key = key;
+	req.fence_term = term;
+	return drv->api->increase(drv->state, &req, e);
+}
+
+static int decrease_fenced(const char *id, int32_t delta, int32_t expected, const char *key, uint64_t term,
+			   prd_cloud_error *e)
+{
+	prd_cloud_decrease req;
+	memset(&req, 0, sizeof(req));
+	req.struct_size = sizeof(req);
+	req.group_id = id;
+	req.delta = delta;
+	req.expected_target = expected;
+	req.fence_key = key;
+	req.fence_term = term;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->decrease);
+	return drv->api->decrease(drv->state, &req, e);
+}
+
+/* A stalled former leader (term 3) wakes up after the new leader (term 4)
+ * fenced the group: its late increase is refused and changes nothing,
+ * even though the replicas it expects are still there (value conditions
+ * alone would let it through). The new leader's calls go on. A fence with
+ * a lower term is refused too; the same term is idempotent. Catches a
+ * driver that ignores the term or keeps it in its own memory. */
+static void test_fence_refuses_older_terms(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 2);
+	load(NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->fence);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "provreqd", 3, &e), 0);
+	CU_ASSERT_STRING_EQUAL(md_annotation("md-a", FENCE_ANN), "3");
+	CU_ASSERT_EQUAL(increase_fenced(id, 1, 2, "provreqd", 3, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	/* The new leader fences; the old one's late call comes after. */
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "provreqd", 4, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "provreqd", 4, &e), 0);
+	CU_ASSERT_EQUAL(increase_fenced(id, 2, 3, "provreqd", 3, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "term 4"));
+	CU_ASSERT_EQUAL(decrease_fenced(id, 1, 3, "provreqd", 3, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(increase_fenced(id, 2, -1, "provreqd", 3, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "provreqd", 3, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_STRING_EQUAL(md_annotation("md-a", FENCE_ANN), "4");
+	/* The current term acts; a higher one is recorded by the call. */
+	CU_ASSERT_EQUAL(increase_fenced(id, 2, 3, "provreqd", 4, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 5);
+	CU_ASSERT_EQUAL(decrease_fenced(id, 1, 5, "provreqd", 6, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
+	CU_ASSERT_STRING_EQUAL(md_annotation("md-a", FENCE_ANN), "6");
+	CU_ASSERT_EQUAL(increase_fenced(id, 1, 4, "provreqd", 5, &e), PRD_CLOUD_ECONFLICT);
+	/* Keys are separate elections; terms are judged per key. */
+	CU_ASSERT_EQUAL(increase_fenced(id, 1, 4, "other-shard", 1, &e), 0);
+	CU_ASSERT_STRING_EQUAL(md_annotation("md-a", "provreqd.io/fence-other-shard"), "1");
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 5);
+	/* The record outlives the driver: a new process sees it. */
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	load(NULL);
+	CU_ASSERT_EQUAL(increase_fenced(id, 1, 5, "provreqd", 5, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 5);
+}
+
+/* A newer leader's fence lands between this call's read and its write:
+ * the write carries the resourceVersion read, the apiserver answers 409,
+ * and the call is PRD_CLOUD_ECONFLICT with replicas unchanged. A fence
+ * whose write meets a 409 reads once more (the other writer was not a
+ * leader) and succeeds. Catches a scale write made without the
+ * resourceVersion of the read that judged the term. */
+static void test_fence_stale_resource_version(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	fresh_api();
+	cloud_host_init(&host, "driver/clusterapi", &fake, racing_request, m);
+	host.host.log = capture_log;
+	md("md-a", SIZES("0", "9"), 2);
+	load(NULL);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "provreqd", 7, &e), 0);
+	race_fence = "8";
+	CU_ASSERT_EQUAL(increase_fenced(id, 3, 2, "provreqd", 7, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "409"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+	race_fence = "9";
+	CU_ASSERT_EQUAL(decrease_fenced(id, 1, 2, "provreqd", 8, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+	race_fence = NULL;
+	memapi_inject_fault(m, "PATCH", CAPI "/namespaces/ns1/machinedeployments/md-a", 409, 1);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "provreqd", 10, &e), 0);
+	CU_ASSERT_STRING_EQUAL(md_annotation("md-a", FENCE_ANN), "10");
+	memapi_inject_fault(m, "PATCH", CAPI "/namespaces/ns1/machinedeployments/md-a", 409, 2);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "provreqd", 11, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_STRING_EQUAL(md_annotation("md-a", FENCE_ANN), "10");
+}
+
+/* Keys the ABI refuses, a long key (an annotation name holds 63
+ * characters), and a record someone garbled by hand. */
+static void test_fence_keys(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	const char *long_a = "a-very-long-leader-election-lease-name-for-provreqd-shard-0001";
+	const char *long_b = "a-very-long-leader-election-lease-name-for-provreqd-shard-0002";
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 2);
+	load(NULL);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "-bad", 1, &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "a/b", 1, &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "", 1, &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "ok", 0, &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, "MachineDeployment/ns1/nope", "ok", 1, &e), PRD_CLOUD_ENOTFOUND);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, long_a, 5, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, long_b, 2, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, long_a, 4, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(increase_fenced(id, 1, -1, long_b, 2, &e), 0);
+	other_leader_fences("md-a", "x7");
+	CU_ASSERT_EQUAL(increase_fenced(id, 1, -1, "provreqd", 9, &e), PRD_CLOUD_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "not a term"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	/* Not leader-elected (term 0): no term is judged or written. */
+	CU_ASSERT_EQUAL(increase_fenced(id, 1, 3, "provreqd", 0, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
+}
+
+/* Cluster API v1beta2 removed status.failureReason/failureMessage: a
+ * failure shows as an InfrastructureReady or BootstrapConfigReady
+ * condition that is False with the provider's reason (or under
+ * status.deprecated.v1beta1). A stockout or quota reason is out of
+ * resources; a bootstrap failure is other; NotReady or WaitingFor... is
+ * a Machine under way, not a failure. Catches a driver that only reads the
+ * v1beta1 fields (no failure seen until the provision timeout). */
+static void test_v1beta2_failures(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_cloud_instance *v = NULL;
+	size_t n = 0, i;
+	int seen = 0;
+#define COND(type, reason, msg)                                                                                        \
+	"\"conditions\":[{\"type\":\"" type "\",\"status\":\"False\",\"reason\":\"" reason "\",\"message\":\"" msg "\","     \
+	"\"lastTransitionTime\":\"2024-05-01T09:00:00Z\"}]"
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 5);
+	machine("m-stock", "md-a", NULL, COND("InfrastructureReady", "InsufficientCapacity", "zone e2e-a is out"));
+	machine("m-boot", "md-a", NULL, COND("BootstrapConfigReady", "BootstrapFailed", "no join token"));
+	machine("m-wait", "md-a", NULL, COND("InfrastructureReady", "NotReady", "E2EMachine is not provisioned"));
+	machine("m-wait2", "md-a", NULL, COND("BootstrapConfigReady", "WaitingForDataSecret", ""));
+	machine("m-dep", "md-a", NULL,
+		"\"deprecated\":{\"v1beta1\":{\"failureReason\":\"QuotaExceeded\",\"failureMessage\":\"vCPU quota\"}}");
+#undef COND
+	load(NULL);
+	CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, "MachineDeployment/ns1/md-a", &v, &n, &e), 0);
+	CU_ASSERT_EQUAL(n, 5);
+	for(i = 0; i < n; i++) {
+		const char *id = v[i].id;
+		if(!strcmp(id, "clusterapi://ns1/m-stock")) {
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES);
+			CU_ASSERT_STRING_EQUAL(v[i].error_code, "InsufficientCapacity");
+			CU_ASSERT_STRING_EQUAL(v[i].error_message, "zone e2e-a is out");
+			seen++;
+		} else if(!strcmp(id, "clusterapi://ns1/m-boot")) {
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_OTHER);
+			CU_ASSERT_STRING_EQUAL(v[i].error_code, "BootstrapFailed");
+			seen++;
+		} else if(!strcmp(id, "clusterapi://ns1/m-dep")) {
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_OTHER);
+			CU_ASSERT_STRING_EQUAL(v[i].error_message, "vCPU quota");
+			seen++;
+		} else {
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_NONE);
+			CU_ASSERT_EQUAL(v[i].state, PRD_CLOUD_INSTANCE_CREATING);
+			seen++;
+		}
+	}
+	CU_ASSERT_EQUAL(seen, 5);
+	drv->api->release_instances(drv->state, v, n);
+}
+
+/* Scale from zero from the infrastructure machine template's published
+ * status.capacity and status.nodeInfo (Cluster API's autoscaling contract),
+ * the group's capacity annotations overriding it key by key. Catches a
+ * driver that reads only the annotations (no template: memory 16Gi only). */
+static void test_template_from_infra_template(void)
+{
+	static const kube_resource TPLS = {"infrastructure.e2e.provreqd.io", "v1alpha1", "e2emachinetemplates",
+					   "E2EMachineTemplate", true};
+	prd_cloud_error e = {0, ""};
+	char *node = NULL;
+	json_object *o, *cap, *labels;
+	fresh_api();
+	CU_ASSERT_EQUAL_FATAL(memapi_add_kind(m, &TPLS, MEMAPI_STATUS), 0);
+	create("/apis/infrastructure.e2e.provreqd.io/v1alpha1/namespaces/ns1/e2emachinetemplates",
+	       "{\"metadata\":{\"name\":\"big\"},\"spec\":{\"template\":{\"spec\":{}}},"
+	       "\"status\":{\"capacity\":{\"cpu\":\"8\",\"memory\":\"32Gi\",\"nvidia.com/gpu\":\"2\"},"
+	       "\"nodeInfo\":{\"architecture\":\"arm64\",\"operatingSystem\":\"linux\"}}}");
+	create(CAPI "/namespaces/ns1/machinedeployments",
+	       "{\"metadata\":{\"name\":\"md-t\",\"annotations\":{" SIZES("0", "5") ",\"" CAP "memory\":\"16Gi\","
+	       "\"" CAP "labels\":\"pool=big\"}},\"spec\":{\"replicas\":0,\"template\":{\"spec\":{"
+	       "\"infrastructureRef\":{\"apiVersion\":\"infrastructure.e2e.provreqd.io/v1alpha1\","
+	       "\"kind\":\"E2EMachineTemplate\",\"name\":\"big\"}}}}}");
+	load(NULL);
+	CU_ASSERT_EQUAL_FATAL(drv->api->template_node(drv->state, "MachineDeployment/ns1/md-t", &node, &e), 0);
+	o = json_tokener_parse(node);
+	cap = json_object_object_get(json_object_object_get(o, "status"), "capacity");
+	labels = json_object_object_get(json_object_object_get(o, "metadata"), "labels");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(cap, "cpu")), "8");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(cap, "memory")), "16Gi");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(cap, "nvidia.com/gpu")), "2");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(labels, "kubernetes.io/arch")), "arm64");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(labels, "pool")), "big");
+	json_object_put(o);
+	drv->api->release_string(drv->state, node);
+}
+
 static const test_case cases[] = {
 	{"discovery: annotated groups only, bad values reported", test_discovery},
 	{"bad config", test_bad_config},
@@ -744,6 +1012,11 @@ static const test_case cases[] = {
 	{"a stale conditional call changes nothing", test_conditional},
 	{"a write racing another writer is a conflict", test_conflict_on_write},
 	{"instances report creation times", test_creation_times},
+	{"fence: a late call with an older term is refused", test_fence_refuses_older_terms},
+	{"fence: a fence between read and write is a conflict", test_fence_stale_resource_version},
+	{"fence: keys and garbled records", test_fence_keys},
+	{"v1beta2 failures: conditions and deprecated fields", test_v1beta2_failures},
+	{"scale from zero from the infrastructure template's status", test_template_from_infra_template},
 	{NULL, NULL}};
 
 int main(void)

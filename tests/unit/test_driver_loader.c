@@ -41,7 +41,9 @@ static void test_rejections(void)
 	m = load_fails(drv("badmajor"), NULL, PRD_EUNSUPPORTED);
 	CU_ASSERT_PTR_NOT_NULL(strstr(m, "ABI major version 2, provreqd speaks 1"));
 	m = load_fails(drv("newminor"), NULL, PRD_EUNSUPPORTED);
-	CU_ASSERT_PTR_NOT_NULL(strstr(m, "newer than provreqd's 1.3"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "newer than provreqd's 1.4"));
+	m = load_fails(drv("fencenofn"), NULL, PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "claims PRD_CLOUD_CAP_FENCE without increase, fence and decrease"));
 	m = load_fails(drv("small"), NULL, PRD_EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(m, "descriptor is 16 bytes"));
 	m = load_fails(drv("badname"), NULL, PRD_EINVAL);

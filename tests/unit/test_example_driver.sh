@@ -30,7 +30,7 @@ out=$("$PRD_BUILDDIR/provreqd" check-driver "$tmp/example-driver.so" --cloud-con
 echo "$out"
 fail=0
 check() { echo "$out" | grep -qF -- "$1" || { echo "missing: $1"; fail=1; }; }
-check "driver example (ABI 1.3)"
+check "driver example (ABI 1.4)"
 check "node groups: 2"
 check "- small min=0 max=10 target=1"
 check "template allocatable: cpu=4 memory=16Gi pods=110"

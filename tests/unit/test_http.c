@@ -5,6 +5,11 @@
 #include "ops/health.h"
 #include "ops/http.h"
 #include "ops/metrics.h"
+#include "ops/metrics_authz.h"
+#include "test_kube_fakesrv.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 
 #include <curl/curl.h>
 #include <netinet/in.h>
@@ -26,11 +31,22 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud)
 	return sz * n;
 }
 
+static void fetch_as(const char *host, int port, const char *method, const char *path, const char *token,
+		     resp *r);
+
 /* GET (or another method) http://HOST:port/path; caller frees r->body. */
 static void fetch(const char *host, int port, const char *method, const char *path, resp *r)
 {
+	fetch_as(host, port, method, path, NULL, r);
+}
+
+/* fetch with "Authorization: Bearer TOKEN" when token is not NULL. */
+static void fetch_as(const char *host, int port, const char *method, const char *path, const char *token,
+		     resp *r)
+{
 	CURL *c = curl_easy_init();
-	char url[256];
+	struct curl_slist *hdrs = NULL;
+	char url[256], auth[256];
 	char *ct = NULL;
 	buf_init(&r->body);
 	r->code = 0;
@@ -42,6 +58,11 @@ static void fetch(const char *host, int port, const char *method, const char *pa
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r->body);
 	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+	if(token) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+		hdrs = curl_slist_append(hdrs, auth);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	}
 	if(strcmp(method, "HEAD") == 0)
 		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
 	else if(strcmp(method, "GET") != 0)
@@ -51,6 +72,7 @@ static void fetch(const char *host, int port, const char *method, const char *pa
 	if(curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK && ct)
 		snprintf(r->ctype, sizeof(r->ctype), "%s", ct);
 	curl_easy_cleanup(c);
+	curl_slist_free_all(hdrs);
 }
 
 static void test_parse_addr(void)
@@ -265,12 +287,257 @@ static void test_health_args(void)
 	health_free(h);
 }
 
+
+/* A non-loopback IPv4 address of this machine, or false without one. */
+static bool other_local_ipv4(char *out, size_t n)
+{
+	struct ifaddrs *all = NULL, *i;
+	bool found = false;
+	if(getifaddrs(&all) != 0)
+		return false;
+	for(i = all; i && !found; i = i->ifa_next) {
+		if(!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || http_addr_is_loopback(i->ifa_addr))
+			continue;
+		found = inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, (socklen_t)n) != NULL;
+	}
+	freeifaddrs(all);
+	return found;
+}
+
+static void test_loopback_addresses(void)
+{
+	struct sockaddr_in a4;
+	struct sockaddr_in6 a6;
+	memset(&a4, 0, sizeof(a4));
+	memset(&a6, 0, sizeof(a6));
+	a4.sin_family = AF_INET;
+	a6.sin6_family = AF_INET6;
+	inet_pton(AF_INET, "127.0.0.1", &a4.sin_addr);
+	CU_ASSERT_TRUE(http_addr_is_loopback((struct sockaddr *)&a4));
+	inet_pton(AF_INET, "127.3.2.1", &a4.sin_addr);
+	CU_ASSERT_TRUE(http_addr_is_loopback((struct sockaddr *)&a4));
+	inet_pton(AF_INET, "10.1.2.3", &a4.sin_addr);
+	CU_ASSERT_FALSE(http_addr_is_loopback((struct sockaddr *)&a4));
+	inet_pton(AF_INET, "128.0.0.1", &a4.sin_addr);
+	CU_ASSERT_FALSE(http_addr_is_loopback((struct sockaddr *)&a4));
+	inet_pton(AF_INET6, "::1", &a6.sin6_addr);
+	CU_ASSERT_TRUE(http_addr_is_loopback((struct sockaddr *)&a6));
+	inet_pton(AF_INET6, "::ffff:127.0.0.1", &a6.sin6_addr);
+	CU_ASSERT_TRUE(http_addr_is_loopback((struct sockaddr *)&a6));
+	inet_pton(AF_INET6, "::ffff:10.0.0.1", &a6.sin6_addr);
+	CU_ASSERT_FALSE(http_addr_is_loopback((struct sockaddr *)&a6));
+	inet_pton(AF_INET6, "fe80::1", &a6.sin6_addr);
+	CU_ASSERT_FALSE(http_addr_is_loopback((struct sockaddr *)&a6));
+	CU_ASSERT_FALSE(http_addr_is_loopback(NULL));
+}
+
+/* --metrics-access=localhost on every address: /metrics to loopback
+ * clients only, the probes' paths to everyone. */
+static void test_metrics_localhost(void)
+{
+	http_opts o = { HTTP_ACCESS_LOCALHOST, NULL, NULL };
+	enum http_access a = HTTP_ACCESS_OPEN;
+	health *h = NULL;
+	http_server *s = NULL;
+	char other[64];
+	prd_err e;
+	resp r;
+
+	CU_ASSERT_EQUAL(http_access_parse("localhost", &a), 0);
+	CU_ASSERT_EQUAL(a, HTTP_ACCESS_LOCALHOST);
+	CU_ASSERT_EQUAL(http_access_parse("secure", &a), PRD_EINVAL);
+	CU_ASSERT_EQUAL_FATAL(metrics_init(), 0);
+	CU_ASSERT_EQUAL_FATAL(health_new(clk_real(), 30 * PRD_NS_PER_SEC, &h), 0);
+	CU_ASSERT_EQUAL_FATAL(http_start_opts("0.0.0.0:0", h, &o, &s, &e), 0);
+	fetch("127.0.0.1", http_port(s), "GET", "/metrics", &r);
+	CU_ASSERT_EQUAL(r.code, 200);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&r.body), "provreqd_build_info"));
+	buf_free(&r.body);
+	if(other_local_ipv4(other, sizeof(other))) {
+		fetch(other, http_port(s), "GET", "/metrics", &r);
+		CU_ASSERT_EQUAL(r.code, 403);
+		CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&r.body), "localhost only"));
+		CU_ASSERT_PTR_NULL(strstr(buf_str(&r.body), "provreqd_"));
+		buf_free(&r.body);
+		fetch(other, http_port(s), "GET", "/healthz", &r);
+		CU_ASSERT_EQUAL(r.code, 200);
+		buf_free(&r.body);
+	} else {
+		fprintf(stderr, "# no non-loopback IPv4 address here: the refusal is checked by address only\n");
+	}
+	http_stop(s);
+	health_free(h);
+	metrics_shutdown();
+}
+
+/* A stand-in for the apiserver's answer: "reader" may, "nobody" may not,
+ * "down" cannot be decided, anything else does not authenticate. */
+static int fake_authz(void *ud, const char *token, const char *path, buf *why)
+{
+	int *calls = ud;
+	(*calls)++;
+	CU_ASSERT_STRING_EQUAL(path, "/metrics");
+	if(strcmp(token, "reader") == 0)
+		return 0;
+	if(strcmp(token, "nobody") == 0)
+		return buf_append_str(why, "forbidden: user \"nobody\""), PRD_EPERM;
+	if(strcmp(token, "down") == 0)
+		return buf_append_str(why, "cannot review the token"), PRD_EIO;
+	buf_append_str(why, "unauthorized: the token does not authenticate");
+	return PRD_EINVAL;
+}
+
+static void test_metrics_tokenreview(void)
+{
+	int calls = 0;
+	http_opts o = { HTTP_ACCESS_TOKENREVIEW, fake_authz, &calls };
+	http_opts none = { HTTP_ACCESS_TOKENREVIEW, NULL, NULL };
+	health *h = NULL;
+	http_server *s = NULL;
+	prd_err e;
+	resp r;
+	int port;
+
+	CU_ASSERT_EQUAL_FATAL(metrics_init(), 0);
+	CU_ASSERT_EQUAL_FATAL(health_new(clk_real(), 30 * PRD_NS_PER_SEC, &h), 0);
+	CU_ASSERT_EQUAL(http_start_opts("127.0.0.1:0", h, &none, &s, &e), PRD_EINVAL);
+	CU_ASSERT_EQUAL_FATAL(http_start_opts("127.0.0.1:0", h, &o, &s, &e), 0);
+	port = http_port(s);
+	fetch("127.0.0.1", port, "GET", "/metrics", &r);
+	CU_ASSERT_EQUAL(r.code, 401);
+	CU_ASSERT_PTR_NULL(strstr(buf_str(&r.body), "provreqd_"));
+	buf_free(&r.body);
+	CU_ASSERT_EQUAL(calls, 0); /* no token: the apiserver is not asked */
+	fetch_as("127.0.0.1", port, "GET", "/metrics", "forged", &r);
+	CU_ASSERT_EQUAL(r.code, 401);
+	buf_free(&r.body);
+	fetch_as("127.0.0.1", port, "GET", "/metrics", "nobody", &r);
+	CU_ASSERT_EQUAL(r.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&r.body), "nobody"));
+	CU_ASSERT_PTR_NULL(strstr(buf_str(&r.body), "provreqd_"));
+	buf_free(&r.body);
+	fetch_as("127.0.0.1", port, "GET", "/metrics", "down", &r);
+	CU_ASSERT_EQUAL(r.code, 503);
+	buf_free(&r.body);
+	fetch_as("127.0.0.1", port, "GET", "/metrics", "reader", &r);
+	CU_ASSERT_EQUAL(r.code, 200);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&r.body), "provreqd_build_info"));
+	buf_free(&r.body);
+	CU_ASSERT_EQUAL(calls, 4);
+	fetch("127.0.0.1", port, "GET", "/healthz", &r); /* the kubelet's probe has no token */
+	CU_ASSERT_EQUAL(r.code, 200);
+	buf_free(&r.body);
+	http_stop(s);
+	health_free(h);
+	metrics_shutdown();
+}
+
+/* The apiserver's side of metrics_authz_kube: TokenReviews of "good" and
+ * "nobody" authenticate; SubjectAccessReviews allow user "scraper" get on
+ * /metrics. Requests are recorded for the checks. */
+typedef struct review_srv {
+	char last_sar[2048];
+	int tokenreviews, sars;
+	int fail_status; /* answer every request with this when non-zero */
+} review_srv;
+
+static void review_handler(void *ud, const fake_req *req, fake_resp *out_resp)
+{
+	review_srv *rs = ud;
+	json_object *in = json_tokener_parse(req->body ? req->body : ""), *spec = NULL, *v = NULL;
+	const char *tok = "", *user = "";
+	char out[1024];
+
+	if(rs->fail_status) {
+		out_resp->status = rs->fail_status;
+		out_resp->body = fake_strdup("{\"kind\":\"Status\",\"code\":403,\"reason\":\"Forbidden\",\"message\":\"no\"}");
+		json_object_put(in);
+		return;
+	}
+	json_object_object_get_ex(in, "spec", &spec);
+	if(strcmp(req->url, "/apis/authentication.k8s.io/v1/tokenreviews") == 0) {
+		rs->tokenreviews++;
+		if(spec && json_object_object_get_ex(spec, "token", &v))
+			tok = json_object_get_string(v);
+		if(strcmp(tok, "good") == 0 || strcmp(tok, "nobody") == 0)
+			snprintf(out, sizeof(out),
+				 "{\"status\":{\"authenticated\":true,\"user\":{\"username\":\"%s\",\"uid\":\"u-1\","
+				 "\"groups\":[\"system:serviceaccounts\"],\"extra\":{\"k\":[\"v\"]}}}}",
+				 strcmp(tok, "good") == 0 ? "scraper" : "nobody");
+		else
+			snprintf(out, sizeof(out), "{\"status\":{\"authenticated\":false,\"error\":\"invalid bearer token\"}}");
+	} else if(strcmp(req->url, "/apis/authorization.k8s.io/v1/subjectaccessreviews") == 0) {
+		rs->sars++;
+		snprintf(rs->last_sar, sizeof(rs->last_sar), "%s", req->body ? req->body : "");
+		if(spec && json_object_object_get_ex(spec, "user", &v))
+			user = json_object_get_string(v);
+		snprintf(out, sizeof(out), "{\"status\":{\"allowed\":%s}}", strcmp(user, "scraper") == 0 ? "true" : "false");
+	} else {
+		out_resp->status = 404;
+		snprintf(out, sizeof(out), "{}");
+	}
+	out_resp->body = fake_strdup(out);
+	json_object_put(in);
+}
+
+static void test_metrics_authz_kube(void)
+{
+	review_srv rs;
+	kube_client_opts ko;
+	kube_config *cfg = NULL;
+	kube_client *c = NULL;
+	fake_srv *srv;
+	buf why;
+
+	memset(&rs, 0, sizeof(rs));
+	memset(&ko, 0, sizeof(ko));
+	ko.max_retries = -1;
+	srv = fake_start(review_handler, &rs);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_EQUAL_FATAL(fake_client(srv, &ko, &cfg, &c), 0);
+	buf_init(&why);
+	CU_ASSERT_EQUAL(metrics_authz_kube(c, "good", "/metrics", &why), 0);
+	CU_ASSERT_EQUAL(rs.tokenreviews, 1);
+	CU_ASSERT_EQUAL(rs.sars, 1);
+	/* The SubjectAccessReview carries the reviewed user, uid, groups and
+	 * extra, and asks for get on the non-resource URL. */
+	CU_ASSERT_PTR_NOT_NULL(strstr(rs.last_sar, "\"user\":\"scraper\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rs.last_sar, "\"uid\":\"u-1\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rs.last_sar, "\"groups\":[\"system:serviceaccounts\"]"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rs.last_sar, "\"extra\":{\"k\":[\"v\"]}"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rs.last_sar, "\"nonResourceAttributes\":{\"path\":\"\\/metrics\",\"verb\":\"get\"}") ||
+			       strstr(rs.last_sar, "\"nonResourceAttributes\":{\"path\":\"/metrics\",\"verb\":\"get\"}"));
+	buf_free(&why);
+	buf_init(&why);
+	CU_ASSERT_EQUAL(metrics_authz_kube(c, "nobody", "/metrics", &why), PRD_EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&why), "nobody"));
+	buf_free(&why);
+	buf_init(&why);
+	CU_ASSERT_EQUAL(metrics_authz_kube(c, "stolen", "/metrics", &why), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&why), "invalid bearer token"));
+	CU_ASSERT_EQUAL(rs.sars, 2); /* no access review for a token that does not authenticate */
+	buf_free(&why);
+	/* provreqd itself may not create TokenReviews: undecided (503), never allowed. */
+	rs.fail_status = 403;
+	buf_init(&why);
+	CU_ASSERT_EQUAL(metrics_authz_kube(c, "good", "/metrics", &why), PRD_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&why), "cannot review the token"));
+	buf_free(&why);
+	kube_client_free(c);
+	kube_config_free(cfg);
+	fake_stop(srv);
+}
+
 static const test_case cases[] = {
 	{ "parse_addr", test_parse_addr },
 	{ "endpoints", test_endpoints },
 	{ "bind_errors_and_restart", test_bind_errors_and_restart },
 	{ "ipv6_and_wildcard", test_ipv6_and_wildcard },
 	{ "health_args", test_health_args },
+	{ "loopback_addresses", test_loopback_addresses },
+	{ "metrics_localhost", test_metrics_localhost },
+	{ "metrics_tokenreview", test_metrics_tokenreview },
+	{ "metrics_authz_kube", test_metrics_authz_kube },
 	{ NULL, NULL }
 };
 

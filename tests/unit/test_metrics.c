@@ -4,6 +4,10 @@
 #include <config.h>
 #include "ops/log.h"
 #include "ops/metrics.h"
+#include "ops/procstat.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <math.h>
 #include <pthread.h>
@@ -218,7 +222,8 @@ static void test_builtin_families(void)
 	CU_ASSERT_EQUAL(metrics_count(), M_BUILTIN_COUNT);
 	for(i = 0; i < M_BUILTIN_COUNT; i++) {
 		CU_ASSERT_PTR_NOT_NULL(metrics_name(i));
-		CU_ASSERT_TRUE(strncmp(metrics_name(i), "provreqd_", 9) == 0);
+		CU_ASSERT_TRUE(strncmp(metrics_name(i), "provreqd_", 9) == 0 ||
+			       strncmp(metrics_name(i), "process_", 8) == 0);
 	}
 	CU_ASSERT_STRING_EQUAL(metrics_name(M_SCALEUPS), "provreqd_scaleups_total");
 	metrics_counter_add(M_SCALEUPS, METRICS_L("group-a", "attempted"), 1);
@@ -285,6 +290,94 @@ static void test_concurrent_updates(void)
 	metrics_shutdown();
 }
 
+/* Write root/name (its directory made) with the given text. */
+static void put_file(const char *root, const char *name, const char *text)
+{
+	char path[1024], *slash;
+	FILE *f;
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	for(slash = strchr(path + strlen(root) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		mkdir(path, 0755);
+		*slash = '/';
+	}
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* process_* from a procfs laid out in a directory: a command name with
+ * spaces and parentheses, 250+150 ticks at 100 Hz, started 1234 ticks
+ * after boot, 300 pages of 4096 bytes, 3 descriptors. */
+static void test_process_metrics(void)
+{
+	char root[512], *s;
+	procstat p;
+	prd_err e;
+	double v;
+
+	snprintf(root, sizeof(root), "%s/proc", test_tmpdir());
+	mkdir(root, 0755);
+	put_file(root, "self/stat",
+		 "4242 (provreqd (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 150 0 0 20 0 5 0 "
+		 "1234 104857600 300 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0\n");
+	put_file(root, "stat", "cpu  1 2 3 4\nintr 5\nbtime 1700000000\nprocesses 9\n");
+	put_file(root, "self/limits",
+		 "Limit                     Soft Limit           Hard Limit           Units\n"
+		 "Max open files            1024                 524288               files\n");
+	put_file(root, "self/fd/0", "");
+	put_file(root, "self/fd/1", "");
+	put_file(root, "self/fd/2", "");
+	CU_ASSERT_EQUAL_FATAL(procstat_read(root, 100, 4096, &p, &e), 0);
+	CU_ASSERT_DOUBLE_EQUAL(p.cpu_seconds, 4.0, 1e-9);
+	CU_ASSERT_DOUBLE_EQUAL(p.start_time, 1700000012.34, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(p.virtual_bytes, 104857600, 0);
+	CU_ASSERT_DOUBLE_EQUAL(p.resident_bytes, 300.0 * 4096, 0);
+	CU_ASSERT_DOUBLE_EQUAL(p.open_fds, 3, 0);
+	CU_ASSERT_DOUBLE_EQUAL(p.max_fds, 1024, 0);
+
+	CU_ASSERT_EQUAL_FATAL(metrics_init(), 0);
+	procstat_publish(&p);
+	s = render_prefix("process_");
+	CU_ASSERT_PTR_NOT_NULL(strstr(s, "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 4\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(s, "process_start_time_seconds 1700000012.34\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(s, "process_resident_memory_bytes 1228800\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(s, "process_open_fds 3\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(s, "process_max_fds 1024\n"));
+	free(s);
+	/* CPU time is a counter: a smaller reading never lowers it. */
+	p.cpu_seconds = 1;
+	procstat_publish(&p);
+	CU_ASSERT_TRUE(metrics_get(M_PROCESS_CPU, NULL, &v));
+	CU_ASSERT_DOUBLE_EQUAL(v, 4, 0);
+
+	/* Unlimited descriptors: process_max_fds is +Inf. */
+	put_file(root, "self/limits", "Max open files            unlimited            unlimited            files\n");
+	CU_ASSERT_EQUAL(procstat_read(root, 100, 4096, &p, &e), 0);
+	CU_ASSERT_DOUBLE_EQUAL(p.max_fds, -1, 0);
+	procstat_publish(&p);
+	s = render_prefix("process_max_fds");
+	CU_ASSERT_PTR_NOT_NULL(strstr(s, "process_max_fds +Inf\n"));
+	free(s);
+	/* Damaged files are refused with the file named, never misread. */
+	put_file(root, "self/stat", "4242 provreqd S 1\n");
+	CU_ASSERT_EQUAL(procstat_read(root, 100, 4096, &p, &e), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "self/stat"));
+	put_file(root, "self/stat",
+		 "1 (a) S 1 1 1 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 5 100 3 0\n");
+	put_file(root, "stat", "cpu 1\n");
+	CU_ASSERT_EQUAL(procstat_read(root, 100, 4096, &p, &e), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "btime"));
+
+	/* The real procfs of this process reads and is plausible. */
+	CU_ASSERT_EQUAL(procstat_read("/proc", sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE), &p, &e), 0);
+	CU_ASSERT_TRUE(p.resident_bytes > 0);
+	CU_ASSERT_TRUE(p.open_fds >= 3);
+	CU_ASSERT_TRUE(p.start_time > 1e9);
+	metrics_shutdown();
+}
+
 static const test_case cases[] = {
 	{ "counter_golden", test_counter_golden },
 	{ "gauge_and_escaping", test_gauge_and_escaping },
@@ -294,6 +387,7 @@ static const test_case cases[] = {
 	{ "misuse_dropped", test_misuse_dropped },
 	{ "builtin_families", test_builtin_families },
 	{ "concurrent_updates", test_concurrent_updates },
+	{ "process_metrics", test_process_metrics },
 	{ NULL, NULL }
 };
 

@@ -217,11 +217,74 @@ static void test_svg(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&b), ">+30m<"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&b), ">+1h<"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&b), "2026-01-01T00:00:00Z"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&b), "<title>Provisioned</title>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&b), "\nProvisioned from +0s to +1h\nProvisioned: CapacityIsProvisioned: m</title>"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&b), ">BookingExpired<"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&b), ">gpu<"));
 	buf_free(&b);
 	json_object_put(o);
+	sim_record_free(&r);
+}
+
+/* Long names are cut in the middle to fit the margin, the full name in the
+ * label's tooltip; each state segment's tooltip names the request, the
+ * state, when, and the reason and message (for Pending: why it waits). */
+#define NOTFOUND "{\"type\":\"Provisioned\",\"status\":\"False\",\"reason\":\"CapacityIsNotFound\"," \
+	"\"message\":\"only 0 of 3 pods fit\"}"
+static void test_svg_labels_and_reasons(void)
+{
+	static const char long_name[] = "distributed-training-run-with-a-very-long-name-0017";
+	sim_record r;
+	json_object *o1 = pr_json("research-team-alpha", long_name, ACC);
+	json_object *o2 = pr_json("research-team-alpha", long_name, ACC "," NOTFOUND);
+	json_object *o3 = pr_json("research-team-alpha", long_name, ACC "," PROV);
+	const char *svg;
+	buf b;
+
+	sim_record_init(&r, T0, T0 + 60 * MIN);
+	sim_record_request(&r, T0, o1, true);
+	sim_record_request(&r, T0 + 2 * MIN, o2, false);
+	sim_record_request(&r, T0 + 10 * MIN, o3, false);
+	sim_record_size(&r, T0, "a-node-group-with-a-long-descriptive-name", 0, 0);
+	buf_init(&b);
+	CU_ASSERT_EQUAL_FATAL(sim_svg(&r, &b), 0);
+	svg = buf_str(&b);
+	/* The label is cut to the margin; the tooltip has it whole. */
+	CU_ASSERT_PTR_NOT_NULL(strstr(svg, ">research-tea\xe2\x80\xa6ng-name-0017<title>research-team-alpha/"
+					   "distributed-training-run-with-a-very-long-name-0017</title></text>"));
+	CU_ASSERT_PTR_NULL(strstr(svg, "\"end\">research-team-alpha/distributed"));
+	/* The group legend too. */
+	CU_ASSERT_PTR_NOT_NULL(strstr(svg, "<title>a-node-group-with-a-long-descriptive-name</title>"));
+	/* Pending says why it waits, Provisioned what provisioned it. */
+	CU_ASSERT_PTR_NOT_NULL(strstr(svg, "<title>research-team-alpha/distributed-training-run-with-a-very-long-name-0017\n"
+					   "Pending from +0s to +10m\nProvisioned: CapacityIsNotFound: only 0 of 3 pods fit</title>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(svg, "\nProvisioned from +10m to +1h\nProvisioned: CapacityIsProvisioned: m</title>"));
+	buf_free(&b);
+	json_object_put(o1);
+	json_object_put(o2);
+	json_object_put(o3);
+	sim_record_free(&r);
+
+	/* Two conditions changing at one instant (Provisioned=False/Expired
+	 * and Failed=True): the Pending stretch keeps the reason it had, the
+	 * Failed one gets the new ones. */
+	sim_record_init(&r, T0, T0 + 60 * MIN);
+	o1 = pr_json("team-a", "late", ACC);
+	o2 = pr_json("team-a", "late", ACC "," NOTFOUND);
+	o3 = pr_json("team-a", "late", ACC ",{\"type\":\"Provisioned\",\"status\":\"False\",\"reason\":\"Expired\","
+		     "\"message\":\"too late\"},{\"type\":\"Failed\",\"status\":\"True\",\"reason\":\"Expired\","
+		     "\"message\":\"too late\"}");
+	sim_record_request(&r, T0, o1, true);
+	sim_record_request(&r, T0 + 5 * MIN, o2, false);
+	sim_record_request(&r, T0 + 7 * MIN, o3, false);
+	buf_init(&b);
+	CU_ASSERT_EQUAL_FATAL(sim_svg(&r, &b), 0);
+	svg = buf_str(&b);
+	CU_ASSERT_PTR_NOT_NULL(strstr(svg, "team-a/late\nPending from +0s to +7m\nProvisioned: CapacityIsNotFound: only 0 of 3 pods fit</title>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(svg, "team-a/late\nFailed from +7m to +1h\nFailed: Expired: too late</title>"));
+	buf_free(&b);
+	json_object_put(o1);
+	json_object_put(o2);
+	json_object_put(o3);
 	sim_record_free(&r);
 }
 
@@ -404,6 +467,7 @@ static const test_case cases[] = {
 	{ "time offsets", test_offsets },
 	{ "report document", test_report_doc },
 	{ "svg plot", test_svg },
+	{ "svg labels and reasons", test_svg_labels_and_reasons },
 	{ "input directory", test_input_dir },
 	{ "input load skips", test_input_load_skips },
 	{ "request file errors", test_requests_errors },

@@ -54,6 +54,21 @@ tmp="${TMPDIR:-/tmp}/prd-sim-$$"
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 
+# No cloud config anywhere: the kwok driver's refusal is followed by what
+# was looked for and what to give, for a directory and for a file.
+mkdir -p "$tmp/nocfg"
+cp templates/examples/simulate/cluster.yaml "$tmp/nocfg/"
+if prd --cluster "$tmp/nocfg" > /dev/null 2> "$tmp/nocfg.err"; then
+	echo "FAIL: simulate without a cloud config succeeded"; fail=1
+fi
+if ! grep -q "no cloud config was given: no --cloud-config, and there is no $tmp/nocfg/cloud-config.yaml" "$tmp/nocfg.err" ||
+	! grep -q "templateDir: DIR" "$tmp/nocfg.err"; then
+	echo "FAIL: simulate without a cloud config does not say what is missing:"; cat "$tmp/nocfg.err"; fail=1
+fi
+prd --cluster "$tmp/nocfg/cluster.yaml" > /dev/null 2> "$tmp/nocfg.err" && { echo "FAIL: simulate of a file without a cloud config succeeded"; fail=1; }
+grep -q "is a file, so no cloud-config.yaml beside it is read" "$tmp/nocfg.err" ||
+	{ echo "FAIL: simulate of a file without a cloud config does not say why:"; cat "$tmp/nocfg.err"; fail=1; }
+
 # Transitions are stamped with simulated time: the example starts at
 # 00:05:00 (its newest creationTimestamp), fits-now is provisioned at once
 # and its 10-minute booking expires at 00:15:00.

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ops/metrics.h"
 #include "state/state.h"
 #include "testutil.h"
 
@@ -1267,6 +1268,60 @@ static void test_sqlite_errors_reported(void)
 	state_close(db);
 }
 
+/* provreqd_state_store_errors_total counts each failure once, by op. */
+static void test_errors_counted(void)
+{
+	char path[512];
+	state_config cfg;
+	sqlite3 *h = NULL;
+	state_db *db = NULL;
+	double v = -1;
+	clk c;
+	prd_err e;
+
+	snprintf(path, sizeof(path), "%s", tpath("counted.db"));
+	CU_ASSERT_EQUAL_FATAL(metrics_init(), 0);
+	clk_fake_init(&c, T0);
+	state_config_default(&cfg);
+	cfg.busy_timeout_ms = 0;
+	OK(state_open(path, &c, &cfg, &db, &e));
+	OK(state_request_ensure(db, "u", "ns", "n", NULL, &e));
+	CU_ASSERT_FALSE(metrics_get(M_STATE_ERRORS, METRICS_L("transaction"), &v));
+
+	CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &h), SQLITE_OK);
+	CU_ASSERT_EQUAL_FATAL(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	FAILS(PRD_EAGAIN, state_request_bump(db, "u", "x", NULL, &e));
+	FAILS(PRD_EAGAIN, state_request_bump(db, "u", "x", NULL, &e));
+	CU_ASSERT_TRUE(metrics_get(M_STATE_ERRORS, METRICS_L("transaction"), &v));
+	CU_ASSERT_DOUBLE_EQUAL(v, 2, 1e-9);
+	CU_ASSERT_EQUAL(sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	OK(state_request_bump(db, "u", "x", NULL, &e));
+	CU_ASSERT_TRUE(metrics_get(M_STATE_ERRORS, METRICS_L("transaction"), &v));
+	CU_ASSERT_DOUBLE_EQUAL(v, 2, 1e-9);
+
+	CU_ASSERT_EQUAL(sqlite3_exec(h, "DROP TABLE booking", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(h);
+	FAILS(PRD_EIO, state_booking_add(db, "u", "n", "{}", T0, &e));
+	CU_ASSERT_TRUE(metrics_get(M_STATE_ERRORS, METRICS_L("write"), &v));
+	CU_ASSERT_DOUBLE_EQUAL(v, 1, 1e-9);
+	state_close(db);
+
+	/* Not a database at all: counted as an open failure. */
+	{
+		unsigned char junk[4096];
+		size_t i;
+		for(i = 0; i < sizeof(junk); i++)
+			junk[i] = (unsigned char)(i * 131 + 7);
+		snprintf(path, sizeof(path), "%s", tpath("counted-junk.db"));
+		CU_ASSERT_EQUAL_FATAL(write_bytes(path, junk, sizeof(junk), 0, O_TRUNC), 0);
+	}
+	db = NULL;
+	FAILS(PRD_ECORRUPT, state_open(path, &c, NULL, &db, &e));
+	CU_ASSERT_TRUE(metrics_get(M_STATE_ERRORS, METRICS_L("open"), &v));
+	CU_ASSERT_DOUBLE_EQUAL(v, 1, 1e-9);
+	metrics_shutdown();
+}
+
 static const test_case cases[] = {
 	{ "config", test_config },
 	{ "open_memory", test_open_memory },
@@ -1289,6 +1344,7 @@ static const test_case cases[] = {
 	{ "corrupt_file", test_corrupt_file },
 	{ "unwritable_location", test_unwritable_location },
 	{ "sqlite_errors_reported", test_sqlite_errors_reported },
+	{ "errors_counted", test_errors_counted },
 	{ NULL, NULL },
 };
 

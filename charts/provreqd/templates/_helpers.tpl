@@ -73,6 +73,18 @@ when they cannot share the one --cloud-config provreqd hands to all.
 {{- if and $configured (gt (len $list) 1) -}}
 {{- fail (printf "drivers: %s has a configuration, and provreqd hands its one --cloud-config file to every driver it loads: enable that driver alone" (join ", " $configured)) -}}
 {{- end -}}
+{{- if and $d.kwok.enabled (not $d.kwok.nodeTemplates) -}}
+{{- $tdir := toString (default "" (($d.kwok.config | default dict).templateDir)) -}}
+{{- if not (include "provreqd.onExtraVolume" (dict "root" $ "path" $tdir)) -}}
+{{- fail (printf "drivers.kwok: no nodeTemplates, and its config.templateDir %q is on no volume of extraVolumeMounts (under /etc/provreqd the chart's config volume hides the image's files): give nodeTemplates, or mount the templates with extraVolumes/extraVolumeMounts and point templateDir there" $tdir) -}}
+{{- end -}}
+{{- end -}}
+{{- range $d.custom -}}
+{{- $p := toString .path -}}
+{{- if not (or (hasPrefix (printf "%s/" (trimSuffix "/" $d.dir)) $p) (include "provreqd.onExtraVolume" (dict "root" $ "path" $p))) -}}
+{{- fail (printf "drivers.custom[%s]: path %q is neither in drivers.dir (%s, the image's) nor on a volume of extraVolumeMounts: build it into the image or mount it" .name $p $d.dir) -}}
+{{- end -}}
+{{- end -}}
 {{- toJson $list -}}
 {{- end -}}
 
@@ -82,5 +94,50 @@ when they cannot share the one --cloud-config provreqd hands to all.
 {{- if .config -}}
 {{- if kindIs "string" .config -}}{{ .config }}{{- else -}}{{ toYaml .config }}{{- end -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The controller's config file: files/provreqd.yaml with .Values.config
+merged over it key by key (nested maps merged, anything else replaced,
+false and 0 included), or a string given as config, whole.
+*/}}
+{{- define "provreqd.config" -}}
+{{- $file := .Files.Get "files/provreqd.yaml" -}}
+{{- $c := .Values.config -}}
+{{- if kindIs "string" $c -}}
+{{- default $file $c -}}
+{{- else if $c -}}
+{{- $merged := fromYaml $file -}}
+{{- include "provreqd.mergeInto" (dict "dst" $merged "src" $c "path" "config") -}}
+{{- toYaml $merged -}}
+{{- else -}}
+{{- $file -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Merge dict .src into dict .dst in place (sprig's merge skips false and 0). */}}
+{{- define "provreqd.mergeInto" -}}
+{{- $dst := .dst -}}
+{{- range $k, $v := .src -}}
+{{- $here := printf "%s.%s" $.path $k -}}
+{{- if not (hasKey $dst $k) -}}
+{{- fail (printf "%s: provreqd has no such setting (docs/config.md lists them)" $here) -}}
+{{- end -}}
+{{- $old := get $dst $k -}}
+{{- if and (kindIs "map" $v) (kindIs "map" $old) -}}
+{{- include "provreqd.mergeInto" (dict "dst" $old "src" $v "path" $here) -}}
+{{- else -}}
+{{- $_ := set $dst $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the absolute path .path lies on one of .Values.extraVolumeMounts. */}}
+{{- define "provreqd.onExtraVolume" -}}
+{{- $p := .path -}}
+{{- range .root.Values.extraVolumeMounts -}}
+{{- $m := trimSuffix "/" (toString .mountPath) -}}
+{{- if or (eq $p $m) (hasPrefix (printf "%s/" $m) $p) -}}true{{- end -}}
 {{- end -}}
 {{- end -}}
