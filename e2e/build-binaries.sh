@@ -9,6 +9,11 @@
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/provreqd-e2e/capi-<capi-hash>/{bin,crd,webhook}/
 #
+# and Karpenter's kwok provider (with the CRDs of its module; KARPENTER_*
+# pins) into
+#
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/provreqd-e2e/karpenter-<version>-<toolchain>-<arch>/{bin,crds}/
+#
 # Binaries already there are not rebuilt. Each is built into a temporary
 # directory and renamed into place, so an interrupted build never leaves a
 # half-written binary behind. The Go module and build caches live beside it
@@ -18,6 +23,7 @@
 # Usage: build-binaries.sh            build what is missing, print timings
 #        build-binaries.sh --print-bindir
 #        build-binaries.sh --print-capi-dir
+#        build-binaries.sh --print-karpenter-dir
 #        build-binaries.sh --print-go  find or fetch the Go toolchain, print
 #                                      the path of its go command
 #
@@ -34,6 +40,7 @@ set -euo pipefail
 
 cache=$(e2e_cache_root)
 bindir=$(e2e_bindir)
+kdir=$(e2e_karpenter_dir)
 
 print_go=0
 case "${1:-}" in
@@ -45,10 +52,14 @@ case "${1:-}" in
 	e2e_capi_dir
 	exit 0
 	;;
+--print-karpenter-dir)
+	printf '%s\n' "$kdir"
+	exit 0
+	;;
 --print-go) print_go=1 ;;
 "") ;;
 -h | --help)
-	sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 *) e2e_die "unknown argument: $1 (try --help)" ;;
@@ -63,6 +74,7 @@ for b in "${E2E_BINARIES[@]}"; do
 done
 capidir=$(e2e_capi_dir)
 [[ -x "$capidir/bin/capi-manager" ]] || missing+=(capi-manager)
+[[ -x "$kdir/bin/karpenter-kwok" && -d "$kdir/crds" ]] || missing+=(karpenter-kwok)
 if ((${#missing[@]} == 0)); then
 	e2e_log "all binaries present in $bindir"
 	exit 0
@@ -78,7 +90,9 @@ if command -v flock >/dev/null 2>&1; then
 		# It may have built what we were missing.
 		still=()
 		for b in "${missing[@]}"; do
-			if [[ "$b" == capi-manager ]]; then
+			if [[ "$b" == karpenter-kwok ]]; then
+				[[ -x "$kdir/bin/karpenter-kwok" && -d "$kdir/crds" ]] || still+=("$b")
+			elif [[ "$b" == capi-manager ]]; then
 				[[ -x "$capidir/bin/capi-manager" ]] || still+=("$b")
 			elif [[ "$b" == go || ! -x "$bindir/$b" ]]; then
 				still+=("$b")
@@ -334,11 +348,42 @@ build_capi() {
 	timings+=("capi-manager: $(elapsed "$t0")s")
 }
 
+# Karpenter's kwok provider: its own toolchain (its go.mod needs a newer Go
+# than the control plane's), run at low priority (the machines are shared),
+# and the CRDs the scenario installs copied from the module beside it.
+build_karpenter() {
+	contains karpenter-kwok "${missing[@]}" || return 0
+	local t0 work moddir f
+	t0=$(date +%s)
+	work=$(mktemp -d "$cache/work.karpenter.XXXXXX")
+	new_module "$work"
+	(cd "$work" && GOTOOLCHAIN=$KARPENTER_GO_TOOLCHAIN quiet "$GO" get "sigs.k8s.io/karpenter/kwok@$KARPENTER_VERSION")
+	mkdir -p "$work/out" "$work/crds"
+	(cd "$work" && GOTOOLCHAIN=$KARPENTER_GO_TOOLCHAIN nice -n 10 "$GO" build -trimpath -ldflags "-s -w" \
+		-o "$work/out/karpenter-kwok" sigs.k8s.io/karpenter/kwok)
+	moddir=$(cd "$work" && GOTOOLCHAIN=$KARPENTER_GO_TOOLCHAIN "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
+	# NodeOverlays too: Karpenter watches them even with the feature off.
+	for f in kwok/charts/crds/karpenter.sh_nodepools.yaml kwok/charts/crds/karpenter.sh_nodeclaims.yaml \
+		kwok/charts/crds/karpenter.sh_nodeoverlays.yaml kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml; do
+		[[ -f "$moddir/$f" ]] || e2e_die "sigs.k8s.io/karpenter@$KARPENTER_VERSION has no $f"
+		cp "$moddir/$f" "$work/crds/"
+	done
+	chmod -R u+w "$work/crds"
+	mkdir -p "$kdir/bin"
+	rm -rf "$kdir/crds"
+	mv "$work/crds" "$kdir/crds"
+	install_from "$work/out" karpenter-kwok
+	mv -f "$bindir/karpenter-kwok" "$kdir/bin/karpenter-kwok"
+	rm -rf "$work"
+	timings+=("karpenter-kwok: $(elapsed "$t0")s")
+}
+
 total0=$(date +%s)
 build_etcd
 build_kwok
 build_kubernetes
 build_capi
+build_karpenter
 for t in "${timings[@]}"; do e2e_log "built $t"; done
 e2e_log "build finished in $(elapsed "$total0")s; binaries in $bindir"
 exit

@@ -37,11 +37,12 @@ e2e_go_env() {
 
 # The pinned values (not the comments) of versions.env, the build recipe and
 # the architecture name the cache directory of one set of binaries. The
-# Cluster API pins (CAPI_*) name their own directory (e2e_capi_dir), so
+# Cluster API and Karpenter pins (CAPI_*, KARPENTER_*) name their own
+# directories (e2e_capi_dir, e2e_karpenter_dir), so
 # bumping them does not rebuild the control plane.
 e2e_versions_hash() {
 	{
-		grep -E '^[A-Z0-9_]+=' "$E2E_DIR/versions.env" | grep -v '^CAPI_' | sort
+		grep -E '^[A-Z0-9_]+=' "$E2E_DIR/versions.env" | grep -Ev '^(CAPI|KARPENTER)_' | sort
 		echo "E2E_BUILD_RECIPE=$E2E_BUILD_RECIPE"
 		echo "GOARCH=$(e2e_goarch)"
 	} | sha256sum | cut -c1-12
@@ -61,6 +62,12 @@ e2e_capi_dir() {
 		echo "GOARCH=$(e2e_goarch)"
 	} | sha256sum | cut -c1-12)
 	printf '%s/capi-%s\n' "$(e2e_cache_root)" "$h"
+}
+
+# Karpenter's kwok provider (karpenter-kwok) and the CRDs of its module
+# (crds/), cached apart from the control plane.
+e2e_karpenter_dir() {
+	printf '%s/karpenter-%s-%s-%s\n' "$(e2e_cache_root)" "$KARPENTER_VERSION" "$KARPENTER_GO_TOOLCHAIN" "$(e2e_goarch)"
 }
 
 # The binaries build-binaries.sh builds.

@@ -4,7 +4,7 @@
 #
 #   1. configure (--prefix=/usr --sysconfdir=/etc) and build provreqd in a
 #      work directory, and `make install-strip DESTDIR=rootfs`: provreqd,
-#      the kubectl plugin, kwok.so and clusterapi.so;
+#      the kubectl plugin, kwok.so, clusterapi.so and karpenter.so;
 #   2. find the shared libraries they load (ldd), the Debian package that
 #      owns each one (dpkg -S), fetch exactly those packages with
 #      `apt-get download` at the archive's current version (security
@@ -102,7 +102,8 @@ make -C "$build" install-strip DESTDIR="$rootfs" >"$build/install.log" 2>&1 ||
 rm -rf "$rootfs/usr/include" "$rootfs/usr/lib/pkgconfig" "$rootfs/usr/share/man"
 find "$rootfs" -name '*.la' -delete
 for f in usr/bin/provreqd usr/bin/kubectl-create-provisioningrequest \
-	usr/lib/provreqd/drivers/kwok.so usr/lib/provreqd/drivers/clusterapi.so; do
+	usr/lib/provreqd/drivers/kwok.so usr/lib/provreqd/drivers/clusterapi.so \
+	usr/lib/provreqd/drivers/karpenter.so; do
 	[[ -f "$rootfs/$f" ]] || die "make install did not install /$f"
 done
 

@@ -11,7 +11,8 @@
 #     tmpfs at /tmp and /var/lib/provreqd when mounts are allowed here:
 #     `provreqd --version`, `provreqd check-config` of the image's config,
 #     `provreqd check-driver` of kwok.so (listing the example groups) and
-#     of clusterapi.so (loads; its listing needs an apiserver), and the
+#     of clusterapi.so and karpenter.so (they load; listing needs an
+#     apiserver, karpenter.so a shape table), and the
 #     kubectl plugin's --help;
 #   * with --kubeconfig FILE (a kubeconfig with its certificates embedded,
 #     e.g. the e2e cluster's): `provreqd run` inside the chroot, with the
@@ -152,6 +153,12 @@ out=$(in_image /usr/bin/provreqd check-driver /usr/lib/provreqd/drivers/clustera
 [[ "$out" == *"driver clusterapi (ABI "* && "$out" == *"no apiserver connection"* ]] ||
 	die "check-driver clusterapi.so: $out"
 ok "provreqd check-driver clusterapi.so loads and passes the ABI check (listing needs an apiserver)"
+# karpenter.so without its shape table: it loads, passes the ABI check and
+# its init refuses to guess a template node.
+out=$(in_image /usr/bin/provreqd check-driver /usr/lib/provreqd/drivers/karpenter.so 2>&1) || true
+[[ "$out" == *"(karpenter): init: karpenter config: a shape table is needed"* ]] ||
+	die "check-driver karpenter.so: $out"
+ok "provreqd check-driver karpenter.so loads and passes the ABI check (it needs its shape table)"
 out=$(in_image /usr/bin/kubectl-create-provisioningrequest --help 2>&1) || die "kubectl plugin --help: $out"
 ok "the kubectl plugin runs inside the image"
 

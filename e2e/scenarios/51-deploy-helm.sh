@@ -128,8 +128,9 @@ b=$(kubectl apply --dry-run=server -f "$deploy/rbac.yaml" -o 'jsonpath={range .i
 $a
 kustomize
 $b"
-for d in kwok clusterapi; do
+for d in kwok clusterapi karpenter; do
 	a=$(render --set "drivers.$d.enabled=true" --set-json 'drivers.kwok.nodeTemplates={"g":{"kind":"Node"}}' \
+		--set-json 'drivers.karpenter.config={"shapes":[{"instanceType":"c-2x"}]}' \
 		--show-only templates/driver-rbac.yaml | rules_of "provreqd-driver-$d")
 	b=$(kubectl apply --dry-run=server -f "$deploy/driver-$d.yaml" -o 'jsonpath={range .items[?(@.kind=="ClusterRole")].rules[*]}{.apiGroups}{.resources}{.verbs}{"\n"}{end}' | sort)
 	[[ -n "$a" && "$a" == "$b" ]] || t_fail "the $d driver ClusterRole differs: chart
@@ -145,7 +146,7 @@ $a
 kustomize (user-roles.yaml)
 $b"
 done
-t_pass "the chart's controller, kwok, clusterapi, edit and view roles grant what templates/deploy grants"
+t_pass "the chart's controller, kwok, clusterapi, karpenter, edit and view roles grant what templates/deploy grants"
 
 # A real install and uninstall: helm's own ordering and ownership work,
 # and uninstall leaves nothing behind (cluster-scoped roles included).

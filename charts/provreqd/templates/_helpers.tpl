@@ -57,6 +57,12 @@ when they cannot share the one --cloud-config provreqd hands to all.
 {{- if $d.clusterapi.enabled -}}
 {{- $list = append $list (dict "name" "clusterapi" "path" (printf "%s/clusterapi.so" $d.dir) "config" ($d.clusterapi.config | default dict) "rules" list) -}}
 {{- end -}}
+{{- if ($d.karpenter | default dict).enabled -}}
+{{- if not (($d.karpenter.config | default dict).shapes) -}}
+{{- fail "drivers.karpenter: config.shapes is required: the shapes of the NodePools that become node groups (docs/drivers.md, \"The karpenter driver\"); a group's template node is never guessed" -}}
+{{- end -}}
+{{- $list = append $list (dict "name" "karpenter" "path" (printf "%s/karpenter.so" $d.dir) "config" $d.karpenter.config "rules" list) -}}
+{{- end -}}
 {{- range $d.custom -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$" (toString .name)) -}}
 {{- fail (printf "drivers.custom: name %q is not a DNS label of at most 40 characters" (toString .name)) -}}
