@@ -1185,6 +1185,43 @@ static void close_as_api_says(const pr_class_host *h, const state_intent *in, st
 	written(h);
 }
 
+/* How far a plan's phase has come (open phases). */
+static int phase_rank(state_phase ph)
+{
+	switch(ph) {
+	case STATE_PHASE_PLANNED: return 0;
+	case STATE_PHASE_INCREASING: return 1;
+	case STATE_PHASE_WAITING_FOR_NODES: return 2;
+	case STATE_PHASE_ROLLING_BACK: return 3;
+	default: return 4;
+	}
+}
+
+/* The status shows the plan further along than this store does (another
+ * leader adopted it and went on: called the cloud, or began to roll it
+ * back): the local rows follow, so this replica neither closes a plan the
+ * cloud did act on as "interrupted before the call" nor takes up a plan
+ * another leader had begun to undo. Planned becomes increasing (the call
+ * may have happened: the progress step asks the cloud which); a plan the
+ * status shows rolling back rolls back here too. */
+static void catch_up(const pr_class_host *h, const state_intent *in, state_phase api, const kube_provreq *pr)
+{
+	const char *why = "rolled back by another replica (the request's status says so)";
+	if(phase_rank(api) <= phase_rank(in->phase) || phase_rank(api) > 3)
+		return;
+	if(in->phase == STATE_PHASE_PLANNED)
+		at_intent_advance(h, in->plan_id, STATE_PHASE_INCREASING, NULL, NULL);
+	/* (Increasing is not moved on to waiting: from increasing, the
+	 * progress step asks the cloud what the calls made.) */
+	if(api == STATE_PHASE_ROLLING_BACK)
+		at_intent_advance(h, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
+	else if(in->phase != STATE_PHASE_PLANNED)
+		return;
+	log_warn("a local scale-up plan is behind the request's status (another leader carried it on); following it",
+		 "plan", in->plan_id, "local_phase", state_phase_name(in->phase), "api_phase", state_phase_name(api),
+		 "request", pr->meta.name);
+}
+
 /* The status says another leader carried a plan to success that this
  * store rolled back (its own rollback ended, its status write was lost):
  * the plan's instances are in use, and the late-call sweep, which deletes
@@ -1293,6 +1330,8 @@ void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p)
 			log_warn("closing a local scale-up plan another replica ended", "plan", in->plan_id, "phase",
 				 phase, "request", p->prs[j]->meta.name);
 			close_as_api_says(h, in, ph);
+		} else if(phase && state_phase_parse(phase, &ph) == 0) {
+			catch_up(h, in, ph, p->prs[j]);
 		}
 		free(plan);
 		free(phase);
