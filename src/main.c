@@ -129,7 +129,7 @@ static int cmd_help(int argc, char **argv)
 		fputs(usage, stdout);
 		return 0;
 	}
-	if(argc > 2 || !strcmp(argv[1], "help")) {
+	if(argc > 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		if(argc == 2) {
 			fputs(usage, stdout);
 			return 0;

@@ -255,6 +255,11 @@ for rp in "$PRD_SRCDIR"/templates/examples/resourcepool-*.yaml; do
 	[ -n "$found" ] || bad "$rp selects \"$sel\", which no template in templates/nodegroups carries"
 done
 
+# `help --help` is help about help (the usage line offers `help [COMMAND]`),
+# not an unknown command.
+"$bin" help --help >"$tmp/help-help" 2>&1 || bad "provreqd help --help exits $?: $(head -1 "$tmp/help-help")"
+grep -q "help \[COMMAND\]" "$tmp/help-help" || bad "provreqd help --help does not print the usage"
+
 # The man page's option entries say what `provreqd run --help` says (the
 # same option table): type, help text, default and config key, so a
 # changed default cannot go stale there (it did: --kube-api-qps).
