@@ -7,7 +7,10 @@
  * truth about instances; the driver itself only remembers the nodes fault
  * injection refused to create, so that instances() can report them as
  * out-of-resources errors. */
-#include "kwok/kwok.h"
+#include "kwok/kwok_async.h"
+#include "kwok/kwok_config.h"
+#include "kwok/kwok_dra.h"
+#include "kwok/kwok_view.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,17 +73,12 @@ typedef struct live_count {
 	kwok *k;
 } live_count;
 
-static bool node_deleting(json_object *node)
-{
-	return kwok_jstr(kwok_jobj(node, "metadata"), "deletionTimestamp") != NULL;
-}
-
 static int count_node(void *ud, json_object *node)
 {
 	live_count *c = ud;
 	const char *group = kwok_jstr(kwok_jobj(kwok_jobj(node, "metadata"), "labels"), KWOK_GROUP_LABEL);
 	size_t i;
-	if(!group || node_deleting(node))
+	if(!group || kwok_node_deleting(node))
 		return 0;
 	for(i = 0; i < c->k->ngroups; i++)
 		if(!strcmp(c->k->groups[i].id, group))
@@ -104,43 +102,6 @@ static int count_live(kwok *k, prd_cloud_error *err)
 		return 0;
 	rc = kwok_list(k, "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL, count_node, &c, err);
 	return rc == PRD_CLOUD_EUNSUPPORTED ? 0 : rc;
-}
-
-static int count_fresh(void *ud, json_object *node)
-{
-	int32_t *live = ud;
-	if(!node_deleting(node))
-		(*live)++;
-	return 0;
-}
-
-/* A conditional call compares with what the apiserver holds now: neither
- * the host's Node cache nor this driver's last count may be behind
- * another writer, which is what the condition is there to catch. */
-int kwok_check_target(kwok *k, kwok_group *g, int32_t expected, int32_t pending, int32_t grow, const char *done,
-		      prd_cloud_error *err)
-{
-	char path[256];
-	int32_t live = 0, target;
-	int rc;
-	snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=" KWOK_GROUP_LABEL "%%3D%s", g->id);
-	rc = kwok_list(k, path, count_fresh, &live, err);
-	if(rc == PRD_CLOUD_EUNSUPPORTED)
-		rc = 0; /* no apiserver: no Nodes (see count_live) */
-	if(rc)
-		return rc;
-	g->live = live;
-	target = live + (int32_t)g->nfailed + pending;
-	if(expected >= 0 && target != expected)
-		return kwok_fail(err, PRD_CLOUD_ECONFLICT,
-				 "kwok: group %s: its target size is %d, not the %d this call was planned from "
-				 "(another writer changed the group); nothing %s",
-				 g->id, (int)target, (int)expected, done);
-	if(grow > g->max - target)
-		return kwok_fail(err, PRD_CLOUD_ERANGE,
-				 "kwok: group %s: increasing the size from %d by %d would exceed its maximum size %d",
-				 g->id, (int)target, (int)grow, (int)g->max);
-	return 0;
 }
 
 /* ---- lifecycle ------------------------------------------------------ */
@@ -540,7 +501,7 @@ static int add_node_instance(void *ud, json_object *node)
 	n.owner = kwok_jstr(kwok_jobj(md, "labels"), KWOK_OWNER_LABEL);
 	n.created_ns = kwok_node_created_ns(node);
 	n.ready = node_ready(node);
-	n.deleting = node_deleting(node);
+	n.deleting = kwok_node_deleting(node);
 	return push_node_instance(ud, &n);
 }
 
@@ -1025,7 +986,7 @@ static int kw_delete_nodes(void *state, const char *group_id, const char *const 
 				rc = kwok_fail(err, PRD_CLOUD_EINVAL,
 					       "kwok: node %s is not in group %s (its %s label is '%s'); nothing deleted",
 					       names[i], g->id, KWOK_GROUP_LABEL, label ? label : "");
-			else if(!node_deleting(node))
+			else if(!kwok_node_deleting(node))
 				nreal++;
 			if(!rc && uid && !(uids[i] = kwok_strdup(uid)))
 				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
@@ -1155,7 +1116,7 @@ static int kw_delete_instances(void *state, const char *group_id, const char *co
 			if(!rc && (!label || strcmp(label, g->id)))
 				rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: node %s is not in group %s; not deleted", name,
 					       g->id);
-			else if(!rc && !node_deleting(node)) {
+			else if(!rc && !kwok_node_deleting(node)) {
 				rc = delete_node(k, name, uid, err);
 				if(!rc && g->live > 0)
 					g->live--;

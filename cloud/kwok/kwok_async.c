@@ -15,7 +15,9 @@
  * The cloud moves on lazily: whenever the driver is called, what is due by
  * then happens. The state file is locked (flock) for each step, so several
  * processes may share it. Random draws come from `seed`. */
-#include "kwok/kwok.h"
+#include "kwok/kwok_async.h"
+#include "kwok/kwok_dra.h"
+#include "kwok/kwok_view.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,9 @@
  * Node templates (YAML files in a directory, or the values of a
  * ConfigMap). Everything read here comes from outside, so every problem
  * becomes an init/refresh error naming the source and the field. */
-#include "kwok/kwok.h"
+#include "kwok/kwok_config.h"
+#include "kwok/kwok_async.h"
+#include "kwok/kwok_dra.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -728,66 +730,4 @@ int kwok_load_templates(kwok *k, kwok_group **groups, size_t *ngroups, prd_cloud
 	*groups = v;
 	*ngroups = n;
 	return 0;
-}
-
-json_object *kwok_node_for_group(const kwok_group *g, const char *name, const char *owner)
-{
-	json_object *node = json_object_new_object(), *md = json_object_new_object();
-	json_object *labels = json_object_new_object(), *ann = json_object_new_object();
-	json_object *spec = json_object_new_object(), *status = json_object_new_object();
-	json_object *tmd = kwok_jobj(g->tmpl, "metadata"), *tspec = kwok_jobj(g->tmpl, "spec");
-	json_object *tstatus = kwok_jobj(g->tmpl, "status"), *copy, *taints;
-	char provider[128];
-
-	if(!node || !md || !labels || !ann || !spec || !status) {
-		json_object_put(node);
-		json_object_put(md);
-		json_object_put(labels);
-		json_object_put(ann);
-		json_object_put(spec);
-		json_object_put(status);
-		return NULL;
-	}
-	json_object_object_add(node, "apiVersion", json_object_new_string("v1"));
-	json_object_object_add(node, "kind", json_object_new_string("Node"));
-	json_object_object_add(node, "metadata", md);
-	json_object_object_add(md, "name", json_object_new_string(name));
-	if(kwok_jobj(tmd, "labels")) {
-		json_object_object_foreach(kwok_jobj(tmd, "labels"), lk, lv) {
-			/* Every node would claim one increase made it. */
-			if(strcmp(lk, KWOK_OWNER_LABEL))
-				json_object_object_add(labels, lk, json_object_get(lv));
-		}
-	}
-	json_object_object_add(labels, "kubernetes.io/hostname", json_object_new_string(name));
-	json_object_object_add(labels, KWOK_GROUP_LABEL, json_object_new_string(g->id));
-	if(owner)
-		json_object_object_add(labels, KWOK_OWNER_LABEL, json_object_new_string(owner));
-	json_object_object_add(md, "labels", labels);
-	if(kwok_jobj(tmd, "annotations")) {
-		json_object_object_foreach(kwok_jobj(tmd, "annotations"), ak, av) {
-			/* The sizing annotations describe the group, not a node. */
-			if(strcmp(ak, KWOK_MIN_ANNOTATION) && strcmp(ak, KWOK_MAX_ANNOTATION) &&
-			   strcmp(ak, KWOK_INITIAL_ANNOTATION))
-				json_object_object_add(ann, ak, json_object_get(av));
-		}
-	}
-	json_object_object_add(ann, KWOK_FAKE_ANNOTATION, json_object_new_string("fake"));
-	json_object_object_add(md, "annotations", ann);
-	json_object_object_add(node, "spec", spec);
-	if(tspec && json_object_object_get_ex(tspec, "taints", &taints)) {
-		copy = NULL;
-		json_object_deep_copy(taints, &copy, NULL);
-		json_object_object_add(spec, "taints", copy);
-	}
-	snprintf(provider, sizeof(provider), KWOK_PROVIDER_PREFIX "%s", name);
-	json_object_object_add(spec, "providerID", json_object_new_string(provider));
-	json_object_object_add(node, "status", status);
-	copy = NULL;
-	json_object_deep_copy(json_object_object_get(tstatus, "capacity"), &copy, NULL);
-	json_object_object_add(status, "capacity", copy);
-	copy = NULL;
-	json_object_deep_copy(json_object_object_get(tstatus, "allocatable"), &copy, NULL);
-	json_object_object_add(status, "allocatable", copy);
-	return node;
 }

@@ -8,7 +8,7 @@
  * node selection: the driver fills spec.nodeName with the node, the pool
  * with {name: <node>, generation: 1, resourceSliceCount: <the entries of
  * that driver>}, and names the object "<node>-dra-<index>". */
-#include "kwok.h"
+#include "kwok/kwok_dra.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,7 +15,7 @@
  * passes on, and its creation time, which it does not: that comes from
  * the apiserver's answer to the driver's own create, or from one list of
  * the group when instances() finds an entry without it. */
-#include "kwok/kwok.h"
+#include "kwok/kwok_view.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * file times to age. The times given are derived from the directory's own
  * change time. */
 #include "testutil.h"
-#include "kwok/kwok.h"
+#include "kwok/kwok_config.h"
 
 #include <fcntl.h>
 #include <stdio.h>

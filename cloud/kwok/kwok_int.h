@@ -2,10 +2,20 @@
  * scaled by creating and deleting fake Node objects that the kwok
  * controller (sigs.k8s.io/kwok) makes Ready.
  *
- * Internal header shared by the driver's files; nothing here is exported
- * from the module (only provreqd_cloud_driver is). */
-#ifndef PRD_CLOUD_KWOK_H
-#define PRD_CLOUD_KWOK_H
+ * Internal header shared by the driver's files: the types they share and
+ * the helpers of kwok_util.c. Nothing here is exported from the module
+ * (only provreqd_cloud_driver is).
+ *
+ * The driver's files, each calling only the ones listed before it:
+ *   kwok_util.c    the helpers below (names, Node JSON, the target check)
+ *   kwok_view.c    kwok_view.h: the Nodes as the host's cache tells them
+ *   kwok_dra.c     kwok_dra.h: the ResourceSlices each group's nodes publish
+ *   kwok_async.c   kwok_async.h: the asynchronous mode
+ *   kwok_config.c  kwok_config.h: the --cloud-config text and the templates
+ *   kwok.c         the driver's operations (provreqd_cloud_driver); no
+ *                  other file calls into it */
+#ifndef PRD_CLOUD_KWOK_INT_H
+#define PRD_CLOUD_KWOK_INT_H
 
 #include <json-c/json.h>
 #include <stdarg.h>
@@ -155,102 +165,6 @@ typedef struct kwok {
 /* Five random characters from Kubernetes' generateName alphabet. */
 void kwok_random_suffix(kwok *k, char out[6]);
 
-/* kwok_config.c: the --cloud-config text and the Node templates. */
-int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err);
-/* Read every template from the configured source into a new array
- * (caller frees with kwok_groups_free). */
-int kwok_load_templates(kwok *k, kwok_group **groups, size_t *ngroups, prd_cloud_error *err);
-/* The template directory's stamp: a digest of each template file's name,
- * size, inode, and modification and change times. *trust is false when a
- * file changed in the last 2 s before now_ns (the real time: file times
- * are; a file rewritten again within the file system's timestamp
- * granularity keeps its stamp). 0, or -1 when the directory cannot be
- * read. The file names are read again only when the directory itself
- * changed (k->tmpl_names). */
-int kwok_templates_stamp(kwok *k, int64_t now_ns, uint64_t *stamp, bool *trust);
-void kwok_dir_names_free(kwok_dir_names *d);
-/* Faults naming a group must name one that exists. */
-int kwok_check_fault_groups(const kwok *k, prd_cloud_error *err);
-void kwok_groups_free(kwok_group *groups, size_t n);
-void kwok_faults_free(kwok_fault *faults, size_t n);
-const char *kwok_op_name(int op);
-
-/* kwok_async.c: the asynchronous mode. */
-int kwok_async_parse(kwok *k, json_object *v, prd_cloud_error *err);
-void kwok_async_free(kwok_async *a);
-int kwok_async_check_groups(const kwok *k, prd_cloud_error *err);
-bool kwok_async_for(const kwok *k, const char *group);
-/* PRD_CLOUD_EAGAIN with the configured probability (async groups only). */
-int kwok_async_transient(kwok *k, const char *group, const char *op, prd_cloud_error *err);
-/* Register what is due, finish deletes, recount each group's pending. */
-int kwok_async_progress(kwok *k, prd_cloud_error *err);
-/* Ask for req->delta instances, of which those past `succeed` fail with
- * error_code. A conditional request (req->expected >= 0) compares the
- * group's target, counted afresh under the state file's lock, first. */
-int kwok_async_grow(kwok *k, kwok_group *g, const kwok_grow_req *req, int32_t succeed, const char *error_code,
-		    prd_cloud_error *err);
-/* An instance of the async cloud without a Node yet. */
-typedef struct kwok_pending {
-	const char *name;
-	bool appeared;          /* createDelayMs has passed: the cloud reports it */
-	const char *failed;     /* its error code, or NULL */
-	bool deleting;
-	const char *owner;      /* the owner token of its increase, or NULL */
-	int64_t requested_ns;   /* when the increase asked for it (host clock) */
-} kwok_pending;
-/* fn for each instance of `group` without a Node yet. */
-int kwok_async_each(kwok *k, const char *group, int (*fn)(void *ud, const kwok_pending *p), void *ud,
-		    prd_cloud_error *err);
-/* Delete (or cancel) the pending instance `name`; *found says whether it
- * was one. */
-int kwok_async_delete(kwok *k, kwok_group *g, const char *name, bool *found, prd_cloud_error *err);
-/* Cancel `delta` requested instances, counting `elsewhere` more the caller
- * can cancel itself; PRD_CLOUD_ERANGE (nothing cancelled) when fewer can be.
- * With expected >= 0, PRD_CLOUD_ECONFLICT (nothing cancelled) unless the
- * group's target, counted afresh under the state file's lock, is that. */
-int kwok_async_cancel(kwok *k, kwok_group *g, int32_t delta, int32_t elsewhere, int32_t expected, int32_t *cancelled,
-		      prd_cloud_error *err);
-
-/* kwok_dra.c: the ResourceSlices (DRA) each group's nodes publish. */
-int kwok_slices_parse(kwok *k, json_object *v, prd_cloud_error *err);
-int kwok_slices_check_groups(const kwok *k, prd_cloud_error *err);
-/* The ResourceSlice objects of `node` of `group` (a JSON array the caller
- * puts), or NULL when the group declares none. */
-json_object *kwok_slices_for_node(const kwok *k, const char *group, const char *node);
-/* Create them (an existing one counts as created). */
-int kwok_slices_create(kwok *k, const char *group, const char *node, prd_cloud_error *err);
-/* Delete whatever slices a Node of that name may have had (logged, never
- * an error: a Node without its slices offers nothing). */
-void kwok_slices_delete(kwok *k, const char *node);
-/* kwok_view.c: the Nodes as the host's cache tells them (ABI 1.2). */
-int kwok_view_apply(kwok *k, const prd_cloud_node *nodes, size_t count, int full, prd_cloud_error *err);
-/* The driver created `node` (its JSON) / deleted the Node `name`: the
- * view shows that at once, as a list would. No-ops until view.on. */
-void kwok_view_created(kwok *k, json_object *node);
-void kwok_view_deleted(kwok *k, const char *name);
-/* One Node of the view, as kwok_view_each gives it. */
-typedef struct kwok_vinfo {
-	const char *name;
-	size_t name_len;
-	const char *id;         /* its provider ID, or "kwok://<name>" when it has none */
-	size_t id_len;
-	const char *owner;      /* its provreqd.io/owner label, or NULL */
-	int64_t created_ns;     /* its metadata.creationTimestamp; 0 unknown */
-	bool ready, deleting;
-} kwok_vinfo;
-/* fn for each Node of `group` the view holds and the driver has not
- * deleted; stops at fn's first non-zero value. */
-typedef int (*kwok_view_fn)(void *ud, const kwok_vinfo *n);
-int kwok_view_each(const kwok *k, const char *group, kwok_view_fn fn, void *ud);
-/* The view learns a Node's creation time from the driver's own creates
- * only (the host's cache does not pass it on): list `group` once to learn
- * it for Nodes the view has not been told it of. */
-int kwok_view_fill_times(kwok *k, const char *group, prd_cloud_error *err);
-/* How many Nodes of `group` the view holds that the driver has not
- * deleted and that are not being deleted. */
-int32_t kwok_view_live(const kwok *k, const char *group);
-void kwok_view_free(kwok_view *v);
-
 /* The Node a new member of `g` named `name` is created as, labelled with
  * `owner` when given (caller puts). A template's own owner label is not
  * copied. */
@@ -266,5 +180,7 @@ int64_t kwok_node_created_ns(json_object *node);
  * maximum, PRD_CLOUD_ERANGE. */
 int kwok_check_target(kwok *k, kwok_group *g, int32_t expected, int32_t pending, int32_t grow, const char *done,
 		      prd_cloud_error *err);
+/* Whether the Node JSON carries a deletionTimestamp. */
+bool kwok_node_deleting(json_object *node);
 
 #endif
