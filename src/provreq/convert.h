@@ -7,7 +7,13 @@
  * up, like Value). Bad input (wrong JSON types, bad quantities, unknown
  * operators, negative numbers) is PRD_EINVAL with a message naming the
  * field; features the simulator cannot honour (matchFields, a non-empty
- * namespaceSelector, other topology keys) are PRD_EUNSUPPORTED. */
+ * namespaceSelector, other topology keys) are PRD_EUNSUPPORTED.
+ *
+ * The conversions are split by what they convert: convert_pod.c (pods and
+ * their terms: label selectors, tolerations, affinity, spread, containers),
+ * convert_node.c (nodes, and the labels and taint effects pods share with
+ * them) and convert_res.c (resource quantities and requests), with
+ * convert_int.h as their internal header. */
 #ifndef PRD_PROVREQ_CONVERT_H
 #define PRD_PROVREQ_CONVERT_H
 
@@ -17,7 +23,8 @@
 #include "util/arena.h"
 #include "util/err.h"
 
-/* A resource map ({"cpu": "500m", "memory": "1Gi"}) → sched_res array. */
+/* A resource map ({"cpu": "500m", "memory": "1Gi"}) → sched_res array
+ * (convert_res.c). */
 int pr_conv_resources(arena *a, json_object *map, const char *field, sched_res **out, size_t *n,
 		      prd_err *err);
 

@@ -1,144 +1,13 @@
-#include "provreq/convert.h"
+/* Pods and their terms → sched_pod_spec (convert.h): label selectors,
+ * tolerations, node affinity, pod (anti-)affinity terms, topology spread,
+ * containers and their host ports, from a pod spec's JSON and from a
+ * decoded bound pod. */
+#include "provreq/convert_int.h"
 #include "provreq/dra.h"
-#include "kube/quantity.h"
 #include "util/buf.h"
-#include "util/str.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* ---- small JSON helpers ------------------------------------------------ */
-
-static json_object *get(json_object *o, const char *k)
-{
-	json_object *v = NULL;
-	if(o && json_object_is_type(o, json_type_object))
-		json_object_object_get_ex(o, k, &v);
-	return v;
-}
-
-/* A string field: NULL when absent or null, error when another type. */
-static int get_string(json_object *o, const char *k, const char *field, const char **out, prd_err *err)
-{
-	json_object *v = get(o, k);
-	*out = NULL;
-	if(!v)
-		return 0;
-	if(!json_object_is_type(v, json_type_string))
-		return prd_err_set(err, PRD_EINVAL, "%s.%s: must be a string", field, k);
-	*out = json_object_get_string(v);
-	return 0;
-}
-
-static int want_type(json_object *v, json_type t, const char *field, const char *what, prd_err *err)
-{
-	if(v && !json_object_is_type(v, t))
-		return prd_err_set(err, PRD_EINVAL, "%s: must be %s", field, what);
-	return 0;
-}
-
-static size_t arr_len(json_object *v)
-{
-	return v && json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
-}
-
-/* ---- resources --------------------------------------------------------- */
-
-static int to_base_units(const char *name, json_object *v, const char *field, int64_t *out, prd_err *err)
-{
-	qty q;
-	prd_err qe;
-	char text[64];
-	const char *s;
-	int rc;
-
-	if(json_object_is_type(v, json_type_string)) {
-		s = json_object_get_string(v);
-	} else if(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) {
-		/* Quantities may be JSON numbers; their original spelling is kept. */
-		snprintf(text, sizeof(text), "%s", json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
-		s = text;
-	} else {
-		return prd_err_set(err, PRD_EINVAL, "%s.%s: must be a quantity", field, name);
-	}
-	rc = qty_parse(s, &q, &qe);
-	if(rc)
-		return prd_err_set(err, PRD_EINVAL, "%s.%s: %s", field, name, qe.msg);
-	if(qty_sign(&q) < 0)
-		return prd_err_set(err, PRD_EINVAL, "%s.%s: must not be negative (%s)", field, name, s);
-	rc = strcmp(name, "cpu") == 0 ? qty_milli_value(&q, out) : qty_value(&q, out);
-	if(rc || *out < 0 || *out > SCHED_QTY_MAX)
-		return prd_err_set(err, PRD_ERANGE, "%s.%s: %s is too large", field, name, s);
-	return 0;
-}
-
-int pr_conv_resources(arena *a, json_object *map, const char *field, sched_res **out, size_t *n, prd_err *err)
-{
-	size_t i = 0, cnt;
-	sched_res *v;
-	int rc;
-
-	*out = NULL;
-	*n = 0;
-	if(!map)
-		return 0;
-	if(!json_object_is_type(map, json_type_object))
-		return prd_err_set(err, PRD_EINVAL, "%s: must be a map of quantities", field);
-	cnt = (size_t)json_object_object_length(map);
-	if(cnt > SCHED_RES_MAX)
-		return prd_err_set(err, PRD_ERANGE, "%s: more than %d resources", field, SCHED_RES_MAX);
-	v = arena_array(a, cnt + 1, sizeof(*v));
-	if(!v)
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	json_object_object_foreach(map, k, val) {
-		rc = to_base_units(k, val, field, &v[i].value, err);
-		if(rc)
-			return rc;
-		v[i].name = k;
-		i++;
-	}
-	*out = v;
-	*n = i;
-	return 0;
-}
-
-/* Requests of one container: requests, with limits standing in for
- * missing requests (API defaulting). */
-static int container_requests(arena *a, json_object *c, const char *field, sched_container *out, prd_err *err)
-{
-	json_object *res = get(c, "resources");
-	sched_res *req = NULL, *lim = NULL, *all;
-	size_t nreq = 0, nlim = 0, i, j, n;
-	char f[128];
-	int rc;
-
-	snprintf(f, sizeof(f), "%s.resources.requests", field);
-	rc = pr_conv_resources(a, get(res, "requests"), f, &req, &nreq, err);
-	if(rc)
-		return rc;
-	snprintf(f, sizeof(f), "%s.resources.limits", field);
-	rc = pr_conv_resources(a, get(res, "limits"), f, &lim, &nlim, err);
-	if(rc)
-		return rc;
-	all = arena_array(a, nreq + nlim + 1, sizeof(*all));
-	if(!all)
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	if(nreq)
-		memcpy(all, req, nreq * sizeof(*req));
-	n = nreq;
-	for(i = 0; i < nlim; i++) {
-		for(j = 0; j < nreq; j++)
-			if(!strcmp(req[j].name, lim[i].name))
-				break;
-		if(j == nreq)
-			all[n++] = lim[i];
-	}
-	if(n > SCHED_RES_MAX)
-		return prd_err_set(err, PRD_ERANGE, "%s: more than %d resources", field, SCHED_RES_MAX);
-	out->requests = all;
-	out->n_requests = n;
-	return 0;
-}
 
 /* ---- selectors --------------------------------------------------------- */
 
@@ -205,32 +74,6 @@ static int conv_requirements(arena *a, json_object *exprs, bool node, const char
 	return 0;
 }
 
-static int conv_labels(arena *a, json_object *map, const char *field, sched_label **out, size_t *n,
-		       prd_err *err)
-{
-	size_t i = 0;
-	sched_label *l;
-	*out = NULL;
-	*n = 0;
-	if(!map)
-		return 0;
-	if(!json_object_is_type(map, json_type_object))
-		return prd_err_set(err, PRD_EINVAL, "%s: must be a map of strings", field);
-	l = arena_array(a, (size_t)json_object_object_length(map) + 1, sizeof(*l));
-	if(!l)
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	json_object_object_foreach(map, k, v) {
-		if(!json_object_is_type(v, json_type_string))
-			return prd_err_set(err, PRD_EINVAL, "%s.%s: must be a string", field, k);
-		l[i].key = k;
-		l[i].value = json_object_get_string(v);
-		i++;
-	}
-	*out = l;
-	*n = i;
-	return 0;
-}
-
 int pr_conv_label_selector(arena *a, json_object *sel, const char *field, sched_label_selector **out,
 			   prd_err *err)
 {
@@ -249,7 +92,7 @@ int pr_conv_label_selector(arena *a, json_object *sel, const char *field, sched_
 	if(!s)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	snprintf(f, sizeof(f), "%s.matchLabels", field);
-	if((rc = conv_labels(a, get(sel, "matchLabels"), f, &ml, &s->n_match_labels, err)))
+	if((rc = pr__conv_labels(a, get(sel, "matchLabels"), f, &ml, &s->n_match_labels, err)))
 		return rc;
 	s->match_labels = ml;
 	snprintf(f, sizeof(f), "%s.matchExpressions", field);
@@ -261,16 +104,6 @@ int pr_conv_label_selector(arena *a, json_object *sel, const char *field, sched_
 }
 
 /* ---- pod spec ---------------------------------------------------------- */
-
-static int conv_effect(const char *s, sched_effect *e)
-{
-	if(!s || !*s) *e = SCHED_EFFECT_NONE;
-	else if(!strcmp(s, "NoSchedule")) *e = SCHED_EFFECT_NO_SCHEDULE;
-	else if(!strcmp(s, "PreferNoSchedule")) *e = SCHED_EFFECT_PREFER_NO_SCHEDULE;
-	else if(!strcmp(s, "NoExecute")) *e = SCHED_EFFECT_NO_EXECUTE;
-	else return -1;
-	return 0;
-}
 
 static int conv_tolerations(arena *a, json_object *tl, sched_pod_spec *p, prd_err *err)
 {
@@ -299,7 +132,7 @@ static int conv_tolerations(arena *a, json_object *tl, sched_pod_spec *p, prd_er
 			t[i].op = SCHED_TOL_EXISTS;
 		else
 			return prd_err_set(err, PRD_EINVAL, "%s.operator: unknown operator \"%s\"", f, op);
-		if(conv_effect(eff, &t[i].effect))
+		if(pr__conv_effect(eff, &t[i].effect))
 			return prd_err_set(err, PRD_EINVAL, "%s.effect: unknown effect \"%s\"", f, eff);
 	}
 	p->tolerations = t;
@@ -538,7 +371,7 @@ static int conv_containers(arena *a, json_object *spec, sched_pod_spec *p, prd_e
 		json_object *ct = json_object_array_get_idx(cs, i);
 		snprintf(f, sizeof(f), "spec.containers[%zu]", i);
 		if((rc = want_type(ct, json_type_object, f, "an object", err)) ||
-		   (rc = container_requests(a, ct, f, &c[i], err)))
+		   (rc = pr__conv_container_requests(a, ct, f, &c[i], err)))
 			return rc;
 		nports += arr_len(get(ct, "ports"));
 	}
@@ -548,7 +381,7 @@ static int conv_containers(arena *a, json_object *spec, sched_pod_spec *p, prd_e
 		json_object *ct = json_object_array_get_idx(ics, i);
 		snprintf(f, sizeof(f), "spec.initContainers[%zu]", i);
 		if((rc = want_type(ct, json_type_object, f, "an object", err)) ||
-		   (rc = container_requests(a, ct, f, &ic[i], err)) ||
+		   (rc = pr__conv_container_requests(a, ct, f, &ic[i], err)) ||
 		   (rc = get_string(ct, "restartPolicy", f, &rp, err)))
 			return rc;
 		ic[i].restartable = rp && !strcmp(rp, "Always");
@@ -659,14 +492,14 @@ int pr_conv_pod_dra(arena *a, json_object *spec, json_object *metadata, const ch
 	if(!spec || !json_object_is_type(spec, json_type_object))
 		return prd_err_set(err, PRD_EINVAL, "spec: missing or not an object");
 	p->namespace = ns ? ns : "default";
-	if((rc = conv_labels(a, get(metadata, "labels"), "metadata.labels", &l, &p->n_labels, err)))
+	if((rc = pr__conv_labels(a, get(metadata, "labels"), "metadata.labels", &l, &p->n_labels, err)))
 		return rc;
 	p->labels = l;
 	if((rc = get_string(spec, "nodeName", "spec", &p->node_name, err)))
 		return rc;
 	if(p->node_name && !*p->node_name)
 		p->node_name = NULL;
-	if((rc = conv_labels(a, get(spec, "nodeSelector"), "spec.nodeSelector", &l, &p->n_node_selector, err)))
+	if((rc = pr__conv_labels(a, get(spec, "nodeSelector"), "spec.nodeSelector", &l, &p->n_node_selector, err)))
 		return rc;
 	p->node_selector = l;
 	if((rc = conv_containers(a, spec, p, err)) ||
@@ -688,136 +521,11 @@ int pr_conv_pod_dra(arena *a, json_object *spec, json_object *metadata, const ch
 	return sched_pod_validate(p, err);
 }
 
-int pr_conv_node(arena *a, json_object *node, sched_node_spec *out, prd_err *err)
-{
-	json_object *md = get(node, "metadata"), *spec = get(node, "spec"), *taints, *un;
-	sched_label *l;
-	sched_res *alloc;
-	sched_taint *t;
-	size_t i, n;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if((rc = get_string(md, "name", "metadata", &out->name, err)))
-		return rc;
-	if(!out->name)
-		return prd_err_set(err, PRD_EINVAL, "metadata.name: required");
-	if((rc = conv_labels(a, get(md, "labels"), "metadata.labels", &l, &out->n_labels, err)))
-		return rc;
-	out->labels = l;
-	if((rc = pr_conv_resources(a, get(get(node, "status"), "allocatable"), "status.allocatable", &alloc,
-				   &out->n_allocatable, err)))
-		return rc;
-	out->allocatable = alloc;
-	un = get(spec, "unschedulable");
-	if((rc = want_type(un, json_type_boolean, "spec.unschedulable", "a boolean", err)))
-		return rc;
-	out->unschedulable = un && json_object_get_boolean(un);
-	taints = get(spec, "taints");
-	if((rc = want_type(taints, json_type_array, "spec.taints", "a list", err)))
-		return rc;
-	n = arr_len(taints);
-	t = arena_array(a, n + 1, sizeof(*t));
-	if(!t)
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	for(i = 0; i < n; i++) {
-		json_object *e = json_object_array_get_idx(taints, i);
-		const char *eff = NULL;
-		char f[48];
-		snprintf(f, sizeof(f), "spec.taints[%zu]", i);
-		if((rc = want_type(e, json_type_object, f, "an object", err)) ||
-		   (rc = get_string(e, "key", f, &t[i].key, err)) ||
-		   (rc = get_string(e, "value", f, &t[i].value, err)) ||
-		   (rc = get_string(e, "effect", f, &eff, err)))
-			return rc;
-		if(!t[i].key)
-			return prd_err_set(err, PRD_EINVAL, "%s.key: required", f);
-		if(conv_effect(eff, &t[i].effect))
-			return prd_err_set(err, PRD_EINVAL, "%s.effect: unknown effect \"%s\"", f, eff);
-	}
-	out->taints = t;
-	out->n_taints = n;
-	return 0;
-}
-
 /* ---- decoded objects --------------------------------------------------- */
 
 static void put_json(void *o)
 {
 	json_object_put(o);
-}
-
-int pr_conv_kube_res(arena *a, const kube_res *res, size_t n, const char *field, sched_res **out, size_t *nout,
-		     prd_err *err)
-{
-	sched_res *v;
-	size_t i;
-	*out = NULL;
-	*nout = 0;
-	if(n > SCHED_RES_MAX)
-		return prd_err_set(err, PRD_ERANGE, "%s: more than %d resources", field, SCHED_RES_MAX);
-	v = arena_array(a, n + 1, sizeof(*v));
-	if(!v)
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	for(i = 0; i < n; i++) {
-		int rc;
-		if(qty_sign(&res[i].q) < 0)
-			return prd_err_set(err, PRD_EINVAL, "%s.%s: must not be negative", field, res[i].name);
-		rc = strcmp(res[i].name, "cpu") == 0 ? qty_milli_value(&res[i].q, &v[i].value)
-						      : qty_value(&res[i].q, &v[i].value);
-		if(rc || v[i].value > SCHED_QTY_MAX)
-			return prd_err_set(err, PRD_ERANGE, "%s.%s: too large", field, res[i].name);
-		v[i].name = res[i].name;
-	}
-	*out = v;
-	*nout = n;
-	return 0;
-}
-
-static sched_label *kv_labels(arena *a, const kube_kv *kv, size_t n)
-{
-	sched_label *l = arena_array(a, n + 1, sizeof(*l));
-	size_t i;
-	if(!l)
-		return NULL;
-	for(i = 0; i < n; i++) {
-		l[i].key = kv[i].key;
-		l[i].value = kv[i].value;
-	}
-	return l;
-}
-
-int pr_conv_kube_node(arena *a, const kube_node *n, sched_node_spec *out, prd_err *err)
-{
-	sched_taint *t;
-	sched_res *alloc;
-	size_t i;
-	int rc;
-	memset(out, 0, sizeof(*out));
-	out->name = n->meta.name;
-	out->labels = kv_labels(a, n->labels, n->nlabels);
-	out->n_labels = n->nlabels;
-	t = arena_array(a, (size_t)n->ntaints + 1, sizeof(*t));
-	if(!out->labels || !t)
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	for(i = 0; i < n->ntaints; i++) {
-		t[i].key = n->taints[i].key;
-		t[i].value = n->taints[i].value;
-		switch(n->taints[i].effect) {
-		case KUBE_EFFECT_NO_SCHEDULE: t[i].effect = SCHED_EFFECT_NO_SCHEDULE; break;
-		case KUBE_EFFECT_PREFER_NO_SCHEDULE: t[i].effect = SCHED_EFFECT_PREFER_NO_SCHEDULE; break;
-		case KUBE_EFFECT_NO_EXECUTE: t[i].effect = SCHED_EFFECT_NO_EXECUTE; break;
-		default: t[i].effect = SCHED_EFFECT_NONE; break;
-		}
-	}
-	out->taints = t;
-	out->n_taints = n->ntaints;
-	rc = pr_conv_kube_res(a, n->allocatable, n->nallocatable, "status.allocatable", &alloc, &out->n_allocatable, err);
-	if(rc)
-		return prd_err_prefix(err, "Node %s", n->meta.name);
-	out->allocatable = alloc;
-	out->unschedulable = n->unschedulable;
-	return 0;
 }
 
 int pr_conv_kube_pod(arena *a, const kube_pod *p, sched_pod_spec *out, prd_err *err)
@@ -828,7 +536,7 @@ int pr_conv_kube_pod(arena *a, const kube_pod *p, sched_pod_spec *out, prd_err *
 	int rc;
 	memset(out, 0, sizeof(*out));
 	out->namespace = p->meta.ns;
-	out->labels = kv_labels(a, p->labels, p->nlabels);
+	out->labels = pr__conv_kv_labels(a, p->labels, p->nlabels);
 	out->n_labels = p->nlabels;
 	hp = arena_array(a, (size_t)p->nhost_ports + 1, sizeof(*hp));
 	if(!out->labels || !hp)
