@@ -24,7 +24,6 @@
 
 #define NS_PER_MIN (60 * PRD_NS_PER_SEC)
 
-static void put_json(void *o);
 static void drop_kept_requests(pr_ctl *c);
 
 void pr_config_default(pr_config *cfg)
@@ -97,7 +96,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->pod_blocked, NULL);
 	hmap_init(&c->nfp, free);
 	hmap_init(&c->nodes_by_name, NULL);
-	hmap_init(&c->tpls, put_json);
+	hmap_init(&c->tpls, pr__put_json);
 	hmap_init(&c->born, free);
 	hmap_init(&c->made, NULL);
 	hmap_init(&c->bres, NULL);
@@ -243,33 +242,7 @@ void pr_ctl_set_term(pr_ctl *c, const char *key, const char *identity, int64_t t
 	c->fence_term = t;
 }
 
-bool pr__may_act(pr_ctl *c)
-{
-	if(c->fenced)
-		return false;
-	if(c->may_act && !c->may_act(c->may_act_ud)) {
-		c->fenced = true;
-		log_warn("leadership may have been lost; this pass stops acting");
-		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", "fenced"), 1);
-		return false;
-	}
-	return true;
-}
-
-void pr__wake_at(pr_ctl *c, int64_t t)
-{
-	if(c->deciding && t < c->req_wake)
-		c->req_wake = t;
-	if(t > c->now && t < c->next_wake)
-		c->next_wake = t;
-}
-
 /* ---- reading the world ------------------------------------------------- */
-
-static void put_json(void *o)
-{
-	json_object_put(o);
-}
 
 static void world_free(pr_world *w)
 {
@@ -411,7 +384,7 @@ static int template_devices(pr_world *w, cloud_driver *drv, pr_group *pg, prd_er
 	if(!arr)
 		return prd_err_set(err, PRD_EINVAL, "template ResourceSlices: not JSON");
 	rc = pr_dra_template_devices(&w->ar, arr, pg->tmpl.name, &pg->tmpl.devices, &pg->tmpl.n_devices, err);
-	if(!rc && pg->tmpl.n_devices && arena_defer(&w->ar, put_json, arr)) {
+	if(!rc && pg->tmpl.n_devices && arena_defer(&w->ar, pr__put_json, arr)) {
 		json_object_put(arr);
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
@@ -648,130 +621,6 @@ static int load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 		drv->api->release_node_groups(drv->state, g, n);
 	}
 	return 0;
-}
-
-pr_group *pr__find_group(pr_world *w, const char *id)
-{
-	size_t i;
-	for(i = 0; i < w->ngroups; i++)
-		if(!strcmp(w->groups[i].id, id))
-			return &w->groups[i];
-	return NULL;
-}
-
-/* Parse a booking's resources ({"cpu":"500m",...}) into base units, the
- * DRA devices it holds (PR_BOOKING_DEVICES) into *devs (arena), and the
- * pods whose devices are to be allocated anew (PR_BOOKING_DEVICE_PODS,
- * borrowed until the arena is freed) into *dev_pods. */
-static int booking_res(arena *a, const char *js, sched_res **out, size_t *n, const char ***devs, size_t *ndevs,
-		       json_object **dev_pods, prd_err *err)
-{
-	json_object *o = json_tokener_parse(js), *d = NULL;
-	size_t i, len;
-	int rc;
-	*devs = NULL;
-	*ndevs = 0;
-	*dev_pods = NULL;
-	if(!o)
-		return prd_err_set(err, PRD_ECORRUPT, "booking resources are not JSON");
-	if(arena_defer(a, put_json, o))
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	if(json_object_object_get_ex(o, PR_BOOKING_DEVICES, &d) && json_object_is_type(d, json_type_array)) {
-		len = json_object_array_length(d);
-		if(!(*devs = arena_array(a, len + 1, sizeof(**devs))))
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-		for(i = 0; i < len; i++) {
-			json_object *s = json_object_array_get_idx(d, i);
-			if(json_object_is_type(s, json_type_string))
-				(*devs)[(*ndevs)++] = json_object_get_string(s);
-		}
-		json_object_get(d); /* the strings stay with o, which keeps the array */
-		json_object_object_del(o, PR_BOOKING_DEVICES);
-		if(arena_defer(a, put_json, d))
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
-	if(json_object_object_get_ex(o, PR_BOOKING_DEVICE_PODS, &d) && json_object_is_type(d, json_type_object)) {
-		json_object_get(d);
-		json_object_object_del(o, PR_BOOKING_DEVICE_PODS);
-		if(arena_defer(a, put_json, d))
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-		*dev_pods = d;
-	}
-	rc = pr_conv_resources(a, o, "booking", out, n, err);
-	return rc;
-}
-
-/* A booking's resources as booking_res parsed them, in c->bres_ar. */
-typedef struct pr_bres {
-	sched_res *res;
-	size_t nres;
-	const char **devs;
-	size_t ndevs;
-	json_object *dev_pods;
-	uint64_t pass;            /* the last pass that used it */
-} pr_bres;
-
-/* booking_res, kept by the booking's text (parsing is a function of the
- * text alone): a pass parses only the texts no earlier pass has, the
- * bookings made since. The parsed forms are borrowed until bres_trim. */
-static int booking_res_kept(pr_ctl *c, const char *js, const pr_bres **out, prd_err *err)
-{
-	pr_bres *b = hmap_get(&c->bres, js);
-	int rc;
-	if(!b) {
-		if(!(b = arena_alloc(&c->bres_ar, sizeof(*b))))
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-		if((rc = booking_res(&c->bres_ar, js, &b->res, &b->nres, &b->devs, &b->ndevs, &b->dev_pods, err)))
-			return rc;
-		if(hmap_put(&c->bres, js, b))
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
-	if(b->pass != c->stats.passes) {
-		b->pass = c->stats.passes;
-		c->bres_live++;
-	}
-	*out = b;
-	return 0;
-}
-
-/* The texts of bookings that ended stay parsed until they outnumber those
- * in use; then everything is parsed anew on the next pass. */
-static void bres_trim(pr_ctl *c)
-{
-	if(hmap_len(&c->bres) <= 2 * c->bres_live + 256)
-		return;
-	hmap_free(&c->bres);
-	arena_free(&c->bres_ar);
-	hmap_init(&c->bres, NULL);
-	arena_init(&c->bres_ar);
-}
-
-/* A rebuilt booking's devices: what its pods (per podSet) would be
- * allocated on node idx now. */
-static int book_rebuilt_devices(pr_world *w, const char *uid, size_t idx, json_object *dev_pods, prd_err *err)
-{
-	const kube_provreq *pr = NULL;
-	sched_podset *sets;
-	char missing[300];
-	size_t i;
-	int rc = 0;
-	for(i = 0; i < w->nprs && !pr; i++)
-		if(!strcmp(w->prs[i]->meta.uid, uid))
-			pr = w->prs[i];
-	if(!pr)
-		return 0;
-	if(!(sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets))))
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	if((rc = pr__resolve_podsets(w, pr, sets, missing, sizeof(missing), err)))
-		return rc == PRD_ENOTFOUND ? prd_err_set(err, rc, "%s not found", missing) : rc;
-	json_object_object_foreach(dev_pods, k, v) {
-		int64_t set;
-		if(rc || str_to_int64(k, &set) || set < 0 || (size_t)set >= pr->npod_sets)
-			continue;
-		rc = sched_snapshot_book_pod_devices(w->snap, uid, idx, sets[set].pod, json_object_get_int64(v), NULL,
-						     err);
-	}
-	return rc;
 }
 
 /* Ready and not being deleted: a node the simulation may use. */
@@ -1258,74 +1107,6 @@ static void release_snapshot(pr_ctl *c, pr_world *w)
 	w->snap = NULL;
 }
 
-/* The bookings of requests that still hold capacity, into the pass's
- * snapshot. */
-static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
-{
-	state_booking *b = NULL;
-	size_t nb = 0, i;
-	int rc;
-	if(c->db && (rc = state_booking_list_active(c->db, &b, &nb, err)))
-		return rc;
-	c->bres_live = 0;
-	c->stats.bookings_held = 0;
-	for(i = 0; i < nb; i++) {
-		const pr_bres *br = NULL;
-		size_t idx;
-		prd_err ce;
-		/* The request is gone: its capacity is free at once, so a
-		 * request recreated for the same pods gets it this pass. */
-		if(!hmap_has(&w->uids, b[i].request_uid)) {
-			if(i == 0 || strcmp(b[i - 1].request_uid, b[i].request_uid)) {
-				state_booking_delete_request(c->db, b[i].request_uid, NULL, NULL);
-				log_info("released the booking of a deleted request", "request_uid", b[i].request_uid);
-			}
-			continue;
-		}
-		/* Another instance's request: its status says what it holds
-		 * (pr__shards_book), not rows this store rebuilt from it. */
-		if(pr__shards_foreign(c, b[i].request_uid))
-			continue;
-		if(sched_snapshot_find_node(w->snap, b[i].node_name, &idx))
-			continue;
-		if(booking_res_kept(c, b[i].resources_json, &br, &ce) ||
-		   sched_snapshot_book(w->snap, b[i].request_uid, idx, br->res, br->nres, &ce) ||
-		   (br->ndevs &&
-		    sched_snapshot_book_devices(w->snap, b[i].request_uid, idx, br->devs, br->ndevs, NULL, &ce)) ||
-		   (br->dev_pods && book_rebuilt_devices(w, b[i].request_uid, idx, br->dev_pods, &ce)))
-			log_warn("booking ignored", "request_uid", b[i].request_uid, "error", ce.msg);
-		else
-			c->stats.bookings_held++;
-	}
-	pr__shards_book(c, w, b, nb);
-	state_booking_list_free(b, nb);
-	return 0;
-}
-
-typedef enum { PR_HOOK_BEGIN, PR_HOOK_RESERVE, PR_HOOK_END } pr_hook;
-static void modules_hook(pr_ctl *c, pr_world *w, pr_hook which);
-
-sched_snapshot *pr__snap(pr_ctl *c, pr_world *w)
-{
-	prd_err e;
-	int rc;
-	if(w->snap_booked)
-		return w->snap_failed ? NULL : w->snap;
-	w->snap_booked = true;
-	if((rc = book_snapshot(c, w, &e))) {
-		/* Placing without the bookings would hand out booked room: like
-		 * a pass that cannot read the cluster, this one acts no more. */
-		w->snap_failed = true;
-		c->fenced = true;
-		log_error("cannot read the bookings; this pass acts no further", "error", e.msg);
-		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", prd_strerror(rc)), 1);
-		pr__wake_at(c, c->now + PRD_NS_PER_SEC);
-		return NULL;
-	}
-	modules_hook(c, w, PR_HOOK_RESERVE);
-	return w->snap;
-}
-
 /* What the pods give a pass besides the snapshot: the scheduled consumer
  * pods of each request, and the nodes where a pod that blocks scale-down
  * runs. Kept while the pod cache's generation does not move (a scale-up's
@@ -1540,7 +1321,7 @@ static int copy_templates(pr_ctl *c, pr_world *w, void **tp, size_t ntp)
 		if(!c->tpl_valid ||
 		   (c->tpl_gen != w->gen_tpls && kube_informer_changes(c->inf.podtemplates, c->tpl_gen, tpl_changed, &c->tpls))) {
 			hmap_free(&c->tpls);
-			hmap_init(&c->tpls, put_json);
+			hmap_init(&c->tpls, pr__put_json);
 		}
 		c->tpl_valid = false; /* until the copies below are all made */
 		pr__forget_vanished(&c->tpls, &need);
@@ -1793,7 +1574,7 @@ static int load_world(pr_ctl *c, pr_world *w, prd_err *err)
 	w->nodes_by_name = &c->nodes_by_name;
 	hmap_init(&w->uids, NULL);
 	hmap_init(&w->blocking, NULL);
-	hmap_init(&w->own_tpls, put_json);
+	hmap_init(&w->own_tpls, pr__put_json);
 	w->tpls = &w->own_tpls;
 	hmap_init(&w->class_data, NULL);
 	pr_dra_init(&w->dra);
@@ -1868,73 +1649,6 @@ done:
 }
 
 /* ---- per-request logic ------------------------------------------------- */
-
-/* The module's slot for this pass (pr_class_host.pass_data); NULL when
- * out of memory (the module then keeps nothing). */
-static void **class_slot(pr_world *w, const pr_class_module *m)
-{
-	void **cell = hmap_get(&w->class_data, m->name);
-	if(cell)
-		return cell;
-	cell = arena_alloc(&w->ar, sizeof(*cell));
-	if(!cell || hmap_put(&w->class_data, m->name, cell))
-		return NULL;
-	return cell;
-}
-
-/* The module's slot kept across passes (pr_class_host.kept); NULL when
- * out of memory. */
-static void **class_kept(pr_ctl *c, const pr_class_module *m)
-{
-	void **cell = hmap_get(&c->class_kept, m->name);
-	if(cell)
-		return cell;
-	cell = calloc(1, sizeof(*cell));
-	if(!cell || hmap_put(&c->class_kept, m->name, cell)) {
-		free(cell);
-		return NULL;
-	}
-	return cell;
-}
-
-/* Resolve the request's PodTemplates into sched podSets. Returns 0, or
- * PRD_ENOTFOUND naming the first missing template in `missing`, or another
- * code when a template cannot be simulated. */
-int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
-			   prd_err *err)
-{
-	size_t i;
-	int rc;
-	for(i = 0; i < pr->npod_sets; i++) {
-		char key[600];
-		json_object *t;
-		sched_pod_spec *ps;
-		json_object *md;
-		snprintf(key, sizeof(key), "%s/%s", pr->meta.ns, pr->pod_sets[i].template_name);
-		t = hmap_get(w->tpls, key);
-		if(!t) {
-			snprintf(missing, mlen, "%s", pr->pod_sets[i].template_name);
-			return PRD_ENOTFOUND;
-		}
-		ps = arena_alloc(&w->ar, sizeof(*ps));
-		if(!ps)
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-		md = json_object_object_get(t, "metadata");
-		if((rc = pr_conv_pod_dra(&w->ar, json_object_object_get(t, "spec"), md, pr->meta.ns, &w->dra, ps,
-					 err))) {
-			if(rc == PRD_ENOTFOUND) {
-				/* A ResourceClaimTemplate or DeviceClass: waited for like a
-				 * PodTemplate. */
-				snprintf(missing, mlen, "%s", err ? err->msg : "?");
-				return PRD_ENOTFOUND;
-			}
-			return prd_err_prefix(err, "PodTemplate %s", pr->pod_sets[i].template_name);
-		}
-		sets[i].pod = ps;
-		sets[i].count = pr->pod_sets[i].count;
-	}
-	return 0;
-}
 
 static int64_t total_pods(const kube_provreq *pr)
 {
@@ -2033,11 +1747,6 @@ static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
 		state_request_delete(c->db, pr->meta.uid, NULL);
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
 	}
-}
-
-static bool ours(pr_class_ctx *x, const kube_provreq *pr)
-{
-	return pr__shards_ours(x->c, pr);
 }
 
 /* A request of a class nobody here serves: say so once. */
@@ -2166,7 +1875,7 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		note_unowned(c, pr);
 		return;
 	}
-	if(!ours(&x, pr))
+	if(!pr__class_ours(&x, pr))
 		return;
 	c->stats.requests_seen++;
 	if(!pr__dirty_decide(c, pr))
@@ -2183,8 +1892,8 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	}
 	prc = pr_params_parse(pr, &pp, &e);
 	pr__host_init(&h, &x);
-	h.pass_data = class_slot(w, m);
-	h.kept = class_kept(c, m);
+	h.pass_data = pr__class_slot(w, m);
+	h.kept = pr__class_kept(c, m);
 	in_flight = m->in_flight && m->in_flight(m, &h, pr);
 	c->req_in_flight = in_flight;
 	if(pr->meta.deleted_ns && !in_flight) {
@@ -2335,63 +2044,6 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 	}
 }
 
-/* Call every module's pass hook (begin or end). */
-static void modules_hook(pr_ctl *c, pr_world *w, pr_hook which)
-{
-	const pr_class_module *const *mods;
-	pr_class_ctx x;
-	pr_class_host h;
-	pr_class_pass p;
-	size_t i, n = pr_class_modules(c->classes, &mods);
-	memset(&x, 0, sizeof(x));
-	x.c = c;
-	x.w = w;
-	pr__host_init(&h, &x);
-	p.prs = (const kube_provreq *const *)w->prs;
-	p.nprs = w->nprs;
-	p.ours = ours;
-	p.term_began = w->term_began;
-	for(i = 0; i < n; i++) {
-		const pr_class_module *m = mods[i];
-		h.pass_data = class_slot(w, m);
-		h.kept = class_kept(c, m);
-		if(which == PR_HOOK_BEGIN && m->pass_begin)
-			m->pass_begin(m, &h, &p);
-		if(which == PR_HOOK_RESERVE && m->reserve)
-			m->reserve(m, &h, &p);
-		if(which == PR_HOOK_END && m->pass_end)
-			m->pass_end(m, &h, &p);
-	}
-}
-
-/* Remove the keys of `m` that are not in `live`. */
-void pr__forget_vanished(hmap *m, const hmap *live)
-{
-	hmap_iter it;
-	const char *k;
-	char **drop = NULL;
-	size_t n = 0, cap = 0, i;
-	hmap_iter_init(&it, m);
-	while(hmap_iter_next(&it, &k, NULL)) {
-		if(hmap_has(live, k))
-			continue;
-		if(n == cap) {
-			char **v = realloc(drop, (cap = cap ? cap * 2 : 16) * sizeof(*v));
-			if(!v)
-				break;
-			drop = v;
-		}
-		if(!(drop[n] = str_dup(k)))
-			break;
-		n++;
-	}
-	for(i = 0; i < n; i++) {
-		hmap_del(m, drop[i]);
-		free(drop[i]);
-	}
-	free(drop);
-}
-
 /* Drop what only vanished requests used: their state rows and bookings
  * (the state store), and the controller's own per-uid memory. */
 static size_t prune_vanished(pr_ctl *c, const pr_world *w)
@@ -2467,12 +2119,12 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", prd_strerror(rc)), 1);
 		return prd_err_prefix(err, "reading the cluster");
 	}
-	modules_hook(c, &w, PR_HOOK_BEGIN);
+	pr__modules_hook(c, &w, PR_HOOK_BEGIN);
 	for(i = 0; i < w.nprs; i++)
 		decide(c, &w, w.prs[i]);
 	pr__marks_flush(c);
 	pr__status_flush(c);
-	modules_hook(c, &w, PR_HOOK_END);
+	pr__modules_hook(c, &w, PR_HOOK_END);
 	pr__scaledown(c, &w);
 	if(!c->fenced)
 		prune_state(c, &w);
@@ -2482,7 +2134,7 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	pr__dirty_done(c, !c->fenced);
 	release_snapshot(c, &w);
 	world_free(&w);
-	bres_trim(c); /* (the snapshot no longer borrows them) */
+	pr__bres_trim(c); /* (the snapshot no longer borrows them) */
 	metrics_observe(M_RECONCILE_DURATION, METRICS_L("provreq"),
 			(double)(clk_mono(clk_real()) - t0) / (double)PRD_NS_PER_SEC);
 	if(next_wake_ns)

@@ -189,7 +189,7 @@ struct pr_ctl {
 	hmap nodes_by_name;
 	hmap born;
 	hmap made;
-	/* Bookings' resources parsed, by their text (controller.c pr_bres),
+	/* Bookings' resources parsed, by their text (snapshot.c pr_bres),
 	 * and how many distinct texts the last pass's bookings had. */
 	hmap bres;
 	arena bres_ar;
@@ -236,20 +236,50 @@ struct pr_ctl {
 	size_t nmarks, capmarks;
 };
 
-/* Fencing: may the controller call the cloud or write status now? Once it
- * says no, the rest of the pass acts on nothing. */
+/* src/provreq/ctl_int.c. Fencing: may the controller call the cloud or
+ * write status now? Once it says no, the rest of the pass acts on nothing. */
 bool pr__may_act(pr_ctl *c);
 
 /* Ask for another pass by wall time t (the earliest request wins). */
 void pr__wake_at(pr_ctl *c, int64_t t);
-/* The pass's snapshot with every booking and the modules' reservations in
- * it, prepared on first use (pr_class_host.snapshot). NULL when the
- * bookings cannot be read: the pass is then fenced (acts no further). */
+/* Remove the keys of `m` that are not in `live`. */
+void pr__forget_vanished(hmap *m, const hmap *live);
+/* A json_object as a free function (hmap values, arena_defer). */
+static inline void pr__put_json(void *o)
+{
+	json_object_put(o);
+}
+
+/* src/provreq/snapshot.c. The pass's snapshot with every booking and the
+ * modules' reservations in it, prepared on first use
+ * (pr_class_host.snapshot). NULL when the bookings cannot be read: the
+ * pass is then fenced (acts no further). */
 sched_snapshot *pr__snap(pr_ctl *c, pr_world *w);
+/* The texts of bookings that ended stay parsed until they outnumber those
+ * in use; then everything is parsed anew on the next pass. Call once the
+ * pass's snapshot is gone (it borrows them). */
+void pr__bres_trim(pr_ctl *c);
+
+/* src/provreq/world.c. The node group `id` of the pass, or NULL. */
 pr_group *pr__find_group(pr_world *w, const char *id);
+/* Resolve the request's PodTemplates into sched podSets. Returns 0, or
+ * PRD_ENOTFOUND naming the first missing template in `missing`, or another
+ * code when a template cannot be simulated. */
+int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
+			prd_err *err);
 
 /* src/provreq/host.c: the services a class module gets (pr_class_host). */
 void pr__host_init(pr_class_host *h, pr_class_ctx *x);
+/* The module's slot for this pass (pr_class_host.pass_data) and the one
+ * kept across passes (pr_class_host.kept); NULL when out of memory. */
+void **pr__class_slot(pr_world *w, const pr_class_module *m);
+void **pr__class_kept(pr_ctl *c, const pr_class_module *m);
+/* Does this instance decide the request (pr_class_pass.ours)? */
+bool pr__class_ours(pr_class_ctx *x, const kube_provreq *pr);
+/* Call every class module's hook of the pass: pass_begin, reserve (from
+ * pr__snap, once the bookings are in) or pass_end. */
+typedef enum { PR_HOOK_BEGIN, PR_HOOK_RESERVE, PR_HOOK_END } pr_hook;
+void pr__modules_hook(pr_ctl *c, pr_world *w, pr_hook which);
 /* Set a condition and, on a transition, record an Event and metrics.
  * `quiet`: no Event (another condition of the same decision has one). */
 void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char *type, const char *status,
@@ -270,9 +300,6 @@ void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *
 /* The booking a Provisioned request recorded in its status, as bookings
  * in the local store (after a restart or a failover). */
 void pr__rebuild_from_api(pr_ctl *c, pr_world *w);
-/* Resolve the request's PodTemplates into sched podSets. */
-int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
-			prd_err *err);
 /* provreqd's finalizer on a request with cloud work in flight. */
 #define PR_FINALIZER "provreqd.io/scale-up-in-flight"
 int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err);
@@ -290,8 +317,6 @@ void pr__dirty_decided(pr_ctl *c, const kube_provreq *pr, int64_t wake, bool ope
 /* A time a request asked to be decided at after its decision was recorded
  * (a deferred status write that failed): it is decided from then on. */
 void pr__dirty_wake(pr_ctl *c, const kube_provreq *pr, int64_t t);
-/* Remove the keys of `m` that are not in `live` (controller.c). */
-void pr__forget_vanished(hmap *m, const hmap *live);
 /* End of a pass: `complete` when it ran to its end unfenced. */
 void pr__dirty_done(pr_ctl *c, bool complete);
 /* Forget the decisions of requests whose "ns/name" is not in `live`. */

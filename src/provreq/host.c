@@ -1,7 +1,8 @@
 /* The controller's side of the class interface: what a class module may
  * ask of the controller while it decides one request (src/classes/class.h),
  * and the parts of status the controller keeps in the API so that a
- * replica taking over the lease loses nothing: bookings and retry state. */
+ * replica taking over the lease loses nothing: bookings and retry state;
+ * and the modules' slots and hooks of a pass. */
 #include "classes/details.h"
 #include "kube/events.h"
 #include "ops/log.h"
@@ -689,4 +690,68 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->event_on = h_event_on;
 	h->mark_node = h_mark_node;
 	h->hold = h_hold;
+}
+
+/* ---- the class modules' slots and pass hooks -------------------------- */
+
+/* The module's slot for this pass (pr_class_host.pass_data); NULL when
+ * out of memory (the module then keeps nothing). */
+void **pr__class_slot(pr_world *w, const pr_class_module *m)
+{
+	void **cell = hmap_get(&w->class_data, m->name);
+	if(cell)
+		return cell;
+	cell = arena_alloc(&w->ar, sizeof(*cell));
+	if(!cell || hmap_put(&w->class_data, m->name, cell))
+		return NULL;
+	return cell;
+}
+
+/* The module's slot kept across passes (pr_class_host.kept); NULL when
+ * out of memory. */
+void **pr__class_kept(pr_ctl *c, const pr_class_module *m)
+{
+	void **cell = hmap_get(&c->class_kept, m->name);
+	if(cell)
+		return cell;
+	cell = calloc(1, sizeof(*cell));
+	if(!cell || hmap_put(&c->class_kept, m->name, cell)) {
+		free(cell);
+		return NULL;
+	}
+	return cell;
+}
+
+bool pr__class_ours(pr_class_ctx *x, const kube_provreq *pr)
+{
+	return pr__shards_ours(x->c, pr);
+}
+
+/* Call every module's pass hook (begin, reserve or end). */
+void pr__modules_hook(pr_ctl *c, pr_world *w, pr_hook which)
+{
+	const pr_class_module *const *mods;
+	pr_class_ctx x;
+	pr_class_host h;
+	pr_class_pass p;
+	size_t i, n = pr_class_modules(c->classes, &mods);
+	memset(&x, 0, sizeof(x));
+	x.c = c;
+	x.w = w;
+	pr__host_init(&h, &x);
+	p.prs = (const kube_provreq *const *)w->prs;
+	p.nprs = w->nprs;
+	p.ours = pr__class_ours;
+	p.term_began = w->term_began;
+	for(i = 0; i < n; i++) {
+		const pr_class_module *m = mods[i];
+		h.pass_data = pr__class_slot(w, m);
+		h.kept = pr__class_kept(c, m);
+		if(which == PR_HOOK_BEGIN && m->pass_begin)
+			m->pass_begin(m, &h, &p);
+		if(which == PR_HOOK_RESERVE && m->reserve)
+			m->reserve(m, &h, &p);
+		if(which == PR_HOOK_END && m->pass_end)
+			m->pass_end(m, &h, &p);
+	}
 }
