@@ -48,6 +48,31 @@ static void print_template(const prd_cloud_driver *a, void *state, const char *i
 	json_object_put(o);
 }
 
+/* What the driver can do, as `check-driver` prints it. */
+static void print_caps(const cloud_driver *d)
+{
+	uint64_t caps = cloud_driver_caps(d->api);
+	size_t i;
+	printf("  atomic increase: %s\n", d->api->atomic_increase_size ? "yes" : "no");
+	printf("  conditional increase/decrease: %s\n", caps & PRD_CLOUD_CAP_CONDITIONAL ? "yes" : "no");
+	printf("  fencing terms (a stale leader's late call refused): %s\n",
+	       caps & PRD_CLOUD_CAP_FENCE ? "yes" : "no");
+	printf("  owner marks on instances: %s\n", caps & PRD_CLOUD_CAP_OWNER_MARK ? "yes" : "no");
+	printf("  creation times of instances: %s\n", caps & PRD_CLOUD_CAP_CREATION_TIME ? "yes" : "no");
+	printf("  a plan's instances are told by: %s\n",
+	       (caps & PRD_CLOUD_CAP_OWNER_MARK) && CLOUD_DRIVER_HAS(d->api, increase) && d->api->increase
+		       ? "owner token"
+		       : caps & PRD_CLOUD_CAP_CREATION_TIME ? "creation time"
+							    : "not being in the group before (docs/operator.md)");
+	if(d->api->provisioning_classes) {
+		const char *const *cls = d->api->provisioning_classes(d->state);
+		printf("  extra provisioning classes:");
+		for(i = 0; cls && cls[i]; i++)
+			printf(" %s", cls[i]);
+		printf("\n");
+	}
+}
+
 int cmd_check_driver(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -105,27 +130,7 @@ int cmd_check_driver(int argc, char **argv)
 		goto done;
 	}
 	printf("driver %s (ABI %u.%u) from %s\n", d->api->name, d->api->abi_major, d->api->abi_minor, d->path);
-	printf("  atomic increase: %s\n", d->api->atomic_increase_size ? "yes" : "no");
-	{
-		uint64_t caps = cloud_driver_caps(d->api);
-		printf("  conditional increase/decrease: %s\n", caps & PRD_CLOUD_CAP_CONDITIONAL ? "yes" : "no");
-		printf("  fencing terms (a stale leader's late call refused): %s\n",
-		       caps & PRD_CLOUD_CAP_FENCE ? "yes" : "no");
-		printf("  owner marks on instances: %s\n", caps & PRD_CLOUD_CAP_OWNER_MARK ? "yes" : "no");
-		printf("  creation times of instances: %s\n", caps & PRD_CLOUD_CAP_CREATION_TIME ? "yes" : "no");
-		printf("  a plan's instances are told by: %s\n",
-		       (caps & PRD_CLOUD_CAP_OWNER_MARK) && CLOUD_DRIVER_HAS(d->api, increase) && d->api->increase
-			       ? "owner token"
-			       : caps & PRD_CLOUD_CAP_CREATION_TIME ? "creation time"
-								    : "not being in the group before (docs/operator.md)");
-	}
-	if(d->api->provisioning_classes) {
-		const char *const *cls = d->api->provisioning_classes(d->state);
-		printf("  extra provisioning classes:");
-		for(i = 0; cls && cls[i]; i++)
-			printf(" %s", cls[i]);
-		printf("\n");
-	}
+	print_caps(d);
 	memset(&de, 0, sizeof(de));
 	if(d->api->refresh(d->state, &de) || d->api->node_groups(d->state, &groups, &n, &de)) {
 		cloud_driver_error(d, "listing node groups", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);

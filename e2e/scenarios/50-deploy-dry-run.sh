@@ -118,7 +118,7 @@ expect_no() {
 }
 # RBAC takes effect when the authorizer's cache has it.
 t_wait 20 "the binding is in effect" is_allowed watch nodes
-# Exactly the verbs the code uses (src/provreq/controller.c, src/pools/,
+# Exactly the verbs the code uses (src/provreq/, src/pools/,
 # src/kube/lease.c, the informers in src/cmd_run.c) ...
 for v in list watch; do
 	for r in nodes pods podtemplates; do expect_yes "$v" "$r" -A; done

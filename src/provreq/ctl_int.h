@@ -1,7 +1,24 @@
-/* Internals of the ProvisioningRequest controller shared by its files:
- * controller.c (reading the cluster, status, bookings, the pass) and the
- * provisioning classes in src/classes/ (check-capacity, atomic scale-up).
- * Everything here runs on the controller's worker thread. */
+/* Internals of the ProvisioningRequest controller shared by its files and
+ * the provisioning classes in src/classes/ (check-capacity, atomic
+ * scale-up). Everything here runs on the controller's worker thread.
+ *
+ * A pass is a pipeline of stages (docs/development.md, "The pass"), each
+ * one file with one entry point, run in this order by controller.c's pass
+ * driver (pr_ctl_pass):
+ *   world.c         pr__world_load    caches (or the API) -> pr_world
+ *                                     (world_nodes.c: groups, node table)
+ *   snapshot.c      pr__snapshot_build  pr_world -> w->snap (kept base,
+ *                                     fingerprints, verify mode); bookings
+ *                                     on first use (pr__snap)
+ *   decide.c        pr__decide        each request through the class
+ *                                     registry -> queued writes, store rows
+ *   write.c         pr__write         queued marks and statuses -> the API;
+ *                                     modules' pass_end; scale-down
+ *   housekeeping.c  pr__housekeeping  pruning, gauges, end of pass
+ * The state they share is the data below (pr_world for one pass, pr_ctl
+ * across passes). The stages and the helpers they share (ctl_int.c,
+ * host.c, status.c, dirty.c, shards.c, scaledown.c) never call
+ * controller.c. */
 #ifndef PRD_PROVREQ_CTL_INT_H
 #define PRD_PROVREQ_CTL_INT_H
 
@@ -250,23 +267,68 @@ static inline void pr__put_json(void *o)
 	json_object_put(o);
 }
 
-/* src/provreq/snapshot.c. The pass's snapshot with every booking and the
- * modules' reservations in it, prepared on first use
- * (pr_class_host.snapshot). NULL when the bookings cannot be read: the
- * pass is then fenced (acts no further). */
+/* Ready and not being deleted: a node the simulation may use. */
+static inline bool pr__node_usable(const kube_node *n)
+{
+	return n->ready == KUBE_COND_TRUE && !n->meta.deleted_ns;
+}
+/* May this pass keep what it derives from the caches up to date from their
+ * journals (else it derives it anew; cfg.full_passes is the reference the
+ * tests compare with)? */
+static inline bool pr__incremental(const pr_ctl *c, const pr_world *w)
+{
+	return w->cacheable && !c->cfg.full_passes;
+}
+
+/* ---- the stages ---------------------------------------------------------- */
+
+/* src/provreq/world.c: read the pass's world (and build its snapshot). On
+ * an error the world is still freed with pr__world_free after
+ * pr__snapshot_release. */
+int pr__world_load(pr_ctl *c, pr_world *w, prd_err *err);
+void pr__world_free(pr_world *w);
+/* The kept copies of the cached requests (c->prs), dropped. */
+void pr__drop_kept_requests(pr_ctl *c);
+/* In informer mode the pods are borrowed from the cache only when a pass
+ * needs them: when they changed, or the snapshot is built anew. */
+int pr__need_pods(pr_ctl *c, pr_world *w, prd_err *err);
+/* Resolve the request's PodTemplates into sched podSets. Returns 0, or
+ * PRD_ENOTFOUND naming the first missing template in `missing`, or another
+ * code when a template cannot be simulated. */
+int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
+			prd_err *err);
+
+/* src/provreq/world_nodes.c (for world.c): the node groups of the loaded
+ * drivers, each driver told about the Nodes and its groups fenced first;
+ * the node table (c->nodes_by_name, c->born, c->made); the nodes provreqd
+ * made (w->marked). */
+int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err);
+int pr__node_table(pr_ctl *c, pr_world *w);
+int pr__marked_nodes(pr_ctl *c, pr_world *w);
+/* The node group `id` of the pass, or NULL. */
+pr_group *pr__find_group(pr_world *w, const char *id);
+
+/* src/provreq/snapshot.c: the snapshot of nodes and pods for the pass
+ * (world.c calls it with the caches locked) and, at the end of the pass,
+ * the kept base given back as it was built. */
+int pr__snapshot_build(pr_ctl *c, pr_world *w, prd_err *err);
+void pr__snapshot_release(pr_ctl *c, pr_world *w);
+/* The pass's snapshot with every booking and the modules' reservations in
+ * it, prepared on first use (pr_class_host.snapshot). NULL when the
+ * bookings cannot be read: the pass is then fenced (acts no further). */
 sched_snapshot *pr__snap(pr_ctl *c, pr_world *w);
 /* The texts of bookings that ended stay parsed until they outnumber those
  * in use; then everything is parsed anew on the next pass. Call once the
  * pass's snapshot is gone (it borrows them). */
 void pr__bres_trim(pr_ctl *c);
 
-/* src/provreq/world.c. The node group `id` of the pass, or NULL. */
-pr_group *pr__find_group(pr_world *w, const char *id);
-/* Resolve the request's PodTemplates into sched podSets. Returns 0, or
- * PRD_ENOTFOUND naming the first missing template in `missing`, or another
- * code when a template cannot be simulated. */
-int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
-			prd_err *err);
+/* src/provreq/decide.c: every request of the pass, in order. */
+void pr__decide(pr_ctl *c, pr_world *w);
+/* src/provreq/write.c: the queued writes sent, the modules' pass_end,
+ * scale-down. */
+void pr__write(pr_ctl *c, pr_world *w);
+/* src/provreq/housekeeping.c: pruning, gauges, the end of the pass. */
+void pr__housekeeping(pr_ctl *c, pr_world *w);
 
 /* src/provreq/host.c: the services a class module gets (pr_class_host). */
 void pr__host_init(pr_class_host *h, pr_class_ctx *x);

@@ -1,0 +1,414 @@
+/* The world stage's nodes (world.c calls them): the node groups the
+ * drivers list, what the drivers are told about Nodes, and the node table.
+ *
+ * Reads: the loaded drivers (node groups, templates, ABI 1.2 template
+ * devices), the Node cache (under world.c's read lock) and its journal.
+ * Writes: w->groups (pr__load_groups), the drivers' view of the Nodes
+ * (nodes_changed, c->fed_gen) and their fences for this term
+ * (c->fenced_groups); every node's presence and readiness, creation time
+ * and whether provreqd made it (c->nodes_by_name, c->born, c->made:
+ * pr__node_table) and the nodes provreqd made (w->marked:
+ * pr__marked_nodes). */
+#include "provreq/ctl_int.h"
+#include "provreq/convert.h"
+#include "provreq/scaledown.h"
+#include "ops/log.h"
+#include "ops/metrics.h"
+#include "util/str.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- node groups ---------------------------------------------------------- */
+
+/* The DRA devices a new node of the group publishes, when its driver
+ * declares them (ABI 1.2). */
+static int template_devices(pr_world *w, cloud_driver *drv, pr_group *pg, prd_err *err)
+{
+	prd_cloud_error de;
+	json_object *arr;
+	char *js = NULL;
+	int rc;
+	if(!CLOUD_DRIVER_HAS(drv->api, template_resource_slices) || !drv->api->template_resource_slices)
+		return 0;
+	memset(&de, 0, sizeof(de));
+	if(drv->api->template_resource_slices(drv->state, pg->id, &js, &de))
+		return prd_err_set(err, PRD_EIO, "template ResourceSlices: %s", de.message);
+	if(!js)
+		return 0;
+	arr = json_tokener_parse(js);
+	drv->api->release_string(drv->state, js);
+	if(!arr)
+		return prd_err_set(err, PRD_EINVAL, "template ResourceSlices: not JSON");
+	rc = pr_dra_template_devices(&w->ar, arr, pg->tmpl.name, &pg->tmpl.devices, &pg->tmpl.n_devices, err);
+	if(!rc && pg->tmpl.n_devices && arena_defer(&w->ar, pr__put_json, arr)) {
+		json_object_put(arr);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	if(rc || !pg->tmpl.n_devices)
+		json_object_put(arr);
+	return rc;
+}
+
+/* ---- telling drivers about Nodes (ABI 1.2 nodes_changed) --------------- */
+
+typedef struct node_feed {
+	kube_informer *inf;
+	arena ar;
+	hmap names;               /* names already in v */
+	prd_cloud_node *v;
+	size_t n, cap;
+	bool nomem;
+} node_feed;
+
+/* One Node as the cache has it now (NULL: gone), copied into the feed's
+ * arena: the driver is called after the cache lock is released. */
+static void feed_node(node_feed *f, const char *name, const kube_node *kn)
+{
+	prd_cloud_node *d;
+	size_t i;
+	if(f->nomem || hmap_has(&f->names, name))
+		return;
+	if(f->n == f->cap) {
+		size_t nc = f->cap ? f->cap * 2 : 64;
+		prd_cloud_node *nv = realloc(f->v, nc * sizeof(*nv));
+		if(!nv) {
+			f->nomem = true;
+			return;
+		}
+		f->v = nv;
+		f->cap = nc;
+	}
+	d = &f->v[f->n];
+	memset(d, 0, sizeof(*d));
+	d->name = arena_strdup(&f->ar, name);
+	if(!d->name || hmap_put(&f->names, d->name, NULL)) {
+		f->nomem = true;
+		return;
+	}
+	f->n++;
+	if(!kn)
+		return;
+	d->present = 1;
+	d->ready = kn->ready == KUBE_COND_TRUE;
+	d->deleting = kn->meta.deleted_ns != 0;
+	d->provider_id = kn->provider_id ? arena_strdup(&f->ar, kn->provider_id) : NULL;
+	if(kn->nlabels) {
+		prd_cloud_label *l = arena_array(&f->ar, kn->nlabels, sizeof(*l));
+		if(!l) {
+			f->nomem = true;
+			return;
+		}
+		for(i = 0; i < kn->nlabels; i++) {
+			l[i].key = arena_strdup(&f->ar, kn->labels[i].key);
+			l[i].value = arena_strdup(&f->ar, kn->labels[i].value ? kn->labels[i].value : "");
+			f->nomem |= !l[i].key || !l[i].value;
+		}
+		d->labels = l;
+		d->nlabels = kn->nlabels;
+	}
+	f->nomem |= kn->provider_id && !d->provider_id;
+}
+
+static int feed_all(void *ud, const kube_meta *m)
+{
+	feed_node(ud, m->name, (const kube_node *)m);
+	return 0;
+}
+
+static int feed_key(void *ud, const char *ns, const char *name)
+{
+	node_feed *f = ud;
+	feed_node(f, name, (const kube_node *)kube_informer_get(f->inf, ns, name));
+	return 0;
+}
+
+/* Tell a driver that reads Nodes what changed in the Node cache since it
+ * was last told (everything the first time, or when the cache's journal
+ * no longer reaches back that far), so its refresh need not list Nodes. */
+static void feed_nodes(pr_ctl *c, size_t d)
+{
+	cloud_driver *drv = c->drivers->v[d];
+	node_feed f;
+	uint64_t gen;
+	bool full;
+	prd_cloud_error de;
+	int rc;
+	if(!c->use_inf || !CLOUD_DRIVER_HAS(drv->api, nodes_changed) || !drv->api->nodes_changed)
+		return;
+	if(c->nfed < c->drivers->n) {
+		uint64_t *g = realloc(c->fed_gen, c->drivers->n * sizeof(*g));
+		bool *b = g ? realloc(c->fed, c->drivers->n * sizeof(*b)) : NULL;
+		if(g)
+			c->fed_gen = g;
+		if(!b)
+			return; /* the driver lists, as without this */
+		c->fed = b;
+		memset(c->fed + c->nfed, 0, (c->drivers->n - c->nfed) * sizeof(*b));
+		c->nfed = c->drivers->n;
+	}
+	memset(&f, 0, sizeof(f));
+	f.inf = c->inf.nodes;
+	arena_init(&f.ar);
+	hmap_init(&f.names, NULL);
+	kube_informer_rdlock(c->inf.nodes);
+	gen = kube_informer_generation(c->inf.nodes);
+	full = !c->fed[d];
+	if(!full && gen != c->fed_gen[d] && kube_informer_changes(c->inf.nodes, c->fed_gen[d], feed_key, &f)) {
+		full = true; /* lost track: everything */
+		f.n = 0;
+		hmap_free(&f.names);
+		hmap_init(&f.names, NULL);
+	}
+	if(full)
+		kube_informer_foreach(c->inf.nodes, feed_all, &f);
+	kube_informer_rdunlock(c->inf.nodes);
+	memset(&de, 0, sizeof(de));
+	if(f.nomem)
+		rc = PRD_CLOUD_ENOMEM;
+	else if(!full && f.n == 0)
+		rc = 0; /* nothing changed: nothing to say */
+	else
+		rc = drv->api->nodes_changed(drv->state, f.v, f.n, full, &de);
+	c->fed[d] = rc == 0;
+	c->fed_gen[d] = gen;
+	if(rc)
+		log_warn("cannot tell a driver about Nodes; it is told everything next pass", "driver",
+			 drv->api->name, "error", f.nomem ? "out of memory" : de.message);
+	hmap_free(&f.names);
+	arena_free(&f.ar);
+	free(f.v);
+}
+
+/* Before a term acts on a group, the group records the term (ABI 1.4
+ * fence), so that a late call of an earlier leader (stalled inside or
+ * before the call) is refused by the cloud. Until every group of a fencing
+ * driver has confirmed it, the pass acts on nothing (retried a second
+ * later): a former leader's call may still land on a group that has not.
+ * A group that has seen a newer term says this replica no longer leads. */
+static void fence_group(pr_ctl *c, pr_group *g)
+{
+	const prd_cloud_driver *api = g->drv->api;
+	prd_cloud_error de;
+	int rc;
+	if(!c->fence_term || !(cloud_driver_caps(api) & PRD_CLOUD_CAP_FENCE) || !CLOUD_DRIVER_HAS(api, fence) ||
+	   !api->fence || hmap_has(&c->fenced_groups, g->id) || !pr__may_act(c))
+		return;
+	memset(&de, 0, sizeof(de));
+	rc = api->fence(g->drv->state, g->id, c->fence_key, c->fence_term, &de);
+	de.message[sizeof(de.message) - 1] = '\0';
+	if(rc == 0 && hmap_put(&c->fenced_groups, g->id, NULL) == 0) {
+		log_debug("node group fenced for this leader term", "group", g->id, "term", c->term);
+		return;
+	}
+	c->fenced = true;
+	metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", "fenced"), 1);
+	if(rc == PRD_CLOUD_ECONFLICT) {
+		log_warn("a node group has seen a newer leader term: this replica no longer leads; the pass stops "
+			 "acting",
+			 "group", g->id, "term", c->term, "error", de.message);
+		return;
+	}
+	if(c->next_wake > c->now + PRD_NS_PER_SEC)
+		c->next_wake = c->now + PRD_NS_PER_SEC;
+	log_warn("cannot fence a node group for this leader term: the pass acts on nothing until every group is "
+		 "fenced; retrying",
+		 "group", g->id, "error", rc ? de.message : "out of memory");
+}
+
+int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	size_t d, i;
+	if(!c->drivers)
+		return 0;
+	for(d = 0; d < c->drivers->n; d++) {
+		cloud_driver *drv = c->drivers->v[d];
+		prd_cloud_node_group *g = NULL;
+		prd_cloud_error de;
+		size_t n = 0;
+		pr_group *nv;
+		memset(&de, 0, sizeof(de));
+		feed_nodes(c, d);
+		if(drv->api->refresh(drv->state, &de) || drv->api->node_groups(drv->state, &g, &n, &de)) {
+			prd_err e;
+			cloud_driver_error(drv, "listing node groups", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
+			log_error("cannot list node groups; scale-ups through this driver wait", "error", e.msg);
+			w->groups_incomplete = true;
+			continue;
+		}
+		nv = realloc(w->groups, (w->ngroups + n + 1) * sizeof(*nv));
+		if(!nv) {
+			drv->api->release_node_groups(drv->state, g, n);
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		}
+		w->groups = nv;
+		for(i = 0; i < n; i++) {
+			pr_group *pg = &w->groups[w->ngroups];
+			char *js = NULL;
+			prd_err ce;
+			memset(pg, 0, sizeof(*pg));
+			pg->drv = drv;
+			pg->id = str_dup(g[i].id);
+			pg->min = g[i].min_size;
+			pg->max = g[i].max_size;
+			pg->target = g[i].target_size;
+			if(!pg->id)
+				continue;
+			w->ngroups++;
+			if(drv->api->template_node(drv->state, g[i].id, &js, &de) == 0 && js) {
+				pg->tmpl_json = json_tokener_parse(js);
+				drv->api->release_string(drv->state, js);
+				if(pg->tmpl_json && pr_conv_node(&w->ar, pg->tmpl_json, &pg->tmpl, &ce) == 0 &&
+				   template_devices(w, drv, pg, &ce) == 0)
+					pg->has_tmpl = true;
+				else
+					log_warn("node group template is not a usable Node", "group", pg->id,
+						 "error", pg->tmpl_json ? ce.msg : "not JSON");
+			} else {
+				log_warn("node group has no template node", "group", pg->id, "error", de.message);
+			}
+			if(c->db)
+				state_group_backed_off(c->db, pg->id, &pg->backed_off, &pg->backoff_until, NULL);
+			if(c->fence_term) {
+				pg->fence_key = c->fence_key;
+				pg->fence_term = c->fence_term;
+			}
+			fence_group(c, pg);
+		}
+		drv->api->release_node_groups(drv->state, g, n);
+	}
+	return 0;
+}
+
+pr_group *pr__find_group(pr_world *w, const char *id)
+{
+	size_t i;
+	for(i = 0; i < w->ngroups; i++)
+		if(!strcmp(w->groups[i].id, id))
+			return &w->groups[i];
+	return NULL;
+}
+
+/* ---- the node table ------------------------------------------------------ */
+
+static bool made_by_us(const kube_node *n)
+{
+	size_t i;
+	for(i = 0; i < n->nannotations; i++)
+		if(!strcmp(n->annotations[i].key, PR_ANN_PROVISIONED_FOR_UID))
+			return true;
+	return false;
+}
+
+/* One node into the node tables. 0 or PRD_ENOMEM. */
+static int node_note(pr_ctl *c, const kube_node *n)
+{
+	int64_t *born = hmap_get(&c->born, n->meta.name);
+	if(hmap_put(&c->nodes_by_name, n->meta.name, pr__node_usable(n) ? PR_NODE_USABLE : PR_NODE_PRESENT))
+		return PRD_ENOMEM;
+	if(!born) {
+		born = malloc(sizeof(*born));
+		if(!born || hmap_put(&c->born, n->meta.name, born)) {
+			free(born);
+			return PRD_ENOMEM;
+		}
+	}
+	*born = n->meta.created_ns;
+	if(!made_by_us(n))
+		hmap_del(&c->made, n->meta.name);
+	else if(hmap_put(&c->made, n->meta.name, NULL))
+		return PRD_ENOMEM;
+	return 0;
+}
+
+static int node_state_changed(void *ud, const char *ns, const char *name)
+{
+	pr_ctl *c = ud;
+	const kube_node *n = (const kube_node *)kube_informer_get(c->inf.nodes, ns, name);
+	if(!n) {
+		hmap_del(&c->nodes_by_name, name);
+		hmap_del(&c->born, name);
+		hmap_del(&c->made, name);
+		return 0;
+	}
+	return node_note(c, n);
+}
+
+/* verify_snapshot: the node tables kept from the journal against the
+ * nodes. */
+static void verify_node_table(pr_ctl *c, const pr_world *w)
+{
+	size_t i, made = 0, bad = 0;
+	for(i = 0; i < w->nnodes; i++) {
+		const kube_node *n = w->nodes[i];
+		const int64_t *born = hmap_get(&c->born, n->meta.name);
+		bool m = made_by_us(n);
+		made += m;
+		bad += hmap_get(&c->nodes_by_name, n->meta.name) != (pr__node_usable(n) ? PR_NODE_USABLE : PR_NODE_PRESENT);
+		bad += !born || *born != n->meta.created_ns;
+		bad += m != hmap_has(&c->made, n->meta.name);
+	}
+	bad += hmap_len(&c->nodes_by_name) != w->nnodes || hmap_len(&c->born) != w->nnodes ||
+	       hmap_len(&c->made) != made;
+	if(bad) {
+		c->stats.snapshot_mismatches++;
+		log_warn("the node table kept from the journal differs from the nodes", "differences", LOGI(bad));
+	}
+}
+
+/* Every node's presence and readiness (w->nodes_by_name), creation time
+ * (c->born) and whether a plan of provreqd's made it (c->made): in
+ * informer mode kept from the node cache's journal, else built anew. */
+int pr__node_table(pr_ctl *c, pr_world *w)
+{
+	size_t i;
+	int rc = 0;
+	w->nodes_by_name = &c->nodes_by_name;
+	if(pr__incremental(c, w) && c->nbn_valid &&
+	   (c->nbn_gen == w->gen_nodes || kube_informer_changes(c->inf.nodes, c->nbn_gen, node_state_changed, c) == 0)) {
+		c->nbn_gen = w->gen_nodes;
+		if(c->cfg.verify_snapshot)
+			verify_node_table(c, w);
+		return 0;
+	}
+	hmap_free(&c->nodes_by_name);
+	hmap_free(&c->born);
+	hmap_free(&c->made);
+	hmap_init(&c->nodes_by_name, NULL);
+	hmap_init(&c->born, free);
+	hmap_init(&c->made, NULL);
+	for(i = 0; i < w->nnodes && !rc; i++)
+		rc = node_note(c, w->nodes[i]);
+	c->nbn_valid = pr__incremental(c, w) && !rc;
+	c->nbn_gen = w->gen_nodes;
+	return rc;
+}
+
+/* The nodes provreqd's plans made (w->marked, for scale-down), by name. In
+ * informer mode from the node table's list of them, else from every node. */
+int pr__marked_nodes(pr_ctl *c, pr_world *w)
+{
+	size_t i;
+	if(!c->cfg.scale_down)
+		return 0;
+	if(pr__incremental(c, w)) {
+		hmap_iter it;
+		const char *name;
+		hmap_iter_init(&it, &c->made);
+		while(hmap_iter_next(&it, &name, NULL)) {
+			const kube_node *n = (const kube_node *)kube_informer_get(c->inf.nodes, "", name);
+			if(n && pr__scaledown_digest(w, n))
+				return PRD_ENOMEM;
+		}
+	} else {
+		for(i = 0; i < w->nnodes; i++)
+			if(pr__scaledown_digest(w, w->nodes[i]))
+				return PRD_ENOMEM;
+	}
+	/* One order whichever way they were found: removals at a group's min
+	 * size depend on it. */
+	if(w->nmarked)
+		qsort(w->marked, w->nmarked, sizeof(*w->marked), pr__marked_cmp);
+	return 0;
+}
