@@ -3,13 +3,16 @@
  * scale-up). Everything here runs on the controller's worker thread.
  *
  * A pass is a pipeline of stages (docs/development.md, "The pass"), each
- * one file with one entry point, run in this order by controller.c's pass
- * driver (pr_ctl_pass):
+ * a file with one entry point, run in this order by controller.c's pass
+ * driver (pr_ctl_pass). Under "the stages" below, each file also declares
+ * what later stages use from it and what the driver frees at the end of
+ * the pass with:
  *   world.c         pr__world_load    caches (or the API) -> pr_world
  *                                     (world_nodes.c: groups, node table)
  *   snapshot.c      pr__snapshot_build  pr_world -> w->snap (kept base,
- *                                     fingerprints, verify mode); bookings
- *                                     on first use (pr__snap)
+ *                                     fingerprints, verify mode), called by
+ *                                     world.c while the caches are locked;
+ *                                     bookings on first use (pr__snap)
  *   decide.c        pr__decide        each request through the class
  *                                     registry -> queued writes, store rows
  *   write.c         pr__write         queued marks and statuses -> the API;
