@@ -2902,6 +2902,34 @@ static void test_deleted_booking_and_failover_state(void)
 	stop();
 }
 
+/* A new term: the status shows the request booked on other nodes than
+ * this store remembers (another replica booked it anew while this one did
+ * not lead). The status wins, so the next request gets the room the old
+ * local rows named. Broken controller caught: one that keeps its live
+ * local rows (the room the status records is handed out twice). */
+static void test_new_term_status_booking_wins(void)
+{
+	start(NULL, NULL);
+	add_node("n1", "4", NULL);
+	add_node("n2", "4", NULL);
+	add_template("k", "four", "4");
+	add_pr("k", "a", PR_CLASS_CHECK, "four", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("k", "a", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(detail_of("k", "a", "provreqd.io/booking"), "0:n1=1");
+	/* Another replica's answer: a on n2. */
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/k/provisioningrequests/a/status",
+				   "{\"status\":{\"provisioningClassDetails\":{\"provreqd.io/booking\":\"0:n2=1\"}}}"),
+			0);
+	pr_ctl_rebuild_from_api(ctl);
+	add_pr("k", "b", PR_CLASS_CHECK, "four", 1, NULL);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("k", "b", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(detail_of("k", "b", "provreqd.io/booking"), "0:n1=1");
+	stop();
+}
+
 static int64_t rows_in(const char *table)
 {
 	int64_t counts[STATE_NTABLES];
@@ -4213,6 +4241,7 @@ static const test_case cases[] = {
 	{ "actors: a call that lands after its plan was rolled back is swept", test_marks_late_call_after_rollback_is_swept },
 	{ "actors: a forged plan in a request's status is refused", test_forged_plan_is_refused },
 	{ "actors: a call carrying an older leader term is refused once the group is fenced", test_stale_term_call_is_refused },
+	{ "actors: on a new term the status's booking replaces the local one", test_new_term_status_booking_wins },
 	{ "async: a plan whose room is taken waits for it, then scales up again", test_async_taken_room_waits_then_retries },
 	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },
 	{ "dst: room on existing nodes is held during a scale-up", test_async_existing_room_is_held },
