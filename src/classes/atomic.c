@@ -744,7 +744,7 @@ static void others_and_surplus(const pr_class_host *h, const pr_class_req *req, 
 		prd_cloud_error de;
 		memset(&de, 0, sizeof(de));
 		metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(g->id, "duplicate_instances"), (double)nd);
-		if(pr_group_delete(g, ids, nd, false, &de) == 0) {
+		if(pr_group_delete(g, ids, nd, &de) == 0) {
 			snprintf(msg, sizeof(msg),
 				 "a repeated increase made %zu more instance%s of this scale-up than it asked for in %s; "
 				 "deleting %s",

@@ -908,7 +908,7 @@ static void sweep_group(const pr_class_host *h, pr_class_group *g, int64_t grace
 		metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(g->id, "late_call"), (double)nd);
 		log_warn("deleting instances of scale-up plans that had already ended (a late call)", "group", g->id,
 			 "instances", LOGI(nd), "result",
-			 pr_group_delete(g, ids, nd, false, &de) ? de.message : "ok");
+			 pr_group_delete(g, ids, nd, &de) ? de.message : "ok");
 		g->target_stale = true;
 	}
 }
@@ -946,9 +946,7 @@ int at_increase(pr_class_group *g, const state_intent *in, int32_t delta, int32_
 		rq.expected_target = expected;
 		rq.owner = token;
 		rq.fence_key = g->fence_key;
-		rq.fence_term = g->fence_term;
-		if(!CLOUD_DRIVER_HAS(api, decrease))
-			rq.struct_size = (uint32_t)offsetof(prd_cloud_increase, fence_key); /* a 1.3 driver */
+		rq.fence_term = g->fence_term; /* (a 1.3 driver does not read them) */
 		rc = api->increase(g->drv->state, &rq, de);
 	} else {
 		rc = api->atomic_increase_size ? api->atomic_increase_size(g->drv->state, g->id, delta, de)
@@ -1482,7 +1480,7 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 	if(nd && h->may_act(h->ctx)) {
 		int rc;
 		memset(&de, 0, sizeof(de));
-		rc = pr_group_delete(g, ids, nd, !pr_group_deletes_ids(g), &de);
+		rc = pr_group_delete(g, ids, nd, &de);
 		if(rc) {
 			de.message[sizeof(de.message) - 1] = '\0';
 			cloud_driver_error(g->drv, "delete instances", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);

@@ -91,10 +91,10 @@ int64_t pr_plan_began(const char *plan_id);
 int pr_group_list(pr_class_group *g, prd_err *err);
 /* Delete the group's instances by id: through the driver's delete_fenced
  * with the group's fencing token when it fences (ABI 1.4), else
- * delete_instances; a driver without either deletes only what has a Node
- * (the ids are then node names: `by_node`). 0 or a PRD_CLOUD_E* code with
- * *de filled. */
-int pr_group_delete(pr_class_group *g, const char *const *ids, size_t n, bool by_node, prd_cloud_error *de);
+ * delete_instances. A driver with neither (pr_group_deletes_ids false)
+ * deletes only what has a Node: `ids` are then node names, through
+ * delete_nodes. 0 or a PRD_CLOUD_E* code with *de filled. */
+int pr_group_delete(pr_class_group *g, const char *const *ids, size_t n, prd_cloud_error *de);
 /* Whether pr_group_delete can delete by instance id (else only by node). */
 bool pr_group_deletes_ids(const pr_class_group *g);
 

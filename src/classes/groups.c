@@ -199,12 +199,12 @@ bool pr_group_deletes_ids(const pr_class_group *g)
 	       (CLOUD_DRIVER_HAS(api, delete_fenced) && api->delete_fenced);
 }
 
-int pr_group_delete(pr_class_group *g, const char *const *ids, size_t n, bool by_node, prd_cloud_error *de)
+int pr_group_delete(pr_class_group *g, const char *const *ids, size_t n, prd_cloud_error *de)
 {
 	const prd_cloud_driver *api = g->drv->api;
 	int rc;
 	memset(de, 0, sizeof(*de));
-	if(by_node || !pr_group_deletes_ids(g)) {
+	if(!pr_group_deletes_ids(g)) {
 		rc = api->delete_nodes(g->drv->state, g->id, ids, n, de);
 	} else if(CLOUD_DRIVER_HAS(api, delete_fenced) && api->delete_fenced &&
 		  (g->fence_term || !CLOUD_DRIVER_HAS(api, delete_instances) || !api->delete_instances)) {

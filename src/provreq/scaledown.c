@@ -238,8 +238,7 @@ static void remove_node(pr_ctl *c, pr_world *w, const pr_marked *m)
 	if(!pr__may_act(c))
 		return;
 	memset(&de, 0, sizeof(de));
-	rc = pr_group_deletes_ids(g) ? pr_group_delete(g, &id, 1, false, &de)
-				     : pr_group_delete(g, &m->name, 1, true, &de);
+	rc = pr_group_delete(g, pr_group_deletes_ids(g) ? &id : &m->name, 1, &de);
 	if(rc) {
 		prd_err e;
 		de.message[sizeof(de.message) - 1] = '\0';
