@@ -17,8 +17,14 @@
 #
 # Prints the issue's figures as `bench=` lines: wall time from creating the
 # requests to every one of them being final, provreqd's CPU seconds
-# (utime+stime from /proc/PID/stat) spent in each phase, and its peak RSS
-# (VmHWM). Figures are printed, never asserted (machines here are shared).
+# (utime+stime from /proc/PID/stat) spent in each phase (the 1,000-node one
+# a single plan), its peak RSS (VmHWM), the API writes provreqd sent per
+# node the plan added (atomic_api_writes_per_node: its driver's creates, its
+# marks, status writes, events, lease renewals) and the seconds from the
+# last node's Ready transition to the request's Provisioned transition
+# (atomic_provisioned_after_last_ready_s, both times as the apiserver
+# recorded them, whole seconds). Figures are printed, never asserted
+# (machines here are shared).
 set -euo pipefail
 # shellcheck source=../testlib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
@@ -119,18 +125,48 @@ curl -fsS --max-time 5 "http://$PR_HTTP/metrics" 2>/dev/null |
 	     /^provreqd_api_request_duration_seconds_(count|sum)\{verb="PATCH"/ { printf "bench=checkcapacity_patch %s %s\n", $1, $2 }' || true
 
 # ------------------------------------------------- atomic, to 1,000 nodes
+# Writes provreqd sent to the apiserver so far (the drivers' included: they
+# call through provreqd's client), every verb but GET/LIST/WATCH.
+api_writes() {
+	curl -fsS --max-time 5 "http://$PR_HTTP/metrics" 2>/dev/null |
+		awk '/^provreqd_api_requests_total\{/ && /verb="(POST|PUT|PATCH|DELETE)"/ { n += $2 } END { print n + 0 }'
+}
+api_writes_by_verb() {
+	curl -fsS --max-time 5 "http://$PR_HTTP/metrics" 2>/dev/null |
+		awk '/^provreqd_api_requests_total\{/ && /verb="(POST|PUT|PATCH|DELETE)"/ {
+			v = $1; sub(/.*verb="/, "", v); sub(/".*/, "", v); n[v] += $2 }
+		     END { for (v in n) printf "%s=%d ", v, n[v]; print "" }'
+}
+# RFC 3339 (whole seconds, as the apiserver keeps condition times) to epoch.
+epoch() { date -d "$1" +%s; }
 cpu0=$(pr_cpu_seconds "$pid")
 conn0=$(api_conns)
+w0=$(api_writes)
+t_log "writes before the plan: $(api_writes_by_verb)"
 t0=$(now)
 pr_request first atomic-scale-up whole "$first"
 t_wait 900 "first: Provisioned=True/CapacityIsProvisioned" pr_cond_is first Provisioned True/CapacityIsProvisioned
 t1=$(now)
 cpu1=$(pr_cpu_seconds "$pid")
+w1=$(api_writes)
+t_log "writes after the plan: $(api_writes_by_verb)"
 t_eq "the group has exactly $first nodes" "$first" "$(pr_count "$big")"
+# The last node's Ready transition and the request's Provisioned transition,
+# both as the apiserver recorded them.
+last_ready=$(kubectl get nodes -l "$PR_GROUP_LABEL=$big" -o json |
+	jq -r '[.items[].status.conditions[]? | select(.type == "Ready" and .status == "True") | .lastTransitionTime] | max')
+provisioned_at=$(kubectl get provreq -n "$PR_NS" first -o json |
+	jq -r '.status.conditions[] | select(.type == "Provisioned") | .lastTransitionTime')
 echo "bench=atomic_nodes $first"
 echo "bench=atomic_provisioned_s $(elapsed "$t0" "$t1")"
+# One plan of $first nodes (not two smaller ones): provreqd's CPU from the
+# request's creation to its Provisioned.
 echo "bench=atomic_provreqd_cpu_s $(elapsed "$cpu0" "$cpu1")"
 echo "bench=atomic_api_connections $(($(api_conns) - conn0))"
+echo "bench=atomic_api_writes $((w1 - w0))"
+echo "bench=atomic_api_writes_per_node $(awk -v w="$((w1 - w0))" -v n="$first" 'BEGIN { printf "%.3f", w / n }')"
+echo "bench=atomic_last_ready $last_ready provisioned $provisioned_at"
+echo "bench=atomic_provisioned_after_last_ready_s $(($(epoch "$provisioned_at") - $(epoch "$last_ready")))"
 echo "bench=provreqd_vmhwm_kb $(pr_hwm_kb "$pid")"
 
 # details KEY: the request's provisioningClassDetails keys starting with KEY.

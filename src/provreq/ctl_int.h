@@ -46,6 +46,9 @@ typedef pr_class_group pr_group;
 typedef struct pr_marked {
 	const char *name, *uid;
 	bool cordoned, opted_out, unschedulable;
+	/* Known by the owner label alone (stamped at creation, before the
+	 * plan's outcome is known), not by the annotation written on success. */
+	bool by_label;
 } pr_marked;
 
 /* Everything read at the start of a pass. */

@@ -556,7 +556,7 @@ static void h_event_on(pr_class_ctx *x, const kube_provreq *pr, const char *type
 static void h_mark_node(pr_class_ctx *x, const char *node)
 {
 	if(x->pr)
-		pr__mark_node(x->c, x->pr, node);
+		pr__mark_node(x->c, x->w, x->pr, node);
 }
 
 /* Add or remove provreqd's finalizer: read the object fresh (its current

@@ -1,10 +1,27 @@
 /* Scale-down of the nodes provreqd added (issue: "nodes stay forever").
  *
- * A node a plan made carries provreqd.io/provisioned-for (namespace/name of
- * the request) and provreqd.io/provisioned-for-uid, written when the plan
- * succeeds. Such a node is idle when the booking of that request has ended
- * (the request is gone or final) and no pod other than DaemonSet and mirror
- * pods runs on it. After --scale-down-idle of idleness it is cordoned; on
+ * Which nodes a plan made, and for which request:
+ *  - where the cloud marks what it creates (PRD_CLOUD_CAP_OWNER_MARK and
+ *    the mark reaches the Node: kwok stamps the label on the Node it
+ *    creates, Karpenter copies its NodeClaim's labels), the Node's
+ *    provreqd.io/owner label, whose token begins with the request's uid.
+ *    Nothing more is written: the node costs one API write, its creation.
+ *  - elsewhere (Cluster API: a MachineDeployment's node labels are the same
+ *    for every Machine, whatever plan asked for it), the annotations
+ *    provreqd.io/provisioned-for (namespace/name of the request) and
+ *    provreqd.io/provisioned-for-uid, written on each node when the plan
+ *    succeeds (pr__mark_node).
+ * Both live in the API, so a new leader or a restarted replica knows them
+ * with no state of its own.
+ *
+ * Such a node is idle when the booking of that request has ended and no pod
+ * other than DaemonSet and mirror pods runs on it. The booking has ended
+ * when the request is gone or final (Failed, BookingExpired,
+ * CapacityRevoked); for a node known by the annotation also when the
+ * request is no longer Provisioned (the annotation is written only on
+ * success). A labelled node of a request that is not final may belong to a
+ * plan still under way or being rolled back (the rollback deletes it): it
+ * is never idle. After --scale-down-idle of idleness it is cordoned; on
  * the next pass, still idle, it is deleted through its driver (never below
  * the group's min size). Nothing is ever evicted: a pod arriving on a
  * cordoned node uncordons it. The node annotation
@@ -34,9 +51,37 @@ static const char *node_ann(const kube_node *n, const char *key)
 	return NULL;
 }
 
+static const char *node_label(const kube_node *n, const char *key)
+{
+	size_t i;
+	for(i = 0; i < n->nlabels; i++)
+		if(!strcmp(n->labels[i].key, key))
+			return n->labels[i].value;
+	return NULL;
+}
+
+const char *pr__node_made_for(const kube_node *n, char *out, size_t len, bool *by_label)
+{
+	const char *uid = node_ann(n, PR_ANN_PROVISIONED_FOR_UID), *tok, *dot;
+	*by_label = false;
+	if(uid && uid[0])
+		return uid;
+	/* pr_owner_token made '/' the first '.': what comes before it is the
+	 * request's uid. A label that is no token of provreqd's names no one. */
+	tok = node_label(n, PR_LABEL_OWNER);
+	if(!tok || !(dot = strchr(tok, '.')) || dot == tok || (size_t)(dot - tok) >= len)
+		return NULL;
+	memcpy(out, tok, (size_t)(dot - tok));
+	out[dot - tok] = '\0';
+	*by_label = true;
+	return out;
+}
+
 int pr__scaledown_digest(pr_world *w, const kube_node *n)
 {
-	const char *uid = node_ann(n, PR_ANN_PROVISIONED_FOR_UID);
+	char uidb[PR_OWNER_MAX];
+	bool by_label;
+	const char *uid = pr__node_made_for(n, uidb, sizeof(uidb), &by_label);
 	pr_marked *m;
 	if(!uid)
 		return 0;
@@ -55,6 +100,7 @@ int pr__scaledown_digest(pr_world *w, const kube_node *n)
 	m->cordoned = node_ann(n, PR_ANN_SCALE_DOWN_CORDONED) != NULL;
 	m->opted_out = str_eq(node_ann(n, PR_ANN_SCALE_DOWN_DISABLED), "true");
 	m->unschedulable = n->unschedulable;
+	m->by_label = by_label;
 	if(!m->name || !m->uid)
 		return PRD_ENOMEM;
 	w->nmarked++;
@@ -105,16 +151,41 @@ struct pr_node_mark {
 	prd_err err;
 };
 
+/* The Node named `name` as this pass reads it, or NULL. */
+static const kube_node *pass_node(pr_ctl *c, pr_world *w, const char *name)
+{
+	size_t i;
+	if(pr__incremental(c, w))
+		return (const kube_node *)kube_informer_get(c->inf.nodes, "", name);
+	/* Without informers (the in-memory API of tests and simulate) the
+	 * nodes are only a list; plans there are small. */
+	for(i = 0; i < w->nnodes; i++)
+		if(!strcmp(w->nodes[i]->meta.name, name))
+			return w->nodes[i];
+	return NULL;
+}
+
 /* Marks are written at the end of the pass with the status writes, several
  * at a time: a plan of 1,000 nodes succeeds with 1,000 PATCHes, seconds
- * of round trips one after another. Out of memory, one is written now. */
-void pr__mark_node(pr_ctl *c, const kube_provreq *pr, const char *node)
+ * of round trips one after another. Out of memory, one is written now.
+ * A node whose owner label already names the request needs none: that
+ * label came with its creation, and scale-down reads it. */
+void pr__mark_node(pr_ctl *c, pr_world *w, const kube_provreq *pr, const char *node)
 {
 	struct pr_node_mark m;
-	char js[1200];
+	char js[1200], uidb[PR_OWNER_MAX];
+	const kube_node *n;
+	const char *uid;
+	bool by_label;
 	prd_err e;
 	if(!c->cfg.scale_down)
 		return;
+	n = pass_node(c, w, node);
+	uid = n ? pr__node_made_for(n, uidb, sizeof(uidb), &by_label) : NULL;
+	if(uid && pr->meta.uid && !strcmp(uid, pr->meta.uid)) {
+		c->stats.marks_stamped++;
+		return;
+	}
 	snprintf(js, sizeof(js), "{\"metadata\":{\"annotations\":{\"%s\":\"%s/%s\",\"%s\":\"%s\"}}}", PR_ANN_PROVISIONED_FOR,
 		 pr->meta.ns, pr->meta.name, PR_ANN_PROVISIONED_FOR_UID, pr->meta.uid);
 	memset(&m, 0, sizeof(m));
@@ -134,7 +205,9 @@ void pr__mark_node(pr_ctl *c, const kube_provreq *pr, const char *node)
 	}
 	free(m.node);
 	free(m.patch);
-	if(patch_node(c, node, js, &e))
+	if(!patch_node(c, node, js, &e))
+		c->stats.marks_written++;
+	else
 		log_warn("cannot mark a new node as provreqd's; it will not be scaled down", "node", node, "error", e.msg);
 }
 
@@ -159,7 +232,9 @@ void pr__marks_flush(pr_ctl *c)
 	}
 	pr__parallel(c->cfg.status_writers ? c->cfg.status_writers : 1, c->nmarks, mark_one, c);
 	for(i = 0; i < c->nmarks; i++)
-		if(c->marks[i].rc)
+		if(!c->marks[i].rc)
+			c->stats.marks_written++;
+		else
 			log_warn("cannot mark a new node as provreqd's; it will not be scaled down", "node",
 				 c->marks[i].node, "error", c->marks[i].err.msg);
 	pr__marks_discard(c);
@@ -185,14 +260,20 @@ static void node_event(pr_ctl *c, const char *node, const char *type, const char
 	kube_recorder_event(c->recorder, &ref, type, reason, "%s", msg);
 }
 
-/* Has the booking of the request the node was made for ended? */
-/* by_uid: the pass's requests by uid. */
-static bool booking_ended(const hmap *by_uid, const char *uid)
+/* Has the booking of the request the node was made for ended?
+ * by_uid: the pass's requests by uid. */
+static bool booking_ended(const hmap *by_uid, const pr_marked *m)
 {
-	const kube_provreq *pr = hmap_get(by_uid, uid);
+	const kube_provreq *pr = hmap_get(by_uid, m->uid);
 	if(!pr)
 		return true; /* the request is gone */
-	return pr_is_terminal(pr) || pr_cond(pr, PR_COND_PROVISIONED) == NULL || !pr_cond_true(pr, PR_COND_PROVISIONED);
+	if(pr_is_terminal(pr))
+		return true;
+	/* The label was there from the node's creation: a request not yet
+	 * Provisioned may still be waiting for it (or rolling it back). */
+	if(m->by_label)
+		return false;
+	return pr_cond(pr, PR_COND_PROVISIONED) == NULL || !pr_cond_true(pr, PR_COND_PROVISIONED);
 }
 
 /* The group and instance a node belongs to, among the listed groups. */
@@ -312,7 +393,7 @@ void pr__scaledown(pr_ctl *c, pr_world *w)
 		const pr_marked *m = &w->marked[i];
 		int64_t *since = hmap_get(&c->idle_since, m->name);
 		bool busy = hmap_get(&w->blocking, m->name) != NULL;
-		if(m->opted_out || busy || !booking_ended(&uids, m->uid)) {
+		if(m->opted_out || busy || !booking_ended(&uids, m)) {
 			hmap_del(&c->idle_since, m->name);
 			if(m->cordoned && busy &&
 			   patch_node(c, m->name, "{\"spec\":{\"unschedulable\":null},\"metadata\":{\"annotations\":{\""

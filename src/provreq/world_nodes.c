@@ -9,6 +9,7 @@
  * and whether provreqd made it (c->nodes_by_name, c->born, c->made:
  * pr__node_table) and the nodes provreqd made (w->marked:
  * pr__marked_nodes). */
+#include "classes/class.h"
 #include "provreq/ctl_int.h"
 #include "provreq/convert.h"
 #include "provreq/scaledown.h"
@@ -294,11 +295,9 @@ pr_group *pr__find_group(pr_world *w, const char *id)
 
 static bool made_by_us(const kube_node *n)
 {
-	size_t i;
-	for(i = 0; i < n->nannotations; i++)
-		if(!strcmp(n->annotations[i].key, PR_ANN_PROVISIONED_FOR_UID))
-			return true;
-	return false;
+	char uidb[PR_OWNER_MAX];
+	bool by_label;
+	return pr__node_made_for(n, uidb, sizeof(uidb), &by_label) != NULL;
 }
 
 /* One node into the node tables. 0 or PRD_ENOMEM. */

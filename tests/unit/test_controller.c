@@ -1568,7 +1568,11 @@ static void a_register_in(size_t gi, int k)
 		snprintf(x->node, sizeof(x->node), "%s-node-%d", a_ids[gi], ++ac.seq);
 		x->state = PRD_CLOUD_INSTANCE_RUNNING;
 		if(gi == 0) {
-			add_node(x->node, "4", ", group: g");
+			/* A cloud that marks what it creates (ac.mark) stamps
+			 * the owner token on the Node too, as kwok does. */
+			snprintf(labels, sizeof(labels), ", group: g%s%s", ac.mark && x->owner[0] ? ", provreqd.io/owner: " : "",
+				 ac.mark ? x->owner : "");
+			add_node(x->node, "4", labels);
 		} else {
 			snprintf(labels, sizeof(labels), "{kubernetes.io/hostname: %s, group: gpu}", x->node);
 			snprintf(y, sizeof(y),
@@ -2791,6 +2795,70 @@ static void test_scale_down_idle_nodes(void)
 		CU_ASSERT_TRUE(metrics_get(M_SCALE_DOWNS, METRICS_L("g"), &v));
 		CU_ASSERT_EQUAL(v, 1);
 	}
+	stop_async();
+}
+
+/* A cloud that stamps the plan's owner token on the Nodes it creates: the
+ * plan's success writes nothing on them (one API write per node, its
+ * creation), scale-down still finds them by the label once the booking has
+ * ended, and a labelled node of a plan still under way is never idle.
+ * Broken controllers caught: one that still patches the provisioned-for
+ * mark onto every node (two writes per node), one whose scale-down knows
+ * only the annotation (the nodes stay forever), and one that takes the
+ * label for a finished plan (it cordons a node the request is still
+ * waiting for). */
+static void test_scale_down_by_owner_label(void)
+{
+	pr_config cfg;
+	prd_err e;
+	const char *n1, *n2;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 30 * MIN;
+	want_marks = true;
+	start_async(&cfg);
+	want_marks = false;
+	add_template("s", "two", "2");
+	add_pr("s", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	a_create(2, 0);
+	a_register(1);
+	n1 = ac.grp[0].v[0].node;
+	CU_ASSERT_TRUE(node_has(n1, "\"provreqd.io/owner\""));
+	/* Half the plan is there, empty, for longer than the idle time. */
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	clk_fake_advance(&fake, 11 * MIN);
+	pass();
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_FALSE(node_has(n1, "scale-down-cordoned"));
+	CU_ASSERT_EQUAL(ac.grp[0].deletes, 0);
+	a_register(1);
+	n2 = ac.grp[0].v[1].node;
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_FALSE(node_has(n1, "provreqd.io/provisioned-for"));
+	CU_ASSERT_FALSE(node_has(n2, "provreqd.io/provisioned-for"));
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->marks_written, 0);
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->marks_stamped, 2);
+	/* The booking ends (the request is deleted), one node runs a pod. */
+	add_pod_on("s", "worker", n2, NULL);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/s/provisioningrequests/job",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	clk_fake_advance(&fake, 10 * MIN + SEC);
+	pass();
+	CU_ASSERT_TRUE(node_has(n1, "scale-down-cordoned"));
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.grp[0].deletes, 1);
+	CU_ASSERT_EQUAL(ac.grp[0].v[0].state, PRD_CLOUD_INSTANCE_DELETING);
+	CU_ASSERT_NOT_EQUAL(ac.grp[0].v[1].state, PRD_CLOUD_INSTANCE_DELETING);
+	CU_ASSERT_FALSE(node_has(n2, "scale-down-cordoned"));
 	stop_async();
 }
 
@@ -4221,6 +4289,7 @@ static const test_case cases[] = {
 	{ "multi-group plan", test_multi_group_plan },
 	{ "multi-group rollback", test_multi_group_rollback },
 	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
+	{ "nodes the cloud stamped with the owner token: no mark write, still scaled down", test_scale_down_by_owner_label },
 	{ "node marks at the end of the pass, several at a time, never while fenced", test_marks_deferred },
 	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
 	{ "scale-down keeps the nodes another shard booked", test_scale_down_keeps_other_shards_bookings },
