@@ -4,6 +4,7 @@
  * against the daemon), so every name here stays local to the module. */
 #include "common/drv_util.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,4 +200,50 @@ void drv_release_string(void *state, char *s)
 {
 	(void)state;
 	free(s);
+}
+
+/* The work drv_parallel shares among its threads. */
+typedef struct drv_par_job {
+	void (*fn)(void *ud, size_t i);
+	void *ud;
+	size_t n;
+	pthread_mutex_t mu;
+	size_t next;
+} drv_par_job;
+
+static void *drv_par_worker(void *arg)
+{
+	drv_par_job *j = arg;
+	for(;;) {
+		size_t i;
+		pthread_mutex_lock(&j->mu);
+		i = j->next < j->n ? j->next++ : j->n;
+		pthread_mutex_unlock(&j->mu);
+		if(i >= j->n)
+			return NULL;
+		j->fn(j->ud, i);
+	}
+}
+
+void drv_parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *ud)
+{
+	pthread_t tid[DRV_PARALLEL_MAX];
+	drv_par_job j;
+	unsigned k, made = 0;
+	j.fn = fn;
+	j.ud = ud;
+	j.n = n;
+	j.next = 0;
+	pthread_mutex_init(&j.mu, NULL);
+	if(par > DRV_PARALLEL_MAX)
+		par = DRV_PARALLEL_MAX;
+	if(par > n)
+		par = (unsigned)n;
+	for(k = 1; k < par; k++)
+		if(pthread_create(&tid[made], NULL, drv_par_worker, &j) == 0)
+			made++;
+	drv_par_worker(&j);
+	for(k = 0; k < made; k++)
+		pthread_join(tid[k], NULL);
+	pthread_mutex_destroy(&j.mu);
 }

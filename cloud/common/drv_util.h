@@ -32,6 +32,14 @@ bool drv_query_escape(const char *s, char *out, size_t n);
 int drv_list(const prd_cloud_host *host, const char *path, int (*fn)(void *ud, json_object *item), void *ud,
 	     prd_cloud_error *err);
 
+/* Run fn(ud, i) for every i in [0, n) on up to `par` threads (the
+ * caller's among them; DRV_PARALLEL_MAX at most) and return when all have
+ * run. fn must be safe to call from several threads at once; the host's
+ * functions are. Without threads (pthread_create fails) the caller's
+ * thread runs them all. */
+#define DRV_PARALLEL_MAX 32
+void drv_parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *ud);
+
 /* Release functions for drivers whose groups, instances and strings are
  * plain malloc'ed memory (the descriptor's release_* entries). */
 void drv_instances_free(prd_cloud_instance *v, size_t n);

@@ -12,6 +12,7 @@
 #include "kwok/kwok_dra.h"
 #include "kwok/kwok_view.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,7 @@ static int kw_init(const prd_cloud_host *host, const char *config, void **state,
 	if(!k)
 		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	k->host = host;
+	k->create_parallelism = KWOK_CREATE_PARALLELISM;
 	rc = kwok_parse_config(k, config, err);
 	if(!rc)
 		rc = kwok_load_templates(k, &k->groups, &k->ngroups, err);
@@ -624,12 +626,8 @@ static void free_names(char **names, int32_t n)
 	free(names);
 }
 
-/* Create `n` Nodes of the group, labelled with `owner` when given;
- * *created (caller frees with free_names) lists the names of those that
- * were created, even when an error stops the loop part way. A random name
- * that already exists is replaced. */
 /* May the host still change the cloud (ABI 1.3 prd_cloud_host.may_act)?
- * Asked before each Node of a multi-Node call. */
+ * Asked before each Node of a multi-Node call, from any thread. */
 static bool host_may_act(const kwok *k)
 {
 	const prd_cloud_host *h = k->host;
@@ -638,70 +636,180 @@ static bool host_may_act(const kwok *k)
 	return h->may_act(h->ctx) != 0;
 }
 
+/* One Node of create_nodes: what is sent and what came back. */
+typedef struct kwok_mk {
+	char name[80];
+	json_object *node;      /* the Node sent (owned by the calling thread) */
+	char *body;             /* ... as JSON text (owned) */
+	size_t body_len;
+	int rc;                 /* the host's answer */
+	long status;
+	char *answer;           /* released with host->free */
+	size_t answer_len;
+	prd_cloud_error err;
+	bool sent;              /* false: not sent, the host may no longer act */
+} kwok_mk;
+
+/* The creates in flight: `v[idx[i]]` for the i-th of this round. The
+ * threads touch only their own kwok_mk and the `stop` flag. */
+typedef struct kwok_mk_round {
+	const kwok *k;
+	kwok_mk *v;
+	const size_t *idx;
+	pthread_mutex_t mu;
+	bool stop;
+} kwok_mk_round;
+
+static void create_one(void *ud, size_t i)
+{
+	kwok_mk_round *r = ud;
+	kwok_mk *m = &r->v[r->idx[i]];
+	const prd_cloud_host *h = r->k->host;
+	bool stop;
+	/* Asked one thread at a time: the first "no" stops every thread, and
+	 * no Node is sent after it. */
+	pthread_mutex_lock(&r->mu);
+	if(!r->stop && !host_may_act(r->k))
+		r->stop = true;
+	stop = r->stop;
+	pthread_mutex_unlock(&r->mu);
+	if(stop)
+		return;
+	m->sent = true;
+	memset(&m->err, 0, sizeof(m->err));
+	m->rc = h->kube_request(h->ctx, "POST", "/api/v1/nodes", "application/json", m->body, m->body_len, &m->status,
+				&m->answer, &m->answer_len, &m->err);
+}
+
+/* Forget what a round sent and got for m (the calling thread's). */
+static void mk_clear(const kwok *k, kwok_mk *m)
+{
+	json_object_put(m->node);
+	free(m->body);
+	if(m->answer)
+		k->host->free(k->host->ctx, m->answer);
+	m->node = NULL;
+	m->body = NULL;
+	m->answer = NULL;
+	m->answer_len = 0;
+}
+
+/* Draw m's name and build the Node to send (the calling thread: the
+ * template's JSON is shared, and json-c's reference counts are not
+ * atomic). */
+static int mk_prepare(kwok *k, kwok_group *g, const char *owner, kwok_mk *m, prd_cloud_error *err)
+{
+	const char *text;
+	char suffix[6];
+	kwok_random_suffix(k, suffix);
+	snprintf(m->name, sizeof(m->name), "%s-%s", g->id, suffix);
+	m->node = kwok_node_for_group(g, m->name, owner);
+	text = m->node ? json_object_to_json_string_ext(m->node, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+		       : NULL;
+	m->body = text ? kwok_strdup(text) : NULL;
+	if(!m->body)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	m->body_len = strlen(m->body);
+	m->sent = false;
+	m->rc = 0;
+	m->status = 0;
+	return 0;
+}
+
+/* A Node the apiserver created: the driver's view learns it, its
+ * ResourceSlices are published, and it is listed in names. */
+static int mk_created(kwok *k, kwok_group *g, kwok_mk *m, char **names, int32_t *ncreated, prd_cloud_error *err)
+{
+	json_object *made = m->answer && m->answer_len ? json_tokener_parse(m->answer) : NULL;
+	/* The apiserver's answer has the creation time. */
+	kwok_view_created(k, made ? made : m->node);
+	json_object_put(made);
+	if(k->slices && kwok_slices_create(k, g->id, m->name, err)) {
+		/* A node without the devices it should publish: gone again,
+		 * and this increase fails. */
+		prd_cloud_error de;
+		int rc = err->code ? err->code : PRD_CLOUD_EIO;
+		memset(&de, 0, sizeof(de));
+		delete_node(k, m->name, NULL, &de);
+		return rc;
+	}
+	names[*ncreated] = kwok_strdup(m->name);
+	g->live++;
+	if(!names[*ncreated])
+		/* The Node exists but we cannot remember it: it still counts
+		 * as live. */
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	(*ncreated)++;
+	return 0;
+}
+
+/* Create `n` Nodes of the group, labelled with `owner` when given, up to
+ * createParallelism at once (provreqd's client paces them within its rate
+ * limit); *created (caller frees with free_names) lists the names of
+ * those that were created, even when an error stops the call part way
+ * (then Nodes sent alongside the failed one may exist too: they are
+ * listed). A random name that already exists is replaced (8 times at
+ * most). Stops sending once the host may no longer act. */
 static int create_nodes(kwok *k, kwok_group *g, int32_t n, const char *owner, char ***created, int32_t *ncreated,
 			prd_cloud_error *err)
 {
 	char **names = calloc((size_t)n + 1, sizeof(*names));
-	int32_t i;
-	int rc = 0;
+	kwok_mk *v = calloc((size_t)n + 1, sizeof(*v));
+	size_t *idx = calloc((size_t)n + 1, sizeof(*idx)), npend = 0, i;
+	kwok_mk_round r;
+	int attempt, rc = 0;
 	*created = names;
 	*ncreated = 0;
-	if(!names)
+	if(!names || !v || !idx) {
+		free(v);
+		free(idx);
 		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-	for(i = 0; i < n && !rc; i++) {
-		int attempt;
-		if(!host_may_act(k)) {
-			/* The host's lease may be gone (a pause longer than it):
-			 * no more Nodes; what was made is listed as usual. */
-			rc = kwok_fail(err, PRD_CLOUD_EAGAIN,
-				       "kwok: group %s: stopped after %d of %d nodes: provreqd may no longer act "
-				       "(its leader-election lease may have expired)",
-				       g->id, (int)*ncreated, (int)n);
-			break;
-		}
-		for(attempt = 0;; attempt++) {
-			char name[80], suffix[6];
-			json_object *node, *made = NULL;
-			long status = 0;
-			kwok_random_suffix(k, suffix);
-			snprintf(name, sizeof(name), "%s-%s", g->id, suffix);
-			node = kwok_node_for_group(g, name, owner);
-			if(!node) {
-				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-				break;
-			}
-			rc = kwok_request(k, "POST", "/api/v1/nodes", NULL, node, &made, &status, err);
-			/* The apiserver's answer has the creation time. */
-			if(!rc)
-				kwok_view_created(k, made ? made : node);
-			json_object_put(made);
-			json_object_put(node);
-			if(rc && status == 409 && attempt < 8)
-				continue; /* the name is taken: draw another */
-			if(!rc && k->slices && kwok_slices_create(k, g->id, name, err)) {
-				/* A node without the devices it should publish: gone
-				 * again, and this increase fails. */
-				prd_cloud_error de;
-				memset(&de, 0, sizeof(de));
-				rc = err->code ? err->code : PRD_CLOUD_EIO;
-				delete_node(k, name, NULL, &de);
-				break;
-			}
-			if(!rc) {
-				names[i] = kwok_strdup(name);
-				if(!names[i]) {
-					/* The Node exists but we cannot remember it:
-					 * it still counts as live. */
-					g->live++;
-					rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-					break;
-				}
-				(*ncreated)++;
-				g->live++;
-			}
-			break;
-		}
 	}
+	memset(&r, 0, sizeof(r));
+	r.k = k;
+	r.v = v;
+	r.idx = idx;
+	pthread_mutex_init(&r.mu, NULL);
+	for(i = 0; i < (size_t)n; i++)
+		idx[npend++] = i;
+	for(attempt = 0; npend && !rc && !r.stop; attempt++) {
+		size_t again = 0;
+		for(i = 0; i < npend && !rc; i++)
+			rc = mk_prepare(k, g, owner, &v[idx[i]], err);
+		if(!rc)
+			drv_parallel(k->create_parallelism, npend, create_one, &r);
+		/* In order, on this thread: what each got. */
+		for(i = 0; i < npend; i++) {
+			kwok_mk *m = &v[idx[i]];
+			prd_cloud_error e;
+			if(!m->sent) {
+				mk_clear(k, m);
+				continue;
+			}
+			if(m->rc == 0) {
+				memset(&e, 0, sizeof(e));
+				if(mk_created(k, g, m, names, ncreated, &e) && !rc)
+					rc = kwok_fail(err, e.code ? e.code : PRD_CLOUD_EIO, "%s", e.message);
+			} else if(m->status == 409 && attempt < 8 && !rc) {
+				idx[again++] = idx[i]; /* the name is taken: draw another */
+			} else if(!rc) {
+				rc = kwok_fail(err, m->rc, "POST /api/v1/nodes: %s",
+					       m->err.message[0] ? m->err.message : "no answer");
+			}
+			mk_clear(k, m);
+		}
+		npend = again;
+	}
+	if(!rc && r.stop)
+		/* The host's lease may be gone (a pause longer than it): no
+		 * more Nodes; what was made is listed as usual. */
+		rc = kwok_fail(err, PRD_CLOUD_EAGAIN,
+			       "kwok: group %s: stopped after %d of %d nodes: provreqd may no longer act "
+			       "(its leader-election lease may have expired)",
+			       g->id, (int)*ncreated, (int)n);
+	pthread_mutex_destroy(&r.mu);
+	free(v);
+	free(idx);
 	return rc;
 }
 

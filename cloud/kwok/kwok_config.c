@@ -263,6 +263,15 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 				break;
 			}
 			k->create_initial = json_object_get_boolean(v);
+		} else if(!strcmp(key, "createParallelism")) {
+			if(!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
+			   json_object_get_int64(v) > DRV_PARALLEL_MAX) {
+				rc = kwok_fail(err, PRD_CLOUD_EINVAL,
+					       "kwok config: createParallelism must be an integer from 1 to %d",
+					       DRV_PARALLEL_MAX);
+				break;
+			}
+			k->create_parallelism = (unsigned)json_object_get_int64(v);
 		} else if(!strcmp(key, "async")) {
 			rc = kwok_async_parse(k, v, err);
 		} else if(!strcmp(key, "resourceSlices")) {
@@ -288,7 +297,7 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 		} else {
 			rc = kwok_fail(err, PRD_CLOUD_EINVAL,
 				       "kwok config: unknown key '%s' (known: templateDir, templateConfigMap, "
-				       "createInitialNodes, faults, async, resourceSlices)",
+				       "createInitialNodes, createParallelism, faults, async, resourceSlices)",
 				       key);
 		}
 	}

@@ -35,6 +35,11 @@
 #define KWOK_OWNER_LABEL "provreqd.io/owner"
 #define KWOK_PROVIDER_PREFIX "kwok://"
 #define KWOK_DEFAULT_MAX 100
+/* createParallelism when the configuration does not say. provreqd's
+ * client paces every request (its QPS and burst) whatever the number in
+ * flight; 8 keeps the apiserver's round trips overlapped without holding
+ * many of its connections. */
+#define KWOK_CREATE_PARALLELISM 8
 /* "<group>-<5 chars>" must stay a DNS label (63). */
 #define KWOK_GROUP_NAME_MAX 57
 
@@ -137,6 +142,7 @@ typedef struct kwok {
 	char *cm_namespace;     /* templateConfigMap, or NULL */
 	char *cm_name;
 	bool create_initial;    /* createInitialNodes */
+	unsigned create_parallelism; /* createParallelism: Node creates in flight at once */
 	kwok_fault *faults;
 	size_t nfaults;
 	kwok_group *groups;

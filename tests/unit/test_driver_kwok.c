@@ -7,6 +7,7 @@
 #include "kube/memapi.h"
 #include "util/yamljson.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1710,9 +1711,90 @@ static void test_increase_stops_when_the_host_may_not_act(void)
 	cloud_host_set_fence(&host, NULL, NULL);
 }
 
+/* Node creates in flight at once, as the host saw them. */
+static pthread_mutex_t par_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t par_cv = PTHREAD_COND_INITIALIZER;
+static int par_inflight, par_max, par_posts, par_want;
+static bool par_released;
+
+/* The in-memory API, counting the Node creates in flight. The first ones
+ * are held until `par_want` are in flight together, so a driver that
+ * creates in parallel shows it whatever the machine's timing; a driver
+ * that sends one at a time never gets there, and its first create goes
+ * on after a safety wait (not a time the test asserts anything on). */
+static int counting_request(void *ud, const char *method, const char *path, const char *content_type,
+			    const char *body, size_t body_len, long *http_status, char **resp_body, size_t *resp_len,
+			    prd_cloud_error *err)
+{
+	bool post = !strcmp(method, "POST") && !strcmp(path, "/api/v1/nodes");
+	int rc;
+	if(post) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 2;
+		pthread_mutex_lock(&par_mu);
+		par_posts++;
+		if(++par_inflight > par_max)
+			par_max = par_inflight;
+		while(!par_released && par_inflight < par_want &&
+		      pthread_cond_timedwait(&par_cv, &par_mu, &until) == 0)
+			;
+		par_released = true;
+		pthread_cond_broadcast(&par_cv);
+		pthread_mutex_unlock(&par_mu);
+	}
+	rc = cloud_host_memapi_request(ud, method, path, content_type, body, body_len, http_status, resp_body, resp_len,
+				       err);
+	if(post) {
+		pthread_mutex_lock(&par_mu);
+		par_inflight--;
+		pthread_mutex_unlock(&par_mu);
+	}
+	return rc;
+}
+
+/* An increase creates its Nodes createParallelism at a time, never more.
+ * Broken drivers caught: one that creates one Node after another (a
+ * 1,000-node increase took 27 s of round trips), and one that sends them
+ * all at once, unbounded. */
+static void test_parallel_creates(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_err pe;
+	json_object *items;
+	size_t i, n;
+	fresh_api();
+	cloud_host_init(&host, "driver/kwok", &fake, counting_request, m);
+	par_inflight = par_max = par_posts = 0;
+	par_want = 4;
+	par_released = false;
+	CU_ASSERT_EQUAL_FATAL(load_cfg(&pe, "templateDir: %s\ncreateParallelism: 4\n", nodegroups_dir()), 0);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "general", 10, &e), 0);
+	CU_ASSERT_EQUAL(par_posts, 10);
+	CU_ASSERT_EQUAL(par_max, 4);
+	CU_ASSERT_EQUAL(count_nodes("general"), 10);
+	CU_ASSERT_EQUAL(target_of("general"), 10);
+	/* Ten different Nodes (listed in name order). */
+	items = group_nodes("general");
+	n = items ? json_object_array_length(items) : 0;
+	CU_ASSERT_EQUAL(n, 10);
+	for(i = 1; i < n; i++)
+		CU_ASSERT_STRING_NOT_EQUAL(
+			json_object_get_string(json_object_object_get(
+				json_object_object_get(json_object_array_get_idx(items, i), "metadata"), "name")),
+			json_object_get_string(json_object_object_get(
+				json_object_object_get(json_object_array_get_idx(items, i - 1), "metadata"), "name")));
+	json_object_put(items);
+	/* Out of range. */
+	fresh_api();
+	CU_ASSERT_NOT_EQUAL(load_cfg(&pe, "templateDir: %s\ncreateParallelism: 0\n", nodegroups_dir()), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "createParallelism"));
+}
+
 static const test_case cases[] = {
 	{ "an increase stops when the host may no longer act", test_increase_stops_when_the_host_may_not_act },
 	{ "resourceSlices of a node group", test_resource_slices },
+	{ "an increase creates its Nodes in parallel, bounded", test_parallel_creates },
 	{"increase creates nodes from the template", test_increase_creates_nodes},
 	{"instance states follow the Nodes", test_instances_states},
 	{"delete removes exactly the named nodes", test_delete_exact},
