@@ -2798,6 +2798,31 @@ static void test_scale_down_idle_nodes(void)
 	stop_async();
 }
 
+/* The pass that sees a plan's last node Ready decides the request:
+ * Provisioned with no time passing (no poll timer, no throttled progress
+ * write in between). Broken controller caught: one that finishes a plan
+ * only when its poll timer comes round (the 1,000-node plan turned
+ * Provisioned seconds after its last node was Ready). */
+static void test_provisioned_in_the_pass_of_the_last_ready(void)
+{
+	start_async(NULL);
+	add_template("s", "two", "2");
+	add_pr("s", "job", PR_CLASS_ATOMIC, "two", 6, NULL); /* 3 nodes */
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	a_create(3, 0);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	a_register(2);
+	clk_fake_advance(&fake, 300 * PRD_NS_PER_MS);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "False/ScaleUpInProgress");
+	a_register(1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	stop_async();
+}
+
 /* A cloud that stamps the plan's owner token on the Nodes it creates: the
  * plan's success writes nothing on them (one API write per node, its
  * creation), scale-down still finds them by the label once the booking has
@@ -4289,6 +4314,7 @@ static const test_case cases[] = {
 	{ "multi-group plan", test_multi_group_plan },
 	{ "multi-group rollback", test_multi_group_rollback },
 	{ "scale-down of idle nodes", test_scale_down_idle_nodes },
+	{ "Provisioned in the pass that sees the plan's last node Ready", test_provisioned_in_the_pass_of_the_last_ready },
 	{ "nodes the cloud stamped with the owner token: no mark write, still scaled down", test_scale_down_by_owner_label },
 	{ "node marks at the end of the pass, several at a time, never while fenced", test_marks_deferred },
 	{ "scale-down keeps booked nodes", test_scale_down_keeps_booked_nodes },
