@@ -74,6 +74,12 @@ struct memapi {
 	size_t nkinds;
 	hmap stores[MAX_KINDS]; /* "ns/name" → json_object (owned) */
 	int nstores;
+	/* Each store's keys in order, for lists (NULL: not made since the
+	 * store last changed; the keys point into the store). A client pages
+	 * through a list of 600,000 pods in 120 requests: sorting every key
+	 * for each page made the in-memory server's list quadratic. */
+	const char **sorted[MAX_KINDS];
+	size_t nsorted[MAX_KINDS];
 	uint64_t rv;
 	mem_event *log;        /* ring buffer of the last log_cap events */
 	size_t log_cap, log_len, log_head;
@@ -134,8 +140,10 @@ void memapi_free(memapi *m)
 	mem_fault *f, *n;
 	if(!m)
 		return;
-	for(i = 0; i < MAX_KINDS; i++)
+	for(i = 0; i < MAX_KINDS; i++) {
 		hmap_free(&m->stores[i]);
+		free(m->sorted[i]);
+	}
 	for(i = 0; i < m->log_len; i++)
 		json_object_put(m->log[(m->log_head + i) % m->log_cap].obj);
 	free(m->log);
@@ -459,6 +467,9 @@ static void log_event(memapi *m, int store, const char *type, json_object *obj)
 {
 	mem_event *e;
 	size_t idx;
+	/* Every change of a store is logged: its order is made again. */
+	free(m->sorted[store]);
+	m->sorted[store] = NULL;
 	if(m->log_len == m->log_cap) {
 		e = &m->log[m->log_head];
 		json_object_put(e->obj);
@@ -919,7 +930,7 @@ static int do_list(memapi *m, mem_req *q, long *status, char **resp, size_t *res
 	const char *k;
 	void *v;
 	const char **keys;
-	size_t n = 0, i, emitted = 0;
+	size_t n = 0, i, first, emitted = 0;
 	sel *ls = NULL;
 	prd_err e;
 	json_object *list, *items, *md;
@@ -932,15 +943,32 @@ static int do_list(memapi *m, mem_req *q, long *status, char **resp, size_t *res
 		snprintf(msg, sizeof(msg), "unable to parse requirement: %s", e.msg);
 		return status_answer(400, NULL, msg, status, resp, resp_len);
 	}
-	keys = malloc((hmap_len(st) + 1) * sizeof(*keys));
-	if(!keys) {
-		sel_free(ls);
-		return status_answer(500, NULL, "out of memory", status, resp, resp_len);
+	if(!(keys = m->sorted[q->kind->store])) {
+		keys = malloc((hmap_len(st) + 1) * sizeof(*keys));
+		if(!keys) {
+			sel_free(ls);
+			return status_answer(500, NULL, "out of memory", status, resp, resp_len);
+		}
+		hmap_iter_init(&it, st);
+		while(hmap_iter_next(&it, &k, &v))
+			keys[n++] = k;
+		qsort(keys, n, sizeof(*keys), cmp_str);
+		m->sorted[q->kind->store] = keys;
+		m->nsorted[q->kind->store] = n;
 	}
-	hmap_iter_init(&it, st);
-	while(hmap_iter_next(&it, &k, &v))
-		keys[n++] = k;
-	qsort(keys, n, sizeof(*keys), cmp_str);
+	n = m->nsorted[q->kind->store];
+	/* A continued list starts after its token's key. */
+	first = 0;
+	if(q->cont) {
+		size_t hi = n;
+		while(first < hi) {
+			size_t mid = first + (hi - first) / 2;
+			if(strcmp(keys[mid], q->cont) <= 0)
+				first = mid + 1;
+			else
+				hi = mid;
+		}
+	}
 	list = json_object_new_object();
 	items = json_object_new_array();
 	api_version_of(&q->kind->r, av, sizeof(av));
@@ -950,14 +978,12 @@ static int do_list(memapi *m, mem_req *q, long *status, char **resp, size_t *res
 	md = json_object_new_object();
 	snprintf(rvb, sizeof(rvb), "%llu", (unsigned long long)m->rv);
 	set_str(md, "resourceVersion", rvb);
-	for(i = 0; i < n; i++) {
+	for(i = first; i < n; i++) {
 		json_object *o = hmap_get(st, keys[i]);
 		json_object *labels = json_object_object_get(json_object_object_get(o, "metadata"), "labels");
 		if(q->ns[0] && !str_starts_with(keys[i], q->ns))
 			continue;
 		if(q->ns[0] && keys[i][strlen(q->ns)] != '/')
-			continue;
-		if(q->cont && strcmp(keys[i], q->cont) <= 0)
 			continue;
 		if(ls && !sel_matches_json(ls, labels))
 			continue;
@@ -974,7 +1000,6 @@ static int do_list(memapi *m, mem_req *q, long *status, char **resp, size_t *res
 		json_object_array_add(items, json_object_get(o));
 		emitted++;
 	}
-	free(keys);
 	sel_free(ls);
 	if(bad) {
 		json_object_put(items);
