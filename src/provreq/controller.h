@@ -68,7 +68,7 @@ typedef struct pr_stats {
 	uint64_t scaleups_rolled_back;
 	uint64_t scaledown_nodes;       /* idle nodes of provreqd's removed */
 	uint64_t marks_written;         /* provisioned-for annotations written on a plan's nodes */
-	uint64_t marks_stamped;         /* a plan's nodes whose owner label made that write needless */
+	uint64_t marks_stamped;         /* a plan's nodes that named the request already (the owner label stamped on creation): no write */
 	uint64_t requests_seen;         /* of our classes, last pass */
 	uint64_t requests_decided;      /* of those, decided (the rest were not affected), last pass */
 	uint64_t bookings_held;         /* last pass */

@@ -151,20 +151,6 @@ struct pr_node_mark {
 	prd_err err;
 };
 
-/* The Node named `name` as this pass reads it, or NULL. */
-static const kube_node *pass_node(pr_ctl *c, pr_world *w, const char *name)
-{
-	size_t i;
-	if(pr__incremental(c, w))
-		return (const kube_node *)kube_informer_get(c->inf.nodes, "", name);
-	/* Without informers (the in-memory API of tests and simulate) the
-	 * nodes are only a list; plans there are small. */
-	for(i = 0; i < w->nnodes; i++)
-		if(!strcmp(w->nodes[i]->meta.name, name))
-			return w->nodes[i];
-	return NULL;
-}
-
 /* Marks are written at the end of the pass with the status writes, several
  * at a time: a plan of 1,000 nodes succeeds with 1,000 PATCHes, seconds
  * of round trips one after another. Out of memory, one is written now.
@@ -172,26 +158,27 @@ static const kube_node *pass_node(pr_ctl *c, pr_world *w, const char *name)
  * label came with its creation, and scale-down reads it. */
 void pr__mark_node(pr_ctl *c, pr_world *w, const kube_provreq *pr, const char *node)
 {
-	struct pr_node_mark m;
-	char js[1200], uidb[PR_OWNER_MAX];
-	const kube_node *n;
-	const char *uid;
-	bool by_label;
+	struct pr_node_mark nm;
+	pr_marked key = { 0 };
+	const pr_marked *m;
+	char js[1200];
 	prd_err e;
 	if(!c->cfg.scale_down)
 		return;
-	n = pass_node(c, w, node);
-	uid = n ? pr__node_made_for(n, uidb, sizeof(uidb), &by_label) : NULL;
-	if(uid && pr->meta.uid && !strcmp(uid, pr->meta.uid)) {
+	/* What the world read of the node (w->marked: every node a plan of
+	 * provreqd's made, by name; the caches are not to be read here). */
+	key.name = node;
+	m = w->nmarked ? bsearch(&key, w->marked, w->nmarked, sizeof(*w->marked), pr__marked_cmp) : NULL;
+	if(m && pr->meta.uid && !strcmp(m->uid, pr->meta.uid)) {
 		c->stats.marks_stamped++;
 		return;
 	}
 	snprintf(js, sizeof(js), "{\"metadata\":{\"annotations\":{\"%s\":\"%s/%s\",\"%s\":\"%s\"}}}", PR_ANN_PROVISIONED_FOR,
 		 pr->meta.ns, pr->meta.name, PR_ANN_PROVISIONED_FOR_UID, pr->meta.uid);
-	memset(&m, 0, sizeof(m));
-	m.node = str_dup(node);
-	m.patch = str_dup(js);
-	if(m.node && m.patch && c->nmarks == c->capmarks) {
+	memset(&nm, 0, sizeof(nm));
+	nm.node = str_dup(node);
+	nm.patch = str_dup(js);
+	if(nm.node && nm.patch && c->nmarks == c->capmarks) {
 		size_t nc = c->capmarks ? c->capmarks * 2 : 64;
 		struct pr_node_mark *nv = realloc(c->marks, nc * sizeof(*nv));
 		if(nv) {
@@ -199,12 +186,12 @@ void pr__mark_node(pr_ctl *c, pr_world *w, const kube_provreq *pr, const char *n
 			c->capmarks = nc;
 		}
 	}
-	if(m.node && m.patch && c->nmarks < c->capmarks) {
-		c->marks[c->nmarks++] = m;
+	if(nm.node && nm.patch && c->nmarks < c->capmarks) {
+		c->marks[c->nmarks++] = nm;
 		return;
 	}
-	free(m.node);
-	free(m.patch);
+	free(nm.node);
+	free(nm.patch);
 	if(!patch_node(c, node, js, &e))
 		c->stats.marks_written++;
 	else
