@@ -12,7 +12,9 @@
  *                                  share: lists and watch events answered)
  *                                  and client_cpu_ms (the rest: what the
  *                                  controller spends against a real
- *                                  apiserver)
+ *                                  apiserver); synced_mb and peak_mb, the
+ *                                  resident set once synced and its peak
+ *                                  so far, less what the loaded server held
  *   bench=controller_one_by_one    creation -> Provisioned written, p50/p99/max
  *                                  over N check-capacity requests created one
  *                                  at a time (each: the informer sees it, one
@@ -31,7 +33,9 @@
  *                                  shard's bookings from the statuses
  *   bench=controller_rss           peak resident set; the in-memory server
  *                                  shares the process, so controller_mb is
- *                                  the peak less the loaded server's share
+ *                                  the peak less the loaded server's share;
+ *                                  one_controller_mb the same before the
+ *                                  second shard's controller started
  *
  * What `run` adds on top (the 100 ms quiet period after an event before a
  * pass) is not included: these are the controller's own costs.
@@ -565,7 +569,7 @@ int main(int argc, char **argv)
 {
 	long nodes = argc > 1 ? atol(argv[1]) : 5000, pods = argc > 2 ? atol(argv[2]) : 150000;
 	long reqs = argc > 3 ? atol(argv[3]) : 100, scale = argc > 4 ? atol(argv[4]) : 1000;
-	long sample = argc > 5 ? atol(argv[5]) : 50, i, server_kb;
+	long sample = argc > 5 ? atol(argv[5]) : 50, i, server_kb, one_ctl_kb;
 	bool tree = argc > 6 && strcmp(argv[6], "tree") == 0;
 	static const kube_kind kinds[4] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE, KUBE_KIND_PROVREQ };
 	const kube_resource *res[4] = { &KUBE_NODES, &KUBE_PODS, &KUBE_PODTEMPLATES, &KUBE_PROVREQS };
@@ -633,8 +637,9 @@ int main(int argc, char **argv)
 	c1 = ru.ru_utime.tv_sec * 1e3 + ru.ru_utime.tv_usec / 1e3 + ru.ru_stime.tv_sec * 1e3 + ru.ru_stime.tv_usec / 1e3 - c0;
 	server_ms = (double)(memapi_listwatch_server_ns(m) - server0) / 1e6;
 	printf("bench=controller_initial_sync decode=%s nodes=%ld pods=%ld wall_ms=%.0f cpu_ms=%.0f server_cpu_ms=%.0f "
-	       "client_cpu_ms=%.0f\n",
-	       tree ? "tree" : "text", nodes, pods, now_ms() - t0, c1, server_ms, c1 - server_ms);
+	       "client_cpu_ms=%.0f synced_mb=%.0f peak_mb=%.0f\n",
+	       tree ? "tree" : "text", nodes, pods, now_ms() - t0, c1, server_ms, c1 - server_ms,
+	       (rss_kb("VmRSS:") - server_kb) / 1024.0, (rss_kb("VmHWM:") - server_kb) / 1024.0);
 	fflush(stdout);
 
 	state_config_default(&sc);
@@ -667,13 +672,16 @@ int main(int argc, char **argv)
 
 	bench_one_by_one(m, &api, ctl, reqs);
 	bench_burst(m, &api, ctl, 200);
+	/* The second shard's controller below shares this process; a
+	 * deployment runs one controller per process. */
+	one_ctl_kb = rss_kb("VmHWM:") - server_kb;
 	bench_other_shard(m, &api, ctl, &pi);
 	if(scale > 0)
 		bench_registration(m, &api, ctl, scale, sample);
 	/* The in-memory server's objects live in this process too: the
 	 * controller's share is the peak less what the loaded server held. */
-	printf("bench=controller_rss peak_mb=%.0f server_mb=%.0f controller_mb=%.0f\n", rss_kb("VmHWM:") / 1024.0,
-	       server_kb / 1024.0, (rss_kb("VmHWM:") - server_kb) / 1024.0);
+	printf("bench=controller_rss peak_mb=%.0f server_mb=%.0f controller_mb=%.0f one_controller_mb=%.0f\n",
+	       rss_kb("VmHWM:") / 1024.0, server_kb / 1024.0, (rss_kb("VmHWM:") - server_kb) / 1024.0, one_ctl_kb / 1024.0);
 
 	pr_ctl_free(ctl);
 	for(i = 0; i < 4; i++) {
