@@ -139,25 +139,27 @@ api_writes_by_verb() {
 }
 # RFC 3339 (whole seconds, as the apiserver keeps condition times) to epoch.
 epoch() { date -d "$1" +%s; }
-# The apiserver's watch events, each stamped when it arrived: the Nodes of
-# $big with their Ready status, and request "first" with its Provisioned
-# status. When the last node first turned Ready and when the request turned
-# Provisioned are read from these, in the same clock, to the millisecond.
-# (The Nodes' own Ready lastTransitionTime cannot say it: kwok's node-ready
-# stage can fire a second time for a Node from a stale view and writes the
-# condition again, with a new time, seconds after the Node became Ready.)
-stamp() { while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
+# The apiserver's watch events, each stamped (jq's `now`) when it arrived:
+# the Nodes of $big with their Ready status, and request "first" with its
+# Provisioned status, read raw (kubectl's own watch printing fell seconds
+# behind 1,000 Nodes on a loaded box). When the last node first turned
+# Ready and when the request turned Provisioned are read from these, in
+# the same clock, to the millisecond. (The Nodes' own Ready
+# lastTransitionTime cannot say it: kwok's node-ready stage takes the
+# creation time for it, and may write the condition again from a stale
+# view seconds later.)
 watch_stamped() {
-	local out=$1 pid
-	shift
-	kubectl "$@" --watch -o jsonpath="$WATCH_TEMPLATE" > >(stamp >"$out") 2>/dev/null &
+	local out=$1 path=$2 type=$3 pid
+	kubectl get --raw "$path" 2>/dev/null > >(jq --unbuffered -r --arg t "$type" \
+		'"\(now) \(.object.metadata.name) \([.object.status.conditions[]? | select(.type == $t) | .status][0] // "-")"' \
+		>"$out" 2>/dev/null) &
 	pid=$!
 	pr_on_exit "kill $pid 2>/dev/null"
 }
-WATCH_TEMPLATE='{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}'
-watch_stamped "$PR_WORK/ready-events" get nodes -l "$PR_GROUP_LABEL=$big"
-WATCH_TEMPLATE='{.metadata.name} {.status.conditions[?(@.type=="Provisioned")].status}{"\n"}'
-watch_stamped "$PR_WORK/provisioned-events" get provreq -n "$PR_NS" --field-selector metadata.name=first
+watch_stamped "$PR_WORK/ready-events" "/api/v1/nodes?watch=1&labelSelector=provreqd.io%2Fnode-group%3D$big" Ready
+watch_stamped "$PR_WORK/provisioned-events" \
+	"/apis/autoscaling.x-k8s.io/v1/namespaces/$PR_NS/provisioningrequests?watch=1&fieldSelector=metadata.name%3Dfirst" \
+	Provisioned
 sleep 1
 cpu0=$(pr_cpu_seconds "$pid")
 conn0=$(api_conns)
@@ -176,11 +178,10 @@ t_eq "the group has exactly $first nodes" "$first" "$(pr_count "$big")"
 # Ready True; the request's first with Provisioned True), then as the
 # objects record them (whole seconds; the Nodes' time is kwok's last write).
 t_wait 30 "the watch saw first Provisioned" grep -q ' first True$' "$PR_WORK/provisioned-events"
+t_wait 60 "the watch saw every node of the plan Ready" bash -c "[[ \$(awk '\$3 == \"True\" { seen[\$2] = 1 } END { print length(seen) }' '$PR_WORK/ready-events') == $first ]]"
+provisioned_ev=$(awk '$2 == "first" && $3 == "True" { printf "%.3f", $1; exit }' "$PR_WORK/provisioned-events")
 last_ready_ev=$(awk '$3 == "True" && !($2 in seen) { seen[$2] = $1; if ($1 > m) m = $1 } END { printf "%.3f", m }' \
 	"$PR_WORK/ready-events")
-ready_nodes_ev=$(awk '$3 == "True" { seen[$2] = 1 } END { print length(seen) }' "$PR_WORK/ready-events")
-provisioned_ev=$(awk '$2 == "first" && $3 == "True" { printf "%.3f", $1; exit }' "$PR_WORK/provisioned-events")
-t_eq "the watch saw every node of the plan Ready" "$first" "$ready_nodes_ev"
 last_ready=$(kubectl get nodes -l "$PR_GROUP_LABEL=$big" -o json |
 	jq -r '[.items[].status.conditions[]? | select(.type == "Ready" and .status == "True") | .lastTransitionTime] | max')
 provisioned_at=$(kubectl get provreq -n "$PR_NS" first -o json |
