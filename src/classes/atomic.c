@@ -335,6 +335,23 @@ static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, con
 static bool roll_back_all(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 {
 	size_t i, closed = 0;
+	/* The API says rolling-back before anything is deleted. A rollback
+	 * whose status was not written (a crash, a 409, a fence) left the API
+	 * saying "increasing" while the cloud had deleted the plan's
+	 * instances; a new leader adopting the plan from the status then
+	 * found none of them and asked the cloud again: one plan, made twice
+	 * (DST mixed seed 21041). No write when the API says so already. */
+	if(req && !req->terminal) {
+		prd_err e;
+		h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_ROLLING_BACK));
+		if(!h->may_act(h->ctx) || h->write_now(h->ctx, &e)) {
+			log_warn("rollback waits: the request's status could not say rolling-back", "request",
+				 req->pr->meta.name, "plan", p->n ? p->v[0].plan_id : "?", "error",
+				 h->may_act(h->ctx) ? e.msg : "fenced");
+			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+			return false;
+		}
+	}
 	for(i = 0; i < p->n; i++) {
 		if(state_phase_is_terminal(p->v[i].phase) ||
 		   at_roll_back_step(h, req, at_find_group(h, p->v[i].node_group), &p->v[i])) {

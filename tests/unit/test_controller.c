@@ -1950,6 +1950,60 @@ static void test_async_failover_during_rollback(void)
 	stop_async();
 }
 
+/* A rollback deletes nothing before the request's status says
+ * rolling-back. Broken controller caught: one that deletes the plan's
+ * instances first and writes the phase at the end of the pass; when that
+ * write fails, the API still shows the plan scaling up, and a new leader
+ * that adopts it finds none of its instances and may ask the cloud for
+ * them again (the DST's (i): one plan made twice, seed 21041). */
+static void test_async_rollback_recorded_before_deleting(void)
+{
+	state_db *db2 = NULL;
+	state_config sc;
+	char path2[600];
+	pr_ctl *ctl2 = NULL;
+	pr_config cfg;
+	prd_err e;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "waiting-for-nodes");
+	a_create(2, 0);
+	clk_fake_advance(&fake, 121 * SEC);
+	/* The pass that finds the plan timed out cannot write the status
+	 * (neither before deleting nor at its end). */
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+			    500, 2);
+	pass();
+	CU_ASSERT_EQUAL(ac.deletes + ac.decreases, 0);
+	CU_ASSERT_EQUAL(a_live(), 2);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "waiting-for-nodes");
+	/* The leader dies; a standby with an empty store adopts the plan the
+	 * API shows: both instances are there, nothing is asked again. */
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/replica-r-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "rolling-back");
+	a_finish_deletes();
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(a_live(), 0);
+	CU_ASSERT_EQUAL(ac.target, 0);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "rolled-back");
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
 /* Broken controller caught: one that lets another request (or the next
  * pass) count the Ready nodes of a plan that is still waiting for the rest
  * of its nodes, and then rolls back nodes that are in use. */
@@ -4256,6 +4310,7 @@ static const test_case cases[] = {
 	{ "scale-up progress detail written at most every 2 s", test_progress_detail_throttled },
 	{ "a plan's kept view follows its instances' states", test_kept_view_follows_instance_state },
 	{ "async cloud: failover during rollback", test_async_failover_during_rollback },
+	{ "async cloud: a rollback is recorded before anything is deleted", test_async_rollback_recorded_before_deleting },
 	{ "async cloud: crash resumes without backoff", test_async_crash_resumes_without_backoff },
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
 	{ "deleted booking released; failover keeps state", test_deleted_booking_and_failover_state },
