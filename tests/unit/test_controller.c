@@ -3869,6 +3869,54 @@ static void test_stale_term_call_is_refused(void)
 	stop_async();
 }
 
+/* A leader that takes over an open plan names its term in the request's
+ * status before it calls the cloud for the plan. Broken controller
+ * caught: one that calls first and leaves the term to the write at the
+ * end of the pass; when that write is lost, the API names the old term,
+ * and the old leader, back in a newer term with the plan closed in its
+ * store, writes it rolled back over the instances the other made (DST
+ * mixed seed 23624, (ii)). */
+static void test_term_written_before_acting(void)
+{
+	json_object *o = NULL;
+	char body[1400], ts[64];
+	const char *uid;
+	prd_err e;
+	start_marks();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+					    NULL, NULL, &o, NULL, &e), 0);
+	uid = json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid"));
+	rfc3339_format(clk_wall(&fake) + MIN, ts, sizeof(ts));
+	/* Leader A (term A#1) recorded a plan of 2 nodes and died before
+	 * its cloud call. */
+	snprintf(body, sizeof(body),
+		 "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPlan\":\"%s/1\",\"nodeGroup\":\"g\","
+		 "\"nodesRequested\":\"2\",\"targetSizeBefore\":\"0\",\"nodesReadyDeadline\":\"%s\","
+		 "\"scaleUpPhase\":\"increasing\",\"provreqd.io/instances-before\":\"m1:\","
+		 "\"provreqd.io/leader-term\":\"A#1\"}}}",
+		 uid, ts);
+	json_object_put(o);
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
+	/* This replica leads now (B#2) and cannot write the status yet. */
+	pr_ctl_set_term(ctl, "provreqd", "B", 2);
+	pr_ctl_rebuild_from_api(ctl);
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+			    500, 1);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	/* (The write at the end of the pass may name the term already; the
+	 * plan is acted on from the next pass.) */
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "provreqd.io/leader-term"), "B#2");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	stop_async();
+}
+
 /* Anyone allowed to write a request's status can write a plan into it.
  * Broken controller caught: one that adopts a plan asking for more nodes
  * than the group can have (a leader that continues plans, as provreqd
@@ -4311,6 +4359,7 @@ static const test_case cases[] = {
 	{ "a plan's kept view follows its instances' states", test_kept_view_follows_instance_state },
 	{ "async cloud: failover during rollback", test_async_failover_during_rollback },
 	{ "async cloud: a rollback is recorded before anything is deleted", test_async_rollback_recorded_before_deleting },
+	{ "a new leader names its term before acting on a plan", test_term_written_before_acting },
 	{ "async cloud: crash resumes without backoff", test_async_crash_resumes_without_backoff },
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
 	{ "deleted booking released; failover keeps state", test_deleted_booking_and_failover_state },
