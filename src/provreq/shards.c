@@ -704,7 +704,7 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
 	while(hmap_iter_next(&it, NULL, &v)) {
 		sh_entry *e = v;
 		prd_err err;
-		if(e->until <= c->now || !hmap_has(&w->uids, e->uid) ||
+		if(e->until <= c->now || !hmap_has(&w->uids, e->uid) || pr__ledger_has(c, e->uid) ||
 		   (!e->foreign && ((nrows && bsearch(e->uid, rows, nrows, sizeof(*rows), row_uid_cmp)) ||
 				    plan_ended_here(c, e))) ||
 		   !resolve_room(c, w, e))
