@@ -231,7 +231,7 @@ static char *entry_of(pr_ctl *c, const pr_ledger_change *ch)
 int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *err)
 {
 	pr_ledger *l = &c->ledger;
-	json_object *data, *body, *md, *answer = NULL;
+	json_object *data = NULL, *body, *md, *answer = NULL;
 	bool changed = false, adds = false;
 	char path[600];
 	const char *rv;
