@@ -365,6 +365,109 @@ static void test_ended_booking_held_until_written(void)
 	stop();
 }
 
+/* The booking ledger (ledger.c) as the API holds it: "-" when the
+ * ConfigMap or the request's entry is absent, else the entry (static). */
+static const char *ledger_entry(const char *uid)
+{
+	static char out[2000];
+	json_object *o = NULL, *v;
+	prd_err e;
+	snprintf(out, sizeof(out), "-");
+	if(kube_api_call(&api, "GET", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", NULL, NULL, &o, NULL,
+			 &e))
+		return out;
+	v = json_object_object_get(json_object_object_get(o, "data"), uid);
+	if(v)
+		snprintf(out, sizeof(out), "%s", json_object_get_string(v));
+	json_object_put(o);
+	return out;
+}
+
+static const char *uid_of(const char *ns, const char *name);
+
+/* A booking goes into the ledger before its status, and a booking the
+ * ledger refuses is not written. Broken controllers caught: one that
+ * writes the status when the ledger's conditional write was refused
+ * (another instance booked meanwhile: "second" would read Provisioned
+ * after the first pass), one that never records its bookings there (no
+ * entry), one that never removes them (the entry outlives the booking). */
+static void test_ledger_records_and_refuses(void)
+{
+	pr_config cfg;
+	char uid[100];
+	pr_config_default(&cfg);
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cfg);
+	add_node("n1", "4", NULL);
+	add_node("n2", "4", NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "first", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "Provisioned"), "True/CapacityIsFound");
+	snprintf(uid, sizeof(uid), "%s", uid_of("t", "first"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ledger_entry(uid), "\"request\":\"t\\/first\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ledger_entry(uid), "\"pods\":\"4\""));
+	/* Another instance writes the ledger between this pass's read and
+	 * its write (here: the write is refused once). */
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "second", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	memapi_inject_fault(m, "PUT", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", 409, 1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "second", "Provisioned"), "-");
+	CU_ASSERT_STRING_EQUAL(ledger_entry(uid_of("t", "second")), "-");
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->ledger_conflicts, 1);
+	/* Decided again on the next pass, on the ledger read anew. */
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "second", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_NOT_EQUAL(ledger_entry(uid_of("t", "second")), "-");
+	/* The booking expires: its entry goes with the status saying so. */
+	clk_fake_advance(&fake, 10 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "BookingExpired"), "True/CapacityReservationTimeExpired");
+	CU_ASSERT_STRING_EQUAL(ledger_entry(uid), "-");
+	stop();
+}
+
+/* A ledger entry holds its room whether or not the request's status (or
+ * the request itself, in this instance's view) shows the booking yet: the
+ * other instance recorded it before its status write, which is still on
+ * its way. Broken controller caught: one that reads bookings from the
+ * statuses alone ("mine" would be booked on n1 over the entry). */
+static void test_ledger_entry_holds_room(void)
+{
+	pr_config cfg;
+	char body[1200];
+	pr_config_default(&cfg);
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cfg);
+	add_node("n1", "4", NULL);
+	add_template("t", "one", "1");
+	snprintf(body, sizeof(body),
+		 "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"provreqd-bookings\","
+		 "\"namespace\":\"provreqd\"},\"data\":{\"0000-other-shard\":\"{\\\"request\\\":\\\"t/theirs\\\","
+		 "\\\"until\\\":\\\"%lld\\\",\\\"nodes\\\":{\\\"n1\\\":{\\\"cpu\\\":\\\"3\\\",\\\"pods\\\":\\\"3\\\"}}}\"}}",
+		 (long long)(clk_wall(&fake) + 5 * MIN));
+	{
+		json_object *o = json_tokener_parse(body);
+		prd_err e;
+		CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+		CU_ASSERT_EQUAL(kube_api_call(&api, "POST", "/api/v1/namespaces/provreqd/configmaps", NULL, o, NULL, NULL,
+					      &e), 0);
+		json_object_put(o);
+	}
+	add_pr("t", "mine", "check-capacity.autoscaling.x-k8s.io", "one", 2, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "mine", "Provisioned"), "False/CapacityIsNotFound");
+	/* Once the entry is over, the room is free (and the entry dropped
+	 * with the next write). */
+	clk_fake_advance(&fake, 6 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "mine", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(ledger_entry("0000-other-shard"), "-");
+	stop();
+}
+
 static void test_parameters_and_templates(void)
 {
 	start(NULL, NULL);
@@ -4348,6 +4451,8 @@ static const test_case cases[] = {
 	{ "unreadable bookings stop the pass", test_unreadable_bookings_stop_the_pass },
 	{ "booking consumed, expired, revoked and GC", test_booking_consumed_expired_revoked },
 	{ "an ended booking's room is held until its status is written", test_ended_booking_held_until_written },
+	{ "booking ledger: recorded first, a refused booking is not written", test_ledger_records_and_refuses },
+	{ "booking ledger: an entry holds its room before any status shows it", test_ledger_entry_holds_room },
 	{ "parameters, templates, foreign requests", test_parameters_and_templates },
 	{ "atomic scale-up limits and rollback", test_atomic_rollback_and_limits },
 	{ "async cloud: waits for instances", test_async_cloud_waits_for_instances },
