@@ -118,6 +118,7 @@ typedef struct pr_ledger {
 	json_object *data;        /* its data as read or written */
 	uint64_t read_pass;       /* the pass (stats.passes + 1) that read it; 0: read again */
 	hmap uids;                /* requests whose entry this pass booked from the ledger */
+	hmap gone;                /* entries of deleted requests, dropped with the next write */
 } pr_ledger;
 
 /* One request's booking change for pr__ledger_commit. */
@@ -439,7 +440,12 @@ int pr__ledger_read(pr_ctl *c, prd_err *err);
 /* Its live entries as booking rows (free with state_booking_list_free),
  * except requests `own` (local rows, ordered by uid) has; remembers
  * their uids for pr__ledger_has. */
-int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, state_booking **out, size_t *n);
+int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, const hmap *live, state_booking **out,
+		    size_t *n);
+/* The request `uid` was deleted: its entry goes with the next write. */
+void pr__ledger_gone(pr_ctl *c, const char *uid);
+/* End of a pass: write the ledger when only removals are pending. */
+void pr__ledger_tidy(pr_ctl *c);
 bool pr__ledger_has(const pr_ctl *c, const char *uid);
 /* Record the changes (adds from the local store's rows) with the version
  * read as a precondition. PRD_ECONFLICT: another instance wrote it since;

@@ -28,9 +28,17 @@
  * Only the room is recorded: DRA devices are counted anew on the node, as
  * for bookings read from statuses.
  *
+ * An entry also goes when its request is deleted: at once when the
+ * instance that booked it sees the deletion (its own rows go then), and
+ * by anyone once the request has been absent from its cache for longer
+ * than PR_LEDGER_GONE_GRACE_NS after the entry was written (the writer
+ * may be gone; a request just created may not have reached this cache
+ * yet, which the grace covers).
+ *
  * Entries: data key = the request's uid; value = JSON
- * {"request":"ns/name","until":"<unix ns>","nodes":{"<node>":{<resources>}}}
- * where <resources> is the local store's resources JSON for that node. */
+ * {"request":"ns/name","at":"<unix ns>","until":"<unix ns>","nodes":{"<node>":{<resources>}}}
+ * where <resources> is the local store's resources JSON for that node and
+ * "at" when it was written. */
 #include "classes/vocab.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
@@ -41,12 +49,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PR_LEDGER_GONE_GRACE_NS (5 * PRD_NS_PER_SEC)
+
 void pr__ledger_init(pr_ctl *c, const char *where)
 {
 	pr_ledger *l = &c->ledger;
 	const char *slash = where ? strchr(where, '/') : NULL;
 	memset(l, 0, sizeof(*l));
 	hmap_init(&l->uids, NULL);
+	hmap_init(&l->gone, NULL);
 	if(!slash || slash == where || !slash[1])
 		return;
 	snprintf(l->ns, sizeof(l->ns), "%.*s", (int)(slash - where), where);
@@ -58,6 +69,7 @@ void pr__ledger_free(pr_ctl *c)
 {
 	pr_ledger *l = &c->ledger;
 	hmap_free(&l->uids);
+	hmap_free(&l->gone);
 	json_object_put(l->data);
 	free(l->rv);
 	l->data = NULL;
@@ -113,15 +125,17 @@ int pr__ledger_read(pr_ctl *c, prd_err *err)
 }
 
 /* An entry's parts; false when it is not one provreqd wrote. */
-static bool entry_parts(const char *text, json_object **out, int64_t *until, json_object **nodes)
+static bool entry_parts(const char *text, json_object **out, int64_t *until, json_object **nodes, int64_t *at)
 {
-	json_object *e = text ? json_tokener_parse(text) : NULL, *u, *n;
+	json_object *e = text ? json_tokener_parse(text) : NULL, *u, *n, *a;
 	if(!e || !json_object_is_type(e, json_type_object) || !json_object_object_get_ex(e, "until", &u) ||
 	   !json_object_object_get_ex(e, "nodes", &n) || !json_object_is_type(n, json_type_object) ||
 	   str_to_int64(json_object_get_string(u), until)) {
 		json_object_put(e);
 		return false;
 	}
+	if(at && (!json_object_object_get_ex(e, "at", &a) || str_to_int64(json_object_get_string(a), at)))
+		*at = 0;
 	*out = e;
 	*nodes = n;
 	return true;
@@ -132,7 +146,14 @@ static int row_cmp(const void *key, const void *row)
 	return strcmp(key, ((const state_booking *)row)->request_uid);
 }
 
-int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, state_booking **out, size_t *n)
+void pr__ledger_gone(pr_ctl *c, const char *uid)
+{
+	if(c->ledger.on && c->ledger.data && json_object_object_get_ex(c->ledger.data, uid, NULL))
+		hmap_put(&c->ledger.gone, uid, NULL);
+}
+
+int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, const hmap *live, state_booking **out,
+		    size_t *n)
 {
 	pr_ledger *l = &c->ledger;
 	state_booking *v = NULL;
@@ -144,10 +165,18 @@ int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, state_book
 	json_object_object_foreach(l->data, uid, val)
 	{
 		json_object *e, *nodes;
-		int64_t until;
+		int64_t until, at = 0;
 		if(!json_object_is_type(val, json_type_string) ||
-		   !entry_parts(json_object_get_string(val), &e, &until, &nodes))
+		   !entry_parts(json_object_get_string(val), &e, &until, &nodes, &at))
 			continue;
+		/* Its request was deleted: free now (and dropped with the next
+		 * write). */
+		if(hmap_has(&l->gone, uid) ||
+		   (live && !hmap_has(live, uid) && at + PR_LEDGER_GONE_GRACE_NS < c->now)) {
+			hmap_put(&l->gone, uid, NULL);
+			json_object_put(e);
+			continue;
+		}
 		/* Own rows in the local store are this instance's freshest word
 		 * on its booking (a replaced one included). */
 		if(until <= c->now || (nown && bsearch(uid, own, nown, sizeof(*own), row_cmp))) {
@@ -219,6 +248,11 @@ static char *entry_of(pr_ctl *c, const pr_ledger_change *ch)
 	}
 	snprintf(u, sizeof(u), "%lld", (long long)until);
 	json_object_object_add(e, "request", json_object_new_string(ch->key));
+	{
+		char at[32];
+		snprintf(at, sizeof(at), "%lld", (long long)c->now);
+		json_object_object_add(e, "at", json_object_new_string(at));
+	}
 	json_object_object_add(e, "until", json_object_new_string(u));
 	json_object_object_add(e, "nodes", nodes);
 	if(until > c->now)
@@ -226,6 +260,21 @@ static char *entry_of(pr_ctl *c, const pr_ledger_change *ch)
 	json_object_put(e);
 	state_booking_list_free(b, nb);
 	return out;
+}
+
+/* Two entries that differ in when they were written only. */
+static bool same_entry(const char *a, const char *b)
+{
+	json_object *x = json_tokener_parse(a), *y = json_tokener_parse(b);
+	bool same;
+	if(x)
+		json_object_object_del(x, "at");
+	if(y)
+		json_object_object_del(y, "at");
+	same = x && y && json_object_equal(x, y);
+	json_object_put(x);
+	json_object_put(y);
+	return same;
 }
 
 int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *err)
@@ -237,7 +286,7 @@ int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *
 	const char *rv;
 	size_t i;
 	int rc;
-	if(!l->on || !n)
+	if(!l->on || (!n && !hmap_len(&l->gone)))
 		return 0;
 	/* A pass that placed nothing has not read it: removals are safe on
 	 * any version, and a booking made without placing (rare) is checked
@@ -255,11 +304,11 @@ int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *
 			json_object *e, *nodes;
 			int64_t until = 0;
 			bool mine = json_object_is_type(val, json_type_string) &&
-				    entry_parts(json_object_get_string(val), &e, &until, &nodes);
+				    entry_parts(json_object_get_string(val), &e, &until, &nodes, NULL);
+			char **w;
 			if(mine)
 				json_object_put(e);
-			char **w;
-			if(!mine || until > c->now)
+			if(!mine || (until > c->now && !hmap_has(&l->gone, uid)))
 				continue;
 			if(!(w = realloc(drop, (nd + 1) * sizeof(*w))))
 				break;
@@ -279,7 +328,7 @@ int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *
 		char *entry = ch[i].add ? entry_of(c, &ch[i]) : NULL;
 		if(entry) {
 			json_object *have = json_object_object_get(data, ch[i].uid);
-			if(!have || strcmp(json_object_get_string(have), entry)) {
+			if(!have || !same_entry(json_object_get_string(have), entry)) {
 				json_object_object_add(data, ch[i].uid, json_object_new_string(entry));
 				changed = adds = true;
 			}
@@ -340,6 +389,8 @@ int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *
 	json_object_put(l->data);
 	l->data = data;
 	json_object_put(answer);
+	hmap_free(&l->gone);
+	hmap_init(&l->gone, NULL);
 	c->stats.ledger_writes++;
 	metrics_counter_add(M_LEDGER_WRITES, METRICS_L(adds ? "booked" : "released"), 1);
 	if(!l->exists)
@@ -358,4 +409,13 @@ bool pr__ledger_change_of(json_object *patch_or_details, bool is_details, bool *
 		return false;
 	*add = v && json_object_is_type(v, json_type_string) && json_object_get_string_len(v) > 0;
 	return true;
+}
+
+void pr__ledger_tidy(pr_ctl *c)
+{
+	prd_err e;
+	if(!c->ledger.on || !hmap_len(&c->ledger.gone) || c->fenced)
+		return;
+	if(pr__ledger_commit(c, NULL, 0, &e) == 0)
+		log_debug("booking ledger: entries of deleted requests removed");
 }

@@ -611,7 +611,7 @@ static int book_ledger(pr_ctl *c, pr_world *w, const state_booking *own, size_t 
 	int rc = pr__ledger_read(c, err);
 	if(rc)
 		return rc;
-	if((rc = pr__ledger_rows(c, own, nown, &v, &n)))
+	if((rc = pr__ledger_rows(c, own, nown, &w->uids, &v, &n)))
 		return prd_err_set(err, rc, "out of memory");
 	for(i = 0; i < n; i++) {
 		const pr_bres *br = NULL;
@@ -648,6 +648,7 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		if(!hmap_has(&w->uids, b[i].request_uid)) {
 			if(i == 0 || strcmp(b[i - 1].request_uid, b[i].request_uid)) {
 				state_booking_delete_request(c->db, b[i].request_uid, NULL, NULL);
+				pr__ledger_gone(c, b[i].request_uid);
 				log_info("released the booking of a deleted request", "request_uid", b[i].request_uid);
 			}
 			continue;
