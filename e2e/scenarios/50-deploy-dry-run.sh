@@ -84,8 +84,10 @@ kubectl apply -f "$deploy/serviceaccount.yaml" -f "$deploy/rbac.yaml" >/dev/null
 # names through discovery and asks about the wrong group for resources
 # whose CRD is not installed, e.g. Cluster API's.)
 can() {
-	local verb=$1 res=$2 group='' sub='' ns='' ra
+	local verb=$1 res=$2 group='' sub='' ns='' name='' ra
 	shift 2
+	# RESOURCE/NAME asks about one object.
+	if [[ "$res" == */* ]]; then name=${res#*/}; res=${res%%/*}; fi
 	while (($#)); do
 		case $1 in
 		--subresource=*) sub=${1#*=} ;;
@@ -95,8 +97,8 @@ can() {
 		shift
 	done
 	if [[ "$res" == *.* ]]; then group=${res#*.}; res=${res%%.*}; fi
-	ra=$(printf '{"verb":"%s","group":"%s","resource":"%s","subresource":"%s","namespace":"%s"}' \
-		"$verb" "$group" "$res" "$sub" "$ns")
+	ra=$(printf '{"verb":"%s","group":"%s","resource":"%s","subresource":"%s","namespace":"%s","name":"%s"}' \
+		"$verb" "$group" "$res" "$sub" "$ns" "$name")
 	kubectl create -o jsonpath='{.status.allowed}' -f - <<-JSON | sed 's/^true$/yes/; s/^false$/no/'
 	{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
 	 "spec":{"user":"$sa","groups":["system:serviceaccounts","system:serviceaccounts:$ns_sa","system:authenticated"],
