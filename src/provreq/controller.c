@@ -163,6 +163,7 @@ void pr_ctl_free(pr_ctl *c)
 	free(c->fed);
 	pr__dirty_free(c);
 	pr__shards_free(c);
+	pr__pclass_free(c);
 	hmap_free(&c->consumers);
 	hmap_free(&c->pod_blocked);
 	hmap_free(&c->nfp);

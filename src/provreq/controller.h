@@ -128,6 +128,9 @@ typedef struct pr_informers {
 	kube_informer *deviceclasses;
 	kube_informer *claimtemplates;
 	kube_informer *claims;
+	/* provreqd.io/v1alpha1 ProvisioningClasses; NULL when the cluster
+	 * does not serve them (requests naming one are then left alone). */
+	kube_informer *provclasses;
 } pr_informers;
 
 void pr_ctl_use_informers(pr_ctl *c, const pr_informers *inf);

@@ -95,6 +95,7 @@ typedef struct pr_world {
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
 	pr_dra dra;               /* resource.k8s.io: devices per node, claims, classes */
 	bool term_began;          /* the local store was rebuilt from the API this pass */
+	struct pr_pc_world *pc;   /* ProvisioningClasses applied (pclass_use.c), or NULL */
 } pr_world;
 
 /* The key of a booking row's resources JSON that lists the DRA devices it
@@ -254,6 +255,7 @@ struct pr_ctl {
 	size_t nwrites;
 	struct pr_node_mark *marks; /* node marks deferred to the end of the pass */
 	size_t nmarks, capmarks;
+	struct pr_pcs *pcs;       /* the ProvisioningClass objects (pclass_use.c) */
 };
 
 /* src/provreq/ctl_int.c. Fencing: may the controller call the cloud or
@@ -411,6 +413,34 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
  * as they will be, so that of two requests racing for one room on two
  * instances the older gets it whichever instance runs first. */
 void pr__shards_before(pr_ctl *c, pr_world *w, const kube_provreq *pr);
+
+/* src/provreq/pclass_use.c: ProvisioningClass objects (classes/pclass.h).
+ * pr__pclass_read (world.c, before the caches are locked) reads them;
+ * pr__pclass_resolve (world.c, once the requests are in decision order)
+ * puts every request that names one in the world as a request of the
+ * class it names with the merged parameters; pr__pclass_world_free puts
+ * the originals back (before the world is freed). */
+int pr__pclass_read(pr_ctl *c, prd_err *err);
+int pr__pclass_resolve(pr_ctl *c, pr_world *w, prd_err *err);
+void pr__pclass_world_free(pr_world *w);
+void pr__pclass_free(pr_ctl *c);
+/* What became of a request that names a ProvisioningClass this pass:
+ * refused (reason and message: the decide stage fails it), to be decided
+ * later (its namespace could not be read), or served (the class's name
+ * and the effective parameters as JSON, for its status details). NULL for
+ * a request that names none. */
+typedef struct pr_pclass_use {
+	const char *pclass;
+	const char *reason, *msg;
+	bool later;
+	const char *params_json;
+} pr_pclass_use;
+const pr_pclass_use *pr__pclass_use(const pr_world *w, const kube_provreq *pr);
+/* The class a request is served as (for what reads requests outside the
+ * world, such as shards.c): the ProvisioningClass's target when it names
+ * a usable one, check-capacity (which refuses it) when it names one that
+ * is not, else its own class name. */
+const char *pr__effective_class(const pr_ctl *c, const kube_provreq *pr);
 
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);
