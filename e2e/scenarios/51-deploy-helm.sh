@@ -138,7 +138,7 @@ $a
 kustomize (driver-$d.yaml)
 $b"
 done
-for r in edit view; do
+for r in edit view class-reader class-admin; do
 	a=$(render --show-only templates/user-roles.yaml | rules_of "provreqd-$r")
 	b=$(kubectl apply --dry-run=server -f "$deploy/user-roles.yaml" -o "jsonpath={range .items[?(@.metadata.name==\"provreqd-$r\")].rules[*]}{.apiGroups}{.resources}{.verbs}{\"\\n\"}{end}" | sort)
 	[[ -n "$a" && "$a" == "$b" ]] || t_fail "the user role provreqd-$r differs: chart

@@ -18,6 +18,7 @@
 
 #include "kube/objects.h"
 #include "kube/selector.h"
+#include "classes/vocab.h"
 #include "util/arena.h"
 #include "util/err.h"
 
@@ -27,13 +28,8 @@
 #define PR_PCLASS_KIND "ProvisioningClass"
 #define PR_PCLASS_PATH "/apis/provreqd.io/v1alpha1/provisioningclasses"
 
-/* Reasons of a request that names a ProvisioningClass it may not use. */
-#define PR_R_PCLASS_INVALID "InvalidProvisioningClass"
-#define PR_R_NS_NOT_ALLOWED "NamespaceNotAllowed"
-/* provisioningClassDetails of a request served through a ProvisioningClass:
- * the object's name and the parameters in effect (a JSON object). */
-#define PR_DETAIL_PCLASS "provisioningClass"
-#define PR_DETAIL_EFFECTIVE_PARAMS "effectiveParameters"
+/* The reasons (PR_R_PCLASS_INVALID, PR_R_NS_NOT_ALLOWED) and details keys
+ * (PR_DETAIL_PCLASS, PR_DETAIL_EFFECTIVE_PARAMS) are in vocab.h. */
 
 /* The same bounds the ProvisioningRequest CRD puts on spec.parameters. */
 #define PR_PCLASS_MAX_PARAMS 100

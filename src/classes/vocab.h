@@ -39,6 +39,11 @@
 #define PR_R_SCALE_UP_RESUMED "ScaleUpResumed"         /* an interrupted increase continued */
 #define PR_R_PLAN_REFUSED "ScaleUpPlanRefused"         /* a plan in the status failed validation */
 #define PR_R_WAITING_TEMPLATES "PodTemplatesNotFound"
+/* A request naming a ProvisioningClass (classes/pclass.h) it may not use:
+ * the object is malformed or names a class nobody here serves, or the
+ * request's namespace is not among its allowedNamespaces. */
+#define PR_R_PCLASS_INVALID "InvalidProvisioningClass"
+#define PR_R_NS_NOT_ALLOWED "NamespaceNotAllowed"
 
 /* provisioningClassDetails keys of an atomic scale-up in progress: the
  * plan, so another replica can adopt it after a failover. */
@@ -68,5 +73,9 @@
 /* The node-group backoff a failed scale-up caused: "group until-ns
  * failures", so a new leader does not retry the group early. */
 #define PR_DETAIL_GROUP_BACKOFF "provreqd.io/node-group-backoff"
+/* A request served through a ProvisioningClass: the object's name and the
+ * parameters in effect (a JSON object, keys in order). */
+#define PR_DETAIL_PCLASS "provisioningClass"
+#define PR_DETAIL_EFFECTIVE_PARAMS "effectiveParameters"
 
 #endif
