@@ -571,6 +571,7 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 	pc.max_nodes_total = c->max_nodes_total;
 	pc.max_nodes_per_scaleup = c->max_nodes_per_scaleup;
 	pc.scale_down = c->scale_down;
+	pc.quota_check = c->quota_check;
 	pc.scale_down_idle_ns = c->scale_down_idle;
 	pc.status_writers = RUN_STATUS_WRITERS;
 	if(pr_ctl_new(&pc, r->clock, &r->api, r->db, &r->drivers, &r->ctl, e) ||

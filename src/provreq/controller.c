@@ -30,6 +30,7 @@ void pr_config_default(pr_config *cfg)
 	cfg->scale_down_idle_ns = 10 * NS_PER_MIN;
 	cfg->driver_call_timeout_ns = 10 * PRD_NS_PER_SEC;
 	cfg->status_writers = 1;
+	cfg->quota_check = true;
 }
 
 /* The built-in classes, then every class a loaded driver serves. */

@@ -96,6 +96,7 @@ typedef struct pr_world {
 	pr_dra dra;               /* resource.k8s.io: devices per node, claims, classes */
 	bool term_began;          /* the local store was rebuilt from the API this pass */
 	struct pr_pc_world *pc;   /* ProvisioningClasses applied (pclass_use.c), or NULL */
+	struct pr_quota_world *quota; /* quotas read and answers given this pass (quota_use.c), or NULL */
 } pr_world;
 
 /* The key of a booking row's resources JSON that lists the DRA devices it
@@ -256,6 +257,7 @@ struct pr_ctl {
 	struct pr_node_mark *marks; /* node marks deferred to the end of the pass */
 	size_t nmarks, capmarks;
 	struct pr_pcs *pcs;       /* the ProvisioningClass objects (pclass_use.c) */
+	bool quota_warned;        /* ResourceQuotas could not be read (forbidden): said once */
 };
 
 /* src/provreq/ctl_int.c. Fencing: may the controller call the cloud or
@@ -441,6 +443,29 @@ const pr_pclass_use *pr__pclass_use(const pr_world *w, const kube_provreq *pr);
  * a usable one, check-capacity (which refuses it) when it names one that
  * is not, else its own class name. */
 const char *pr__effective_class(const pr_ctl *c, const kube_provreq *pr);
+
+/* src/provreq/quota_use.c: quota before capacity (classes/quota.h). The
+ * gate (decide.c, before a class decides a request that is not in flight)
+ * answers Provisioned=False/QuotaExceeded and returns true when the
+ * namespace's ResourceQuotas would not admit the request's pods (or
+ * returns true having asked for a later pass when they cannot be read
+ * now); pr__quota_note records what a positive answer holds for the rest
+ * of the pass. */
+bool pr__quota_gate(pr_class_ctx *x, const pr_class_host *h, const pr_class_req *req);
+void pr__quota_note(pr_class_ctx *x, const pr_class_req *req);
+void pr__quota_world_free(pr_world *w);
+
+/* src/provreq/topology_use.c: one topology domain per gang. The gate
+ * (decide.c, after the quota gate, before a class decides a request that
+ * is not in flight) picks the domain for the podSets Kueue's topology
+ * annotations mark and narrows them to it (*domain "LABEL=VALUE", or NULL
+ * when unconstrained); it returns 1 when it answered the request itself.
+ * pin narrows the podSets of a request in flight to the domain its status
+ * records; after records the domain with a positive answer (or removes a
+ * stale one). */
+int pr__topology_gate(pr_class_ctx *x, const pr_class_host *h, pr_class_req *req, const char **domain);
+int pr__topology_pin(pr_class_ctx *x, pr_class_req *req);
+void pr__topology_after(pr_class_ctx *x, const char *domain);
 
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);

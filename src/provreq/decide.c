@@ -236,6 +236,7 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 {
 	const pr_class_module *m = pr__module_for(c, pr->class_name);
 	const pr_pclass_use *use = pr__pclass_use(w, pr);
+	const char *domain = NULL;
 	pr_class_ctx x;
 	pr_class_host h;
 	pr_class_req req;
@@ -332,10 +333,22 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		}
 		req.sets = gate(&x, &pp, prc, &e, &rs, use);
 	}
+	if(req.sets && !in_flight && pr__quota_gate(&x, &h, &req))
+		req.sets = NULL;
 	if(req.sets && !in_flight)
 		pr__shards_before(c, w, pr);
+	if(req.sets && !in_flight && pr__topology_gate(&x, &h, &req, &domain)) {
+		req.sets = NULL;
+		pr__topology_after(&x, NULL);
+	}
+	if(req.sets && in_flight && pr__topology_pin(&x, &req))
+		req.sets = NULL;
 	if(req.sets || in_flight)
 		m->decide(m, &h, &req);
+	if(req.sets && !in_flight) {
+		pr__quota_note(&x, &req);
+		pr__topology_after(&x, domain);
+	}
 	pr__status_defer(&x);
 	free(x.rv_owned);
 	pr_conds_free(&conds);

@@ -32,6 +32,7 @@ void pr__world_free(pr_world *w)
 {
 	size_t i;
 	pr__pclass_world_free(w);
+	pr__quota_world_free(w);
 	for(i = 0; i < w->nobjs; i++)
 		kube_obj_free(w->in, w->objs[i]);
 	if(w->inf && !w->prs_kept) {
