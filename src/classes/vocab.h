@@ -80,6 +80,9 @@
  * for a request whose PodTemplates carry Kueue's podset topology
  * annotations (src/provreq/topology_use.c). */
 #define PR_DETAIL_TOPOLOGY "topologyDomain"
+/* ... and VALUE alone, for Kueue's podSetUpdates (a nodeSelector's value
+ * valueFromProvisioningClassDetail). */
+#define PR_DETAIL_TOPOLOGY_VALUE "topologyDomainValue"
 #define PR_ANN_REQUIRED_TOPOLOGY "kueue.x-k8s.io/podset-required-topology"
 #define PR_ANN_PREFERRED_TOPOLOGY "kueue.x-k8s.io/podset-preferred-topology"
 /* A request served through a ProvisioningClass: the object's name and the

@@ -10,8 +10,8 @@
  * only in that domain, and an atomic scale-up places what fits on the
  * domain's nodes and buys nodes only of groups whose template carries the
  * label. The chosen domain goes to provisioningClassDetails key
- * topologyDomain ("LABEL=VALUE") with a positive answer, so Kueue can pin
- * the pods there; a scale-up in flight keeps its domain (the detail) until
+ * topologyDomain ("LABEL=VALUE", and VALUE alone under topologyDomainValue)
+ * with a positive answer, so Kueue can pin the pods there (podSetUpdates); a scale-up in flight keeps its domain (the detail) until
  * it ends.
  *
  * The domain: the first, in order of value, where every pod fits on the
@@ -297,11 +297,13 @@ void pr__topology_after(pr_class_ctx *x, const char *domain)
 		return;
 	if(domain && positive) {
 		pr_details_put(x->c->details, PR_DETAIL_TOPOLOGY, domain, NULL);
+		pr_details_put(x->c->details, PR_DETAIL_TOPOLOGY_VALUE, strchr(domain, '=') + 1, NULL);
 		return;
 	}
 	/* A domain recorded by an earlier answer that no longer holds. */
 	if((had = pr_details_get(x->pr, PR_DETAIL_TOPOLOGY))) {
 		pr_details_put(x->c->details, PR_DETAIL_TOPOLOGY, NULL, NULL);
+		pr_details_put(x->c->details, PR_DETAIL_TOPOLOGY_VALUE, NULL, NULL);
 		free(had);
 	}
 }

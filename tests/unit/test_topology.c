@@ -50,6 +50,7 @@ static void test_required_check_capacity(void)
 	pass();
 	CU_ASSERT_STRING_EQUAL(cond("ml", "two", "Provisioned"), "True/CapacityIsFound");
 	CU_ASSERT_STRING_EQUAL(detail_of("ml", "two", PR_DETAIL_TOPOLOGY), ZONE "=b");
+	CU_ASSERT_STRING_EQUAL(detail_of("ml", "two", PR_DETAIL_TOPOLOGY_VALUE), "b");
 	CU_ASSERT_TRUE(strstr(detail_of("ml", "two", PR_DETAIL_BOOKING), "a1") == NULL);
 	CU_ASSERT_TRUE(strstr(detail_of("ml", "two", PR_DETAIL_BOOKING), "b1") != NULL);
 	CU_ASSERT_TRUE(strstr(detail_of("ml", "two", PR_DETAIL_BOOKING), "b2") != NULL);
