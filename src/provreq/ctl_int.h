@@ -20,8 +20,8 @@
  *   housekeeping.c  pr__housekeeping  pruning, gauges, end of pass
  * The state they share is the data below (pr_world for one pass, pr_ctl
  * across passes). The stages and the helpers they share (ctl_int.c,
- * host.c, status.c, dirty.c, shards.c, scaledown.c) never call
- * controller.c. */
+ * host.c, status.c, dirty.c, shards.c, scaledown.c, and pclass_use.c,
+ * quota_use.c, topology_use.c) never call controller.c. */
 #ifndef PRD_PROVREQ_CTL_INT_H
 #define PRD_PROVREQ_CTL_INT_H
 

@@ -387,7 +387,9 @@ static int resolve_one(pr_ctl *c, pr_world *w, size_t i)
 			return PRD_ENOMEM;
 		return substitute(w, i, PR_CLASS_CHECK, NULL, 0);
 	}
-	if(p->allowed && !pr_is_terminal(pr)) {
+	/* (A request already answered for good, or Provisioned, is not
+	 * decided by a class again: its namespace need not be read.) */
+	if(p->allowed && !pr_is_terminal(pr) && !pr_cond_true(pr, PR_COND_PROVISIONED)) {
 		labels = ns_labels(c, w->pc, pr->meta.ns, &ok);
 		if(!ok) {
 			if(add_use(w, pr, p, NULL, NULL, true, NULL, 0))
