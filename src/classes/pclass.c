@@ -86,15 +86,13 @@ static int read_params(pr_pclass *p, json_object *o)
 					    "provreqd instance, which each request names itself");
 			return 0;
 		}
+		/* (Counted at once: a refusal further on still frees it.) */
 		p->params[n].key = str_dup(key);
 		p->params[n].value = str_dup(v);
-		if(!p->params[n].key || !p->params[n].value) {
-			p->nparams = n + 1;
+		p->nparams = ++n;
+		if(!p->params[n - 1].key || !p->params[n - 1].value)
 			return PRD_ENOMEM;
-		}
-		n++;
 	}
-	p->nparams = n;
 	qsort(p->params, n, sizeof(*p->params), kv_cmp);
 	return 0;
 }
