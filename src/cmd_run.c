@@ -334,6 +334,7 @@ static const kube_resource *const inf_res[RUN_NINF] = { &KUBE_NODES, &KUBE_PODS,
  * and to strings of `c`. Every pointer is NULL until created. */
 typedef struct run_ctx {
 	cfg c;
+	char ledger[510];        /* the booking ledger "NAMESPACE/NAME" (pr_config.booking_ledger) */
 	const clk *clock;
 	kube_config *kc;
 	kube_client *client;
@@ -574,6 +575,10 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 	pc.quota_check = c->quota_check;
 	pc.scale_down_idle_ns = c->scale_down_idle;
 	pc.status_writers = RUN_STATUS_WRITERS;
+	if(cfg_booking_ledger(c, getenv("POD_NAMESPACE"), r->ledger)) {
+		pc.booking_ledger = r->ledger;
+		log_info("booking ledger", "configmap", r->ledger);
+	}
 	if(pr_ctl_new(&pc, r->clock, &r->api, r->db, &r->drivers, &r->ctl, e) ||
 	   pr_ctl_use_event_api(r->ctl, &r->ev_api, RUN_EVENT_SENDERS, e)) {
 		log_error("cannot start the controller", "error", e->msg);

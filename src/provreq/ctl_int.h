@@ -111,6 +111,23 @@ typedef struct pr_world {
 #define PR_NODE_PRESENT ((void *)(uintptr_t)1)
 #define PR_NODE_USABLE ((void *)(uintptr_t)2)
 
+/* The booking ledger (ledger.c). */
+typedef struct pr_ledger {
+	bool on;
+	char ns[254], name[254];
+	bool exists;              /* the ConfigMap exists (PUT, else POST) */
+	char *rv;                 /* its resourceVersion as read or written */
+	json_object *data;        /* its data as read or written */
+	uint64_t read_pass;       /* the pass (stats.passes + 1) that read it; 0: read again */
+	hmap uids;                /* requests whose entry this pass booked from the ledger */
+} pr_ledger;
+
+/* One request's booking change for pr__ledger_commit. */
+typedef struct pr_ledger_change {
+	const char *uid, *key;    /* key "ns/name" */
+	bool add;                 /* record its local rows (false: remove its entry) */
+} pr_ledger_change;
+
 /* The controller's side of a class call (pr_class_host.ctx). */
 struct pr_class_ctx {
 	pr_ctl *c;
@@ -241,6 +258,7 @@ struct pr_ctl {
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	int64_t pruned_at;        /* when the state store was last pruned (0 = never) */
 	pr_shards shards;
+	pr_ledger ledger;
 	pr_stats stats;
 	int64_t now;
 	int64_t next_wake;
@@ -466,6 +484,24 @@ void pr__quota_world_free(pr_world *w);
 int pr__topology_gate(pr_class_ctx *x, const pr_class_host *h, pr_class_req *req, const char **domain);
 int pr__topology_pin(pr_class_ctx *x, pr_class_req *req);
 void pr__topology_after(pr_class_ctx *x, const char *domain);
+
+/* src/provreq/ledger.c: the booking ledger. `where` "NAMESPACE/NAME" or
+ * NULL (off). */
+void pr__ledger_init(pr_ctl *c, const char *where);
+void pr__ledger_free(pr_ctl *c);
+/* Read it (a pass that places, once). */
+int pr__ledger_read(pr_ctl *c, prd_err *err);
+/* Its live entries as booking rows (free with state_booking_list_free),
+ * except requests `own` (local rows, ordered by uid) has; remembers
+ * their uids for pr__ledger_has. */
+int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, state_booking **out, size_t *n);
+bool pr__ledger_has(const pr_ctl *c, const char *uid);
+/* Record the changes (adds from the local store's rows) with the version
+ * read as a precondition. PRD_ECONFLICT: another instance wrote it since;
+ * the statuses that book must not be written. */
+int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *err);
+/* Does a status patch (or the details alone) change a booking? */
+bool pr__ledger_change_of(json_object *patch_or_details, bool is_details, bool *add);
 
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);
