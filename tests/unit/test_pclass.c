@@ -375,7 +375,31 @@ static void test_changes_apply_to_undecided(void)
 	stop();
 }
 
+/* The request's Namespace cannot be read (the apiserver answers 500): the
+ * request waits and is decided once it can be, neither failed nor served
+ * unchecked in between. Broken controllers caught: one that fails the
+ * request on a passing error, one that serves it without checking. */
+static void test_namespace_unreadable_waits(void)
+{
+	start(NULL);
+	add_node("n1", "4");
+	add_ns("ml", "team: ml");
+	add_template("ml", "one", "1");
+	add_pclass("ml-only", "{provisioningClassName: check-capacity.autoscaling.x-k8s.io, allowedNamespaces: "
+			      "{matchLabels: {team: ml}}}");
+	add_pr("ml", "ok", "ml-only", "one", 1, NULL);
+	memapi_inject_fault(m, "GET", "/api/v1/namespaces/ml", 500, 1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "ok", "Accepted"), "-");
+	CU_ASSERT_STRING_EQUAL(cond("ml", "ok", "Failed"), "-");
+	clk_fake_advance(&fake, 11 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("ml", "ok", "Provisioned"), "True/CapacityIsFound");
+	stop();
+}
+
 static const test_case cases[] = {
+	{ "a Namespace that cannot be read: the request waits", test_namespace_unreadable_waits },
 	{ "a ProvisioningClass is read and checked", test_parse },
 	{ "request parameters over the class's, except fixed ones", test_merge },
 	{ "a class's parameters apply to its requests", test_class_parameters_apply },

@@ -201,7 +201,29 @@ static void test_switched_off(void)
 	stop();
 }
 
+/* The quotas cannot be listed for a moment (500): the request waits, and
+ * is checked once they can be. Broken controllers caught: one that books
+ * unchecked when the quotas cannot be read, one that fails the request on
+ * a passing error. */
+static void test_quota_unreadable_waits(void)
+{
+	start_q(NULL, true);
+	add_node("n1", "16");
+	add_template("team", "two", "2");
+	add_quota("team", "q", "{requests.cpu: \"2\"}", NULL);
+	add_pr("team", "big", PR_CLASS_CHECK, "two", 2, "{noRetry: \"true\"}");
+	memapi_inject_fault(m, "GET", "/api/v1/namespaces/team/resourcequotas", 500, 1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("team", "big", "Provisioned"), "-");
+	CU_ASSERT_STRING_EQUAL(detail_of("team", "big", "provreqd.io/booking"), "-");
+	clk_fake_advance(&fake, 11 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("team", "big", "Failed"), "True/" PR_R_QUOTA_EXCEEDED);
+	stop();
+}
+
 static const test_case cases[] = {
+	{ "quotas that cannot be read: the request waits", test_quota_unreadable_waits },
 	{ "the check: keys, scopes, what others hold, the words", test_check },
 	{ "over quota: QuotaExceeded, nothing booked; booked requests count", test_over_quota_books_nothing },
 	{ "two requests of a namespace in one pass", test_same_pass },
