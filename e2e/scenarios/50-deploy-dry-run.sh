@@ -128,7 +128,10 @@ for v in list watch; do
 	for r in resourceslices deviceclasses resourceclaimtemplates resourceclaims; do
 		expect_yes "$v" "$r.resource.k8s.io" -A
 	done
+	expect_yes "$v" provisioningclasses.provreqd.io
 done
+expect_yes get namespaces
+expect_yes list resourcequotas -n default
 expect_yes delete provisioningrequests.autoscaling.x-k8s.io -n default
 expect_yes get provisioningrequests.autoscaling.x-k8s.io -n default
 expect_yes patch provisioningrequests.autoscaling.x-k8s.io -n default
@@ -161,6 +164,9 @@ for r in resourceslices deviceclasses resourceclaimtemplates resourceclaims; do
 	expect_no get "$r.resource.k8s.io" -n default
 done
 expect_no create provisioningrequests.autoscaling.x-k8s.io -n default
+for v in create update patch delete; do expect_no "$v" provisioningclasses.provreqd.io; done
+for v in list update patch; do expect_no "$v" namespaces; done
+for v in get create update patch delete; do expect_no "$v" resourcequotas -n default; done
 expect_no delete resourcepools.capsule.clastix.io
 expect_no create resourcepools.capsule.clastix.io
 expect_no delete events -n default
@@ -205,7 +211,7 @@ t_pass "the clusterapi driver role adds the Cluster API calls the driver makes (
 # Every resource a role names is one the code uses (no stale grants).
 for r in nodes pods podtemplates provisioningrequests resourcepools leases events configmaps \
 	machinedeployments machinesets machinepools machines resourceslices deviceclasses resourceclaimtemplates \
-	resourceclaims; do
+	resourceclaims provisioningclasses namespaces resourcequotas; do
 	grep -rqs -- "$r" "$src/src" "$src/cloud" || t_fail "the roles grant '$r' but no code under src/ or cloud/ mentions it"
 done
 t_pass "every resource in the roles is used by the code"

@@ -86,6 +86,10 @@ const cfg_option cfg_options[] = {
 	  "requests not Provisioned this long after creation fail with reason Expired", MIN, 365 * DAY, NULL },
 	{ "gc-after", "requests.gcAfter", CFG_DURATION, O(gc_after), "7d",
 	  "terminal requests are deleted this long after their last transition", MIN, 365 * DAY, NULL },
+	{ "quota-check", "requests.quotaCheck", CFG_BOOL, O(quota_check), "true",
+	  "before booking or scaling up, check that the namespace's ResourceQuotas (Capsule pool claims among "
+	  "them) admit all of a request's pods, else Provisioned=False/QuotaExceeded; false when Kueue's "
+	  "ClusterQueues already decide quota", 0, 0, NULL },
 	{ "request-backoff-initial", "backoff.request.initial", CFG_DURATION, O(request_backoff_initial), "1m",
 	  "first retry delay of a request that could not be satisfied (doubles each time)", SEC, DAY, NULL },
 	{ "request-backoff-max", "backoff.request.max", CFG_DURATION, O(request_backoff_max), "10m",

@@ -56,6 +56,7 @@ typedef struct cfg {
 	int64_t group_backoff_reset;
 	int64_t provision_timeout;
 	bool scale_down;
+	bool quota_check;
 	int64_t scale_down_idle;
 	int64_t missing_template_grace;
 	int64_t max_age;

@@ -166,6 +166,10 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 			    METRICS_GAUGE, NULL, NULL, 0 },
 	[M_PROCESS_MAX_FDS] = { "process_max_fds", "Maximum number of open file descriptors.",
 				METRICS_GAUGE, NULL, NULL, 0 },
+	[M_PCLASSES] = { "provreqd_provisioning_classes",
+			 "ProvisioningClass objects, by whether requests can use them (usable=false: malformed, or "
+			 "naming a class nobody here serves; each has a Warning Event).",
+			 METRICS_GAUGE, L("usable"), NULL, 0 },
 	[M_STATE_ROWS] = { "provreqd_state_rows",
 			   "Rows in each table of the state store (bounded: rows of vanished requests and old "
 			   "closed plans are pruned).",

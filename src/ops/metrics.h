@@ -86,6 +86,7 @@ enum metrics_id {
 	M_PROCESS_VMEM,            /* process_virtual_memory_bytes */
 	M_PROCESS_FDS,             /* process_open_fds */
 	M_PROCESS_MAX_FDS,         /* process_max_fds */
+	M_PCLASSES,                /* provreqd_provisioning_classes{usable}: ProvisioningClass objects */
 	M_BUILTIN_COUNT
 };
 

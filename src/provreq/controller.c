@@ -30,6 +30,7 @@ void pr_config_default(pr_config *cfg)
 	cfg->scale_down_idle_ns = 10 * NS_PER_MIN;
 	cfg->driver_call_timeout_ns = 10 * PRD_NS_PER_SEC;
 	cfg->status_writers = 1;
+	cfg->quota_check = true;
 }
 
 /* The built-in classes, then every class a loaded driver serves. */
@@ -164,6 +165,7 @@ void pr_ctl_free(pr_ctl *c)
 	free(c->fed);
 	pr__dirty_free(c);
 	pr__shards_free(c);
+	pr__pclass_free(c);
 	pr__ledger_free(c);
 	hmap_free(&c->consumers);
 	hmap_free(&c->pod_blocked);

@@ -42,6 +42,9 @@ typedef struct pr_config {
 	 * time (1: one after another, the default; at most
 	 * PR_STATUS_WRITERS_MAX). */
 	unsigned status_writers;
+	/* Check a request's pods against its namespace's ResourceQuotas
+	 * before booking or scaling (reason QuotaExceeded): on. */
+	bool quota_check;
 	/* Tests: whenever a pass reuses the kept snapshot, also build it anew
 	 * and compare, and compare what else is kept between passes (the
 	 * PodTemplate copies) with the caches (stats.snapshot_mismatches
@@ -134,6 +137,9 @@ typedef struct pr_informers {
 	kube_informer *deviceclasses;
 	kube_informer *claimtemplates;
 	kube_informer *claims;
+	/* provreqd.io/v1alpha1 ProvisioningClasses; NULL when the cluster
+	 * does not serve them (requests naming one are then left alone). */
+	kube_informer *provclasses;
 } pr_informers;
 
 void pr_ctl_use_informers(pr_ctl *c, const pr_informers *inf);

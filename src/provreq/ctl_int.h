@@ -20,8 +20,8 @@
  *   housekeeping.c  pr__housekeeping  pruning, gauges, end of pass
  * The state they share is the data below (pr_world for one pass, pr_ctl
  * across passes). The stages and the helpers they share (ctl_int.c,
- * host.c, status.c, dirty.c, shards.c, scaledown.c) never call
- * controller.c. */
+ * host.c, status.c, dirty.c, shards.c, scaledown.c, and pclass_use.c,
+ * quota_use.c, topology_use.c) never call controller.c. */
 #ifndef PRD_PROVREQ_CTL_INT_H
 #define PRD_PROVREQ_CTL_INT_H
 
@@ -95,6 +95,8 @@ typedef struct pr_world {
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
 	pr_dra dra;               /* resource.k8s.io: devices per node, claims, classes */
 	bool term_began;          /* the local store was rebuilt from the API this pass */
+	struct pr_pc_world *pc;   /* ProvisioningClasses applied (pclass_use.c), or NULL */
+	struct pr_quota_world *quota; /* quotas read and answers given this pass (quota_use.c), or NULL */
 } pr_world;
 
 /* The key of a booking row's resources JSON that lists the DRA devices it
@@ -273,6 +275,8 @@ struct pr_ctl {
 	size_t nwrites;
 	struct pr_node_mark *marks; /* node marks deferred to the end of the pass */
 	size_t nmarks, capmarks;
+	struct pr_pcs *pcs;       /* the ProvisioningClass objects (pclass_use.c) */
+	bool quota_warned;        /* ResourceQuotas could not be read (forbidden): said once */
 };
 
 /* src/provreq/ctl_int.c. Fencing: may the controller call the cloud or
@@ -430,6 +434,57 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
  * as they will be, so that of two requests racing for one room on two
  * instances the older gets it whichever instance runs first. */
 void pr__shards_before(pr_ctl *c, pr_world *w, const kube_provreq *pr);
+
+/* src/provreq/pclass_use.c: ProvisioningClass objects (classes/pclass.h).
+ * pr__pclass_read (world.c, before the caches are locked) reads them;
+ * pr__pclass_resolve (world.c, once the requests are in decision order)
+ * puts every request that names one in the world as a request of the
+ * class it names with the merged parameters; pr__pclass_world_free puts
+ * the originals back (before the world is freed). */
+int pr__pclass_read(pr_ctl *c, prd_err *err);
+int pr__pclass_resolve(pr_ctl *c, pr_world *w, prd_err *err);
+void pr__pclass_world_free(pr_world *w);
+void pr__pclass_free(pr_ctl *c);
+/* What became of a request that names a ProvisioningClass this pass:
+ * refused (reason and message: the decide stage fails it), to be decided
+ * later (its namespace could not be read), or served (the class's name
+ * and the effective parameters as JSON, for its status details). NULL for
+ * a request that names none. */
+typedef struct pr_pclass_use {
+	const char *pclass;
+	const char *reason, *msg;
+	bool later;
+	const char *params_json;
+} pr_pclass_use;
+const pr_pclass_use *pr__pclass_use(const pr_world *w, const kube_provreq *pr);
+/* The class a request is served as (for what reads requests outside the
+ * world, such as shards.c): the ProvisioningClass's target when it names
+ * a usable one, check-capacity (which refuses it) when it names one that
+ * is not, else its own class name. */
+const char *pr__effective_class(const pr_ctl *c, const kube_provreq *pr);
+
+/* src/provreq/quota_use.c: quota before capacity (classes/quota.h). The
+ * gate (decide.c, before a class decides a request that is not in flight)
+ * answers Provisioned=False/QuotaExceeded and returns true when the
+ * namespace's ResourceQuotas would not admit the request's pods (or
+ * returns true having asked for a later pass when they cannot be read
+ * now); pr__quota_note records what a positive answer holds for the rest
+ * of the pass. */
+bool pr__quota_gate(pr_class_ctx *x, const pr_class_host *h, const pr_class_req *req);
+void pr__quota_note(pr_class_ctx *x, const pr_class_req *req);
+void pr__quota_world_free(pr_world *w);
+
+/* src/provreq/topology_use.c: one topology domain per gang. The gate
+ * (decide.c, after the quota gate, before a class decides a request that
+ * is not in flight) picks the domain for the podSets Kueue's topology
+ * annotations mark and narrows them to it (*domain "LABEL=VALUE", or NULL
+ * when unconstrained); it returns 1 when it answered the request itself.
+ * pin narrows the podSets of a request in flight to the domain its status
+ * records; after records the domain with a positive answer (or removes a
+ * stale one). */
+int pr__topology_gate(pr_class_ctx *x, const pr_class_host *h, pr_class_req *req, const char **domain);
+int pr__topology_pin(pr_class_ctx *x, pr_class_req *req);
+void pr__topology_after(pr_class_ctx *x, const char *domain);
 
 /* src/provreq/ledger.c: the booking ledger. `where` "NAMESPACE/NAME" or
  * NULL (off). */

@@ -13,6 +13,7 @@
  * dirty.c (pr__dirty_decided). */
 #include "provreq/ctl_int.h"
 #include "classes/details.h"
+#include "classes/pclass.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
 
@@ -240,10 +241,18 @@ static sched_podset *podsets_or_wait(pr_class_ctx *x, const state_request *rs)
 /* Everything the controller decides before a class gets the request.
  * Returns the podSets for the class, or NULL when the request is answered
  * (or waits) without it. */
-static sched_podset *gate(pr_class_ctx *x, const pr_params *pp, int prc, const prd_err *pe, const state_request *rs)
+static sched_podset *gate(pr_class_ctx *x, const pr_params *pp, int prc, const prd_err *pe, const state_request *rs,
+			  const pr_pclass_use *use)
 {
 	pr_ctl *c = x->c;
 	const kube_provreq *pr = x->pr;
+	if(use && use->reason) {
+		/* A ProvisioningClass the request may not use: said on the
+		 * request, final (the spec cannot change). */
+		pr__set_cond(c, pr, x->conds, PR_COND_ACCEPTED, "False", use->reason, use->msg, true);
+		pr__set_cond(c, pr, x->conds, PR_COND_FAILED, "True", use->reason, use->msg, false);
+		return NULL;
+	}
 	if(prc) {
 		pr__set_cond(c, pr, x->conds, PR_COND_ACCEPTED, "False", PR_R_INVALID, pe->msg, true);
 		pr__set_cond(c, pr, x->conds, PR_COND_FAILED, "True", PR_R_INVALID, pe->msg, false);
@@ -267,6 +276,8 @@ static sched_podset *gate(pr_class_ctx *x, const pr_params *pp, int prc, const p
 static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 {
 	const pr_class_module *m = pr__module_for(c, pr->class_name);
+	const pr_pclass_use *use = pr__pclass_use(w, pr);
+	const char *domain = NULL;
 	pr_class_ctx x;
 	pr_class_host h;
 	pr_class_req req;
@@ -291,6 +302,11 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	if(!pr__dirty_decide(c, pr))
 		return;
 	c->stats.requests_decided++;
+	if(use && use->later) {
+		/* Its namespace could not be read (allowedNamespaces): ask again. */
+		pr__wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
+		return;
+	}
 	{
 		const char *seen = hmap_get(&c->written, pr->meta.uid);
 		if(seen && !strcmp(seen, pr->meta.rv)) {
@@ -323,6 +339,10 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	x.rv = pr->meta.rv;
 	json_object_put(c->details);
 	c->details = json_object_new_object();
+	if(use && !use->reason && use->params_json && c->details) {
+		pr_details_put(c->details, PR_DETAIL_PCLASS, use->pclass, NULL);
+		pr_details_put(c->details, PR_DETAIL_EFFECTIVE_PARAMS, use->params_json, NULL);
+	}
 	memset(&rs, 0, sizeof(rs));
 	if(c->db && state_request_ensure(c->db, pr->meta.uid, pr->meta.ns, pr->meta.name, &rs, &e))
 		log_error("state store: cannot record request", "request", pr->meta.name, "error", e.msg);
@@ -356,12 +376,24 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 			if(released && c->db)
 				state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
 		}
-		req.sets = gate(&x, &pp, prc, &e, &rs);
+		req.sets = gate(&x, &pp, prc, &e, &rs, use);
 	}
+	if(req.sets && !in_flight && pr__quota_gate(&x, &h, &req))
+		req.sets = NULL;
 	if(req.sets && !in_flight)
 		pr__shards_before(c, w, pr);
+	if(req.sets && !in_flight && pr__topology_gate(&x, &h, &req, &domain)) {
+		req.sets = NULL;
+		pr__topology_after(&x, NULL);
+	}
+	if(req.sets && in_flight && pr__topology_pin(&x, &req))
+		req.sets = NULL;
 	if(req.sets || in_flight)
 		m->decide(m, &h, &req);
+	if(req.sets && !in_flight) {
+		pr__quota_note(&x, &req);
+		pr__topology_after(&x, domain);
+	}
 	pr__status_defer(&x);
 	free(x.rv_owned);
 	pr_conds_free(&conds);

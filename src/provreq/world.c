@@ -31,6 +31,8 @@
 void pr__world_free(pr_world *w)
 {
 	size_t i;
+	pr__pclass_world_free(w);
+	pr__quota_world_free(w);
 	for(i = 0; i < w->nobjs; i++)
 		kube_obj_free(w->in, w->objs[i]);
 	if(w->inf && !w->prs_kept) {
@@ -522,6 +524,8 @@ int pr__world_load(pr_ctl *c, pr_world *w, prd_err *err)
 	/* Driver calls first: no cache lock is held while a cloud answers. */
 	if((rc = pr__load_groups(c, w, err)))
 		return rc;
+	if((rc = pr__pclass_read(c, err)))
+		return rc;
 	if(c->use_inf) {
 		kube_informer_rdlock(c->inf.nodes);
 		kube_informer_rdlock(c->inf.pods);
@@ -581,6 +585,7 @@ int pr__world_load(pr_ctl *c, pr_world *w, prd_err *err)
 			goto done;
 	}
 	qsort(w->prs, w->nprs, sizeof(*w->prs), pr_order_cmp);
+	rc = pr__pclass_resolve(c, w, err);
 done:
 	free(tp);
 	return rc;
