@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/reslimit.h"
 #include "util/buf.h"
 
 typedef struct cfg_strv {
@@ -66,6 +67,11 @@ typedef struct cfg {
 	char *priority_file;            /* ... or a file holding it (config-file relative) */
 	int64_t max_nodes_total;        /* 0 = no limit */
 	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
+	char *cores_total;              /* "MIN:MAX" cores, "" = no limit */
+	char *memory_total;             /* "MIN:MAX" GiB */
+	cfg_strv gpu_total;             /* "TYPE:MIN:MAX" each */
+	bool nap;                       /* node auto-provisioning */
+	int64_t nap_max_groups;
 	int64_t pool_debounce;
 	bool pool_include_unready;
 	int64_t kube_api_qps;            /* client-side rate limit of apiserver requests */
@@ -146,6 +152,10 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs);
  * --lease-namespace, else `pod_namespace` when non-empty, else
  * kube-system). ns and name need 254 bytes each. false when unset. */
 bool cfg_priority_configmap(const cfg *c, const char *pod_namespace, char ns[254], char name[254]);
+
+/* The limits the configuration sets: *out (caller frees) and *n. 0,
+ * PRD_EINVAL (with why) or PRD_ENOMEM. */
+int cfg_res_limits(const cfg *c, cfg_res_limit **out, size_t *n, buf *why);
 
 /* Check the values together (ranges, enums, addresses, ordering of lease
  * and backoff durations). */

@@ -670,6 +670,8 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->ngroups = x->w->ngroups;
 	h->cluster_nodes = (int64_t)hmap_len(x->w->nodes_by_name);
 	h->groups_complete = !x->w->groups_incomplete;
+	h->res_totals = x->w->res_totals;
+	h->drivers = x->c->drivers;
 	h->set_cond = h_set_cond;
 	h->provisioned = h_provisioned;
 	h->not_provisioned = h_not_provisioned;
