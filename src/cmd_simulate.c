@@ -9,6 +9,7 @@
 #include "kube/api.h"
 #include "kube/memapi.h"
 #include "kube/objects.h"
+#include "ops/config.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "provreq/controller.h"
@@ -57,6 +58,14 @@ static const char simulate_usage[] =
 	"  --priority-file FILE   the priority expander's table: a\n"
 	"                         cluster-autoscaler-priority-expander ConfigMap or its\n"
 	"                         priorities map (needed by --expander priority)\n"
+	"  --node-autoprovisioning  create node groups of the driver's machine shapes\n"
+	"                         when no group can serve a request (kwok:\n"
+	"                         autoProvisioning in the cloud config)\n"
+	"  --max-autoprovisioned-groups N  at most N such groups (default 15)\n"
+	"  --scale-down-idle D    empty nodes and auto-provisioned groups go after D\n"
+	"                         (default 10m)\n"
+	"  --cores-total MIN:MAX, --memory-total MIN:MAX (GiB),\n"
+	"  --gpu-total TYPE:MIN:MAX (repeatable)  cluster-wide limits, as for run\n"
 	"  --log-format text|json, --v LEVEL  logging, stamped with simulated time;\n"
 	"                         LEVEL as for run: 0 error, 1 warn (the default),\n"
 	"                         2 info, 3 debug, 4 trace\n"
@@ -416,6 +425,8 @@ typedef struct sim_opts {
 	int64_t until;
 	int level, fmt, output;
 	pr_config cfg;
+	cfg limits;             /* --cores-total, --memory-total, --gpu-total (only those) */
+	cfg_res_limit *res;     /* ... parsed */
 } sim_opts;
 
 enum { SIM_OUT_TEXT, SIM_OUT_JSON, SIM_OUT_YAML };
@@ -427,13 +438,16 @@ static bool sim_duration(int c, const char *arg, sim_opts *o)
 	int64_t d;
 	if(str_parse_duration(arg, &d) || d <= 0) {
 		fprintf(stderr, "provreqd simulate: --%s: \"%s\" is not a positive duration (e.g. 30m, 2h)\n",
-			c == 'u' ? "until" : c == 'b' ? "booking-ttl" : "provision-timeout", arg);
+			c == 'u' ? "until" : c == 'b' ? "booking-ttl" : c == 'I' ? "scale-down-idle" : "provision-timeout",
+			arg);
 		return false;
 	}
 	if(c == 'u')
 		o->until = d;
 	else if(c == 'b')
 		o->cfg.booking_ttl_ns = d;
+	else if(c == 'I')
+		o->cfg.scale_down_idle_ns = d;
 	else
 		o->cfg.provision_timeout_ns = d;
 	return true;
@@ -481,6 +495,12 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 		{ "provision-timeout", required_argument, NULL, 't' },
 		{ "expander", required_argument, NULL, 'e' },
 		{ "priority-file", required_argument, NULL, 'P' },
+		{ "node-autoprovisioning", no_argument, NULL, 'N' },
+		{ "max-autoprovisioned-groups", required_argument, NULL, 'M' },
+		{ "scale-down-idle", required_argument, NULL, 'I' },
+		{ "cores-total", required_argument, NULL, 'X' },
+		{ "memory-total", required_argument, NULL, 'Y' },
+		{ "gpu-total", required_argument, NULL, 'G' },
 		{ "log-format", required_argument, NULL, 'f' },
 		{ "v", required_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -505,6 +525,36 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 		case 'C': o->cfg_path = optarg; break;
 		case 'e': o->cfg.expander = optarg; break;
 		case 'P': o->prio_file = optarg; break;
+		case 'N': o->cfg.nap = true; break;
+		case 'M': {
+			char *end;
+			long long v = strtoll(optarg, &end, 10);
+			if(!*optarg || *end || v < 0 || v > 10000) {
+				fprintf(stderr, "provreqd simulate: --max-autoprovisioned-groups: \"%s\" is not a number in "
+					"[0, 10000]\n", optarg);
+				return false;
+			}
+			o->cfg.nap_max_groups = v;
+			break;
+		}
+		case 'X':
+		case 'Y':
+		case 'G': {
+			char **slot = c == 'X' ? &o->limits.cores_total : c == 'Y' ? &o->limits.memory_total : NULL;
+			if(slot) {
+				free(*slot);
+				*slot = str_dup(optarg);
+			} else {
+				char **nv = realloc(o->limits.gpu_total.v, (o->limits.gpu_total.n + 1) * sizeof(*nv));
+				if(nv) {
+					o->limits.gpu_total.v = nv;
+					nv[o->limits.gpu_total.n] = str_dup(optarg);
+					if(nv[o->limits.gpu_total.n])
+						o->limits.gpu_total.n++;
+				}
+			}
+			break;
+		}
 		case 'o':
 			if(!strcmp(optarg, "text"))
 				o->output = SIM_OUT_TEXT;
@@ -520,6 +570,7 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 		case 'u':
 		case 'b':
 		case 't':
+		case 'I':
 			if(!sim_duration(c, optarg, o))
 				return false;
 			break;
@@ -545,6 +596,19 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 	if(!o->cluster || optind != argc) {
 		fputs(simulate_usage, stderr);
 		return false;
+	}
+	{
+		buf why;
+		size_t n = 0;
+		buf_init(&why);
+		if(cfg_res_limits(&o->limits, &o->res, &n, &why)) {
+			fprintf(stderr, "provreqd simulate: %s\n", why.len ? buf_str(&why) : "out of memory");
+			buf_free(&why);
+			return false;
+		}
+		buf_free(&why);
+		o->cfg.res_limits = o->res;
+		o->cfg.nres_limits = n;
 	}
 	if(chain_has_priority(o->cfg.expander) && !o->prio_file) {
 		fprintf(stderr, "provreqd simulate: --expander %s: 'priority' needs a priority table: give "
@@ -931,19 +995,35 @@ static void sim_teardown(sim_ctx *s)
 	metrics_shutdown();
 }
 
+static void sim_free_opts(sim_opts *o)
+{
+	size_t i;
+	free(o->requests);
+	free(o->limits.cores_total);
+	free(o->limits.memory_total);
+	for(i = 0; i < o->limits.gpu_total.n; i++)
+		free(o->limits.gpu_total.v[i]);
+	free(o->limits.gpu_total.v);
+	free(o->res);
+}
+
 int cmd_simulate(int argc, char **argv)
 {
 	sim_opts o;
 	sim_ctx s;
-	int rc;
+	int rc = 2;
 
 	memset(&o, 0, sizeof(o));
 	o.until = 3600 * PRD_NS_PER_SEC;
 	o.level = PRD_LOG_WARN;
 	o.fmt = PRD_LOG_TEXT;
 	pr_config_default(&o.cfg);
-	if(!sim_parse(argc, argv, &o, &rc)) {
-		free(o.requests);
+	o.limits.cores_total = str_dup("");
+	o.limits.memory_total = str_dup("");
+	if(!o.limits.cores_total || !o.limits.memory_total || !sim_parse(argc, argv, &o, &rc)) {
+		if(!o.limits.cores_total || !o.limits.memory_total)
+			rc = 1;
+		sim_free_opts(&o);
 		return rc;
 	}
 	memset(&s, 0, sizeof(s));
@@ -958,6 +1038,6 @@ int cmd_simulate(int argc, char **argv)
 	if(!rc)
 		rc = sim_report(&s, &o);
 	sim_teardown(&s);
-	free(o.requests);
+	sim_free_opts(&o);
 	return rc;
 }

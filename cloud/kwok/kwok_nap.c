@@ -168,10 +168,11 @@ static int parse_shape(kwok_nap *n, json_object *v, size_t index, prd_cloud_erro
 				break;
 			}
 			json_object_object_foreach(val, lk, lv) {
-				if(!json_object_is_type(lv, json_type_string) || !label_key_allowed(lk)) {
+				/* (Well-known labels such as kubernetes.io/arch describe
+				 * the machine: a shape may carry them.) */
+				if(!json_object_is_type(lv, json_type_string)) {
 					rc = kwok_fail(err, PRD_CLOUD_EINVAL,
-						       "kwok config: autoProvisioning shape %s: label %s must be a string "
-						       "outside the kubernetes.io and k8s.io domains",
+						       "kwok config: autoProvisioning shape %s: label %s must be a string",
 						       name, lk);
 					break;
 				}

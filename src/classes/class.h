@@ -239,6 +239,10 @@ typedef struct pr_class_host {
 				    void *ud);
 	/* fn(ud, name) for every Node created at or after wall time t. */
 	void (*nodes_since)(pr_class_ctx *ctx, int64_t t, void (*fn)(void *ud, const char *node), void *ud);
+	/* A Node (JSON, borrowed for the call) as the simulator sees it, in
+	 * the pass arena: what node auto-provisioning makes of a shape. 0 or
+	 * an error saying what is wrong with it. */
+	int (*node_spec)(pr_class_ctx *ctx, json_object *node, sched_node_spec *out, prd_err *err);
 	/* A PodTemplate's `template` of the request's namespace (borrowed),
 	 * or NULL. */
 	json_object *(*template_json)(pr_class_ctx *ctx, const char *name);
