@@ -46,6 +46,9 @@ typedef pr_class_group pr_group;
 typedef struct pr_marked {
 	const char *name, *uid;
 	bool cordoned, opted_out, unschedulable;
+	/* Per c->limits.res_limits: the node's capacity (pass arena; NULL
+	 * without limits). Scale-down keeps every total at its MIN. */
+	int64_t *res;
 } pr_marked;
 
 /* Everything read at the start of a pass. */

@@ -406,6 +406,11 @@ int pr__node_totals(pr_ctl *c, pr_world *w)
 	 * machines have, whoever made them, Ready or not. */
 	for(i = 0; i < w->nnodes; i++) {
 		const kube_node *n = w->nodes[i];
+		pr_marked key = { .name = n->meta.name }, *m = NULL;
+		if(w->nmarked)
+			m = bsearch(&key, w->marked, w->nmarked, sizeof(*w->marked), pr__marked_cmp);
+		if(m && !(m->res = arena_array(&w->ar, c->limits.nres_limits, sizeof(*m->res))))
+			return PRD_ENOMEM;
 		for(l = 0; l < c->limits.nres_limits; l++)
 			for(r = 0; r < n->ncapacity; r++) {
 				int64_t v = 0;
@@ -416,6 +421,8 @@ int pr__node_totals(pr_ctl *c, pr_world *w)
 					v = 0;
 				if(v > 0 && w->res_totals[l] <= INT64_MAX - v)
 					w->res_totals[l] += v;
+				if(m && v > 0)
+					m->res[l] = v;
 			}
 	}
 	return 0;

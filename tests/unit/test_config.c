@@ -318,7 +318,7 @@ static void test_bad_values(void)
 			       "--lease-namespace (leaderElection.leaseNamespace): 'Kube_System' is not a valid "
 			       "namespace name (lowercase DNS label)\n"
 			       "--expander (scaleUp.expander): 'cheapest' is not an expander (want least-waste, "
-			       "most-pods, least-nodes, priority or random, comma-separated)\n"
+			       "most-pods, least-nodes, priority, random or price, comma-separated)\n"
 			       "--lease-renew-deadline (20s) must be shorter than --lease-duration (15s)\n"
 			       "--request-backoff-initial (20m) must be at most --request-backoff-max (10m)\n"
 			       "--cloud-config is set but no --cloud-driver is loaded\n");
