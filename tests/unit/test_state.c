@@ -1130,13 +1130,13 @@ static void test_newer_schema_refused(void)
 
 	snprintf(path, sizeof(path), "%s", p);
 	clk_fake_init(&c, T0);
-	CU_ASSERT_EQUAL_FATAL(raw_exec(path, "CREATE TABLE from_the_future (x); PRAGMA user_version = 5"),
+	CU_ASSERT_EQUAL_FATAL(raw_exec(path, "CREATE TABLE from_the_future (x); PRAGMA user_version = 6"),
 	                      SQLITE_OK);
 	FAILS(PRD_EUNSUPPORTED, state_open(path, &c, NULL, &db, &e));
 	CU_ASSERT_PTR_NULL(db);
 	CONTAINS(e.msg, path);
 	CONTAINS(e.msg, "newer");
-	CONTAINS(e.msg, "5");
+	CONTAINS(e.msg, "6");
 	/* The file was left alone. */
 	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 5);
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name='booking'"), 0);
