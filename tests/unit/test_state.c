@@ -1138,7 +1138,7 @@ static void test_newer_schema_refused(void)
 	CONTAINS(e.msg, "newer");
 	CONTAINS(e.msg, "6");
 	/* The file was left alone. */
-	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 5);
+	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 6);
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name='booking'"), 0);
 }
 
