@@ -242,11 +242,18 @@ static void print_transitions(const sim_record *r)
 typedef struct sim_group {
 	char *id;
 	int32_t first, last, peak, added, removed;
+	int32_t min, max;
+	const char *driver;      /* the driver's name (borrowed from its descriptor) */
+	bool listed;             /* listed by its driver at the last sample */
+	bool autop;              /* auto-provisioned (the driver's group_owner says so) */
+	bool deleted;            /* listed once, not any more: the driver deleted it */
+	int64_t created_at, deleted_at; /* auto-provisioned: when first and last seen */
 } sim_group;
 
 typedef struct sim_groups {
 	sim_group *v;
 	size_t n;
+	bool sampled;            /* the first sample (the input's groups) is taken */
 } sim_groups;
 
 static void sim_groups_free(sim_groups *t)
@@ -316,6 +323,8 @@ static void track_groups(cloud_drivers *drivers, const kube_api *api, sim_groups
 {
 	json_object *ready = ready_nodes(drivers, api);
 	size_t d, i;
+	for(i = 0; i < t->n; i++)
+		t->v[i].listed = false;
 	for(d = 0; d < drivers->n; d++) {
 		cloud_driver *drv = drivers->v[d];
 		prd_cloud_node_group *g = NULL;
@@ -334,44 +343,74 @@ static void track_groups(cloud_drivers *drivers, const kube_api *api, sim_groups
 			s->last = g[i].target_size;
 			if(s->last > s->peak)
 				s->peak = s->last;
+			s->min = g[i].min_size;
+			s->max = g[i].max_size;
+			s->driver = drv->api->name;
+			s->listed = true;
+			s->deleted = false;
+			if(!s->autop && cloud_driver_naps(drv->api)) {
+				char *owner = NULL;
+				if(drv->api->group_owner(drv->state, g[i].id, &owner, &de) == 0 && owner) {
+					s->autop = true;
+					s->created_at = now;
+					drv->api->release_string(drv->state, owner);
+					/* Made during the run: it started empty. */
+					if(t->sampled && s->first == s->last && !s->added) {
+						s->added = s->last;
+						s->first = 0;
+					}
+				}
+			}
 			sim_record_size(rec, now, g[i].id, g[i].target_size,
 					json_object_get_int(json_object_object_get(ready, g[i].id)));
 		}
 		drv->api->release_node_groups(drv->state, g, n);
 	}
+	/* Groups the drivers no longer list (auto-provisioned ones deleted). */
+	for(i = 0; i < t->n; i++)
+		if(!t->v[i].listed && !t->v[i].deleted) {
+			t->v[i].deleted = true;
+			t->v[i].deleted_at = now;
+			t->v[i].removed += t->v[i].last;
+			t->v[i].last = 0;
+			sim_record_size(rec, now, t->v[i].id, 0, 0);
+		}
+	t->sampled = true;
 	json_object_put(ready);
 }
 
-/* The final node-group table as JSON rows (caller releases). */
+/* The final node-group table as JSON rows (caller releases): every group
+ * seen during the run, auto-provisioned ones (created, maybe deleted)
+ * included. */
 static json_object *group_rows(cloud_drivers *drivers, sim_groups *t)
 {
 	json_object *rows = json_object_new_array();
-	size_t d, i;
-	for(d = 0; rows && d < drivers->n; d++) {
-		cloud_driver *drv = drivers->v[d];
-		prd_cloud_node_group *g = NULL;
-		prd_cloud_error de;
-		size_t n = 0;
-		if(drv->api->node_groups(drv->state, &g, &n, &de))
+	size_t i;
+	(void)drivers;
+	for(i = 0; rows && i < t->n; i++) {
+		const sim_group *s = &t->v[i];
+		json_object *row = json_object_new_object();
+		char ts[RFC3339_MAX];
+		if(!row)
 			continue;
-		for(i = 0; i < n; i++) {
-			sim_group *s = g[i].id ? sim_group_get(t, g[i].id, g[i].target_size) : NULL;
-			json_object *row = json_object_new_object();
-			if(!row || !g[i].id) {
-				json_object_put(row);
-				continue;
-			}
-			json_object_object_add(row, "group", json_object_new_string(g[i].id));
-			json_object_object_add(row, "driver", json_object_new_string(drv->api->name));
-			json_object_object_add(row, "min", json_object_new_int(g[i].min_size));
-			json_object_object_add(row, "max", json_object_new_int(g[i].max_size));
-			json_object_object_add(row, "target", json_object_new_int(g[i].target_size));
-			json_object_object_add(row, "peak", json_object_new_int(s ? s->peak : g[i].target_size));
-			json_object_object_add(row, "added", json_object_new_int(s ? s->added : 0));
-			json_object_object_add(row, "removed", json_object_new_int(s ? s->removed : 0));
-			json_object_array_add(rows, row);
+		json_object_object_add(row, "group", json_object_new_string(s->id));
+		json_object_object_add(row, "driver", json_object_new_string(s->driver ? s->driver : ""));
+		json_object_object_add(row, "min", json_object_new_int(s->min));
+		json_object_object_add(row, "max", json_object_new_int(s->max));
+		json_object_object_add(row, "target", json_object_new_int(s->last));
+		json_object_object_add(row, "peak", json_object_new_int(s->peak));
+		json_object_object_add(row, "added", json_object_new_int(s->added));
+		json_object_object_add(row, "removed", json_object_new_int(s->removed));
+		json_object_object_add(row, "autoProvisioned", json_object_new_boolean(s->autop));
+		if(s->autop) {
+			rfc3339_format(s->created_at, ts, sizeof(ts));
+			json_object_object_add(row, "created", json_object_new_string(ts));
 		}
-		drv->api->release_node_groups(drv->state, g, n);
+		if(s->deleted) {
+			rfc3339_format(s->deleted_at, ts, sizeof(ts));
+			json_object_object_add(row, "deleted", json_object_new_string(ts));
+		}
+		json_object_array_add(rows, row);
 	}
 	return rows;
 }
@@ -387,10 +426,15 @@ static void print_groups(json_object *rows)
 	printf("\n%-24s %-5s %-5s %-7s %-6s %-6s %-6s %s\n", "NODE GROUP", "MIN", "MAX", "TARGET", "PEAK", "ADDED",
 	       "REMOVED", "DRIVER");
 	for(i = 0; i < json_object_array_length(rows); i++) {
-		json_object *r = json_object_array_get_idx(rows, i);
-		printf("%-24s %-5d %-5d %-7d %-6d %-6d %-7d %s\n", row_str(r, "group"), row_int(r, "min"),
+		json_object *r = json_object_array_get_idx(rows, i), *c = json_object_object_get(r, "created"),
+			    *d = json_object_object_get(r, "deleted");
+		printf("%-24s %-5d %-5d %-7d %-6d %-6d %-7d %s", row_str(r, "group"), row_int(r, "min"),
 		       row_int(r, "max"), row_int(r, "target"), row_int(r, "peak"), row_int(r, "added"),
 		       row_int(r, "removed"), row_str(r, "driver"));
+		if(c)
+			printf("  auto-provisioned %s%s%s", json_object_get_string(c), d ? ", deleted " : "",
+			       d ? json_object_get_string(d) : "");
+		printf("\n");
 	}
 }
 
