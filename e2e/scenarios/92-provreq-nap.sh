@@ -124,8 +124,8 @@ base_cores=$(cluster_total cpu)
 base_mem=$(cluster_total memory)
 t_log "the cluster has $base_cores cores and $base_mem GiB before the scenario"
 # Cases 1-3 add 4 nodes of 8 CPUs and 32 GiB (32 cores, 128 GiB). Case 4
-# needs 3 more nodes (24 cores: 56 > 50); case 5 needs 2 (16 cores fit,
-# 64 GiB: 192 > 160).
+# needs 3 more nodes (24 cores: 56 > 50); case 5's pods (31 GiB) fit no
+# node there is and need 2 more (16 cores fit, 64 GiB: 192 > 160).
 cores_max=$((base_cores + 50))
 mem_max=$((base_mem + 160))
 
@@ -172,7 +172,7 @@ t1=$(date +%s.%N)
 g1=$(new_group "$before")
 t_contains "gpu: a new gpu4 group" "nap-gpu4-" "$g1"
 t_eq "gpu: one node of it (2 pods x 2 GPUs on a 4-GPU node)" 1 "$(pr_count "$g1")"
-t_contains "gpu: the condition says it was auto-provisioned" "auto-provisioned" \
+t_contains "gpu: the request's details name the new group and its shape" "new node group $g1 of shape gpu4" \
 	"$(kubectl get provreq -n "$PR_NS" gpu -o jsonpath='{.status.provisioningClassDetails.autoProvisionedNodeGroup}')"
 echo "bench=nap_new_group_provisioned_s value=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')"
 
@@ -215,7 +215,7 @@ t_eq "many: no node was made" "$nodes_before" "$(tag_nodes)"
 t_eq "many: no group was made" 3 "$(nap_group_count)"
 
 # --- 5. past --memory-total ---------------------------------------------
-nap_template fat 1 30Gi ""
+nap_template fat 1 31Gi ""
 pr_request fat atomic-scale-up fat 2 noRetry=true
 t_wait 60 "fat: Failed" bash -c "[[ \"\$(kubectl get provreq -n $PR_NS fat -o 'jsonpath={.status.conditions[?(@.type==\"Failed\")].status}')\" == True ]]"
 msg=$(pr_msg fat Failed)
