@@ -361,6 +361,11 @@ void nap_candidates(const pr_class_host *h, const char *req_uid, const sched_pod
 	*n = 0;
 	if(!h->limits->nap || !h->drivers || !h->db)
 		return;
+	if(!h->groups_complete) {
+		/* An unlisted group might serve the pods: no new one now. */
+		WHY("%sauto-provisioning waits: a driver could not list its node groups this pass", wl ? "; " : "");
+		return;
+	}
 	have = count_groups(h);
 	if(have >= h->limits->nap_max_groups) {
 		WHY("%sauto-provisioning: %lld groups exist, the most allowed (--max-autoprovisioned-groups)",
