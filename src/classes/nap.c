@@ -51,6 +51,31 @@ static void free_json(void *p)
 	json_object_put(p);
 }
 
+/* Groups of the pass arena that are in no world: their listings (made
+ * once the cloud has them) are freed with the pass. */
+typedef struct group_run {
+	pr_class_group *v;
+	size_t n;
+} group_run;
+
+static void unlist_run(void *p)
+{
+	group_run *r = p;
+	size_t i;
+	for(i = 0; i < r->n; i++)
+		pr_group_unlist(&r->v[i]);
+}
+
+static int defer_unlist(const pr_class_host *h, pr_class_group *v, size_t n)
+{
+	group_run *r = arena_alloc(h->ar, sizeof(*r));
+	if(!r)
+		return PRD_ENOMEM;
+	r->v = v;
+	r->n = n;
+	return arena_defer(h->ar, unlist_run, r);
+}
+
 /* ---- what the pods need of a new group ------------------------------- */
 
 typedef struct needs {
@@ -433,6 +458,10 @@ void nap_candidates(const pr_class_host *h, const char *req_uid, const sched_pod
 		}
 		drv->api->release_shapes(drv->state, sv, ns);
 	}
+	if(*n && defer_unlist(h, v, *n)) {
+		*n = 0;
+		v = NULL;
+	}
 	*out = v;
 }
 
@@ -715,6 +744,8 @@ pr_class_group *nap_pending_group(const pr_class_host *h, const char *id)
 					sizeof(why));
 	}
 	drv->api->release_shapes(drv->state, sv, ns);
+	if(g && defer_unlist(h, g, 1))
+		g = NULL;
 	if(g) {
 		g->nap_new->plan_id = arena_strdup(h->ar, jstr(o, "plan") ? jstr(o, "plan") : "");
 		g->nap_new->owner = arena_strdup(h->ar, jstr(o, "owner") ? jstr(o, "owner") : "");
