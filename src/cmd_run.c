@@ -328,6 +328,7 @@ static const kube_resource *const inf_res[RUN_NINF] = { &KUBE_NODES, &KUBE_PODS,
  * and to strings of `c`. Every pointer is NULL until created. */
 typedef struct run_ctx {
 	cfg c;
+	char ledger[510];        /* the booking ledger "NAMESPACE/NAME" (pr_config.booking_ledger) */
 	const clk *clock;
 	kube_config *kc;
 	kube_client *client;
@@ -598,6 +599,10 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 	if(pc.nap && !nap_capable(&r->drivers))
 		log_warn("--node-autoprovisioning is on, but no loaded driver offers machine shapes (ABI 1.5): no "
 			 "node group will be created");
+	if(cfg_booking_ledger(c, getenv("POD_NAMESPACE"), r->ledger)) {
+		pc.booking_ledger = r->ledger;
+		log_info("booking ledger", "configmap", r->ledger);
+	}
 	if(pr_ctl_new(&pc, r->clock, &r->api, r->db, &r->drivers, &r->ctl, e) ||
 	   pr_ctl_use_event_api(r->ctl, &r->ev_api, RUN_EVENT_SENDERS, e)) {
 		log_error("cannot start the controller", "error", e->msg);

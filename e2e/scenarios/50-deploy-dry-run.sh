@@ -136,6 +136,9 @@ for v in get list patch; do expect_yes "$v" resourcepools.capsule.clastix.io; do
 expect_yes create events -n default
 expect_yes patch events -n default
 for v in get create update; do expect_yes "$v" leases.coordination.k8s.io -n "$ns"; done
+# The booking ledger: its one ConfigMap read and replaced, created once.
+for v in get update; do expect_yes "$v" configmaps/provreqd-bookings -n "$ns"; done
+expect_yes create configmaps -n "$ns"
 t_pass "the ServiceAccount may do everything the controller does"
 # ... and nothing it does not use.
 for r in nodes pods podtemplates; do expect_no get "$r" -n default; done
@@ -162,6 +165,8 @@ expect_no delete events -n default
 expect_no get leases.coordination.k8s.io -n default
 expect_no delete leases.coordination.k8s.io -n "$ns"
 expect_no list leases.coordination.k8s.io -n "$ns"
+for v in get update delete; do expect_no "$v" configmaps/provreqd-config-x -n "$ns"; done
+expect_no create configmaps -n default
 expect_no create serviceaccounts/token -n "$ns"
 expect_no get machinedeployments.cluster.x-k8s.io -A
 expect_no '*' '*'

@@ -336,6 +336,23 @@ static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, con
 static bool roll_back_all(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 {
 	size_t i, closed = 0;
+	/* The API says rolling-back before anything is deleted. A rollback
+	 * whose status was not written (a crash, a 409, a fence) left the API
+	 * saying "increasing" while the cloud had deleted the plan's
+	 * instances; a new leader adopting the plan from the status then
+	 * found none of them and asked the cloud again: one plan, made twice
+	 * (DST mixed seed 21041). No write when the API says so already. */
+	if(req && !req->terminal) {
+		prd_err e;
+		h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_ROLLING_BACK));
+		if(!h->may_act(h->ctx) || h->write_now(h->ctx, &e)) {
+			log_warn("rollback waits: the request's status could not say rolling-back", "request",
+				 req->pr->meta.name, "plan", p->n ? p->v[0].plan_id : "?", "error",
+				 h->may_act(h->ctx) ? e.msg : "fenced");
+			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+			return false;
+		}
+	}
 	for(i = 0; i < p->n; i++) {
 		if(state_phase_is_terminal(p->v[i].phase) ||
 		   at_roll_back_step(h, req, at_find_group(h, p->v[i].node_group), &p->v[i])) {
@@ -1181,16 +1198,32 @@ static bool unadopted_plan(const pr_class_host *h, const pr_class_req *req)
 /* The status of an open plan says which term carries it now: the term
  * that made it, or the one that took it over since (so a replica that
  * ended the plan in an older term learns from the API that another leader
- * carried it on: reopen_carried_on). */
-static void claim_term(const pr_class_host *h, const pr_class_req *req)
+ * carried it on: reopen_carried_on). Written before this term acts on the
+ * plan: a leader that adopted a plan, called the cloud for it and died
+ * before its deferred write left the API naming the old term, and the old
+ * leader, back in a newer term with the plan closed in its store ("the
+ * target moved"), wrote it rolled back over the instances the other had
+ * made (DST mixed seed 23624, (ii)). False: not written; act on the plan
+ * no further this pass. */
+static bool claim_term(const pr_class_host *h, const pr_class_req *req)
 {
 	char *was;
+	bool ok = true;
 	if(req->terminal || !h->term || !h->term[0])
-		return;
+		return true;
 	was = pr_details_get(req->pr, PR_DETAIL_TERM);
-	if(!was || strcmp(was, h->term))
+	if(!was || strcmp(was, h->term)) {
+		prd_err e;
 		h->set_detail(h->ctx, PR_DETAIL_TERM, h->term);
+		if(!h->may_act(h->ctx) || h->write_now(h->ctx, &e)) {
+			log_warn("a scale-up plan waits: the request's status could not name this leader's term",
+				 "request", req->pr->meta.name, "error", h->may_act(h->ctx) ? e.msg : "fenced");
+			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+			ok = false;
+		}
+	}
 	free(was);
+	return ok;
 }
 
 static void atomic_decide(const pr_class_module *m, const pr_class_host *h, const pr_class_req *req)
@@ -1201,7 +1234,10 @@ static void atomic_decide(const pr_class_module *m, const pr_class_host *h, cons
 		return;
 	if(at_plan_open(h, req->pr->meta.uid, &p)) {
 		bool again;
-		claim_term(h, req);
+		if(!claim_term(h, req)) {
+			at_plan_free(&p);
+			return;
+		}
 		again = progress(h, req, &p);
 		at_plan_free(&p);
 		if(again)

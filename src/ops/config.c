@@ -21,6 +21,7 @@ static int check_metrics_access(const cfg *c, buf *why);
 static int check_expander(const cfg *c, buf *why);
 static int check_priority_configmap(const cfg *c, buf *why);
 static int check_lease_name(const cfg *c, buf *why);
+static int check_booking_ledger(const cfg *c, buf *why);
 static int check_lease_namespace(const cfg *c, buf *why);
 static int check_nonempty_state_db(const cfg *c, buf *why);
 static int check_cores_total(const cfg *c, buf *why);
@@ -65,6 +66,10 @@ const cfg_option cfg_options[] = {
 	{ "lease-namespace", "leaderElection.leaseNamespace", CFG_STRING, O(lease_namespace), "",
 	  "namespace of the leader-election Lease; empty = $POD_NAMESPACE, else kube-system", 0, 0,
 	  check_lease_namespace },
+	{ "booking-ledger", "leaderElection.bookingLedger", CFG_STRING, O(booking_ledger), "provreqd-bookings",
+	  "[NAMESPACE/]NAME of the ConfigMap every replica and shard changes (conditionally) before it writes a "
+	  "booking, so no two book the same room (operator.md, \"The booking ledger\"); no namespace = the "
+	  "Lease's; used with --leader-elect or --processor-instance; none = off", 0, 0, check_booking_ledger },
 	{ "lease-duration", "leaderElection.leaseDuration", CFG_DURATION, O(lease_duration), "15s",
 	  "how long a Lease is valid after its last renewal; a standby takes over after it", SEC, HOUR, NULL },
 	{ "lease-renew-deadline", "leaderElection.renewDeadline", CFG_DURATION, O(lease_renew_deadline), "10s",
@@ -881,6 +886,51 @@ static int check_priority_configmap(const cfg *c, buf *why)
 		return PRD_EINVAL;
 	}
 	return PRD_OK;
+}
+
+static int check_booking_ledger(const cfg *c, buf *why)
+{
+	const char *v = c->booking_ledger, *slash = strchr(v, '/');
+	char ns[254];
+	if(!*v) {
+		buf_printf(why, "empty: give a ConfigMap name, or none");
+		return PRD_EINVAL;
+	}
+	if(!strcmp(v, "none"))
+		return PRD_OK;
+	if(slash && ((size_t)(slash - v) >= sizeof(ns) || slash == v)) {
+		buf_printf(why, "'%s' is not NAMESPACE/NAME", v);
+		return PRD_EINVAL;
+	}
+	if(slash) {
+		snprintf(ns, sizeof(ns), "%.*s", (int)(slash - v), v);
+		if(!str_is_dns_label(ns)) {
+			buf_printf(why, "'%s' is not a valid namespace name (lowercase DNS label)", ns);
+			return PRD_EINVAL;
+		}
+	}
+	if(!str_is_dns_subdomain(slash ? slash + 1 : v)) {
+		buf_printf(why, "'%s' is not a valid ConfigMap name (lowercase DNS subdomain)", slash ? slash + 1 : v);
+		return PRD_EINVAL;
+	}
+	return PRD_OK;
+}
+
+bool cfg_booking_ledger(const cfg *c, const char *pod_namespace, char out[510])
+{
+	const char *v = c->booking_ledger;
+	bool several = c->leader_elect || (c->processor_instance && c->processor_instance[0]);
+	if(!several || !v || !*v || !strcmp(v, "none"))
+		return false;
+	if(strchr(v, '/'))
+		snprintf(out, 510, "%s", v);
+	else
+		snprintf(out, 510, "%s/%s",
+			 c->lease_namespace && c->lease_namespace[0] ? c->lease_namespace
+			 : pod_namespace && pod_namespace[0]          ? pod_namespace
+									: "kube-system",
+			 v);
+	return true;
 }
 
 bool cfg_priority_configmap(const cfg *c, const char *pod_namespace, char ns[254], char name[254])

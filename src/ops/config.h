@@ -64,6 +64,7 @@ typedef struct cfg {
 	int64_t state_retention;
 	char *expander;                 /* comma-separated chain */
 	char *priority_configmap;       /* "[NAMESPACE/]NAME" of the priority expander's table */
+	char *booking_ledger;           /* "[NAMESPACE/]NAME" of the booking ledger, or "none" */
 	char *priority_file;            /* ... or a file holding it (config-file relative) */
 	int64_t max_nodes_total;        /* 0 = no limit */
 	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
@@ -152,6 +153,9 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs);
  * --lease-namespace, else `pod_namespace` when non-empty, else
  * kube-system). ns and name need 254 bytes each. false when unset. */
 bool cfg_priority_configmap(const cfg *c, const char *pod_namespace, char ns[254], char name[254]);
+/* The booking ledger's "NAMESPACE/NAME" (no namespace: the Lease's), when
+ * one is used: leader election or a processor instance, and not "none". */
+bool cfg_booking_ledger(const cfg *c, const char *pod_namespace, char out[510]);
 
 /* The limits the configuration sets: *out (caller frees) and *n. 0,
  * PRD_EINVAL (with why) or PRD_ENOMEM. */

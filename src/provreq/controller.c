@@ -97,6 +97,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->fenced_groups, NULL);
 	pr__dirty_init(c);
 	pr__shards_init(c);
+	pr__ledger_init(c, cfg->booking_ledger);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
 	c->limits.provision_timeout_ns = cfg->provision_timeout_ns;
@@ -169,6 +170,7 @@ void pr_ctl_free(pr_ctl *c)
 	free(c->fed);
 	pr__dirty_free(c);
 	pr__shards_free(c);
+	pr__ledger_free(c);
 	hmap_free(&c->consumers);
 	hmap_free(&c->pod_blocked);
 	hmap_free(&c->nfp);

@@ -60,6 +60,10 @@ typedef struct pr_config {
 	 * instead of from their journals (informer mode; docs/operator.md "How
 	 * a pass is driven"). Tests compare the two. */
 	bool full_passes;
+	/* "NAMESPACE/NAME" of the booking ledger ConfigMap that every replica
+	 * and shard changes before it writes a booking (ledger.c); NULL: none
+	 * (one instance alone). */
+	const char *booking_ledger;
 } pr_config;
 
 #define PR_STATUS_WRITERS_MAX 32
@@ -84,6 +88,8 @@ typedef struct pr_stats {
 	uint64_t snapshot_reuses;       /* passes that reused the snapshot of unchanged nodes and pods */
 	uint64_t snapshot_node_adds;    /* nodes added to a reused snapshot (registrations) */
 	uint64_t snapshot_mismatches;   /* verify_snapshot: kept snapshots (or copies) that differed from a rebuild */
+	uint64_t ledger_writes;         /* booking ledger writes that landed (cumulative) */
+	uint64_t ledger_conflicts;      /* ... refused: another instance wrote it first (cumulative) */
 } pr_stats;
 
 typedef struct pr_ctl pr_ctl;

@@ -113,6 +113,23 @@ typedef struct pr_world {
 #define PR_NODE_PRESENT ((void *)(uintptr_t)1)
 #define PR_NODE_USABLE ((void *)(uintptr_t)2)
 
+/* The booking ledger (ledger.c). */
+typedef struct pr_ledger {
+	bool on;
+	char ns[254], name[254];
+	bool exists;              /* the ConfigMap exists (PUT, else POST) */
+	char *rv;                 /* its resourceVersion as read or written */
+	json_object *data;        /* its data as read or written */
+	uint64_t read_pass;       /* the pass (stats.passes + 1) that read it; 0: read again */
+	hmap uids;                /* requests whose entry this pass booked from the ledger */
+} pr_ledger;
+
+/* One request's booking change for pr__ledger_commit. */
+typedef struct pr_ledger_change {
+	const char *uid, *key;    /* key "ns/name" */
+	bool add;                 /* record its local rows (false: remove its entry) */
+} pr_ledger_change;
+
 /* The controller's side of a class call (pr_class_host.ctx). */
 struct pr_class_ctx {
 	pr_ctl *c;
@@ -243,6 +260,7 @@ struct pr_ctl {
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	int64_t pruned_at;        /* when the state store was last pruned (0 = never) */
 	pr_shards shards;
+	pr_ledger ledger;
 	pr_stats stats;
 	int64_t now;
 	int64_t next_wake;
@@ -418,6 +436,24 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
  * as they will be, so that of two requests racing for one room on two
  * instances the older gets it whichever instance runs first. */
 void pr__shards_before(pr_ctl *c, pr_world *w, const kube_provreq *pr);
+
+/* src/provreq/ledger.c: the booking ledger. `where` "NAMESPACE/NAME" or
+ * NULL (off). */
+void pr__ledger_init(pr_ctl *c, const char *where);
+void pr__ledger_free(pr_ctl *c);
+/* Read it (a pass that places, once). */
+int pr__ledger_read(pr_ctl *c, prd_err *err);
+/* Its live entries as booking rows (free with state_booking_list_free),
+ * except requests `own` (local rows, ordered by uid) has; remembers
+ * their uids for pr__ledger_has. */
+int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, state_booking **out, size_t *n);
+bool pr__ledger_has(const pr_ctl *c, const char *uid);
+/* Record the changes (adds from the local store's rows) with the version
+ * read as a precondition. PRD_ECONFLICT: another instance wrote it since;
+ * the statuses that book must not be written. */
+int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *err);
+/* Does a status patch (or the details alone) change a booking? */
+bool pr__ledger_change_of(json_object *patch_or_details, bool is_details, bool *add);
 
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);

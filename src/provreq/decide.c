@@ -29,6 +29,40 @@ static int64_t total_pods(const kube_provreq *pr)
 	return t;
 }
 
+/* The nodes of the booking the request's status records ("set:node=pods,
+ * ...;set:...") that are gone: what the local rows say when an earlier
+ * pass deleted them but the status that ended the booking was not written
+ * (the room is then held from the status, pr__shards_book). */
+static size_t status_nodes_gone(const pr_world *w, const kube_provreq *pr)
+{
+	char *text = pr_details_get(pr, PR_DETAIL_BOOKING), *p, *tok, *save = NULL;
+	size_t gone = 0;
+	if(!text)
+		return 0;
+	for(tok = strtok_r(text, ",;", &save); tok; tok = strtok_r(NULL, ",;", &save)) {
+		char *eq = strchr(tok, '=');
+		if((p = strchr(tok, ':')) && (!eq || p < eq))
+			tok = p + 1;
+		if(eq)
+			*eq = '\0';
+		if(*tok && !hmap_has(w->nodes_by_name, tok))
+			gone++;
+	}
+	free(text);
+	return gone;
+}
+
+/* Does the request's status show a scale-up plan that has not ended? */
+static bool status_plan_open(const kube_provreq *pr)
+{
+	char *phase = pr_details_get(pr, PR_DETAIL_PHASE);
+	state_phase ph;
+	bool open = phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) &&
+		    ph != STATE_PHASE_DONE;
+	free(phase);
+	return open;
+}
+
 static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_conds *conds)
 {
 	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
@@ -47,6 +81,8 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 				gone++;
 		state_booking_list_free(b, nb);
 	}
+	if(!nb)
+		gone = status_nodes_gone(w, pr);
 	if(scheduled >= want) {
 		snprintf(msg, sizeof(msg), "all %lld consumer pods are scheduled; the booking is released", (long long)want);
 		pr__set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_CONSUMED, msg, false);
@@ -61,10 +97,15 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 		pr__wake_at(c, expires);
 		return;
 	}
+	/* The room stays held in this pass's snapshot: the status that ends
+	 * the booking is written at the end of the pass and may fail (409:
+	 * the request still reads Provisioned with its booking). Handing the
+	 * room to a request decided later in this pass would book it twice
+	 * until the next write lands. From the next pass on, the status says
+	 * whether it ended (a booking the status still shows is held from it
+	 * when the local rows are gone: pr__shards_book). */
 	if(c->db)
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
-	if(w->snap_booked && !w->snap_failed)
-		sched_snapshot_unbook(w->snap, pr->meta.uid, NULL); /* (else read without it) */
 	pr_details_put(c->details, PR_DETAIL_BOOKING, NULL, NULL);
 }
 
@@ -302,8 +343,12 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		 * up are leftovers (a status write that failed after booking, the
 		 * room an ended plan held): gone before it is decided, which books
 		 * again if it provisions. Requests decided earlier in this pass
-		 * saw them held. */
-		if(!pr_cond_true(pr, PR_COND_PROVISIONED)) {
+		 * saw them held. Not while its status shows a plan open that the
+		 * local store does not carry yet (a new leader waits to adopt it):
+		 * what is held then are the Nodes that plan brought up
+		 * (shards.c), and releasing them handed them to younger requests
+		 * of the same pass (DST mixed seed 30908, (iii)). */
+		if(!pr_cond_true(pr, PR_COND_PROVISIONED) && !status_plan_open(pr)) {
 			sched_snapshot *snap = pr__snap(c, w); /* (NULL: fenced, nothing is written) */
 			size_t released = 0;
 			if(snap)

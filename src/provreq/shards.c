@@ -390,7 +390,11 @@ static sh_entry *derive(pr_ctl *c, const char *key, const kube_provreq *pr, int 
 		if(prc == 0 && e->nitems)
 			e->until = until;
 	}
-	if(!foreign && !e->until) {
+	/* An own request's open plan: held like another instance's while the
+	 * local store does not carry it (own_plan_here). */
+	if(!foreign && e->plan)
+		e->groups = open_plan_groups(pr);
+	if(!foreign && !e->until && !e->groups) {
 		entry_free(e);
 		return NULL;
 	}
@@ -457,6 +461,25 @@ static int resync(pr_ctl *c, pr_world *w)
 }
 
 /* Another instance's open plans: their node groups are busy here. */
+/* An own request's open plan the local store carries (adopted or made
+ * here): the atomic class holds its group and Nodes itself. One it does
+ * not carry yet (a new leader waiting to adopt it until its groups are
+ * listed) is held here like another instance's: else a request decided
+ * meanwhile takes the Nodes it brought up, and once adopted it finds its
+ * pods do not fit and scales up again (DST mixed seed 30908, (iii)). */
+static bool own_plan_here(const pr_ctl *c, const sh_entry *e)
+{
+	state_intent in;
+	char id[400];
+	if(e->foreign || !e->plan || !c->db)
+		return false;
+	snprintf(id, sizeof(id), "%s#0", e->plan);
+	if(state_intent_get(c->db, id, &in, NULL))
+		return false;
+	state_intent_clear(&in);
+	return true;
+}
+
 static void mark_busy(pr_ctl *c, pr_world *w)
 {
 	hmap_iter it;
@@ -464,6 +487,8 @@ static void mark_busy(pr_ctl *c, pr_world *w)
 	hmap_iter_init(&it, &c->shards.plans);
 	while(hmap_iter_next(&it, NULL, &v)) {
 		const char *p = ((const sh_entry *)v)->groups;
+		if(own_plan_here(c, v))
+			continue;
 		while(*p) {
 			size_t n = strcspn(p, ",");
 			char id[256];
@@ -704,7 +729,7 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
 	while(hmap_iter_next(&it, NULL, &v)) {
 		sh_entry *e = v;
 		prd_err err;
-		if(e->until <= c->now || !hmap_has(&w->uids, e->uid) ||
+		if(e->until <= c->now || !hmap_has(&w->uids, e->uid) || pr__ledger_has(c, e->uid) ||
 		   (!e->foreign && ((nrows && bsearch(e->uid, rows, nrows, sizeof(*rows), row_uid_cmp)) ||
 				    plan_ended_here(c, e))) ||
 		   !resolve_room(c, w, e))
@@ -721,6 +746,6 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
 	metrics_gauge_set(M_API_BOOKINGS, NULL, (double)c->stats.bookings_from_api);
 	hmap_iter_init(&it, &c->shards.plans);
 	while(hmap_iter_next(&it, NULL, &v))
-		if(hmap_has(&w->uids, ((sh_entry *)v)->uid))
+		if(hmap_has(&w->uids, ((sh_entry *)v)->uid) && !own_plan_here(c, v))
 			hold_plan_nodes(c, w, v);
 }

@@ -735,6 +735,12 @@ void cloud_progress(void)
 			if(x->deleting) {
 				if(now >= x->t_gone) {
 					x->gone = true;
+					/* The outside actor's deletion is nobody's fault
+					 * here, also for a request that came to hold room
+					 * on the Node after the deletion began (the Node
+					 * was in the API, Ready, until now). */
+					if(x->node[0] && x->creator == BY_OUTSIDE)
+						room_lost(x->node);
 					if(x->node[0])
 						delete_node(x->node);
 				}

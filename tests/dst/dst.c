@@ -60,14 +60,15 @@
  * A seed stops at its first violation.
  *
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
- *            [--actors mixed|single|multi|replicas] [--unfenced] [--skip vi,viii]
+ *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--skip vi,viii]
  * 1000 seeds by default, what make check runs (DST_SEEDS=N and
  * DST_ACTORS=mode override);
  * mixed runs every fifth seed in the single-controller mode, the others
  * with several actors; replicas runs only the two replicas of one shard
  * (no second shard, no outside actor, no placeholder ids), to look at
  * failover alone. --unfenced makes every fence say yes, to show that
- * the oracle catches a controller that does not fence itself; --skip
+ * the oracle catches a controller that does not fence itself;
+ * --no-ledger runs several actors without the booking ledger; --skip
  * leaves the invariants named out (to see what else fails while one is
  * being fixed: only a seed's first violation is reported). Seeds run
  * in batches of 500 in child processes, J at a time. Prints one line:
@@ -292,6 +293,10 @@ static void setup_cluster(void)
 	}
 }
 
+/* --no-ledger: the replicas run without the booking ledger (ledger.c), to
+ * show what it prevents (a late booking landing over another instance's). */
+static bool no_ledger;
+
 static void setup_replica(replica *r, int idx, const char *name, const char *shard, int lease)
 {
 	r->idx = idx;
@@ -308,6 +313,10 @@ static void setup_replica(replica *r, int idx, const char *name, const char *sha
 	r->cfg.state_retention_ns = 365LL * 24 * 60 * MIN;
 	r->cfg.processor_instance = shard;
 	r->cfg.nap = dst.nap;
+	/* Several actors: what a deployment with leader election or shards
+	 * runs (cmd_run.c). */
+	if(dst.multi && !no_ledger)
+		r->cfg.booking_ledger = "provreqd/provreqd-bookings";
 }
 
 /* A fresh world for `seed`: settings, cluster, replicas. */
@@ -642,7 +651,7 @@ static int selftest(const char *dir)
 static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v] "
-			"[--actors mixed|single|multi|replicas] [--unfenced] [--skip vi,viii]\n");
+			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--skip vi,viii]\n");
 	return 2;
 }
 
@@ -680,6 +689,8 @@ int main(int argc, char **argv)
 			snprintf(skip, sizeof(skip), ",%s,", argv[++a]);
 		} else if(!strcmp(argv[a], "--unfenced"))
 			o.unfenced = true;
+		else if(!strcmp(argv[a], "--no-ledger"))
+			no_ledger = true;
 		else if(!strcmp(argv[a], "-v"))
 			dst.verbose = true;
 		else
@@ -692,9 +703,9 @@ int main(int argc, char **argv)
 		o.actors = !strcmp(v, "single") ? 1 : !strcmp(v, "multi") ? 2 : !strcmp(v, "replicas") ? 3 : 0;
 	}
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
-	snprintf(flags, sizeof(flags), "%s%s%s%.*s",
+	snprintf(flags, sizeof(flags), "%s%s%s%s%.*s",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
-		 o.unfenced ? " --unfenced" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
+		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
 		 skip[0] ? skip + 1 : "");
 	mode_flags = flags;
 	log_setup(dst.verbose ? PRD_LOG_INFO : PRD_LOG_ERROR, PRD_LOG_TEXT, dst.verbose ? stderr : devnull);
