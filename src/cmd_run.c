@@ -343,6 +343,7 @@ typedef struct run_ctx {
 	kube_api ev_api;
 	state_db *db;
 	char *cloud_cfg;
+	cfg_res_limit *res_limits;  /* --cores-total, --memory-total, --gpu-total */
 	cloud_drivers drivers;
 	cloud_host_impl host;
 	health *hl;
@@ -553,6 +554,16 @@ static void run_priorities(run_ctx *r)
 	sched_priorities_free(&p);
 }
 
+/* Does some loaded driver auto-provision node groups? */
+static bool nap_capable(const cloud_drivers *d)
+{
+	size_t i;
+	for(i = 0; i < d->n; i++)
+		if(cloud_driver_naps(d->v[i]->api))
+			return true;
+	return false;
+}
+
 /* The ProvisioningRequest controller and the ResourcePool sync. */
 static int setup_controllers(run_ctx *r, prd_err *e)
 {
@@ -575,6 +586,26 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 	pc.quota_check = c->quota_check;
 	pc.scale_down_idle_ns = c->scale_down_idle;
 	pc.status_writers = RUN_STATUS_WRITERS;
+	pc.nap = c->nap;
+	pc.nap_max_groups = c->nap_max_groups;
+	{
+		buf why;
+		size_t n = 0;
+		buf_init(&why);
+		/* (check-config and cfg_load validated them already.) */
+		if(cfg_res_limits(c, &r->res_limits, &n, &why)) {
+			prd_err_set(e, PRD_EINVAL, "cluster-wide limits: %s", why.len ? buf_str(&why) : "out of memory");
+			buf_free(&why);
+			log_error("cannot start the controller", "error", e->msg);
+			return 1;
+		}
+		buf_free(&why);
+		pc.res_limits = r->res_limits;
+		pc.nres_limits = n;
+	}
+	if(pc.nap && !nap_capable(&r->drivers))
+		log_warn("--node-autoprovisioning is on, but no loaded driver offers machine shapes (ABI 1.5): no "
+			 "node group will be created");
 	if(cfg_booking_ledger(c, getenv("POD_NAMESPACE"), r->ledger)) {
 		pc.booking_ledger = r->ledger;
 		log_info("booking ledger", "configmap", r->ledger);
@@ -888,6 +919,7 @@ static void run_teardown(run_ctx *r)
 	kube_client_free(r->ev_client);
 	kube_config_free(r->kc);
 	free(r->cloud_cfg);
+	free(r->res_limits);
 	cfg_free(&r->c);
 	metrics_shutdown();
 }

@@ -28,6 +28,7 @@
  * While a plan is open, the nodes it has made are reserved for its request
  * in every other simulation of the pass. */
 #include "classes/atomic_int.h"
+#include "classes/nap.h"
 #include "util/hmap.h"
 #include "classes/details.h"
 #include "ops/log.h"
@@ -1026,6 +1027,17 @@ static void call_cloud(const pr_class_host *h, const pr_class_req *req, at_plan 
 	h->wake_at(h->ctx, p->v[0].deadline_ns);
 }
 
+/* Record the groups the plan creates (node auto-provisioning). */
+static int record_new_groups(const pr_class_host *h, const at_choice *ch, const at_plan *p, prd_err *e)
+{
+	size_t i;
+	int rc = 0;
+	for(i = 0; i < ch->n && i < p->n && !rc; i++)
+		if(ch->parts[i].g->nap_new)
+			rc = nap_record(h, ch->parts[i].g, p->v[i].plan_id, e);
+	return rc;
+}
+
 static void start(const pr_class_host *h, const pr_class_req *req)
 {
 	at_choice ch;
@@ -1040,6 +1052,12 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 		h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, "cannot record the scale-up plan: no state store");
 		return;
 	}
+	/* Cluster-wide limits, before anything is written or asked. */
+	if(!nap_within_limits(h, &ch, msg, sizeof(msg))) {
+		metrics_counter_add(M_SCALEUPS, METRICS_L(ch.parts[0].g->id, "limit_refused"), 1);
+		h->not_provisioned(h->ctx, PR_R_NOT_FOUND, msg);
+		return;
+	}
 	/* What each group has before the call decides which instances are
 	 * the plan's: no listing, no call. */
 	for(i = 0; i < ch.n; i++)
@@ -1050,8 +1068,9 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 			return;
 		}
 	memset(&p, 0, sizeof(p));
-	/* Write-ahead, locally and then in the API, before the cloud. */
-	if(begin_plan(h, req, &ch, &p, &e)) {
+	/* Write-ahead, locally and then in the API, before the cloud; a
+	 * group the plan creates is recorded with it. */
+	if(begin_plan(h, req, &ch, &p, &e) || record_new_groups(h, &ch, &p, &e)) {
 		for(i = 0; i < p.n; i++)
 			at_intent_close(h, p.v[i].plan_id, STATE_PHASE_ROLLED_BACK, "not recorded", NULL);
 		snprintf(msg, sizeof(msg), "cannot record the scale-up plan: %s", e.msg);
@@ -1064,6 +1083,14 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 	snprintf(msg, sizeof(msg), "scaling node group%s %s node%s for %lld pods%s%s", p.n > 1 ? "s" : "", gw,
 		 p.n == 1 && p.v[0].delta == 1 ? "" : "s", (long long)ch.remaining,
 		 ch.podset_groups ? "; podSet:group=pods " : "", ch.podset_groups ? ch.podset_groups : "");
+	for(i = 0; i < ch.n; i++)
+		if(ch.parts[i].g->nap_new) {
+			char nw[300];
+			size_t ml = strlen(msg);
+			nap_words(ch.parts[i].g, nw, sizeof(nw));
+			snprintf(msg + ml, sizeof(msg) - ml, "; %s (auto-provisioned)", nw);
+			h->set_detail(h->ctx, PR_DETAIL_NAP_GROUP, nw);
+		}
 	h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, msg);
 	at_put_details(h, &p, STATE_PHASE_INCREASING);
 	if(ch.podset_groups)
@@ -1254,6 +1281,8 @@ static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, co
 	 * ended; a minute is plenty, and an instance being made by a
 	 * rollback's own deletes is never looked at. */
 	at_sweep_late(h, AT_SWEEP_EVERY_NS, AT_SWEEP_GRACE_NS);
+	/* Empty auto-provisioned groups go. */
+	nap_sweep(h);
 }
 
 static const char *const atomic_aliases[] = { "atomic-scale-up.kubernetes.io", NULL };

@@ -61,6 +61,8 @@
 #define PR_DETAIL_PROGRESS "nodesProgress"
 /* A plan split across groups: "podSet:group=pods,..." */
 #define PR_DETAIL_PODSET_GROUPS "podSetNodeGroups"
+/* The node group a plan auto-provisioned for the request. */
+#define PR_DETAIL_NAP_GROUP "autoProvisionedNodeGroup"
 /* The leader term (lease holder and leaseTransitions) that made the plan. */
 #define PR_DETAIL_TERM "provreqd.io/leader-term"
 /* What a Provisioned request booked, per podSet and node, so a replica

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/reslimit.h"
 #include "util/buf.h"
 
 typedef struct cfg_strv {
@@ -68,6 +69,11 @@ typedef struct cfg {
 	char *priority_file;            /* ... or a file holding it (config-file relative) */
 	int64_t max_nodes_total;        /* 0 = no limit */
 	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
+	char *cores_total;              /* "MIN:MAX" cores, "" = no limit */
+	char *memory_total;             /* "MIN:MAX" GiB */
+	cfg_strv gpu_total;             /* "TYPE:MIN:MAX" each */
+	bool nap;                       /* node auto-provisioning */
+	int64_t nap_max_groups;
 	int64_t pool_debounce;
 	bool pool_include_unready;
 	int64_t kube_api_qps;            /* client-side rate limit of apiserver requests */
@@ -151,6 +157,10 @@ bool cfg_priority_configmap(const cfg *c, const char *pod_namespace, char ns[254
 /* The booking ledger's "NAMESPACE/NAME" (no namespace: the Lease's), when
  * one is used: leader election or a processor instance, and not "none". */
 bool cfg_booking_ledger(const cfg *c, const char *pod_namespace, char out[510]);
+
+/* The limits the configuration sets: *out (caller frees) and *n. 0,
+ * PRD_EINVAL (with why) or PRD_ENOMEM. */
+int cfg_res_limits(const cfg *c, cfg_res_limit **out, size_t *n, buf *why);
 
 /* Check the values together (ranges, enums, addresses, ordering of lease
  * and backoff durations). */

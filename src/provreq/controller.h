@@ -20,6 +20,7 @@
 #include "driver/loader.h"
 #include "kube/api.h"
 #include "kube/informer.h"
+#include "ops/reslimit.h"
 #include "state/state.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -38,6 +39,13 @@ typedef struct pr_config {
 	bool scale_down;                /* remove idle nodes provreqd added: on */
 	int64_t scale_down_idle_ns;     /* ... after this long idle: 10 min */
 	int64_t driver_call_timeout_ns; /* a driver class's provision call: 10 s */
+	/* Node auto-provisioning (classes/nap.c): off; at most this many
+	 * auto-provisioned groups (15). */
+	bool nap;
+	int64_t nap_max_groups;
+	/* Cluster-wide totals over every node (borrowed; none by default). */
+	const cfg_res_limit *res_limits;
+	size_t nres_limits;
 	/* Status writes ending the decisions of a pass go out this many at a
 	 * time (1: one after another, the default; at most
 	 * PR_STATUS_WRITERS_MAX). */

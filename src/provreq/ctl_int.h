@@ -46,6 +46,9 @@ typedef pr_class_group pr_group;
 typedef struct pr_marked {
 	const char *name, *uid;
 	bool cordoned, opted_out, unschedulable;
+	/* Per c->limits.res_limits: the node's capacity (pass arena; NULL
+	 * without limits). Scale-down keeps every total at its MIN. */
+	int64_t *res;
 } pr_marked;
 
 /* Everything read at the start of a pass. */
@@ -90,6 +93,7 @@ typedef struct pr_world {
 	 * failed to (snap_failed; the pass acts no further). */
 	bool snap_booked, snap_failed;
 	bool groups_incomplete;   /* some driver could not list its node groups this pass */
+	int64_t *res_totals;      /* per c->limits.res_limits: capacity over every Node (pr__node_totals) */
 	size_t skipped_pods;      /* scheduled pods whose node is not in the snapshot */
 	bool pods_read;           /* pods/npods hold the pods (informer mode: borrowed when needed) */
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
@@ -331,6 +335,9 @@ int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets,
 int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err);
 int pr__node_table(pr_ctl *c, pr_world *w);
 int pr__marked_nodes(pr_ctl *c, pr_world *w);
+/* w->res_totals: each limited resource's capacity summed over every Node
+ * (none without limits). 0 or PRD_ENOMEM. */
+int pr__node_totals(pr_ctl *c, pr_world *w);
 /* The node group `id` of the pass, or NULL. */
 pr_group *pr__find_group(pr_world *w, const char *id);
 

@@ -51,9 +51,11 @@ void pr__world_free(pr_world *w)
 	for(i = 0; i < w->ngroups; i++) {
 		pr_group_unlist(&w->groups[i]);
 		free(w->groups[i].id);
+		free(w->groups[i].nap_owner);
 		json_object_put(w->groups[i].tmpl_json);
 	}
 	free(w->groups);
+	free(w->res_totals);
 	sched_snapshot_free(w->snap);
 	pr_dra_free(&w->dra);
 	arena_free(&w->ar);
@@ -293,7 +295,7 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 	for(i = 0; i < w->nprs; i++)
 		if(hmap_put(&w->uids, w->prs[i]->meta.uid, NULL))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	if(pr__node_table(c, w) || pr__marked_nodes(c, w))
+	if(pr__node_table(c, w) || pr__marked_nodes(c, w) || pr__node_totals(c, w))
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	if((rc = digest_pods(c, w, err)))
 		return rc;

@@ -157,7 +157,7 @@ static void dump_record(void)
 	size_t gi, i;
 	int k;
 	fprintf(stderr, "the cloud's record:\n");
-	for(gi = 0; gi < NGROUPS; gi++)
+	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
 			fprintf(stderr, "  %s %s by %s plan %s%s%s%s\n", x->id,
@@ -240,6 +240,11 @@ void create_request(void)
 			 "metadata: {name: %s}\nspec:\n  provisioningClassName: " CLASS_ATOMIC "\n%s"
 			 "  podSets: [{podTemplateRef: {name: small}, count: %d}, {podTemplateRef: {name: big}, count: %d}]\n",
 			 name, params, (int)rnd_in(1, 4), (int)rnd_in(1, 3));
+	else if(dst.nap && kind >= 8)
+		snprintf(y, sizeof(y),
+			 "metadata: {name: %s}\nspec:\n  provisioningClassName: " CLASS_ATOMIC "\n%s"
+			 "  podSets: [{podTemplateRef: {name: huge}, count: %d}]\n",
+			 name, params, (int)rnd_in(1, 3));
 	else
 		snprintf(y, sizeof(y),
 			 "metadata: {name: %s}\nspec:\n  provisioningClassName: " CLASS_ATOMIC "\n%s"
@@ -277,6 +282,11 @@ static void setup_cluster(void)
 	post("/api/v1/namespaces/d/podtemplates",
 	     "metadata: {name: big}\ntemplate:\n  metadata: {labels: {app: big}}\n"
 	     "  spec: {containers: [{name: c, image: x, resources: {requests: {cpu: \"6\", memory: 1Gi}}}]}\n");
+	/* No fixed group can take it (4 and 8 cpu): only an auto-provisioned
+	 * one (16). */
+	post("/api/v1/namespaces/d/podtemplates",
+	     "metadata: {name: huge}\ntemplate:\n  metadata: {labels: {app: huge}}\n"
+	     "  spec: {containers: [{name: c, image: x, resources: {requests: {cpu: \"12\", memory: 1Gi}}}]}\n");
 	for(gi = 0; gi < NGROUPS; gi++) {
 		int running = (int)rnd_in(0, 2);
 		cloud_initial(&dst.g[gi], running, pct(30));
@@ -302,6 +312,7 @@ static void setup_replica(replica *r, int idx, const char *name, const char *sha
 	r->cfg.scale_down = false;
 	r->cfg.state_retention_ns = 365LL * 24 * 60 * MIN;
 	r->cfg.processor_instance = shard;
+	r->cfg.nap = dst.nap;
 	/* Several actors: what a deployment with leader election or shards
 	 * runs (cmd_run.c). */
 	if(dst.multi && !no_ledger)
@@ -325,6 +336,7 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.unfenced = unfenced;
 	dst.dir = dir;
 	dst.g[0].id = "ga";
+	dst.g[0].exists = dst.g[1].exists = true;
 	dst.g[0].cpu = "4";
 	dst.g[0].max = dst.multi ? 10 : 8;
 	dst.g[1].id = "gb";
@@ -337,6 +349,8 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.p_inst_fail = (int)rnd_in(0, 25);
 	dst.placeholders = dst.shards && pct(50);
 	dst.outside_on = dst.shards && pct(75);
+	/* (Decided last: the seeds of old draw what they drew before.) */
+	dst.nap = !dst.multi && pct(60);
 	clk_fake_init(&dst.clock, 1714557600LL * SEC + seed % 1000 * SEC);
 	metrics_shutdown();
 	metrics_init();
