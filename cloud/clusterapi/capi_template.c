@@ -212,7 +212,7 @@ static int from_node(capi *c, const capi_group *g, char **node_json, prd_cloud_e
 		if(!name)
 			continue;
 		snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
-		rc = capi_request(c, "GET", path, NULL, NULL, &node, NULL, err);
+		rc = capi_wrequest(c, "GET", path, NULL, NULL, &node, NULL, err);
 		if(rc == PRD_CLOUD_ENOTFOUND)
 			rc = 0;
 	}

@@ -37,6 +37,7 @@ static void capi_free(capi *c)
 	free(c->ns);
 	free(c->cluster);
 	free(c->version);
+	capi_mgmt_free(c);
 	groups_free(c->groups, c->ngroups);
 	free(c);
 }
@@ -73,14 +74,24 @@ static int parse_config(capi *c, const char *config, prd_cloud_error *err)
 			return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi config must be a YAML mapping");
 		}
 		json_object_object_foreach(doc, key, v) {
-			char **dst = !strcmp(key, "namespace")	 ? &c->ns
+			char **dst;
+			const char *s;
+			if(!strcmp(key, "managementKubeconfig") || !strcmp(key, "managementContext") ||
+			   !strcmp(key, "managementInCluster")) {
+				rc = capi_mgmt_config(c, key, v, err);
+				if(rc)
+					break;
+				continue;
+			}
+			dst = !strcmp(key, "namespace")	 ? &c->ns
 				     : !strcmp(key, "clusterName") ? &c->cluster
 				     : !strcmp(key, "version")	 ? &c->version
 								 : NULL;
-			const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+			s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 			if(!dst) {
 				rc = capi_fail(err, PRD_CLOUD_EINVAL,
-					       "clusterapi config: unknown key '%s' (known: namespace, clusterName, version)",
+					       "clusterapi config: unknown key '%s' (known: namespace, clusterName, version, "
+					       "managementKubeconfig, managementContext, managementInCluster)",
 					       key);
 				break;
 			}
@@ -100,6 +111,8 @@ static int parse_config(capi *c, const char *config, prd_cloud_error *err)
 	}
 	if(!rc && !c->version && !(c->version = capi_strdup("v1beta1")))
 		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	if(!rc)
+		rc = capi_mgmt_init(c, err);
 	return rc;
 }
 
@@ -287,11 +300,13 @@ static int cp_init(const prd_cloud_host *host, const char *config, void **state,
 	if(!c)
 		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	c->host = host;
+	c->api = host;
 	rc = parse_config(c, config, err);
 	if(rc) {
 		capi_free(c);
 		return rc;
 	}
+	capi_mgmt_probe(c);
 	/* An apiserver that is away at start-up is not a configuration
 	 * error: the first refresh will find the groups. */
 	if(cp_refresh(c, &e))

@@ -38,8 +38,15 @@ typedef struct capi_group {
 	sel *machines;         /* selects the group's Machines (owned) */
 } capi_group;
 
+typedef struct capi_mgmt capi_mgmt;
+
 typedef struct capi {
 	const prd_cloud_host *host;
+	/* Where Cluster API objects are read and written: `host` itself, or
+	 * the management cluster's client (capi_mgmt.c). Nodes always go
+	 * through `host` (the workload cluster provreqd runs against). */
+	const prd_cloud_host *api;
+	capi_mgmt *mgmt;       /* NULL: no separate management cluster */
 	char *ns;              /* config `namespace`: only this one, or NULL */
 	char *cluster;         /* config `clusterName`: only this cluster, or NULL */
 	char *version;         /* config `version`, default v1beta1 */
@@ -55,8 +62,11 @@ typedef struct capi {
 #define capi_strdup drv_strdup
 #define capi_jstr drv_jstr
 #define capi_jobj drv_jobj
-#define capi_request(c, ...) drv_request((c)->host, __VA_ARGS__)
-#define capi_list(c, ...) drv_list((c)->host, __VA_ARGS__)
+/* Cluster API objects: the management cluster. */
+#define capi_request(c, ...) drv_request((c)->api, __VA_ARGS__)
+#define capi_list(c, ...) drv_list((c)->api, __VA_ARGS__)
+/* Nodes: the workload cluster (provreqd's own). */
+#define capi_wrequest(c, ...) drv_request((c)->host, __VA_ARGS__)
 #define capi_query_escape drv_query_escape
 const char *capi_kind_name(capi_kind k);
 const char *capi_kind_plural(capi_kind k);
@@ -73,6 +83,17 @@ void capi_path(const capi *c, char *out, size_t n, const char *plural, const cha
  * v1beta1 fields are always OTHER); *code and
  * *message point into m. */
 int capi_machine_failure(json_object *m, const char **code, const char **message);
+
+/* capi_mgmt.c: the management cluster. capi_mgmt_config takes one of the
+ * config keys managementKubeconfig, managementContext,
+ * managementInCluster; capi_mgmt_init (after every key) points c->api at
+ * the management cluster when one is configured, else at c->host;
+ * capi_mgmt_probe logs whether it can be reached; capi_mgmt_free undoes
+ * all of it. */
+int capi_mgmt_config(capi *c, const char *key, json_object *v, prd_cloud_error *err);
+int capi_mgmt_init(capi *c, prd_cloud_error *err);
+void capi_mgmt_probe(capi *c);
+void capi_mgmt_free(capi *c);
 
 /* capi_fence.c: fencing terms (ABI 1.4), recorded as the annotation
  * provreqd.io/fence-<key> on the group's object. */

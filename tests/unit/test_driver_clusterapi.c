@@ -6,6 +6,7 @@
 #include "driver/host_kube.h"
 #include "driver/loader.h"
 #include "kube/memapi.h"
+#include "test_kube_fakesrv.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +19,10 @@ static cloud_host_impl host;
 static cloud_drivers set;
 static cloud_driver *drv;
 static char logbuf[16384];
+/* The management-cluster tests: `m` is served over HTTP as the management
+ * cluster, `wl` is the workload cluster the host talks to. */
+static fake_srv *mgmt_srv;
+static memapi *wl;
 
 #define CAPI "/apis/cluster.x-k8s.io/v1beta1"
 #define MIN_ANN "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
@@ -48,6 +53,11 @@ static void teardown(void)
 {
 	cloud_drivers_free(&set);
 	drv = NULL;
+	if(mgmt_srv)
+		fake_stop(mgmt_srv);
+	mgmt_srv = NULL;
+	memapi_free(wl);
+	wl = NULL;
 	memapi_free(m);
 	m = NULL;
 }
@@ -1033,6 +1043,189 @@ static void test_template_from_infra_template(void)
 	drv->api->release_string(drv->state, node);
 }
 
+/* ---- a separate management cluster --------------------------------------- */
+
+/* The fake server's handler: the request as the management apiserver `m`
+ * answers it. */
+static void serve_mgmt(void *ud, const fake_req *req, fake_resp *resp)
+{
+	char *out = NULL;
+	size_t len = 0;
+	long st = 0;
+	memapi_request(ud, req->method, req->url, req->content_type[0] ? req->content_type : NULL, req->body,
+		       req->body_len, &st, &out, &len);
+	resp->status = (int)st;
+	resp->body = out;
+}
+
+/* `m` (the Cluster API kinds) becomes the management cluster, served on
+ * loopback; the host's requests go to a new store `wl` (the workload
+ * cluster: Nodes only). */
+static void split_clusters(void)
+{
+	fresh_api();
+	CU_ASSERT_EQUAL_FATAL(memapi_new(&fake, 0, &wl), 0);
+	cloud_host_init(&host, "driver/clusterapi", &fake, cloud_host_memapi_request, wl);
+	host.host.log = capture_log;
+	mgmt_srv = fake_start(serve_mgmt, m);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mgmt_srv);
+}
+
+/* A kubeconfig for the management cluster (bearer token) at `path`. */
+static void write_mgmt_kubeconfig(const char *path)
+{
+	FILE *fp = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+	fprintf(fp, "apiVersion: v1\nkind: Config\ncurrent-context: mgmt\nclusters:\n- name: mgmt\n  cluster: {server: '%s'}\n"
+		    "users:\n- name: capi\n  user: {token: management-token}\n"
+		    "contexts:\n- name: mgmt\n  context: {cluster: mgmt, user: capi}\n",
+		fake_url(mgmt_srv));
+	fclose(fp);
+}
+
+static void wl_node(const char *name, const char *machine)
+{
+	char body[1024];
+	long st = 0;
+	char *resp = NULL;
+	size_t len = 0;
+	snprintf(body, sizeof(body),
+		 "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"pool\":\"wl\"},\"annotations\":{"
+		 "\"cluster.x-k8s.io/machine\":\"%s\",\"cluster.x-k8s.io/cluster-namespace\":\"ns1\"}},"
+		 "\"spec\":{\"providerID\":\"test://%s\"},\"status\":{\"capacity\":{\"cpu\":\"6\",\"memory\":\"12Gi\","
+		 "\"pods\":\"110\"},\"allocatable\":{\"cpu\":\"6\",\"memory\":\"12Gi\",\"pods\":\"110\"}}}",
+		 name, machine, name);
+	memapi_request(wl, "POST", "/api/v1/nodes", "application/json", body, strlen(body), &st, &resp, &len);
+	free(resp);
+	CU_ASSERT_EQUAL_FATAL(st, 201);
+}
+
+static long wl_status(const char *path)
+{
+	long st = 0;
+	char *resp = NULL;
+	size_t len = 0;
+	memapi_request(wl, "GET", path, NULL, NULL, 0, &st, &resp, &len);
+	free(resp);
+	return st;
+}
+
+/* Machines and MachineDeployments in a management cluster of their own,
+ * Nodes in the workload cluster: discovery, scaling, the template from a
+ * Node, a Node's group and deletion all reach the right cluster. Fails on
+ * a driver that reads Cluster API objects through the host only (no group
+ * is found: the workload cluster has none) or rejects
+ * managementKubeconfig. */
+static void test_management_cluster(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a", *names[1];
+	char kc[600], cfg[800], *node = NULL, *gid = NULL;
+	int32_t target = -1;
+	json_object *o;
+	split_clusters();
+	md("md-a", SIZES("0", "5"), 1);
+	machine("m-1", "md-a", "node-1", "");
+	wl_node("node-1", "m-1");
+	snprintf(kc, sizeof(kc), "%s/mgmt-kubeconfig", test_tmpdir());
+	write_mgmt_kubeconfig(kc);
+	snprintf(cfg, sizeof(cfg), "namespace: ns1\nmanagementKubeconfig: %s\n", kc);
+	load(cfg);
+	CU_ASSERT_EQUAL(group_count(), 1);
+	CU_ASSERT_TRUE(group_sizes(id, NULL, NULL, &target));
+	CU_ASSERT_EQUAL(target, 1);
+	/* The workload cluster serves no Cluster API kinds at all. */
+	CU_ASSERT_EQUAL(wl_status(CAPI "/namespaces/ns1/machinedeployments/md-a"), 404);
+
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, id, 2, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+
+	/* No capacity annotations: the template is a copy of the group's Node,
+	 * which only the workload cluster has. */
+	CU_ASSERT_EQUAL_FATAL(drv->api->template_node(drv->state, id, &node, &e), 0);
+	o = json_tokener_parse(node);
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(
+		json_object_object_get(json_object_object_get(o, "status"), "capacity"), "cpu")), "6");
+	json_object_put(o);
+	drv->api->release_string(drv->state, node);
+
+	/* The Node's Machine is looked up in the management cluster. */
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state,
+		"{\"metadata\":{\"name\":\"node-1\",\"annotations\":{\"cluster.x-k8s.io/machine\":\"m-1\","
+		"\"cluster.x-k8s.io/cluster-namespace\":\"ns1\"}}}", &gid, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(gid);
+	if(gid)
+		CU_ASSERT_STRING_EQUAL(gid, id);
+	drv->api->release_string(drv->state, gid);
+
+	names[0] = "node-1";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 1, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-1"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+	/* Everything Cluster API went to the management server. */
+	CU_ASSERT_TRUE(fake_count(mgmt_srv) >= 6);
+}
+
+/* A management kubeconfig that is missing or broken: the driver loads
+ * (provreqd keeps serving check-capacity and its other drivers), every
+ * call that needs the management cluster fails naming the file, and once
+ * the file is good the next refresh finds the groups - no restart. Fails
+ * on a driver that refuses to load, or that reads the file only once. */
+static void test_management_kubeconfig_broken(void)
+{
+	prd_cloud_error e = {0, ""};
+	char kc[600], cfg[800];
+	FILE *fp;
+	split_clusters();
+	md("md-a", SIZES("0", "5"), 1);
+	snprintf(kc, sizeof(kc), "%s/mgmt-kubeconfig-late", test_tmpdir());
+	remove(kc);
+	snprintf(cfg, sizeof(cfg), "managementKubeconfig: %s\n", kc);
+	load(cfg);
+	CU_ASSERT_PTR_NOT_NULL(strstr(logbuf, kc)); /* reported at start-up */
+	CU_ASSERT_NOT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "managementKubeconfig"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, kc));
+	CU_ASSERT_EQUAL(group_count(), 0);
+	/* Garbage in the file: still an error that names it. */
+	fp = fopen(kc, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+	fputs("clusters: [this is: not, a kubeconfig\n", fp);
+	fclose(fp);
+	e.message[0] = '\0';
+	CU_ASSERT_NOT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, kc));
+	/* Fixed: found at the next refresh. */
+	write_mgmt_kubeconfig(kc);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(group_count(), 1);
+}
+
+/* Contradictory management settings are configuration errors. */
+static void test_management_config(void)
+{
+	prd_err pe;
+	fresh_api();
+	prd_err_clear(&pe);
+	CU_ASSERT_NOT_EQUAL(cloud_drivers_load(&set, module_path(), &host.host,
+					       "managementKubeconfig: /x\nmanagementInCluster: true\n", &drv, &pe), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "exclude each other"));
+	prd_err_clear(&pe);
+	CU_ASSERT_NOT_EQUAL(cloud_drivers_load(&set, module_path(), &host.host, "managementContext: c\n", &drv, &pe), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "managementContext needs managementKubeconfig"));
+	prd_err_clear(&pe);
+	CU_ASSERT_NOT_EQUAL(cloud_drivers_load(&set, module_path(), &host.host, "managementInCluster: yes-please\n", &drv,
+					       &pe), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "managementInCluster must be true or false"));
+	/* Not running in a pod: the driver loads, the calls say why they fail. */
+	if(!getenv("KUBERNETES_SERVICE_HOST")) {
+		prd_cloud_error e = {0, ""};
+		load("managementInCluster: true\n");
+		CU_ASSERT_NOT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+		CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "KUBERNETES_SERVICE_HOST"));
+	}
+}
+
 static const test_case cases[] = {
 	{"discovery: annotated groups only, bad values reported", test_discovery},
 	{"bad config", test_bad_config},
@@ -1051,6 +1244,9 @@ static const test_case cases[] = {
 	{"fence: keys and garbled records", test_fence_keys},
 	{"v1beta2 failures: conditions and deprecated fields", test_v1beta2_failures},
 	{"scale from zero from the infrastructure template's status", test_template_from_infra_template},
+	{"management cluster: Machines there, Nodes in the workload cluster", test_management_cluster},
+	{"management cluster: a broken kubeconfig is reported and read again", test_management_kubeconfig_broken},
+	{"management cluster: contradictory settings", test_management_config},
 	{NULL, NULL}};
 
 int main(void)
