@@ -845,36 +845,100 @@ static int cp_fence(void *state, const char *group_id, const char *key, uint64_t
 	return capi_fence(c, g, key, term, err);
 }
 
-/* Set (value non-NULL) or remove (NULL) the delete-machine annotation. */
-static int mark_machine(capi *c, const capi_group *g, const char *machine, const char *value, prd_cloud_error *err)
+/* One Machine a delete call takes away: its name, the resourceVersion it
+ * was listed with (the mark is conditional on it) and, once marked, the
+ * value and resourceVersion of our mark (the undo is conditional on them). */
+typedef struct capi_victim {
+	const char *name;      /* borrowed from the Machine listing */
+	const char *listed_rv; /* borrowed from the Machine listing */
+	bool marked;           /* this call set the mark */
+	char mark_rv[64];      /* the Machine's resourceVersion after our mark */
+} capi_victim;
+
+/* Merge-patch the delete-machine annotation of Machine `name` to `value`
+ * (NULL removes it), conditional on resourceVersion `rv`. A 409 is
+ * PRD_CLOUD_ECONFLICT. On success *new_rv (if given) is the Machine's new
+ * resourceVersion. */
+static int patch_mark(capi *c, const capi_group *g, const char *name, const char *value, const char *rv,
+		      char *new_rv, size_t n, prd_cloud_error *err)
 {
 	char path[800];
 	json_object *patch = json_object_new_object(), *md = json_object_new_object(), *ann = json_object_new_object();
+	json_object *out = NULL;
+	long status = 0;
 	int rc;
-	capi_path(c, path, sizeof(path), "machines", g->ns, machine, NULL);
+	capi_path(c, path, sizeof(path), "machines", g->ns, name, NULL);
 	json_object_object_add(ann, CAPI_DELETE_ANNOTATION, value ? json_object_new_string(value) : NULL);
 	json_object_object_add(md, "annotations", ann);
+	json_object_object_add(md, "resourceVersion", json_object_new_string(rv));
 	json_object_object_add(patch, "metadata", md);
-	rc = capi_request(c, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, err);
+	rc = capi_request(c, "PATCH", path, "application/merge-patch+json", patch, &out, &status, err);
 	json_object_put(patch);
+	if(rc && status == 409)
+		rc = capi_fail(err, PRD_CLOUD_ECONFLICT,
+			       "clusterapi: %s: Machine %s changed between this call's read and its %s (409 Conflict)",
+			       g->id, name, value ? "delete mark" : "removal of its delete mark");
+	if(!rc && new_rv) {
+		const char *r = capi_jstr(capi_jobj(out, "metadata"), "resourceVersion");
+		snprintf(new_rv, n, "%s", r ? r : "");
+	}
+	json_object_put(out);
 	return rc;
 }
 
+/* Take back the mark this call set on v, unless someone changed it since:
+ * conditional on the resourceVersion our mark produced; after a 409 the
+ * Machine is read again and the mark removed only if it still holds our
+ * value (a mark another actor set, or set again, stays). */
+static void unmark(capi *c, const capi_group *g, capi_victim *v, const char *value)
+{
+	prd_cloud_error e = {0, ""};
+	json_object *m = NULL;
+	char path[800];
+	const char *now_value, *rv;
+	int rc = patch_mark(c, g, v->name, NULL, v->mark_rv, NULL, 0, &e);
+	if(rc == PRD_CLOUD_ECONFLICT) {
+		capi_path(c, path, sizeof(path), "machines", g->ns, v->name, NULL);
+		rc = capi_request(c, "GET", path, NULL, NULL, &m, NULL, &e);
+		if(rc == PRD_CLOUD_ENOTFOUND)
+			rc = 0; /* gone: nothing to take back */
+		else if(!rc) {
+			now_value = capi_jstr(capi_jobj(capi_jobj(m, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION);
+			rv = capi_jstr(capi_jobj(m, "metadata"), "resourceVersion");
+			if(now_value && !strcmp(now_value, value) && rv)
+				rc = patch_mark(c, g, v->name, NULL, rv, NULL, 0, &e);
+		}
+		json_object_put(m);
+	}
+	if(rc)
+		capi_log(c, PRD_CLOUD_LOG_ERROR,
+			 "clusterapi: %s: removing %s from Machine %s failed: %s (remove it by hand, or the next "
+			 "scale-down of the group takes that Machine first)",
+			 g->id, CAPI_DELETE_ANNOTATION, v->name, e.message);
+}
+
 /* Delete particular Machines: find each one in the group (by its node's
- * name, or by instance ID when by_id), mark it with
- * cluster.x-k8s.io/delete-machine, then lower replicas by the number of
- * Machines marked. An instance ID without a Machine is already gone and is
- * skipped; a node name without one is refused. If marking or scaling fails,
- * the marks this call added are removed again, so a later scale-down does
- * not pick them. */
+ * name, or by instance ID when by_id), then, all against one read:
+ *   1. mark each with cluster.x-k8s.io/delete-machine, every mark
+ *      conditional on the resourceVersion the Machine was listed with (a
+ *      Machine that changed since - being deleted, replaced, marked by
+ *      someone else - is a conflict, not a blind overwrite);
+ *   2. lower replicas by the number of Machines marked through the scale
+ *      subresource, conditional on the resourceVersion of the group read
+ *      before the Machines were listed (or the fenced read: a newer
+ *      leader's term is refused).
+ * Any conflict or failure undoes the marks this call set (conditionally,
+ * see unmark) and changes nothing else: the MachineSet controller only
+ * acts on a mark when replicas drop, which happens in step 2 or not at
+ * all. An instance ID without a Machine is already gone and is skipped; a
+ * node name without one is refused. */
 static int delete_machines(void *state, const char *group_id, const char *const *names, size_t count, bool by_id,
 			   const char *fkey, uint64_t fterm, prd_cloud_error *err)
 {
 	capi *c = state;
 	capi_group *g = find_group(c, group_id);
 	json_object *machines = NULL;
-	const char **target = NULL;
-	bool *marked = NULL;
+	capi_victim *vic = NULL;
 	size_t i, j, n, nactive = 0;
 	int32_t cur;
 	char rv[64], now[64];
@@ -889,9 +953,8 @@ static int delete_machines(void *state, const char *group_id, const char *const 
 	if(rc)
 		return rc;
 	n = json_object_array_length(machines);
-	target = calloc(count, sizeof(*target));
-	marked = calloc(count, sizeof(*marked));
-	if(!target || !marked) {
+	vic = calloc(count, sizeof(*vic));
+	if(!vic) {
 		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -912,15 +975,25 @@ static int delete_machines(void *state, const char *group_id, const char *const 
 				       g->id, names[i] ? names[i] : "(null)");
 			break;
 		}
-		target[i] = capi_jstr(capi_jobj(found, "metadata"), "name");
+		vic[i].name = capi_jstr(capi_jobj(found, "metadata"), "name");
+		vic[i].listed_rv = capi_jstr(capi_jobj(found, "metadata"), "resourceVersion");
 		for(j = 0; j < i; j++)
-			if(target[j] && !strcmp(target[j], target[i]))
+			if(vic[j].name && !strcmp(vic[j].name, vic[i].name))
 				rc = capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: node %s is listed twice", g->id,
 					       names[i]);
-		if(machine_deleting(found))
-			target[i] = NULL; /* already going: neither mark nor count it */
-		else
-			nactive++;
+		if(machine_deleting(found)) {
+			vic[i].name = NULL; /* already going: neither mark nor count it */
+			continue;
+		}
+		nactive++;
+		/* A mark someone else set is theirs: counted, not touched. */
+		if(capi_jstr(capi_jobj(capi_jobj(found, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION))
+			vic[i].listed_rv = NULL;
+		else if(!vic[i].listed_rv || !vic[i].listed_rv[0])
+			rc = capi_fail(err, PRD_CLOUD_EIO,
+				       "clusterapi: %s: Machine %s was listed without a resourceVersion to make its mark "
+				       "conditional on; nothing deleted",
+				       g->id, vic[i].name);
 	}
 	if(!rc && cur - (int32_t)nactive < g->min)
 		rc = capi_fail(err, PRD_CLOUD_ERANGE,
@@ -930,34 +1003,19 @@ static int delete_machines(void *state, const char *group_id, const char *const 
 		goto done;
 	rfc3339_format(c->host->now_ns(c->host->ctx), now, sizeof(now));
 	for(i = 0; i < count && !rc; i++) {
-		json_object *m = NULL;
-		if(!target[i])
+		if(!vic[i].name || !vic[i].listed_rv)
 			continue;
-		for(j = 0; j < n; j++)
-			if(!strcmp(capi_jstr(capi_jobj(json_object_array_get_idx(machines, j), "metadata"), "name"),
-				   target[i]))
-				m = json_object_array_get_idx(machines, j);
-		/* A mark someone else set stays when we undo ours. */
-		if(capi_jstr(capi_jobj(capi_jobj(m, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION)) {
-			continue;
-		}
-		rc = mark_machine(c, g, target[i], now, err);
-		marked[i] = !rc;
+		rc = patch_mark(c, g, vic[i].name, now, vic[i].listed_rv, vic[i].mark_rv, sizeof(vic[i].mark_rv), err);
+		vic[i].marked = !rc;
 	}
 	if(!rc)
-		rc = set_scale(c, g, cur - (int32_t)nactive, rv, err);
-	if(rc) {
-		for(i = 0; i < count; i++) {
-			prd_cloud_error e = {0, ""};
-			if(marked[i] && mark_machine(c, g, target[i], NULL, &e))
-				capi_log(c, PRD_CLOUD_LOG_ERROR,
-					 "clusterapi: %s: removing %s from Machine %s failed: %s (remove it by hand)", g->id,
-					 CAPI_DELETE_ANNOTATION, target[i], e.message);
-		}
-	}
+		rc = put_scale(c, g, cur - (int32_t)nactive, rv, err);
+	if(rc)
+		for(i = 0; i < count; i++)
+			if(vic[i].marked)
+				unmark(c, g, &vic[i], now);
 done:
-	free(target);
-	free(marked);
+	free(vic);
 	json_object_put(machines);
 	return rc;
 }

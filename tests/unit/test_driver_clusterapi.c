@@ -349,7 +349,7 @@ static void test_delete_nodes(void)
 	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
 
 	/* The scale call fails: the mark is removed again, replicas stay. */
-	memapi_inject_fault(m, "PATCH", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 500, 1);
+	memapi_inject_fault(m, "PUT", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 500, 1);
 	names[0] = "node-3";
 	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 1, &e), PRD_CLOUD_EAGAIN);
 	CU_ASSERT_PTR_NULL(delete_mark("m-3"));
@@ -707,10 +707,30 @@ static void test_conditional(void)
 static int race_replicas = -1;
 static const char *race_fence; /* when set: another leader's fence lands there instead */
 static void other_leader_fences(const char *name, const char *term);
+static const char *race_mark_on_undo; /* when set: another actor marks that Machine before our undo */
+static const char *race_machine; /* when set: another writer changes that Machine before its PATCH */
+static void other_writer_labels(const char *machine);
 static int racing_request(void *ud, const char *method, const char *path, const char *content_type,
 			  const char *body, size_t body_len, long *status, char **resp, size_t *resp_len,
 			  prd_cloud_error *err)
 {
+	if(race_mark_on_undo && !strcmp(method, "PATCH") && strstr(path, "/machines/") && body &&
+	   strstr(body, "delete-machine\":null")) {
+		char p2[512];
+		long st = 0;
+		snprintf(p2, sizeof(p2), CAPI "/namespaces/ns1/machines/%s", race_mark_on_undo);
+		race_mark_on_undo = NULL;
+		json_object_put(api("PATCH", p2,
+				    "{\"metadata\":{\"annotations\":{\"cluster.x-k8s.io/delete-machine\":\"someone-else\"}}}",
+				    &st));
+		CU_ASSERT_EQUAL(st, 200);
+	}
+	if(race_machine && !strcmp(method, "PATCH") && strstr(path, "/machines/") &&
+	   !strcmp(strrchr(path, '/') + 1, race_machine)) {
+		const char *mname = race_machine;
+		race_machine = NULL;
+		other_writer_labels(mname);
+	}
 	if(race_fence && !strcmp(method, "PUT") && strstr(path, "/scale")) {
 		const char *t = race_fence;
 		race_fence = NULL;
@@ -1226,6 +1246,91 @@ static void test_management_config(void)
 	}
 }
 
+/* Another writer (a MachineHealthCheck, a rollout, an operator) changes a
+ * Machine. */
+static void other_writer_labels(const char *machine)
+{
+	char path[512];
+	long st = 0;
+	snprintf(path, sizeof(path), CAPI "/namespaces/ns1/machines/%s", machine);
+	json_object_put(api("PATCH", path, "{\"metadata\":{\"labels\":{\"touched\":\"yes\"}}}", &st));
+	CU_ASSERT_EQUAL(st, 200);
+}
+
+/* Deleting chosen Machines is one conflict-checked step: the marks are
+ * conditional on the Machines as listed, the replica decrement on the
+ * group as read, and a conflict on either leaves replicas and marks as
+ * they were. Catches blind marks (a Machine changed since the read is
+ * marked anyway and replicas drop) and a decrement written without the
+ * resourceVersion read (another writer's replicas are overwritten). */
+static void test_delete_is_conditional(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a", *names[2];
+	fresh_api();
+	cloud_host_init(&host, "driver/clusterapi", &fake, racing_request, m);
+	host.host.log = capture_log;
+	md("md-a", SIZES("0", "9"), 3);
+	machine("m-1", "md-a", "node-1", "");
+	machine("m-2", "md-a", "node-2", "");
+	machine("m-3", "md-a", "node-3", "");
+	load(NULL);
+
+	/* m-2 changes between the listing and its mark. */
+	race_machine = "m-2";
+	names[0] = "node-1";
+	names[1] = "node-2";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 2, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "Machine m-2 changed"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	CU_ASSERT_PTR_NULL(delete_mark("m-1")); /* marked first, taken back */
+	CU_ASSERT_PTR_NULL(delete_mark("m-2"));
+
+	/* Another writer scales between the marks and the decrement. */
+	race_replicas = 5;
+	names[0] = "node-3";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 1, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 5);
+	CU_ASSERT_PTR_NULL(delete_mark("m-3"));
+	race_replicas = -1;
+
+	/* Nothing racing: both go in one call. */
+	names[0] = "node-1";
+	names[1] = "node-3";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 2, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-1"));
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-3"));
+	CU_ASSERT_PTR_NULL(delete_mark("m-2"));
+}
+
+/* Taking a mark back is conditional too: when someone else marked the
+ * Machine again after ours (their own scale-down chose it), their mark
+ * stays. Catches an undo that removes the annotation blindly. */
+static void test_unmark_keeps_foreign_mark(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a", *names[1];
+	fresh_api();
+	cloud_host_init(&host, "driver/clusterapi", &fake, racing_request, m);
+	host.host.log = capture_log;
+	md("md-a", SIZES("0", "9"), 2);
+	machine("m-1", "md-a", "node-1", "");
+	machine("m-2", "md-a", "node-2", "");
+	load(NULL);
+	/* The decrement fails; before our undo lands, another actor sets its
+	 * own mark on m-1 (the race hook fires on the undo's PATCH). */
+	memapi_inject_fault(m, "PUT", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 500, 1);
+	race_machine = NULL;
+	race_mark_on_undo = "m-1";
+	names[0] = "node-1";
+	CU_ASSERT_NOT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 1, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-1"));
+	if(delete_mark("m-1"))
+		CU_ASSERT_STRING_EQUAL(delete_mark("m-1"), "someone-else");
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+}
+
 static const test_case cases[] = {
 	{"discovery: annotated groups only, bad values reported", test_discovery},
 	{"bad config", test_bad_config},
@@ -1247,6 +1352,8 @@ static const test_case cases[] = {
 	{"management cluster: Machines there, Nodes in the workload cluster", test_management_cluster},
 	{"management cluster: a broken kubeconfig is reported and read again", test_management_kubeconfig_broken},
 	{"management cluster: contradictory settings", test_management_config},
+	{"delete: marks and decrement are conditional on one read", test_delete_is_conditional},
+	{"delete: taking a mark back keeps someone else's", test_unmark_keeps_foreign_mark},
 	{NULL, NULL}};
 
 int main(void)
