@@ -239,7 +239,11 @@ fi
 leftover=0
 t0=$(date +%s)
 want bad && pr_request bad atomic-scale-up w-bad 2 noRetry=true
-want part && pr_request part atomic-scale-up w-part 3 noRetry=true
+if want part; then
+	pr_watch_nodes "$g_part"
+	watch_machines md-part
+	pr_request part atomic-scale-up w-part 3 noRetry=true
+fi
 want hold && pr_request hold atomic-scale-up w-hold 2 noRetry=true
 if want bad; then
 	t_wait 90 "bad: Provisioned=False/ScaleUpFailed" pr_cond_is bad Provisioned False/ScaleUpFailed
@@ -251,6 +255,7 @@ fi
 if want part; then
 	t_wait 90 "part: Provisioned=False/ScaleUpFailed" pr_cond_is part Provisioned False/ScaleUpFailed
 	t_contains "part: the condition names the quota error" "vCPU quota of project e2e exhausted" "$(pr_msg part Provisioned)"
+	t_wait 30 "part: the other 2 Machines joined (2 Nodes registered)" bash -c "[[ \$(grep -c '^ADDED ' '$PR_WORK/watch-$g_part') == 2 ]]"
 fi
 if want hold; then
 	t_wait 120 "hold: Provisioned=False/ScaleUpFailed at the provision timeout" pr_cond_is hold Provisioned False/ScaleUpFailed
@@ -267,6 +272,13 @@ for w in bad part hold; do
 	t_wait 60 "$w: no Node of md-$w left in the workload cluster" pr_count_is "${!g}" 0
 	leftover=$((leftover + $(nmachines "md-$w")))
 done
+if want part; then
+	t_eq "part: 3 Machines were ever created, no replacement" 3 "$(machines_created md-part)"
+	for n in $(pr_created_names "$g_part"); do
+		pr_was_deleted "$g_part" "$n" || t_fail "part: Node $n of the partial scale-up was never deleted"
+	done
+	t_pass "part: both joined Nodes were rolled back"
+fi
 if want bad || want part || want hold; then
 	echo "bench=capi_real_rollback_leftover_machines value=$leftover"
 	want ok && t_eq "md-ok untouched" 3 "$(nmachines md-ok)"
