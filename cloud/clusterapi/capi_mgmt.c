@@ -45,7 +45,7 @@ struct capi_mgmt {
 	prd_cloud_host host;     /* the same services, requests to kc */
 	kube_config *cfg;        /* loaded on first use (owned) */
 	kube_client *kc;         /* (owned) */
-	char where[600];         /* "management cluster (kubeconfig F)" for messages */
+	char where[600];         /* "the management cluster (managementKubeconfig F)" */
 };
 
 /* ---- the kube client's log lines, through the host ------------------ */
@@ -165,7 +165,7 @@ static int mgmt_connect(capi_mgmt *mg, prd_cloud_error *err)
 		kube_config_free(mg->cfg);
 		mg->cfg = NULL;
 		return capi_fail(err, rc == PRD_ENOMEM ? PRD_CLOUD_ENOMEM : PRD_CLOUD_EIO,
-				 "%s cannot be used (Machines, MachineDeployments and their templates are read there; "
+				 "clusterapi: %s cannot be used (Machines, MachineDeployments and their templates are read there; "
 				 "nothing was changed, and the file is read again at the next call): %s",
 				 mg->where, e.msg);
 	}
@@ -192,7 +192,9 @@ static int mgmt_request(void *ctx, const char *method, const char *path, const c
 	if(rc) {
 		free(*resp_body);
 		*resp_body = NULL;
-		return capi_fail(err, code_of(st.http_code, rc), "%s: %s", mg->where, e.msg[0] ? e.msg : "failed");
+		/* e.msg names the verb and path already, and drv_request adds
+		 * them again: say only which cluster answered. */
+		return capi_fail(err, code_of(st.http_code, rc), "in %s: %s", mg->where, e.msg[0] ? e.msg : "failed");
 	}
 	if(!*resp_body && !(*resp_body = calloc(1, 1)))
 		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
@@ -271,10 +273,10 @@ int capi_mgmt_init(capi *c, prd_cloud_error *err)
 		return 0;
 	}
 	if(mg->in_cluster)
-		snprintf(mg->where, sizeof(mg->where), "clusterapi: the management cluster (managementInCluster: the "
+		snprintf(mg->where, sizeof(mg->where), "the management cluster (managementInCluster: the "
 						       "pod's service account)");
 	else
-		snprintf(mg->where, sizeof(mg->where), "clusterapi: the management cluster (managementKubeconfig %s%s%s)",
+		snprintf(mg->where, sizeof(mg->where), "the management cluster (managementKubeconfig %s%s%s)",
 			 mg->kubeconfig, mg->context ? ", context " : "", mg->context ? mg->context : "");
 	mg->outer = c->host;
 	mg->host = *c->host;
@@ -299,7 +301,7 @@ void capi_mgmt_probe(capi *c)
 		capi_log(c, PRD_CLOUD_LOG_ERROR, "%s", e.message);
 	else if(c->mgmt)
 		capi_log(c, PRD_CLOUD_LOG_INFO, "clusterapi: Cluster API objects are read from %s at %s",
-			 c->mgmt->where + strlen("clusterapi: "), c->mgmt->cfg->server);
+			 c->mgmt->where, c->mgmt->cfg->server);
 }
 
 void capi_mgmt_free(capi *c)
