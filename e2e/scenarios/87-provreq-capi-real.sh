@@ -38,14 +38,15 @@
 #   * failover (md-fo): two leader-electing replicas, the leader killed with
 #     SIGKILL once replicas moved; the standby finishes the plan; Machines
 #     created beyond the 3 asked for are counted.
+#   * calls: management-cluster reads per provreqd pass (no check, a figure).
 # CAPI_REAL_PATHS (space-separated; default: all of them) picks paths for a
-# reduced run: broken ok tpl bad part hold k9 failover.
+# reduced run: broken ok tpl calls bad part hold k9 failover.
 #
 # Prints bench=capi_real_atomic_provisioned_s,
 # bench=capi_real_scale_from_zero_provisioned_s,
 # bench=capi_real_rollback_leftover_machines (md-bad, md-part and md-hold
-# together), bench=capi_real_failover_extra_machines and
-# bench=capi_real_kill9_extra_machines.
+# together), bench=capi_real_failover_extra_machines,
+# bench=capi_real_kill9_extra_machines and bench=capi_real_mgmt_reads_per_pass.
 set -euo pipefail
 # shellcheck source=../testlib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
@@ -57,7 +58,7 @@ set -euo pipefail
 PR_DRIVER_SO="$PROVREQD_BUILDDIR/cloud/clusterapi/.libs/clusterapi.so"
 [[ -f "$PR_DRIVER_SO" ]] || t_fail "build first: $PR_DRIVER_SO is missing (make all)"
 [[ -x "$CAPI_DIR/bin/capi-manager" ]] || t_skip "capi-manager is not built (e2e/build-binaries.sh builds it)"
-paths=" ${CAPI_REAL_PATHS:-broken ok tpl bad part hold k9 failover} "
+paths=" ${CAPI_REAL_PATHS:-broken ok tpl calls bad part hold k9 failover} "
 want() { [[ "$paths" == *" $1 "* ]]; }
 
 capi_work=$(mktemp -d "${TMPDIR:-/tmp}/provreqd-e2e-capi.XXXXXX")
@@ -233,6 +234,35 @@ if want tpl; then
 	t_eq "md-tpl grew to 2 replicas" 2 "$(replicas md-tpl)"
 	t_eq "2 Ready Nodes of md-tpl" 2 "$(pr_ready "$g_tpl")"
 	echo "bench=capi_real_scale_from_zero_provisioned_s value=$(prov_s tpl)"
+fi
+
+# --- what a pass costs the management cluster: GET and LIST requests on
+# Cluster API kinds and the infrastructure templates (read from its
+# apiserver's apiserver_request_total; capi-manager reads through its
+# informers and the provider reads other kinds, so these are the
+# driver's) per provreqd pass, over 22 s with 7 groups and no plan open, a
+# check-capacity request changed every 4 s to make passes.
+if want calls; then
+	mgmt_reads() {
+		capi_k get --raw /metrics | awk '/^apiserver_request_total\{/ &&
+			((/group="cluster.x-k8s.io"/ && /verb="(GET|LIST)"/) ||
+			 (/group="infrastructure.e2e.provreqd.io"/ && /verb="GET"/)) { s += $NF } END { printf "%d\n", s }'
+	}
+	passes() {
+		curl -fsS --max-time 2 "http://$PR_HTTP/metrics" |
+			awk '/^provreqd_reconcile_duration_seconds_count\{controller="provreq"\}/ { printf "%d\n", $NF }'
+	}
+	pr_request calls check-capacity w-ok 1
+	r0=$(mgmt_reads) p0=$(passes)
+	for i in 1 2 3 4 5; do
+		sleep 4 # a change of the request wakes a pass
+		kubectl -n "$PR_NS" annotate provreq calls --overwrite "e2e.provreqd.io/poke=$i" >/dev/null
+	done
+	sleep 2
+	r1=$(mgmt_reads) p1=$(passes)
+	((p1 > p0)) || t_fail "calls: no provreqd pass in 22 s"
+	t_pass "calls: $((r1 - r0)) management-cluster reads in $((p1 - p0)) passes"
+	echo "bench=capi_real_mgmt_reads_per_pass value=$(awk -v r=$((r1 - r0)) -v p=$((p1 - p0)) 'BEGIN { printf "%.1f", r / p }')"
 fi
 
 # --- failures, side by side: all failing, some failing, never joining
