@@ -304,6 +304,14 @@ void capi_mgmt_probe(capi *c)
 			 c->mgmt->where, c->mgmt->cfg->server);
 }
 
+struct kube_client *capi_mgmt_client(capi *c)
+{
+	prd_cloud_error e = {0, ""};
+	if(!c->mgmt || mgmt_connect(c->mgmt, &e))
+		return NULL;
+	return c->mgmt->kc;
+}
+
 void capi_mgmt_free(capi *c)
 {
 	capi_mgmt *mg = c->mgmt;

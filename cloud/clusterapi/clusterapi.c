@@ -37,6 +37,8 @@ static void capi_free(capi *c)
 	free(c->ns);
 	free(c->cluster);
 	free(c->version);
+	capi_watch_free(c); /* (its threads use the management client) */
+	json_object_put(c->disco);
 	capi_mgmt_free(c);
 	groups_free(c->groups, c->ngroups);
 	free(c);
@@ -76,6 +78,16 @@ static int parse_config(capi *c, const char *config, prd_cloud_error *err)
 		json_object_object_foreach(doc, key, v) {
 			char **dst;
 			const char *s;
+			if(!strcmp(key, "watch")) {
+				if(!json_object_is_type(v, json_type_boolean)) {
+					rc = capi_fail(err, PRD_CLOUD_EINVAL,
+						       "clusterapi config: watch must be true or false, got '%s'",
+						       json_object_get_string(v));
+					break;
+				}
+				c->watch = json_object_get_boolean(v);
+				continue;
+			}
 			if(!strcmp(key, "managementKubeconfig") || !strcmp(key, "managementContext") ||
 			   !strcmp(key, "managementInCluster")) {
 				rc = capi_mgmt_config(c, key, v, err);
@@ -91,7 +103,7 @@ static int parse_config(capi *c, const char *config, prd_cloud_error *err)
 			if(!dst) {
 				rc = capi_fail(err, PRD_CLOUD_EINVAL,
 					       "clusterapi config: unknown key '%s' (known: namespace, clusterName, version, "
-					       "managementKubeconfig, managementContext, managementInCluster)",
+					       "managementKubeconfig, managementContext, managementInCluster, watch)",
 					       key);
 				break;
 			}
@@ -246,6 +258,87 @@ static int discover_one(void *ud, json_object *obj)
 	return 0;
 }
 
+/* Forget the groups d collected after the first `keep`. */
+static void groups_free_tail(discover *d, size_t keep)
+{
+	size_t i;
+	for(i = keep; i < d->n; i++) {
+		free(d->v[i].id);
+		free(d->v[i].ns);
+		free(d->v[i].name);
+		json_object_put(d->v[i].obj);
+		sel_free(d->v[i].machines);
+	}
+	d->n = keep;
+}
+
+/* Whether a watched copy of a group object is older than a write of this
+ * driver: its resourceVersion is still the one the write replaced. A
+ * record is dropped once the watch shows another version. */
+static bool behind_own_write(capi *c, capi_kind kind, json_object *obj)
+{
+	json_object *md = capi_jobj(obj, "metadata");
+	const char *rv = capi_jstr(md, "resourceVersion");
+	char key[400];
+	size_t i;
+	snprintf(key, sizeof(key), "%s/%s/%s", capi_kind_plural(kind), capi_jstr(md, "namespace") ? capi_jstr(md, "namespace") : "",
+		 capi_jstr(md, "name") ? capi_jstr(md, "name") : "");
+	for(i = 0; i < c->nwritten; i++) {
+		if(strcmp(c->written[i].key, key))
+			continue;
+		if(rv && !strcmp(rv, c->written[i].rv))
+			return true;
+		c->written[i] = c->written[--c->nwritten];
+		return false;
+	}
+	return false;
+}
+
+/* Remember that a write replaced version `rv` of the group's object. */
+static void note_write(capi *c, const capi_group *g, const char *rv)
+{
+	char key[400];
+	size_t i;
+	if(!c->colls || !rv || !rv[0])
+		return;
+	snprintf(key, sizeof(key), "%s/%s/%s", capi_kind_plural(g->kind), g->ns, g->name);
+	for(i = 0; i < c->nwritten && strcmp(c->written[i].key, key); i++)
+		;
+	if(i == c->nwritten) {
+		if(c->nwritten == sizeof(c->written) / sizeof(c->written[0]))
+			i = 0; /* full: the oldest record is likely in step by now */
+		else
+			c->nwritten++;
+	}
+	snprintf(c->written[i].key, sizeof(c->written[i].key), "%s", key);
+	snprintf(c->written[i].rv, sizeof(c->written[i].rv), "%s", rv);
+}
+
+/* One kind from the watch: 0 (every object handed to discover_one),
+ * PRD_CLOUD_ENOTFOUND (not served) or PRD_CLOUD_EAGAIN (read the
+ * apiserver: no watch, not in step, or a copy older than our write). */
+static int discover_watched(capi *c, discover *d)
+{
+	json_object *items = NULL;
+	char gv[128];
+	size_t i, n;
+	int rc;
+	snprintf(gv, sizeof(gv), CAPI_GROUP "/%s", c->version);
+	rc = capi_watch_list(c, gv, c->ns, capi_kind_plural(d->kind), NULL, NULL, &items);
+	if(rc)
+		return rc;
+	n = json_object_array_length(items);
+	for(i = 0; i < n; i++)
+		if(behind_own_write(c, d->kind, json_object_array_get_idx(items, i))) {
+			json_object_put(items);
+			return PRD_CLOUD_EAGAIN;
+		}
+	for(i = 0; i < n && !rc; i++)
+		rc = discover_one(d, json_object_array_get_idx(items, i));
+	json_object_put(items);
+	return rc;
+}
+
 /* List every kind of scalable resource into a new group array. A kind
  * whose CRD is not installed (404) has no groups. */
 static int discover_groups(capi *c, capi_group **out, size_t *nout, prd_cloud_error *err)
@@ -258,7 +351,18 @@ static int discover_groups(capi *c, capi_group **out, size_t *nout, prd_cloud_er
 	for(k = 0; k < CAPI_KINDS && !rc; k++) {
 		char path[512];
 		prd_cloud_error e = {0, ""};
+		size_t before = d.n;
 		d.kind = (capi_kind)k;
+		rc = discover_watched(c, &d);
+		if(rc == 0 || rc == PRD_CLOUD_ENOTFOUND) {
+			rc = d.rc;
+			continue;
+		}
+		if(rc != PRD_CLOUD_EAGAIN)
+			break;
+		/* Read the apiserver: drop what the watch handed over. */
+		groups_free_tail(&d, before);
+		rc = 0;
 		capi_path(c, path, sizeof(path), capi_kind_plural(d.kind), c->ns, NULL, NULL);
 		rc = capi_list(c, path, discover_one, &d, &e);
 		if(rc == PRD_CLOUD_ENOTFOUND) {
@@ -301,6 +405,7 @@ static int cp_init(const prd_cloud_host *host, const char *config, void **state,
 		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	c->host = host;
 	c->api = host;
+	c->watch = true;
 	rc = parse_config(c, config, err);
 	if(rc) {
 		capi_free(c);
@@ -351,12 +456,21 @@ static int push_item(void *ud, json_object *item)
 	return json_object_array_add(ud, json_object_get(item)) ? PRD_CLOUD_ENOMEM : 0;
 }
 
-int capi_group_machines(capi *c, const capi_group *g, json_object **machines, prd_cloud_error *err)
+int capi_group_machines(capi *c, const capi_group *g, bool live, json_object **machines, prd_cloud_error *err)
 {
-	char path[1400], query[800];
-	char *text = sel_to_string(g->machines);
+	char path[1400], query[800], gv[128];
+	char *text;
 	json_object *arr;
 	int rc;
+	if(!live) {
+		snprintf(gv, sizeof(gv), CAPI_GROUP "/%s", c->version);
+		rc = capi_watch_list(c, gv, c->ns, "machines", g->ns, g->machines, machines);
+		if(rc == 0)
+			return 0;
+		if(rc == PRD_CLOUD_ENOMEM)
+			return capi_fail(err, rc, "out of memory");
+	}
+	text = sel_to_string(g->machines);
 	if(!text || !capi_query_escape(text, query, sizeof(query))) {
 		free(text);
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the Machine selector is too long", g->id);
@@ -424,7 +538,7 @@ static int cp_instances(void *state, const char *group_id, prd_cloud_instance **
 	int rc;
 	if(!g)
 		return no_group(err, group_id);
-	rc = capi_group_machines(c, g, &machines, err);
+	rc = capi_group_machines(c, g, false, &machines, err);
 	if(rc)
 		return rc;
 	n = json_object_array_length(machines);
@@ -519,6 +633,7 @@ static int cp_node_group_for_node(void *state, const char *node_json, char **gro
 	json_object *node, *md, *ann, *machine = NULL;
 	const char *mname, *mns, *pid;
 	capi_group *g = NULL;
+	char gv[128];
 	size_t i;
 	int rc = 0;
 	*group_id = NULL;
@@ -532,20 +647,35 @@ static int cp_node_group_for_node(void *state, const char *node_json, char **gro
 	mname = capi_jstr(ann, CAPI_NODE_MACHINE_ANNOTATION);
 	mns = capi_jstr(ann, CAPI_NODE_NAMESPACE_ANNOTATION);
 	pid = capi_jstr(capi_jobj(node, "spec"), "providerID");
+	snprintf(gv, sizeof(gv), CAPI_GROUP "/%s", c->version);
 	if(mname && mns) {
 		char path[800];
-		capi_path(c, path, sizeof(path), "machines", mns, mname, NULL);
-		rc = capi_request(c, "GET", path, NULL, NULL, &machine, NULL, err);
+		rc = capi_watch_get(c, gv, c->ns, "machines", mns, mname, &machine);
+		if(rc == PRD_CLOUD_EAGAIN) {
+			capi_path(c, path, sizeof(path), "machines", mns, mname, NULL);
+			rc = capi_request(c, "GET", path, NULL, NULL, &machine, NULL, err);
+		}
 		if(rc == PRD_CLOUD_ENOTFOUND)
 			rc = 0; /* the Machine is gone: try the providerID */
 	}
 	if(!rc && !machine && pid && pid[0]) {
 		by_provider b = {pid, NULL};
+		json_object *all = NULL;
 		char path[600];
-		capi_path(c, path, sizeof(path), "machines", c->ns, NULL, NULL);
-		rc = capi_list(c, path, match_provider, &b, err);
-		if(rc == 1)
+		rc = capi_watch_list(c, gv, c->ns, "machines", NULL, NULL, &all);
+		if(rc == 0) {
+			size_t j, n = json_object_array_length(all);
+			for(j = 0; j < n && !b.found; j++)
+				match_provider(&b, json_object_array_get_idx(all, j));
+			json_object_put(all);
+		} else if(rc == PRD_CLOUD_ENOTFOUND) {
 			rc = 0;
+		} else {
+			capi_path(c, path, sizeof(path), "machines", c->ns, NULL, NULL);
+			rc = capi_list(c, path, match_provider, &b, err);
+			if(rc == 1)
+				rc = 0;
+		}
 		machine = b.found;
 	}
 	if(!rc && machine)
@@ -624,8 +754,10 @@ static int set_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, p
 	json_object_put(patch);
 	if(rc && status == 409)
 		rc = PRD_CLOUD_EAGAIN;
-	if(!rc)
+	if(!rc) {
 		g->replicas = replicas;
+		note_write(c, g, rv);
+	}
 	return rc;
 }
 
@@ -662,8 +794,10 @@ static int put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, p
 				 "clusterapi: %s: the object was changed by another writer (its replicas, or a newer "
 				 "leader's fence) between this call's read and its write (409 Conflict); nothing changed",
 				 g->id);
-	if(!rc)
+	if(!rc) {
 		g->replicas = replicas;
+		note_write(c, g, rv);
+	}
 	return rc;
 }
 
@@ -790,7 +924,7 @@ static int decrease(capi *c, const char *group_id, int32_t delta, int32_t expect
 	if(!rc)
 		rc = check_expected(g, cur, expected, err);
 	if(!rc)
-		rc = capi_group_machines(c, g, &machines, err);
+		rc = capi_group_machines(c, g, true, &machines, err);
 	if(rc)
 		return rc;
 	n = json_object_array_length(machines);
@@ -949,7 +1083,7 @@ static int delete_machines(void *state, const char *group_id, const char *const 
 		return 0;
 	rc = read_for_write(c, g, fterm ? fkey : NULL, fterm, &cur, rv, sizeof(rv), err);
 	if(!rc)
-		rc = capi_group_machines(c, g, &machines, err);
+		rc = capi_group_machines(c, g, true, &machines, err);
 	if(rc)
 		return rc;
 	n = json_object_array_length(machines);

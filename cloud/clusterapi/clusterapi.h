@@ -47,6 +47,17 @@ typedef struct capi {
 	 * through `host` (the workload cluster provreqd runs against). */
 	const prd_cloud_host *api;
 	capi_mgmt *mgmt;       /* NULL: no separate management cluster */
+	bool watch;            /* config `watch` (default true): capi_watch.c */
+	struct capi_coll *colls; /* watched collections (capi_watch.c) */
+	json_object *disco;    /* API group -> "group/version" from discovery, kept while watching */
+	/* Groups this driver scaled, and the resourceVersion each write
+	 * replaced: until the watch delivers a newer version of the object,
+	 * refresh reads the apiserver (the cache would show the old size). */
+	struct capi_written {
+		char key[400];  /* "<plural>/<ns>/<name>" */
+		char rv[64];
+	} written[16];
+	size_t nwritten;
 	char *ns;              /* config `namespace`: only this one, or NULL */
 	char *cluster;         /* config `clusterName`: only this cluster, or NULL */
 	char *version;         /* config `version`, default v1beta1 */
@@ -95,6 +106,27 @@ int capi_mgmt_init(capi *c, prd_cloud_error *err);
 void capi_mgmt_probe(capi *c);
 void capi_mgmt_free(capi *c);
 
+/* The management cluster's client, connected if it can be; NULL without
+ * a management cluster or when it cannot be used now. */
+struct kube_client;
+struct kube_client *capi_mgmt_client(capi *c);
+
+/* capi_watch.c: watched collections of the management cluster. A
+ * collection is (apiVersion gv, namespace ns or NULL for all, plural); it
+ * starts on first use. capi_watch_list gives deep copies of its objects in
+ * namespace only_ns (NULL: all) whose labels match `match` (NULL: all) as
+ * a new array; capi_watch_get one object (a new reference). Both answer
+ * PRD_CLOUD_EAGAIN when there is no watch or it is not in step (read the
+ * apiserver instead) and PRD_CLOUD_ENOTFOUND when the kind is not served
+ * (or, for get, the object is not there). */
+typedef struct capi_coll capi_coll;
+int capi_watch_list(capi *c, const char *gv, const char *ns, const char *plural, const char *only_ns,
+		    const sel *match, json_object **items);
+int capi_watch_get(capi *c, const char *gv, const char *ns, const char *plural, const char *obj_ns,
+		   const char *name, json_object **obj);
+void capi_watch_stats(capi *c, unsigned long *lists, unsigned long *events);
+void capi_watch_free(capi *c);
+
 /* capi_fence.c: fencing terms (ABI 1.4), recorded as the annotation
  * provreqd.io/fence-<key> on the group's object. */
 typedef struct capi_view {
@@ -118,7 +150,9 @@ int capi_fence(capi *c, const capi_group *g, const char *key, uint64_t term, prd
  * annotations (scale from zero) or from one of its Nodes. Caller frees
  * *node_json with free(). */
 int capi_template_node(capi *c, const capi_group *g, char **node_json, prd_cloud_error *err);
-/* Machines of a group (as a new JSON array, caller puts). */
-int capi_group_machines(capi *c, const capi_group *g, json_object **machines, prd_cloud_error *err);
+/* Machines of a group (as a new JSON array, caller puts): from the watch
+ * when `live` is false and it is in step, else from the apiserver (what a
+ * write is planned from). */
+int capi_group_machines(capi *c, const capi_group *g, bool live, json_object **machines, prd_cloud_error *err);
 
 #endif

@@ -41,6 +41,8 @@
 #   * calls: management-cluster reads per provreqd pass (no check, a figure).
 # CAPI_REAL_PATHS (space-separated; default: all of them) picks paths for a
 # reduced run: broken ok tpl calls bad part hold k9 failover.
+# CAPI_REAL_WATCH=false makes the driver poll instead of watching (the
+# "before" figure of calls).
 #
 # Prints bench=capi_real_atomic_provisioned_s,
 # bench=capi_real_scale_from_zero_provisioned_s,
@@ -186,7 +188,8 @@ t_pass "the workload cluster holds no MachineDeployment (they are in the managem
 
 flags=(--provision-timeout 1m --scale-down=false)
 mgmt_kc="$PR_WORK/mgmt/kubeconfig"
-printf 'namespace: %s\nversion: v1beta2\nmanagementKubeconfig: %s\n' "$PR_NS" "$mgmt_kc" >"$PR_WORK/cloud.yaml"
+printf 'namespace: %s\nversion: v1beta2\nmanagementKubeconfig: %s\nwatch: %s\n' "$PR_NS" "$mgmt_kc" \
+	"${CAPI_REAL_WATCH:-true}" >"$PR_WORK/cloud.yaml"
 for w in ok bad tpl part hold k9 fo; do
 	g=g_$w
 	pr_template "w-$w" 3 1Gi "${!g}"

@@ -9,6 +9,8 @@
 #include "test_kube_fakesrv.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1065,6 +1067,86 @@ static void test_template_from_infra_template(void)
 
 /* ---- a separate management cluster --------------------------------------- */
 
+/* Reads the management server answered: LISTs and GETs (not watches),
+ * and watch requests. Counted on the server's threads. */
+static atomic_int mgmt_reads, mgmt_watches;
+/* While set, watches deliver no event (the driver's cache falls behind). */
+static atomic_bool watch_paused;
+
+typedef struct watch_lines {
+	fake_resp *resp;
+} watch_lines;
+
+static int watch_line(void *ud, const char *type, json_object *obj)
+{
+	watch_lines *w = ud;
+	json_object *ev;
+	if(w->resp->nchunks >= FAKE_MAX_CHUNKS - 1)
+		return 1;
+	ev = json_object_new_object();
+	json_object_object_add(ev, "type", json_object_new_string(type));
+	json_object_object_add(ev, "object", json_object_get(obj));
+	w->resp->chunks[w->resp->nchunks++] =
+		fake_strdup(json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	{ /* one event per line */
+		char *line = w->resp->chunks[w->resp->nchunks - 1];
+		size_t n = strlen(line);
+		char *nl = malloc(n + 2);
+		if(!nl)
+			abort();
+		memcpy(nl, line, n);
+		nl[n] = '\n';
+		nl[n + 1] = '\0';
+		free(line);
+		w->resp->chunks[w->resp->nchunks - 1] = nl;
+	}
+	json_object_put(ev);
+	return 0;
+}
+
+/* A watch of the management store: the events after the request's
+ * resourceVersion, then the stream is held briefly and closed (the client
+ * watches again from the last version it saw). */
+static void serve_watch(memapi *store, const fake_req *req, fake_resp *resp)
+{
+	static const kube_resource *const kinds[] = {&MDS, &MSS, &MPS, &MACHINES, NULL};
+	const kube_resource *r = NULL;
+	const char *q = strchr(req->url, '?'), *rvp = strstr(req->url, "resourceVersion="), *nsp;
+	char ns[128] = "", path[2048];
+	uint64_t since = rvp ? strtoull(rvp + strlen("resourceVersion="), NULL, 10) : 0;
+	watch_lines w = {resp};
+	size_t i, plen = q ? (size_t)(q - req->url) : strlen(req->url);
+	snprintf(path, sizeof(path), "%.*s", (int)plen, req->url);
+	for(i = 0; kinds[i] && !r; i++) {
+		size_t n = strlen(kinds[i]->resource);
+		if(plen > n && !strcmp(path + plen - n, kinds[i]->resource) && path[plen - n - 1] == '/')
+			r = kinds[i];
+	}
+	if((nsp = strstr(path, "/namespaces/")))
+		sscanf(nsp + strlen("/namespaces/"), "%127[^/]", ns);
+	if(!r) {
+		resp->status = 404;
+		resp->body = fake_strdup("{\"kind\":\"Status\",\"code\":404,\"reason\":\"NotFound\"}");
+		return;
+	}
+	if(atomic_load(&watch_paused)) {
+		resp->chunks[resp->nchunks++] = fake_strdup("\n");
+		resp->hold_ms = 100;
+		return;
+	}
+	if(memapi_events_since(store, r, ns[0] ? ns : NULL, since, watch_line, &w, NULL) == PRD_EGONE) {
+		for(i = 0; i < (size_t)resp->nchunks; i++)
+			free(resp->chunks[i]);
+		resp->nchunks = 0;
+		resp->status = 410;
+		resp->body = fake_strdup("{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}");
+		return;
+	}
+	if(!resp->nchunks)
+		resp->chunks[resp->nchunks++] = fake_strdup("\n");
+	resp->hold_ms = 100;
+}
+
 /* The fake server's handler: the request as the management apiserver `m`
  * answers it. */
 static void serve_mgmt(void *ud, const fake_req *req, fake_resp *resp)
@@ -1072,6 +1154,13 @@ static void serve_mgmt(void *ud, const fake_req *req, fake_resp *resp)
 	char *out = NULL;
 	size_t len = 0;
 	long st = 0;
+	if(strstr(req->url, "watch=1")) {
+		atomic_fetch_add(&mgmt_watches, 1);
+		serve_watch(ud, req, resp);
+		return;
+	}
+	if(!strcmp(req->method, "GET"))
+		atomic_fetch_add(&mgmt_reads, 1);
 	memapi_request(ud, req->method, req->url, req->content_type[0] ? req->content_type : NULL, req->body,
 		       req->body_len, &st, &out, &len);
 	resp->status = (int)st;
@@ -1089,6 +1178,9 @@ static void split_clusters(void)
 	host.host.log = capture_log;
 	mgmt_srv = fake_start(serve_mgmt, m);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mgmt_srv);
+	atomic_store(&mgmt_reads, 0);
+	atomic_store(&mgmt_watches, 0);
+	atomic_store(&watch_paused, false);
 }
 
 /* A kubeconfig for the management cluster (bearer token) at `path`. */
@@ -1331,6 +1423,146 @@ static void test_unmark_keeps_foreign_mark(void)
 	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
 }
 
+/* One refresh; the management reads it made. */
+static int refresh_reads(void)
+{
+	prd_cloud_error e = {0, ""};
+	int before = atomic_load(&mgmt_reads);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	return atomic_load(&mgmt_reads) - before;
+}
+
+/* Wait (at most about 10 s: a thread of the driver is lagging, no time is
+ * asserted) until `done` holds. */
+static bool eventually(bool (*done)(void))
+{
+	struct timespec ts = {0, 10 * 1000 * 1000};
+	int i;
+	for(i = 0; i < 1000; i++) {
+		if(done())
+			return true;
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+static bool refresh_reads_nothing(void)
+{
+	return refresh_reads() == 0;
+}
+
+static int32_t wanted_target;
+static bool target_is_wanted(void)
+{
+	int32_t t = -1;
+	prd_cloud_error e = {0, ""};
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	group_sizes("MachineDeployment/ns1/md-a", NULL, NULL, &t);
+	return t == wanted_target;
+}
+
+/* With a management cluster the driver lists its Cluster API objects once
+ * and then watches them: a pass (refresh, a group's instances, a Node's
+ * group) reads nothing from the management apiserver, others' changes
+ * arrive through the watch, and the driver's own scale is seen at once
+ * even before its watch event. Fails on a driver that polls (every
+ * refresh lists each kind), and on one that trusts a cache older than its
+ * own write (the target would be the old one). `watch: false` polls, as
+ * the figures of the note compare. */
+static void test_management_watch(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	char kc[600], cfg[800], *gid = NULL;
+	prd_cloud_instance *v = NULL;
+	size_t n = 0;
+	int32_t t = -1;
+	int i, polled = 0;
+	split_clusters();
+	md("md-a", SIZES("0", "9"), 1);
+	machine("m-1", "md-a", "node-1", "");
+	snprintf(kc, sizeof(kc), "%s/mgmt-kubeconfig-watch", test_tmpdir());
+	write_mgmt_kubeconfig(kc);
+
+	/* Polling, for comparison: every refresh lists the three kinds. */
+	snprintf(cfg, sizeof(cfg), "namespace: ns1\nmanagementKubeconfig: %s\nwatch: false\n", kc);
+	load(cfg);
+	for(i = 0; i < 3; i++)
+		polled += refresh_reads();
+	CU_ASSERT_EQUAL(polled, 9);
+	CU_ASSERT_EQUAL(atomic_load(&mgmt_watches), 0);
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+
+	snprintf(cfg, sizeof(cfg), "namespace: ns1\nmanagementKubeconfig: %s\n", kc);
+	load(cfg);
+	/* Machines are watched from their first use. */
+	CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, id, &v, &n, &e), 0);
+	drv->api->release_instances(drv->state, v, n);
+	CU_ASSERT_TRUE_FATAL(eventually(refresh_reads_nothing));
+	{
+		int before = atomic_load(&mgmt_reads);
+		bool machines_cached = false;
+		for(i = 0; i < 200 && !machines_cached; i++) {
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			before = atomic_load(&mgmt_reads);
+			CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, id, &v, &n, &e), 0);
+			drv->api->release_instances(drv->state, v, n);
+			machines_cached = atomic_load(&mgmt_reads) == before;
+			if(!machines_cached)
+				nanosleep(&ts, NULL);
+		}
+		CU_ASSERT_TRUE(machines_cached);
+		before = atomic_load(&mgmt_reads);
+		for(i = 0; i < 5; i++)
+			CU_ASSERT_EQUAL(refresh_reads(), 0);
+		CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, id, &v, &n, &e), 0);
+		CU_ASSERT_EQUAL(n, 1);
+		drv->api->release_instances(drv->state, v, n);
+		CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state,
+			"{\"metadata\":{\"name\":\"node-1\",\"annotations\":{\"cluster.x-k8s.io/machine\":\"m-1\","
+			"\"cluster.x-k8s.io/cluster-namespace\":\"ns1\"}}}", &gid, &e), 0);
+		CU_ASSERT_PTR_NOT_NULL(gid);
+		drv->api->release_string(drv->state, gid);
+		CU_ASSERT_EQUAL(atomic_load(&mgmt_reads) - before, 0);
+	}
+	CU_ASSERT_TRUE(atomic_load(&mgmt_watches) >= 2);
+
+	/* Another writer scales: the watch brings it. */
+	other_writer_scales("md-a", 4);
+	wanted_target = 4;
+	CU_ASSERT_TRUE(eventually(target_is_wanted));
+
+	/* The driver's own scale: with the watch held back, the next refresh
+	 * still says 6 (it reads the apiserver while the cache is older than
+	 * the write). */
+	atomic_store(&watch_paused, true);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, id, 2, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_TRUE(group_sizes(id, NULL, NULL, &t));
+	CU_ASSERT_EQUAL(t, 6);
+	atomic_store(&watch_paused, false);
+	/* Once the watch has it, refreshes read nothing again. */
+	CU_ASSERT_TRUE(eventually(refresh_reads_nothing));
+	CU_ASSERT_TRUE(group_sizes(id, NULL, NULL, &t));
+	CU_ASSERT_EQUAL(t, 6);
+	/* A new Machine appears in the group's instances through the watch. */
+	machine("m-2", "md-a", NULL, "");
+	wanted_target = 6;
+	{
+		bool seen = false;
+		for(i = 0; i < 1000 && !seen; i++) {
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, id, &v, &n, &e), 0);
+			seen = n == 2;
+			drv->api->release_instances(drv->state, v, n);
+			if(!seen)
+				nanosleep(&ts, NULL);
+		}
+		CU_ASSERT_TRUE(seen);
+	}
+}
+
 static const test_case cases[] = {
 	{"discovery: annotated groups only, bad values reported", test_discovery},
 	{"bad config", test_bad_config},
@@ -1354,6 +1586,7 @@ static const test_case cases[] = {
 	{"management cluster: contradictory settings", test_management_config},
 	{"delete: marks and decrement are conditional on one read", test_delete_is_conditional},
 	{"delete: taking a mark back keeps someone else's", test_unmark_keeps_foreign_mark},
+	{"management cluster: list once, then watch", test_management_watch},
 	{NULL, NULL}};
 
 int main(void)
