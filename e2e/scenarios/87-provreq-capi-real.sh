@@ -246,16 +246,22 @@ fi
 # driver's) per provreqd pass, over 22 s with 7 groups and no plan open, a
 # check-capacity request changed every 4 s to make passes.
 if want calls; then
-	mgmt_reads() {
+	# reads_by_resource: "verb resource count" lines of those reads.
+	reads_by_resource() {
 		capi_k get --raw /metrics | awk '/^apiserver_request_total\{/ &&
 			((/group="cluster.x-k8s.io"/ && /verb="(GET|LIST)"/) ||
-			 (/group="infrastructure.e2e.provreqd.io"/ && /verb="GET"/)) { s += $NF } END { printf "%d\n", s }'
+			 (/group="infrastructure.e2e.provreqd.io"/ && /verb="GET"/)) {
+				match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
+				match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
+				n[v ":" r] += $NF } END { for(k in n) print k, n[k] }' | sort
 	}
+	mgmt_reads() { reads_by_resource | awk '{ s += $2 } END { printf "%d\n", s }'; }
 	passes() {
 		curl -fsS --max-time 2 "http://$PR_HTTP/metrics" |
 			awk '/^provreqd_reconcile_duration_seconds_count\{controller="provreq"\}/ { printf "%d\n", $NF }'
 	}
 	pr_request calls check-capacity w-ok 1
+	reads_by_resource >"$PR_WORK/reads0"
 	r0=$(mgmt_reads) p0=$(passes)
 	for i in 1 2 3 4 5; do
 		sleep 4 # a change of the request wakes a pass
@@ -263,6 +269,8 @@ if want calls; then
 	done
 	sleep 2
 	r1=$(mgmt_reads) p1=$(passes)
+	reads_by_resource | awk 'NR == FNR { was[$1] = $2; next } $2 > was[$1] { printf "calls:   %s %d\n", $1, $2 - was[$1] }' \
+		"$PR_WORK/reads0" -
 	((p1 > p0)) || t_fail "calls: no provreqd pass in 22 s"
 	t_pass "calls: $((r1 - r0)) management-cluster reads in $((p1 - p0)) passes"
 	echo "bench=capi_real_mgmt_reads_per_pass value=$(awk -v r=$((r1 - r0)) -v p=$((p1 - p0)) 'BEGIN { printf "%.1f", r / p }')"
