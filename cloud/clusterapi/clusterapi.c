@@ -3,10 +3,13 @@
  *
  * Node groups are re-read at every refresh: the MachineDeployments,
  * standalone MachineSets (those not owned by a MachineDeployment) and
- * MachinePools that carry both the min and the max size annotation. Sizes
- * move through the scale subresource; deleting particular nodes marks
- * their Machines with cluster.x-k8s.io/delete-machine first, so the
- * MachineSet controller removes exactly those when replicas drop. */
+ * MachinePools that carry both the min and the max size annotation - from
+ * the watched copies of a separate management cluster (capi_watch.c) when
+ * they are in step, else from the apiserver. Sizes move through the scale
+ * subresource; deleting particular nodes marks their Machines with
+ * cluster.x-k8s.io/delete-machine first, so the MachineSet controller
+ * removes exactly those when replicas drop. Every write is planned from
+ * the apiserver, never from a watched copy. */
 #include "clusterapi/clusterapi.h"
 
 #include <stdio.h>
