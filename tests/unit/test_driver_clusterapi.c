@@ -8,6 +8,7 @@
 #include "kube/memapi.h"
 #include "test_kube_fakesrv.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -44,11 +45,17 @@ static const char *module_path(void)
 	return path;
 }
 
+/* Also called from the driver's watch threads (the host's log may be
+ * called from any thread). */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static void capture_log(void *ctx, int level, const char *message)
 {
-	size_t len = strlen(logbuf);
+	size_t len;
 	(void)ctx;
+	pthread_mutex_lock(&log_mu);
+	len = strlen(logbuf);
 	snprintf(logbuf + len, sizeof(logbuf) - len, "%d %s\n", level, message);
+	pthread_mutex_unlock(&log_mu);
 }
 
 static void teardown(void)
