@@ -21,6 +21,10 @@
 #   * success / scale from zero (md-ok, capacity annotations): 0 -> 3
 #     Machines made by the real MachineSet controller; Provisioned only
 #     after the Nodes.
+#   * delete one chosen node (after ok): the driver (through e2e/tools/driver-e2e)
+#     marks its Machine with cluster.x-k8s.io/delete-machine and lowers
+#     replicas, each write conditional; the real MachineSet controller removes
+#     exactly that Machine and makes no replacement.
 #   * scale from zero from the template (md-tpl): no cpu/memory
 #     annotations, the E2EMachineTemplate's status.capacity says them; 0 -> 2.
 #   * all Machines failing (md-bad: InsufficientCapacity stockout, a v1beta2
@@ -40,7 +44,7 @@
 #     created beyond the 3 asked for are counted.
 #   * calls: management-cluster reads per provreqd pass (no check, a figure).
 # CAPI_REAL_PATHS (space-separated; default: all of them) picks paths for a
-# reduced run: broken ok tpl calls bad part hold k9 failover.
+# reduced run: broken ok delete tpl calls bad part hold k9 failover.
 # CAPI_REAL_WATCH=false makes the driver poll instead of watching (the
 # "before" figure of calls).
 #
@@ -60,7 +64,7 @@ set -euo pipefail
 PR_DRIVER_SO="$PROVREQD_BUILDDIR/cloud/clusterapi/.libs/clusterapi.so"
 [[ -f "$PR_DRIVER_SO" ]] || t_fail "build first: $PR_DRIVER_SO is missing (make all)"
 [[ -x "$CAPI_DIR/bin/capi-manager" ]] || t_skip "capi-manager is not built (e2e/build-binaries.sh builds it)"
-paths=" ${CAPI_REAL_PATHS:-broken ok tpl calls bad part hold k9 failover} "
+paths=" ${CAPI_REAL_PATHS:-broken ok delete tpl calls bad part hold k9 failover} "
 want() { [[ "$paths" == *" $1 "* ]]; }
 
 capi_work=$(mktemp -d "${TMPDIR:-/tmp}/provreqd-e2e-capi.XXXXXX")
@@ -230,6 +234,30 @@ if want ok; then
 	echo "bench=capi_real_atomic_provisioned_s value=$(prov_s ok)"
 fi
 
+# --- deleting one chosen node: the driver marks its Machine and lowers
+# replicas in one conflict-checked step; the real MachineSet controller
+# must take exactly that Machine and make no replacement.
+ok_left=3
+if want ok && want delete; then
+	victim=$(machines md-ok | awk 'NF >= 2' | sort | sed -n 2p)
+	vm=${victim% *} vn=${victim#* }
+	[[ -n "$vm" && -n "$vn" ]] || t_fail "delete: no Machine with a Node in md-ok"
+	out=$("$PROVREQD_BUILDDIR/e2e/tools/driver-e2e" --kubeconfig "$KUBECONFIG" --driver "$PR_DRIVER_SO" \
+		--config "$PR_WORK/cloud.yaml" delete "MachineDeployment/$PR_NS/md-ok" "$vn" 2>&1) ||
+		t_fail "delete: the driver refused: $out"
+	t_eq "delete: md-ok lowered to 2 replicas" 2 "$(replicas md-ok)"
+	machine_gone() {
+		local o
+		o=$(capi_k -n "$PR_NS" get machine "$1" 2>&1) && return 1
+		[[ "$o" == *NotFound* || "$o" == *"not found"* ]]
+	}
+	t_wait 60 "delete: the MachineSet controller removed Machine $vm (node $vn)" machine_gone "$vm"
+	t_eq "delete: the other 2 Machines stay" 2 "$(nmachines md-ok)"
+	t_eq "delete: no replacement Machine was made" 3 "$(machines_created md-ok)"
+	t_wait 60 "delete: Node $vn left the workload cluster" k_gone node "$vn"
+	ok_left=2
+fi
+
 # --- scale from zero from the infrastructure template's status.capacity
 if want tpl; then
 	pr_request tpl atomic-scale-up w-tpl 2
@@ -322,7 +350,7 @@ if want part; then
 fi
 if want bad || want part || want hold; then
 	echo "bench=capi_real_rollback_leftover_machines value=$leftover"
-	want ok && t_eq "md-ok untouched" 3 "$(nmachines md-ok)"
+	want ok && t_eq "md-ok untouched" "$ok_left" "$(nmachines md-ok)"
 fi
 
 # --- kill -9 mid scale-up: the restarted provreqd finishes the plan it recorded
