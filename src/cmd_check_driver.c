@@ -20,7 +20,8 @@ static const char check_driver_usage[] =
 	"\n"
 	"Load the cloud driver at PATH (a .so built against provreqd/cloud.h),\n"
 	"check its ABI, initialise it with FILE's contents, and list its node\n"
-	"groups with their sizes, template node capacity and instances.\n"
+	"groups with their sizes, template node capacity and instances, and the\n"
+	"machine shapes it can auto-provision node groups of (ABI 1.5).\n"
 	"Requests the driver makes to kube-apiserver fail: no cluster is used.\n"
 	"Exit status: 0 loaded and listed, 1 it failed, 2 usage error.\n";
 
@@ -48,6 +49,44 @@ static void print_template(const prd_cloud_driver *a, void *state, const char *i
 	json_object_put(o);
 }
 
+/* The shapes of a driver that auto-provisions (ABI 1.5): 0, or 1 when
+ * listing them failed. */
+static int print_shapes(const cloud_driver *d)
+{
+	prd_cloud_shape *v = NULL;
+	prd_cloud_error de;
+	size_t n = 0, i;
+	if(!cloud_driver_naps(d->api))
+		return 0;
+	memset(&de, 0, sizeof(de));
+	if(d->api->shapes(d->state, &v, &n, &de)) {
+		printf("  machine shapes: error: %s\n", de.message);
+		return 1;
+	}
+	printf("  machine shapes: %zu\n", n);
+	for(i = 0; i < n; i++) {
+		const prd_cloud_shape *s = cloud_shape_at(d->api, v, i);
+		json_object *o = s->node_json ? json_tokener_parse(s->node_json) : NULL, *alloc = NULL;
+		printf("  - %s max=%d zones=%s price=", s->name ? s->name : "?", (int)s->max_size,
+		       s->zones && s->zones[0] ? s->zones : "(any)");
+		if(s->price_micros >= 0)
+			printf("%lld.%06lld/h\n", (long long)(s->price_micros / 1000000), (long long)(s->price_micros % 1000000));
+		else
+			printf("unknown\n");
+		if(o && json_object_object_get_ex(json_object_object_get(o, "status"), "allocatable", &alloc)) {
+			printf("    allocatable:");
+			json_object_object_foreach(alloc, k, val)
+				printf(" %s=%s", k, json_object_get_string(val));
+			printf("\n");
+		} else {
+			printf("    node: not a Node with status.allocatable\n");
+		}
+		json_object_put(o);
+	}
+	d->api->release_shapes(d->state, v, n);
+	return 0;
+}
+
 /* What the driver can do, as `check-driver` prints it. */
 static void print_caps(const cloud_driver *d)
 {
@@ -64,6 +103,7 @@ static void print_caps(const cloud_driver *d)
 		       ? "owner token"
 		       : caps & PRD_CLOUD_CAP_CREATION_TIME ? "creation time"
 							    : "not being in the group before (docs/operator.md)");
+	printf("  node auto-provisioning: %s\n", cloud_driver_naps(d->api) ? "yes" : "no");
 	if(d->api->provisioning_classes) {
 		const char *const *cls = d->api->provisioning_classes(d->state);
 		printf("  extra provisioning classes:");
@@ -158,6 +198,8 @@ int cmd_check_driver(int argc, char **argv)
 		d->api->release_instances(d->state, inst, ni);
 	}
 	d->api->release_node_groups(d->state, groups, n);
+	if(print_shapes(d))
+		rc = 1;
 done:
 	cloud_drivers_free(&set);
 	free(config);

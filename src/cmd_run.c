@@ -312,15 +312,21 @@ static bool wait_caches(kube_informer *const *inf, size_t n, health *hl)
 
 /* The informers, in this order: the controller and the pool sync find
  * them by index (0 = nodes). From RUN_FIRST_DRA on, resource.k8s.io/v1
- * (DRA): started only when the cluster serves it and lets us list it. */
-#define RUN_NINF 8
+ * (DRA): started only when the cluster serves it and lets us list it.
+ * Last (RUN_PCLASS), provreqd.io/v1alpha1 ProvisioningClasses: started
+ * only when the CRD is installed and readable. */
+#define RUN_NINF 9
 #define RUN_FIRST_DRA 4
+#define RUN_PCLASS 8
+static const kube_resource run_pclasses = { "provreqd.io", "v1alpha1", "provisioningclasses", "ProvisioningClass",
+					    false };
 static const kube_kind inf_kinds[RUN_NINF] = { KUBE_KIND_NODE, KUBE_KIND_POD, KUBE_KIND_PODTEMPLATE,
 					       KUBE_KIND_PROVREQ, KUBE_KIND_RESOURCESLICE, KUBE_KIND_DEVICECLASS,
-					       KUBE_KIND_RESOURCECLAIMTEMPLATE, KUBE_KIND_RESOURCECLAIM };
+					       KUBE_KIND_RESOURCECLAIMTEMPLATE, KUBE_KIND_RESOURCECLAIM,
+					       KUBE_KIND_PROVCLASS };
 static const kube_resource *const inf_res[RUN_NINF] = { &KUBE_NODES, &KUBE_PODS, &KUBE_PODTEMPLATES,
 							&KUBE_PROVREQS, &KUBE_RESOURCESLICES, &KUBE_DEVICECLASSES,
-							&KUBE_RESOURCECLAIMTEMPLATES, &KUBE_RESOURCECLAIMS };
+							&KUBE_RESOURCECLAIMTEMPLATES, &KUBE_RESOURCECLAIMS, &run_pclasses };
 
 /* What run_setup() creates and run_teardown() frees. It lives on
  * cmd_run's stack for the whole run and must not move: the drivers keep a
@@ -328,6 +334,7 @@ static const kube_resource *const inf_res[RUN_NINF] = { &KUBE_NODES, &KUBE_PODS,
  * and to strings of `c`. Every pointer is NULL until created. */
 typedef struct run_ctx {
 	cfg c;
+	char ledger[510];        /* the booking ledger "NAMESPACE/NAME" (pr_config.booking_ledger) */
 	const clk *clock;
 	kube_config *kc;
 	kube_client *client;
@@ -336,6 +343,7 @@ typedef struct run_ctx {
 	kube_api ev_api;
 	state_db *db;
 	char *cloud_cfg;
+	cfg_res_limit *res_limits;  /* --cores-total, --memory-total, --gpu-total */
 	cloud_drivers drivers;
 	cloud_host_impl host;
 	health *hl;
@@ -546,6 +554,16 @@ static void run_priorities(run_ctx *r)
 	sched_priorities_free(&p);
 }
 
+/* Does some loaded driver auto-provision node groups? */
+static bool nap_capable(const cloud_drivers *d)
+{
+	size_t i;
+	for(i = 0; i < d->n; i++)
+		if(cloud_driver_naps(d->v[i]->api))
+			return true;
+	return false;
+}
+
 /* The ProvisioningRequest controller and the ResourcePool sync. */
 static int setup_controllers(run_ctx *r, prd_err *e)
 {
@@ -565,8 +583,33 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 	pc.max_nodes_total = c->max_nodes_total;
 	pc.max_nodes_per_scaleup = c->max_nodes_per_scaleup;
 	pc.scale_down = c->scale_down;
+	pc.quota_check = c->quota_check;
 	pc.scale_down_idle_ns = c->scale_down_idle;
 	pc.status_writers = RUN_STATUS_WRITERS;
+	pc.nap = c->nap;
+	pc.nap_max_groups = c->nap_max_groups;
+	{
+		buf why;
+		size_t n = 0;
+		buf_init(&why);
+		/* (check-config and cfg_load validated them already.) */
+		if(cfg_res_limits(c, &r->res_limits, &n, &why)) {
+			prd_err_set(e, PRD_EINVAL, "cluster-wide limits: %s", why.len ? buf_str(&why) : "out of memory");
+			buf_free(&why);
+			log_error("cannot start the controller", "error", e->msg);
+			return 1;
+		}
+		buf_free(&why);
+		pc.res_limits = r->res_limits;
+		pc.nres_limits = n;
+	}
+	if(pc.nap && !nap_capable(&r->drivers))
+		log_warn("--node-autoprovisioning is on, but no loaded driver offers machine shapes (ABI 1.5): no "
+			 "node group will be created");
+	if(cfg_booking_ledger(c, getenv("POD_NAMESPACE"), r->ledger)) {
+		pc.booking_ledger = r->ledger;
+		log_info("booking ledger", "configmap", r->ledger);
+	}
 	if(pr_ctl_new(&pc, r->clock, &r->api, r->db, &r->drivers, &r->ctl, e) ||
 	   pr_ctl_use_event_api(r->ctl, &r->ev_api, RUN_EVENT_SENDERS, e)) {
 		log_error("cannot start the controller", "error", e->msg);
@@ -619,6 +662,23 @@ static bool dra_readable(run_ctx *r)
 		}
 		json_object_put(o);
 	}
+	return true;
+}
+
+/* Can ProvisioningClasses be listed? Without the CRD (or the RBAC to read
+ * it) requests naming one are left alone, like any class not served. */
+static bool pclasses_readable(run_ctx *r)
+{
+	json_object *o = NULL;
+	prd_err pe;
+	if(kube_api_call(&r->api, "GET", "/apis/provreqd.io/v1alpha1/provisioningclasses?limit=1", NULL, NULL, &o, NULL,
+			 &pe)) {
+		log_warn("ProvisioningClasses are not served: provreqd.io/v1alpha1 provisioningclasses cannot be listed "
+			 "(kubectl apply -f crd/provisioningclasses.yaml)",
+			 "error", pe.msg);
+		return false;
+	}
+	json_object_put(o);
 	return true;
 }
 
@@ -783,7 +843,9 @@ static void run_loop(run_ctx *r)
 	}
 	{
 		prd_err e;
-		if(!stop_requested && dra_readable(r) && start_informers(r, RUN_FIRST_DRA, RUN_NINF, &e))
+		if(!stop_requested && dra_readable(r) && start_informers(r, RUN_FIRST_DRA, RUN_PCLASS, &e))
+			return;
+		if(!stop_requested && pclasses_readable(r) && start_informers(r, RUN_PCLASS, RUN_NINF, &e))
 			return;
 	}
 	if(!wait_caches(r->inf, RUN_NINF, r->hl)) {
@@ -800,6 +862,7 @@ static void run_loop(run_ctx *r)
 	pi.deviceclasses = r->inf[5];
 	pi.claimtemplates = r->inf[6];
 	pi.claims = r->inf[7];
+	pi.provclasses = r->inf[RUN_PCLASS];
 	pr_ctl_use_informers(r->ctl, &pi);
 	log_info("provreqd running", "version", PACKAGE_VERSION, "server", r->kc->server, "drivers",
 		 LOGI(r->drivers.n), "leader_elect", r->c.leader_elect ? "true" : "false");
@@ -856,6 +919,7 @@ static void run_teardown(run_ctx *r)
 	kube_client_free(r->ev_client);
 	kube_config_free(r->kc);
 	free(r->cloud_cfg);
+	free(r->res_limits);
 	cfg_free(&r->c);
 	metrics_shutdown();
 }

@@ -9,6 +9,7 @@
 #include "kube/api.h"
 #include "kube/memapi.h"
 #include "kube/objects.h"
+#include "ops/config.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "provreq/controller.h"
@@ -57,6 +58,14 @@ static const char simulate_usage[] =
 	"  --priority-file FILE   the priority expander's table: a\n"
 	"                         cluster-autoscaler-priority-expander ConfigMap or its\n"
 	"                         priorities map (needed by --expander priority)\n"
+	"  --node-autoprovisioning  create node groups of the driver's machine shapes\n"
+	"                         when no group can serve a request (kwok:\n"
+	"                         autoProvisioning in the cloud config)\n"
+	"  --max-autoprovisioned-groups N  at most N such groups (default 15)\n"
+	"  --scale-down-idle D    empty nodes and auto-provisioned groups go after D\n"
+	"                         (default 10m)\n"
+	"  --cores-total MIN:MAX, --memory-total MIN:MAX (GiB),\n"
+	"  --gpu-total TYPE:MIN:MAX (repeatable)  cluster-wide limits, as for run\n"
 	"  --log-format text|json, --v LEVEL  logging, stamped with simulated time;\n"
 	"                         LEVEL as for run: 0 error, 1 warn (the default),\n"
 	"                         2 info, 3 debug, 4 trace\n"
@@ -233,11 +242,18 @@ static void print_transitions(const sim_record *r)
 typedef struct sim_group {
 	char *id;
 	int32_t first, last, peak, added, removed;
+	int32_t min, max;
+	const char *driver;      /* the driver's name (borrowed from its descriptor) */
+	bool listed;             /* listed by its driver at the last sample */
+	bool autop;              /* auto-provisioned (the driver's group_owner says so) */
+	bool deleted;            /* listed once, not any more: the driver deleted it */
+	int64_t created_at, deleted_at; /* auto-provisioned: when first and last seen */
 } sim_group;
 
 typedef struct sim_groups {
 	sim_group *v;
 	size_t n;
+	bool sampled;            /* the first sample (the input's groups) is taken */
 } sim_groups;
 
 static void sim_groups_free(sim_groups *t)
@@ -307,6 +323,8 @@ static void track_groups(cloud_drivers *drivers, const kube_api *api, sim_groups
 {
 	json_object *ready = ready_nodes(drivers, api);
 	size_t d, i;
+	for(i = 0; i < t->n; i++)
+		t->v[i].listed = false;
 	for(d = 0; d < drivers->n; d++) {
 		cloud_driver *drv = drivers->v[d];
 		prd_cloud_node_group *g = NULL;
@@ -325,44 +343,74 @@ static void track_groups(cloud_drivers *drivers, const kube_api *api, sim_groups
 			s->last = g[i].target_size;
 			if(s->last > s->peak)
 				s->peak = s->last;
+			s->min = g[i].min_size;
+			s->max = g[i].max_size;
+			s->driver = drv->api->name;
+			s->listed = true;
+			s->deleted = false;
+			if(!s->autop && cloud_driver_naps(drv->api)) {
+				char *owner = NULL;
+				if(drv->api->group_owner(drv->state, g[i].id, &owner, &de) == 0 && owner) {
+					s->autop = true;
+					s->created_at = now;
+					drv->api->release_string(drv->state, owner);
+					/* Made during the run: it started empty. */
+					if(t->sampled && s->first == s->last && !s->added) {
+						s->added = s->last;
+						s->first = 0;
+					}
+				}
+			}
 			sim_record_size(rec, now, g[i].id, g[i].target_size,
 					json_object_get_int(json_object_object_get(ready, g[i].id)));
 		}
 		drv->api->release_node_groups(drv->state, g, n);
 	}
+	/* Groups the drivers no longer list (auto-provisioned ones deleted). */
+	for(i = 0; i < t->n; i++)
+		if(!t->v[i].listed && !t->v[i].deleted) {
+			t->v[i].deleted = true;
+			t->v[i].deleted_at = now;
+			t->v[i].removed += t->v[i].last;
+			t->v[i].last = 0;
+			sim_record_size(rec, now, t->v[i].id, 0, 0);
+		}
+	t->sampled = true;
 	json_object_put(ready);
 }
 
-/* The final node-group table as JSON rows (caller releases). */
+/* The final node-group table as JSON rows (caller releases): every group
+ * seen during the run, auto-provisioned ones (created, maybe deleted)
+ * included. */
 static json_object *group_rows(cloud_drivers *drivers, sim_groups *t)
 {
 	json_object *rows = json_object_new_array();
-	size_t d, i;
-	for(d = 0; rows && d < drivers->n; d++) {
-		cloud_driver *drv = drivers->v[d];
-		prd_cloud_node_group *g = NULL;
-		prd_cloud_error de;
-		size_t n = 0;
-		if(drv->api->node_groups(drv->state, &g, &n, &de))
+	size_t i;
+	(void)drivers;
+	for(i = 0; rows && i < t->n; i++) {
+		const sim_group *s = &t->v[i];
+		json_object *row = json_object_new_object();
+		char ts[RFC3339_MAX];
+		if(!row)
 			continue;
-		for(i = 0; i < n; i++) {
-			sim_group *s = g[i].id ? sim_group_get(t, g[i].id, g[i].target_size) : NULL;
-			json_object *row = json_object_new_object();
-			if(!row || !g[i].id) {
-				json_object_put(row);
-				continue;
-			}
-			json_object_object_add(row, "group", json_object_new_string(g[i].id));
-			json_object_object_add(row, "driver", json_object_new_string(drv->api->name));
-			json_object_object_add(row, "min", json_object_new_int(g[i].min_size));
-			json_object_object_add(row, "max", json_object_new_int(g[i].max_size));
-			json_object_object_add(row, "target", json_object_new_int(g[i].target_size));
-			json_object_object_add(row, "peak", json_object_new_int(s ? s->peak : g[i].target_size));
-			json_object_object_add(row, "added", json_object_new_int(s ? s->added : 0));
-			json_object_object_add(row, "removed", json_object_new_int(s ? s->removed : 0));
-			json_object_array_add(rows, row);
+		json_object_object_add(row, "group", json_object_new_string(s->id));
+		json_object_object_add(row, "driver", json_object_new_string(s->driver ? s->driver : ""));
+		json_object_object_add(row, "min", json_object_new_int(s->min));
+		json_object_object_add(row, "max", json_object_new_int(s->max));
+		json_object_object_add(row, "target", json_object_new_int(s->last));
+		json_object_object_add(row, "peak", json_object_new_int(s->peak));
+		json_object_object_add(row, "added", json_object_new_int(s->added));
+		json_object_object_add(row, "removed", json_object_new_int(s->removed));
+		json_object_object_add(row, "autoProvisioned", json_object_new_boolean(s->autop));
+		if(s->autop) {
+			rfc3339_format(s->created_at, ts, sizeof(ts));
+			json_object_object_add(row, "created", json_object_new_string(ts));
 		}
-		drv->api->release_node_groups(drv->state, g, n);
+		if(s->deleted) {
+			rfc3339_format(s->deleted_at, ts, sizeof(ts));
+			json_object_object_add(row, "deleted", json_object_new_string(ts));
+		}
+		json_object_array_add(rows, row);
 	}
 	return rows;
 }
@@ -378,10 +426,15 @@ static void print_groups(json_object *rows)
 	printf("\n%-24s %-5s %-5s %-7s %-6s %-6s %-6s %s\n", "NODE GROUP", "MIN", "MAX", "TARGET", "PEAK", "ADDED",
 	       "REMOVED", "DRIVER");
 	for(i = 0; i < json_object_array_length(rows); i++) {
-		json_object *r = json_object_array_get_idx(rows, i);
-		printf("%-24s %-5d %-5d %-7d %-6d %-6d %-7d %s\n", row_str(r, "group"), row_int(r, "min"),
+		json_object *r = json_object_array_get_idx(rows, i), *c = json_object_object_get(r, "created"),
+			    *d = json_object_object_get(r, "deleted");
+		printf("%-24s %-5d %-5d %-7d %-6d %-6d %-7d %s", row_str(r, "group"), row_int(r, "min"),
 		       row_int(r, "max"), row_int(r, "target"), row_int(r, "peak"), row_int(r, "added"),
 		       row_int(r, "removed"), row_str(r, "driver"));
+		if(c)
+			printf("  auto-provisioned %s%s%s", json_object_get_string(c), d ? ", deleted " : "",
+			       d ? json_object_get_string(d) : "");
+		printf("\n");
 	}
 }
 
@@ -416,6 +469,8 @@ typedef struct sim_opts {
 	int64_t until;
 	int level, fmt, output;
 	pr_config cfg;
+	cfg limits;             /* --cores-total, --memory-total, --gpu-total (only those) */
+	cfg_res_limit *res;     /* ... parsed */
 } sim_opts;
 
 enum { SIM_OUT_TEXT, SIM_OUT_JSON, SIM_OUT_YAML };
@@ -427,13 +482,16 @@ static bool sim_duration(int c, const char *arg, sim_opts *o)
 	int64_t d;
 	if(str_parse_duration(arg, &d) || d <= 0) {
 		fprintf(stderr, "provreqd simulate: --%s: \"%s\" is not a positive duration (e.g. 30m, 2h)\n",
-			c == 'u' ? "until" : c == 'b' ? "booking-ttl" : "provision-timeout", arg);
+			c == 'u' ? "until" : c == 'b' ? "booking-ttl" : c == 'I' ? "scale-down-idle" : "provision-timeout",
+			arg);
 		return false;
 	}
 	if(c == 'u')
 		o->until = d;
 	else if(c == 'b')
 		o->cfg.booking_ttl_ns = d;
+	else if(c == 'I')
+		o->cfg.scale_down_idle_ns = d;
 	else
 		o->cfg.provision_timeout_ns = d;
 	return true;
@@ -481,6 +539,12 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 		{ "provision-timeout", required_argument, NULL, 't' },
 		{ "expander", required_argument, NULL, 'e' },
 		{ "priority-file", required_argument, NULL, 'P' },
+		{ "node-autoprovisioning", no_argument, NULL, 'N' },
+		{ "max-autoprovisioned-groups", required_argument, NULL, 'M' },
+		{ "scale-down-idle", required_argument, NULL, 'I' },
+		{ "cores-total", required_argument, NULL, 'X' },
+		{ "memory-total", required_argument, NULL, 'Y' },
+		{ "gpu-total", required_argument, NULL, 'G' },
 		{ "log-format", required_argument, NULL, 'f' },
 		{ "v", required_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -505,6 +569,36 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 		case 'C': o->cfg_path = optarg; break;
 		case 'e': o->cfg.expander = optarg; break;
 		case 'P': o->prio_file = optarg; break;
+		case 'N': o->cfg.nap = true; break;
+		case 'M': {
+			char *end;
+			long long v = strtoll(optarg, &end, 10);
+			if(!*optarg || *end || v < 0 || v > 10000) {
+				fprintf(stderr, "provreqd simulate: --max-autoprovisioned-groups: \"%s\" is not a number in "
+					"[0, 10000]\n", optarg);
+				return false;
+			}
+			o->cfg.nap_max_groups = v;
+			break;
+		}
+		case 'X':
+		case 'Y':
+		case 'G': {
+			char **slot = c == 'X' ? &o->limits.cores_total : c == 'Y' ? &o->limits.memory_total : NULL;
+			if(slot) {
+				free(*slot);
+				*slot = str_dup(optarg);
+			} else {
+				char **nv = realloc(o->limits.gpu_total.v, (o->limits.gpu_total.n + 1) * sizeof(*nv));
+				if(nv) {
+					o->limits.gpu_total.v = nv;
+					nv[o->limits.gpu_total.n] = str_dup(optarg);
+					if(nv[o->limits.gpu_total.n])
+						o->limits.gpu_total.n++;
+				}
+			}
+			break;
+		}
 		case 'o':
 			if(!strcmp(optarg, "text"))
 				o->output = SIM_OUT_TEXT;
@@ -520,6 +614,7 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 		case 'u':
 		case 'b':
 		case 't':
+		case 'I':
 			if(!sim_duration(c, optarg, o))
 				return false;
 			break;
@@ -545,6 +640,19 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 	if(!o->cluster || optind != argc) {
 		fputs(simulate_usage, stderr);
 		return false;
+	}
+	{
+		buf why;
+		size_t n = 0;
+		buf_init(&why);
+		if(cfg_res_limits(&o->limits, &o->res, &n, &why)) {
+			fprintf(stderr, "provreqd simulate: %s\n", why.len ? buf_str(&why) : "out of memory");
+			buf_free(&why);
+			return false;
+		}
+		buf_free(&why);
+		o->cfg.res_limits = o->res;
+		o->cfg.nres_limits = n;
 	}
 	if(chain_has_priority(o->cfg.expander) && !o->prio_file) {
 		fprintf(stderr, "provreqd simulate: --expander %s: 'priority' needs a priority table: give "
@@ -931,19 +1039,35 @@ static void sim_teardown(sim_ctx *s)
 	metrics_shutdown();
 }
 
+static void sim_free_opts(sim_opts *o)
+{
+	size_t i;
+	free(o->requests);
+	free(o->limits.cores_total);
+	free(o->limits.memory_total);
+	for(i = 0; i < o->limits.gpu_total.n; i++)
+		free(o->limits.gpu_total.v[i]);
+	free(o->limits.gpu_total.v);
+	free(o->res);
+}
+
 int cmd_simulate(int argc, char **argv)
 {
 	sim_opts o;
 	sim_ctx s;
-	int rc;
+	int rc = 2;
 
 	memset(&o, 0, sizeof(o));
 	o.until = 3600 * PRD_NS_PER_SEC;
 	o.level = PRD_LOG_WARN;
 	o.fmt = PRD_LOG_TEXT;
 	pr_config_default(&o.cfg);
-	if(!sim_parse(argc, argv, &o, &rc)) {
-		free(o.requests);
+	o.limits.cores_total = str_dup("");
+	o.limits.memory_total = str_dup("");
+	if(!o.limits.cores_total || !o.limits.memory_total || !sim_parse(argc, argv, &o, &rc)) {
+		if(!o.limits.cores_total || !o.limits.memory_total)
+			rc = 1;
+		sim_free_opts(&o);
 		return rc;
 	}
 	memset(&s, 0, sizeof(s));
@@ -958,6 +1082,6 @@ int cmd_simulate(int argc, char **argv)
 	if(!rc)
 		rc = sim_report(&s, &o);
 	sim_teardown(&s);
-	free(o.requests);
+	sim_free_opts(&o);
 	return rc;
 }

@@ -201,7 +201,7 @@ static int from_node(capi *c, const capi_group *g, char **node_json, prd_cloud_e
 {
 	json_object *machines = NULL, *node = NULL, *copy, *md, *status;
 	size_t i, n;
-	int rc = capi_group_machines(c, g, &machines, err);
+	int rc = capi_group_machines(c, g, false, &machines, err);
 	if(rc)
 		return rc;
 	n = json_object_array_length(machines);
@@ -212,7 +212,7 @@ static int from_node(capi *c, const capi_group *g, char **node_json, prd_cloud_e
 		if(!name)
 			continue;
 		snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
-		rc = capi_request(c, "GET", path, NULL, NULL, &node, NULL, err);
+		rc = capi_wrequest(c, "GET", path, NULL, NULL, &node, NULL, err);
 		if(rc == PRD_CLOUD_ENOTFOUND)
 			rc = 0;
 	}
@@ -296,6 +296,12 @@ static int infra_template(capi *c, const capi_group *g, json_object **tpl, prd_c
 	*tpl = NULL;
 	if(!kind || !name || (!gv && !grp))
 		return 0;
+	if(!gv && c->colls && capi_jstr(c->disco, grp)) {
+		/* Watching: the group's version as discovery said it before (a
+		 * template the watch cannot find asks discovery again). */
+		snprintf(ver, sizeof(ver), "%s", capi_jstr(c->disco, grp));
+		gv = ver;
+	}
 	if(!gv) {
 		snprintf(path, sizeof(path), "/apis/%s", grp);
 		rc = capi_request(c, "GET", path, NULL, NULL, &disc, NULL, err);
@@ -307,8 +313,15 @@ static int infra_template(capi *c, const capi_group *g, json_object **tpl, prd_c
 		if(!ver[0])
 			return 0;
 		gv = ver;
+		if(c->colls && (c->disco || (c->disco = json_object_new_object())))
+			json_object_object_add(c->disco, grp, json_object_new_string(ver));
 	}
 	kind_plural(kind, plural, sizeof(plural));
+	rc = capi_watch_get(c, gv, g->ns, plural, g->ns, name, tpl);
+	if(rc == 0)
+		return 0;
+	if(rc == PRD_CLOUD_ENOTFOUND && c->disco)
+		json_object_object_del(c->disco, grp ? grp : "");
 	snprintf(path, sizeof(path), "/apis/%s/namespaces/%s/%s/%s", gv, g->ns, plural, name);
 	rc = capi_request(c, "GET", path, NULL, NULL, tpl, NULL, err);
 	return rc == PRD_CLOUD_ENOTFOUND ? 0 : rc;

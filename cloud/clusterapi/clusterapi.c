@@ -3,10 +3,13 @@
  *
  * Node groups are re-read at every refresh: the MachineDeployments,
  * standalone MachineSets (those not owned by a MachineDeployment) and
- * MachinePools that carry both the min and the max size annotation. Sizes
- * move through the scale subresource; deleting particular nodes marks
- * their Machines with cluster.x-k8s.io/delete-machine first, so the
- * MachineSet controller removes exactly those when replicas drop. */
+ * MachinePools that carry both the min and the max size annotation - from
+ * the watched copies of a separate management cluster (capi_watch.c) when
+ * they are in step, else from the apiserver. Sizes move through the scale
+ * subresource; deleting particular nodes marks their Machines with
+ * cluster.x-k8s.io/delete-machine first, so the MachineSet controller
+ * removes exactly those when replicas drop. Every write is planned from
+ * the apiserver, never from a watched copy. */
 #include "clusterapi/clusterapi.h"
 
 #include <stdio.h>
@@ -37,6 +40,9 @@ static void capi_free(capi *c)
 	free(c->ns);
 	free(c->cluster);
 	free(c->version);
+	capi_watch_free(c); /* (its threads use the management client) */
+	json_object_put(c->disco);
+	capi_mgmt_free(c);
 	groups_free(c->groups, c->ngroups);
 	free(c);
 }
@@ -73,14 +79,34 @@ static int parse_config(capi *c, const char *config, prd_cloud_error *err)
 			return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi config must be a YAML mapping");
 		}
 		json_object_object_foreach(doc, key, v) {
-			char **dst = !strcmp(key, "namespace")	 ? &c->ns
+			char **dst;
+			const char *s;
+			if(!strcmp(key, "watch")) {
+				if(!json_object_is_type(v, json_type_boolean)) {
+					rc = capi_fail(err, PRD_CLOUD_EINVAL,
+						       "clusterapi config: watch must be true or false, got '%s'",
+						       json_object_get_string(v));
+					break;
+				}
+				c->watch = json_object_get_boolean(v);
+				continue;
+			}
+			if(!strcmp(key, "managementKubeconfig") || !strcmp(key, "managementContext") ||
+			   !strcmp(key, "managementInCluster")) {
+				rc = capi_mgmt_config(c, key, v, err);
+				if(rc)
+					break;
+				continue;
+			}
+			dst = !strcmp(key, "namespace")	 ? &c->ns
 				     : !strcmp(key, "clusterName") ? &c->cluster
 				     : !strcmp(key, "version")	 ? &c->version
 								 : NULL;
-			const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+			s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 			if(!dst) {
 				rc = capi_fail(err, PRD_CLOUD_EINVAL,
-					       "clusterapi config: unknown key '%s' (known: namespace, clusterName, version)",
+					       "clusterapi config: unknown key '%s' (known: namespace, clusterName, version, "
+					       "managementKubeconfig, managementContext, managementInCluster, watch)",
 					       key);
 				break;
 			}
@@ -100,6 +126,8 @@ static int parse_config(capi *c, const char *config, prd_cloud_error *err)
 	}
 	if(!rc && !c->version && !(c->version = capi_strdup("v1beta1")))
 		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	if(!rc)
+		rc = capi_mgmt_init(c, err);
 	return rc;
 }
 
@@ -233,6 +261,87 @@ static int discover_one(void *ud, json_object *obj)
 	return 0;
 }
 
+/* Forget the groups d collected after the first `keep`. */
+static void groups_free_tail(discover *d, size_t keep)
+{
+	size_t i;
+	for(i = keep; i < d->n; i++) {
+		free(d->v[i].id);
+		free(d->v[i].ns);
+		free(d->v[i].name);
+		json_object_put(d->v[i].obj);
+		sel_free(d->v[i].machines);
+	}
+	d->n = keep;
+}
+
+/* Whether a watched copy of a group object is older than a write of this
+ * driver: its resourceVersion is still the one the write replaced. A
+ * record is dropped once the watch shows another version. */
+static bool behind_own_write(capi *c, capi_kind kind, json_object *obj)
+{
+	json_object *md = capi_jobj(obj, "metadata");
+	const char *rv = capi_jstr(md, "resourceVersion");
+	char key[400];
+	size_t i;
+	snprintf(key, sizeof(key), "%s/%s/%s", capi_kind_plural(kind), capi_jstr(md, "namespace") ? capi_jstr(md, "namespace") : "",
+		 capi_jstr(md, "name") ? capi_jstr(md, "name") : "");
+	for(i = 0; i < c->nwritten; i++) {
+		if(strcmp(c->written[i].key, key))
+			continue;
+		if(rv && !strcmp(rv, c->written[i].rv))
+			return true;
+		c->written[i] = c->written[--c->nwritten];
+		return false;
+	}
+	return false;
+}
+
+/* Remember that a write replaced version `rv` of the group's object. */
+static void note_write(capi *c, const capi_group *g, const char *rv)
+{
+	char key[400];
+	size_t i;
+	if(!c->colls || !rv || !rv[0])
+		return;
+	snprintf(key, sizeof(key), "%s/%s/%s", capi_kind_plural(g->kind), g->ns, g->name);
+	for(i = 0; i < c->nwritten && strcmp(c->written[i].key, key); i++)
+		;
+	if(i == c->nwritten) {
+		if(c->nwritten == sizeof(c->written) / sizeof(c->written[0]))
+			i = 0; /* full: the oldest record is likely in step by now */
+		else
+			c->nwritten++;
+	}
+	snprintf(c->written[i].key, sizeof(c->written[i].key), "%s", key);
+	snprintf(c->written[i].rv, sizeof(c->written[i].rv), "%s", rv);
+}
+
+/* One kind from the watch: 0 (every object handed to discover_one),
+ * PRD_CLOUD_ENOTFOUND (not served) or PRD_CLOUD_EAGAIN (read the
+ * apiserver: no watch, not in step, or a copy older than our write). */
+static int discover_watched(capi *c, discover *d)
+{
+	json_object *items = NULL;
+	char gv[128];
+	size_t i, n;
+	int rc;
+	snprintf(gv, sizeof(gv), CAPI_GROUP "/%s", c->version);
+	rc = capi_watch_list(c, gv, c->ns, capi_kind_plural(d->kind), NULL, NULL, &items);
+	if(rc)
+		return rc;
+	n = json_object_array_length(items);
+	for(i = 0; i < n; i++)
+		if(behind_own_write(c, d->kind, json_object_array_get_idx(items, i))) {
+			json_object_put(items);
+			return PRD_CLOUD_EAGAIN;
+		}
+	for(i = 0; i < n && !rc; i++)
+		rc = discover_one(d, json_object_array_get_idx(items, i));
+	json_object_put(items);
+	return rc;
+}
+
 /* List every kind of scalable resource into a new group array. A kind
  * whose CRD is not installed (404) has no groups. */
 static int discover_groups(capi *c, capi_group **out, size_t *nout, prd_cloud_error *err)
@@ -245,7 +354,18 @@ static int discover_groups(capi *c, capi_group **out, size_t *nout, prd_cloud_er
 	for(k = 0; k < CAPI_KINDS && !rc; k++) {
 		char path[512];
 		prd_cloud_error e = {0, ""};
+		size_t before = d.n;
 		d.kind = (capi_kind)k;
+		rc = discover_watched(c, &d);
+		if(rc == 0 || rc == PRD_CLOUD_ENOTFOUND) {
+			rc = d.rc;
+			continue;
+		}
+		if(rc != PRD_CLOUD_EAGAIN)
+			break;
+		/* Read the apiserver: drop what the watch handed over. */
+		groups_free_tail(&d, before);
+		rc = 0;
 		capi_path(c, path, sizeof(path), capi_kind_plural(d.kind), c->ns, NULL, NULL);
 		rc = capi_list(c, path, discover_one, &d, &e);
 		if(rc == PRD_CLOUD_ENOTFOUND) {
@@ -287,11 +407,14 @@ static int cp_init(const prd_cloud_host *host, const char *config, void **state,
 	if(!c)
 		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	c->host = host;
+	c->api = host;
+	c->watch = true;
 	rc = parse_config(c, config, err);
 	if(rc) {
 		capi_free(c);
 		return rc;
 	}
+	capi_mgmt_probe(c);
 	/* An apiserver that is away at start-up is not a configuration
 	 * error: the first refresh will find the groups. */
 	if(cp_refresh(c, &e))
@@ -336,12 +459,21 @@ static int push_item(void *ud, json_object *item)
 	return json_object_array_add(ud, json_object_get(item)) ? PRD_CLOUD_ENOMEM : 0;
 }
 
-int capi_group_machines(capi *c, const capi_group *g, json_object **machines, prd_cloud_error *err)
+int capi_group_machines(capi *c, const capi_group *g, bool live, json_object **machines, prd_cloud_error *err)
 {
-	char path[1400], query[800];
-	char *text = sel_to_string(g->machines);
+	char path[1400], query[800], gv[128];
+	char *text;
 	json_object *arr;
 	int rc;
+	if(!live) {
+		snprintf(gv, sizeof(gv), CAPI_GROUP "/%s", c->version);
+		rc = capi_watch_list(c, gv, c->ns, "machines", g->ns, g->machines, machines);
+		if(rc == 0)
+			return 0;
+		if(rc == PRD_CLOUD_ENOMEM)
+			return capi_fail(err, rc, "out of memory");
+	}
+	text = sel_to_string(g->machines);
 	if(!text || !capi_query_escape(text, query, sizeof(query))) {
 		free(text);
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the Machine selector is too long", g->id);
@@ -409,7 +541,7 @@ static int cp_instances(void *state, const char *group_id, prd_cloud_instance **
 	int rc;
 	if(!g)
 		return no_group(err, group_id);
-	rc = capi_group_machines(c, g, &machines, err);
+	rc = capi_group_machines(c, g, false, &machines, err);
 	if(rc)
 		return rc;
 	n = json_object_array_length(machines);
@@ -504,6 +636,7 @@ static int cp_node_group_for_node(void *state, const char *node_json, char **gro
 	json_object *node, *md, *ann, *machine = NULL;
 	const char *mname, *mns, *pid;
 	capi_group *g = NULL;
+	char gv[128];
 	size_t i;
 	int rc = 0;
 	*group_id = NULL;
@@ -517,20 +650,35 @@ static int cp_node_group_for_node(void *state, const char *node_json, char **gro
 	mname = capi_jstr(ann, CAPI_NODE_MACHINE_ANNOTATION);
 	mns = capi_jstr(ann, CAPI_NODE_NAMESPACE_ANNOTATION);
 	pid = capi_jstr(capi_jobj(node, "spec"), "providerID");
+	snprintf(gv, sizeof(gv), CAPI_GROUP "/%s", c->version);
 	if(mname && mns) {
 		char path[800];
-		capi_path(c, path, sizeof(path), "machines", mns, mname, NULL);
-		rc = capi_request(c, "GET", path, NULL, NULL, &machine, NULL, err);
+		rc = capi_watch_get(c, gv, c->ns, "machines", mns, mname, &machine);
+		if(rc == PRD_CLOUD_EAGAIN) {
+			capi_path(c, path, sizeof(path), "machines", mns, mname, NULL);
+			rc = capi_request(c, "GET", path, NULL, NULL, &machine, NULL, err);
+		}
 		if(rc == PRD_CLOUD_ENOTFOUND)
 			rc = 0; /* the Machine is gone: try the providerID */
 	}
 	if(!rc && !machine && pid && pid[0]) {
 		by_provider b = {pid, NULL};
+		json_object *all = NULL;
 		char path[600];
-		capi_path(c, path, sizeof(path), "machines", c->ns, NULL, NULL);
-		rc = capi_list(c, path, match_provider, &b, err);
-		if(rc == 1)
+		rc = capi_watch_list(c, gv, c->ns, "machines", NULL, NULL, &all);
+		if(rc == 0) {
+			size_t j, n = json_object_array_length(all);
+			for(j = 0; j < n && !b.found; j++)
+				match_provider(&b, json_object_array_get_idx(all, j));
+			json_object_put(all);
+		} else if(rc == PRD_CLOUD_ENOTFOUND) {
 			rc = 0;
+		} else {
+			capi_path(c, path, sizeof(path), "machines", c->ns, NULL, NULL);
+			rc = capi_list(c, path, match_provider, &b, err);
+			if(rc == 1)
+				rc = 0;
+		}
 		machine = b.found;
 	}
 	if(!rc && machine)
@@ -609,8 +757,10 @@ static int set_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, p
 	json_object_put(patch);
 	if(rc && status == 409)
 		rc = PRD_CLOUD_EAGAIN;
-	if(!rc)
+	if(!rc) {
 		g->replicas = replicas;
+		note_write(c, g, rv);
+	}
 	return rc;
 }
 
@@ -647,8 +797,10 @@ static int put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, p
 				 "clusterapi: %s: the object was changed by another writer (its replicas, or a newer "
 				 "leader's fence) between this call's read and its write (409 Conflict); nothing changed",
 				 g->id);
-	if(!rc)
+	if(!rc) {
 		g->replicas = replicas;
+		note_write(c, g, rv);
+	}
 	return rc;
 }
 
@@ -775,7 +927,7 @@ static int decrease(capi *c, const char *group_id, int32_t delta, int32_t expect
 	if(!rc)
 		rc = check_expected(g, cur, expected, err);
 	if(!rc)
-		rc = capi_group_machines(c, g, &machines, err);
+		rc = capi_group_machines(c, g, true, &machines, err);
 	if(rc)
 		return rc;
 	n = json_object_array_length(machines);
@@ -830,36 +982,100 @@ static int cp_fence(void *state, const char *group_id, const char *key, uint64_t
 	return capi_fence(c, g, key, term, err);
 }
 
-/* Set (value non-NULL) or remove (NULL) the delete-machine annotation. */
-static int mark_machine(capi *c, const capi_group *g, const char *machine, const char *value, prd_cloud_error *err)
+/* One Machine a delete call takes away: its name, the resourceVersion it
+ * was listed with (the mark is conditional on it) and, once marked, the
+ * value and resourceVersion of our mark (the undo is conditional on them). */
+typedef struct capi_victim {
+	const char *name;      /* borrowed from the Machine listing */
+	const char *listed_rv; /* borrowed from the Machine listing */
+	bool marked;           /* this call set the mark */
+	char mark_rv[64];      /* the Machine's resourceVersion after our mark */
+} capi_victim;
+
+/* Merge-patch the delete-machine annotation of Machine `name` to `value`
+ * (NULL removes it), conditional on resourceVersion `rv`. A 409 is
+ * PRD_CLOUD_ECONFLICT. On success *new_rv (if given) is the Machine's new
+ * resourceVersion. */
+static int patch_mark(capi *c, const capi_group *g, const char *name, const char *value, const char *rv,
+		      char *new_rv, size_t n, prd_cloud_error *err)
 {
 	char path[800];
 	json_object *patch = json_object_new_object(), *md = json_object_new_object(), *ann = json_object_new_object();
+	json_object *out = NULL;
+	long status = 0;
 	int rc;
-	capi_path(c, path, sizeof(path), "machines", g->ns, machine, NULL);
+	capi_path(c, path, sizeof(path), "machines", g->ns, name, NULL);
 	json_object_object_add(ann, CAPI_DELETE_ANNOTATION, value ? json_object_new_string(value) : NULL);
 	json_object_object_add(md, "annotations", ann);
+	json_object_object_add(md, "resourceVersion", json_object_new_string(rv));
 	json_object_object_add(patch, "metadata", md);
-	rc = capi_request(c, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, err);
+	rc = capi_request(c, "PATCH", path, "application/merge-patch+json", patch, &out, &status, err);
 	json_object_put(patch);
+	if(rc && status == 409)
+		rc = capi_fail(err, PRD_CLOUD_ECONFLICT,
+			       "clusterapi: %s: Machine %s changed between this call's read and its %s (409 Conflict)",
+			       g->id, name, value ? "delete mark" : "removal of its delete mark");
+	if(!rc && new_rv) {
+		const char *r = capi_jstr(capi_jobj(out, "metadata"), "resourceVersion");
+		snprintf(new_rv, n, "%s", r ? r : "");
+	}
+	json_object_put(out);
 	return rc;
 }
 
+/* Take back the mark this call set on v, unless someone changed it since:
+ * conditional on the resourceVersion our mark produced; after a 409 the
+ * Machine is read again and the mark removed only if it still holds our
+ * value (a mark another actor set, or set again, stays). */
+static void unmark(capi *c, const capi_group *g, capi_victim *v, const char *value)
+{
+	prd_cloud_error e = {0, ""};
+	json_object *m = NULL;
+	char path[800];
+	const char *now_value, *rv;
+	int rc = patch_mark(c, g, v->name, NULL, v->mark_rv, NULL, 0, &e);
+	if(rc == PRD_CLOUD_ECONFLICT) {
+		capi_path(c, path, sizeof(path), "machines", g->ns, v->name, NULL);
+		rc = capi_request(c, "GET", path, NULL, NULL, &m, NULL, &e);
+		if(rc == PRD_CLOUD_ENOTFOUND)
+			rc = 0; /* gone: nothing to take back */
+		else if(!rc) {
+			now_value = capi_jstr(capi_jobj(capi_jobj(m, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION);
+			rv = capi_jstr(capi_jobj(m, "metadata"), "resourceVersion");
+			if(now_value && !strcmp(now_value, value) && rv)
+				rc = patch_mark(c, g, v->name, NULL, rv, NULL, 0, &e);
+		}
+		json_object_put(m);
+	}
+	if(rc)
+		capi_log(c, PRD_CLOUD_LOG_ERROR,
+			 "clusterapi: %s: removing %s from Machine %s failed: %s (remove it by hand, or the next "
+			 "scale-down of the group takes that Machine first)",
+			 g->id, CAPI_DELETE_ANNOTATION, v->name, e.message);
+}
+
 /* Delete particular Machines: find each one in the group (by its node's
- * name, or by instance ID when by_id), mark it with
- * cluster.x-k8s.io/delete-machine, then lower replicas by the number of
- * Machines marked. An instance ID without a Machine is already gone and is
- * skipped; a node name without one is refused. If marking or scaling fails,
- * the marks this call added are removed again, so a later scale-down does
- * not pick them. */
+ * name, or by instance ID when by_id), then, all against one read:
+ *   1. mark each with cluster.x-k8s.io/delete-machine, every mark
+ *      conditional on the resourceVersion the Machine was listed with (a
+ *      Machine that changed since - being deleted, replaced, marked by
+ *      someone else - is a conflict, not a blind overwrite);
+ *   2. lower replicas by the number of Machines marked through the scale
+ *      subresource, conditional on the resourceVersion of the group read
+ *      before the Machines were listed (or the fenced read: a newer
+ *      leader's term is refused).
+ * Any conflict or failure undoes the marks this call set (conditionally,
+ * see unmark) and changes nothing else: the MachineSet controller only
+ * acts on a mark when replicas drop, which happens in step 2 or not at
+ * all. An instance ID without a Machine is already gone and is skipped; a
+ * node name without one is refused. */
 static int delete_machines(void *state, const char *group_id, const char *const *names, size_t count, bool by_id,
 			   const char *fkey, uint64_t fterm, prd_cloud_error *err)
 {
 	capi *c = state;
 	capi_group *g = find_group(c, group_id);
 	json_object *machines = NULL;
-	const char **target = NULL;
-	bool *marked = NULL;
+	capi_victim *vic = NULL;
 	size_t i, j, n, nactive = 0;
 	int32_t cur;
 	char rv[64], now[64];
@@ -870,13 +1086,12 @@ static int delete_machines(void *state, const char *group_id, const char *const 
 		return 0;
 	rc = read_for_write(c, g, fterm ? fkey : NULL, fterm, &cur, rv, sizeof(rv), err);
 	if(!rc)
-		rc = capi_group_machines(c, g, &machines, err);
+		rc = capi_group_machines(c, g, true, &machines, err);
 	if(rc)
 		return rc;
 	n = json_object_array_length(machines);
-	target = calloc(count, sizeof(*target));
-	marked = calloc(count, sizeof(*marked));
-	if(!target || !marked) {
+	vic = calloc(count, sizeof(*vic));
+	if(!vic) {
 		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -897,15 +1112,25 @@ static int delete_machines(void *state, const char *group_id, const char *const 
 				       g->id, names[i] ? names[i] : "(null)");
 			break;
 		}
-		target[i] = capi_jstr(capi_jobj(found, "metadata"), "name");
+		vic[i].name = capi_jstr(capi_jobj(found, "metadata"), "name");
+		vic[i].listed_rv = capi_jstr(capi_jobj(found, "metadata"), "resourceVersion");
 		for(j = 0; j < i; j++)
-			if(target[j] && !strcmp(target[j], target[i]))
+			if(vic[j].name && !strcmp(vic[j].name, vic[i].name))
 				rc = capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: node %s is listed twice", g->id,
 					       names[i]);
-		if(machine_deleting(found))
-			target[i] = NULL; /* already going: neither mark nor count it */
-		else
-			nactive++;
+		if(machine_deleting(found)) {
+			vic[i].name = NULL; /* already going: neither mark nor count it */
+			continue;
+		}
+		nactive++;
+		/* A mark someone else set is theirs: counted, not touched. */
+		if(capi_jstr(capi_jobj(capi_jobj(found, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION))
+			vic[i].listed_rv = NULL;
+		else if(!vic[i].listed_rv || !vic[i].listed_rv[0])
+			rc = capi_fail(err, PRD_CLOUD_EIO,
+				       "clusterapi: %s: Machine %s was listed without a resourceVersion to make its mark "
+				       "conditional on; nothing deleted",
+				       g->id, vic[i].name);
 	}
 	if(!rc && cur - (int32_t)nactive < g->min)
 		rc = capi_fail(err, PRD_CLOUD_ERANGE,
@@ -915,34 +1140,19 @@ static int delete_machines(void *state, const char *group_id, const char *const 
 		goto done;
 	rfc3339_format(c->host->now_ns(c->host->ctx), now, sizeof(now));
 	for(i = 0; i < count && !rc; i++) {
-		json_object *m = NULL;
-		if(!target[i])
+		if(!vic[i].name || !vic[i].listed_rv)
 			continue;
-		for(j = 0; j < n; j++)
-			if(!strcmp(capi_jstr(capi_jobj(json_object_array_get_idx(machines, j), "metadata"), "name"),
-				   target[i]))
-				m = json_object_array_get_idx(machines, j);
-		/* A mark someone else set stays when we undo ours. */
-		if(capi_jstr(capi_jobj(capi_jobj(m, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION)) {
-			continue;
-		}
-		rc = mark_machine(c, g, target[i], now, err);
-		marked[i] = !rc;
+		rc = patch_mark(c, g, vic[i].name, now, vic[i].listed_rv, vic[i].mark_rv, sizeof(vic[i].mark_rv), err);
+		vic[i].marked = !rc;
 	}
 	if(!rc)
-		rc = set_scale(c, g, cur - (int32_t)nactive, rv, err);
-	if(rc) {
-		for(i = 0; i < count; i++) {
-			prd_cloud_error e = {0, ""};
-			if(marked[i] && mark_machine(c, g, target[i], NULL, &e))
-				capi_log(c, PRD_CLOUD_LOG_ERROR,
-					 "clusterapi: %s: removing %s from Machine %s failed: %s (remove it by hand)", g->id,
-					 CAPI_DELETE_ANNOTATION, target[i], e.message);
-		}
-	}
+		rc = put_scale(c, g, cur - (int32_t)nactive, rv, err);
+	if(rc)
+		for(i = 0; i < count; i++)
+			if(vic[i].marked)
+				unmark(c, g, &vic[i], now);
 done:
-	free(target);
-	free(marked);
+	free(vic);
 	json_object_put(machines);
 	return rc;
 }

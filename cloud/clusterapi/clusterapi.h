@@ -38,8 +38,26 @@ typedef struct capi_group {
 	sel *machines;         /* selects the group's Machines (owned) */
 } capi_group;
 
+typedef struct capi_mgmt capi_mgmt;
+
 typedef struct capi {
 	const prd_cloud_host *host;
+	/* Where Cluster API objects are read and written: `host` itself, or
+	 * the management cluster's client (capi_mgmt.c). Nodes always go
+	 * through `host` (the workload cluster provreqd runs against). */
+	const prd_cloud_host *api;
+	capi_mgmt *mgmt;       /* NULL: no separate management cluster */
+	bool watch;            /* config `watch` (default true): capi_watch.c */
+	struct capi_coll *colls; /* watched collections (capi_watch.c) */
+	json_object *disco;    /* API group -> "group/version" from discovery, kept while watching */
+	/* Groups this driver scaled, and the resourceVersion each write
+	 * replaced: until the watch delivers a newer version of the object,
+	 * refresh reads the apiserver (the cache would show the old size). */
+	struct capi_written {
+		char key[400];  /* "<plural>/<ns>/<name>" */
+		char rv[64];
+	} written[16];
+	size_t nwritten;
 	char *ns;              /* config `namespace`: only this one, or NULL */
 	char *cluster;         /* config `clusterName`: only this cluster, or NULL */
 	char *version;         /* config `version`, default v1beta1 */
@@ -55,8 +73,11 @@ typedef struct capi {
 #define capi_strdup drv_strdup
 #define capi_jstr drv_jstr
 #define capi_jobj drv_jobj
-#define capi_request(c, ...) drv_request((c)->host, __VA_ARGS__)
-#define capi_list(c, ...) drv_list((c)->host, __VA_ARGS__)
+/* Cluster API objects: the management cluster. */
+#define capi_request(c, ...) drv_request((c)->api, __VA_ARGS__)
+#define capi_list(c, ...) drv_list((c)->api, __VA_ARGS__)
+/* Nodes: the workload cluster (provreqd's own). */
+#define capi_wrequest(c, ...) drv_request((c)->host, __VA_ARGS__)
 #define capi_query_escape drv_query_escape
 const char *capi_kind_name(capi_kind k);
 const char *capi_kind_plural(capi_kind k);
@@ -73,6 +94,38 @@ void capi_path(const capi *c, char *out, size_t n, const char *plural, const cha
  * v1beta1 fields are always OTHER); *code and
  * *message point into m. */
 int capi_machine_failure(json_object *m, const char **code, const char **message);
+
+/* capi_mgmt.c: the management cluster. capi_mgmt_config takes one of the
+ * config keys managementKubeconfig, managementContext,
+ * managementInCluster; capi_mgmt_init (after every key) points c->api at
+ * the management cluster when one is configured, else at c->host;
+ * capi_mgmt_probe logs whether it can be reached; capi_mgmt_free undoes
+ * all of it. */
+int capi_mgmt_config(capi *c, const char *key, json_object *v, prd_cloud_error *err);
+int capi_mgmt_init(capi *c, prd_cloud_error *err);
+void capi_mgmt_probe(capi *c);
+void capi_mgmt_free(capi *c);
+
+/* The management cluster's client, connected if it can be; NULL without
+ * a management cluster or when it cannot be used now. */
+struct kube_client;
+struct kube_client *capi_mgmt_client(capi *c);
+
+/* capi_watch.c: watched collections of the management cluster. A
+ * collection is (apiVersion gv, namespace ns or NULL for all, plural); it
+ * starts on first use. capi_watch_list gives deep copies of its objects in
+ * namespace only_ns (NULL: all) whose labels match `match` (NULL: all) as
+ * a new array; capi_watch_get one object (a new reference). Both answer
+ * PRD_CLOUD_EAGAIN when there is no watch or it is not in step (read the
+ * apiserver instead) and PRD_CLOUD_ENOTFOUND when the kind is not served
+ * (or, for get, the object is not there). */
+typedef struct capi_coll capi_coll;
+int capi_watch_list(capi *c, const char *gv, const char *ns, const char *plural, const char *only_ns,
+		    const sel *match, json_object **items);
+int capi_watch_get(capi *c, const char *gv, const char *ns, const char *plural, const char *obj_ns,
+		   const char *name, json_object **obj);
+void capi_watch_stats(capi *c, unsigned long *lists, unsigned long *events);
+void capi_watch_free(capi *c);
 
 /* capi_fence.c: fencing terms (ABI 1.4), recorded as the annotation
  * provreqd.io/fence-<key> on the group's object. */
@@ -97,7 +150,9 @@ int capi_fence(capi *c, const capi_group *g, const char *key, uint64_t term, prd
  * annotations (scale from zero) or from one of its Nodes. Caller frees
  * *node_json with free(). */
 int capi_template_node(capi *c, const capi_group *g, char **node_json, prd_cloud_error *err);
-/* Machines of a group (as a new JSON array, caller puts). */
-int capi_group_machines(capi *c, const capi_group *g, json_object **machines, prd_cloud_error *err);
+/* Machines of a group (as a new JSON array, caller puts): from the watch
+ * when `live` is false and it is in step, else from the apiserver (what a
+ * write is planned from). */
+int capi_group_machines(capi *c, const capi_group *g, bool live, json_object **machines, prd_cloud_error *err);
 
 #endif

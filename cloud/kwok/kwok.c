@@ -10,6 +10,7 @@
 #include "kwok/kwok_async.h"
 #include "kwok/kwok_config.h"
 #include "kwok/kwok_dra.h"
+#include "kwok/kwok_nap.h"
 #include "kwok/kwok_view.h"
 
 #include <pthread.h>
@@ -120,6 +121,7 @@ static void kwok_free(kwok *k)
 	json_object_put(k->slices);
 	kwok_view_free(&k->view);
 	kwok_dir_names_free(&k->tmpl_names);
+	kwok_nap_free(k->nap);
 	free(k);
 }
 
@@ -217,8 +219,10 @@ static int kw_refresh(void *state, prd_cloud_error *err)
 	/* File times are real times, whatever clock the host runs on. */
 	stamped = k->template_dir && clock_gettime(CLOCK_REALTIME, &now) == 0 &&
 		  kwok_templates_stamp(k, (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec, &stamp, &trust) == 0;
-	if(stamped && k->tmpl_stamp_ok && stamp == k->tmpl_stamp)
-		return recount(k, err);
+	if(stamped && k->tmpl_stamp_ok && stamp == k->tmpl_stamp) {
+		rc = kwok_nap_sync(k, err);
+		return rc ? rc : recount(k, err);
+	}
 	k->tmpl_stamp_ok = false;
 	rc = kwok_load_templates(k, &groups, &n, err);
 	if(rc)
@@ -266,7 +270,13 @@ static int kw_refresh(void *state, prd_cloud_error *err)
 	kwok_groups_free(old, nold);
 	k->tmpl_stamp = stamp;
 	k->tmpl_stamp_ok = stamped && trust;
-	return 0;
+	/* The auto-provisioned groups beside the new templates. */
+	if(k->nap) {
+		rc = kwok_nap_sync(k, err);
+		if(!rc)
+			rc = recount(k, err);
+	}
+	return rc;
 }
 
 /* ---- groups --------------------------------------------------------- */
@@ -1268,6 +1278,12 @@ static const prd_cloud_driver descriptor = {
 	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME,
 	.increase = kw_increase,
 	.decrease_target_size_if = kw_decrease_target_if,
+	.shape_size = sizeof(prd_cloud_shape),
+	.shapes = kwok_nap_shapes,
+	.release_shapes = kwok_nap_release_shapes,
+	.create_group = kwok_nap_create,
+	.delete_group = kwok_nap_delete,
+	.group_owner = kwok_nap_owner,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

@@ -3,6 +3,7 @@
  * ConfigMap). Everything read here comes from outside, so every problem
  * becomes an init/refresh error naming the source and the field. */
 #include "kwok/kwok_config.h"
+#include "kwok/kwok_nap.h"
 #include "kwok/kwok_async.h"
 #include "kwok/kwok_dra.h"
 
@@ -45,21 +46,30 @@ void kwok_faults_free(kwok_fault *faults, size_t n)
 	free(faults);
 }
 
+void kwok_group_clear(kwok_group *g)
+{
+	size_t j;
+	free(g->id);
+	free(g->source);
+	json_object_put(g->tmpl);
+	for(j = 0; j < g->nfailed; j++) {
+		free(g->failed[j].name);
+		free(g->failed[j].code);
+		free(g->failed[j].message);
+		free(g->failed[j].owner);
+	}
+	free(g->failed);
+	free(g->owner);
+	free(g->shape);
+	free(g->zone);
+	memset(g, 0, sizeof(*g));
+}
+
 void kwok_groups_free(kwok_group *groups, size_t n)
 {
-	size_t i, j;
-	for(i = 0; i < n; i++) {
-		free(groups[i].id);
-		free(groups[i].source);
-		json_object_put(groups[i].tmpl);
-		for(j = 0; j < groups[i].nfailed; j++) {
-			free(groups[i].failed[j].name);
-			free(groups[i].failed[j].code);
-			free(groups[i].failed[j].message);
-			free(groups[i].failed[j].owner);
-		}
-		free(groups[i].failed);
-	}
+	size_t i;
+	for(i = 0; i < n; i++)
+		kwok_group_clear(&groups[i]);
 	free(groups);
 }
 
@@ -272,6 +282,8 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 				break;
 			}
 			k->create_parallelism = (unsigned)json_object_get_int64(v);
+		} else if(!strcmp(key, "autoProvisioning")) {
+			rc = kwok_nap_parse(k, v, err);
 		} else if(!strcmp(key, "async")) {
 			rc = kwok_async_parse(k, v, err);
 		} else if(!strcmp(key, "resourceSlices")) {
@@ -297,7 +309,8 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 		} else {
 			rc = kwok_fail(err, PRD_CLOUD_EINVAL,
 				       "kwok config: unknown key '%s' (known: templateDir, templateConfigMap, "
-				       "createInitialNodes, createParallelism, faults, async, resourceSlices)",
+				       "createInitialNodes, createParallelism, faults, async, resourceSlices, "
+				       "autoProvisioning)",
 				       key);
 		}
 	}
@@ -496,6 +509,11 @@ fail:
 	json_object_put(copy);
 	memset(g, 0, sizeof(*g));
 	return rc;
+}
+
+int kwok_template_group(json_object *node, const char *where, kwok_group *g, prd_cloud_error *err)
+{
+	return template_to_group(node, where, g, err);
 }
 
 /* Append the templates in `objs` (from one file or ConfigMap key). */

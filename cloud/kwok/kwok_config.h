@@ -22,6 +22,8 @@ void kwok_dir_names_free(kwok_dir_names *d);
 /* Faults naming a group must name one that exists. */
 int kwok_check_fault_groups(const kwok *k, prd_cloud_error *err);
 void kwok_groups_free(kwok_group *groups, size_t n);
+/* Free what one group holds and zero it. */
+void kwok_group_clear(kwok_group *g);
 void kwok_faults_free(kwok_fault *faults, size_t n);
 const char *kwok_op_name(int op);
 

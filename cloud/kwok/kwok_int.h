@@ -12,6 +12,9 @@
  *   kwok_dra.c     kwok_dra.h: the ResourceSlices each group's nodes publish
  *   kwok_async.c   kwok_async.h: the asynchronous mode
  *   kwok_config.c  kwok_config.h: the --cloud-config text and the templates
+ *                  (its autoProvisioning key is parsed by kwok_nap_parse)
+ *   kwok_nap.c     kwok_nap.h: node auto-provisioning (ABI 1.5): machine
+ *                  shapes and the groups made of them
  *   kwok.c         the driver's operations (provreqd_cloud_driver); no
  *                  other file calls into it */
 #ifndef PRD_CLOUD_KWOK_INT_H
@@ -98,7 +101,30 @@ typedef struct kwok_group {
 	int32_t pending;        /* async mode: requested, no Node yet, not being deleted */
 	kwok_failed *failed;
 	size_t nfailed;
+	/* ABI 1.5: a group create_group made (kwok_nap.c): its creator's
+	 * token, shape and zone (NULL for a template group). */
+	char *owner;
+	char *shape;
+	char *zone;
 } kwok_group;
+
+/* ABI 1.5: one machine shape of `autoProvisioning.shapes`. */
+typedef struct kwok_shape {
+	char *name;
+	json_object *node;      /* the Node a new member looks like (owned) */
+	char **zones;
+	size_t nzones;
+	int64_t price_micros;   /* -1 unknown */
+	int32_t max_size;
+} kwok_shape;
+
+/* ABI 1.5: the `autoProvisioning:` key. */
+typedef struct kwok_nap {
+	char *cm_namespace;     /* groupsConfigMap: where created groups are kept */
+	char *cm_name;
+	kwok_shape *shapes;
+	size_t nshapes;
+} kwok_nap;
 
 /* The `async:` key: a cloud that answers before its instances exist (see
  * kwok_async.c). */
@@ -157,6 +183,7 @@ typedef struct kwok {
 	uint64_t tmpl_stamp;
 	bool tmpl_stamp_ok;
 	kwok_dir_names tmpl_names; /* kwok_templates_stamp's list of the files */
+	kwok_nap *nap;          /* autoProvisioning, or NULL */
 } kwok;
 
 /* Errors, logging, strings, JSON and API helpers: the drivers' shared
@@ -186,6 +213,10 @@ int64_t kwok_node_created_ns(json_object *node);
  * maximum, PRD_CLOUD_ERANGE. */
 int kwok_check_target(kwok *k, kwok_group *g, int32_t expected, int32_t pending, int32_t grow, const char *done,
 		      prd_cloud_error *err);
+/* A node group from a validated Node template (kwok_config.c): what
+ * templateDir and templateConfigMap entries become. `where` names the
+ * source in messages. */
+int kwok_template_group(json_object *node, const char *where, kwok_group *g, prd_cloud_error *err);
 /* Whether the Node JSON carries a deletionTimestamp. */
 bool kwok_node_deleting(json_object *node);
 

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define PRD_CLOUD_ABI_MAJOR 1
-#define PRD_CLOUD_ABI_MINOR 4
+#define PRD_CLOUD_ABI_MINOR 5
 
 /* The one symbol a driver exports. */
 #define PRD_CLOUD_ENTRY_SYMBOL "provreqd_cloud_driver"
@@ -243,6 +243,59 @@ enum prd_cloud_outcome_state {
 	PRD_CLOUD_OUTCOME_FAILED = 3       /* final */
 };
 
+/* ABI 1.5: one taint (node auto-provisioning). */
+typedef struct prd_cloud_taint {
+	const char *key;
+	const char *value;             /* may be NULL (= "") */
+	const char *effect;            /* "NoSchedule", "PreferNoSchedule" or "NoExecute" */
+} prd_cloud_taint;
+
+/* ABI 1.5: a machine shape the cloud can launch node groups of (node
+ * auto-provisioning). The host steps through the array the driver returns
+ * by prd_cloud_driver.shape_size. */
+typedef struct prd_cloud_shape {
+	char *name;             /* unique within the driver: 1..40 of [a-z0-9-] */
+	/* A new node of the shape as a Kubernetes Node (JSON): its labels,
+	 * taints, status.capacity and status.allocatable, as template_node
+	 * gives them for a group. */
+	char *node_json;
+	/* The zones (topology.kubernetes.io/zone values) a group of the
+	 * shape may be created in, comma-separated; NULL or "" when the
+	 * cloud has no zones or chooses itself. */
+	char *zones;
+	/* Price of one node for an hour in millionths of the cloud's
+	 * currency unit; -1 when unknown. Only compared between shapes of
+	 * one driver. */
+	int64_t price_micros;
+	/* The largest group of the shape the cloud allows (>= 1). */
+	int32_t max_size;
+} prd_cloud_shape;
+
+/* ABI 1.5: create a node group of a shape (prd_cloud_driver.create_group). */
+typedef struct prd_cloud_group_create {
+	uint32_t struct_size;   /* sizeof(prd_cloud_group_create) as the host built it */
+	/* The new group's id, chosen by the host: 1..40 of [a-z0-9-],
+	 * beginning with a letter and ending alphanumeric; unique across the
+	 * host's drivers. */
+	const char *group_id;
+	const char *shape;      /* a prd_cloud_shape.name */
+	const char *zone;       /* one of the shape's zones, or NULL */
+	/* Labels and taints the group's nodes carry beyond the shape's own
+	 * (what the pods the group is made for select or tolerate). A driver
+	 * refuses, with PRD_CLOUD_EINVAL, those its cloud does not allow. */
+	const prd_cloud_label *labels;
+	size_t nlabels;
+	const prd_cloud_taint *taints;
+	size_t ntaints;
+	int32_t max_size;       /* 1..the shape's max_size; min size is 0 */
+	/* The creator's token (rules as prd_cloud_increase.owner), kept with
+	 * the group and reported by group_owner() for as long as the group
+	 * exists. Creating a group that exists with the same token, shape
+	 * and zone is not an error (the host repeats a call whose answer it
+	 * lost); with anything else it is PRD_CLOUD_ECONFLICT. */
+	const char *owner;
+} prd_cloud_group_create;
+
 typedef struct prd_cloud_outcome {
 	int32_t state;                     /* prd_cloud_outcome_state */
 	char reason[64];                   /* CamelCase condition reason */
@@ -392,6 +445,31 @@ typedef struct prd_cloud_driver {
 	 * stalled former leader's late rollback must not delete what the new
 	 * leader's plan carried on to success. */
 	int (*delete_fenced)(void *state, const prd_cloud_delete *req, prd_cloud_error *err);
+
+	/* ---- appended in ABI 1.5: node auto-provisioning (all five or
+	 * none; NULL if absent) ---- */
+
+	/* sizeof(prd_cloud_shape) as the driver was built: the stride of the
+	 * arrays shapes() returns. */
+	uint32_t shape_size;
+	/* The machine shapes the cloud can launch. Release with
+	 * release_shapes. */
+	int (*shapes)(void *state, prd_cloud_shape **shapes, size_t *count, prd_cloud_error *err);
+	void (*release_shapes)(void *state, prd_cloud_shape *shapes, size_t count);
+	/* Create a node group as `req` says, with target size 0. The group
+	 * is listed by node_groups() after the next refresh at the latest,
+	 * and its state is kept where another process of the host finds it
+	 * (the cloud, the API), never only in the driver's memory. */
+	int (*create_group)(void *state, const prd_cloud_group_create *req, prd_cloud_error *err);
+	/* Delete a group create_group made, only when it is empty (no
+	 * instances, target 0): PRD_CLOUD_ERANGE, nothing done, when it is
+	 * not; PRD_CLOUD_EINVAL for a group create_group did not make.
+	 * Deleting a group that is gone is not an error. */
+	int (*delete_group)(void *state, const char *group_id, prd_cloud_error *err);
+	/* The owner token a group was created with (*owner, released with
+	 * release_string), or *owner NULL for a group create_group did not
+	 * make. PRD_CLOUD_ENOTFOUND for an unknown group. */
+	int (*group_owner)(void *state, const char *group_id, char **owner, prd_cloud_error *err);
 } prd_cloud_driver;
 
 /* The entry point every driver exports (defined by the driver):

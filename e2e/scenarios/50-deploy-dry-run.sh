@@ -84,8 +84,10 @@ kubectl apply -f "$deploy/serviceaccount.yaml" -f "$deploy/rbac.yaml" >/dev/null
 # names through discovery and asks about the wrong group for resources
 # whose CRD is not installed, e.g. Cluster API's.)
 can() {
-	local verb=$1 res=$2 group='' sub='' ns='' ra
+	local verb=$1 res=$2 group='' sub='' ns='' name='' ra
 	shift 2
+	# RESOURCE/NAME asks about one object.
+	if [[ "$res" == */* ]]; then name=${res#*/}; res=${res%%/*}; fi
 	while (($#)); do
 		case $1 in
 		--subresource=*) sub=${1#*=} ;;
@@ -95,8 +97,8 @@ can() {
 		shift
 	done
 	if [[ "$res" == *.* ]]; then group=${res#*.}; res=${res%%.*}; fi
-	ra=$(printf '{"verb":"%s","group":"%s","resource":"%s","subresource":"%s","namespace":"%s"}' \
-		"$verb" "$group" "$res" "$sub" "$ns")
+	ra=$(printf '{"verb":"%s","group":"%s","resource":"%s","subresource":"%s","namespace":"%s","name":"%s"}' \
+		"$verb" "$group" "$res" "$sub" "$ns" "$name")
 	kubectl create -o jsonpath='{.status.allowed}' -f - <<-JSON | sed 's/^true$/yes/; s/^false$/no/'
 	{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
 	 "spec":{"user":"$sa","groups":["system:serviceaccounts","system:serviceaccounts:$ns_sa","system:authenticated"],
@@ -126,7 +128,10 @@ for v in list watch; do
 	for r in resourceslices deviceclasses resourceclaimtemplates resourceclaims; do
 		expect_yes "$v" "$r.resource.k8s.io" -A
 	done
+	expect_yes "$v" provisioningclasses.provreqd.io
 done
+expect_yes get namespaces
+expect_yes list resourcequotas -n default
 expect_yes delete provisioningrequests.autoscaling.x-k8s.io -n default
 expect_yes get provisioningrequests.autoscaling.x-k8s.io -n default
 expect_yes patch provisioningrequests.autoscaling.x-k8s.io -n default
@@ -136,6 +141,9 @@ for v in get list patch; do expect_yes "$v" resourcepools.capsule.clastix.io; do
 expect_yes create events -n default
 expect_yes patch events -n default
 for v in get create update; do expect_yes "$v" leases.coordination.k8s.io -n "$ns"; done
+# The booking ledger: its one ConfigMap read and replaced, created once.
+for v in get update; do expect_yes "$v" configmaps/provreqd-bookings -n "$ns"; done
+expect_yes create configmaps -n "$ns"
 t_pass "the ServiceAccount may do everything the controller does"
 # ... and nothing it does not use.
 for r in nodes pods podtemplates; do expect_no get "$r" -n default; done
@@ -156,12 +164,17 @@ for r in resourceslices deviceclasses resourceclaimtemplates resourceclaims; do
 	expect_no get "$r.resource.k8s.io" -n default
 done
 expect_no create provisioningrequests.autoscaling.x-k8s.io -n default
+for v in create update patch delete; do expect_no "$v" provisioningclasses.provreqd.io; done
+for v in list update patch; do expect_no "$v" namespaces; done
+for v in get create update patch delete; do expect_no "$v" resourcequotas -n default; done
 expect_no delete resourcepools.capsule.clastix.io
 expect_no create resourcepools.capsule.clastix.io
 expect_no delete events -n default
 expect_no get leases.coordination.k8s.io -n default
 expect_no delete leases.coordination.k8s.io -n "$ns"
 expect_no list leases.coordination.k8s.io -n "$ns"
+for v in get update delete; do expect_no "$v" configmaps/provreqd-config-x -n "$ns"; done
+expect_no create configmaps -n default
 expect_no create serviceaccounts/token -n "$ns"
 expect_no get machinedeployments.cluster.x-k8s.io -A
 expect_no '*' '*'
@@ -198,7 +211,7 @@ t_pass "the clusterapi driver role adds the Cluster API calls the driver makes (
 # Every resource a role names is one the code uses (no stale grants).
 for r in nodes pods podtemplates provisioningrequests resourcepools leases events configmaps \
 	machinedeployments machinesets machinepools machines resourceslices deviceclasses resourceclaimtemplates \
-	resourceclaims; do
+	resourceclaims provisioningclasses namespaces resourcequotas; do
 	grep -rqs -- "$r" "$src/src" "$src/cloud" || t_fail "the roles grant '$r' but no code under src/ or cloud/ mentions it"
 done
 t_pass "every resource in the roles is used by the code"

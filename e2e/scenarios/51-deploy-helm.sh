@@ -138,7 +138,7 @@ $a
 kustomize (driver-$d.yaml)
 $b"
 done
-for r in edit view; do
+for r in edit view class-reader class-admin; do
 	a=$(render --show-only templates/user-roles.yaml | rules_of "provreqd-$r")
 	b=$(kubectl apply --dry-run=server -f "$deploy/user-roles.yaml" -o "jsonpath={range .items[?(@.metadata.name==\"provreqd-$r\")].rules[*]}{.apiGroups}{.resources}{.verbs}{\"\\n\"}{end}" | sort)
 	[[ -n "$a" && "$a" == "$b" ]] || t_fail "the user role provreqd-$r differs: chart
@@ -331,10 +331,13 @@ t_pass "check-config accepts the merged config: scaleDown.enabled false, log.lev
 t_eq "a config string still replaces the whole file" "x: 1" \
 	"$(render --set-string config='x: 1' --show-only templates/configmap.yaml | kubectl create --dry-run=client -f - -o 'jsonpath={.data.provreqd\.yaml}')"
 
-# The CRD ships in crds/, as crd/ has it.
+# The CRDs ship in crds/, as crd/ has them (helm prints them in file
+# name order, a blank line between).
 out=$("$helm" show crds "$chart")
-t_eq "helm show crds is crd/provisioningrequests.yaml" "$(cat "$src/crd/provisioningrequests.yaml")" "$out"
+t_eq "helm show crds is crd/provisioningclasses.yaml and crd/provisioningrequests.yaml" \
+	"$(cat "$src/crd/provisioningclasses.yaml"; echo; cat "$src/crd/provisioningrequests.yaml")" "$out"
 t_contains "--include-crds renders it" "name: provisioningrequests.autoscaling.x-k8s.io" "$(render --include-crds)"
+t_contains "--include-crds renders the ProvisioningClass CRD" "name: provisioningclasses.provreqd.io" "$(render --include-crds)"
 
 # The user roles, for real, aggregated by kube-controller-manager's
 # clusterrole-aggregation controller into edit/admin and view.

@@ -23,6 +23,15 @@
 # label, a zone spread constraint (maxSkew 1-2, DoNotSchedule, taint and
 # affinity policies Honor/Ignore/unset, minDomains sometimes) and a hostPort.
 #
+# Every fourth case (index 3, 7, ...; decided without a random draw, so
+# the other cases are what they were) is a gang of one zone: its
+# PodTemplate carries kueue.x-k8s.io/podset-required-topology:
+# topology.kubernetes.io/zone. provreqd books it in one zone (details
+# topologyDomain) or says how many pods fit in each zone; the pods
+# kube-scheduler gets carry that zone (or the zone provreqd said fits the
+# most) as a required node affinity, and the answers must agree the same
+# way: a booking in one zone is one kube-scheduler can place.
+#
 # Cases run in batches (E2E_DIFF_BATCH, default 10): all nodes of a batch,
 # then all requests, then all pods. The batch's nodes are gone before the
 # next batch starts, since a spread constraint with nodeAffinityPolicy
@@ -72,8 +81,13 @@ gen_case() {
 	local i=$1 b=$2
 	local id="$run-c$i"
 	local d="$PR_WORK/cases/$id" n j cpu mem zone name names=() tainted=0 count
-	local aff="" anti="" tol="" spread="" sel="" port="" key op vals
+	local aff="" anti="" tol="" spread="" sel="" port="" key op vals topo=0 tann="" zaff
 	mkdir -p "$d"
+	if ((i % 4 == 3)); then
+		topo=1
+		echo 1 >"$d/topo"
+		tann=$'\n    annotations: {kueue.x-k8s.io/podset-required-topology: topology.kubernetes.io/zone}'
+	fi
 	RANDOM=$((SEED * 1000 + i))
 	rnd 3; n=$((2 + R))
 	for ((j = 0; j < n; j++)); do
@@ -213,6 +227,27 @@ containers:
   resources: {requests: {cpu: "$cpu", memory: 1Gi}}$port
 EOF
 	} >"$d/spec.yaml"
+	# The pods of a one-zone gang carry the zone as a required node
+	# affinity (__ZONE__, filled in once provreqd has answered): one more
+	# expression of the one term, or a term of its own.
+	cp "$d/spec.yaml" "$d/podspec.yaml"
+	if ((topo)); then
+		zaff="        - {key: topology.kubernetes.io/zone, operator: In, values: [__ZONE__]}"
+		if [[ -n "$aff" ]]; then
+			awk -v z="$zaff" '{ print } /^      - matchExpressions:$/ { print z }' "$d/spec.yaml" >"$d/podspec.yaml"
+		elif [[ -n "$anti" ]]; then
+			awk -v z="$zaff" '{ print } /^affinity:$/ { print "  nodeAffinity:"
+				print "    requiredDuringSchedulingIgnoredDuringExecution:"
+				print "      nodeSelectorTerms:"; print "      - matchExpressions:"; print z }' \
+				"$d/spec.yaml" >"$d/podspec.yaml"
+		else
+			{
+				printf '%s\n' "affinity:" "  nodeAffinity:" "    requiredDuringSchedulingIgnoredDuringExecution:" \
+					"      nodeSelectorTerms:" "      - matchExpressions:" "$zaff"
+				cat "$d/spec.yaml"
+			} >"$d/podspec.yaml"
+		fi
+	fi
 	{
 		cat <<EOF
 ---
@@ -223,7 +258,7 @@ metadata:
   labels: {diffbatch: "$b"}
 template:
   metadata:
-    labels: {app: $id}
+    labels: {app: $id}$tann
   spec:
 EOF
 		sed 's/^/    /' "$d/spec.yaml"
@@ -252,8 +287,23 @@ metadata:
   labels: {app: $id, diffbatch: "$b"}
 spec:
 EOF
-		sed 's/^/  /' "$d/spec.yaml"
+		sed 's/^/  /' "$d/podspec.yaml"
 	done >"$d/pods.yaml"
+}
+
+# zone_of ID ANSWER MSG: the zone a one-zone gang's pods get: the one
+# provreqd booked (its details), else the one it said fits the most pods
+# (the first of equals); "" when neither can be read.
+zone_of() {
+	local id=$1 ans=$2 msg=$3
+	if [[ "$ans" == True/* ]]; then
+		kubectl get provreq -n "$PR_NS" "$id" -o 'jsonpath={.status.provisioningClassDetails.topologyDomain}' |
+			sed -n 's|^topology.kubernetes.io/zone=||p'
+		return
+	fi
+	sed -n 's/.*pods that fit in each: //p' <<<"$msg" | tr ',' '\n' |
+		sed -n 's|^ *topology.kubernetes.io/zone=\([a-z]*\): \([0-9]*\).*|\2 \1|p' |
+		sort -s -k1,1nr | head -n 1 | cut -d' ' -f2
 }
 
 # batch_ready B WANT: WANT nodes of batch B are Ready and no longer carry
@@ -301,7 +351,6 @@ for ((first = 0; first < NCASES; first += BATCH)); do
 		d="$PR_WORK/cases/$run-c$i"
 		cat "$d/nodes.yaml" >>"$PR_WORK/nodes-$b.yaml"
 		cat "$d/request.yaml" >>"$PR_WORK/requests-$b.yaml"
-		cat "$d/pods.yaml" >>"$PR_WORK/pods-$b.yaml"
 		nnodes=$((nnodes + $(grep -c '^kind: Node$' "$d/nodes.yaml")))
 		npods=$((npods + $(cat "$d/count")))
 	done
@@ -310,6 +359,17 @@ for ((first = 0; first < NCASES; first += BATCH)); do
 	kubectl apply -n "$PR_NS" -f "$PR_WORK/requests-$b.yaml" >/dev/null
 	t_wait 60 "batch $b: $((last - first)) requests answered" all_answered "$b" $((last - first))
 	answers "$b" >"$PR_WORK/answers-$b"
+	for ((i = first; i < last; i++)); do
+		id="$run-c$i"
+		d="$PR_WORK/cases/$id"
+		if [[ -f "$d/topo" ]]; then
+			z=$(zone_of "$id" "$(awk -F'\t' -v n="$id" '$1 == n { print $2 }' "$PR_WORK/answers-$b")" \
+				"$(awk -F'\t' -v n="$id" '$1 == n { print $3 }' "$PR_WORK/answers-$b")")
+			echo "${z:-none}" >"$d/zone"
+			sed -i "s/__ZONE__/${z:-none}/" "$d/pods.yaml"
+		fi
+		cat "$d/pods.yaml" >>"$PR_WORK/pods-$b.yaml"
+	done
 	kubectl delete provreq -n "$PR_NS" -l "diffbatch=$b" --wait=true >/dev/null
 	kubectl apply -n "$PR_NS" -f "$PR_WORK/pods-$b.yaml" >/dev/null
 	# Bounded: a pod still Pending without a verdict is reported with its
@@ -335,11 +395,17 @@ for ((first = 0; first < NCASES; first += BATCH)); do
 		case "$ans" in
 		True/CapacityIsFound) x=$y ;;
 		False/CapacityIsNotFound)
-			x=$(sed -n 's/^only \([0-9]*\) of \([0-9]*\) pods fit.*/\1 \2/p' <<<"$msg")
-			if [[ "${x#* }" != "$y" ]]; then
-				x=""
+			if [[ -f "$d/topo" ]]; then
+				# what provreqd said fits in the zone the pods were given
+				x=$(sed -n 's/.*pods that fit in each: //p' <<<"$msg" | tr ',' '\n' |
+					sed -n "s|^ *topology.kubernetes.io/zone=$(cat "$d/zone"): \([0-9]*\).*|\1|p")
 			else
-				x=${x% *}
+				x=$(sed -n 's/^only \([0-9]*\) of \([0-9]*\) pods fit.*/\1 \2/p' <<<"$msg")
+				if [[ "${x#* }" != "$y" ]]; then
+					x=""
+				else
+					x=${x% *}
+				fi
 			fi
 			;;
 		*) x="" ;;
@@ -347,7 +413,7 @@ for ((first = 0; first < NCASES; first += BATCH)); do
 		total=$((total + 1))
 		if [[ -n "$x" && "$x" == "$bound" ]]; then
 			agree=$((agree + 1))
-			t_log "case $i: agree, $bound of $y ($ans)"
+			t_log "case $i: agree, $bound of $y ($ans)$([[ -f "$d/topo" ]] && echo ", one zone: $(cat "$d/zone")")"
 			continue
 		fi
 		[[ -n "$x" ]] || problems=$((problems + 1))
@@ -359,8 +425,8 @@ for ((first = 0; first < NCASES; first += BATCH)); do
 			awk -F'\t' -v p="^$id-p[0-9]+\$" '$1 ~ p { print "  " $1 " -> " ($2 == "" ? "(" $3 ")" : $2) }' "$PR_WORK/placements-$b"
 			echo "--- nodes"
 			cat "$d/nodes.yaml"
-			echo "--- pod spec (count $y)"
-			cat "$d/spec.yaml"
+			echo "--- pod spec (count $y)$([[ -f "$d/topo" ]] && echo ", a one-zone gang: zone $(cat "$d/zone")")"
+			cat "$d/podspec.yaml"
 			echo "==="
 		} | tee -a "$PR_WORK/disagreements" >&2
 	done
@@ -377,7 +443,7 @@ feat() {
 	n=$(grep -l -e "$2" "$PR_WORK"/cases/*/"$3" 2>/dev/null | grep -c . || true)
 	printf '%s=%s ' "$1" "$n"
 }
-t_log "cases with: $(feat tainted_node 'key: dedicated' nodes.yaml)$(feat toleration 'tolerations:' spec.yaml)$(feat ssd_selector '^  disk: ssd' spec.yaml)$(feat node_affinity_in 'operator: In,' spec.yaml)$(feat node_affinity_notin 'operator: NotIn' spec.yaml)$(feat anti_hostname 'topologyKey: kubernetes.io/hostname' spec.yaml)$(feat anti_zone '^      topologyKey: topology' spec.yaml)$(feat spread 'maxSkew' spec.yaml)$(feat taints_honor 'nodeTaintsPolicy: Honor' spec.yaml)$(feat taints_ignore 'nodeTaintsPolicy: Ignore' spec.yaml)$(feat affinity_honor 'nodeAffinityPolicy: Honor' spec.yaml)$(feat affinity_ignore 'nodeAffinityPolicy: Ignore' spec.yaml)$(feat min_domains 'minDomains' spec.yaml)$(feat host_port 'hostPort' spec.yaml)"
+t_log "cases with: $(feat tainted_node 'key: dedicated' nodes.yaml)$(feat toleration 'tolerations:' spec.yaml)$(feat ssd_selector '^  disk: ssd' spec.yaml)$(feat node_affinity_in 'operator: In,' spec.yaml)$(feat node_affinity_notin 'operator: NotIn' spec.yaml)$(feat anti_hostname 'topologyKey: kubernetes.io/hostname' spec.yaml)$(feat anti_zone '^      topologyKey: topology' spec.yaml)$(feat spread 'maxSkew' spec.yaml)$(feat taints_honor 'nodeTaintsPolicy: Honor' spec.yaml)$(feat taints_ignore 'nodeTaintsPolicy: Ignore' spec.yaml)$(feat affinity_honor 'nodeAffinityPolicy: Honor' spec.yaml)$(feat affinity_ignore 'nodeAffinityPolicy: Ignore' spec.yaml)$(feat min_domains 'minDomains' spec.yaml)$(feat host_port 'hostPort' spec.yaml)$(feat one_zone_gang 'podset-required-topology' request.yaml)"
 t_log "provreqd answers: $(cat "$PR_WORK"/answers-* | awk -F'\t' '{ n[$2]++ } END { for (k in n) printf "%s=%d ", k, n[k] }')"
 
 pct=$(awk -v a="$agree" -v t="$total" 'BEGIN { printf "%.1f\n", t ? 100 * a / t : 100 }')

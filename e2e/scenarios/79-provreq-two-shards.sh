@@ -19,6 +19,8 @@
 #     shard waits for it (retrying every 2-4 s); the holder is deleted and
 #     both retry into the freed room.
 #
+# The booking ledger both shards share holds a-job's booking while it
+# lasts and drops it when it ends.
 # Judged from the apiserver only, after each answer: for the group, the
 # pods of the requests that are Provisioned=True with a booking still
 # holding, against the pods its Nodes' allocatable cpu holds. Prints
@@ -138,9 +140,22 @@ t_wait 30 "A: shard-b answers b-job" some_answer b-job
 judge "$ga" t3 "A: b-job $(pr_cond b-job Provisioned) beside a-job's booking"
 t_eq "A: shard-a's request is untouched" True/CapacityIsFound "$(pr_cond a-job Provisioned)"
 
+# Both shards keep the booking ledger (operator.md, "The booking ledger"):
+# a-job's booking has its entry there, recorded before its status.
+# shellcheck disable=SC2317 # used through t_wait
+ledger_has() {
+	kubectl -n kube-system get configmap provreqd-bookings -o json 2>/dev/null |
+		jq -e --arg u "$1" '.data[$u] // empty | fromjson | .nodes | length > 0' >/dev/null
+}
+# shellcheck disable=SC2317 # used through t_wait
+ledger_lacks() { ! ledger_has "$1"; }
+a_uid=$(kubectl get provreq -n "$PR_NS" a-job -o 'jsonpath={.metadata.uid}')
+t_wait 10 "A: the booking ledger holds a-job's booking" ledger_has "$a_uid"
+
 # The booking ends: b-job gets the room on a retry; then shard-a refuses
 # a-two while b-job's booking holds.
 t_wait 60 "A: a-job's booking expires" pr_cond_is a-job BookingExpired True/CapacityReservationTimeExpired
+t_wait 10 "A: its ledger entry goes with it" ledger_lacks "$a_uid"
 t_wait 30 "A: b-job is provisioned on a retry" pr_cond_is b-job Provisioned True/CapacityIsFound
 pr_request a-two check-capacity t3 2 processorInstance=shard-a noRetry=true
 t_wait 30 "A: shard-a answers a-two" some_answer a-two

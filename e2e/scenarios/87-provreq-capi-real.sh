@@ -2,25 +2,57 @@
 # Atomic scale-up through the clusterapi driver against the real Cluster API
 # core manager (sigs.k8s.io/cluster-api/core, CAPI_VERSION in versions.env)
 # and provreqd's e2e infrastructure provider (e2e/tools/capi-real-infra-provider.sh).
-# Cluster API gets a control plane of its own (e2e/tools/capi-real-lib.sh),
-# so its CRDs never meet the minimal ones of 30/73 in the run's cluster.
-# Layout: provreqd, its driver and the kwok Nodes use that same control
-# plane (management = workload cluster; the driver has no separate
-# management kubeconfig yet). v1beta2 objects only.
-#   * scale from zero: md-ok (0 replicas, capacity annotations) takes an
-#     atomic request for 3 nodes; the real MachineSet controller makes 3
-#     Machines, the provider 3 kwok Nodes; Provisioned only after the
-#     Nodes, exactly 3 Machines.
-#   * scale from zero from the template: md-tpl carries no cpu/memory
-#     annotations; its E2EMachineTemplate's status.capacity (published by
-#     the provider) is the template node; 0 -> 2.
-#   * Machines failing: md-bad's template fails every machine with an
-#     InsufficientCapacity stockout (a v1beta2 condition, no failureMessage).
-#     The request fails within seconds naming the stockout, md-bad goes
-#     back to its 0 replicas and no Machine is left.
+#
+# Two clusters, as a CAPA/CAPG install has them:
+#   * the management cluster (a control plane of its own started by
+#     e2e/tools/capi-real-lib.sh): Cluster API's CRDs, webhooks and core
+#     manager, the provider, the Cluster, MachineDeployments and Machines;
+#   * the workload cluster (the run's cluster): provreqd, its requests and
+#     the Nodes (the provider makes kwok Nodes there; Cluster API's
+#     ClusterCache reaches it through the Cluster's kubeconfig Secret).
+# The clusterapi driver reaches the management cluster through
+# `managementKubeconfig` in its config; the workload cluster has no
+# Cluster API object at all. v1beta2 objects only.
+#
+# Paths (each on a MachineDeployment of its own, 0..6 replicas, at 0):
+#   * broken management kubeconfig: provreqd starts with managementKubeconfig
+#     naming a file that is not there yet; it keeps running and says so;
+#     the file appears and the next pass finds the groups (no restart).
+#   * success / scale from zero (md-ok, capacity annotations): 0 -> 3
+#     Machines made by the real MachineSet controller; Provisioned only
+#     after the Nodes.
+#   * delete one chosen node (after ok): the driver (through e2e/tools/driver-e2e)
+#     marks its Machine with cluster.x-k8s.io/delete-machine and lowers
+#     replicas, each write conditional; the real MachineSet controller removes
+#     exactly that Machine and makes no replacement.
+#   * scale from zero from the template (md-tpl): no cpu/memory
+#     annotations, the E2EMachineTemplate's status.capacity says them; 0 -> 2.
+#   * all Machines failing (md-bad: InsufficientCapacity stockout, a v1beta2
+#     condition only): fails within seconds naming the stockout; back to 0
+#     replicas, no Machine left.
+#   * some failing (md-part: the first Machine fails with QuotaExceeded, the
+#     others join): the request fails naming the quota error; the joined
+#     Machines and their Nodes are rolled back too, back to 0.
+#   * never joining (md-hold: Machines are provisioned, no Node ever
+#     registers): the provision timeout (1 min, the least provreqd takes) fails the request; back to 0,
+#     no Machine left.
+#   * kill -9 mid scale-up (md-k9: Machines take 10 s): provreqd is killed
+#     once replicas moved, restarted on its state DB; Provisioned with
+#     exactly 3 Machines ever created.
+#   * failover (md-fo): two leader-electing replicas, the leader killed with
+#     SIGKILL once replicas moved; the standby finishes the plan; Machines
+#     created beyond the 3 asked for are counted.
+#   * calls: management-cluster reads per provreqd pass (no check, a figure).
+# CAPI_REAL_PATHS (space-separated; default: all of them) picks paths for a
+# reduced run: broken ok delete tpl calls bad part hold k9 failover.
+# CAPI_REAL_WATCH=false makes the driver poll instead of watching (the
+# "before" figure of calls).
+#
 # Prints bench=capi_real_atomic_provisioned_s,
-# bench=capi_real_scale_from_zero_provisioned_s and
-# bench=capi_real_rollback_leftover_machines.
+# bench=capi_real_scale_from_zero_provisioned_s,
+# bench=capi_real_rollback_leftover_machines (md-bad, md-part and md-hold
+# together), bench=capi_real_failover_extra_machines,
+# bench=capi_real_kill9_extra_machines and bench=capi_real_mgmt_reads_per_pass.
 set -euo pipefail
 # shellcheck source=../testlib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
@@ -32,6 +64,8 @@ set -euo pipefail
 PR_DRIVER_SO="$PROVREQD_BUILDDIR/cloud/clusterapi/.libs/clusterapi.so"
 [[ -f "$PR_DRIVER_SO" ]] || t_fail "build first: $PR_DRIVER_SO is missing (make all)"
 [[ -x "$CAPI_DIR/bin/capi-manager" ]] || t_skip "capi-manager is not built (e2e/build-binaries.sh builds it)"
+paths=" ${CAPI_REAL_PATHS:-broken ok delete tpl calls bad part hold k9 failover} "
+want() { [[ "$paths" == *" $1 "* ]]; }
 
 capi_work=$(mktemp -d "${TMPDIR:-/tmp}/provreqd-e2e-capi.XXXXXX")
 # shellcheck disable=SC2317 # invoked by the trap
@@ -40,12 +74,17 @@ capi_exit() {
 	trap - EXIT
 	set +e
 	if ((rc != 0 && rc != 77)) && [[ -n "$CAPI_MGMT_KUBECONFIG" ]]; then
-		t_log "--- Cluster API objects"
+		t_log "--- Cluster API objects (management cluster)"
 		capi_k get -A machinedeployments,machinesets,machines 2>&1 | head -n 40
 		t_log "--- capi-manager log (last 40 lines)"
 		tail -n 40 "$capi_work/capi-manager.log" 2>/dev/null
 		t_log "--- infrastructure provider (last 30 lines)"
 		tail -n 30 "$capi_work/provider.log" 2>/dev/null
+		for f in "$PR_WORK"/replica-*.log; do
+			[[ -f "$f" ]] || continue
+			t_log "--- $(basename "$f") (last 30 lines)"
+			tail -n 30 "$f"
+		done
 	fi
 	(exit "$rc")
 	(pr_cleanup)
@@ -55,29 +94,31 @@ capi_exit() {
 }
 trap capi_exit EXIT
 
+workload_kc=$KUBECONFIG
 capi_real_up "$capi_work"
-export KUBECONFIG=$CAPI_MGMT_KUBECONFIG
 pr_init pr87
 trap capi_exit EXIT
 
-g_ok=$(t_unique capi-ok) g_bad=$(t_unique capi-bad) g_tpl=$(t_unique capi-tpl)
-PR_GROUPS+=("$g_ok" "$g_bad" "$g_tpl")
-capi_real_provider "$PR_NS" "$CAPI_MGMT_KUBECONFIG" "$capi_work/provider.log"
-capi_real_cluster "$PR_NS" c1 "$CAPI_MGMT_KUBECONFIG"
+g_ok=$(t_unique capi-ok) g_bad=$(t_unique capi-bad) g_tpl=$(t_unique capi-tpl) g_part=$(t_unique capi-part)
+g_hold=$(t_unique capi-hold) g_k9=$(t_unique capi-k9) g_fo=$(t_unique capi-fo)
+PR_GROUPS+=("$g_ok" "$g_bad" "$g_tpl" "$g_part" "$g_hold" "$g_k9" "$g_fo")
+capi_real_provider "$PR_NS" "$workload_kc" "$capi_work/provider.log"
+capi_real_cluster "$PR_NS" c1 "$workload_kc"
 
 cap=capacity.cluster-autoscaler.kubernetes.io
 # md NAME GROUP-LABEL [TEMPLATE-ANNOTATIONS [NO-CAPACITY-ANNOTATIONS]]: a
-# MachineDeployment sized 0..6 at 0 replicas whose Machines come from
-# E2EMachineTemplate NAME (4 CPUs, 8Gi, label provreqd.io/node-group=GROUP-LABEL);
-# with a 4th argument its only capacity annotation is the labels one (the
-# template's status.capacity says the rest).
+# MachineDeployment sized 0..6 at 0 replicas in the management cluster
+# whose Machines come from E2EMachineTemplate NAME (4 CPUs, 8Gi, label
+# provreqd.io/node-group=GROUP-LABEL); with a 4th argument its only
+# capacity annotation is the labels one (the template's status.capacity
+# says the rest).
 md() {
 	local capann="$cap/cpu: \"4\"
     $cap/memory: 8Gi
     $cap/maxPods: \"110\"
     "
 	[[ -n "${4:-}" ]] && capann=""
-	kubectl -n "$PR_NS" apply -f - >/dev/null <<EOF
+	capi_k -n "$PR_NS" apply -f - >/dev/null <<EOF
 apiVersion: infrastructure.e2e.provreqd.io/v1alpha1
 kind: E2EMachineTemplate
 metadata:
@@ -110,62 +151,250 @@ spec:
       infrastructureRef: {apiGroup: infrastructure.e2e.provreqd.io, kind: E2EMachineTemplate, name: $1}
 EOF
 }
-replicas() { kubectl -n "$PR_NS" get machinedeployment "$1" -o 'jsonpath={.spec.replicas}'; }
+replicas() { capi_k -n "$PR_NS" get machinedeployment "$1" -o 'jsonpath={.spec.replicas}'; }
+replicas_is() { [[ "$(replicas "$1")" == "$2" ]]; }
 # machines MD: the MachineDeployment's Machines, one "name node" line each.
 machines() {
-	kubectl -n "$PR_NS" get machines -l "cluster.x-k8s.io/deployment-name=$1" \
+	capi_k -n "$PR_NS" get machines -l "cluster.x-k8s.io/deployment-name=$1" \
 		-o 'jsonpath={range .items[*]}{.metadata.name} {.status.nodeRef.name}{"\n"}{end}'
 }
 nmachines() { machines "$1" | grep -c . || true; }
 nmachines_is() { [[ "$(nmachines "$1")" == "$2" ]]; }
+# watch_machines MD: record every Machine of MD ever created (from now).
+watch_machines() {
+	local pid
+	capi_k -n "$PR_NS" get machines -l "cluster.x-k8s.io/deployment-name=$1" --watch --output-watch-events \
+		--no-headers -o custom-columns=E:.type,N:.object.metadata.name >"$PR_WORK/machines-$1" 2>&1 &
+	pid=$!
+	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
+}
+machines_created() { awk '$1 == "ADDED" { print $2 }' "$PR_WORK/machines-$1" | sort -u | grep -c . || true; }
 ts() { date -d "$1" +%s; }
+prov_s() {
+	local created prov
+	created=$(kubectl get provreq -n "$PR_NS" "$1" -o jsonpath='{.metadata.creationTimestamp}')
+	prov=$(kubectl get provreq -n "$PR_NS" "$1" -o 'jsonpath={.status.conditions[?(@.type=="Provisioned")].lastTransitionTime}')
+	echo $(($(ts "$prov") - $(ts "$created")))
+}
 
 md md-ok "$g_ok"
 md md-bad "$g_bad" '"e2e.provreqd.io/fail": "InsufficientCapacity: no capacity left in zone e2e-a"'
 md md-tpl "$g_tpl" "" no-capacity-annotations
+md md-part "$g_part" '"e2e.provreqd.io/fail": "QuotaExceeded: vCPU quota of project e2e exhausted", "e2e.provreqd.io/fail-count": "1"'
+md md-hold "$g_hold" '"e2e.provreqd.io/hold": "true"'
+md md-k9 "$g_k9" '"e2e.provreqd.io/provision-delay": "10"'
+md md-fo "$g_fo" '"e2e.provreqd.io/provision-delay": "10"'
 t_wait 30 "the provider publishes md-tpl's template capacity" bash -c \
-	"[[ \$(kubectl -n $PR_NS get e2emachinetemplate md-tpl -o jsonpath='{.status.capacity.cpu}') == 4 ]]"
+	"[[ \$(kubectl --kubeconfig '$CAPI_MGMT_KUBECONFIG' -n $PR_NS get e2emachinetemplate md-tpl -o jsonpath='{.status.capacity.cpu}') == 4 ]]"
+out=$(kubectl -n "$PR_NS" get machinedeployments.cluster.x-k8s.io 2>&1 || true)
+[[ "$out" != *md-ok* ]] || t_fail "the workload cluster serves md-ok: $out"
+t_pass "the workload cluster holds no MachineDeployment (they are in the management cluster only)"
 
-printf 'namespace: %s\nversion: v1beta2\n' "$PR_NS" >"$PR_WORK/cloud.yaml"
-pr_start --provision-timeout 2m --scale-down=false
-pr_template w-ok 3 1Gi "$g_ok"
-pr_template w-bad 3 1Gi "$g_bad"
-pr_template w-tpl 3 1Gi "$g_tpl"
+flags=(--provision-timeout 1m --scale-down=false)
+mgmt_kc="$PR_WORK/mgmt/kubeconfig"
+printf 'namespace: %s\nversion: v1beta2\nmanagementKubeconfig: %s\nwatch: %s\n' "$PR_NS" "$mgmt_kc" \
+	"${CAPI_REAL_WATCH:-true}" >"$PR_WORK/cloud.yaml"
+for w in ok bad tpl part hold k9 fo; do
+	g=g_$w
+	pr_template "w-$w" 3 1Gi "${!g}"
+done
 
-# --- scale from zero: 0 -> 3 Machines made by the real MachineSet controller
-pr_request ok atomic-scale-up w-ok 3
-t_wait 120 "ok: Provisioned=True/CapacityIsProvisioned" pr_cond_is ok Provisioned True/CapacityIsProvisioned
-t_eq "md-ok grew to 3 replicas" 3 "$(replicas md-ok)"
-t_eq "3 Machines, each with a Node (status.nodeRef set by Cluster API)" 3 "$(machines md-ok | awk 'NF >= 2' | grep -c .)"
-t_eq "3 Ready Nodes" 3 "$(pr_ready "$g_ok")"
-created=$(kubectl get provreq -n "$PR_NS" ok -o jsonpath='{.metadata.creationTimestamp}')
-prov=$(kubectl get provreq -n "$PR_NS" ok -o 'jsonpath={.status.conditions[?(@.type=="Provisioned")].lastTransitionTime}')
-last_node=$(kubectl get nodes -l "$PR_GROUP_LABEL=$g_ok" -o 'jsonpath={range .items[*]}{.metadata.creationTimestamp}{"\n"}{end}' |
-	sort | tail -n 1)
-(($(ts "$prov") >= $(ts "$last_node"))) ||
-	t_fail "Provisioned at $prov, before the last Node registered at $last_node"
-t_pass "Provisioned ($prov) after the last Node registered ($last_node); created $created"
-echo "bench=capi_real_atomic_provisioned_s value=$(($(ts "$prov") - $(ts "$created")))"
+# --- a management kubeconfig that is not there yet
+if want broken; then
+	pr_start "${flags[@]}"
+	t_wait 20 "provreqd says the management kubeconfig cannot be used" \
+		grep -q "managementKubeconfig $mgmt_kc.*cannot be used" "$PR_WORK/provreqd.log"
+	pr_running || t_fail "provreqd exited over a missing management kubeconfig"
+	t_pass "provreqd keeps running (ready) without its management cluster"
+fi
+mkdir -p "$PR_WORK/mgmt"
+cp "$CAPI_MGMT_KUBECONFIG" "$mgmt_kc"
+pr_running || pr_start "${flags[@]}"
+
+# --- success, scale from zero: 0 -> 3 Machines made by the real MachineSet controller
+if want ok; then
+	watch_machines md-ok
+	pr_request ok atomic-scale-up w-ok 3
+	t_wait 120 "ok: Provisioned=True/CapacityIsProvisioned (the file appeared; no restart)" \
+		pr_cond_is ok Provisioned True/CapacityIsProvisioned
+	t_eq "md-ok grew to 3 replicas (management cluster)" 3 "$(replicas md-ok)"
+	t_eq "3 Machines, each with a Node (status.nodeRef set by Cluster API)" 3 "$(machines md-ok | awk 'NF >= 2' | grep -c .)"
+	t_eq "3 Ready Nodes in the workload cluster" 3 "$(pr_ready "$g_ok")"
+	t_eq "exactly 3 Machines were ever created" 3 "$(machines_created md-ok)"
+	prov=$(kubectl get provreq -n "$PR_NS" ok -o 'jsonpath={.status.conditions[?(@.type=="Provisioned")].lastTransitionTime}')
+	last_node=$(kubectl get nodes -l "$PR_GROUP_LABEL=$g_ok" -o 'jsonpath={range .items[*]}{.metadata.creationTimestamp}{"\n"}{end}' |
+		sort | tail -n 1)
+	(($(ts "$prov") >= $(ts "$last_node"))) ||
+		t_fail "Provisioned at $prov, before the last Node registered at $last_node"
+	t_pass "Provisioned ($prov) after the last Node registered ($last_node)"
+	node=$(machines md-ok | awk 'NF >= 2 { print $2; exit }')
+	t_eq "Cluster API annotated the workload Node with its Machine" "$PR_NS" \
+		"$(kubectl get node "$node" -o 'jsonpath={.metadata.annotations.cluster\.x-k8s\.io/cluster-namespace}')"
+	# Before a broken-kubeconfig start, this counts from the moment the file appeared.
+	echo "bench=capi_real_atomic_provisioned_s value=$(prov_s ok)"
+fi
+
+# --- deleting one chosen node: the driver marks its Machine and lowers
+# replicas in one conflict-checked step; the real MachineSet controller
+# must take exactly that Machine and make no replacement.
+ok_left=3
+if want ok && want delete; then
+	victim=$(machines md-ok | awk 'NF >= 2' | sort | sed -n 2p)
+	vm=${victim% *} vn=${victim#* }
+	[[ -n "$vm" && -n "$vn" ]] || t_fail "delete: no Machine with a Node in md-ok"
+	out=$("$PROVREQD_BUILDDIR/e2e/tools/driver-e2e" --kubeconfig "$KUBECONFIG" --driver "$PR_DRIVER_SO" \
+		--config "$PR_WORK/cloud.yaml" delete "MachineDeployment/$PR_NS/md-ok" "$vn" 2>&1) ||
+		t_fail "delete: the driver refused: $out"
+	t_eq "delete: md-ok lowered to 2 replicas" 2 "$(replicas md-ok)"
+	machine_gone() {
+		local o
+		o=$(capi_k -n "$PR_NS" get machine "$1" 2>&1) && return 1
+		[[ "$o" == *NotFound* || "$o" == *"not found"* ]]
+	}
+	t_wait 60 "delete: the MachineSet controller removed Machine $vm (node $vn)" machine_gone "$vm"
+	t_eq "delete: the other 2 Machines stay" 2 "$(nmachines md-ok)"
+	t_eq "delete: no replacement Machine was made" 3 "$(machines_created md-ok)"
+	t_wait 60 "delete: Node $vn left the workload cluster" k_gone node "$vn"
+	ok_left=2
+fi
 
 # --- scale from zero from the infrastructure template's status.capacity
-pr_request tpl atomic-scale-up w-tpl 2
-t_wait 120 "tpl: Provisioned=True/CapacityIsProvisioned" pr_cond_is tpl Provisioned True/CapacityIsProvisioned
-t_eq "md-tpl grew to 2 replicas" 2 "$(replicas md-tpl)"
-t_eq "2 Ready Nodes of md-tpl" 2 "$(pr_ready "$g_tpl")"
-created=$(kubectl get provreq -n "$PR_NS" tpl -o jsonpath='{.metadata.creationTimestamp}')
-prov=$(kubectl get provreq -n "$PR_NS" tpl -o 'jsonpath={.status.conditions[?(@.type=="Provisioned")].lastTransitionTime}')
-echo "bench=capi_real_scale_from_zero_provisioned_s value=$(($(ts "$prov") - $(ts "$created")))"
+if want tpl; then
+	pr_request tpl atomic-scale-up w-tpl 2
+	t_wait 120 "tpl: Provisioned=True/CapacityIsProvisioned" pr_cond_is tpl Provisioned True/CapacityIsProvisioned
+	t_eq "md-tpl grew to 2 replicas" 2 "$(replicas md-tpl)"
+	t_eq "2 Ready Nodes of md-tpl" 2 "$(pr_ready "$g_tpl")"
+	echo "bench=capi_real_scale_from_zero_provisioned_s value=$(prov_s tpl)"
+fi
 
-# --- every Machine fails with a stockout (v1beta2 condition only)
-pr_request bad atomic-scale-up w-bad 2 noRetry=true
+# --- what a pass costs the management cluster: LISTs of Cluster API kinds
+# and GETs of the infrastructure templates (from its apiserver's
+# apiserver_request_total; capi-manager lists only when it starts and the
+# provider's LISTs are of its own kinds, so these are the driver's) per
+# provreqd pass, over 22 s with 7 groups and no plan open, a check-capacity
+# request changed every 4 s to make passes. Every GET and LIST of those
+# kinds is printed as "calls:" lines.
+if want calls; then
+	# reads_by_resource: "verb resource count" lines of those reads.
+	reads_by_resource() {
+		capi_k get --raw /metrics | awk '/^apiserver_request_total\{/ &&
+			((/group="cluster.x-k8s.io"/ && /verb="(GET|LIST)"/) ||
+			 (/group="infrastructure.e2e.provreqd.io"/ && /verb="GET"/)) {
+				match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
+				match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
+				n[v ":" r] += $NF } END { for(k in n) print k, n[k] }' | sort
+	}
+	# What a polling driver reads at every pass: LISTs of the Cluster API
+	# kinds and GETs of the infrastructure templates. (GETs of Cluster API
+	# objects also come from capi-manager, which reads some objects past its
+	# cache after changes - a Cluster, say, which the driver never reads;
+	# they are shown, not counted.)
+	mgmt_reads() { reads_by_resource | awk '/^LIST:/ || /^GET:e2emachinetemplates / { s += $2 } END { printf "%d\n", s }'; }
+	passes() {
+		curl -fsS --max-time 2 "http://$PR_HTTP/metrics" |
+			awk '/^provreqd_reconcile_duration_seconds_count\{controller="provreq"\}/ { printf "%d\n", $NF }'
+	}
+	pr_request calls check-capacity w-ok 1
+	reads_by_resource >"$PR_WORK/reads0"
+	r0=$(mgmt_reads) p0=$(passes)
+	for i in 1 2 3 4 5; do
+		sleep 4 # a change of the request wakes a pass
+		kubectl -n "$PR_NS" annotate provreq calls --overwrite "e2e.provreqd.io/poke=$i" >/dev/null
+	done
+	sleep 2
+	r1=$(mgmt_reads) p1=$(passes)
+	reads_by_resource | awk 'NR == FNR { was[$1] = $2; next } $2 > was[$1] { printf "calls:   %s %d\n", $1, $2 - was[$1] }' \
+		"$PR_WORK/reads0" -
+	((p1 > p0)) || t_fail "calls: no provreqd pass in 22 s"
+	t_pass "calls: $((r1 - r0)) management-cluster LISTs and template GETs in $((p1 - p0)) passes"
+	echo "bench=capi_real_mgmt_reads_per_pass value=$(awk -v r=$((r1 - r0)) -v p=$((p1 - p0)) 'BEGIN { printf "%.1f", r / p }')"
+fi
+
+# --- failures, side by side: all failing, some failing, never joining
+leftover=0
 t0=$(date +%s)
-t_wait 90 "bad: Provisioned=False/ScaleUpFailed" pr_cond_is bad Provisioned False/ScaleUpFailed
-t_pass "bad: failed $(($(date +%s) - t0))s after the request (provision timeout is 120s)"
-msg=$(pr_msg bad Provisioned)
-t_contains "bad: the condition names the group" "MachineDeployment/$PR_NS/md-bad" "$msg"
-t_contains "bad: and the provider's stockout message" "no capacity left in zone e2e-a" "$msg"
-t_wait 90 "bad: md-bad back to 0 replicas" bash -c "[[ \$(kubectl -n $PR_NS get md md-bad -o jsonpath='{.spec.replicas}') == 0 ]]"
-t_wait 90 "bad: no Machine left" nmachines_is md-bad 0
-echo "bench=capi_real_rollback_leftover_machines value=$(nmachines md-bad)"
-t_eq "md-ok untouched" 3 "$(nmachines md-ok)"
+want bad && pr_request bad atomic-scale-up w-bad 2 noRetry=true
+if want part; then
+	pr_watch_nodes "$g_part"
+	watch_machines md-part
+	pr_request part atomic-scale-up w-part 3 noRetry=true
+fi
+want hold && pr_request hold atomic-scale-up w-hold 2 noRetry=true
+if want bad; then
+	t_wait 90 "bad: Provisioned=False/ScaleUpFailed" pr_cond_is bad Provisioned False/ScaleUpFailed
+	t_pass "bad: failed $(($(date +%s) - t0))s after the request (provision timeout is 60s)"
+	msg=$(pr_msg bad Provisioned)
+	t_contains "bad: the condition names the group" "MachineDeployment/$PR_NS/md-bad" "$msg"
+	t_contains "bad: and the provider's stockout message" "no capacity left in zone e2e-a" "$msg"
+fi
+if want part; then
+	t_wait 90 "part: Provisioned=False/ScaleUpFailed" pr_cond_is part Provisioned False/ScaleUpFailed
+	t_contains "part: the condition names the quota error" "vCPU quota of project e2e exhausted" "$(pr_msg part Provisioned)"
+	t_wait 30 "part: the other 2 Machines joined (2 Nodes registered)" bash -c "[[ \$(grep -c '^ADDED ' '$PR_WORK/watch-$g_part') == 2 ]]"
+fi
+if want hold; then
+	t_wait 120 "hold: Provisioned=False/ScaleUpFailed at the provision timeout" pr_cond_is hold Provisioned False/ScaleUpFailed
+	el=$(($(date +%s) - t0))
+	((el >= 55)) || t_fail "hold: failed after ${el}s, before the 60s provision timeout"
+	t_contains "hold: the condition says it timed out" "timeout after 60s" "$(pr_msg hold Provisioned)"
+	t_pass "hold: failed ${el}s after the request"
+fi
+for w in bad part hold; do
+	want "$w" || continue
+	t_wait 90 "$w: md-$w back to 0 replicas" replicas_is "md-$w" 0
+	t_wait 90 "$w: no Machine of md-$w left" nmachines_is "md-$w" 0
+	g=g_$w
+	t_wait 60 "$w: no Node of md-$w left in the workload cluster" pr_count_is "${!g}" 0
+	leftover=$((leftover + $(nmachines "md-$w")))
+done
+if want part; then
+	t_eq "part: 3 Machines were ever created, no replacement" 3 "$(machines_created md-part)"
+	for n in $(pr_created_names "$g_part"); do
+		pr_was_deleted "$g_part" "$n" || t_fail "part: Node $n of the partial scale-up was never deleted"
+	done
+	t_pass "part: both joined Nodes were rolled back"
+fi
+if want bad || want part || want hold; then
+	echo "bench=capi_real_rollback_leftover_machines value=$leftover"
+	want ok && t_eq "md-ok untouched" "$ok_left" "$(nmachines md-ok)"
+fi
+
+# --- kill -9 mid scale-up: the restarted provreqd finishes the plan it recorded
+if want k9; then
+	watch_machines md-k9
+	pr_request k9 atomic-scale-up w-k9 3
+	t_wait 30 "k9: the scale-up is under way (md-k9 at 3 replicas)" replicas_is md-k9 3
+	t_eq "k9: no Machine has a Node yet" 0 "$(machines md-k9 | awk 'NF >= 2' | grep -c . || true)"
+	pr_kill9
+	t_pass "k9: provreqd killed with SIGKILL mid scale-up"
+	pr_start "${flags[@]}"
+	t_wait 90 "k9: Provisioned=True/CapacityIsProvisioned after the restart" pr_cond_is k9 Provisioned True/CapacityIsProvisioned
+	t_eq "k9: md-k9 at 3 replicas" 3 "$(replicas md-k9)"
+	t_eq "k9: 3 Ready Nodes" 3 "$(pr_ready "$g_k9")"
+	echo "bench=capi_real_kill9_extra_machines value=$(($(machines_created md-k9) - 3))"
+	t_eq "k9: exactly 3 Machines were ever created" 3 "$(machines_created md-k9)"
+fi
+pr_stop
+
+# --- failover between two replicas mid scale-up
+if want failover; then
+	lease=$(t_unique lease87)
+	pr_on_exit "kubectl -n kube-system delete lease $lease --wait=false >/dev/null 2>&1"
+	pr_replica one "$lease" "${flags[@]}"
+	t_wait 30 "fo: replica one leads" pr_replica_leads one
+	pr_replica two "$lease" "${flags[@]}"
+	t_wait 30 "fo: replica two stands by" pr_replica_stands_by two
+	watch_machines md-fo
+	pr_request fo atomic-scale-up w-fo 3
+	t_wait 30 "fo: the scale-up is under way (md-fo at 3 replicas)" replicas_is md-fo 3
+	kill -9 "${PR_REPLICA_PID[one]}"
+	t_pass "fo: the leader was killed with SIGKILL mid scale-up"
+	t_wait 30 "fo: replica two takes the Lease" pr_replica_leads two
+	t_wait 120 "fo: Provisioned=True/CapacityIsProvisioned by the new leader" pr_cond_is fo Provisioned True/CapacityIsProvisioned
+	t_eq "fo: md-fo at 3 replicas" 3 "$(replicas md-fo)"
+	t_eq "fo: 3 Ready Nodes" 3 "$(pr_ready "$g_fo")"
+	echo "bench=capi_real_failover_extra_machines value=$(($(machines_created md-fo) - 3))"
+	t_eq "fo: exactly 3 Machines were ever created" 3 "$(machines_created md-fo)"
+	kill "${PR_REPLICA_PID[two]}" 2>/dev/null || true
+fi
 t_done

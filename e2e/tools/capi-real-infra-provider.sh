@@ -20,8 +20,9 @@
 #     provisioning delay has passed since its creation (template annotation
 #     e2e.provreqd.io/provision-delay, default $CAPI_E2E_DELAY or 2 s):
 #       - when the template carries e2e.provreqd.io/fail: "REASON: MESSAGE"
-#         (and fewer than e2e.provreqd.io/fail-count of its machines failed,
-#         when that is set): the machine fails, Ready condition False with
+#         (and, when e2e.provreqd.io/fail-count is set, fewer than that many
+#         of its machines failed, counting those decided before it - oldest
+#         first - in the same pass): the machine fails, Ready condition False with
 #         that reason and message (InsufficientCapacity is a stockout,
 #         QuotaExceeded a quota error), it is never provisioned;
 #       - else it creates the kwok Node NAME (shape of the template: cpu,
@@ -74,10 +75,17 @@ plan() {
 	    elif (now - ($m.metadata.creationTimestamp | t)) < (($tp | ann("e2e.provreqd.io/provision-delay")) as $d |
 	          if $d == "" then $dd else ($d | tonumber) end) then empty
 	    else
-	      ($ms | map(select((.status.failed // false) and ann("cluster.x-k8s.io/cloned-from-name") ==
-	             ($m | ann("cluster.x-k8s.io/cloned-from-name")))) | length) as $nfailed |
+	      ($m | ann("cluster.x-k8s.io/cloned-from-name")) as $tn |
+	      ($ms | map(select((.status.failed // false) and ann("cluster.x-k8s.io/cloned-from-name") == $tn)) |
+	        length) as $nfailed |
+	      # Machines of the template still undecided that come before this
+	      # one: decided in this same pass, they count against fail-count too.
+	      ($ms | map(select(ann("cluster.x-k8s.io/cloned-from-name") == $tn and (.spec.providerID // "") == "" and
+	        (.status.failed // false) == false and .metadata.deletionTimestamp == null and
+	        ([.metadata.creationTimestamp, .metadata.name] < [$m.metadata.creationTimestamp, $m.metadata.name]))) |
+	        length) as $rank |
 	      ($tp | ann("e2e.provreqd.io/fail")) as $fail | ($tp | ann("e2e.provreqd.io/fail-count")) as $fc |
-	      if $fail != "" and ($fc == "" or $nfailed < ($fc | tonumber)) then ["fail", $m.metadata.name, $fail]
+	      if $fail != "" and ($fc == "" or $nfailed + $rank < ($fc | tonumber)) then ["fail", $m.metadata.name, $fail]
 	      else ["provision", $m.metadata.name, (if ($tp | ann("e2e.provreqd.io/hold")) != "" then "hold" else "join" end),
 	            ({cap: ($tp | capacity), labels: ($tp | shape | .labels // {}),
 	              taints: ($tp | shape | .taints // [])} | tojson)]

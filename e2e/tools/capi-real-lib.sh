@@ -65,17 +65,35 @@ capi_real_up() {
 	capi_k apply --server-side -f "$PROVREQD_SRCDIR/e2e/crds/capi-real-e2e-provider.yaml" >/dev/null
 	capi_k wait --for=condition=Established crd --all --timeout=60s >/dev/null
 	capi_real_cert "$dir/webhook-certs"
-	wport=$(pr_free_port)
-	hport=$(pr_free_port)
-	dport=$(pr_free_port)
-	KUBECONFIG=$CAPI_MGMT_KUBECONFIG "$CAPI_DIR/bin/capi-manager" --webhook-port "$wport" \
-		--webhook-cert-dir "$dir/webhook-certs" --health-addr "127.0.0.1:$hport" \
-		--diagnostics-address "127.0.0.1:$dport" --insecure-diagnostics \
-		--leader-elect=false --v=2 >"$dir/capi-manager.log" 2>&1 &
-	CAPI_MANAGER_PID=$!
-	t_wait 90 "capi-manager is ready" curl -fsS --max-time 2 "http://127.0.0.1:$hport/readyz"
+	# A free port may be taken by someone else before the manager binds it
+	# (other runs share the machine): start again on new ports then.
+	local try
+	for try in 1 2 3; do
+		wport=$(pr_free_port)
+		hport=$(pr_free_port)
+		dport=$(pr_free_port)
+		KUBECONFIG=$CAPI_MGMT_KUBECONFIG "$CAPI_DIR/bin/capi-manager" --webhook-port "$wport" \
+			--webhook-cert-dir "$dir/webhook-certs" --health-addr "127.0.0.1:$hport" \
+			--diagnostics-address "127.0.0.1:$dport" --insecure-diagnostics \
+			--leader-elect=false --v=2 >"$dir/capi-manager.log" 2>&1 &
+		CAPI_MANAGER_PID=$!
+		t_wait 90 "capi-manager is ready" capi_real_manager_ready "$hport"
+		kill -0 "$CAPI_MANAGER_PID" 2>/dev/null && break
+		wait "$CAPI_MANAGER_PID" 2>/dev/null
+		CAPI_MANAGER_PID=""
+		grep -q "address already in use" "$dir/capi-manager.log" ||
+			t_fail "capi-manager exited: $(tail -n 5 "$dir/capi-manager.log")"
+		t_log "capi-manager lost a port to another process (attempt $try); new ports"
+	done
+	[[ -n "$CAPI_MANAGER_PID" ]] || t_fail "capi-manager could not bind its ports in 3 attempts"
 	capi_real_webhooks "$wport" "$dir/webhook-certs/tls.crt" | capi_k apply -f - >/dev/null
 	t_pass "real Cluster API $CAPI_VERSION: CRDs, webhooks on 127.0.0.1:$wport, core manager (pid $CAPI_MANAGER_PID)"
+}
+
+# Ready, or exited (then capi_real_up looks at why).
+capi_real_manager_ready() {
+	kill -0 "$CAPI_MANAGER_PID" 2>/dev/null || return 0
+	curl -fsS --max-time 2 "http://127.0.0.1:$1/readyz"
 }
 
 capi_real_down() {

@@ -82,7 +82,7 @@ pr_cleanup() {
 pr_on_exit() { PR_EXIT_HOOKS+=("$1"); }
 
 # pr_replica NAME LEASE [FLAGS...]: a leader-electing provreqd replica
-# with the kwok driver and $PR_WORK/cloud.yaml, its own state DB and log
+# with the driver $PR_DRIVER_SO (default kwok) and $PR_WORK/cloud.yaml, its own state DB and log
 # ($PR_WORK/replica-NAME.log), on Lease LEASE (4 s / 3 s / 1 s) in
 # kube-system. Its pid and metrics address go to PR_REPLICA_PID[NAME] and
 # PR_REPLICA_HTTP[NAME]; it is continued (if stopped) and killed on exit.
@@ -92,7 +92,7 @@ pr_replica() {
 	shift 2
 	PR_REPLICA_HTTP[$r]="127.0.0.1:$(pr_free_port)"
 	POD_NAME="provreqd-$r" "$PR_BIN" run --kubeconfig "$KUBECONFIG" --state-db "$PR_WORK/state-$r.db" \
-		--http-addr "${PR_REPLICA_HTTP[$r]}" --cloud-driver "$PR_KWOK_SO" --cloud-config "$PR_WORK/cloud.yaml" \
+		--http-addr "${PR_REPLICA_HTTP[$r]}" --cloud-driver "${PR_DRIVER_SO:-$PR_KWOK_SO}" --cloud-config "$PR_WORK/cloud.yaml" \
 		--lease-namespace kube-system --lease-name "$lease" --lease-duration 4s --lease-renew-deadline 3s \
 		--lease-retry-period 1s "$@" >>"$PR_WORK/replica-$r.log" 2>&1 &
 	PR_REPLICA_PID[$r]=$!

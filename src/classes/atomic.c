@@ -28,6 +28,7 @@
  * While a plan is open, the nodes it has made are reserved for its request
  * in every other simulation of the pass. */
 #include "classes/atomic_int.h"
+#include "classes/nap.h"
 #include "util/hmap.h"
 #include "classes/details.h"
 #include "ops/log.h"
@@ -335,6 +336,23 @@ static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, con
 static bool roll_back_all(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 {
 	size_t i, closed = 0;
+	/* The API says rolling-back before anything is deleted. A rollback
+	 * whose status was not written (a crash, a 409, a fence) left the API
+	 * saying "increasing" while the cloud had deleted the plan's
+	 * instances; a new leader adopting the plan from the status then
+	 * found none of them and asked the cloud again: one plan, made twice
+	 * (DST mixed seed 21041). No write when the API says so already. */
+	if(req && !req->terminal) {
+		prd_err e;
+		h->set_detail(h->ctx, PR_DETAIL_PHASE, state_phase_name(STATE_PHASE_ROLLING_BACK));
+		if(!h->may_act(h->ctx) || h->write_now(h->ctx, &e)) {
+			log_warn("rollback waits: the request's status could not say rolling-back", "request",
+				 req->pr->meta.name, "plan", p->n ? p->v[0].plan_id : "?", "error",
+				 h->may_act(h->ctx) ? e.msg : "fenced");
+			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+			return false;
+		}
+	}
 	for(i = 0; i < p->n; i++) {
 		if(state_phase_is_terminal(p->v[i].phase) ||
 		   at_roll_back_step(h, req, at_find_group(h, p->v[i].node_group), &p->v[i])) {
@@ -1009,6 +1027,17 @@ static void call_cloud(const pr_class_host *h, const pr_class_req *req, at_plan 
 	h->wake_at(h->ctx, p->v[0].deadline_ns);
 }
 
+/* Record the groups the plan creates (node auto-provisioning). */
+static int record_new_groups(const pr_class_host *h, const at_choice *ch, const at_plan *p, prd_err *e)
+{
+	size_t i;
+	int rc = 0;
+	for(i = 0; i < ch->n && i < p->n && !rc; i++)
+		if(ch->parts[i].g->nap_new)
+			rc = nap_record(h, ch->parts[i].g, p->v[i].plan_id, e);
+	return rc;
+}
+
 static void start(const pr_class_host *h, const pr_class_req *req)
 {
 	at_choice ch;
@@ -1023,6 +1052,12 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 		h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, "cannot record the scale-up plan: no state store");
 		return;
 	}
+	/* Cluster-wide limits, before anything is written or asked. */
+	if(!nap_within_limits(h, &ch, msg, sizeof(msg))) {
+		metrics_counter_add(M_SCALEUPS, METRICS_L(ch.parts[0].g->id, "limit_refused"), 1);
+		h->not_provisioned(h->ctx, PR_R_NOT_FOUND, msg);
+		return;
+	}
 	/* What each group has before the call decides which instances are
 	 * the plan's: no listing, no call. */
 	for(i = 0; i < ch.n; i++)
@@ -1033,8 +1068,9 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 			return;
 		}
 	memset(&p, 0, sizeof(p));
-	/* Write-ahead, locally and then in the API, before the cloud. */
-	if(begin_plan(h, req, &ch, &p, &e)) {
+	/* Write-ahead, locally and then in the API, before the cloud; a
+	 * group the plan creates is recorded with it. */
+	if(begin_plan(h, req, &ch, &p, &e) || record_new_groups(h, &ch, &p, &e)) {
 		for(i = 0; i < p.n; i++)
 			at_intent_close(h, p.v[i].plan_id, STATE_PHASE_ROLLED_BACK, "not recorded", NULL);
 		snprintf(msg, sizeof(msg), "cannot record the scale-up plan: %s", e.msg);
@@ -1047,6 +1083,14 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 	snprintf(msg, sizeof(msg), "scaling node group%s %s node%s for %lld pods%s%s", p.n > 1 ? "s" : "", gw,
 		 p.n == 1 && p.v[0].delta == 1 ? "" : "s", (long long)ch.remaining,
 		 ch.podset_groups ? "; podSet:group=pods " : "", ch.podset_groups ? ch.podset_groups : "");
+	for(i = 0; i < ch.n; i++)
+		if(ch.parts[i].g->nap_new) {
+			char nw[300];
+			size_t ml = strlen(msg);
+			nap_words(ch.parts[i].g, nw, sizeof(nw));
+			snprintf(msg + ml, sizeof(msg) - ml, "; %s (auto-provisioned)", nw);
+			h->set_detail(h->ctx, PR_DETAIL_NAP_GROUP, nw);
+		}
 	h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, msg);
 	at_put_details(h, &p, STATE_PHASE_INCREASING);
 	if(ch.podset_groups)
@@ -1154,16 +1198,32 @@ static bool unadopted_plan(const pr_class_host *h, const pr_class_req *req)
 /* The status of an open plan says which term carries it now: the term
  * that made it, or the one that took it over since (so a replica that
  * ended the plan in an older term learns from the API that another leader
- * carried it on: reopen_carried_on). */
-static void claim_term(const pr_class_host *h, const pr_class_req *req)
+ * carried it on: reopen_carried_on). Written before this term acts on the
+ * plan: a leader that adopted a plan, called the cloud for it and died
+ * before its deferred write left the API naming the old term, and the old
+ * leader, back in a newer term with the plan closed in its store ("the
+ * target moved"), wrote it rolled back over the instances the other had
+ * made (DST mixed seed 23624, (ii)). False: not written; act on the plan
+ * no further this pass. */
+static bool claim_term(const pr_class_host *h, const pr_class_req *req)
 {
 	char *was;
+	bool ok = true;
 	if(req->terminal || !h->term || !h->term[0])
-		return;
+		return true;
 	was = pr_details_get(req->pr, PR_DETAIL_TERM);
-	if(!was || strcmp(was, h->term))
+	if(!was || strcmp(was, h->term)) {
+		prd_err e;
 		h->set_detail(h->ctx, PR_DETAIL_TERM, h->term);
+		if(!h->may_act(h->ctx) || h->write_now(h->ctx, &e)) {
+			log_warn("a scale-up plan waits: the request's status could not name this leader's term",
+				 "request", req->pr->meta.name, "error", h->may_act(h->ctx) ? e.msg : "fenced");
+			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+			ok = false;
+		}
+	}
 	free(was);
+	return ok;
 }
 
 static void atomic_decide(const pr_class_module *m, const pr_class_host *h, const pr_class_req *req)
@@ -1174,7 +1234,10 @@ static void atomic_decide(const pr_class_module *m, const pr_class_host *h, cons
 		return;
 	if(at_plan_open(h, req->pr->meta.uid, &p)) {
 		bool again;
-		claim_term(h, req);
+		if(!claim_term(h, req)) {
+			at_plan_free(&p);
+			return;
+		}
 		again = progress(h, req, &p);
 		at_plan_free(&p);
 		if(again)
@@ -1218,6 +1281,8 @@ static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, co
 	 * ended; a minute is plenty, and an instance being made by a
 	 * rollback's own deletes is never looked at. */
 	at_sweep_late(h, AT_SWEEP_EVERY_NS, AT_SWEEP_GRACE_NS);
+	/* Empty auto-provisioned groups go. */
+	nap_sweep(h);
 }
 
 static const char *const atomic_aliases[] = { "atomic-scale-up.kubernetes.io", NULL };

@@ -9,6 +9,7 @@
  * (so podSets sharing a group pack together), and the split is taken only
  * if every pod is placed within every limit. */
 #include "classes/atomic_int.h"
+#include "classes/nap.h"
 #include "sched/estimator.h"
 #include "util/buf.h"
 
@@ -25,6 +26,10 @@ static void fill_option(sched_option *o, const pr_class_group *g, const sched_po
 	memset(o, 0, sizeof(*o));
 	o->group_id = g->id;
 	o->fits_all = true;
+	if(g->nap_new && g->nap_new->has_price) {
+		o->has_price = true;
+		o->price_micros = g->nap_new->price_micros;
+	}
 	o->node_count = est->new_nodes;
 	o->pods = est->place.placed;
 	for(k = 0; k < g->tmpl.n_allocatable; k++) {
@@ -80,19 +85,20 @@ static const char *limit_words(sched_est_limit l)
 					     : " on its template node";
 }
 
-/* One group for everything: the classic atomic choice. */
-static bool choose_one(const pr_class_host *h, const sched_podset *rest, size_t n, at_choice *out, char *why,
-		       size_t whylen)
+/* One group of `groups` for everything: the classic atomic choice (the
+ * existing groups, or the new ones auto-provisioning offers). */
+static bool choose_one(const pr_class_host *h, pr_class_group *groups, size_t ngroups, const sched_podset *rest,
+		       size_t n, at_choice *out, char *why, size_t whylen)
 {
-	sched_option *opts = arena_array(h->ar, h->ngroups + 1, sizeof(*opts));
-	size_t *gidx = arena_array(h->ar, h->ngroups + 1, sizeof(*gidx));
+	sched_option *opts = arena_array(h->ar, ngroups + 1, sizeof(*opts));
+	size_t *gidx = arena_array(h->ar, ngroups + 1, sizeof(*gidx));
 	size_t nopt = 0, i, best, wl = 0;
 	prd_err e;
 	(void)whylen;
 	if(!opts || !gidx)
 		return false;
-	for(i = 0; i < h->ngroups; i++) {
-		pr_class_group *g = &h->groups[i];
+	for(i = 0; i < ngroups; i++) {
+		pr_class_group *g = &groups[i];
 		sched_est_result est;
 		if(!usable(h, g)) {
 			wl += (size_t)snprintf(why + wl, wl < whylen ? whylen - wl : 0, "%s%s: %s", wl ? "; " : "", g->id,
@@ -120,7 +126,7 @@ static bool choose_one(const pr_class_host *h, const sched_podset *rest, size_t 
 	out->parts = arena_array(h->ar, 1, sizeof(*out->parts));
 	if(!out->parts)
 		return false;
-	out->parts[0].g = &h->groups[gidx[best]];
+	out->parts[0].g = &groups[gidx[best]];
 	out->parts[0].delta = opts[best].node_count;
 	out->n = 1;
 	return true;
@@ -253,7 +259,9 @@ int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
 	sched_snapshot *snap;
 	sched_place_result existing;
 	sched_podset *rest = arena_array(h->ar, req->nsets + 1, sizeof(*rest));
-	char why[1024] = "", why2[300] = "", msg[1600];
+	char why[1024] = "", why2[300] = "", why3[1024] = "", msg[2600];
+	pr_class_group *cands = NULL;
+	size_t ncands = 0;
 	int64_t remaining = 0;
 	size_t i;
 	bool ok;
@@ -289,14 +297,25 @@ int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
 	}
 	/* Estimates run with the existing placement in place: the pods that
 	 * fit there take that room. */
-	ok = choose_one(h, rest, req->nsets, out, why, sizeof(why)) ||
+	ok = choose_one(h, h->groups, h->ngroups, rest, req->nsets, out, why, sizeof(why)) ||
 	     choose_split(h, rest, req->nsets, out, why2, sizeof(why2));
+	if(!ok) {
+		/* No group can: a new one of a shape the cloud offers. */
+		nap_candidates(h, req->pr->meta.uid, rest, req->nsets, &cands, &ncands, why3, sizeof(why3));
+		if(ncands) {
+			size_t wl = strlen(why3);
+			snprintf(why3 + wl, sizeof(why3) - wl, "%sauto-provisioning: ", wl ? "; " : "");
+			wl = strlen(why3);
+			ok = choose_one(h, cands, ncands, rest, req->nsets, out, why3 + wl, sizeof(why3) - wl);
+		}
+	}
 	sched_snapshot_revert(snap);
 	sched_place_result_free(&existing);
 	if(!ok) {
 		snprintf(msg, sizeof(msg), "no node group can provide all %lld pods that do not fit existing nodes, alone "
-			 "or split across groups%s%s%s%s", (long long)remaining,
-			 h->ngroups ? ": " : " (no node groups are configured)", why, why2[0] ? "; " : "", why2);
+			 "or split across groups%s%s%s%s%s%s", (long long)remaining,
+			 h->ngroups ? ": " : " (no node groups are configured)", why, why2[0] ? "; " : "", why2,
+			 why3[0] ? "; " : "", why3);
 		h->not_provisioned(h->ctx, PR_R_NOT_FOUND, msg);
 		return 0;
 	}

@@ -3,6 +3,7 @@
  * from there), and the steps of a rollback. See atomic.c for the life of a
  * plan. */
 #include "classes/atomic_int.h"
+#include "classes/nap.h"
 #include "classes/details.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
@@ -23,14 +24,6 @@
 #define PREFIX_LEN 3
 #define HASH_CHARS 8
 
-pr_class_group *at_find_group(const pr_class_host *h, const char *id)
-{
-	size_t i;
-	for(i = 0; i < h->ngroups; i++)
-		if(!strcmp(h->groups[i].id, id))
-			return &h->groups[i];
-	return NULL;
-}
 
 void at_plan_base(const char *id, char *out, size_t len)
 {
@@ -100,12 +93,14 @@ void at_kept_free(void *p)
  * out and may ask for again. */
 typedef struct at_pass {
 	hmap views; /* plan id -> at_view_memo (arena) */
+	hmap nap;   /* group id -> a group a plan creates (arena; at_find_group) */
 	bool version_seen; /* the store's intent version was compared this pass */
 } at_pass;
 
 static void pass_free(void *p)
 {
 	hmap_free(&((at_pass *)p)->views);
+	hmap_free(&((at_pass *)p)->nap);
 }
 
 /* The pass's slot, made on its first call in a pass; that call also
@@ -121,6 +116,7 @@ static at_pass *pass_of(const pr_class_host *h)
 	if(!(p = arena_alloc(h->ar, sizeof(*p))))
 		return NULL;
 	hmap_init(&p->views, NULL);
+	hmap_init(&p->nap, NULL);
 	p->version_seen = false;
 	if(arena_defer(h->ar, pass_free, p))
 		return NULL;
@@ -131,6 +127,25 @@ static at_pass *pass_of(const pr_class_host *h)
 	}
 	*h->pass_data = p;
 	return p;
+}
+
+pr_class_group *at_find_group(const pr_class_host *h, const char *id)
+{
+	size_t i;
+	at_pass *p;
+	pr_class_group *g;
+	for(i = 0; i < h->ngroups; i++)
+		if(!strcmp(h->groups[i].id, id))
+			return &h->groups[i];
+	/* A group a plan creates (node auto-provisioning) that the cloud
+	 * does not list yet: the same object for the whole pass. */
+	p = pass_of(h);
+	if(p && (g = hmap_get(&p->nap, id)))
+		return g;
+	g = nap_pending_group(h, id);
+	if(g && p)
+		hmap_put(&p->nap, g->id, g);
+	return g;
 }
 
 static void kview_free(void *p);
@@ -934,6 +949,9 @@ int at_increase(pr_class_group *g, const state_intent *in, int32_t delta, int32_
 	const prd_cloud_driver *api = g->drv->api;
 	int rc;
 	memset(de, 0, sizeof(*de));
+	/* A group the plan creates first (node auto-provisioning). */
+	if(g->nap_new && (rc = nap_create(g, de)))
+		return rc;
 	if(CLOUD_DRIVER_HAS(api, increase) && api->increase) {
 		char token[AT_OWNER_MAX];
 		prd_cloud_increase rq;

@@ -24,6 +24,7 @@
 
 #include "driver/loader.h"
 #include "kube/objects.h"
+#include "ops/reslimit.h"
 #include "sched/expander.h"
 #include "sched/place.h"
 #include "state/state.h"
@@ -70,6 +71,12 @@ typedef struct pr_class_group {
 	pr_class_inst *inst;
 	size_t ninst;
 	unsigned list_seq;        /* moves whenever the listing is forgotten */
+	/* Node auto-provisioning (ABI 1.5, classes/nap.c): the token the
+	 * group was created with when a driver's create_group made it (NULL
+	 * for other groups), and, for a group a plan is to create and the
+	 * cloud does not list yet, what to create (NULL otherwise). */
+	char *nap_owner;
+	struct nap_new *nap_new;
 } pr_class_group;
 
 /* A plan's owner token (ABI 1.3 prd_cloud_increase.owner): its intent id
@@ -111,6 +118,13 @@ typedef struct pr_class_limits {
 	int64_t provision_timeout_ns;
 	int64_t max_nodes_total;        /* 0 = no limit */
 	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
+	/* Node auto-provisioning (classes/nap.c). */
+	bool nap;                       /* create groups of the drivers' shapes */
+	int64_t nap_max_groups;         /* auto-provisioned groups at most */
+	int64_t scale_down_idle_ns;     /* an empty auto-provisioned group goes after this */
+	/* Cluster-wide totals over every node (--cores-total, ...); borrowed. */
+	const cfg_res_limit *res_limits;
+	size_t nres_limits;
 } pr_class_limits;
 
 /* What Node a name refers to in this pass. */
@@ -175,6 +189,11 @@ typedef struct pr_class_host {
 	pr_class_group *groups;         /* node groups of every loaded driver */
 	size_t ngroups;
 	int64_t cluster_nodes;          /* Node objects in the cluster */
+	/* Per limits->res_limits entry: that resource's capacity summed over
+	 * every Node of the cluster this pass (whoever made it). */
+	const int64_t *res_totals;
+	/* Every loaded driver (node auto-provisioning asks them for shapes). */
+	const cloud_drivers *drivers;
 	/* Every loaded driver listed its node groups this pass: a group none
 	 * of them lists is served by no driver here (not merely unlisted). */
 	bool groups_complete;
@@ -220,6 +239,10 @@ typedef struct pr_class_host {
 				    void *ud);
 	/* fn(ud, name) for every Node created at or after wall time t. */
 	void (*nodes_since)(pr_class_ctx *ctx, int64_t t, void (*fn)(void *ud, const char *node), void *ud);
+	/* A Node (JSON, borrowed for the call) as the simulator sees it, in
+	 * the pass arena: what node auto-provisioning makes of a shape. 0 or
+	 * an error saying what is wrong with it. */
+	int (*node_spec)(pr_class_ctx *ctx, json_object *node, sched_node_spec *out, prd_err *err);
 	/* A PodTemplate's `template` of the request's namespace (borrowed),
 	 * or NULL. */
 	json_object *(*template_json)(pr_class_ctx *ctx, const char *name);

@@ -128,6 +128,11 @@ int pr_group_refresh_target(pr_class_group *g, prd_err *err)
 	int rc;
 	if(!g->target_stale)
 		return 0;
+	if(g->nap_new) {
+		/* Not created yet: empty, whatever was asked. */
+		g->target_stale = false;
+		return 0;
+	}
 	memset(&de, 0, sizeof(de));
 	rc = g->drv->api->node_groups(g->drv->state, &v, &n, &de);
 	if(rc) {
@@ -171,6 +176,11 @@ static int group_list(pr_class_group *g, prd_err *err)
 	prd_cloud_error de;
 	size_t n = 0;
 	int rc;
+	if(g->nap_new) {
+		/* Not created yet (node auto-provisioning): no instances. */
+		g->listed = true;
+		return 0;
+	}
 	memset(&de, 0, sizeof(de));
 	rc = g->drv->api->instances(g->drv->state, g->id, &v, &n, &de);
 	if(rc) {

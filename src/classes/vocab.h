@@ -39,6 +39,14 @@
 #define PR_R_SCALE_UP_RESUMED "ScaleUpResumed"         /* an interrupted increase continued */
 #define PR_R_PLAN_REFUSED "ScaleUpPlanRefused"         /* a plan in the status failed validation */
 #define PR_R_WAITING_TEMPLATES "PodTemplatesNotFound"
+/* A request naming a ProvisioningClass (classes/pclass.h) it may not use:
+ * the object is malformed or names a class nobody here serves, or the
+ * request's namespace is not among its allowedNamespaces. */
+#define PR_R_PCLASS_INVALID "InvalidProvisioningClass"
+#define PR_R_NS_NOT_ALLOWED "NamespaceNotAllowed"
+/* The namespace's ResourceQuotas (Capsule pool claims among them) would not
+ * admit the request's pods: nothing is booked or bought (classes/quota.h). */
+#define PR_R_QUOTA_EXCEEDED "QuotaExceeded"
 
 /* provisioningClassDetails keys of an atomic scale-up in progress: the
  * plan, so another replica can adopt it after a failover. */
@@ -53,6 +61,8 @@
 #define PR_DETAIL_PROGRESS "nodesProgress"
 /* A plan split across groups: "podSet:group=pods,..." */
 #define PR_DETAIL_PODSET_GROUPS "podSetNodeGroups"
+/* The node group a plan auto-provisioned for the request. */
+#define PR_DETAIL_NAP_GROUP "autoProvisionedNodeGroup"
 /* The leader term (lease holder and leaseTransitions) that made the plan. */
 #define PR_DETAIL_TERM "provreqd.io/leader-term"
 /* What a Provisioned request booked, per podSet and node, so a replica
@@ -68,5 +78,18 @@
 /* The node-group backoff a failed scale-up caused: "group until-ns
  * failures", so a new leader does not retry the group early. */
 #define PR_DETAIL_GROUP_BACKOFF "provreqd.io/node-group-backoff"
+/* The one topology domain the request's gang was placed in ("LABEL=VALUE"),
+ * for a request whose PodTemplates carry Kueue's podset topology
+ * annotations (src/provreq/topology_use.c). */
+#define PR_DETAIL_TOPOLOGY "topologyDomain"
+/* ... and VALUE alone, for Kueue's podSetUpdates (a nodeSelector's value
+ * valueFromProvisioningClassDetail). */
+#define PR_DETAIL_TOPOLOGY_VALUE "topologyDomainValue"
+#define PR_ANN_REQUIRED_TOPOLOGY "kueue.x-k8s.io/podset-required-topology"
+#define PR_ANN_PREFERRED_TOPOLOGY "kueue.x-k8s.io/podset-preferred-topology"
+/* A request served through a ProvisioningClass: the object's name and the
+ * parameters in effect (a JSON object, keys in order). */
+#define PR_DETAIL_PCLASS "provisioningClass"
+#define PR_DETAIL_EFFECTIVE_PARAMS "effectiveParameters"
 
 #endif

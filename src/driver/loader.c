@@ -126,6 +126,18 @@ static int check_api(const char *path, const prd_cloud_driver *a, prd_err *err)
 				   "cloud driver %s (%s): claims PRD_CLOUD_CAP_FENCE without increase, fence, "
 				   "decrease and delete_fenced (ABI 1.4)",
 				   path, a->name ? a->name : "?");
+	if(CLOUD_DRIVER_HAS(a, group_owner)) {
+		int some = !!a->shapes + !!a->release_shapes + !!a->create_group + !!a->delete_group + !!a->group_owner;
+		if(some && some < 5)
+			return prd_err_set(err, PRD_EINVAL,
+					   "cloud driver %s (%s): node auto-provisioning needs all of shapes, "
+					   "release_shapes, create_group, delete_group and group_owner (ABI 1.5), or none",
+					   path, a->name ? a->name : "?");
+		if(some && a->shape_size && a->shape_size < sizeof(prd_cloud_shape))
+			return prd_err_set(err, PRD_EINVAL,
+					   "cloud driver %s (%s): shape_size %u is smaller than prd_cloud_shape (%zu)",
+					   path, a->name ? a->name : "?", a->shape_size, sizeof(prd_cloud_shape));
+	}
 	miss = missing_function(a);
 	if(miss)
 		return prd_err_set(err, PRD_EINVAL, "cloud driver %s (%s): required function %s is missing",

@@ -66,6 +66,23 @@ static inline uint64_t cloud_driver_caps(const prd_cloud_driver *api)
 	return CLOUD_DRIVER_HAS(api, capabilities) ? api->capabilities : 0;
 }
 
+/* ABI 1.5: does the driver auto-provision node groups (shapes,
+ * create_group, delete_group and group_owner)? The loader refuses a
+ * driver that sets only some of them. */
+static inline bool cloud_driver_naps(const prd_cloud_driver *api)
+{
+	return CLOUD_DRIVER_HAS(api, group_owner) && api->shapes && api->release_shapes && api->create_group &&
+	       api->delete_group && api->group_owner;
+}
+
+/* The i-th shape of an array shapes() returned (stride shape_size, or
+ * this header's size when a driver table made in process leaves it 0). */
+static inline const prd_cloud_shape *cloud_shape_at(const prd_cloud_driver *api, const prd_cloud_shape *v, size_t i)
+{
+	size_t stride = api->shape_size ? api->shape_size : sizeof(prd_cloud_shape);
+	return (const prd_cloud_shape *)(const void *)((const char *)v + i * stride);
+}
+
 void cloud_drivers_init(cloud_drivers *set);
 /* Call every driver's fini, dlclose them and free the set's memory. */
 void cloud_drivers_free(cloud_drivers *set);

@@ -107,6 +107,36 @@ void kube__free_draobj(kube_intern *in, kube_meta *m)
 	free(d);
 }
 
+/* ------------------------------------------------------ ProvisioningClass */
+
+int kube__decode_provclass(kube__dctx *c, json_object *obj, kube_meta **out)
+{
+	kube_provclass *p = calloc(1, sizeof(*p));
+	int rc;
+	if(!p)
+		return kube__fail(c, PRD_ENOMEM, NULL, "out of memory");
+	p->meta.kind = KUBE_KIND_PROVCLASS;
+	if((rc = kube__meta(c, obj, false, &p->meta)) != 0) {
+		free(p);
+		return rc;
+	}
+	if((rc = copy_child(c, obj, "spec", "", &p->spec)) != 0) {
+		kube__free_provclass(c->in, &p->meta);
+		return rc;
+	}
+	*out = &p->meta;
+	return PRD_OK;
+}
+
+void kube__free_provclass(kube_intern *in, kube_meta *m)
+{
+	kube_provclass *p = (kube_provclass *)m;
+	kube__meta_free(in, m);
+	if(p->spec)
+		json_object_put(p->spec);
+	free(p);
+}
+
 /* ---------------------------------------------------- ProvisioningRequest */
 
 static int pr_podsets(kube__dctx *c, kube_provreq *pr, json_object *spec)

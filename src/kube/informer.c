@@ -217,7 +217,7 @@ struct kube_informer {
 static bool cluster_scoped(kube_kind k)
 {
 	return k == KUBE_KIND_NODE || k == KUBE_KIND_RESOURCEPOOL || k == KUBE_KIND_RESOURCESLICE ||
-	       k == KUBE_KIND_DEVICECLASS;
+	       k == KUBE_KIND_DEVICECLASS || k == KUBE_KIND_PROVCLASS;
 }
 
 /* ------------------------------------------------------------ lifecycle */

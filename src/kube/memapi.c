@@ -40,9 +40,11 @@ static const mem_kind kinds[] = {
 	{ { "resource.k8s.io", "v1", "deviceclasses", "DeviceClass", false }, false, false, 10, false },
 	{ { "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", true }, false, false, 11, false },
 	{ { "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", true }, true, false, 12, false },
+	{ { "provreqd.io", "v1alpha1", "provisioningclasses", "ProvisioningClass", false }, false, true, 13, false },
+	{ { "", "v1", "resourcequotas", "ResourceQuota", true }, false, false, 14, false },
 };
 #define NBUILTIN (sizeof(kinds) / sizeof(kinds[0]))
-#define NBUILTIN_STORES 13
+#define NBUILTIN_STORES 15
 #define MAX_KINDS 64
 
 typedef struct mem_event {

@@ -24,6 +24,7 @@ const char *kube_kind_name(kube_kind k)
 	case KUBE_KIND_DEVICECLASS: return "DeviceClass";
 	case KUBE_KIND_RESOURCECLAIMTEMPLATE: return "ResourceClaimTemplate";
 	case KUBE_KIND_RESOURCECLAIM: return "ResourceClaim";
+	case KUBE_KIND_PROVCLASS: return "ProvisioningClass";
 	}
 	return "?";
 }
@@ -389,6 +390,7 @@ int kube_decode(kube_kind kind, json_object *obj, kube_intern *in, kube_meta **o
 	case KUBE_KIND_RESOURCECLAIMTEMPLATE:
 	case KUBE_KIND_RESOURCECLAIM:
 		return kube__decode_draobj(&c, kind, obj, out);
+	case KUBE_KIND_PROVCLASS: return kube__decode_provclass(&c, obj, out);
 	}
 	return prd_err_set(err, PRD_EINVAL, "unknown object kind %d", (int)kind);
 }
@@ -411,6 +413,7 @@ void kube_obj_free(kube_intern *in, kube_meta *obj)
 	case KUBE_KIND_RESOURCECLAIM:
 		kube__free_draobj(in, obj);
 		break;
+	case KUBE_KIND_PROVCLASS: kube__free_provclass(in, obj); break;
 	}
 }
 
@@ -433,6 +436,7 @@ AS(kube_as_provreq, kube_provreq, KUBE_KIND_PROVREQ)
 AS(kube_as_resourcepool, kube_resourcepool, KUBE_KIND_RESOURCEPOOL)
 AS(kube_as_configmap, kube_configmap, KUBE_KIND_CONFIGMAP)
 AS(kube_as_lease, kube_lease, KUBE_KIND_LEASE)
+AS(kube_as_provclass, kube_provclass, KUBE_KIND_PROVCLASS)
 
 const kube_draobj *kube_as_draobj(const kube_meta *m)
 {

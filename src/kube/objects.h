@@ -79,7 +79,10 @@ typedef enum kube_kind {
 	KUBE_KIND_RESOURCESLICE,
 	KUBE_KIND_DEVICECLASS,
 	KUBE_KIND_RESOURCECLAIMTEMPLATE,
-	KUBE_KIND_RESOURCECLAIM
+	KUBE_KIND_RESOURCECLAIM,
+	/* provreqd.io/v1alpha1 ProvisioningClass, its spec kept as JSON
+	 * (src/classes/pclass.c reads and checks it) */
+	KUBE_KIND_PROVCLASS
 } kube_kind;
 
 /* "Node", "Pod", ... ("?" for a value outside the enum). */
@@ -223,6 +226,14 @@ typedef struct kube_draobj {
 	json_object *allocation;
 } kube_draobj;
 
+/* A ProvisioningClass (cluster-scoped): the spec as it came, checked by
+ * src/classes/pclass.c so that a malformed one becomes an Event and a
+ * condition on the requests naming it, not a decoding error. */
+typedef struct kube_provclass {
+	kube_meta meta;
+	json_object *spec;        /* owned; NULL when absent */
+} kube_provclass;
+
 typedef struct kube_pr_podset {
 	const char *template_name;
 	int32_t count;
@@ -325,6 +336,7 @@ const kube_provreq *kube_as_provreq(const kube_meta *m);
 const kube_resourcepool *kube_as_resourcepool(const kube_meta *m);
 const kube_configmap *kube_as_configmap(const kube_meta *m);
 const kube_lease *kube_as_lease(const kube_meta *m);
+const kube_provclass *kube_as_provclass(const kube_meta *m);
 /* Any of the four resource.k8s.io kinds. */
 const kube_draobj *kube_as_draobj(const kube_meta *m);
 
@@ -397,5 +409,7 @@ kube_meta *kube__clone_provreq(kube_intern *in, const kube_meta *m);
 void kube__free_resourcepool(kube_intern *in, kube_meta *m);
 void kube__free_configmap(kube_intern *in, kube_meta *m);
 void kube__free_lease(kube_intern *in, kube_meta *m);
+int kube__decode_provclass(kube__dctx *c, json_object *obj, kube_meta **out);
+void kube__free_provclass(kube_intern *in, kube_meta *m);
 
 #endif

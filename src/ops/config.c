@@ -21,8 +21,12 @@ static int check_metrics_access(const cfg *c, buf *why);
 static int check_expander(const cfg *c, buf *why);
 static int check_priority_configmap(const cfg *c, buf *why);
 static int check_lease_name(const cfg *c, buf *why);
+static int check_booking_ledger(const cfg *c, buf *why);
 static int check_lease_namespace(const cfg *c, buf *why);
 static int check_nonempty_state_db(const cfg *c, buf *why);
+static int check_cores_total(const cfg *c, buf *why);
+static int check_memory_total(const cfg *c, buf *why);
+static int check_gpu_total(const cfg *c, buf *why);
 
 /* The option table. Rows sharing a key prefix stay together: cfg_to_yaml
  * nests by walking the rows in order. docs/config.md documents every row;
@@ -62,6 +66,10 @@ const cfg_option cfg_options[] = {
 	{ "lease-namespace", "leaderElection.leaseNamespace", CFG_STRING, O(lease_namespace), "",
 	  "namespace of the leader-election Lease; empty = $POD_NAMESPACE, else kube-system", 0, 0,
 	  check_lease_namespace },
+	{ "booking-ledger", "leaderElection.bookingLedger", CFG_STRING, O(booking_ledger), "provreqd-bookings",
+	  "[NAMESPACE/]NAME of the ConfigMap every replica and shard changes (conditionally) before it writes a "
+	  "booking, so no two book the same room (operator.md, \"The booking ledger\"); no namespace = the "
+	  "Lease's; used with --leader-elect or --processor-instance; none = off", 0, 0, check_booking_ledger },
 	{ "lease-duration", "leaderElection.leaseDuration", CFG_DURATION, O(lease_duration), "15s",
 	  "how long a Lease is valid after its last renewal; a standby takes over after it", SEC, HOUR, NULL },
 	{ "lease-renew-deadline", "leaderElection.renewDeadline", CFG_DURATION, O(lease_renew_deadline), "10s",
@@ -81,6 +89,10 @@ const cfg_option cfg_options[] = {
 	  "requests not Provisioned this long after creation fail with reason Expired", MIN, 365 * DAY, NULL },
 	{ "gc-after", "requests.gcAfter", CFG_DURATION, O(gc_after), "7d",
 	  "terminal requests are deleted this long after their last transition", MIN, 365 * DAY, NULL },
+	{ "quota-check", "requests.quotaCheck", CFG_BOOL, O(quota_check), "true",
+	  "before booking or scaling up, check that the namespace's ResourceQuotas (Capsule pool claims among "
+	  "them) admit all of a request's pods, else Provisioned=False/QuotaExceeded; false when Kueue's "
+	  "ClusterQueues already decide quota", 0, 0, NULL },
 	{ "request-backoff-initial", "backoff.request.initial", CFG_DURATION, O(request_backoff_initial), "1m",
 	  "first retry delay of a request that could not be satisfied (doubles each time)", SEC, DAY, NULL },
 	{ "request-backoff-max", "backoff.request.max", CFG_DURATION, O(request_backoff_max), "10m",
@@ -92,7 +104,8 @@ const cfg_option cfg_options[] = {
 	{ "group-backoff-reset", "backoff.nodeGroup.reset", CFG_DURATION, O(group_backoff_reset), "3h",
 	  "a node group's back-off starts over after this long without a failure", SEC, 30 * DAY, NULL },
 	{ "expander", "scaleUp.expander", CFG_STRING, O(expander), "least-waste",
-	  "node-group choice, a comma-separated chain of least-waste, most-pods, least-nodes, priority, random",
+	  "node-group choice, a comma-separated chain of least-waste, most-pods, least-nodes, priority, random, "
+	  "price (the cheapest auto-provisioned shape)",
 	  0, 0, check_expander },
 	{ "priority-configmap", "scaleUp.priorityConfigMap", CFG_STRING, O(priority_configmap), "",
 	  "[NAMESPACE/]NAME of the ConfigMap holding the priority expander's table (data key priorities: "
@@ -104,8 +117,22 @@ const cfg_option cfg_options[] = {
 	  0, 0, NULL },
 	{ "max-nodes-total", "scaleUp.maxNodesTotal", CFG_INT, O(max_nodes_total), "0",
 	  "cluster-wide node limit for scale-ups; 0 = no limit", 0, 1000000, NULL },
+	{ "cores-total", "scaleUp.coresTotal", CFG_STRING, O(cores_total), "",
+	  "MIN:MAX cores of every node of the cluster together; a scale-up past MAX is refused, scale-down "
+	  "keeps at least MIN; empty = no limit", 0, 0, check_cores_total },
+	{ "memory-total", "scaleUp.memoryTotal", CFG_STRING, O(memory_total), "",
+	  "MIN:MAX GiB of memory of every node of the cluster together, as --cores-total; empty = no limit",
+	  0, 0, check_memory_total },
+	{ "gpu-total", "scaleUp.gpuTotal", CFG_STRINGS, O(gpu_total), "",
+	  "TYPE:MIN:MAX devices of the extended resource TYPE (nvidia.com/gpu, ...) of every node together, "
+	  "as --cores-total (repeatable)", 0, 0, check_gpu_total },
 	{ "max-nodes-per-scaleup", "scaleUp.maxNodesPerScaleUp", CFG_INT, O(max_nodes_per_scaleup), "1000",
 	  "most nodes one request may add; 0 = no limit", 0, 1000000, NULL },
+	{ "node-autoprovisioning", "autoProvisioning.enabled", CFG_BOOL, O(nap), "false",
+	  "when no node group can provide a request's pods, create a group of a machine shape a driver offers "
+	  "(ABI 1.5), as part of the request's atomic plan", 0, 0, NULL },
+	{ "max-autoprovisioned-groups", "autoProvisioning.maxGroups", CFG_INT, O(nap_max_groups), "15",
+	  "most node groups auto-provisioning keeps at once", 0, 10000, NULL },
 	{ "scale-down", "scaleDown.enabled", CFG_BOOL, O(scale_down), "true",
 	  "remove nodes provreqd added once they stay empty after the booking they were made for ended; "
 	  "false when cluster-autoscaler scales down", 0, 0, NULL },
@@ -129,6 +156,8 @@ const size_t cfg_n_options = sizeof(cfg_options) / sizeof(cfg_options[0]);
  * --max-nodes-total, --leader-elect, --v, ...) need no alias. */
 const cfg_alias cfg_aliases[] = {
 	{ "scale-down-enabled", "scale-down" },
+	{ "node-autoprovisioning-enabled", "node-autoprovisioning" },
+	{ "max-autoprovisioned-node-group-count", "max-autoprovisioned-groups" },
 	{ "scale-down-unneeded-time", "scale-down-idle" },
 	{ "max-node-provision-time", "provision-timeout" },
 	{ "kube-client-qps", "kube-api-qps" },
@@ -674,6 +703,115 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 	return rc;
 }
 
+/* "MIN:MAX" of non-negative integers, MIN <= MAX, scaled by `unit`. */
+static int parse_min_max(const char *s, int64_t unit, int64_t *min, int64_t *max, buf *why)
+{
+	const char *colon = strchr(s, ':');
+	int64_t a = 0, b = 0;
+	const char *p;
+	if(!colon || colon == s || !colon[1] || strchr(colon + 1, ':'))
+		goto bad;
+	for(p = s; p < colon; p++) {
+		if(*p < '0' || *p > '9' || a > INT64_MAX / 10 / unit - 10)
+			goto bad;
+		a = a * 10 + (*p - '0');
+	}
+	for(p = colon + 1; *p; p++) {
+		if(*p < '0' || *p > '9' || b > INT64_MAX / 10 / unit - 10)
+			goto bad;
+		b = b * 10 + (*p - '0');
+	}
+	if(a > b) {
+		buf_printf(why, "'%s': MIN is above MAX", s);
+		return PRD_EINVAL;
+	}
+	*min = a * unit;
+	*max = b * unit;
+	return PRD_OK;
+bad:
+	buf_printf(why, "'%s' is not MIN:MAX (two whole numbers)", s);
+	return PRD_EINVAL;
+}
+
+static int check_cores_total(const cfg *c, buf *why)
+{
+	int64_t a, b;
+	return c->cores_total[0] ? parse_min_max(c->cores_total, 1000, &a, &b, why) : PRD_OK;
+}
+
+static int check_memory_total(const cfg *c, buf *why)
+{
+	int64_t a, b;
+	return c->memory_total[0] ? parse_min_max(c->memory_total, 1LL << 30, &a, &b, why) : PRD_OK;
+}
+
+/* One "TYPE:MIN:MAX": the resource name into out (size 254). */
+static int parse_gpu(const char *s, char *name, int64_t *min, int64_t *max, buf *why)
+{
+	const char *colon = strchr(s, ':');
+	size_t n = colon ? (size_t)(colon - s) : 0;
+	if(!colon || n == 0 || n > 253) {
+		buf_printf(why, "'%s' is not TYPE:MIN:MAX (TYPE: an extended resource such as nvidia.com/gpu)", s);
+		return PRD_EINVAL;
+	}
+	memcpy(name, s, n);
+	name[n] = '\0';
+	if(!strchr(name, '/') || !strcmp(name, "cpu") || !strcmp(name, "memory")) {
+		buf_printf(why, "'%s': TYPE must be an extended resource name with a domain (nvidia.com/gpu)", s);
+		return PRD_EINVAL;
+	}
+	return parse_min_max(colon + 1, 1, min, max, why);
+}
+
+static int check_gpu_total(const cfg *c, buf *why)
+{
+	char name[254];
+	int64_t a, b;
+	size_t i, j;
+	for(i = 0; i < c->gpu_total.n; i++) {
+		if(parse_gpu(c->gpu_total.v[i], name, &a, &b, why))
+			return PRD_EINVAL;
+		for(j = 0; j < i; j++)
+			if(!strncmp(c->gpu_total.v[j], name, strlen(name)) && c->gpu_total.v[j][strlen(name)] == ':') {
+				buf_printf(why, "%s is limited twice", name);
+				return PRD_EINVAL;
+			}
+	}
+	return PRD_OK;
+}
+
+int cfg_res_limits(const cfg *c, cfg_res_limit **out, size_t *n, buf *why)
+{
+	cfg_res_limit *v = calloc(c->gpu_total.n + 3, sizeof(*v));
+	size_t k = 0, i;
+	int rc = PRD_OK;
+	*out = NULL;
+	*n = 0;
+	if(!v)
+		return PRD_ENOMEM;
+	if(c->cores_total[0] && !(rc = parse_min_max(c->cores_total, 1000, &v[k].min, &v[k].max, why))) {
+		snprintf(v[k].resource, sizeof(v[k].resource), "cpu");
+		snprintf(v[k++].flag, sizeof(v[0].flag), "--cores-total");
+	}
+	if(!rc && c->memory_total[0] &&
+	   !(rc = parse_min_max(c->memory_total, 1LL << 30, &v[k].min, &v[k].max, why))) {
+		snprintf(v[k].resource, sizeof(v[k].resource), "memory");
+		snprintf(v[k++].flag, sizeof(v[0].flag), "--memory-total");
+	}
+	for(i = 0; !rc && i < c->gpu_total.n; i++) {
+		rc = parse_gpu(c->gpu_total.v[i], v[k].resource, &v[k].min, &v[k].max, why);
+		if(!rc)
+			snprintf(v[k++].flag, sizeof(v[0].flag), "--gpu-total");
+	}
+	if(rc) {
+		free(v);
+		return rc;
+	}
+	*out = v;
+	*n = k;
+	return PRD_OK;
+}
+
 static int check_log_format(const cfg *c, buf *why)
 {
 	if(strcmp(c->log_format, "text") == 0 || strcmp(c->log_format, "json") == 0)
@@ -702,14 +840,14 @@ static int check_metrics_access(const cfg *c, buf *why)
 	return PRD_EINVAL;
 }
 
-static const char *const expanders[] = { "least-waste", "most-pods", "least-nodes", "priority", "random" };
+static const char *const expanders[] = { "least-waste", "most-pods", "least-nodes", "priority", "random", "price" };
 
 static int check_expander(const cfg *c, buf *why)
 {
 	const char *p = c->expander;
 	int rc = PRD_OK;
 	if(!*p) {
-		buf_append_str(why, "empty (want least-waste, most-pods, least-nodes, priority or random)");
+		buf_append_str(why, "empty (want least-waste, most-pods, least-nodes, priority, random or price)");
 		return PRD_EINVAL;
 	}
 	while(*p && rc == PRD_OK) {
@@ -720,7 +858,7 @@ static int check_expander(const cfg *c, buf *why)
 				ok = true;
 		if(!ok) {
 			buf_printf(why, "'%.*s' is not an expander (want least-waste, most-pods, least-nodes, "
-				   "priority or random, comma-separated)", (int)n, p);
+				   "priority, random or price, comma-separated)", (int)n, p);
 			rc = PRD_EINVAL;
 		}
 		p += n;
@@ -752,6 +890,51 @@ static int check_priority_configmap(const cfg *c, buf *why)
 		return PRD_EINVAL;
 	}
 	return PRD_OK;
+}
+
+static int check_booking_ledger(const cfg *c, buf *why)
+{
+	const char *v = c->booking_ledger, *slash = strchr(v, '/');
+	char ns[254];
+	if(!*v) {
+		buf_printf(why, "empty: give a ConfigMap name, or none");
+		return PRD_EINVAL;
+	}
+	if(!strcmp(v, "none"))
+		return PRD_OK;
+	if(slash && ((size_t)(slash - v) >= sizeof(ns) || slash == v)) {
+		buf_printf(why, "'%s' is not NAMESPACE/NAME", v);
+		return PRD_EINVAL;
+	}
+	if(slash) {
+		snprintf(ns, sizeof(ns), "%.*s", (int)(slash - v), v);
+		if(!str_is_dns_label(ns)) {
+			buf_printf(why, "'%s' is not a valid namespace name (lowercase DNS label)", ns);
+			return PRD_EINVAL;
+		}
+	}
+	if(!str_is_dns_subdomain(slash ? slash + 1 : v)) {
+		buf_printf(why, "'%s' is not a valid ConfigMap name (lowercase DNS subdomain)", slash ? slash + 1 : v);
+		return PRD_EINVAL;
+	}
+	return PRD_OK;
+}
+
+bool cfg_booking_ledger(const cfg *c, const char *pod_namespace, char out[510])
+{
+	const char *v = c->booking_ledger;
+	bool several = c->leader_elect || (c->processor_instance && c->processor_instance[0]);
+	if(!several || !v || !*v || !strcmp(v, "none"))
+		return false;
+	if(strchr(v, '/'))
+		snprintf(out, 510, "%s", v);
+	else
+		snprintf(out, 510, "%s/%s",
+			 c->lease_namespace && c->lease_namespace[0] ? c->lease_namespace
+			 : pod_namespace && pod_namespace[0]          ? pod_namespace
+									: "kube-system",
+			 v);
+	return true;
 }
 
 bool cfg_priority_configmap(const cfg *c, const char *pod_namespace, char ns[254], char name[254])

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/reslimit.h"
 #include "util/buf.h"
 
 typedef struct cfg_strv {
@@ -56,6 +57,7 @@ typedef struct cfg {
 	int64_t group_backoff_reset;
 	int64_t provision_timeout;
 	bool scale_down;
+	bool quota_check;
 	int64_t scale_down_idle;
 	int64_t missing_template_grace;
 	int64_t max_age;
@@ -63,9 +65,15 @@ typedef struct cfg {
 	int64_t state_retention;
 	char *expander;                 /* comma-separated chain */
 	char *priority_configmap;       /* "[NAMESPACE/]NAME" of the priority expander's table */
+	char *booking_ledger;           /* "[NAMESPACE/]NAME" of the booking ledger, or "none" */
 	char *priority_file;            /* ... or a file holding it (config-file relative) */
 	int64_t max_nodes_total;        /* 0 = no limit */
 	int64_t max_nodes_per_scaleup;  /* 0 = no limit */
+	char *cores_total;              /* "MIN:MAX" cores, "" = no limit */
+	char *memory_total;             /* "MIN:MAX" GiB */
+	cfg_strv gpu_total;             /* "TYPE:MIN:MAX" each */
+	bool nap;                       /* node auto-provisioning */
+	int64_t nap_max_groups;
 	int64_t pool_debounce;
 	bool pool_include_unready;
 	int64_t kube_api_qps;            /* client-side rate limit of apiserver requests */
@@ -146,6 +154,13 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs);
  * --lease-namespace, else `pod_namespace` when non-empty, else
  * kube-system). ns and name need 254 bytes each. false when unset. */
 bool cfg_priority_configmap(const cfg *c, const char *pod_namespace, char ns[254], char name[254]);
+/* The booking ledger's "NAMESPACE/NAME" (no namespace: the Lease's), when
+ * one is used: leader election or a processor instance, and not "none". */
+bool cfg_booking_ledger(const cfg *c, const char *pod_namespace, char out[510]);
+
+/* The limits the configuration sets: *out (caller frees) and *n. 0,
+ * PRD_EINVAL (with why) or PRD_ENOMEM. */
+int cfg_res_limits(const cfg *c, cfg_res_limit **out, size_t *n, buf *why);
 
 /* Check the values together (ranges, enums, addresses, ordering of lease
  * and backoff durations). */

@@ -144,6 +144,11 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 			     "Bookings the last pass that placed pods counted from the requests' statuses alone: "
 			     "other shards' (and this shard's that its state store lacks).",
 			     METRICS_GAUGE, NULL, NULL, 0 },
+	[M_LEDGER_WRITES] = { "provreqd_booking_ledger_writes_total",
+			       "Writes of the booking ledger (operator.md, \"The booking ledger\"): booked (new bookings "
+			       "recorded before their statuses), released (ended ones removed), conflict (another instance "
+			       "wrote it since this pass read it: the pass's new bookings are decided again), error.",
+			       METRICS_COUNTER, L("outcome"), NULL, 0 },
 	[M_SHARD_ORDER] = { "provreqd_placed_for_other_shards_total",
 			    "Older requests of other shards, about to be decided there, whose pods were placed before "
 			    "one of this shard's (so of two racing requests the older gets the room).",
@@ -161,6 +166,10 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 			    METRICS_GAUGE, NULL, NULL, 0 },
 	[M_PROCESS_MAX_FDS] = { "process_max_fds", "Maximum number of open file descriptors.",
 				METRICS_GAUGE, NULL, NULL, 0 },
+	[M_PCLASSES] = { "provreqd_provisioning_classes",
+			 "ProvisioningClass objects, by whether requests can use them (usable=false: malformed, or "
+			 "naming a class nobody here serves; each has a Warning Event).",
+			 METRICS_GAUGE, L("usable"), NULL, 0 },
 	[M_STATE_ROWS] = { "provreqd_state_rows",
 			   "Rows in each table of the state store (bounded: rows of vanished requests and old "
 			   "closed plans are pruned).",

@@ -78,13 +78,15 @@ enum metrics_id {
 	M_FOREIGN_INSTANCES,       /* provreqd_node_group_foreign_instances{node_group}: not an open plan's, appeared while it runs */
 	M_PLAN_CONFLICTS,          /* provreqd_scaleup_conflicts_total{node_group,cause} cause=target_moved|duplicate_instances|late_call */
 	M_API_BOOKINGS,            /* provreqd_bookings_from_api: bookings counted from requests' statuses, not the local store */
-	M_SHARD_ORDER,             /* provreqd_placed_for_other_shards_total: older requests of other shards placed first */
+	M_SHARD_ORDER,
+	M_LEDGER_WRITES,           /* provreqd_booking_ledger_writes_total{outcome} outcome=booked|released|conflict|error */             /* provreqd_placed_for_other_shards_total: older requests of other shards placed first */
 	M_PROCESS_CPU,             /* process_cpu_seconds_total (ops/procstat.c, the Prometheus client's names) */
 	M_PROCESS_START,           /* process_start_time_seconds */
 	M_PROCESS_RSS,             /* process_resident_memory_bytes */
 	M_PROCESS_VMEM,            /* process_virtual_memory_bytes */
 	M_PROCESS_FDS,             /* process_open_fds */
 	M_PROCESS_MAX_FDS,         /* process_max_fds */
+	M_PCLASSES,                /* provreqd_provisioning_classes{usable}: ProvisioningClass objects */
 	M_BUILTIN_COUNT
 };
 

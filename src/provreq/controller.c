@@ -29,7 +29,9 @@ void pr_config_default(pr_config *cfg)
 	cfg->scale_down = true;
 	cfg->scale_down_idle_ns = 10 * NS_PER_MIN;
 	cfg->driver_call_timeout_ns = 10 * PRD_NS_PER_SEC;
+	cfg->nap_max_groups = 15;
 	cfg->status_writers = 1;
+	cfg->quota_check = true;
 }
 
 /* The built-in classes, then every class a loaded driver serves. */
@@ -96,11 +98,17 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->fenced_groups, NULL);
 	pr__dirty_init(c);
 	pr__shards_init(c);
+	pr__ledger_init(c, cfg->booking_ledger);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
 	c->limits.provision_timeout_ns = cfg->provision_timeout_ns;
 	c->limits.max_nodes_total = cfg->max_nodes_total;
 	c->limits.max_nodes_per_scaleup = cfg->max_nodes_per_scaleup;
+	c->limits.nap = cfg->nap;
+	c->limits.nap_max_groups = cfg->nap_max_groups;
+	c->limits.scale_down_idle_ns = cfg->scale_down_idle_ns;
+	c->limits.res_limits = cfg->res_limits;
+	c->limits.nres_limits = cfg->nres_limits;
 	rc = sched_expander_new(cfg->expander, NULL, 0, 1, &c->expander, err);
 	if(rc) {
 		free(c);
@@ -163,6 +171,8 @@ void pr_ctl_free(pr_ctl *c)
 	free(c->fed);
 	pr__dirty_free(c);
 	pr__shards_free(c);
+	pr__pclass_free(c);
+	pr__ledger_free(c);
 	hmap_free(&c->consumers);
 	hmap_free(&c->pod_blocked);
 	hmap_free(&c->nfp);

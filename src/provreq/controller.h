@@ -20,6 +20,7 @@
 #include "driver/loader.h"
 #include "kube/api.h"
 #include "kube/informer.h"
+#include "ops/reslimit.h"
 #include "state/state.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -38,10 +39,20 @@ typedef struct pr_config {
 	bool scale_down;                /* remove idle nodes provreqd added: on */
 	int64_t scale_down_idle_ns;     /* ... after this long idle: 10 min */
 	int64_t driver_call_timeout_ns; /* a driver class's provision call: 10 s */
+	/* Node auto-provisioning (classes/nap.c): off; at most this many
+	 * auto-provisioned groups (15). */
+	bool nap;
+	int64_t nap_max_groups;
+	/* Cluster-wide totals over every node (borrowed; none by default). */
+	const cfg_res_limit *res_limits;
+	size_t nres_limits;
 	/* Status writes ending the decisions of a pass go out this many at a
 	 * time (1: one after another, the default; at most
 	 * PR_STATUS_WRITERS_MAX). */
 	unsigned status_writers;
+	/* Check a request's pods against its namespace's ResourceQuotas
+	 * before booking or scaling (reason QuotaExceeded): on. */
+	bool quota_check;
 	/* Tests: whenever a pass reuses the kept snapshot, also build it anew
 	 * and compare, and compare what else is kept between passes (the
 	 * PodTemplate copies) with the caches (stats.snapshot_mismatches
@@ -52,6 +63,10 @@ typedef struct pr_config {
 	 * instead of from their journals (informer mode; docs/operator.md "How
 	 * a pass is driven"). Tests compare the two. */
 	bool full_passes;
+	/* "NAMESPACE/NAME" of the booking ledger ConfigMap that every replica
+	 * and shard changes before it writes a booking (ledger.c); NULL: none
+	 * (one instance alone). */
+	const char *booking_ledger;
 } pr_config;
 
 #define PR_STATUS_WRITERS_MAX 32
@@ -78,6 +93,8 @@ typedef struct pr_stats {
 	uint64_t snapshot_reuses;       /* passes that reused the snapshot of unchanged nodes and pods */
 	uint64_t snapshot_node_adds;    /* nodes added to a reused snapshot (registrations) */
 	uint64_t snapshot_mismatches;   /* verify_snapshot: kept snapshots (or copies) that differed from a rebuild */
+	uint64_t ledger_writes;         /* booking ledger writes that landed (cumulative) */
+	uint64_t ledger_conflicts;      /* ... refused: another instance wrote it first (cumulative) */
 } pr_stats;
 
 typedef struct pr_ctl pr_ctl;
@@ -130,6 +147,9 @@ typedef struct pr_informers {
 	kube_informer *deviceclasses;
 	kube_informer *claimtemplates;
 	kube_informer *claims;
+	/* provreqd.io/v1alpha1 ProvisioningClasses; NULL when the cluster
+	 * does not serve them (requests naming one are then left alone). */
+	kube_informer *provclasses;
 } pr_informers;
 
 void pr_ctl_use_informers(pr_ctl *c, const pr_informers *inf);

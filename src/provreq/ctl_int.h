@@ -20,8 +20,8 @@
  *   housekeeping.c  pr__housekeeping  pruning, gauges, end of pass
  * The state they share is the data below (pr_world for one pass, pr_ctl
  * across passes). The stages and the helpers they share (ctl_int.c,
- * host.c, status.c, dirty.c, shards.c, scaledown.c) never call
- * controller.c. */
+ * host.c, status.c, dirty.c, shards.c, scaledown.c, and pclass_use.c,
+ * quota_use.c, topology_use.c) never call controller.c. */
 #ifndef PRD_PROVREQ_CTL_INT_H
 #define PRD_PROVREQ_CTL_INT_H
 
@@ -49,6 +49,9 @@ typedef struct pr_marked {
 	/* Known by the owner label alone (stamped at creation, before the
 	 * plan's outcome is known), not by the annotation written on success. */
 	bool by_label;
+	/* Per c->limits.res_limits: the node's capacity (pass arena; NULL
+	 * without limits). Scale-down keeps every total at its MIN. */
+	int64_t *res;
 } pr_marked;
 
 /* Everything read at the start of a pass. */
@@ -93,11 +96,14 @@ typedef struct pr_world {
 	 * failed to (snap_failed; the pass acts no further). */
 	bool snap_booked, snap_failed;
 	bool groups_incomplete;   /* some driver could not list its node groups this pass */
+	int64_t *res_totals;      /* per c->limits.res_limits: capacity over every Node (pr__node_totals) */
 	size_t skipped_pods;      /* scheduled pods whose node is not in the snapshot */
 	bool pods_read;           /* pods/npods hold the pods (informer mode: borrowed when needed) */
 	const pr_informers *inf;  /* non-NULL: prs are clones made with inf->intern */
 	pr_dra dra;               /* resource.k8s.io: devices per node, claims, classes */
 	bool term_began;          /* the local store was rebuilt from the API this pass */
+	struct pr_pc_world *pc;   /* ProvisioningClasses applied (pclass_use.c), or NULL */
+	struct pr_quota_world *quota; /* quotas read and answers given this pass (quota_use.c), or NULL */
 } pr_world;
 
 /* The key of a booking row's resources JSON that lists the DRA devices it
@@ -111,6 +117,24 @@ typedef struct pr_world {
 /* Values of pr_world.nodes_by_name. */
 #define PR_NODE_PRESENT ((void *)(uintptr_t)1)
 #define PR_NODE_USABLE ((void *)(uintptr_t)2)
+
+/* The booking ledger (ledger.c). */
+typedef struct pr_ledger {
+	bool on;
+	char ns[254], name[254];
+	bool exists;              /* the ConfigMap exists (PUT, else POST) */
+	char *rv;                 /* its resourceVersion as read or written */
+	json_object *data;        /* its data as read or written */
+	uint64_t read_pass;       /* the pass (stats.passes + 1) that read it; 0: read again */
+	hmap uids;                /* requests whose entry this pass booked from the ledger */
+	hmap gone;                /* entries of deleted requests, dropped with the next write */
+} pr_ledger;
+
+/* One request's booking change for pr__ledger_commit. */
+typedef struct pr_ledger_change {
+	const char *uid, *key;    /* key "ns/name" */
+	bool add;                 /* record its local rows (false: remove its entry) */
+} pr_ledger_change;
 
 /* The controller's side of a class call (pr_class_host.ctx). */
 struct pr_class_ctx {
@@ -242,6 +266,7 @@ struct pr_ctl {
 	int64_t sizes_exported;   /* when node-group sizes were last listed */
 	int64_t pruned_at;        /* when the state store was last pruned (0 = never) */
 	pr_shards shards;
+	pr_ledger ledger;
 	pr_stats stats;
 	int64_t now;
 	int64_t next_wake;
@@ -257,6 +282,8 @@ struct pr_ctl {
 	size_t nwrites;
 	struct pr_node_mark *marks; /* node marks deferred to the end of the pass */
 	size_t nmarks, capmarks;
+	struct pr_pcs *pcs;       /* the ProvisioningClass objects (pclass_use.c) */
+	bool quota_warned;        /* ResourceQuotas could not be read (forbidden): said once */
 };
 
 /* src/provreq/ctl_int.c. Fencing: may the controller call the cloud or
@@ -311,6 +338,9 @@ int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets,
 int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err);
 int pr__node_table(pr_ctl *c, pr_world *w);
 int pr__marked_nodes(pr_ctl *c, pr_world *w);
+/* w->res_totals: each limited resource's capacity summed over every Node
+ * (none without limits). 0 or PRD_ENOMEM. */
+int pr__node_totals(pr_ctl *c, pr_world *w);
 /* The node group `id` of the pass, or NULL. */
 pr_group *pr__find_group(pr_world *w, const char *id);
 
@@ -414,6 +444,80 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
  * as they will be, so that of two requests racing for one room on two
  * instances the older gets it whichever instance runs first. */
 void pr__shards_before(pr_ctl *c, pr_world *w, const kube_provreq *pr);
+
+/* src/provreq/pclass_use.c: ProvisioningClass objects (classes/pclass.h).
+ * pr__pclass_read (world.c, before the caches are locked) reads them;
+ * pr__pclass_resolve (world.c, once the requests are in decision order)
+ * puts every request that names one in the world as a request of the
+ * class it names with the merged parameters; pr__pclass_world_free puts
+ * the originals back (before the world is freed). */
+int pr__pclass_read(pr_ctl *c, prd_err *err);
+int pr__pclass_resolve(pr_ctl *c, pr_world *w, prd_err *err);
+void pr__pclass_world_free(pr_world *w);
+void pr__pclass_free(pr_ctl *c);
+/* What became of a request that names a ProvisioningClass this pass:
+ * refused (reason and message: the decide stage fails it), to be decided
+ * later (its namespace could not be read), or served (the class's name
+ * and the effective parameters as JSON, for its status details). NULL for
+ * a request that names none. */
+typedef struct pr_pclass_use {
+	const char *pclass;
+	const char *reason, *msg;
+	bool later;
+	const char *params_json;
+} pr_pclass_use;
+const pr_pclass_use *pr__pclass_use(const pr_world *w, const kube_provreq *pr);
+/* The class a request is served as (for what reads requests outside the
+ * world, such as shards.c): the ProvisioningClass's target when it names
+ * a usable one, check-capacity (which refuses it) when it names one that
+ * is not, else its own class name. */
+const char *pr__effective_class(const pr_ctl *c, const kube_provreq *pr);
+
+/* src/provreq/quota_use.c: quota before capacity (classes/quota.h). The
+ * gate (decide.c, before a class decides a request that is not in flight)
+ * answers Provisioned=False/QuotaExceeded and returns true when the
+ * namespace's ResourceQuotas would not admit the request's pods (or
+ * returns true having asked for a later pass when they cannot be read
+ * now); pr__quota_note records what a positive answer holds for the rest
+ * of the pass. */
+bool pr__quota_gate(pr_class_ctx *x, const pr_class_host *h, const pr_class_req *req);
+void pr__quota_note(pr_class_ctx *x, const pr_class_req *req);
+void pr__quota_world_free(pr_world *w);
+
+/* src/provreq/topology_use.c: one topology domain per gang. The gate
+ * (decide.c, after the quota gate, before a class decides a request that
+ * is not in flight) picks the domain for the podSets Kueue's topology
+ * annotations mark and narrows them to it (*domain "LABEL=VALUE", or NULL
+ * when unconstrained); it returns 1 when it answered the request itself.
+ * pin narrows the podSets of a request in flight to the domain its status
+ * records; after records the domain with a positive answer (or removes a
+ * stale one). */
+int pr__topology_gate(pr_class_ctx *x, const pr_class_host *h, pr_class_req *req, const char **domain);
+int pr__topology_pin(pr_class_ctx *x, pr_class_req *req);
+void pr__topology_after(pr_class_ctx *x, const char *domain);
+
+/* src/provreq/ledger.c: the booking ledger. `where` "NAMESPACE/NAME" or
+ * NULL (off). */
+void pr__ledger_init(pr_ctl *c, const char *where);
+void pr__ledger_free(pr_ctl *c);
+/* Read it (a pass that places, once). */
+int pr__ledger_read(pr_ctl *c, prd_err *err);
+/* Its live entries as booking rows (free with state_booking_list_free),
+ * except requests `own` (local rows, ordered by uid) has; remembers
+ * their uids for pr__ledger_has. */
+int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, const hmap *live, state_booking **out,
+		    size_t *n);
+/* The request `uid` was deleted: its entry goes with the next write. */
+void pr__ledger_gone(pr_ctl *c, const char *uid);
+/* End of a pass: write the ledger when only removals are pending. */
+void pr__ledger_tidy(pr_ctl *c);
+bool pr__ledger_has(const pr_ctl *c, const char *uid);
+/* Record the changes (adds from the local store's rows) with the version
+ * read as a precondition. PRD_ECONFLICT: another instance wrote it since;
+ * the statuses that book must not be written. */
+int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *err);
+/* Does a status patch (or the details alone) change a booking? */
+bool pr__ledger_change_of(json_object *patch_or_details, bool is_details, bool *add);
 
 /* The module serving a class name, or NULL. */
 const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);

@@ -13,6 +13,7 @@
  * dirty.c (pr__dirty_decided). */
 #include "provreq/ctl_int.h"
 #include "classes/details.h"
+#include "classes/pclass.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
 
@@ -27,6 +28,40 @@ static int64_t total_pods(const kube_provreq *pr)
 	for(i = 0; i < pr->npod_sets; i++)
 		t += pr->pod_sets[i].count;
 	return t;
+}
+
+/* The nodes of the booking the request's status records ("set:node=pods,
+ * ...;set:...") that are gone: what the local rows say when an earlier
+ * pass deleted them but the status that ended the booking was not written
+ * (the room is then held from the status, pr__shards_book). */
+static size_t status_nodes_gone(const pr_world *w, const kube_provreq *pr)
+{
+	char *text = pr_details_get(pr, PR_DETAIL_BOOKING), *p, *tok, *save = NULL;
+	size_t gone = 0;
+	if(!text)
+		return 0;
+	for(tok = strtok_r(text, ",;", &save); tok; tok = strtok_r(NULL, ",;", &save)) {
+		char *eq = strchr(tok, '=');
+		if((p = strchr(tok, ':')) && (!eq || p < eq))
+			tok = p + 1;
+		if(eq)
+			*eq = '\0';
+		if(*tok && !hmap_has(w->nodes_by_name, tok))
+			gone++;
+	}
+	free(text);
+	return gone;
+}
+
+/* Does the request's status show a scale-up plan that has not ended? */
+static bool status_plan_open(const kube_provreq *pr)
+{
+	char *phase = pr_details_get(pr, PR_DETAIL_PHASE);
+	state_phase ph;
+	bool open = phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) &&
+		    ph != STATE_PHASE_DONE;
+	free(phase);
+	return open;
 }
 
 static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_conds *conds)
@@ -47,6 +82,8 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 				gone++;
 		state_booking_list_free(b, nb);
 	}
+	if(!nb)
+		gone = status_nodes_gone(w, pr);
 	if(scheduled >= want) {
 		snprintf(msg, sizeof(msg), "all %lld consumer pods are scheduled; the booking is released", (long long)want);
 		pr__set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_CONSUMED, msg, false);
@@ -61,10 +98,15 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 		pr__wake_at(c, expires);
 		return;
 	}
+	/* The room stays held in this pass's snapshot: the status that ends
+	 * the booking is written at the end of the pass and may fail (409:
+	 * the request still reads Provisioned with its booking). Handing the
+	 * room to a request decided later in this pass would book it twice
+	 * until the next write lands. From the next pass on, the status says
+	 * whether it ended (a booking the status still shows is held from it
+	 * when the local rows are gone: pr__shards_book). */
 	if(c->db)
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
-	if(w->snap_booked && !w->snap_failed)
-		sched_snapshot_unbook(w->snap, pr->meta.uid, NULL); /* (else read without it) */
 	pr_details_put(c->details, PR_DETAIL_BOOKING, NULL, NULL);
 }
 
@@ -199,10 +241,18 @@ static sched_podset *podsets_or_wait(pr_class_ctx *x, const state_request *rs)
 /* Everything the controller decides before a class gets the request.
  * Returns the podSets for the class, or NULL when the request is answered
  * (or waits) without it. */
-static sched_podset *gate(pr_class_ctx *x, const pr_params *pp, int prc, const prd_err *pe, const state_request *rs)
+static sched_podset *gate(pr_class_ctx *x, const pr_params *pp, int prc, const prd_err *pe, const state_request *rs,
+			  const pr_pclass_use *use)
 {
 	pr_ctl *c = x->c;
 	const kube_provreq *pr = x->pr;
+	if(use && use->reason) {
+		/* A ProvisioningClass the request may not use: said on the
+		 * request, final (the spec cannot change). */
+		pr__set_cond(c, pr, x->conds, PR_COND_ACCEPTED, "False", use->reason, use->msg, true);
+		pr__set_cond(c, pr, x->conds, PR_COND_FAILED, "True", use->reason, use->msg, false);
+		return NULL;
+	}
 	if(prc) {
 		pr__set_cond(c, pr, x->conds, PR_COND_ACCEPTED, "False", PR_R_INVALID, pe->msg, true);
 		pr__set_cond(c, pr, x->conds, PR_COND_FAILED, "True", PR_R_INVALID, pe->msg, false);
@@ -226,6 +276,8 @@ static sched_podset *gate(pr_class_ctx *x, const pr_params *pp, int prc, const p
 static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 {
 	const pr_class_module *m = pr__module_for(c, pr->class_name);
+	const pr_pclass_use *use = pr__pclass_use(w, pr);
+	const char *domain = NULL;
 	pr_class_ctx x;
 	pr_class_host h;
 	pr_class_req req;
@@ -250,6 +302,11 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	if(!pr__dirty_decide(c, pr))
 		return;
 	c->stats.requests_decided++;
+	if(use && use->later) {
+		/* Its namespace could not be read (allowedNamespaces): ask again. */
+		pr__wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
+		return;
+	}
 	{
 		const char *seen = hmap_get(&c->written, pr->meta.uid);
 		if(seen && !strcmp(seen, pr->meta.rv)) {
@@ -282,6 +339,10 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	x.rv = pr->meta.rv;
 	json_object_put(c->details);
 	c->details = json_object_new_object();
+	if(use && !use->reason && use->params_json && c->details) {
+		pr_details_put(c->details, PR_DETAIL_PCLASS, use->pclass, NULL);
+		pr_details_put(c->details, PR_DETAIL_EFFECTIVE_PARAMS, use->params_json, NULL);
+	}
 	memset(&rs, 0, sizeof(rs));
 	if(c->db && state_request_ensure(c->db, pr->meta.uid, pr->meta.ns, pr->meta.name, &rs, &e))
 		log_error("state store: cannot record request", "request", pr->meta.name, "error", e.msg);
@@ -302,8 +363,12 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		 * up are leftovers (a status write that failed after booking, the
 		 * room an ended plan held): gone before it is decided, which books
 		 * again if it provisions. Requests decided earlier in this pass
-		 * saw them held. */
-		if(!pr_cond_true(pr, PR_COND_PROVISIONED)) {
+		 * saw them held. Not while its status shows a plan open that the
+		 * local store does not carry yet (a new leader waits to adopt it):
+		 * what is held then are the Nodes that plan brought up
+		 * (shards.c), and releasing them handed them to younger requests
+		 * of the same pass (DST mixed seed 30908, (iii)). */
+		if(!pr_cond_true(pr, PR_COND_PROVISIONED) && !status_plan_open(pr)) {
 			sched_snapshot *snap = pr__snap(c, w); /* (NULL: fenced, nothing is written) */
 			size_t released = 0;
 			if(snap)
@@ -311,12 +376,24 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 			if(released && c->db)
 				state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
 		}
-		req.sets = gate(&x, &pp, prc, &e, &rs);
+		req.sets = gate(&x, &pp, prc, &e, &rs, use);
 	}
+	if(req.sets && !in_flight && pr__quota_gate(&x, &h, &req))
+		req.sets = NULL;
 	if(req.sets && !in_flight)
 		pr__shards_before(c, w, pr);
+	if(req.sets && !in_flight && pr__topology_gate(&x, &h, &req, &domain)) {
+		req.sets = NULL;
+		pr__topology_after(&x, NULL);
+	}
+	if(req.sets && in_flight && pr__topology_pin(&x, &req))
+		req.sets = NULL;
 	if(req.sets || in_flight)
 		m->decide(m, &h, &req);
+	if(req.sets && !in_flight) {
+		pr__quota_note(&x, &req);
+		pr__topology_after(&x, domain);
+	}
 	pr__status_defer(&x);
 	free(x.rv_owned);
 	pr_conds_free(&conds);

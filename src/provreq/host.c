@@ -642,6 +642,11 @@ static int h_hold(pr_class_ctx *x, bool on, prd_err *err)
 	return rc;
 }
 
+static int h_node_spec(pr_class_ctx *x, json_object *node, sched_node_spec *out, prd_err *err)
+{
+	return pr_conv_node(&x->w->ar, node, out, err);
+}
+
 static void h_count(pr_class_ctx *x, pr_class_stat what)
 {
 	if(what == PR_STAT_SCALEUP_STARTED)
@@ -670,6 +675,8 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->ngroups = x->w->ngroups;
 	h->cluster_nodes = (int64_t)hmap_len(x->w->nodes_by_name);
 	h->groups_complete = !x->w->groups_incomplete;
+	h->res_totals = x->w->res_totals;
+	h->drivers = x->c->drivers;
 	h->set_cond = h_set_cond;
 	h->provisioned = h_provisioned;
 	h->not_provisioned = h_not_provisioned;
@@ -685,6 +692,7 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->nodes_gen = x->w->cacheable ? x->w->gen_nodes : 0;
 	h->nodes_changed_since = h_nodes_changed_since;
 	h->template_json = h_template_json;
+	h->node_spec = h_node_spec;
 	h->count = h_count;
 	h->event = h_event;
 	h->event_on = h_event_on;

@@ -360,6 +360,17 @@ static void busy_with_bookings(pr_ctl *c, pr_world *w)
 	state_booking_list_free(b, nb);
 }
 
+/* Would removing m take a cluster-wide total below its MIN
+ * (--cores-total and the like)? */
+static const cfg_res_limit *below_min(const pr_ctl *c, const pr_world *w, const pr_marked *m)
+{
+	size_t l;
+	for(l = 0; m->res && w->res_totals && l < c->limits.nres_limits; l++)
+		if(c->limits.res_limits[l].min > 0 && w->res_totals[l] - m->res[l] < c->limits.res_limits[l].min)
+			return &c->limits.res_limits[l];
+	return NULL;
+}
+
 void pr__scaledown(pr_ctl *c, pr_world *w)
 {
 	hmap uids;
@@ -400,6 +411,16 @@ void pr__scaledown(pr_ctl *c, pr_world *w)
 			pr__wake_at(c, *since + c->cfg.scale_down_idle_ns);
 			continue;
 		}
+		{
+			const cfg_res_limit *lim = below_min(c, w, m);
+			if(lim) {
+				/* Kept while the cluster is at the limit's MIN (the
+				 * next change of nodes looks again). */
+				log_debug("idle node kept: removing it would leave the cluster below a minimum", "node",
+					  m->name, "limit", lim->flag);
+				continue;
+			}
+		}
 		if(!m->cordoned) {
 			char js[300], ts[RFC3339_MAX];
 			rfc3339_format(c->now, ts, sizeof(ts));
@@ -414,6 +435,11 @@ void pr__scaledown(pr_ctl *c, pr_world *w)
 		}
 		/* Cordoned by us and still empty when looked at again. */
 		remove_node(c, w, m);
+		if(m->res && w->res_totals) {
+			size_t l;
+			for(l = 0; l < c->limits.nres_limits; l++)
+				w->res_totals[l] -= m->res[l];
+		}
 	}
 	hmap_free(&uids);
 }

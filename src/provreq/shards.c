@@ -165,7 +165,7 @@ bool pr__shards_ours(const pr_ctl *c, const kube_provreq *pr)
 {
 	const char *want = c->cfg.processor_instance ? c->cfg.processor_instance : "";
 	const char *have = processor_of(pr);
-	return pr__module_for(c, pr->class_name) && str_eq(have ? have : "", want);
+	return pr__module_for(c, pr__effective_class(c, pr)) && str_eq(have ? have : "", want);
 }
 
 bool pr__shards_foreign(const pr_ctl *c, const char *uid)
@@ -176,11 +176,11 @@ bool pr__shards_foreign(const pr_ctl *c, const char *uid)
 /* The node groups of an open plan the status records ("a,b"), or NULL:
  * phase planned, increasing, waiting-for-nodes or rolling-back. Caller
  * frees. */
-static char *open_plan_groups(const kube_provreq *pr)
+static char *open_plan_groups(const pr_ctl *c, const kube_provreq *pr)
 {
 	char *phase, *groups = NULL;
 	state_phase ph;
-	if(pr_class_of(pr->class_name) != PR_CLASS_ATOMIC_SCALE_UP || !(phase = pr_details_get(pr, PR_DETAIL_PHASE)))
+	if(pr_class_of(pr__effective_class(c, pr)) != PR_CLASS_ATOMIC_SCALE_UP || !(phase = pr_details_get(pr, PR_DETAIL_PHASE)))
 		return NULL;
 	if(state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) && ph != STATE_PHASE_DONE)
 		groups = pr_details_get(pr, PR_DETAIL_GROUP);
@@ -220,12 +220,12 @@ static int64_t booking_end(const pr_ctl *c, const kube_provreq *pr, char **plan)
  * class, not final, not being deleted, not Provisioned, no plan open.
  * *due: when it decides it (its recorded retry time, else when it was last
  * answered or created). */
-static bool waiting_at(const kube_provreq *pr, bool open_plan, int64_t *due)
+static bool waiting_at(const pr_ctl *c, const kube_provreq *pr, bool open_plan, int64_t *due)
 {
 	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
 	char *next;
 	int64_t t = 0;
-	if(pr_class_of(pr->class_name) == PR_CLASS_OTHER || pr_is_terminal(pr) || pr->meta.deleted_ns || open_plan ||
+	if(pr_class_of(pr__effective_class(c, pr)) == PR_CLASS_OTHER || pr_is_terminal(pr) || pr->meta.deleted_ns || open_plan ||
 	   pr_cond_true(pr, PR_COND_PROVISIONED))
 		return false;
 	if(prov && (next = pr_details_get(pr, PR_DETAIL_NEXT_ATTEMPT))) {
@@ -375,9 +375,9 @@ static sh_entry *derive(pr_ctl *c, const char *key, const kube_provreq *pr, int 
 			    ph != STATE_PHASE_DONE;
 		free(phase);
 		free(plan);
-		e->groups = open_plan_groups(pr);
-		e->waiting = !until && waiting_at(pr, open, &e->due);
-		e->all_or_none = pr_class_of(pr->class_name) == PR_CLASS_CHECK_CAPACITY;
+		e->groups = open_plan_groups(c, pr);
+		e->waiting = !until && waiting_at(c, pr, open, &e->due);
+		e->all_or_none = pr_class_of(pr__effective_class(c, pr)) == PR_CLASS_CHECK_CAPACITY;
 	}
 	if(until && (text = pr_details_get(pr, PR_DETAIL_BOOKING))) {
 		int prc = parse_booking(e, text, pr->npod_sets);
@@ -390,7 +390,11 @@ static sh_entry *derive(pr_ctl *c, const char *key, const kube_provreq *pr, int 
 		if(prc == 0 && e->nitems)
 			e->until = until;
 	}
-	if(!foreign && !e->until) {
+	/* An own request's open plan: held like another instance's while the
+	 * local store does not carry it (own_plan_here). */
+	if(!foreign && e->plan)
+		e->groups = open_plan_groups(c, pr);
+	if(!foreign && !e->until && !e->groups) {
 		entry_free(e);
 		return NULL;
 	}
@@ -457,6 +461,25 @@ static int resync(pr_ctl *c, pr_world *w)
 }
 
 /* Another instance's open plans: their node groups are busy here. */
+/* An own request's open plan the local store carries (adopted or made
+ * here): the atomic class holds its group and Nodes itself. One it does
+ * not carry yet (a new leader waiting to adopt it until its groups are
+ * listed) is held here like another instance's: else a request decided
+ * meanwhile takes the Nodes it brought up, and once adopted it finds its
+ * pods do not fit and scales up again (DST mixed seed 30908, (iii)). */
+static bool own_plan_here(const pr_ctl *c, const sh_entry *e)
+{
+	state_intent in;
+	char id[400];
+	if(e->foreign || !e->plan || !c->db)
+		return false;
+	snprintf(id, sizeof(id), "%s#0", e->plan);
+	if(state_intent_get(c->db, id, &in, NULL))
+		return false;
+	state_intent_clear(&in);
+	return true;
+}
+
 static void mark_busy(pr_ctl *c, pr_world *w)
 {
 	hmap_iter it;
@@ -464,6 +487,8 @@ static void mark_busy(pr_ctl *c, pr_world *w)
 	hmap_iter_init(&it, &c->shards.plans);
 	while(hmap_iter_next(&it, NULL, &v)) {
 		const char *p = ((const sh_entry *)v)->groups;
+		if(own_plan_here(c, v))
+			continue;
 		while(*p) {
 			size_t n = strcspn(p, ",");
 			char id[256];
@@ -704,7 +729,7 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
 	while(hmap_iter_next(&it, NULL, &v)) {
 		sh_entry *e = v;
 		prd_err err;
-		if(e->until <= c->now || !hmap_has(&w->uids, e->uid) ||
+		if(e->until <= c->now || !hmap_has(&w->uids, e->uid) || pr__ledger_has(c, e->uid) ||
 		   (!e->foreign && ((nrows && bsearch(e->uid, rows, nrows, sizeof(*rows), row_uid_cmp)) ||
 				    plan_ended_here(c, e))) ||
 		   !resolve_room(c, w, e))
@@ -721,6 +746,6 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
 	metrics_gauge_set(M_API_BOOKINGS, NULL, (double)c->stats.bookings_from_api);
 	hmap_iter_init(&it, &c->shards.plans);
 	while(hmap_iter_next(&it, NULL, &v))
-		if(hmap_has(&w->uids, ((sh_entry *)v)->uid))
+		if(hmap_has(&w->uids, ((sh_entry *)v)->uid) && !own_plan_here(c, v))
 			hold_plan_nodes(c, w, v);
 }

@@ -613,6 +613,34 @@ static int book_rebuilt_devices(pr_world *w, const char *uid, size_t idx, json_o
 	return rc;
 }
 
+/* The booking ledger's live entries (ledger.c) of requests the local store
+ * holds no rows of: another instance's bookings, including those whose
+ * status write has not landed (or been seen) yet. Not reading it, the pass
+ * places nothing. */
+static int book_ledger(pr_ctl *c, pr_world *w, const state_booking *own, size_t nown, prd_err *err)
+{
+	state_booking *v = NULL;
+	size_t n = 0, i, idx;
+	int rc = pr__ledger_read(c, err);
+	if(rc)
+		return rc;
+	if((rc = pr__ledger_rows(c, own, nown, &w->uids, &v, &n)))
+		return prd_err_set(err, rc, "out of memory");
+	for(i = 0; i < n; i++) {
+		const pr_bres *br = NULL;
+		prd_err ce;
+		if(sched_snapshot_find_node(w->snap, v[i].node_name, &idx))
+			continue;
+		if(booking_res_kept(c, v[i].resources_json, &br, &ce) ||
+		   sched_snapshot_book(w->snap, v[i].request_uid, idx, br->res, br->nres, &ce))
+			log_warn("booking ledger entry ignored", "request_uid", v[i].request_uid, "error", ce.msg);
+		else
+			c->stats.bookings_held++;
+	}
+	state_booking_list_free(v, n);
+	return 0;
+}
+
 /* The bookings of requests that still hold capacity, into the pass's
  * snapshot. */
 static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
@@ -633,6 +661,7 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		if(!hmap_has(&w->uids, b[i].request_uid)) {
 			if(i == 0 || strcmp(b[i - 1].request_uid, b[i].request_uid)) {
 				state_booking_delete_request(c->db, b[i].request_uid, NULL, NULL);
+				pr__ledger_gone(c, b[i].request_uid);
 				log_info("released the booking of a deleted request", "request_uid", b[i].request_uid);
 			}
 			continue;
@@ -651,6 +680,10 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 			log_warn("booking ignored", "request_uid", b[i].request_uid, "error", ce.msg);
 		else
 			c->stats.bookings_held++;
+	}
+	if(c->ledger.on && (rc = book_ledger(c, w, b, nb, err))) {
+		state_booking_list_free(b, nb);
+		return rc;
 	}
 	pr__shards_book(c, w, b, nb);
 	state_booking_list_free(b, nb);

@@ -32,6 +32,7 @@ struct pr_status_write {
 	char *rv;                 /* the version the patch is based on (owned) */
 	json_object *patch;       /* shares nothing with other objects (threads) */
 	bool release;             /* remove the finalizer once written */
+	bool held;                /* not sent: the booking ledger refused its booking */
 	int rc;
 	prd_err err;
 	json_object *answer;
@@ -144,6 +145,74 @@ static int status_outcome(pr_ctl *c, const kube_provreq *pr, const char *based_o
 	return 0;
 }
 
+/* The booking changes of the pass's deferred writes into the ledger; when
+ * it refuses them, the writes that book are held back (their requests
+ * are decided again on the next pass, on the ledger read anew). */
+static void ledger_flush(pr_ctl *c)
+{
+	pr_ledger_change *ch;
+	size_t n = 0, i;
+	bool adds = false;
+	char (*keys)[600];
+	prd_err e;
+	int rc;
+	if(!c->ledger.on || !(ch = calloc(c->nwrites, sizeof(*ch))) || !(keys = calloc(c->nwrites, sizeof(*keys)))) {
+		if(c->ledger.on) {
+			free(ch);
+			for(i = 0; i < c->nwrites; i++) {
+				bool add;
+				if(pr__ledger_change_of(c->writes[i].patch, false, &add) && add) {
+					c->writes[i].held = true;
+					c->writes[i].rc = PRD_ENOMEM;
+					prd_err_set(&c->writes[i].err, PRD_ENOMEM, "out of memory");
+				}
+			}
+		}
+		return;
+	}
+	for(i = 0; i < c->nwrites; i++) {
+		bool add;
+		if(!pr__ledger_change_of(c->writes[i].patch, false, &add))
+			continue;
+		snprintf(keys[n], sizeof(keys[n]), "%s/%s", c->writes[i].pr->meta.ns, c->writes[i].pr->meta.name);
+		ch[n].uid = c->writes[i].pr->meta.uid;
+		ch[n].key = keys[n];
+		ch[n].add = add;
+		adds |= add;
+		n++;
+	}
+	rc = n ? pr__ledger_commit(c, ch, n, &e) : 0;
+	for(i = 0; rc && adds && i < c->nwrites; i++) {
+		bool add;
+		if(pr__ledger_change_of(c->writes[i].patch, false, &add) && add) {
+			c->writes[i].held = true;
+			c->writes[i].rc = PRD_ECONFLICT;
+			prd_err_set(&c->writes[i].err, PRD_ECONFLICT, "the booking ledger changed since this pass read it");
+		}
+	}
+	free(ch);
+	free(keys);
+}
+
+/* The same for one write that goes out at once; non-zero: it must not
+ * be sent. */
+static int ledger_now(pr_class_ctx *x, prd_err *err)
+{
+	pr_ctl *c = x->c;
+	pr_ledger_change ch;
+	char key[600];
+	bool add;
+	int rc;
+	if(!c->ledger.on || !c->details || !pr__ledger_change_of(c->details, true, &add))
+		return 0;
+	snprintf(key, sizeof(key), "%s/%s", x->pr->meta.ns, x->pr->meta.name);
+	ch.uid = x->pr->meta.uid;
+	ch.key = key;
+	ch.add = add;
+	rc = pr__ledger_commit(c, &ch, 1, err);
+	return add ? rc : 0;
+}
+
 int pr__write_status(pr_class_ctx *x, prd_err *err)
 {
 	pr_ctl *c = x->c;
@@ -155,6 +224,11 @@ int pr__write_status(pr_class_ctx *x, prd_err *err)
 		return 0;
 	if(!pr__may_act(c))
 		return prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
+	if((rc = ledger_now(x, err))) {
+		pr__wake_at(c, c->now + PRD_NS_PER_SEC);
+		pr__dirty_wake(c, x->pr, c->now + PRD_NS_PER_SEC);
+		return rc;
+	}
 	patch = status_patch(x, false);
 	status_path(x->pr, path, sizeof(path));
 	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, &answer, NULL, err);
@@ -257,6 +331,8 @@ static void send_one(void *ud, size_t i)
 	pr_ctl *c = ud;
 	struct pr_status_write *w = &c->writes[i];
 	char path[700];
+	if(w->held)
+		return;
 	status_path(w->pr, path, sizeof(path));
 	w->rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", w->patch, &w->answer, NULL,
 			      &w->err);
@@ -271,6 +347,8 @@ void pr__status_flush(pr_ctl *c)
 	/* Fenced: the lease may be another replica's; write nothing (the new
 	 * leader decides these requests again). */
 	sent = pr__may_act(c);
+	if(sent)
+		ledger_flush(c);
 	if(sent)
 		pr__parallel(c->cfg.status_writers ? c->cfg.status_writers : 1, c->nwrites, send_one, c);
 	for(i = 0; i < c->nwrites; i++) {

@@ -31,6 +31,8 @@
 void pr__world_free(pr_world *w)
 {
 	size_t i;
+	pr__pclass_world_free(w);
+	pr__quota_world_free(w);
 	for(i = 0; i < w->nobjs; i++)
 		kube_obj_free(w->in, w->objs[i]);
 	if(w->inf && !w->prs_kept) {
@@ -49,9 +51,11 @@ void pr__world_free(pr_world *w)
 	for(i = 0; i < w->ngroups; i++) {
 		pr_group_unlist(&w->groups[i]);
 		free(w->groups[i].id);
+		free(w->groups[i].nap_owner);
 		json_object_put(w->groups[i].tmpl_json);
 	}
 	free(w->groups);
+	free(w->res_totals);
 	sched_snapshot_free(w->snap);
 	pr_dra_free(&w->dra);
 	arena_free(&w->ar);
@@ -291,7 +295,7 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 	for(i = 0; i < w->nprs; i++)
 		if(hmap_put(&w->uids, w->prs[i]->meta.uid, NULL))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	if(pr__node_table(c, w) || pr__marked_nodes(c, w))
+	if(pr__node_table(c, w) || pr__marked_nodes(c, w) || pr__node_totals(c, w))
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	if((rc = digest_pods(c, w, err)))
 		return rc;
@@ -522,6 +526,8 @@ int pr__world_load(pr_ctl *c, pr_world *w, prd_err *err)
 	/* Driver calls first: no cache lock is held while a cloud answers. */
 	if((rc = pr__load_groups(c, w, err)))
 		return rc;
+	if((rc = pr__pclass_read(c, err)))
+		return rc;
 	if(c->use_inf) {
 		kube_informer_rdlock(c->inf.nodes);
 		kube_informer_rdlock(c->inf.pods);
@@ -581,6 +587,7 @@ int pr__world_load(pr_ctl *c, pr_world *w, prd_err *err)
 			goto done;
 	}
 	qsort(w->prs, w->nprs, sizeof(*w->prs), pr_order_cmp);
+	rc = pr__pclass_resolve(c, w, err);
 done:
 	free(tp);
 	return rc;

@@ -269,6 +269,15 @@ int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 			} else {
 				log_warn("node group has no template node", "group", pg->id, "error", de.message);
 			}
+			if(cloud_driver_naps(drv->api)) {
+				char *owner = NULL;
+				/* (A group the driver cannot tell about is taken as
+				 * one it did not create: never deleted as idle.) */
+				if(drv->api->group_owner(drv->state, pg->id, &owner, &de) == 0 && owner) {
+					pg->nap_owner = str_dup(owner);
+					drv->api->release_string(drv->state, owner);
+				}
+			}
 			if(c->db)
 				state_group_backed_off(c->db, pg->id, &pg->backed_off, &pg->backoff_until, NULL);
 			if(c->fence_term) {
@@ -382,6 +391,40 @@ int pr__node_table(pr_ctl *c, pr_world *w)
 	c->nbn_valid = pr__incremental(c, w) && !rc;
 	c->nbn_gen = w->gen_nodes;
 	return rc;
+}
+
+int pr__node_totals(pr_ctl *c, pr_world *w)
+{
+	size_t i, l, r;
+	if(!c->limits.nres_limits)
+		return 0;
+	w->res_totals = calloc(c->limits.nres_limits, sizeof(*w->res_totals));
+	if(!w->res_totals)
+		return PRD_ENOMEM;
+	/* Capacity, as cluster-autoscaler counts its limits: what the
+	 * machines have, whoever made them, Ready or not. */
+	for(i = 0; i < w->nnodes; i++) {
+		const kube_node *n = w->nodes[i];
+		pr_marked key = { .name = n->meta.name }, *m = NULL;
+		if(w->nmarked)
+			m = bsearch(&key, w->marked, w->nmarked, sizeof(*w->marked), pr__marked_cmp);
+		if(m && !(m->res = arena_array(&w->ar, c->limits.nres_limits, sizeof(*m->res))))
+			return PRD_ENOMEM;
+		for(l = 0; l < c->limits.nres_limits; l++)
+			for(r = 0; r < n->ncapacity; r++) {
+				int64_t v = 0;
+				if(strcmp(n->capacity[r].name, c->limits.res_limits[l].resource))
+					continue;
+				if(!strcmp(n->capacity[r].name, "cpu") ? qty_milli_value(&n->capacity[r].q, &v)
+								       : qty_value(&n->capacity[r].q, &v))
+					v = 0;
+				if(v > 0 && w->res_totals[l] <= INT64_MAX - v)
+					w->res_totals[l] += v;
+				if(m && v > 0)
+					m->res[l] = v;
+			}
+	}
+	return 0;
 }
 
 /* The nodes provreqd's plans made (w->marked, for scale-down), by name. In

@@ -15,6 +15,7 @@ void pr__write(pr_ctl *c, pr_world *w)
 {
 	pr__marks_flush(c);
 	pr__status_flush(c);
+	pr__ledger_tidy(c);
 	pr__modules_hook(c, w, PR_HOOK_END);
 	pr__scaledown(c, w);
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum strat { S_LEAST_WASTE, S_MOST_PODS, S_LEAST_NODES, S_PRIORITY, S_RANDOM };
+enum strat { S_LEAST_WASTE, S_MOST_PODS, S_LEAST_NODES, S_PRIORITY, S_RANDOM, S_PRICE };
 
 #define CHAIN_MAX 8
 
@@ -29,7 +29,7 @@ static const struct {
 } names[] = {
 	{ "least-waste", S_LEAST_WASTE }, { "most-pods", S_MOST_PODS },
 	{ "least-nodes", S_LEAST_NODES }, { "priority", S_PRIORITY },
-	{ "random", S_RANDOM },
+	{ "random", S_RANDOM }, { "price", S_PRICE },
 };
 
 void sched_expander_free(sched_expander *x)
@@ -189,6 +189,12 @@ static double waste(const sched_option *o)
 	return (double)w;
 }
 
+/* What the option's new nodes cost an hour (only with a known price). */
+static long double cost(const sched_option *o)
+{
+	return (long double)o->price_micros * (long double)o->node_count;
+}
+
 /* Highest priority matching the id, or false when nothing matches. */
 static bool prio_of(const sched_expander *x, const char *id, int64_t *out)
 {
@@ -210,6 +216,7 @@ static void filter(sched_expander *x, enum strat st, const sched_option *o, size
 	size_t i, k = 0;
 	double best_d = 0;
 	int64_t best_i = 0;
+	size_t best_at = 0;
 	bool have = false;
 
 	if(st == S_RANDOM) {
@@ -244,6 +251,12 @@ static void filter(sched_expander *x, enum strat st, const sched_option *o, size
 			if(!have || v > best_i)
 				best_i = v;
 			break;
+		case S_PRICE:
+			if(!p->has_price)
+				continue;
+			if(!have || cost(p) < cost(&o[idx[best_at]]))
+				best_at = i;
+			break;
 		case S_RANDOM:
 			break;
 		}
@@ -260,6 +273,7 @@ static void filter(sched_expander *x, enum strat st, const sched_option *o, size
 		case S_MOST_PODS: keep = p->pods == best_i; break;
 		case S_LEAST_NODES: keep = p->node_count == best_i; break;
 		case S_PRIORITY: keep = prio_of(x, p->group_id, &v) && v == best_i; break;
+		case S_PRICE: keep = p->has_price && cost(p) == cost(&o[idx[best_at]]); break;
 		case S_RANDOM: break;
 		}
 		if(keep)

@@ -19,7 +19,11 @@
  *               cluster-autoscaler skips it when its ConfigMap cannot be
  *               read: refusing "priority" without a table source is the
  *               configuration's job (ops/config.c).
- *  random       one of the remaining options, from a seeded generator */
+ *  random       one of the remaining options, from a seeded generator
+ *  price        cheapest new nodes (node count x the price an hour), among
+ *               options whose cloud gives a price (auto-provisioned
+ *               shapes); options without one are dropped, and when none
+ *               has a price the strategy is skipped */
 #ifndef PRD_SCHED_EXPANDER_H
 #define PRD_SCHED_EXPANDER_H
 
@@ -34,6 +38,11 @@ typedef struct sched_option {
 	int64_t node_memory;      /* template allocatable, bytes */
 	int64_t req_cpu;          /* sum of the placed pods' requests */
 	int64_t req_memory;
+	/* The price of one new node an hour, in millionths of the cloud's
+	 * unit, when the cloud says (has_price): the price expander keeps
+	 * the cheapest options (node_count x price) among those with one. */
+	bool has_price;
+	int64_t price_micros;
 } sched_option;
 
 typedef struct sched_priority {

@@ -302,6 +302,8 @@ size_t sched_snapshot_node_count(const sched_snapshot *s);
 /* Borrowed; valid until the node is reverted away or the snapshot freed. */
 const char *sched_snapshot_node_name(const sched_snapshot *s, size_t idx);
 int sched_snapshot_find_node(const sched_snapshot *s, const char *name, size_t *idx);
+/* The value of label `key` on node idx (borrowed like the name), or NULL. */
+const char *sched_snapshot_node_label(const sched_snapshot *s, size_t idx, const char *key);
 
 /* Bind `count` identical pods to node `idx` (running pods or pods the
  * scheduler already placed). Uses the pod's namespace, labels, requests,

@@ -463,6 +463,19 @@ const char *sched_snapshot_node_name(const sched_snapshot *s, size_t idx)
 	return s && idx < s->n_nodes ? s->nodes[idx].name : NULL;
 }
 
+const char *sched_snapshot_node_label(const sched_snapshot *s, size_t idx, const char *key)
+{
+	const sched__node *n;
+	uint32_t i;
+	if(!s || idx >= s->n_nodes || !key)
+		return NULL;
+	n = &s->nodes[idx];
+	for(i = 0; i < n->n_labels; i++)
+		if(n->labels[i].key && !strcmp(n->labels[i].key, key))
+			return n->labels[i].value;
+	return NULL;
+}
+
 int sched_snapshot_find_node(const sched_snapshot *s, const char *name, size_t *idx)
 {
 	uintptr_t v;

@@ -203,8 +203,8 @@ static const char *unusable(memapi *m, json_object *o)
 		return "no kind or apiVersion";
 	if(!memapi_resource_for_kind(m, jstr(o, "apiVersion"), jstr(o, "kind")))
 		return "kind not simulated (simulate models Nodes, Pods, PodTemplates, ProvisioningRequests, "
-		       "Namespaces, ConfigMaps, Events, Leases, ResourcePools, and resource.k8s.io/v1 "
-		       "ResourceSlices, DeviceClasses, ResourceClaimTemplates and ResourceClaims)";
+		       "ProvisioningClasses, Namespaces, ResourceQuotas, ConfigMaps, Events, Leases, ResourcePools, and "
+		       "resource.k8s.io/v1 ResourceSlices, DeviceClasses, ResourceClaimTemplates and ResourceClaims)";
 	if(!json_object_is_type(md, json_type_object) || (!jstr(md, "name") && !jstr(md, "generateName")))
 		return "no metadata.name";
 	return NULL;

@@ -78,11 +78,20 @@ static const char schema_v3[] =
 static const char schema_v4[] =
 	"ALTER TABLE scaleup_intent ADD COLUMN term TEXT NOT NULL DEFAULT '';";
 
+/* Version 5. Node auto-provisioning: the groups a plan is to create, or
+ * created, recorded before the cloud is asked (classes/nap.c). */
+static const char schema_v5[] =
+	"CREATE TABLE nap_group ("
+	" group_id TEXT PRIMARY KEY,"
+	" spec     TEXT NOT NULL"
+	") WITHOUT ROWID;";
+
 const state__migration state__migrations[] = {
 	{ 1, schema_v1 },
 	{ 2, schema_v2 },
 	{ 3, schema_v3 },
 	{ 4, schema_v4 },
+	{ 5, schema_v5 },
 };
 
 const size_t state__n_migrations = sizeof(state__migrations) / sizeof(state__migrations[0]);

@@ -39,7 +39,7 @@
 
 /* The schema version this build writes; databases with a higher
  * PRAGMA user_version are refused. */
-#define STATE_SCHEMA_VERSION 4
+#define STATE_SCHEMA_VERSION 5
 
 typedef struct state_db state_db;
 
@@ -366,5 +366,25 @@ int state_booking_delete_expired(state_db *db, size_t *deleted, prd_err *err);
 
 void state_booking_clear(state_booking *b);
 void state_booking_list_free(state_booking *v, size_t n);
+
+/* ---- auto-provisioned node groups (classes/nap.c) ---------------------- */
+
+/* One record: the group's id and the module's text about it. */
+typedef struct state_nap {
+	char *group_id;
+	char *spec;
+} state_nap;
+
+void state_nap_clear(state_nap *r);
+void state_nap_list_free(state_nap *v, size_t n);
+/* Write (or replace) the record of a group. */
+int state_nap_put(state_db *db, const char *group_id, const char *spec, prd_err *err);
+/* The record of a group into *out (caller clears); PRD_ENOTFOUND when
+ * there is none. */
+int state_nap_get(state_db *db, const char *group_id, state_nap *out, prd_err *err);
+/* Every record, by group id (caller frees with state_nap_list_free). */
+int state_nap_list(state_db *db, state_nap **out, size_t *n, prd_err *err);
+/* Forget a group's record (none is not an error). */
+int state_nap_delete(state_db *db, const char *group_id, prd_err *err);
 
 #endif

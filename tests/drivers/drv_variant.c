@@ -22,6 +22,12 @@ static int ok_delete(void *s, const char *g, const char *const *n, size_t c, prd
 #endif
 static void ok_release_string(void *s, char *p) { (void)s; (void)p; }
 
+#ifdef VARIANT_NAPSOME
+static int some_shapes(void *s, prd_cloud_shape **v, size_t *n, prd_cloud_error *e)
+{ (void)s; (void)e; *v = NULL; *n = 0; return 0; }
+static void some_release_shapes(void *s, prd_cloud_shape *v, size_t n) { (void)s; (void)v; (void)n; }
+#endif
+
 #ifdef VARIANT_INITFAIL
 static int fail_init(const prd_cloud_host *h, const char *config, void **state, prd_cloud_error *e)
 {
@@ -74,6 +80,12 @@ static const prd_cloud_driver descriptor = {
 #ifdef VARIANT_FENCENOFN
 	/* Claims fencing (ABI 1.4) without the entry points it needs. */
 	.capabilities = PRD_CLOUD_CAP_FENCE,
+#endif
+#ifdef VARIANT_NAPSOME
+	/* Lists shapes (ABI 1.5) but cannot create or delete a group. */
+	.shape_size = sizeof(prd_cloud_shape),
+	.shapes = some_shapes,
+	.release_shapes = some_release_shapes,
 #endif
 };
 

@@ -28,8 +28,8 @@
 grp *group_of(const char *id)
 {
 	size_t i;
-	for(i = 0; i < NGROUPS; i++)
-		if(!strcmp(dst.g[i].id, id))
+	for(i = 0; i < NGALL; i++)
+		if(dst.g[i].exists && !strcmp(dst.g[i].id, id))
 			return &dst.g[i];
 	return NULL;
 }
@@ -87,17 +87,19 @@ static int c_groups(void *st, prd_cloud_node_group **out, size_t *n, prd_cloud_e
 	call_begin(st, false);
 	if(transient(err, "node groups"))
 		return PRD_CLOUD_EAGAIN;
-	v = calloc(NGROUPS, sizeof(*v));
+	v = calloc(NGALL, sizeof(*v));
 	if(!v)
 		return PRD_CLOUD_ENOMEM;
-	for(i = 0; i < NGROUPS; i++) {
-		v[i].id = strdup(dst.g[i].id);
-		v[i].min_size = 0;
-		v[i].max_size = dst.g[i].max;
-		v[i].target_size = dst.g[i].target;
+	*n = 0;
+	for(i = 0; i < NGALL; i++) {
+		if(!dst.g[i].exists)
+			continue;
+		v[*n].id = strdup(dst.g[i].id);
+		v[*n].min_size = 0;
+		v[*n].max_size = dst.g[i].max;
+		v[(*n)++].target_size = dst.g[i].target;
 	}
 	*out = v;
-	*n = NGROUPS;
 	crash_point(st, true);
 	return 0;
 }
@@ -500,6 +502,145 @@ static void c_release_string(void *st, char *s)
 	free(s);
 }
 
+/* ---- ABI 1.5: node auto-provisioning ---------------------------------- */
+
+/* One shape: 16 cpu, which only the `huge` pods (12 cpu) need. */
+#define SHAPE "xl"
+#define SHAPE_CPU "16"
+#define SHAPE_MAX 4
+
+static int c_shapes(void *st, prd_cloud_shape **out, size_t *n, prd_cloud_error *err)
+{
+	prd_cloud_shape *v;
+	call_begin(st, false);
+	*out = NULL;
+	*n = 0;
+	if(transient(err, "shapes"))
+		return PRD_CLOUD_EAGAIN;
+	if(!dst.nap)
+		return 0;
+	v = calloc(1, sizeof(*v));
+	if(!v)
+		return PRD_CLOUD_ENOMEM;
+	v->name = strdup(SHAPE);
+	v->node_json = strdup("{\"metadata\":{\"labels\":{\"shape\":\"" SHAPE "\"}},\"status\":{\"allocatable\":"
+			      "{\"cpu\":\"" SHAPE_CPU "\",\"memory\":\"64Gi\",\"pods\":\"110\"}}}");
+	v->zones = NULL;
+	v->price_micros = 2000000;
+	v->max_size = SHAPE_MAX;
+	*out = v;
+	*n = 1;
+	crash_point(st, true);
+	return v->name && v->node_json ? 0 : PRD_CLOUD_ENOMEM;
+}
+
+static void c_release_shapes(void *st, prd_cloud_shape *v, size_t n)
+{
+	size_t i;
+	(void)st;
+	for(i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].node_json);
+		free(v[i].zones);
+	}
+	free(v);
+}
+
+/* Creating fails like an increase does (transient, out of capacity), and
+ * its answer may be lost after it took effect. */
+static int c_create_group(void *st, const prd_cloud_group_create *req, prd_cloud_error *err)
+{
+	replica *r = st;
+	grp *g;
+	size_t i;
+	bool ambiguous;
+	call_begin(r, true);
+	if(req->struct_size < sizeof(*req) || !req->group_id || !req->owner || !token_ok(req->owner) ||
+	   !req->shape || strcmp(req->shape, SHAPE) || req->max_size < 1 || req->max_size > SHAPE_MAX ||
+	   strlen(req->group_id) >= sizeof(g->idbuf)) {
+		snprintf(err->message, sizeof(err->message), "bad create_group request");
+		err->code = PRD_CLOUD_EINVAL;
+		return PRD_CLOUD_EINVAL;
+	}
+	if(transient(err, "create group"))
+		return PRD_CLOUD_EAGAIN;
+	if((g = group_of(req->group_id))) {
+		if(g->nap && !strcmp(g->owner, req->owner))
+			return 0;
+		snprintf(err->message, sizeof(err->message), "group %s exists", req->group_id);
+		err->code = PRD_CLOUD_ECONFLICT;
+		return PRD_CLOUD_ECONFLICT;
+	}
+	if(dst.faults && pct(dst.p_stockout)) {
+		snprintf(err->message, sizeof(err->message), "QUOTA_EXCEEDED: cannot create a group of %s", SHAPE);
+		err->code = PRD_CLOUD_EIO;
+		return PRD_CLOUD_EIO;
+	}
+	for(i = NGROUPS; i < NGALL && dst.g[i].id; i++)
+		;
+	if(i == NGALL) {
+		snprintf(err->message, sizeof(err->message), "no more groups (simulated quota)");
+		err->code = PRD_CLOUD_EIO;
+		return PRD_CLOUD_EIO;
+	}
+	g = &dst.g[i];
+	memset(g, 0, sizeof(*g));
+	snprintf(g->idbuf, sizeof(g->idbuf), "%s", req->group_id);
+	snprintf(g->owner, sizeof(g->owner), "%s", req->owner);
+	g->id = g->idbuf;
+	g->cpu = SHAPE_CPU;
+	g->max = req->max_size;
+	g->exists = true;
+	g->nap = true;
+	vlog("cloud: %s created group %s for %s", r->name, g->id, g->owner);
+	judge_create(r, g);
+	ambiguous = dst.faults && pct(dst.p_ambiguous);
+	crash_point(r, true);
+	if(ambiguous) {
+		snprintf(err->message, sizeof(err->message), "create group: timed out waiting for the answer");
+		err->code = PRD_CLOUD_EAGAIN;
+		return PRD_CLOUD_EAGAIN;
+	}
+	return 0;
+}
+
+static int c_delete_group(void *st, const char *gid, prd_cloud_error *err)
+{
+	replica *r = st;
+	grp *g = group_of(gid);
+	call_begin(r, true);
+	if(transient(err, "delete group"))
+		return PRD_CLOUD_EAGAIN;
+	if(!g)
+		return 0;
+	if(!g->nap) {
+		snprintf(err->message, sizeof(err->message), "group %s was not made by create_group", gid);
+		err->code = PRD_CLOUD_EINVAL;
+		return PRD_CLOUD_EINVAL;
+	}
+	if(present(g) || g->target) {
+		snprintf(err->message, sizeof(err->message), "group %s is not empty", gid);
+		err->code = PRD_CLOUD_ERANGE;
+		return PRD_CLOUD_ERANGE;
+	}
+	g->exists = false;
+	vlog("cloud: %s deleted group %s", r->name, g->id);
+	crash_point(r, true);
+	return 0;
+}
+
+static int c_group_owner(void *st, const char *gid, char **owner, prd_cloud_error *err)
+{
+	grp *g = group_of(gid);
+	(void)st;
+	*owner = NULL;
+	if(!g)
+		return no_group(gid, err);
+	if(g->nap && !(*owner = strdup(g->owner)))
+		return PRD_CLOUD_ENOMEM;
+	return 0;
+}
+
 const prd_cloud_driver sim_driver = {
 	.abi_major = PRD_CLOUD_ABI_MAJOR,
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
@@ -526,6 +667,13 @@ const prd_cloud_driver sim_driver = {
 	.fence = c_fence,
 	.decrease = c_decrease_req,
 	.delete_fenced = c_delete_fenced,
+	/* ABI 1.5 */
+	.shape_size = sizeof(prd_cloud_shape),
+	.shapes = c_shapes,
+	.release_shapes = c_release_shapes,
+	.create_group = c_create_group,
+	.delete_group = c_delete_group,
+	.group_owner = c_group_owner,
 };
 
 /* ----------------------------------------------- the cloud on its own */
@@ -578,7 +726,7 @@ void cloud_progress(void)
 {
 	int64_t now = now_ns();
 	size_t gi, i;
-	for(gi = 0; gi < NGROUPS; gi++) {
+	for(gi = 0; gi < NGALL; gi++) {
 		grp *g = &dst.g[gi];
 		for(i = 0; i < g->n; i++) {
 			inst *x = &g->v[i];
@@ -587,6 +735,12 @@ void cloud_progress(void)
 			if(x->deleting) {
 				if(now >= x->t_gone) {
 					x->gone = true;
+					/* The outside actor's deletion is nobody's fault
+					 * here, also for a request that came to hold room
+					 * on the Node after the deletion began (the Node
+					 * was in the API, Ready, until now). */
+					if(x->node[0] && x->creator == BY_OUTSIDE)
+						room_lost(x->node);
 					if(x->node[0])
 						delete_node(x->node);
 				}
@@ -605,7 +759,7 @@ void cloud_progress(void)
 bool cloud_settled(void)
 {
 	size_t gi, i;
-	for(gi = 0; gi < NGROUPS; gi++)
+	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
 			if(!x->gone && (x->deleting || !x->appeared || (!x->errclass && !x->node[0])))

@@ -60,14 +60,15 @@
  * A seed stops at its first violation.
  *
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
- *            [--actors mixed|single|multi|replicas] [--unfenced] [--skip vi,viii]
+ *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--skip vi,viii]
  * 1000 seeds by default, what make check runs (DST_SEEDS=N and
  * DST_ACTORS=mode override);
  * mixed runs every fifth seed in the single-controller mode, the others
  * with several actors; replicas runs only the two replicas of one shard
  * (no second shard, no outside actor, no placeholder ids), to look at
  * failover alone. --unfenced makes every fence say yes, to show that
- * the oracle catches a controller that does not fence itself; --skip
+ * the oracle catches a controller that does not fence itself;
+ * --no-ledger runs several actors without the booking ledger; --skip
  * leaves the invariants named out (to see what else fails while one is
  * being fixed: only a seed's first violation is reported). Seeds run
  * in batches of 500 in child processes, J at a time. Prints one line:
@@ -156,7 +157,7 @@ static void dump_record(void)
 	size_t gi, i;
 	int k;
 	fprintf(stderr, "the cloud's record:\n");
-	for(gi = 0; gi < NGROUPS; gi++)
+	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
 			fprintf(stderr, "  %s %s by %s plan %s%s%s%s\n", x->id,
@@ -239,6 +240,11 @@ void create_request(void)
 			 "metadata: {name: %s}\nspec:\n  provisioningClassName: " CLASS_ATOMIC "\n%s"
 			 "  podSets: [{podTemplateRef: {name: small}, count: %d}, {podTemplateRef: {name: big}, count: %d}]\n",
 			 name, params, (int)rnd_in(1, 4), (int)rnd_in(1, 3));
+	else if(dst.nap && kind >= 8)
+		snprintf(y, sizeof(y),
+			 "metadata: {name: %s}\nspec:\n  provisioningClassName: " CLASS_ATOMIC "\n%s"
+			 "  podSets: [{podTemplateRef: {name: huge}, count: %d}]\n",
+			 name, params, (int)rnd_in(1, 3));
 	else
 		snprintf(y, sizeof(y),
 			 "metadata: {name: %s}\nspec:\n  provisioningClassName: " CLASS_ATOMIC "\n%s"
@@ -276,11 +282,20 @@ static void setup_cluster(void)
 	post("/api/v1/namespaces/d/podtemplates",
 	     "metadata: {name: big}\ntemplate:\n  metadata: {labels: {app: big}}\n"
 	     "  spec: {containers: [{name: c, image: x, resources: {requests: {cpu: \"6\", memory: 1Gi}}}]}\n");
+	/* No fixed group can take it (4 and 8 cpu): only an auto-provisioned
+	 * one (16). */
+	post("/api/v1/namespaces/d/podtemplates",
+	     "metadata: {name: huge}\ntemplate:\n  metadata: {labels: {app: huge}}\n"
+	     "  spec: {containers: [{name: c, image: x, resources: {requests: {cpu: \"12\", memory: 1Gi}}}]}\n");
 	for(gi = 0; gi < NGROUPS; gi++) {
 		int running = (int)rnd_in(0, 2);
 		cloud_initial(&dst.g[gi], running, pct(30));
 	}
 }
+
+/* --no-ledger: the replicas run without the booking ledger (ledger.c), to
+ * show what it prevents (a late booking landing over another instance's). */
+static bool no_ledger;
 
 static void setup_replica(replica *r, int idx, const char *name, const char *shard, int lease)
 {
@@ -297,6 +312,11 @@ static void setup_replica(replica *r, int idx, const char *name, const char *sha
 	r->cfg.scale_down = false;
 	r->cfg.state_retention_ns = 365LL * 24 * 60 * MIN;
 	r->cfg.processor_instance = shard;
+	r->cfg.nap = dst.nap;
+	/* Several actors: what a deployment with leader election or shards
+	 * runs (cmd_run.c). */
+	if(dst.multi && !no_ledger)
+		r->cfg.booking_ledger = "provreqd/provreqd-bookings";
 }
 
 /* A fresh world for `seed`: settings, cluster, replicas. */
@@ -316,6 +336,7 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.unfenced = unfenced;
 	dst.dir = dir;
 	dst.g[0].id = "ga";
+	dst.g[0].exists = dst.g[1].exists = true;
 	dst.g[0].cpu = "4";
 	dst.g[0].max = dst.multi ? 10 : 8;
 	dst.g[1].id = "gb";
@@ -328,6 +349,8 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.p_inst_fail = (int)rnd_in(0, 25);
 	dst.placeholders = dst.shards && pct(50);
 	dst.outside_on = dst.shards && pct(75);
+	/* (Decided last: the seeds of old draw what they drew before.) */
+	dst.nap = !dst.multi && pct(60);
 	clk_fake_init(&dst.clock, 1714557600LL * SEC + seed % 1000 * SEC);
 	metrics_shutdown();
 	metrics_init();
@@ -628,7 +651,7 @@ static int selftest(const char *dir)
 static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v] "
-			"[--actors mixed|single|multi|replicas] [--unfenced] [--skip vi,viii]\n");
+			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--skip vi,viii]\n");
 	return 2;
 }
 
@@ -666,6 +689,8 @@ int main(int argc, char **argv)
 			snprintf(skip, sizeof(skip), ",%s,", argv[++a]);
 		} else if(!strcmp(argv[a], "--unfenced"))
 			o.unfenced = true;
+		else if(!strcmp(argv[a], "--no-ledger"))
+			no_ledger = true;
 		else if(!strcmp(argv[a], "-v"))
 			dst.verbose = true;
 		else
@@ -678,9 +703,9 @@ int main(int argc, char **argv)
 		o.actors = !strcmp(v, "single") ? 1 : !strcmp(v, "multi") ? 2 : !strcmp(v, "replicas") ? 3 : 0;
 	}
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
-	snprintf(flags, sizeof(flags), "%s%s%s%.*s",
+	snprintf(flags, sizeof(flags), "%s%s%s%s%.*s",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
-		 o.unfenced ? " --unfenced" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
+		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
 		 skip[0] ? skip + 1 : "");
 	mode_flags = flags;
 	log_setup(dst.verbose ? PRD_LOG_INFO : PRD_LOG_ERROR, PRD_LOG_TEXT, dst.verbose ? stderr : devnull);

@@ -25,6 +25,10 @@
 #define SEC PRD_NS_PER_SEC
 #define MIN (60 * SEC)
 #define NGROUPS 2
+/* Node groups the controller may auto-provision (ABI 1.5), after the
+ * NGROUPS fixed ones: slots never reused, so the record stays. */
+#define NAPG 6
+#define NGALL (NGROUPS + NAPG)
 #define MAXI 160
 #define MAXREQ 64
 #define NREP 3
@@ -69,8 +73,12 @@ typedef struct inst {
 } inst;
 
 typedef struct grp {
-	const char *id;
+	const char *id;       /* NULL: a slot no group was made in */
 	const char *cpu;
+	bool exists;          /* listed by the cloud (the fixed ones always) */
+	bool nap;             /* made by create_group */
+	char idbuf[48];
+	char owner[64];       /* create_group's owner token */
 	int32_t max;
 	int32_t target;
 	uint64_t fence[NLEASES]; /* the highest term of each election the group has seen (ABI 1.4) */
@@ -136,6 +144,7 @@ typedef struct dst_sim {
 	bool unfenced;        /* the fence always says yes (shows that the oracle catches it) */
 	bool placeholders;    /* new instances may have a placeholder id first */
 	bool faults;
+	bool nap;             /* auto-provisioning on (single mode): requests no group can serve */
 	int p_transient, p_stockout, p_ambiguous, p_inst_fail;
 	int fail_next;        /* a burst: the next calls fail */
 	bool outside_on;      /* the outside actor acts */
@@ -145,7 +154,7 @@ typedef struct dst_sim {
 	kube_api raw_api;     /* the harness's own API (counts its writes too) */
 	uint64_t api_writes;  /* writes to the API so far: the oracle reads it anew only after one */
 	state_config sc;
-	grp g[NGROUPS];
+	grp g[NGALL];
 	int seq;
 	replica r[NREP];
 	int nrep;
@@ -219,6 +228,7 @@ void dump_bookings(void);
 plan_rec *ledger_find(const char *token);
 void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d, bool lease_ok, bool fenced);
 void judge_delete(const replica *r, const grp *g, const inst *x, const char *how);
+void judge_create(const replica *r, const grp *g);
 bool caller_plan(const replica *r, const char *group, const char *phase, const char *want, char *out, size_t len);
 bool caller_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len);
 void check(bool final);

@@ -181,7 +181,7 @@ static int64_t made_for(const char *token, bool live_only)
 {
 	int64_t k = 0;
 	size_t gi, i;
-	for(gi = 0; gi < NGROUPS; gi++)
+	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
 			k += x->creator >= 0 && x->creator < NREP && !strcmp(x->plan, token) && (!live_only || !x->gone);
@@ -195,7 +195,7 @@ static int64_t late_for(const char *token)
 {
 	int64_t k = 0;
 	size_t gi, i;
-	for(gi = 0; gi < NGROUPS; gi++)
+	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
 			k += !x->gone && !x->lease_ok && x->creator >= 0 && x->creator < NREP && !strcmp(x->plan, token);
@@ -239,6 +239,22 @@ void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d,
 		violation("%s replica %s scaled %s up by %d for plan %s of request %s, which asked for %lld: the cloud has "
 			  "now made %lld for it%s",
 			  inv, r->name, g->id, d, plan, p->req, (long long)p->delta, (long long)made_for(plan, false), late);
+}
+
+/* The cloud took a create_group from replica r: (i) for a plan the API
+ * records, of that group, still open. */
+void judge_create(const replica *r, const grp *g)
+{
+	const plan_rec *p = ledger_find(g->owner);
+	if(!p)
+		violation("(i) replica %s created group %s for plan %s, which no request's status records", r->name, g->id,
+			  g->owner);
+	else if(strcmp(p->group, g->id))
+		violation("(i) replica %s created group %s for plan %s, which is a plan of group %s", r->name, g->id,
+			  g->owner, p->group);
+	else if(p->seen_done || ended_unsuccessfully(p) || !strcmp(p->phase, "done"))
+		violation("(i) replica %s created group %s for plan %s of request %s, which had already ended (%s)", r->name,
+			  g->id, g->owner, p->req, p->phase);
 }
 
 /* Does replica r's store have an intent on `group` in `phase` (with the
@@ -345,7 +361,7 @@ static void count_live(void)
 	size_t gi, i;
 	int k;
 	memset(live_of, 0, sizeof(live_of));
-	for(gi = 0; gi < NGROUPS; gi++)
+	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
 			if(x->gone || x->creator < 0 || x->creator >= NREP || !x->plan[0])
@@ -633,10 +649,18 @@ void check(bool final)
 	check_bookings();
 	if(!final)
 		return;
-	for(i = 0; i < NGROUPS; i++)
-		if(dst.g[i].target != present(&dst.g[i]))
-			violation("(ii) group %s has target %d with %d instances once settled", dst.g[i].id, dst.g[i].target,
-				  present(&dst.g[i]));
+	for(i = 0; i < NGALL; i++) {
+		const grp *g = &dst.g[i];
+		const plan_rec *p;
+		if(!g->exists)
+			continue;
+		if(g->target != present(g))
+			violation("(ii) group %s has target %d with %d instances once settled", g->id, g->target, present(g));
+		/* (x) a plan that rolled back takes the group it made with it. */
+		if(g->nap && !present(g) && (!(p = ledger_find(g->owner)) || ended_unsuccessfully(p)))
+			violation("(x) auto-provisioned group %s of plan %s%s is left behind once settled", g->id, g->owner,
+				  p ? " (rolled back)" : " (which no request's status records)");
+	}
 	for(i = 0; i < dst.nrep; i++) {
 		char first[300] = "";
 		if(acting(&dst.r[i]) && open_in_store(&dst.r[i], first, sizeof(first)))

@@ -234,6 +234,47 @@ static void test_repeatable_flag(void)
 	buf_free(&errs);
 }
 
+/* --cores-total, --memory-total, --gpu-total: parsed into base units,
+ * from flags and from the file; bad values say what is wrong. Catches a
+ * configuration that takes GiB as bytes or cores as millicores, or
+ * accepts MIN above MAX. */
+static void test_cluster_limits(void)
+{
+	static const char file[] = "scaleUp:\n  coresTotal: \"2:64\"\n  gpuTotal: [\"nvidia.com/gpu:0:8\"]\n";
+	const char *f = write_tmp("limits.yaml", file);
+	cfg_res_limit *v = NULL;
+	size_t n = 0;
+	cfg c;
+	buf errs, why;
+	CU_ASSERT_EQUAL_FATAL(load(&c, &errs, ARGS("--config", (char *)f, "--memory-total", "0:100",
+						   "--node-autoprovisioning", "--max-autoprovisioned-groups", "3")), 0);
+	CU_ASSERT_TRUE(c.nap);
+	CU_ASSERT_EQUAL(c.nap_max_groups, 3);
+	buf_init(&why);
+	CU_ASSERT_EQUAL_FATAL(cfg_res_limits(&c, &v, &n, &why), 0);
+	CU_ASSERT_EQUAL_FATAL(n, 3);
+	CU_ASSERT_STRING_EQUAL(v[0].resource, "cpu");
+	CU_ASSERT_EQUAL(v[0].min, 2000);
+	CU_ASSERT_EQUAL(v[0].max, 64000);
+	CU_ASSERT_STRING_EQUAL(v[1].resource, "memory");
+	CU_ASSERT_EQUAL(v[1].max, 100LL << 30);
+	CU_ASSERT_STRING_EQUAL(v[1].flag, "--memory-total");
+	CU_ASSERT_STRING_EQUAL(v[2].resource, "nvidia.com/gpu");
+	CU_ASSERT_EQUAL(v[2].max, 8);
+	free(v);
+	buf_free(&why);
+	cfg_free(&c);
+	buf_free(&errs);
+
+	CU_ASSERT_NOT_EQUAL(load(&c, &errs, ARGS("--cores-total", "64", "--memory-total", "9:1",
+						 "--gpu-total", "gpu:0:1", "--gpu-total", "nvidia.com/gpu:x:1")), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--cores-total (scaleUp.coresTotal): '64' is not MIN:MAX"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "'9:1': MIN is above MAX"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "TYPE must be an extended resource name"));
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
 static void test_unknown_keys_with_path(void)
 {
 	cfg c;
@@ -318,7 +359,7 @@ static void test_bad_values(void)
 			       "--lease-namespace (leaderElection.leaseNamespace): 'Kube_System' is not a valid "
 			       "namespace name (lowercase DNS label)\n"
 			       "--expander (scaleUp.expander): 'cheapest' is not an expander (want least-waste, "
-			       "most-pods, least-nodes, priority or random, comma-separated)\n"
+			       "most-pods, least-nodes, priority, random or price, comma-separated)\n"
 			       "--lease-renew-deadline (20s) must be shorter than --lease-duration (15s)\n"
 			       "--request-backoff-initial (20m) must be at most --request-backoff-max (10m)\n"
 			       "--cloud-config is set but no --cloud-driver is loaded\n");
@@ -751,6 +792,7 @@ static void test_commands_agree(void)
 }
 
 static const test_case cases[] = {
+	{ "cluster-wide limits", test_cluster_limits },
 	{ "defaults", test_defaults },
 	{ "file_values", test_file_values },
 	{ "flags_override_file", test_flags_override_file },

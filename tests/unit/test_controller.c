@@ -321,6 +321,182 @@ static void test_booking_consumed_expired_revoked(void)
 	stop();
 }
 
+/* A booking that ends in a pass (here revoked: a booked node vanished)
+ * keeps its room for the rest of that pass: the status saying it ended is
+ * written at the end of the pass and may meet a conflict, leaving the
+ * request Provisioned with its booking in the API. Broken controller
+ * caught: one that frees the room in its snapshot at once, so a request
+ * decided later in the same pass books the same node while the API still
+ * shows the first booking (the DST found this: seed 20273, mixed mode). */
+static void test_ended_booking_held_until_written(void)
+{
+	start(NULL, NULL);
+	add_node("n1", "4", NULL);
+	add_node("n2", "2", NULL);
+	add_template("t", "one", "1");
+	/* Decided first in every pass once due, so the pass's snapshot is
+	 * booked before "old" is looked at. */
+	add_pr("t", "early", "check-capacity.autoscaling.x-k8s.io", "one", 100, NULL);
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "old", "check-capacity.autoscaling.x-k8s.io", "one", 6, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "early", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_STRING_EQUAL(cond("t", "old", "Provisioned"), "True/CapacityIsFound");
+	clk_fake_advance(&fake, 61 * SEC);
+	{
+		prd_err e;
+		CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/api/v1/nodes/n2", NULL, NULL, NULL, NULL, &e), 0);
+	}
+	add_pr("t", "young", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/old/status",
+			    409, 1);
+	pass();
+	/* The revocation was not written: old still holds n1 in the API ... */
+	CU_ASSERT_STRING_EQUAL(cond("t", "old", "CapacityRevoked"), "-");
+	CU_ASSERT_STRING_EQUAL(cond("t", "old", "Provisioned"), "True/CapacityIsFound");
+	/* ... so young, which only n1 could hold, is not booked there. */
+	CU_ASSERT_STRING_EQUAL(cond("t", "young", "Provisioned"), "False/CapacityIsNotFound");
+	/* The next pass writes the revocation; young gets n1 on its retry. */
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "old", "CapacityRevoked"), "True/BookedNodesRemoved");
+	clk_fake_advance(&fake, 61 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "young", "Provisioned"), "True/CapacityIsFound");
+	stop();
+}
+
+/* The booking ledger (ledger.c) as the API holds it: "-" when the
+ * ConfigMap or the request's entry is absent, else the entry (static). */
+static const char *ledger_entry(const char *uid)
+{
+	static char out[2000];
+	json_object *o = NULL, *v;
+	prd_err e;
+	snprintf(out, sizeof(out), "-");
+	if(kube_api_call(&api, "GET", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", NULL, NULL, &o, NULL,
+			 &e))
+		return out;
+	v = json_object_object_get(json_object_object_get(o, "data"), uid);
+	if(v)
+		snprintf(out, sizeof(out), "%s", json_object_get_string(v));
+	json_object_put(o);
+	return out;
+}
+
+static const char *uid_of(const char *ns, const char *name);
+
+/* A booking goes into the ledger before its status, and a booking the
+ * ledger refuses is not written. Broken controllers caught: one that
+ * writes the status when the ledger's conditional write was refused
+ * (another instance booked meanwhile: "second" would read Provisioned
+ * after the first pass), one that never records its bookings there (no
+ * entry), one that never removes them (the entry outlives the booking). */
+static void test_ledger_records_and_refuses(void)
+{
+	pr_config cfg;
+	char uid[100];
+	pr_config_default(&cfg);
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cfg);
+	add_node("n1", "4", NULL);
+	add_node("n2", "4", NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "first", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "Provisioned"), "True/CapacityIsFound");
+	snprintf(uid, sizeof(uid), "%s", uid_of("t", "first"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ledger_entry(uid), "\"request\":\"t\\/first\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ledger_entry(uid), "\"pods\":\"4\""));
+	/* Another instance writes the ledger between this pass's read and
+	 * its write (here: the write is refused once). */
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "second", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	memapi_inject_fault(m, "PUT", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", 409, 1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "second", "Provisioned"), "-");
+	CU_ASSERT_STRING_EQUAL(ledger_entry(uid_of("t", "second")), "-");
+	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->ledger_conflicts, 1);
+	/* Decided again on the next pass, on the ledger read anew. */
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "second", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_NOT_EQUAL(ledger_entry(uid_of("t", "second")), "-");
+	/* The booking expires: its entry goes with the status saying so. */
+	clk_fake_advance(&fake, 10 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "BookingExpired"), "True/CapacityReservationTimeExpired");
+	CU_ASSERT_STRING_EQUAL(ledger_entry(uid), "-");
+	stop();
+}
+
+/* A ledger entry holds its room whether or not the request's status (or
+ * the request itself, in this instance's view) shows the booking yet: the
+ * other instance recorded it before its status write, which is still on
+ * its way. Broken controller caught: one that reads bookings from the
+ * statuses alone ("mine" would be booked on n1 over the entry). */
+static void test_ledger_entry_holds_room(void)
+{
+	pr_config cfg;
+	char body[1200];
+	pr_config_default(&cfg);
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cfg);
+	add_node("n1", "4", NULL);
+	add_template("t", "one", "1");
+	snprintf(body, sizeof(body),
+		 "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"provreqd-bookings\","
+		 "\"namespace\":\"provreqd\"},\"data\":{\"0000-other-shard\":\"{\\\"request\\\":\\\"t/theirs\\\","
+		 "\\\"at\\\":\\\"%lld\\\",\\\"until\\\":\\\"%lld\\\","
+		 "\\\"nodes\\\":{\\\"n1\\\":{\\\"cpu\\\":\\\"3\\\",\\\"pods\\\":\\\"3\\\"}}}\"}}",
+		 (long long)clk_wall(&fake), (long long)(clk_wall(&fake) + 5 * MIN));
+	{
+		json_object *o = json_tokener_parse(body);
+		prd_err e;
+		CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+		CU_ASSERT_EQUAL(kube_api_call(&api, "POST", "/api/v1/namespaces/provreqd/configmaps", NULL, o, NULL, NULL,
+					      &e), 0);
+		json_object_put(o);
+	}
+	add_pr("t", "mine", "check-capacity.autoscaling.x-k8s.io", "one", 2, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "mine", "Provisioned"), "False/CapacityIsNotFound");
+	/* Its request never shows up here (it was deleted before this
+	 * instance saw it): past the grace the room is free, and the entry
+	 * dropped with the next write. */
+	clk_fake_advance(&fake, 61 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "mine", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(ledger_entry("0000-other-shard"), "-");
+	stop();
+}
+
+/* The entry of a booking whose request is deleted goes at once. Broken
+ * controller caught: one that keeps it until the booking's time is up
+ * (the room stays taken: "next" is refused; e2e 79 met this). */
+static void test_ledger_deleted_request_frees_room(void)
+{
+	pr_config cfg;
+	char uid[100];
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cfg);
+	add_node("n1", "4", NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "first", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "Provisioned"), "True/CapacityIsFound");
+	snprintf(uid, sizeof(uid), "%s", uid_of("t", "first"));
+	CU_ASSERT_STRING_NOT_EQUAL(ledger_entry(uid), "-");
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/first",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	add_pr("t", "next", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "next", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(ledger_entry(uid), "-");
+	stop();
+}
+
 static void test_parameters_and_templates(void)
 {
 	start(NULL, NULL);
@@ -1905,6 +2081,60 @@ static void test_async_failover_during_rollback(void)
 	state_intent_list_free(in, n);
 	CU_ASSERT_EQUAL(ac.target, 0);
 	CU_ASSERT_EQUAL(ac.increases, 1);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
+/* A rollback deletes nothing before the request's status says
+ * rolling-back. Broken controller caught: one that deletes the plan's
+ * instances first and writes the phase at the end of the pass; when that
+ * write fails, the API still shows the plan scaling up, and a new leader
+ * that adopts it finds none of its instances and may ask the cloud for
+ * them again (the DST's (i): one plan made twice, seed 21041). */
+static void test_async_rollback_recorded_before_deleting(void)
+{
+	state_db *db2 = NULL;
+	state_config sc;
+	char path2[600];
+	pr_ctl *ctl2 = NULL;
+	pr_config cfg;
+	prd_err e;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "waiting-for-nodes");
+	a_create(2, 0);
+	clk_fake_advance(&fake, 121 * SEC);
+	/* The pass that finds the plan timed out cannot write the status
+	 * (neither before deleting nor at its end). */
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+			    500, 2);
+	pass();
+	CU_ASSERT_EQUAL(ac.deletes + ac.decreases, 0);
+	CU_ASSERT_EQUAL(a_live(), 2);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "waiting-for-nodes");
+	/* The leader dies; a standby with an empty store adopts the plan the
+	 * API shows: both instances are there, nothing is asked again. */
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/replica-r-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "rolling-back");
+	a_finish_deletes();
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(a_live(), 0);
+	CU_ASSERT_EQUAL(ac.target, 0);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "rolled-back");
 	pr_ctl_free(ctl2);
 	state_close(db2);
 	stop_async();
@@ -3864,6 +4094,54 @@ static void test_stale_term_call_is_refused(void)
 	stop_async();
 }
 
+/* A leader that takes over an open plan names its term in the request's
+ * status before it calls the cloud for the plan. Broken controller
+ * caught: one that calls first and leaves the term to the write at the
+ * end of the pass; when that write is lost, the API names the old term,
+ * and the old leader, back in a newer term with the plan closed in its
+ * store, writes it rolled back over the instances the other made (DST
+ * mixed seed 23624, (ii)). */
+static void test_term_written_before_acting(void)
+{
+	json_object *o = NULL;
+	char body[1400], ts[64];
+	const char *uid;
+	prd_err e;
+	start_marks();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+					    NULL, NULL, &o, NULL, &e), 0);
+	uid = json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid"));
+	rfc3339_format(clk_wall(&fake) + MIN, ts, sizeof(ts));
+	/* Leader A (term A#1) recorded a plan of 2 nodes and died before
+	 * its cloud call. */
+	snprintf(body, sizeof(body),
+		 "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPlan\":\"%s/1\",\"nodeGroup\":\"g\","
+		 "\"nodesRequested\":\"2\",\"targetSizeBefore\":\"0\",\"nodesReadyDeadline\":\"%s\","
+		 "\"scaleUpPhase\":\"increasing\",\"provreqd.io/instances-before\":\"m1:\","
+		 "\"provreqd.io/leader-term\":\"A#1\"}}}",
+		 uid, ts);
+	json_object_put(o);
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
+	/* This replica leads now (B#2) and cannot write the status yet. */
+	pr_ctl_set_term(ctl, "provreqd", "B", 2);
+	pr_ctl_rebuild_from_api(ctl);
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+			    500, 1);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	/* (The write at the end of the pass may name the term already; the
+	 * plan is acted on from the next pass.) */
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "provreqd.io/leader-term"), "B#2");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	stop_async();
+}
+
 /* Anyone allowed to write a request's status can write a plan into it.
  * Broken controller caught: one that adopts a plan asking for more nodes
  * than the group can have (a leader that continues plans, as provreqd
@@ -4294,6 +4572,10 @@ static const test_case cases[] = {
 	{ "check-capacity fit, competition and retry", test_check_capacity_fit_and_retry },
 	{ "unreadable bookings stop the pass", test_unreadable_bookings_stop_the_pass },
 	{ "booking consumed, expired, revoked and GC", test_booking_consumed_expired_revoked },
+	{ "an ended booking's room is held until its status is written", test_ended_booking_held_until_written },
+	{ "booking ledger: recorded first, a refused booking is not written", test_ledger_records_and_refuses },
+	{ "booking ledger: an entry holds its room before any status shows it", test_ledger_entry_holds_room },
+	{ "booking ledger: a deleted request's entry goes at once", test_ledger_deleted_request_frees_room },
 	{ "parameters, templates, foreign requests", test_parameters_and_templates },
 	{ "atomic scale-up limits and rollback", test_atomic_rollback_and_limits },
 	{ "async cloud: waits for instances", test_async_cloud_waits_for_instances },
@@ -4304,6 +4586,8 @@ static const test_case cases[] = {
 	{ "scale-up progress detail written at most every 2 s", test_progress_detail_throttled },
 	{ "a plan's kept view follows its instances' states", test_kept_view_follows_instance_state },
 	{ "async cloud: failover during rollback", test_async_failover_during_rollback },
+	{ "async cloud: a rollback is recorded before anything is deleted", test_async_rollback_recorded_before_deleting },
+	{ "a new leader names its term before acting on a plan", test_term_written_before_acting },
 	{ "async cloud: crash resumes without backoff", test_async_crash_resumes_without_backoff },
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
 	{ "deleted booking released; failover keeps state", test_deleted_booking_and_failover_state },

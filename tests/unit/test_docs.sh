@@ -94,6 +94,8 @@ grep -qx "appVersion: \"$version\"" "$PRD_SRCDIR/charts/provreqd/Chart.yaml" ||
 	bad "charts/provreqd/Chart.yaml's appVersion is not \"$version\" (provreqd version)"
 cmp -s "$PRD_SRCDIR/charts/provreqd/crds/provisioningrequests.yaml" "$PRD_SRCDIR/crd/provisioningrequests.yaml" ||
 	bad "charts/provreqd/crds/provisioningrequests.yaml is not crd/provisioningrequests.yaml"
+cmp -s "$PRD_SRCDIR/charts/provreqd/crds/provisioningclasses.yaml" "$PRD_SRCDIR/crd/provisioningclasses.yaml" ||
+	bad "charts/provreqd/crds/provisioningclasses.yaml is not crd/provisioningclasses.yaml"
 # The Helm chart's default config is the same file (helm, like kustomize,
 # reads nothing outside the chart).
 # The shipped config is complete: every option with a config key is in it

@@ -6,8 +6,12 @@
 #include "driver/host_kube.h"
 #include "driver/loader.h"
 #include "kube/memapi.h"
+#include "test_kube_fakesrv.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +22,10 @@ static cloud_host_impl host;
 static cloud_drivers set;
 static cloud_driver *drv;
 static char logbuf[16384];
+/* The management-cluster tests: `m` is served over HTTP as the management
+ * cluster, `wl` is the workload cluster the host talks to. */
+static fake_srv *mgmt_srv;
+static memapi *wl;
 
 #define CAPI "/apis/cluster.x-k8s.io/v1beta1"
 #define MIN_ANN "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
@@ -37,17 +45,28 @@ static const char *module_path(void)
 	return path;
 }
 
+/* Also called from the driver's watch threads (the host's log may be
+ * called from any thread). */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static void capture_log(void *ctx, int level, const char *message)
 {
-	size_t len = strlen(logbuf);
+	size_t len;
 	(void)ctx;
+	pthread_mutex_lock(&log_mu);
+	len = strlen(logbuf);
 	snprintf(logbuf + len, sizeof(logbuf) - len, "%d %s\n", level, message);
+	pthread_mutex_unlock(&log_mu);
 }
 
 static void teardown(void)
 {
 	cloud_drivers_free(&set);
 	drv = NULL;
+	if(mgmt_srv)
+		fake_stop(mgmt_srv);
+	mgmt_srv = NULL;
+	memapi_free(wl);
+	wl = NULL;
 	memapi_free(m);
 	m = NULL;
 }
@@ -339,7 +358,7 @@ static void test_delete_nodes(void)
 	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
 
 	/* The scale call fails: the mark is removed again, replicas stay. */
-	memapi_inject_fault(m, "PATCH", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 500, 1);
+	memapi_inject_fault(m, "PUT", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 500, 1);
 	names[0] = "node-3";
 	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 1, &e), PRD_CLOUD_EAGAIN);
 	CU_ASSERT_PTR_NULL(delete_mark("m-3"));
@@ -697,10 +716,30 @@ static void test_conditional(void)
 static int race_replicas = -1;
 static const char *race_fence; /* when set: another leader's fence lands there instead */
 static void other_leader_fences(const char *name, const char *term);
+static const char *race_mark_on_undo; /* when set: another actor marks that Machine before our undo */
+static const char *race_machine; /* when set: another writer changes that Machine before its PATCH */
+static void other_writer_labels(const char *machine);
 static int racing_request(void *ud, const char *method, const char *path, const char *content_type,
 			  const char *body, size_t body_len, long *status, char **resp, size_t *resp_len,
 			  prd_cloud_error *err)
 {
+	if(race_mark_on_undo && !strcmp(method, "PATCH") && strstr(path, "/machines/") && body &&
+	   strstr(body, "delete-machine\":null")) {
+		char p2[512];
+		long st = 0;
+		snprintf(p2, sizeof(p2), CAPI "/namespaces/ns1/machines/%s", race_mark_on_undo);
+		race_mark_on_undo = NULL;
+		json_object_put(api("PATCH", p2,
+				    "{\"metadata\":{\"annotations\":{\"cluster.x-k8s.io/delete-machine\":\"someone-else\"}}}",
+				    &st));
+		CU_ASSERT_EQUAL(st, 200);
+	}
+	if(race_machine && !strcmp(method, "PATCH") && strstr(path, "/machines/") &&
+	   !strcmp(strrchr(path, '/') + 1, race_machine)) {
+		const char *mname = race_machine;
+		race_machine = NULL;
+		other_writer_labels(mname);
+	}
 	if(race_fence && !strcmp(method, "PUT") && strstr(path, "/scale")) {
 		const char *t = race_fence;
 		race_fence = NULL;
@@ -1033,6 +1072,504 @@ static void test_template_from_infra_template(void)
 	drv->api->release_string(drv->state, node);
 }
 
+/* ---- a separate management cluster --------------------------------------- */
+
+/* Reads the management server answered: LISTs and GETs (not watches),
+ * and watch requests. Counted on the server's threads. */
+static atomic_int mgmt_reads, mgmt_watches;
+/* While set, watches deliver no event (the driver's cache falls behind). */
+static atomic_bool watch_paused;
+
+typedef struct watch_lines {
+	fake_resp *resp;
+} watch_lines;
+
+static int watch_line(void *ud, const char *type, json_object *obj)
+{
+	watch_lines *w = ud;
+	json_object *ev;
+	if(w->resp->nchunks >= FAKE_MAX_CHUNKS - 1)
+		return 1;
+	ev = json_object_new_object();
+	json_object_object_add(ev, "type", json_object_new_string(type));
+	json_object_object_add(ev, "object", json_object_get(obj));
+	w->resp->chunks[w->resp->nchunks++] =
+		fake_strdup(json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	{ /* one event per line */
+		char *line = w->resp->chunks[w->resp->nchunks - 1];
+		size_t n = strlen(line);
+		char *nl = malloc(n + 2);
+		if(!nl)
+			abort();
+		memcpy(nl, line, n);
+		nl[n] = '\n';
+		nl[n + 1] = '\0';
+		free(line);
+		w->resp->chunks[w->resp->nchunks - 1] = nl;
+	}
+	json_object_put(ev);
+	return 0;
+}
+
+/* A watch of the management store: the events after the request's
+ * resourceVersion, then the stream is held briefly and closed (the client
+ * watches again from the last version it saw). */
+static void serve_watch(memapi *store, const fake_req *req, fake_resp *resp)
+{
+	static const kube_resource *const kinds[] = {&MDS, &MSS, &MPS, &MACHINES, NULL};
+	const kube_resource *r = NULL;
+	const char *q = strchr(req->url, '?'), *rvp = strstr(req->url, "resourceVersion="), *nsp;
+	char ns[128] = "", path[2048];
+	uint64_t since = rvp ? strtoull(rvp + strlen("resourceVersion="), NULL, 10) : 0;
+	watch_lines w = {resp};
+	size_t i, plen = q ? (size_t)(q - req->url) : strlen(req->url);
+	snprintf(path, sizeof(path), "%.*s", (int)plen, req->url);
+	for(i = 0; kinds[i] && !r; i++) {
+		size_t n = strlen(kinds[i]->resource);
+		if(plen > n && !strcmp(path + plen - n, kinds[i]->resource) && path[plen - n - 1] == '/')
+			r = kinds[i];
+	}
+	if((nsp = strstr(path, "/namespaces/")))
+		sscanf(nsp + strlen("/namespaces/"), "%127[^/]", ns);
+	if(!r) {
+		resp->status = 404;
+		resp->body = fake_strdup("{\"kind\":\"Status\",\"code\":404,\"reason\":\"NotFound\"}");
+		return;
+	}
+	if(atomic_load(&watch_paused)) {
+		resp->chunks[resp->nchunks++] = fake_strdup("\n");
+		resp->hold_ms = 100;
+		return;
+	}
+	if(memapi_events_since(store, r, ns[0] ? ns : NULL, since, watch_line, &w, NULL) == PRD_EGONE) {
+		for(i = 0; i < (size_t)resp->nchunks; i++)
+			free(resp->chunks[i]);
+		resp->nchunks = 0;
+		resp->status = 410;
+		resp->body = fake_strdup("{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}");
+		return;
+	}
+	if(!resp->nchunks)
+		resp->chunks[resp->nchunks++] = fake_strdup("\n");
+	resp->hold_ms = 100;
+}
+
+/* The fake server's handler: the request as the management apiserver `m`
+ * answers it. */
+static void serve_mgmt(void *ud, const fake_req *req, fake_resp *resp)
+{
+	char *out = NULL;
+	size_t len = 0;
+	long st = 0;
+	if(strstr(req->url, "watch=1")) {
+		atomic_fetch_add(&mgmt_watches, 1);
+		serve_watch(ud, req, resp);
+		return;
+	}
+	if(!strcmp(req->method, "GET"))
+		atomic_fetch_add(&mgmt_reads, 1);
+	memapi_request(ud, req->method, req->url, req->content_type[0] ? req->content_type : NULL, req->body,
+		       req->body_len, &st, &out, &len);
+	resp->status = (int)st;
+	resp->body = out;
+}
+
+/* `m` (the Cluster API kinds) becomes the management cluster, served on
+ * loopback; the host's requests go to a new store `wl` (the workload
+ * cluster: Nodes only). */
+static void split_clusters(void)
+{
+	fresh_api();
+	CU_ASSERT_EQUAL_FATAL(memapi_new(&fake, 0, &wl), 0);
+	cloud_host_init(&host, "driver/clusterapi", &fake, cloud_host_memapi_request, wl);
+	host.host.log = capture_log;
+	mgmt_srv = fake_start(serve_mgmt, m);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mgmt_srv);
+	atomic_store(&mgmt_reads, 0);
+	atomic_store(&mgmt_watches, 0);
+	atomic_store(&watch_paused, false);
+}
+
+/* A kubeconfig for the management cluster (bearer token) at `path`. */
+static void write_mgmt_kubeconfig(const char *path)
+{
+	FILE *fp = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+	fprintf(fp, "apiVersion: v1\nkind: Config\ncurrent-context: mgmt\nclusters:\n- name: mgmt\n  cluster: {server: '%s'}\n"
+		    "users:\n- name: capi\n  user: {token: management-token}\n"
+		    "contexts:\n- name: mgmt\n  context: {cluster: mgmt, user: capi}\n",
+		fake_url(mgmt_srv));
+	fclose(fp);
+}
+
+static void wl_node(const char *name, const char *machine)
+{
+	char body[1024];
+	long st = 0;
+	char *resp = NULL;
+	size_t len = 0;
+	snprintf(body, sizeof(body),
+		 "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"pool\":\"wl\"},\"annotations\":{"
+		 "\"cluster.x-k8s.io/machine\":\"%s\",\"cluster.x-k8s.io/cluster-namespace\":\"ns1\"}},"
+		 "\"spec\":{\"providerID\":\"test://%s\"},\"status\":{\"capacity\":{\"cpu\":\"6\",\"memory\":\"12Gi\","
+		 "\"pods\":\"110\"},\"allocatable\":{\"cpu\":\"6\",\"memory\":\"12Gi\",\"pods\":\"110\"}}}",
+		 name, machine, name);
+	memapi_request(wl, "POST", "/api/v1/nodes", "application/json", body, strlen(body), &st, &resp, &len);
+	free(resp);
+	CU_ASSERT_EQUAL_FATAL(st, 201);
+}
+
+static long wl_status(const char *path)
+{
+	long st = 0;
+	char *resp = NULL;
+	size_t len = 0;
+	memapi_request(wl, "GET", path, NULL, NULL, 0, &st, &resp, &len);
+	free(resp);
+	return st;
+}
+
+/* Machines and MachineDeployments in a management cluster of their own,
+ * Nodes in the workload cluster: discovery, scaling, the template from a
+ * Node, a Node's group and deletion all reach the right cluster. Fails on
+ * a driver that reads Cluster API objects through the host only (no group
+ * is found: the workload cluster has none) or rejects
+ * managementKubeconfig. */
+static void test_management_cluster(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a", *names[1];
+	char kc[600], cfg[800], *node = NULL, *gid = NULL;
+	int32_t target = -1;
+	json_object *o;
+	split_clusters();
+	md("md-a", SIZES("0", "5"), 1);
+	machine("m-1", "md-a", "node-1", "");
+	wl_node("node-1", "m-1");
+	snprintf(kc, sizeof(kc), "%s/mgmt-kubeconfig", test_tmpdir());
+	write_mgmt_kubeconfig(kc);
+	snprintf(cfg, sizeof(cfg), "namespace: ns1\nmanagementKubeconfig: %s\n", kc);
+	load(cfg);
+	CU_ASSERT_EQUAL(group_count(), 1);
+	CU_ASSERT_TRUE(group_sizes(id, NULL, NULL, &target));
+	CU_ASSERT_EQUAL(target, 1);
+	/* The workload cluster serves no Cluster API kinds at all. */
+	CU_ASSERT_EQUAL(wl_status(CAPI "/namespaces/ns1/machinedeployments/md-a"), 404);
+
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, id, 2, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+
+	/* No capacity annotations: the template is a copy of the group's Node,
+	 * which only the workload cluster has. */
+	CU_ASSERT_EQUAL_FATAL(drv->api->template_node(drv->state, id, &node, &e), 0);
+	o = json_tokener_parse(node);
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(
+		json_object_object_get(json_object_object_get(o, "status"), "capacity"), "cpu")), "6");
+	json_object_put(o);
+	drv->api->release_string(drv->state, node);
+
+	/* The Node's Machine is looked up in the management cluster. */
+	CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state,
+		"{\"metadata\":{\"name\":\"node-1\",\"annotations\":{\"cluster.x-k8s.io/machine\":\"m-1\","
+		"\"cluster.x-k8s.io/cluster-namespace\":\"ns1\"}}}", &gid, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(gid);
+	if(gid)
+		CU_ASSERT_STRING_EQUAL(gid, id);
+	drv->api->release_string(drv->state, gid);
+
+	names[0] = "node-1";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 1, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-1"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+	/* Everything Cluster API went to the management server. */
+	CU_ASSERT_TRUE(fake_count(mgmt_srv) >= 6);
+}
+
+/* A management kubeconfig that is missing or broken: the driver loads
+ * (provreqd keeps serving check-capacity and its other drivers), every
+ * call that needs the management cluster fails naming the file, and once
+ * the file is good the next refresh finds the groups - no restart. Fails
+ * on a driver that refuses to load, or that reads the file only once. */
+static void test_management_kubeconfig_broken(void)
+{
+	prd_cloud_error e = {0, ""};
+	char kc[600], cfg[800];
+	FILE *fp;
+	split_clusters();
+	md("md-a", SIZES("0", "5"), 1);
+	snprintf(kc, sizeof(kc), "%s/mgmt-kubeconfig-late", test_tmpdir());
+	remove(kc);
+	snprintf(cfg, sizeof(cfg), "managementKubeconfig: %s\n", kc);
+	load(cfg);
+	CU_ASSERT_PTR_NOT_NULL(strstr(logbuf, kc)); /* reported at start-up */
+	CU_ASSERT_NOT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "managementKubeconfig"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, kc));
+	CU_ASSERT_EQUAL(group_count(), 0);
+	/* Garbage in the file: still an error that names it. */
+	fp = fopen(kc, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+	fputs("clusters: [this is: not, a kubeconfig\n", fp);
+	fclose(fp);
+	e.message[0] = '\0';
+	CU_ASSERT_NOT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, kc));
+	/* Fixed: found at the next refresh. */
+	write_mgmt_kubeconfig(kc);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(group_count(), 1);
+}
+
+/* Contradictory management settings are configuration errors. */
+static void test_management_config(void)
+{
+	prd_err pe;
+	fresh_api();
+	prd_err_clear(&pe);
+	CU_ASSERT_NOT_EQUAL(cloud_drivers_load(&set, module_path(), &host.host,
+					       "managementKubeconfig: /x\nmanagementInCluster: true\n", &drv, &pe), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "exclude each other"));
+	prd_err_clear(&pe);
+	CU_ASSERT_NOT_EQUAL(cloud_drivers_load(&set, module_path(), &host.host, "managementContext: c\n", &drv, &pe), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "managementContext needs managementKubeconfig"));
+	prd_err_clear(&pe);
+	CU_ASSERT_NOT_EQUAL(cloud_drivers_load(&set, module_path(), &host.host, "managementInCluster: yes-please\n", &drv,
+					       &pe), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "managementInCluster must be true or false"));
+	/* Not running in a pod: the driver loads, the calls say why they fail. */
+	if(!getenv("KUBERNETES_SERVICE_HOST")) {
+		prd_cloud_error e = {0, ""};
+		load("managementInCluster: true\n");
+		CU_ASSERT_NOT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+		CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "KUBERNETES_SERVICE_HOST"));
+	}
+}
+
+/* Another writer (a MachineHealthCheck, a rollout, an operator) changes a
+ * Machine. */
+static void other_writer_labels(const char *machine)
+{
+	char path[512];
+	long st = 0;
+	snprintf(path, sizeof(path), CAPI "/namespaces/ns1/machines/%s", machine);
+	json_object_put(api("PATCH", path, "{\"metadata\":{\"labels\":{\"touched\":\"yes\"}}}", &st));
+	CU_ASSERT_EQUAL(st, 200);
+}
+
+/* Deleting chosen Machines is one conflict-checked step: the marks are
+ * conditional on the Machines as listed, the replica decrement on the
+ * group as read, and a conflict on either leaves replicas and marks as
+ * they were. Catches blind marks (a Machine changed since the read is
+ * marked anyway and replicas drop) and a decrement written without the
+ * resourceVersion read (another writer's replicas are overwritten). */
+static void test_delete_is_conditional(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a", *names[2];
+	fresh_api();
+	cloud_host_init(&host, "driver/clusterapi", &fake, racing_request, m);
+	host.host.log = capture_log;
+	md("md-a", SIZES("0", "9"), 3);
+	machine("m-1", "md-a", "node-1", "");
+	machine("m-2", "md-a", "node-2", "");
+	machine("m-3", "md-a", "node-3", "");
+	load(NULL);
+
+	/* m-2 changes between the listing and its mark. */
+	race_machine = "m-2";
+	names[0] = "node-1";
+	names[1] = "node-2";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 2, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "Machine m-2 changed"));
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	CU_ASSERT_PTR_NULL(delete_mark("m-1")); /* marked first, taken back */
+	CU_ASSERT_PTR_NULL(delete_mark("m-2"));
+
+	/* Another writer scales between the marks and the decrement. */
+	race_replicas = 5;
+	names[0] = "node-3";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 1, &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 5);
+	CU_ASSERT_PTR_NULL(delete_mark("m-3"));
+	race_replicas = -1;
+
+	/* Nothing racing: both go in one call. */
+	names[0] = "node-1";
+	names[1] = "node-3";
+	CU_ASSERT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 2, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-1"));
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-3"));
+	CU_ASSERT_PTR_NULL(delete_mark("m-2"));
+}
+
+/* Taking a mark back is conditional too: when someone else marked the
+ * Machine again after ours (their own scale-down chose it), their mark
+ * stays. Catches an undo that removes the annotation blindly. */
+static void test_unmark_keeps_foreign_mark(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a", *names[1];
+	fresh_api();
+	cloud_host_init(&host, "driver/clusterapi", &fake, racing_request, m);
+	host.host.log = capture_log;
+	md("md-a", SIZES("0", "9"), 2);
+	machine("m-1", "md-a", "node-1", "");
+	machine("m-2", "md-a", "node-2", "");
+	load(NULL);
+	/* The decrement fails; before our undo lands, another actor sets its
+	 * own mark on m-1 (the race hook fires on the undo's PATCH). */
+	memapi_inject_fault(m, "PUT", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 500, 1);
+	race_machine = NULL;
+	race_mark_on_undo = "m-1";
+	names[0] = "node-1";
+	CU_ASSERT_NOT_EQUAL(drv->api->delete_nodes(drv->state, id, names, 1, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-1"));
+	if(delete_mark("m-1"))
+		CU_ASSERT_STRING_EQUAL(delete_mark("m-1"), "someone-else");
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 2);
+}
+
+/* One refresh; the management reads it made. */
+static int refresh_reads(void)
+{
+	prd_cloud_error e = {0, ""};
+	int before = atomic_load(&mgmt_reads);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	return atomic_load(&mgmt_reads) - before;
+}
+
+/* Wait (at most about 10 s: a thread of the driver is lagging, no time is
+ * asserted) until `done` holds. */
+static bool eventually(bool (*done)(void))
+{
+	struct timespec ts = {0, 10 * 1000 * 1000};
+	int i;
+	for(i = 0; i < 1000; i++) {
+		if(done())
+			return true;
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+static bool refresh_reads_nothing(void)
+{
+	return refresh_reads() == 0;
+}
+
+static int32_t wanted_target;
+static bool target_is_wanted(void)
+{
+	int32_t t = -1;
+	prd_cloud_error e = {0, ""};
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	group_sizes("MachineDeployment/ns1/md-a", NULL, NULL, &t);
+	return t == wanted_target;
+}
+
+/* With a management cluster the driver lists its Cluster API objects once
+ * and then watches them: a pass (refresh, a group's instances, a Node's
+ * group) reads nothing from the management apiserver, others' changes
+ * arrive through the watch, and the driver's own scale is seen at once
+ * even before its watch event. Fails on a driver that polls (every
+ * refresh lists each kind), and on one that trusts a cache older than its
+ * own write (the target would be the old one). `watch: false` polls, as
+ * the figures of the note compare. */
+static void test_management_watch(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	char kc[600], cfg[800], *gid = NULL;
+	prd_cloud_instance *v = NULL;
+	size_t n = 0;
+	int32_t t = -1;
+	int i, polled = 0;
+	split_clusters();
+	md("md-a", SIZES("0", "9"), 1);
+	machine("m-1", "md-a", "node-1", "");
+	snprintf(kc, sizeof(kc), "%s/mgmt-kubeconfig-watch", test_tmpdir());
+	write_mgmt_kubeconfig(kc);
+
+	/* Polling, for comparison: every refresh lists the three kinds. */
+	snprintf(cfg, sizeof(cfg), "namespace: ns1\nmanagementKubeconfig: %s\nwatch: false\n", kc);
+	load(cfg);
+	for(i = 0; i < 3; i++)
+		polled += refresh_reads();
+	CU_ASSERT_EQUAL(polled, 9);
+	CU_ASSERT_EQUAL(atomic_load(&mgmt_watches), 0);
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+
+	snprintf(cfg, sizeof(cfg), "namespace: ns1\nmanagementKubeconfig: %s\n", kc);
+	load(cfg);
+	/* Machines are watched from their first use. */
+	CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, id, &v, &n, &e), 0);
+	drv->api->release_instances(drv->state, v, n);
+	CU_ASSERT_TRUE_FATAL(eventually(refresh_reads_nothing));
+	{
+		int before = atomic_load(&mgmt_reads);
+		bool machines_cached = false;
+		for(i = 0; i < 200 && !machines_cached; i++) {
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			before = atomic_load(&mgmt_reads);
+			CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, id, &v, &n, &e), 0);
+			drv->api->release_instances(drv->state, v, n);
+			machines_cached = atomic_load(&mgmt_reads) == before;
+			if(!machines_cached)
+				nanosleep(&ts, NULL);
+		}
+		CU_ASSERT_TRUE(machines_cached);
+		before = atomic_load(&mgmt_reads);
+		for(i = 0; i < 5; i++)
+			CU_ASSERT_EQUAL(refresh_reads(), 0);
+		CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, id, &v, &n, &e), 0);
+		CU_ASSERT_EQUAL(n, 1);
+		drv->api->release_instances(drv->state, v, n);
+		CU_ASSERT_EQUAL(drv->api->node_group_for_node(drv->state,
+			"{\"metadata\":{\"name\":\"node-1\",\"annotations\":{\"cluster.x-k8s.io/machine\":\"m-1\","
+			"\"cluster.x-k8s.io/cluster-namespace\":\"ns1\"}}}", &gid, &e), 0);
+		CU_ASSERT_PTR_NOT_NULL(gid);
+		drv->api->release_string(drv->state, gid);
+		CU_ASSERT_EQUAL(atomic_load(&mgmt_reads) - before, 0);
+	}
+	CU_ASSERT_TRUE(atomic_load(&mgmt_watches) >= 2);
+
+	/* Another writer scales: the watch brings it. */
+	other_writer_scales("md-a", 4);
+	wanted_target = 4;
+	CU_ASSERT_TRUE(eventually(target_is_wanted));
+
+	/* The driver's own scale: with the watch held back, the next refresh
+	 * still says 6 (it reads the apiserver while the cache is older than
+	 * the write). */
+	atomic_store(&watch_paused, true);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, id, 2, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_TRUE(group_sizes(id, NULL, NULL, &t));
+	CU_ASSERT_EQUAL(t, 6);
+	atomic_store(&watch_paused, false);
+	/* Once the watch has it, refreshes read nothing again. */
+	CU_ASSERT_TRUE(eventually(refresh_reads_nothing));
+	CU_ASSERT_TRUE(group_sizes(id, NULL, NULL, &t));
+	CU_ASSERT_EQUAL(t, 6);
+	/* A new Machine appears in the group's instances through the watch. */
+	machine("m-2", "md-a", NULL, "");
+	wanted_target = 6;
+	{
+		bool seen = false;
+		for(i = 0; i < 1000 && !seen; i++) {
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, id, &v, &n, &e), 0);
+			seen = n == 2;
+			drv->api->release_instances(drv->state, v, n);
+			if(!seen)
+				nanosleep(&ts, NULL);
+		}
+		CU_ASSERT_TRUE(seen);
+	}
+}
+
 static const test_case cases[] = {
 	{"discovery: annotated groups only, bad values reported", test_discovery},
 	{"bad config", test_bad_config},
@@ -1051,6 +1588,12 @@ static const test_case cases[] = {
 	{"fence: keys and garbled records", test_fence_keys},
 	{"v1beta2 failures: conditions and deprecated fields", test_v1beta2_failures},
 	{"scale from zero from the infrastructure template's status", test_template_from_infra_template},
+	{"management cluster: Machines there, Nodes in the workload cluster", test_management_cluster},
+	{"management cluster: a broken kubeconfig is reported and read again", test_management_kubeconfig_broken},
+	{"management cluster: contradictory settings", test_management_config},
+	{"delete: marks and decrement are conditional on one read", test_delete_is_conditional},
+	{"delete: taking a mark back keeps someone else's", test_unmark_keeps_foreign_mark},
+	{"management cluster: list once, then watch", test_management_watch},
 	{NULL, NULL}};
 
 int main(void)

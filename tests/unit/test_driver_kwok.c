@@ -1367,7 +1367,7 @@ static size_t owned_by(const char *group, const char *owner, const char *who, in
 static void test_abi13_descriptor(void)
 {
 	start(NULL);
-	CU_ASSERT_EQUAL(drv->api->abi_minor, 4);
+	CU_ASSERT_EQUAL(drv->api->abi_minor, 5);
 	CU_ASSERT_EQUAL(drv->api->instance_size, sizeof(prd_cloud_instance));
 	CU_ASSERT_EQUAL(drv->api->capabilities,
 			PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME);
@@ -1711,6 +1711,128 @@ static void test_increase_stops_when_the_host_may_not_act(void)
 	cloud_host_set_fence(&host, NULL, NULL);
 }
 
+/* ABI 1.5: shapes, and the groups create_group makes, kept in the groups
+ * ConfigMap: listed at once, again by a new driver instance (a restarted
+ * provreqd), owned by the token they were made with, deleted only when
+ * empty. Broken driver caught: one that keeps its groups in memory (the
+ * restarted instance would not list the group, and provreqd would lose
+ * track of what it made), or deletes a group that still has nodes. */
+static void test_auto_provisioned_groups(void)
+{
+	static const char nap[] =
+		"autoProvisioning:\n"
+		"  groupsConfigMap: kube-system/kwok-groups\n"
+		"  shapes:\n"
+		"  - {name: big, capacity: {cpu: \"32\", memory: 128Gi, pods: \"110\"}, zones: [za, zb],\n"
+		"     pricePerHour: \"2.25\", maxSize: 5}\n";
+	prd_cloud_shape *sv = NULL;
+	prd_cloud_error e;
+	prd_err pe;
+	size_t n = 0;
+	char *owner = NULL, *tj = NULL;
+	prd_cloud_label lab[] = { { "team", "ml" } };
+	prd_cloud_taint tnt[] = { { "team", "ml", "NoSchedule" } };
+	prd_cloud_group_create rq;
+	memset(&e, 0, sizeof(e));
+	start(nap);
+	CU_ASSERT_TRUE_FATAL(cloud_driver_naps(drv->api));
+	CU_ASSERT_EQUAL_FATAL(drv->api->shapes(drv->state, &sv, &n, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT_STRING_EQUAL(sv[0].name, "big");
+	CU_ASSERT_STRING_EQUAL(sv[0].zones, "za,zb");
+	CU_ASSERT_EQUAL(sv[0].price_micros, 2250000);
+	CU_ASSERT_EQUAL(sv[0].max_size, 5);
+	drv->api->release_shapes(drv->state, sv, n);
+
+	memset(&rq, 0, sizeof(rq));
+	rq.struct_size = sizeof(rq);
+	rq.group_id = "nap-big-0001";
+	rq.shape = "big";
+	rq.zone = "zb";
+	rq.labels = lab;
+	rq.nlabels = 1;
+	rq.taints = tnt;
+	rq.ntaints = 1;
+	rq.max_size = 3;
+	rq.owner = "plan.one";
+	CU_ASSERT_EQUAL(drv->api->create_group(drv->state, &rq, &e), 0);
+	/* Repeated: no error; another owner: a conflict. */
+	CU_ASSERT_EQUAL(drv->api->create_group(drv->state, &rq, &e), 0);
+	rq.owner = "plan.two";
+	CU_ASSERT_EQUAL(drv->api->create_group(drv->state, &rq, &e), PRD_CLOUD_ECONFLICT);
+	rq.owner = "plan.one";
+	/* What a cloud may not set, and a zone the shape is not in. */
+	rq.group_id = "nap-big-0002";
+	lab[0].key = "node-role.kubernetes.io/gpu";
+	CU_ASSERT_EQUAL(drv->api->create_group(drv->state, &rq, &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "node-role.kubernetes.io/gpu"));
+	lab[0].key = "team";
+	rq.zone = "zc";
+	CU_ASSERT_EQUAL(drv->api->create_group(drv->state, &rq, &e), PRD_CLOUD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "zone zc"));
+
+	CU_ASSERT_EQUAL(drv->api->group_owner(drv->state, "nap-big-0001", &owner, &e), 0);
+	CU_ASSERT_STRING_EQUAL(owner ? owner : "", "plan.one");
+	drv->api->release_string(drv->state, owner);
+	CU_ASSERT_EQUAL(drv->api->group_owner(drv->state, "general", &owner, &e), 0);
+	CU_ASSERT_PTR_NULL(owner);
+	CU_ASSERT_EQUAL(drv->api->template_node(drv->state, "nap-big-0001", &tj, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(tj ? tj : "", "\"team\":\"ml\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(tj ? tj : "", "\"topology.kubernetes.io/zone\":\"zb\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(tj ? tj : "", "NoSchedule"));
+	drv->api->release_string(drv->state, tj);
+	CU_ASSERT_EQUAL(drv->api->increase_size(drv->state, "nap-big-0001", 2, &e), 0);
+	CU_ASSERT_EQUAL(count_nodes("nap-big-0001"), 2);
+
+	/* A new instance of the driver (provreqd restarted) on the same API. */
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	CU_ASSERT_EQUAL_FATAL(load_cfg(&pe, "templateDir: %s\n%s", nodegroups_dir(), nap), 0);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	{
+		prd_cloud_node_group *g = NULL;
+		size_t k, ng = 0;
+		int found = 0;
+		CU_ASSERT_EQUAL_FATAL(drv->api->node_groups(drv->state, &g, &ng, &e), 0);
+		for(k = 0; k < ng; k++)
+			if(!strcmp(g[k].id, "nap-big-0001")) {
+				found = 1;
+				CU_ASSERT_EQUAL(g[k].min_size, 0);
+				CU_ASSERT_EQUAL(g[k].max_size, 3);
+				CU_ASSERT_EQUAL(g[k].target_size, 2);
+			}
+		CU_ASSERT_TRUE(found);
+		drv->api->release_node_groups(drv->state, g, ng);
+	}
+	CU_ASSERT_EQUAL(drv->api->group_owner(drv->state, "nap-big-0001", &owner, &e), 0);
+	CU_ASSERT_STRING_EQUAL(owner ? owner : "", "plan.one");
+	drv->api->release_string(drv->state, owner);
+	/* Not empty: not deleted. A template group: never. */
+	CU_ASSERT_EQUAL(drv->api->delete_group(drv->state, "nap-big-0001", &e), PRD_CLOUD_ERANGE);
+	CU_ASSERT_EQUAL(drv->api->delete_group(drv->state, "general", &e), PRD_CLOUD_EINVAL);
+	{
+		prd_cloud_instance *v = NULL;
+		size_t ni = 0, k;
+		const char *ids[4];
+		CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, "nap-big-0001", &v, &ni, &e), 0);
+		for(k = 0; k < ni && k < 4; k++)
+			ids[k] = v[k].id;
+		CU_ASSERT_EQUAL(drv->api->delete_instances(drv->state, "nap-big-0001", ids, ni, &e), 0);
+		drv->api->release_instances(drv->state, v, ni);
+	}
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->delete_group(drv->state, "nap-big-0001", &e), 0);
+	CU_ASSERT_EQUAL(drv->api->delete_group(drv->state, "nap-big-0001", &e), 0); /* gone: no error */
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_EQUAL(drv->api->group_owner(drv->state, "nap-big-0001", &owner, &e), PRD_CLOUD_ENOTFOUND);
+	/* A bad configuration says what is wrong. */
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	CU_ASSERT_NOT_EQUAL(load_cfg(&pe, "templateDir: %s\nautoProvisioning: {shapes: []}\n", nodegroups_dir()), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "groupsConfigMap"));
+	teardown();
+}
+
 /* Node creates in flight at once, as the host saw them. */
 static pthread_mutex_t par_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t par_cv = PTHREAD_COND_INITIALIZER;
@@ -1792,6 +1914,7 @@ static void test_parallel_creates(void)
 }
 
 static const test_case cases[] = {
+	{ "auto-provisioned groups (ABI 1.5)", test_auto_provisioned_groups },
 	{ "an increase stops when the host may no longer act", test_increase_stops_when_the_host_may_not_act },
 	{ "resourceSlices of a node group", test_resource_slices },
 	{ "an increase creates its Nodes in parallel, bounded", test_parallel_creates },

@@ -41,7 +41,12 @@ static void test_rejections(void)
 	m = load_fails(drv("badmajor"), NULL, PRD_EUNSUPPORTED);
 	CU_ASSERT_PTR_NOT_NULL(strstr(m, "ABI major version 2, provreqd speaks 1"));
 	m = load_fails(drv("newminor"), NULL, PRD_EUNSUPPORTED);
-	CU_ASSERT_PTR_NOT_NULL(strstr(m, "newer than provreqd's 1.4"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "newer than provreqd's 1.5"));
+	/* Half of node auto-provisioning: a controller would list shapes it
+	 * can never create (or groups it can never delete). */
+	m = load_fails(drv("napsome"), NULL, PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "node auto-provisioning needs all of shapes, release_shapes, create_group, "
+					 "delete_group and group_owner"));
 	m = load_fails(drv("fencenofn"), NULL, PRD_EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(m, "claims PRD_CLOUD_CAP_FENCE without increase, fence, decrease and delete_fenced"));
 	m = load_fails(drv("small"), NULL, PRD_EINVAL);

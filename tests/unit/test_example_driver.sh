@@ -30,7 +30,11 @@ out=$("$PRD_BUILDDIR/provreqd" check-driver "$tmp/example-driver.so" --cloud-con
 echo "$out"
 fail=0
 check() { echo "$out" | grep -qF -- "$1" || { echo "missing: $1"; fail=1; }; }
-check "driver example (ABI 1.4)"
+check "driver example (ABI 1.5)"
+check "node auto-provisioning: yes"
+check "machine shapes: 1"
+check "- big max=20 zones=(any) price=2.500000/h"
+check "allocatable: cpu=32 memory=128Gi pods=110"
 check "node groups: 2"
 check "- small min=0 max=10 target=1"
 check "template allocatable: cpu=4 memory=16Gi pods=110"

@@ -1134,8 +1134,8 @@ static void test_priority_table(void)
 		"metadata: {name: cluster-autoscaler-priority-expander, namespace: kube-system}\n"
 		"data:\n  priorities: |-\n    10:\n      - .*\n    50:\n      - ^pool-d$\n      - ^pool-z$\n";
 	sched_option o[] = {
-		{ "pool-a", true, 1, 1, 4000, 16 * GI, 1000, GI },
-		{ "pool-d", true, 1, 1, 4000, 16 * GI, 1000, GI },
+		{ "pool-a", true, 1, 1, 4000, 16 * GI, 1000, GI, false, 0 },
+		{ "pool-d", true, 1, 1, 4000, 16 * GI, 1000, GI, false, 0 },
 	};
 	sched_priorities p;
 	sched_expander *x;
@@ -1205,10 +1205,10 @@ static void test_expanders(void)
 	/* a: 2 nodes, little waste; b: 1 node, more waste, more pods;
 	 * c: does not fit; d: same as a. */
 	sched_option o[] = {
-		{ "pool-a", true, 2, 10, 4000, 16 * GI, 7600, 30 * GI },
-		{ "pool-b", true, 1, 12, 16000, 64 * GI, 8000, 32 * GI },
-		{ "pool-c", false, 1, 20, 4000, 16 * GI, 4000, 16 * GI },
-		{ "pool-d", true, 2, 10, 4000, 16 * GI, 7600, 30 * GI },
+		{ "pool-a", true, 2, 10, 4000, 16 * GI, 7600, 30 * GI, false, 0 },
+		{ "pool-b", true, 1, 12, 16000, 64 * GI, 8000, 32 * GI, false, 0 },
+		{ "pool-c", false, 1, 20, 4000, 16 * GI, 4000, 16 * GI, false, 0 },
+		{ "pool-d", true, 2, 10, 4000, 16 * GI, 7600, 30 * GI, false, 0 },
 	};
 	const char *hi[] = { "^pool-b$" }, *lo[] = { "pool-.*" };
 	sched_priority pr[] = { { 10, hi, 1 }, { 1, lo, 1 } };
@@ -1298,6 +1298,27 @@ static void test_expanders(void)
 	}
 	sched_expander_free(x);
 	sched_expander_free(NULL);
+	/* Price (auto-provisioned shapes): the cheapest new nodes among the
+	 * options with a price, whatever the waste; without any price the
+	 * strategy is skipped. Catches an expander that ignores the price
+	 * (least-waste would pick pool-a: index 0) or weighs the price of one
+	 * node instead of all of them (pool-b, 1 node at 3.0 > 2 x 1.0). */
+	{
+		sched_option q[] = {
+			{ "pool-a", true, 2, 10, 4000, 16 * GI, 7600, 30 * GI, true, 1500000 },
+			{ "pool-b", true, 1, 12, 16000, 64 * GI, 8000, 32 * GI, true, 3000000 },
+			{ "pool-c", true, 2, 10, 4000, 16 * GI, 7600, 30 * GI, false, 0 },
+			{ "pool-d", true, 2, 12, 16000, 64 * GI, 8000, 32 * GI, true, 1000000 },
+		};
+		CU_ASSERT_EQUAL_FATAL(sched_expander_new("price,least-waste", NULL, 0, 1, &x, NULL), 0);
+		CU_ASSERT_EQUAL(sched_expander_choose(x, q, N(q), &best, NULL), 0);
+		CU_ASSERT_EQUAL(best, 3);
+		CU_ASSERT_EQUAL(sched_expander_choose(x, q, 3, &best, NULL), 0);
+		CU_ASSERT_EQUAL(best, 0); /* a (2 x 1.5 = 3.0) ties b (1 x 3.0): least-waste picks a */
+		CU_ASSERT_EQUAL(sched_expander_choose(x, &q[2], 1, &best, NULL), 0);
+		CU_ASSERT_EQUAL(best, 0);
+		sched_expander_free(x);
+	}
 }
 
 static size_t arena_used(const sched_snapshot *s)

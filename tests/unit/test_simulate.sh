@@ -36,6 +36,22 @@ echo "$out" | grep -q '2 scale-ups started, 2 succeeded, 0 rolled back; 10 idle 
 	{ echo "FAIL: scale-up/scale-down counts"; fail=1; }
 # Scale-down must never take a node someone still holds a booking on.
 echo "$out" | grep -q 'BookedNodesRemoved' && { echo "FAIL: a booked node was scaled down"; fail=1; }
+# arm-batch needs arm64 nodes, which only an auto-provisioned group has:
+# without --node-autoprovisioning it is never provisioned.
+expect team-a arm-batch 'atomic-scale-up +True +False +CapacityIsNotFound'
+
+# With it, a new group of the arm-8x32 shape serves arm-batch (4 pods of 3
+# cpu: 2 nodes), nothing else lands on it (its nodes are tainted), and once
+# the booking expired and its nodes idled out the empty group is deleted.
+# Catches a simulate that does not plan with auto-provisioning, or does
+# not report the groups it created and deleted.
+nout=$("$PRD_BUILDDIR/provreqd" simulate --cluster templates/examples/simulate --until 2h --node-autoprovisioning \
+	--cloud-driver "$PRD_BUILDDIR/cloud/kwok/.libs/kwok.so" 2>&1) || { echo "FAIL: --node-autoprovisioning"; fail=1; }
+echo "$nout" | awk '$1 == "team-a" && $2 == "arm-batch"' | grep -qE 'atomic-scale-up +True +True' ||
+	{ echo "FAIL: arm-batch not provisioned with --node-autoprovisioning"; fail=1; }
+echo "$nout" | grep -qE '^nap-arm-8x32-[0-9a-f]{8} +0 +10 +0 +2 +2 +2 +kwok +auto-provisioned 2026-01-01T00:05:00Z, deleted ' ||
+	{ echo "FAIL: the auto-provisioned group's row (created, grew by 2, deleted)"; fail=1; }
+echo "$nout" | grep -qE '^general +0 +10 +0 +8 +8 +8 ' || { echo "FAIL: NAP changed what general did"; fail=1; }
 
 # Bad input gets a clear error and exit status 1, not a crash.
 printf 'apiVersion: v1\nkind: Node\nmetadata: {name: x\n' > "${TMPDIR:-/tmp}/prd-bad-$$.yaml"

@@ -824,6 +824,35 @@ static void test_intent_version(void)
 
 /* ---- bookings --------------------------------------------------------- */
 
+/* Records of auto-provisioned groups (classes/nap.c): written, replaced,
+ * listed by id, forgotten; a missing one is PRD_ENOTFOUND. */
+static void test_nap_records(void)
+{
+	clk c;
+	state_db *db = open_mem(&c);
+	state_nap r, *v = NULL;
+	size_t n = 0;
+	prd_err e;
+
+	FAILS(PRD_ENOTFOUND, state_nap_get(db, "nap-a", &r, &e));
+	OK(state_nap_put(db, "nap-b", "{\"plan\":\"p1\"}", &e));
+	OK(state_nap_put(db, "nap-a", "{\"plan\":\"p0\"}", &e));
+	OK(state_nap_put(db, "nap-b", "{\"plan\":\"p2\"}", &e));
+	OK(state_nap_get(db, "nap-b", &r, &e));
+	CU_ASSERT_STRING_EQUAL(r.spec, "{\"plan\":\"p2\"}");
+	state_nap_clear(&r);
+	OK(state_nap_list(db, &v, &n, &e));
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_STRING_EQUAL(v[0].group_id, "nap-a");
+	CU_ASSERT_STRING_EQUAL(v[1].group_id, "nap-b");
+	state_nap_list_free(v, n);
+	OK(state_nap_delete(db, "nap-a", &e));
+	OK(state_nap_delete(db, "nap-a", &e));
+	FAILS(PRD_ENOTFOUND, state_nap_get(db, "nap-a", &r, &e));
+	FAILS(PRD_EINVAL, state_nap_put(db, "nap-c", NULL, &e));
+	state_close(db);
+}
+
 static void test_bookings(void)
 {
 	clk c;
@@ -1130,15 +1159,15 @@ static void test_newer_schema_refused(void)
 
 	snprintf(path, sizeof(path), "%s", p);
 	clk_fake_init(&c, T0);
-	CU_ASSERT_EQUAL_FATAL(raw_exec(path, "CREATE TABLE from_the_future (x); PRAGMA user_version = 5"),
+	CU_ASSERT_EQUAL_FATAL(raw_exec(path, "CREATE TABLE from_the_future (x); PRAGMA user_version = 6"),
 	                      SQLITE_OK);
 	FAILS(PRD_EUNSUPPORTED, state_open(path, &c, NULL, &db, &e));
 	CU_ASSERT_PTR_NULL(db);
 	CONTAINS(e.msg, path);
 	CONTAINS(e.msg, "newer");
-	CONTAINS(e.msg, "5");
+	CONTAINS(e.msg, "6");
 	/* The file was left alone. */
-	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 5);
+	CU_ASSERT_EQUAL(raw_int(path, "PRAGMA user_version"), 6);
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name='booking'"), 0);
 }
 
@@ -1337,6 +1366,7 @@ static const test_case cases[] = {
 	{ "intent_prune", test_intent_prune },
 	{ "intent_version", test_intent_version },
 	{ "bookings", test_bookings },
+	{ "auto-provisioned group records", test_nap_records },
 	{ "survives_reopen", test_survives_reopen },
 	{ "migration_from_v1", test_migration_from_v1 },
 	{ "newer_schema_refused", test_newer_schema_refused },

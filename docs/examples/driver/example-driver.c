@@ -6,6 +6,15 @@
  *     # id     min  max  target  cpu  memory  pods
  *     small    0    10   1       4    16Gi    110
  *     maxPods  10
+ *     # shape  name  cpu  memory  pods  max  price-per-hour-in-micros (-1 unknown)
+ *     shape    big   32   128Gi   110   20   2500000
+ *
+ * A `shape` line offers a machine shape for node auto-provisioning (ABI
+ * 1.5): provreqd may create a group of it for pods no group can serve,
+ * with the labels and taints those pods need, and delete it again once
+ * empty. This example keeps such groups in memory, which a real driver
+ * must not do: it keeps them in its cloud (or the API), where a restarted
+ * or newly elected provreqd finds them.
  *
  * It also serves a provisioning class of its own,
  * instant.example.provreqd.io: a request of that class is provisioned at
@@ -37,6 +46,18 @@ struct group {
 	int32_t min, max, target;
 	char cpu[16], memory[16], pods[16];
 	int32_t next_serial;          /* names nodes <id>-<serial> */
+	/* ABI 1.5: a group create_group made: its owner token and the labels
+	 * and taints of its nodes as JSON members ("" for other groups). */
+	char owner[64];
+	char labels[512];
+	char taints[512];
+};
+
+struct shape {
+	char name[41];
+	char cpu[16], memory[16], pods[16];
+	int32_t max;
+	int64_t price_micros;
 };
 
 struct node {
@@ -51,6 +72,8 @@ struct state {
 	struct node nodes[MAX_NODES];
 	int nnodes;
 	long max_pods;                /* the instant class's limit */
+	struct shape shapes[8];
+	int nshapes;
 };
 
 static int fail(prd_cloud_error *err, int code, const char *fmt, ...)
@@ -106,6 +129,20 @@ static int parse_config(struct state *st, const char *config, prd_cloud_error *e
 		p = nl ? nl + 1 : NULL;
 		if(buf[strspn(buf, " \t")] == '#' || buf[strspn(buf, " \t")] == '\0')
 			continue;
+		if(!strncmp(buf + strspn(buf, " \t"), "shape", 5)) {
+			struct shape sh;
+			long long price;
+			memset(&sh, 0, sizeof(sh));
+			if(sscanf(buf, " shape %40s %15s %15s %15s %d %lld", sh.name, sh.cpu, sh.memory, sh.pods, &sh.max,
+				  &price) != 6 || sh.max < 1 || price < -1)
+				return fail(err, PRD_CLOUD_EINVAL,
+					    "config line %d: want 'shape name cpu memory pods max price-micros'", line);
+			if(st->nshapes == (int)(sizeof(st->shapes) / sizeof(st->shapes[0])))
+				return fail(err, PRD_CLOUD_EINVAL, "config line %d: too many shapes", line);
+			sh.price_micros = price;
+			st->shapes[st->nshapes++] = sh;
+			continue;
+		}
 		if(sscanf(buf, " maxPods %ld", &st->max_pods) == 1) {
 			if(st->max_pods < 0)
 				return fail(err, PRD_CLOUD_EINVAL, "config line %d: maxPods must be >= 0", line);
@@ -268,15 +305,15 @@ static int ex_template_node(void *state, const char *group_id, char **node_json,
 {
 	struct state *st = state;
 	struct group *g = find_group(st, group_id, NULL);
-	char buf[1024];
+	char buf[2048];
 	if(!g)
 		return fail(err, PRD_CLOUD_ENOTFOUND, "no node group %s", group_id);
 	snprintf(buf, sizeof(buf),
 		 "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s-template\","
-		 "\"labels\":{\"example.provreqd.io/group\":\"%s\"}},"
+		 "\"labels\":{\"example.provreqd.io/group\":\"%s\"%s}},\"spec\":{\"taints\":[%s]},"
 		 "\"status\":{\"capacity\":{\"cpu\":\"%s\",\"memory\":\"%s\",\"pods\":\"%s\"},"
 		 "\"allocatable\":{\"cpu\":\"%s\",\"memory\":\"%s\",\"pods\":\"%s\"}}}",
-		 g->id, g->id, g->cpu, g->memory, g->pods, g->cpu, g->memory, g->pods);
+		 g->id, g->id, g->labels, g->taints, g->cpu, g->memory, g->pods, g->cpu, g->memory, g->pods);
 	*node_json = dupstr(buf);
 	return *node_json ? 0 : fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 }
@@ -403,6 +440,159 @@ static void ex_release_string(void *state, char *s)
 	free(s);
 }
 
+/* ---- ABI 1.5: node auto-provisioning ------------------------------------ */
+
+static int ex_shapes(void *state, prd_cloud_shape **out, size_t *count, prd_cloud_error *err)
+{
+	struct state *st = state;
+	prd_cloud_shape *v = calloc((size_t)st->nshapes + 1, sizeof(*v));
+	char buf[512];
+	int i;
+	if(!v)
+		return fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	for(i = 0; i < st->nshapes; i++) {
+		const struct shape *sh = &st->shapes[i];
+		snprintf(buf, sizeof(buf),
+			 "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\",\"labels\":"
+			 "{\"node.kubernetes.io/instance-type\":\"%s\"}},\"status\":{\"capacity\":{\"cpu\":\"%s\","
+			 "\"memory\":\"%s\",\"pods\":\"%s\"},\"allocatable\":{\"cpu\":\"%s\",\"memory\":\"%s\","
+			 "\"pods\":\"%s\"}}}",
+			 sh->name, sh->name, sh->cpu, sh->memory, sh->pods, sh->cpu, sh->memory, sh->pods);
+		v[i].name = dupstr(sh->name);
+		v[i].node_json = dupstr(buf);
+		v[i].zones = NULL; /* this cloud has no zones */
+		v[i].price_micros = sh->price_micros;
+		v[i].max_size = sh->max;
+		if(!v[i].name || !v[i].node_json) {
+			*out = v;
+			*count = (size_t)i + 1;
+			return fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		}
+	}
+	*out = v;
+	*count = (size_t)st->nshapes;
+	return 0;
+}
+
+static void ex_release_shapes(void *state, prd_cloud_shape *v, size_t count)
+{
+	size_t i;
+	(void)state;
+	for(i = 0; v && i < count; i++) {
+		free(v[i].name);
+		free(v[i].node_json);
+		free(v[i].zones);
+	}
+	free(v);
+}
+
+/* Text that may go into a JSON string as it is. */
+static int plain(const char *s)
+{
+	return s && !strpbrk(s, "\"\\");
+}
+
+/* Append `,"key":"value"` to a group's labels; false when it does not fit
+ * or is not plain text. */
+static int label_add(struct group *g, const char *key, const char *value)
+{
+	size_t used = strlen(g->labels);
+	int n;
+	if(!plain(key) || !plain(value))
+		return 0;
+	n = snprintf(g->labels + used, sizeof(g->labels) - used, ",\"%s\":\"%s\"", key, value);
+	return n > 0 && (size_t)n < sizeof(g->labels) - used;
+}
+
+/* Append a taint object to a group's taints (the same rules). */
+static int taint_add(struct group *g, const char *key, const char *value, const char *effect)
+{
+	size_t used = strlen(g->taints);
+	int n;
+	if(!plain(key) || !plain(value) || !plain(effect))
+		return 0;
+	n = snprintf(g->taints + used, sizeof(g->taints) - used, "%s{\"key\":\"%s\",\"value\":\"%s\",\"effect\":\"%s\"}",
+		     used ? "," : "", key, value, effect);
+	return n > 0 && (size_t)n < sizeof(g->taints) - used;
+}
+
+static int ex_create_group(void *state, const prd_cloud_group_create *req, prd_cloud_error *err)
+{
+	struct state *st = state;
+	struct group g, *have;
+	const struct shape *sh = NULL;
+	size_t i;
+	int k;
+	if(req->struct_size < sizeof(*req) || !req->group_id || !req->shape || !req->owner)
+		return fail(err, PRD_CLOUD_EINVAL, "create_group: incomplete request");
+	for(k = 0; k < st->nshapes; k++)
+		if(!strcmp(st->shapes[k].name, req->shape))
+			sh = &st->shapes[k];
+	if(!sh)
+		return fail(err, PRD_CLOUD_EINVAL, "create_group: unknown shape %s", req->shape);
+	if(req->zone)
+		return fail(err, PRD_CLOUD_EINVAL, "create_group: this cloud has no zones");
+	if(req->max_size < 1 || req->max_size > sh->max)
+		return fail(err, PRD_CLOUD_ERANGE, "create_group: max size %d outside [1, %d]", (int)req->max_size,
+			    (int)sh->max);
+	if((have = find_group(st, req->group_id, NULL)))
+		return strcmp(have->owner, req->owner)
+			       ? fail(err, PRD_CLOUD_ECONFLICT, "group %s exists and is not that owner's", req->group_id)
+			       : 0; /* a repeated call */
+	if(strlen(req->group_id) >= ID_MAX)
+		return fail(err, PRD_CLOUD_EINVAL, "create_group: id too long");
+	if(st->ngroups == MAX_GROUPS)
+		return fail(err, PRD_CLOUD_EIO, "create_group: quota of %d groups reached", MAX_GROUPS);
+	memset(&g, 0, sizeof(g));
+	snprintf(g.id, sizeof(g.id), "%s", req->group_id);
+	snprintf(g.owner, sizeof(g.owner), "%s", req->owner);
+	snprintf(g.cpu, sizeof(g.cpu), "%s", sh->cpu);
+	snprintf(g.memory, sizeof(g.memory), "%s", sh->memory);
+	snprintf(g.pods, sizeof(g.pods), "%s", sh->pods);
+	g.max = req->max_size;
+	for(i = 0; i < req->nlabels; i++)
+		if(!label_add(&g, req->labels[i].key, req->labels[i].value))
+			return fail(err, PRD_CLOUD_EINVAL, "create_group: label %s is not one this cloud takes",
+				    req->labels[i].key);
+	for(i = 0; i < req->ntaints; i++)
+		if(!taint_add(&g, req->taints[i].key, req->taints[i].value ? req->taints[i].value : "",
+			      req->taints[i].effect))
+			return fail(err, PRD_CLOUD_EINVAL, "create_group: taint %s is not one this cloud takes",
+				    req->taints[i].key);
+	st->groups[st->ngroups++] = g;
+	return 0;
+}
+
+static int ex_delete_group(void *state, const char *group_id, prd_cloud_error *err)
+{
+	struct state *st = state;
+	int gi, i;
+	struct group *g = find_group(st, group_id, &gi);
+	if(!g)
+		return 0; /* gone already */
+	if(!g->owner[0])
+		return fail(err, PRD_CLOUD_EINVAL, "group %s was not made by create_group", group_id);
+	if(g->target > 0)
+		return fail(err, PRD_CLOUD_ERANGE, "group %s is not empty", group_id);
+	for(i = 0; i < st->nnodes; i++)
+		if(st->nodes[i].group > gi)
+			st->nodes[i].group--;
+	memmove(&st->groups[gi], &st->groups[gi + 1], (size_t)(st->ngroups - gi - 1) * sizeof(*g));
+	st->ngroups--;
+	return 0;
+}
+
+static int ex_group_owner(void *state, const char *group_id, char **owner, prd_cloud_error *err)
+{
+	struct group *g = find_group(state, group_id, NULL);
+	*owner = NULL;
+	if(!g)
+		return fail(err, PRD_CLOUD_ENOTFOUND, "no node group %s", group_id);
+	if(g->owner[0] && !(*owner = dupstr(g->owner)))
+		return fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	return 0;
+}
+
 static const prd_cloud_driver descriptor = {
 	.abi_major = PRD_CLOUD_ABI_MAJOR,
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
@@ -428,6 +618,14 @@ static const prd_cloud_driver descriptor = {
 	 * once the descriptor reaches it (sizeof(prd_cloud_driver) does):
 	 * the host steps through the array by it. */
 	.instance_size = sizeof(prd_cloud_instance),
+	/* ABI 1.5: node auto-provisioning (all five, and the stride of the
+	 * shapes array). */
+	.shape_size = sizeof(prd_cloud_shape),
+	.shapes = ex_shapes,
+	.release_shapes = ex_release_shapes,
+	.create_group = ex_create_group,
+	.delete_group = ex_delete_group,
+	.group_owner = ex_group_owner,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

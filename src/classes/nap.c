@@ -1,0 +1,909 @@
+/* Node auto-provisioning and cluster-wide limits (see classes/nap.h).
+ *
+ * What a new group carries beyond its shape follows GKE's node
+ * auto-provisioning rules, the one public description of the problem:
+ * the pods' nodeSelector labels the shape's node lacks become the group's
+ * labels, a toleration (operator Equal, effect NoSchedule or NoExecute)
+ * whose key and value the pods also select becomes a taint of the group
+ * (workload separation), and a zone the pods select picks the zone.
+ * Labels in the kubernetes.io and k8s.io domains are the kubelet's and
+ * are never invented.
+ *
+ * The record of a group (state store, classes' text) is a JSON object:
+ * driver, shape, zone, labels, taints, max, owner (the plan's owner
+ * token, which the cloud keeps with the group), plan (the intent id),
+ * created, emptySince (wall ns, 0 while not empty). */
+#include "classes/nap.h"
+#include "ops/log.h"
+#include "ops/metrics.h"
+#include "util/buf.h"
+#include "util/str.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAP_ID_MAX 40
+#define NAP_RETRY_NS (5 * AT_NS_PER_S)
+
+void nap_shape_key(const char *driver, const char *shape, char *out, size_t len)
+{
+	snprintf(out, len, "shape:%s/%s", driver, shape);
+}
+
+static bool reserved_key(const char *key)
+{
+	const char *slash = strchr(key, '/');
+	size_t dl = slash ? (size_t)(slash - key) : 0;
+	if(!slash)
+		return false;
+	return (dl >= 13 && !strncmp(slash - 13, "kubernetes.io", 13)) || (dl >= 6 && !strncmp(slash - 6, "k8s.io", 6));
+}
+
+static const char *effect_name(sched_effect e)
+{
+	return e == SCHED_EFFECT_NO_EXECUTE ? "NoExecute" : e == SCHED_EFFECT_PREFER_NO_SCHEDULE ? "PreferNoSchedule"
+											 : "NoSchedule";
+}
+
+static void free_json(void *p)
+{
+	json_object_put(p);
+}
+
+/* Groups of the pass arena that are in no world: their listings (made
+ * once the cloud has them) are freed with the pass. */
+typedef struct group_run {
+	pr_class_group *v;
+	size_t n;
+} group_run;
+
+static void unlist_run(void *p)
+{
+	group_run *r = p;
+	size_t i;
+	for(i = 0; i < r->n; i++)
+		pr_group_unlist(&r->v[i]);
+}
+
+static int defer_unlist(const pr_class_host *h, pr_class_group *v, size_t n)
+{
+	group_run *r = arena_alloc(h->ar, sizeof(*r));
+	if(!r)
+		return PRD_ENOMEM;
+	r->v = v;
+	r->n = n;
+	return arena_defer(h->ar, unlist_run, r);
+}
+
+/* ---- what the pods need of a new group ------------------------------- */
+
+typedef struct needs {
+	const char *zone;            /* the zone every podSet selects, or NULL */
+	prd_cloud_label *labels;     /* selected labels (zone and hostname aside) */
+	size_t nlabels;
+	prd_cloud_taint *taints;     /* taints every podSet tolerates (workload separation) */
+	size_t ntaints;
+	char conflict[200];          /* non-empty: no group can serve every podSet */
+} needs;
+
+static const char *selected(const sched_pod_spec *p, const char *key)
+{
+	size_t i;
+	for(i = 0; i < p->n_node_selector; i++)
+		if(!strcmp(p->node_selector[i].key, key))
+			return p->node_selector[i].value;
+	return NULL;
+}
+
+static bool tolerates(const sched_pod_spec *p, const char *key, const char *value, sched_effect eff)
+{
+	size_t i;
+	for(i = 0; i < p->n_tolerations; i++) {
+		const sched_toleration *t = &p->tolerations[i];
+		bool key_ok = !t->key || !t->key[0] ? t->op == SCHED_TOL_EXISTS : !strcmp(t->key, key);
+		bool val_ok = t->op == SCHED_TOL_EXISTS || str_eq(t->value ? t->value : "", value ? value : "");
+		bool eff_ok = t->effect == SCHED_EFFECT_NONE || t->effect == eff;
+		if(key_ok && val_ok && eff_ok)
+			return true;
+	}
+	return false;
+}
+
+static void pods_need(const pr_class_host *h, const sched_podset *rest, size_t n, needs *nd)
+{
+	size_t s, i, k;
+	const sched_pod_spec *first = NULL;
+	memset(nd, 0, sizeof(*nd));
+	for(s = 0; s < n; s++) {
+		const sched_pod_spec *p = rest[s].pod;
+		if(rest[s].count <= 0)
+			continue;
+		if(!first)
+			first = p;
+		for(i = 0; i < p->n_node_selector; i++) {
+			const sched_label *l = &p->node_selector[i];
+			if(!strcmp(l->key, SCHED_KEY_HOSTNAME))
+				continue;
+			if(!strcmp(l->key, SCHED_KEY_ZONE)) {
+				if(nd->zone && strcmp(nd->zone, l->value))
+					snprintf(nd->conflict, sizeof(nd->conflict), "the podSets select zones %s and %s",
+						 nd->zone, l->value);
+				nd->zone = l->value;
+				continue;
+			}
+			for(k = 0; k < nd->nlabels; k++)
+				if(!strcmp(nd->labels[k].key, l->key))
+					break;
+			if(k < nd->nlabels) {
+				if(strcmp(nd->labels[k].value, l->value))
+					snprintf(nd->conflict, sizeof(nd->conflict), "the podSets select %s=%s and %s=%s",
+						 l->key, nd->labels[k].value, l->key, l->value);
+				continue;
+			}
+			{
+				prd_cloud_label *nv = arena_array(h->ar, nd->nlabels + 1, sizeof(*nv));
+				if(!nv)
+					return;
+				if(nd->nlabels)
+					memcpy(nv, nd->labels, nd->nlabels * sizeof(*nv));
+				nv[nd->nlabels].key = l->key;
+				nv[nd->nlabels++].value = l->value;
+				nd->labels = nv;
+			}
+		}
+	}
+	if(!first)
+		return;
+	/* Taints: what the first podSet tolerates and selects, if every
+	 * other tolerates it too. */
+	for(i = 0; i < first->n_tolerations; i++) {
+		const sched_toleration *t = &first->tolerations[i];
+		sched_effect eff = t->effect == SCHED_EFFECT_NONE ? SCHED_EFFECT_NO_SCHEDULE : t->effect;
+		const char *sel;
+		bool all = true;
+		prd_cloud_taint *nv;
+		if(t->op != SCHED_TOL_EQUAL || !t->key || !t->key[0] || eff == SCHED_EFFECT_PREFER_NO_SCHEDULE)
+			continue;
+		sel = selected(first, t->key);
+		if(!sel || !str_eq(sel, t->value ? t->value : ""))
+			continue;
+		for(s = 0; s < n && all; s++)
+			if(rest[s].count > 0)
+				all = tolerates(rest[s].pod, t->key, t->value, eff);
+		if(!all)
+			continue;
+		nv = arena_array(h->ar, nd->ntaints + 1, sizeof(*nv));
+		if(!nv)
+			return;
+		if(nd->ntaints)
+			memcpy(nv, nd->taints, nd->ntaints * sizeof(*nv));
+		nv[nd->ntaints].key = t->key;
+		nv[nd->ntaints].value = t->value;
+		nv[nd->ntaints++].effect = effect_name(eff);
+		nd->taints = nv;
+	}
+}
+
+/* ---- a shape as a group --------------------------------------------- */
+
+/* The group `id` of shape `sh` with the extra labels, taints and zone, in
+ * the pass arena; NULL with `why` filled when the shape cannot carry them
+ * or its node is unusable. */
+static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, const prd_cloud_shape *sh,
+				   const char *id, const char *zone, const prd_cloud_label *labels, size_t nlabels,
+				   const prd_cloud_taint *taints, size_t ntaints, int32_t max, char *why, size_t len)
+{
+	json_object *node = sh->node_json ? json_tokener_parse(sh->node_json) : NULL, *md, *lab, *spec, *tv;
+	pr_class_group *g;
+	nap_new *nn;
+	prd_cloud_label *extra;
+	prd_err e;
+	size_t i, nextra = 0;
+	if(!node || !json_object_is_type(node, json_type_object) || arena_defer(h->ar, free_json, node)) {
+		json_object_put(node);
+		snprintf(why, len, "its node is not JSON");
+		return NULL;
+	}
+	if(!json_object_object_get_ex(node, "metadata", &md) || !json_object_is_type(md, json_type_object)) {
+		md = json_object_new_object();
+		json_object_object_add(node, "metadata", md);
+	}
+	json_object_object_add(md, "name", json_object_new_string(id));
+	if(!json_object_object_get_ex(md, "labels", &lab) || !json_object_is_type(lab, json_type_object)) {
+		lab = json_object_new_object();
+		json_object_object_add(md, "labels", lab);
+	}
+	extra = arena_array(h->ar, nlabels + 1, sizeof(*extra));
+	if(!extra) {
+		snprintf(why, len, "out of memory");
+		return NULL;
+	}
+	for(i = 0; i < nlabels; i++) {
+		json_object *have;
+		if(json_object_object_get_ex(lab, labels[i].key, &have)) {
+			if(strcmp(json_object_get_string(have), labels[i].value)) {
+				snprintf(why, len, "its nodes carry %s=%s, the pods select %s", labels[i].key,
+					 json_object_get_string(have), labels[i].value);
+				return NULL;
+			}
+			continue;
+		}
+		if(reserved_key(labels[i].key)) {
+			snprintf(why, len, "the pods select %s=%s, which its nodes do not carry (a kubelet's label: "
+				 "no group can be given it)", labels[i].key, labels[i].value);
+			return NULL;
+		}
+		json_object_object_add(lab, labels[i].key, json_object_new_string(labels[i].value));
+		extra[nextra++] = labels[i];
+	}
+	labels = extra;
+	nlabels = nextra;
+	if(zone)
+		json_object_object_add(lab, SCHED_KEY_ZONE, json_object_new_string(zone));
+	if(!json_object_object_get_ex(node, "spec", &spec) || !json_object_is_type(spec, json_type_object)) {
+		spec = json_object_new_object();
+		json_object_object_add(node, "spec", spec);
+	}
+	if(!json_object_object_get_ex(spec, "taints", &tv) || !json_object_is_type(tv, json_type_array)) {
+		tv = json_object_new_array();
+		json_object_object_add(spec, "taints", tv);
+	}
+	for(i = 0; i < ntaints; i++) {
+		json_object *t = json_object_new_object();
+		json_object_object_add(t, "key", json_object_new_string(taints[i].key));
+		if(taints[i].value && taints[i].value[0])
+			json_object_object_add(t, "value", json_object_new_string(taints[i].value));
+		json_object_object_add(t, "effect", json_object_new_string(taints[i].effect));
+		json_object_array_add(tv, t);
+	}
+	g = arena_alloc(h->ar, sizeof(*g));
+	nn = arena_alloc(h->ar, sizeof(*nn));
+	if(!g || !nn) {
+		snprintf(why, len, "out of memory");
+		return NULL;
+	}
+	memset(g, 0, sizeof(*g));
+	memset(nn, 0, sizeof(*nn));
+	if(h->node_spec(h->ctx, node, &g->tmpl, &e)) {
+		snprintf(why, len, "its node is not a usable Node: %.200s", e.msg);
+		return NULL;
+	}
+	g->drv = drv;
+	g->id = arena_strdup(h->ar, id);
+	g->max = max;
+	g->has_tmpl = true;
+	g->tmpl_json = node;
+	g->listed = true;
+	g->nap_new = nn;
+	nn->db = h->db;
+	nn->shape = arena_strdup(h->ar, sh->name);
+	nn->zone = zone ? arena_strdup(h->ar, zone) : NULL;
+	nn->labels = arena_array(h->ar, nlabels + 1, sizeof(*nn->labels));
+	nn->taints = arena_array(h->ar, ntaints + 1, sizeof(*nn->taints));
+	nn->max_size = max;
+	nn->has_price = sh->price_micros >= 0;
+	nn->price_micros = sh->price_micros;
+	if(!g->id || !nn->shape || (zone && !nn->zone) || !nn->labels || !nn->taints) {
+		snprintf(why, len, "out of memory");
+		return NULL;
+	}
+	for(i = 0; i < nlabels; i++) {
+		nn->labels[i].key = arena_strdup(h->ar, labels[i].key);
+		nn->labels[i].value = arena_strdup(h->ar, labels[i].value);
+	}
+	nn->nlabels = nlabels;
+	for(i = 0; i < ntaints; i++) {
+		nn->taints[i].key = arena_strdup(h->ar, taints[i].key);
+		nn->taints[i].value = taints[i].value ? arena_strdup(h->ar, taints[i].value) : NULL;
+		nn->taints[i].effect = arena_strdup(h->ar, taints[i].effect);
+	}
+	nn->ntaints = ntaints;
+	return g;
+}
+
+/* The zone a group of shape `sh` is made in for pods selecting `want`
+ * (NULL: any): that zone when offered, else the first the shape lists.
+ * false when the shape is not offered in `want`. */
+static bool pick_zone(const pr_class_host *h, const prd_cloud_shape *sh, const char *want, const char **zone)
+{
+	const char *z = sh->zones && sh->zones[0] ? sh->zones : NULL, *p;
+	*zone = NULL;
+	if(!z)
+		return !want; /* a cloud without zones cannot promise one */
+	for(p = z; *p;) {
+		size_t n = strcspn(p, ",");
+		if(!want || (strlen(want) == n && !strncmp(p, want, n))) {
+			char *c = arena_alloc(h->ar, n + 1);
+			if(c)
+				snprintf(c, n + 1, "%.*s", (int)n, p);
+			*zone = c;
+			return c != NULL;
+		}
+		p += n;
+		if(*p == ',')
+			p++;
+	}
+	return false;
+}
+
+static uint64_t fnv(const char *a, int64_t b)
+{
+	uint64_t x = 1469598103934665603ULL;
+	size_t i;
+	for(i = 0; a[i]; i++)
+		x = (x ^ (unsigned char)a[i]) * 1099511628211ULL;
+	for(i = 0; i < 8; i++)
+		x = (x ^ (uint64_t)((b >> (8 * i)) & 0xff)) * 1099511628211ULL;
+	return x;
+}
+
+/* "nap-<shape>-<8 hex>": a DNS label of at most NAP_ID_MAX characters,
+ * unique to the request and the moment (the plan's id has both). */
+static void make_id(const char *shape, const char *uid, int64_t now, const char *zone, char out[NAP_ID_MAX + 1])
+{
+	char seed[400];
+	size_t n = strlen(shape);
+	snprintf(seed, sizeof(seed), "%s/%s/%s", uid, shape, zone ? zone : "");
+	if(n > NAP_ID_MAX - 13)
+		n = NAP_ID_MAX - 13;
+	while(n > 0 && shape[n - 1] == '-')
+		n--;
+	snprintf(out, NAP_ID_MAX + 1, "nap-%.*s-%08llx", (int)n, shape,
+		 (unsigned long long)(fnv(seed, now) & 0xffffffffULL));
+}
+
+/* Auto-provisioned groups that exist or are being made. */
+static int64_t count_groups(const pr_class_host *h)
+{
+	state_nap *v = NULL;
+	size_t n = 0, i, k;
+	int64_t count = 0;
+	for(i = 0; i < h->ngroups; i++)
+		count += h->groups[i].nap_owner != NULL;
+	if(h->db && state_nap_list(h->db, &v, &n, NULL) == 0) {
+		for(i = 0; i < n; i++) {
+			bool listed = false;
+			for(k = 0; k < h->ngroups && !listed; k++)
+				listed = !strcmp(h->groups[k].id, v[i].group_id);
+			count += !listed;
+		}
+		state_nap_list_free(v, n);
+	}
+	return count;
+}
+
+#define WHY(...) (wl += (size_t)snprintf(why + wl, wl < len ? len - wl : 0, __VA_ARGS__))
+
+void nap_candidates(const pr_class_host *h, const char *req_uid, const sched_podset *rest, size_t nsets,
+		    pr_class_group **out, size_t *n, char *why, size_t len)
+{
+	needs nd;
+	size_t d, i, wl = strlen(why), cap = 0;
+	pr_class_group *v = NULL;
+	int64_t have;
+	*out = NULL;
+	*n = 0;
+	if(!h->limits->nap || !h->drivers || !h->db)
+		return;
+	if(!h->groups_complete) {
+		/* An unlisted group might serve the pods: no new one now. */
+		WHY("%sauto-provisioning waits: a driver could not list its node groups this pass", wl ? "; " : "");
+		return;
+	}
+	have = count_groups(h);
+	if(have >= h->limits->nap_max_groups) {
+		WHY("%sauto-provisioning: %lld groups exist, the most allowed (--max-autoprovisioned-groups)",
+		    wl ? "; " : "", (long long)have);
+		return;
+	}
+	pods_need(h, rest, nsets, &nd);
+	if(nd.conflict[0]) {
+		WHY("%sauto-provisioning: no one group can serve them: %s", wl ? "; " : "", nd.conflict);
+		return;
+	}
+	for(d = 0; d < h->drivers->n; d++) {
+		cloud_driver *drv = h->drivers->v[d];
+		prd_cloud_shape *sv = NULL;
+		prd_cloud_error de;
+		size_t ns = 0;
+		if(!cloud_driver_naps(drv->api))
+			continue;
+		memset(&de, 0, sizeof(de));
+		if(drv->api->shapes(drv->state, &sv, &ns, &de)) {
+			de.message[sizeof(de.message) - 1] = '\0';
+			WHY("%sauto-provisioning: driver %s cannot list its shapes: %s", wl ? "; " : "", drv->api->name,
+			    de.message);
+			continue;
+		}
+		for(i = 0; i < ns; i++) {
+			const prd_cloud_shape *sh = cloud_shape_at(drv->api, sv, i);
+			char id[NAP_ID_MAX + 1], key[300], w[300] = "";
+			const char *zone = NULL;
+			bool off = false;
+			int64_t until = 0;
+			pr_class_group *g, *nv;
+			if(!sh->name || !str_is_dns_label(sh->name) || sh->max_size < 1) {
+				WHY("%sshape %s of %s: malformed (name or max size)", wl ? "; " : "",
+				    sh->name ? sh->name : "?", drv->api->name);
+				continue;
+			}
+			nap_shape_key(drv->api->name, sh->name, key, sizeof(key));
+			if(state_group_backed_off(h->db, key, &off, &until, NULL) == 0 && off) {
+				WHY("%sshape %s: backed off after a failed creation", wl ? "; " : "", sh->name);
+				continue;
+			}
+			if(!pick_zone(h, sh, nd.zone, &zone)) {
+				WHY("%sshape %s: not offered in zone %s", wl ? "; " : "", sh->name,
+				    nd.zone ? nd.zone : "(the cloud names none)");
+				continue;
+			}
+			make_id(sh->name, req_uid, h->now, zone, id);
+			g = shape_group(h, drv, sh, id, zone, nd.labels, nd.nlabels, nd.taints, nd.ntaints, sh->max_size,
+					w, sizeof(w));
+			if(!g) {
+				WHY("%sshape %s: %s", wl ? "; " : "", sh->name, w);
+				continue;
+			}
+			if(*n == cap) {
+				cap = cap ? 2 * cap : 8;
+				nv = arena_array(h->ar, cap, sizeof(*nv));
+				if(!nv)
+					break;
+				if(*n)
+					memcpy(nv, v, *n * sizeof(*nv));
+				v = nv;
+			}
+			v[(*n)++] = *g;
+		}
+		drv->api->release_shapes(drv->state, sv, ns);
+	}
+	if(*n && defer_unlist(h, v, *n)) {
+		*n = 0;
+		v = NULL;
+	}
+	*out = v;
+}
+
+/* ---- cluster-wide limits -------------------------------------------- */
+
+/* What one node of g has of `res` (capacity, else allocatable), base
+ * units. */
+static int64_t node_has(const pr_class_group *g, const char *res)
+{
+	json_object *st, *cap, *v;
+	size_t i;
+	if(g->tmpl_json && json_object_object_get_ex(g->tmpl_json, "status", &st) &&
+	   json_object_object_get_ex(st, "capacity", &cap) && json_object_object_get_ex(cap, res, &v)) {
+		qty q;
+		int64_t out = 0;
+		const char *s = json_object_get_string(v);
+		if(s && qty_parse(s, &q, NULL) == 0 &&
+		   (!strcmp(res, "cpu") ? qty_milli_value(&q, &out) : qty_value(&q, &out)) == 0)
+			return out;
+	}
+	for(i = 0; i < g->tmpl.n_allocatable; i++)
+		if(!strcmp(g->tmpl.allocatable[i].name, res))
+			return g->tmpl.allocatable[i].value;
+	return 0;
+}
+
+static void amount_words(const cfg_res_limit *l, int64_t v, char *out, size_t len)
+{
+	if(!strcmp(l->resource, "cpu"))
+		snprintf(out, len, v % 1000 ? "%lld.%03lld cores" : "%lld cores", (long long)(v / 1000),
+			 (long long)(v % 1000));
+	else if(!strcmp(l->resource, "memory"))
+		snprintf(out, len, "%.2f GiB", (double)v / (double)(1LL << 30));
+	else
+		snprintf(out, len, "%lld %.60s", (long long)v, l->resource);
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static int64_t sat_mul(int64_t a, int64_t b)
+{
+	return a && b > INT64_MAX / a ? INT64_MAX : a * b;
+}
+
+bool nap_within_limits(const pr_class_host *h, const at_choice *ch, char *msg, size_t len)
+{
+	const state_intent *open = NULL;
+	size_t nopen = 0, l, i;
+	if(!h->limits->nres_limits || !h->res_totals)
+		return true;
+	if(h->db)
+		at_open_intents(h, &open, &nopen);
+	for(l = 0; l < h->limits->nres_limits; l++) {
+		const cfg_res_limit *lim = &h->limits->res_limits[l];
+		int64_t now = h->res_totals[l], coming = 0, need = 0;
+		char a[64], b[64], c[64], m[64];
+		for(i = 0; i < nopen; i++) {
+			const state_intent *in = &open[i];
+			pr_class_group *g;
+			int64_t left = in->delta - (int64_t)in->n_nodes;
+			/* Nodes a plan in flight still adds (its named ones are
+			 * Nodes already). */
+			if(left <= 0 || (in->phase != STATE_PHASE_PLANNED && in->phase != STATE_PHASE_INCREASING &&
+					 in->phase != STATE_PHASE_WAITING_FOR_NODES))
+				continue;
+			if((g = at_find_group(h, in->node_group)))
+				coming = sat_add(coming, sat_mul(left, node_has(g, lim->resource)));
+		}
+		for(i = 0; i < ch->n; i++)
+			need = sat_add(need, sat_mul(ch->parts[i].delta, node_has(ch->parts[i].g, lim->resource)));
+		if(need > 0 && sat_add(sat_add(now, coming), need) > lim->max) {
+			amount_words(lim, now, a, sizeof(a));
+			amount_words(lim, coming, b, sizeof(b));
+			amount_words(lim, need, c, sizeof(c));
+			amount_words(lim, lim->max, m, sizeof(m));
+			snprintf(msg, len, "the scale-up would pass the cluster-wide limit %s (%s at most): the cluster's "
+				 "nodes have %s%s%s%s, the request's new nodes need %s more; no node was added",
+				 lim->flag, m, a, coming ? " (plus " : "", coming ? b : "",
+				 coming ? " coming for plans in flight)" : "", c);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ---- records ---------------------------------------------------------- */
+
+static json_object *record_of(const pr_class_group *g, bool created, int64_t empty_since)
+{
+	const nap_new *nn = g->nap_new;
+	json_object *o = json_object_new_object(), *lab = json_object_new_object(), *tv = json_object_new_array();
+	size_t i;
+	json_object_object_add(o, "driver", json_object_new_string(g->drv->api->name));
+	json_object_object_add(o, "shape", json_object_new_string(nn->shape));
+	if(nn->zone)
+		json_object_object_add(o, "zone", json_object_new_string(nn->zone));
+	for(i = 0; i < nn->nlabels; i++)
+		json_object_object_add(lab, nn->labels[i].key, json_object_new_string(nn->labels[i].value));
+	json_object_object_add(o, "labels", lab);
+	for(i = 0; i < nn->ntaints; i++) {
+		json_object *t = json_object_new_object();
+		json_object_object_add(t, "key", json_object_new_string(nn->taints[i].key));
+		json_object_object_add(t, "value", json_object_new_string(nn->taints[i].value ? nn->taints[i].value : ""));
+		json_object_object_add(t, "effect", json_object_new_string(nn->taints[i].effect));
+		json_object_array_add(tv, t);
+	}
+	json_object_object_add(o, "taints", tv);
+	json_object_object_add(o, "max", json_object_new_int(nn->max_size));
+	json_object_object_add(o, "owner", json_object_new_string(nn->owner ? nn->owner : ""));
+	json_object_object_add(o, "plan", json_object_new_string(nn->plan_id ? nn->plan_id : ""));
+	json_object_object_add(o, "created", json_object_new_boolean(created));
+	json_object_object_add(o, "emptySince", json_object_new_int64(empty_since));
+	return o;
+}
+
+static int put_record(state_db *db, const char *id, json_object *o, prd_err *e)
+{
+	return state_nap_put(db, id, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), e);
+}
+
+int nap_record(const pr_class_host *h, pr_class_group *g, const char *plan_id, prd_err *e)
+{
+	char owner[AT_OWNER_MAX];
+	json_object *o;
+	int rc;
+	if(!g->nap_new)
+		return 0;
+	pr_owner_token(plan_id, owner);
+	g->nap_new->plan_id = arena_strdup(h->ar, plan_id);
+	g->nap_new->owner = arena_strdup(h->ar, owner);
+	if(!g->nap_new->plan_id || !g->nap_new->owner)
+		return prd_err_set(e, PRD_ENOMEM, "out of memory");
+	o = record_of(g, false, 0);
+	rc = put_record(h->db, g->id, o, e);
+	json_object_put(o);
+	return rc;
+}
+
+int nap_create(pr_class_group *g, prd_cloud_error *de)
+{
+	nap_new *nn = g->nap_new;
+	prd_cloud_group_create rq;
+	prd_err e;
+	char key[300];
+	int rc;
+	if(!nn)
+		return 0;
+	memset(de, 0, sizeof(*de));
+	memset(&rq, 0, sizeof(rq));
+	rq.struct_size = sizeof(rq);
+	rq.group_id = g->id;
+	rq.shape = nn->shape;
+	rq.zone = nn->zone;
+	rq.labels = nn->labels;
+	rq.nlabels = nn->nlabels;
+	rq.taints = nn->taints;
+	rq.ntaints = nn->ntaints;
+	rq.max_size = nn->max_size;
+	rq.owner = nn->owner;
+	rc = g->drv->api->create_group(g->drv->state, &rq, de);
+	de->message[sizeof(de->message) - 1] = '\0';
+	nap_shape_key(g->drv->api->name, nn->shape, key, sizeof(key));
+	if(rc) {
+		metrics_counter_add(M_SCALEUPS, METRICS_L(g->id, "group_create_failed"), 1);
+		log_warn("cannot create an auto-provisioned node group; the shape is backed off", "group", g->id, "shape",
+			 nn->shape, "error", de->message);
+		if(nn->db)
+			state_group_fail(nn->db, key, de->message, NULL, NULL);
+		/* Someone else's group of that name is no conflict of targets:
+		 * the plan fails and rolls back like any refused call. */
+		return rc == PRD_CLOUD_ECONFLICT ? PRD_CLOUD_EIO : rc;
+	}
+	log_info("created an auto-provisioned node group", "group", g->id, "shape", nn->shape, "zone",
+		 nn->zone ? nn->zone : "", "plan", nn->plan_id ? nn->plan_id : "");
+	if(nn->db) {
+		json_object *o = record_of(g, true, 0);
+		if(put_record(nn->db, g->id, o, &e))
+			log_warn("cannot note the creation of an auto-provisioned group (the next pass finds it listed)",
+				 "group", g->id, "error", e.msg);
+		json_object_put(o);
+		state_group_success(nn->db, key, NULL);
+	}
+	g->nap_owner = NULL; /* (arena-owned groups keep no copy) */
+	g->nap_new = NULL;
+	return 0;
+}
+
+/* A record's JSON (caller puts), or NULL. */
+static json_object *record_get(state_db *db, const char *id)
+{
+	state_nap r;
+	json_object *o = NULL;
+	if(state_nap_get(db, id, &r, NULL) == 0) {
+		o = json_tokener_parse(r.spec);
+		state_nap_clear(&r);
+	}
+	return o;
+}
+
+static const char *jstr(json_object *o, const char *k)
+{
+	json_object *v;
+	return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+		       ? json_object_get_string(v)
+		       : NULL;
+}
+
+static int64_t jint(json_object *o, const char *k)
+{
+	json_object *v;
+	return o && json_object_object_get_ex(o, k, &v) ? json_object_get_int64(v) : 0;
+}
+
+static bool jbool(json_object *o, const char *k)
+{
+	json_object *v;
+	return o && json_object_object_get_ex(o, k, &v) && json_object_get_boolean(v);
+}
+
+/* The pass's cache of pending groups (by id) lives in the arena. */
+typedef struct pend {
+	struct pend *next;
+	pr_class_group *g;
+} pend;
+
+pr_class_group *nap_pending_group(const pr_class_host *h, const char *id)
+{
+	json_object *o, *lab, *tv;
+	const char *dname, *shape, *zone;
+	cloud_driver *drv;
+	prd_cloud_shape *sv = NULL;
+	prd_cloud_label *labels = NULL;
+	prd_cloud_taint *taints = NULL;
+	size_t ns = 0, i, nl = 0, nt = 0;
+	pr_class_group *g = NULL;
+	prd_cloud_error de;
+	char why[300];
+	/* Only a group the cloud surely does not have: every driver listed
+	 * its groups and the record says it was never created. Anything else
+	 * is a group whose instances cannot be told now (wait for a listing). */
+	if(!h->db || !h->drivers || !h->groups_complete || !(o = record_get(h->db, id)))
+		return NULL;
+	if(jbool(o, "created"))
+		goto done;
+	dname = jstr(o, "driver");
+	shape = jstr(o, "shape");
+	zone = jstr(o, "zone");
+	drv = dname ? cloud_drivers_find(h->drivers, dname) : NULL;
+	if(!drv || !shape || !cloud_driver_naps(drv->api))
+		goto done;
+	if(json_object_object_get_ex(o, "labels", &lab) && json_object_is_type(lab, json_type_object)) {
+		labels = arena_array(h->ar, (size_t)json_object_object_length(lab) + 1, sizeof(*labels));
+		json_object_object_foreach(lab, k, v) {
+			if(!labels)
+				break;
+			labels[nl].key = arena_strdup(h->ar, k);
+			labels[nl++].value = arena_strdup(h->ar, json_object_get_string(v));
+		}
+	}
+	if(json_object_object_get_ex(o, "taints", &tv) && json_object_is_type(tv, json_type_array)) {
+		size_t count = json_object_array_length(tv);
+		taints = arena_array(h->ar, count + 1, sizeof(*taints));
+		for(i = 0; taints && i < count; i++) {
+			json_object *t = json_object_array_get_idx(tv, i);
+			taints[nt].key = arena_strdup(h->ar, jstr(t, "key") ? jstr(t, "key") : "");
+			taints[nt].value = arena_strdup(h->ar, jstr(t, "value") ? jstr(t, "value") : "");
+			taints[nt++].effect = arena_strdup(h->ar, jstr(t, "effect") ? jstr(t, "effect") : "NoSchedule");
+		}
+	}
+	memset(&de, 0, sizeof(de));
+	if(drv->api->shapes(drv->state, &sv, &ns, &de))
+		goto done;
+	for(i = 0; i < ns && !g; i++) {
+		const prd_cloud_shape *sh = cloud_shape_at(drv->api, sv, i);
+		if(sh->name && !strcmp(sh->name, shape))
+			g = shape_group(h, drv, sh, id, zone, labels, nl, taints, nt, (int32_t)jint(o, "max"), why,
+					sizeof(why));
+	}
+	drv->api->release_shapes(drv->state, sv, ns);
+	if(g && defer_unlist(h, g, 1))
+		g = NULL;
+	if(g) {
+		g->nap_new->plan_id = arena_strdup(h->ar, jstr(o, "plan") ? jstr(o, "plan") : "");
+		g->nap_new->owner = arena_strdup(h->ar, jstr(o, "owner") ? jstr(o, "owner") : "");
+		if(!g->nap_new->plan_id || !g->nap_new->owner || !g->nap_new->owner[0])
+			g = NULL;
+	}
+done:
+	json_object_put(o);
+	return g;
+}
+
+const char *nap_words(const pr_class_group *g, char *out, size_t len)
+{
+	if(g->nap_new)
+		snprintf(out, len, "new node group %s of shape %s%s%s", g->id, g->nap_new->shape,
+			 g->nap_new->zone ? " in zone " : "", g->nap_new->zone ? g->nap_new->zone : "");
+	else
+		snprintf(out, len, "%s", g->id);
+	return out;
+}
+
+/* ---- deleting empty groups -------------------------------------------- */
+
+/* Did plan `plan_id` end without success (rolled back, or closed before
+ * the cloud took it)? */
+static bool plan_rolled_back(const pr_class_host *h, const char *plan_id)
+{
+	at_plan p;
+	bool open = false, done = false;
+	size_t i;
+	if(!plan_id || !plan_id[0] || !at_plan_id_open(h, plan_id, &open) || open)
+		return false;
+	memset(&p, 0, sizeof(p));
+	if(!at_plan_all(h, plan_id, &p)) {
+		at_plan_free(&p);
+		return false;
+	}
+	for(i = 0; i < p.n; i++)
+		done = done || p.v[i].phase == STATE_PHASE_DONE;
+	at_plan_free(&p);
+	return !done;
+}
+
+static bool plan_open(const pr_class_host *h, const char *plan_id)
+{
+	bool open = false;
+	return plan_id && plan_id[0] && at_plan_id_open(h, plan_id, &open) && open;
+}
+
+/* Ask the driver to delete the group (refused unless it is empty); true
+ * when it is gone (its record is then forgotten). */
+static bool delete_group(const pr_class_host *h, cloud_driver *drv, const char *id, const char *why)
+{
+	prd_cloud_error de;
+	prd_err e;
+	int rc;
+	if(!h->may_act(h->ctx))
+		return false;
+	memset(&de, 0, sizeof(de));
+	rc = drv->api->delete_group(drv->state, id, &de);
+	de.message[sizeof(de.message) - 1] = '\0';
+	if(rc == 0) {
+		log_info("deleted an auto-provisioned node group", "group", id, "why", why);
+		metrics_counter_add(M_SCALEUPS, METRICS_L(id, "group_deleted"), 1);
+		if(state_nap_delete(h->db, id, &e))
+			log_warn("cannot forget a deleted auto-provisioned group", "group", id, "error", e.msg);
+		return true;
+	}
+	if(rc != PRD_CLOUD_ERANGE)
+		log_warn("cannot delete an auto-provisioned node group; retrying", "group", id, "error", de.message);
+	h->wake_at(h->ctx, h->now + NAP_RETRY_NS);
+	return false;
+}
+
+/* One listed auto-provisioned group. */
+static void sweep_group(const pr_class_host *h, pr_class_group *g)
+{
+	json_object *o = record_get(h->db, g->id);
+	int64_t since;
+	prd_err e;
+	if(g->busy || g->target_stale) {
+		json_object_put(o);
+		return;
+	}
+	if(!o) {
+		/* Made by another replica or before the store was lost: kept
+		 * from now on like one of ours. */
+		o = json_object_new_object();
+		json_object_object_add(o, "driver", json_object_new_string(g->drv->api->name));
+		json_object_object_add(o, "owner", json_object_new_string(g->nap_owner));
+		json_object_object_add(o, "plan", json_object_new_string(""));
+		json_object_object_add(o, "created", json_object_new_boolean(true));
+		json_object_object_add(o, "emptySince", json_object_new_int64(0));
+	}
+	since = jint(o, "emptySince");
+	if(g->target > 0) {
+		if(since) {
+			json_object_object_add(o, "emptySince", json_object_new_int64(0));
+			put_record(h->db, g->id, o, &e);
+		}
+		json_object_put(o);
+		return;
+	}
+	if(plan_rolled_back(h, jstr(o, "plan"))) {
+		json_object_put(o);
+		delete_group(h, g->drv, g->id, "the plan that created it was rolled back");
+		return;
+	}
+	if(!since) {
+		json_object_object_add(o, "emptySince", json_object_new_int64(h->now));
+		json_object_object_add(o, "created", json_object_new_boolean(true));
+		put_record(h->db, g->id, o, &e);
+		since = h->now;
+	}
+	json_object_put(o);
+	if(h->now >= since + h->limits->scale_down_idle_ns)
+		delete_group(h, g->drv, g->id, "empty for the scale-down idle time");
+	else
+		h->wake_at(h->ctx, since + h->limits->scale_down_idle_ns);
+}
+
+void nap_sweep(const pr_class_host *h)
+{
+	state_nap *v = NULL;
+	size_t n = 0, i, k;
+	if(!h->db || !h->drivers || !h->may_act(h->ctx))
+		return;
+	for(i = 0; i < h->ngroups; i++)
+		if(h->groups[i].nap_owner && cloud_driver_naps(h->groups[i].drv->api))
+			sweep_group(h, &h->groups[i]);
+	if(!h->groups_complete || state_nap_list(h->db, &v, &n, NULL))
+		return;
+	/* Records of groups the cloud did not list when the pass began: a
+	 * plan that ended before creating its group, one that created it in
+	 * this pass and rolled back, or a group gone. Once the plan is over
+	 * the driver is asked to delete it (a group that is gone is no error,
+	 * a created one must be empty), and the record goes with it. */
+	for(i = 0; i < n; i++) {
+		json_object *o;
+		cloud_driver *drv;
+		bool listed = false;
+		for(k = 0; k < h->ngroups && !listed; k++)
+			listed = !strcmp(h->groups[k].id, v[i].group_id);
+		if(listed || !(o = json_tokener_parse(v[i].spec)))
+			continue;
+		drv = jstr(o, "driver") ? cloud_drivers_find(h->drivers, jstr(o, "driver")) : NULL;
+		if(!plan_open(h, jstr(o, "plan"))) {
+			if(!drv || !cloud_driver_naps(drv->api)) {
+				log_info("forgetting an auto-provisioned group whose driver is not loaded", "group",
+					 v[i].group_id);
+				state_nap_delete(h->db, v[i].group_id, NULL);
+			} else {
+				delete_group(h, drv, v[i].group_id,
+					     jbool(o, "created") ? "its plan ended and the cloud no longer lists it"
+								 : "its plan ended before it was created");
+			}
+		}
+		json_object_put(o);
+	}
+	state_nap_list_free(v, n);
+}

@@ -1,0 +1,466 @@
+/* Node auto-provisioning and cluster-wide limits: the controller with the
+ * kwok driver (its built module, shapes in its configuration) against the
+ * in-memory API, a real state store and a fake clock. Each test says
+ * which broken controller it catches. */
+#include "testutil.h"
+#include "classes/vocab.h"
+#include "driver/host.h"
+#include "driver/host_kube.h"
+#include "ops/metrics.h"
+#include "provreq/controller.h"
+#include "util/yamljson.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T0 (1714557600LL * PRD_NS_PER_SEC)
+#define SEC PRD_NS_PER_SEC
+#define MIN (60 * SEC)
+
+static memapi *m;
+static clk fake;
+static state_db *db;
+static pr_ctl *ctl;
+static kube_api api;
+static cloud_drivers drivers;
+static cloud_host_impl host;
+static cfg_res_limit limits[4];
+
+/* The template groups of templates/nodegroups (general: 4 cpu, max 10;
+ * gold: 2 cpu; gpu: 16 cpu, 4 GPUs, tainted) and two shapes. */
+static const char shapes_cfg[] =
+	"templateDir: %s/templates/nodegroups\n"
+	"autoProvisioning:\n"
+	"  groupsConfigMap: kube-system/nap-groups\n"
+	"  shapes:\n"
+	"  - name: big-32\n"
+	"    capacity: {cpu: \"32\", memory: 128Gi, pods: \"110\"}\n"
+	"    zones: [zone-a, zone-b]\n"
+	"    pricePerHour: \"4\"\n"
+	"    maxSize: 10\n"
+	"  - name: big-16\n"
+	"    capacity: {cpu: \"16\", memory: 64Gi, pods: \"110\"}\n"
+	"    zones: [zone-a, zone-b]\n"
+	"    pricePerHour: \"1\"\n"
+	"    maxSize: 10\n"
+	"%s";
+
+static void post(const char *path, const char *yaml)
+{
+	json_object *o;
+	prd_err e;
+	CU_ASSERT_EQUAL_FATAL(yj_parse_one(yaml, strlen(yaml), &o, &e), 0);
+	if(kube_api_call(&api, "POST", path, NULL, o, NULL, NULL, &e))
+		fprintf(stderr, "POST %s: %s\n", path, e.msg);
+	json_object_put(o);
+}
+
+static void start(const char *extra_cfg, const char *expander, bool nap, size_t nlimits)
+{
+	char cfgtext[4096];
+	const char *src = getenv("PRD_SRCDIR"), *b = getenv("PRD_BUILDDIR");
+	char path[600];
+	pr_config cfg;
+	state_config sc;
+	char dbpath[600];
+	prd_err e;
+	clk_fake_init(&fake, T0);
+	metrics_shutdown();
+	CU_ASSERT_EQUAL_FATAL(metrics_init(), 0);
+	CU_ASSERT_EQUAL_FATAL(memapi_new(&fake, 0, &m), 0);
+	api = kube_api_from_memapi(m);
+	state_config_default(&sc);
+	snprintf(dbpath, sizeof(dbpath), "%s/nap-%lld.db", test_tmpdir(), (long long)rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(dbpath, &fake, &sc, &db, &e), 0);
+	cloud_drivers_init(&drivers);
+	snprintf(cfgtext, sizeof(cfgtext), shapes_cfg, src ? src : "..", extra_cfg ? extra_cfg : "");
+	snprintf(path, sizeof(path), "%s/cloud/kwok/.libs/kwok.so", b ? b : ".");
+	cloud_host_init(&host, "driver/kwok", &fake, cloud_host_memapi_request, m);
+	if(cloud_drivers_load(&drivers, path, &host.host, cfgtext, NULL, &e))
+		fprintf(stderr, "driver: %s\n", e.msg);
+	CU_ASSERT_EQUAL_FATAL(drivers.n, 1);
+	pr_config_default(&cfg);
+	cfg.nap = nap;
+	cfg.scale_down_idle_ns = 5 * MIN;
+	cfg.booking_ttl_ns = 2 * MIN;
+	if(expander)
+		cfg.expander = expander;
+	cfg.res_limits = limits;
+	cfg.nres_limits = nlimits;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+}
+
+static void stop(void)
+{
+	metrics_shutdown();
+	pr_ctl_free(ctl);
+	cloud_drivers_free(&drivers);
+	state_close(db);
+	memapi_free(m);
+	ctl = NULL;
+	db = NULL;
+	m = NULL;
+}
+
+/* Play the kwok controller: the fake Nodes the driver made become Ready. */
+static void kwok_ready(void)
+{
+	json_object *list = NULL, *items;
+	size_t i;
+	if(kube_api_call(&api, "GET", "/api/v1/nodes", NULL, NULL, &list, NULL, NULL))
+		return;
+	items = json_object_object_get(list, "items");
+	for(i = 0; items && i < json_object_array_length(items); i++) {
+		json_object *md = json_object_object_get(json_object_array_get_idx(items, i), "metadata");
+		json_object *ann = json_object_object_get(md, "annotations"), *patch;
+		char path[400];
+		if(!json_object_object_get(ann, "kwok.x-k8s.io/node"))
+			continue;
+		patch = json_tokener_parse("{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+		snprintf(path, sizeof(path), "/api/v1/nodes/%s/status",
+			 json_object_get_string(json_object_object_get(md, "name")));
+		kube_api_call(&api, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, NULL);
+		json_object_put(patch);
+	}
+	json_object_put(list);
+}
+
+static void pass(void)
+{
+	prd_err e;
+	int64_t wake;
+	int rc = pr_ctl_pass(ctl, &wake, &e);
+	CU_ASSERT_EQUAL(rc, 0);
+	if(rc)
+		fprintf(stderr, "pass: %s\n", e.msg);
+	kwok_ready();
+}
+
+static void passes(int n, int64_t step)
+{
+	int i;
+	for(i = 0; i < n; i++) {
+		pass();
+		clk_fake_advance(&fake, step);
+	}
+}
+
+/* A Node no pod can use (unschedulable) that still counts in the
+ * cluster's totals. */
+static void add_node(const char *name, const char *cpu)
+{
+	char y[1024];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s, labels: {kubernetes.io/hostname: %s}}\n"
+		 "spec: {unschedulable: true}\n"
+		 "status:\n  capacity: {cpu: \"%s\", memory: 64Gi, pods: \"110\"}\n"
+		 "  allocatable: {cpu: \"%s\", memory: 64Gi, pods: \"110\"}\n"
+		 "  conditions: [{type: Ready, status: \"True\"}]\n", name, name, cpu, cpu);
+	post("/api/v1/nodes", y);
+}
+
+/* A template whose pods need `cpu`, with optional spec lines. */
+static void add_template(const char *name, const char *cpu, const char *spec_extra)
+{
+	char y[2048];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s}\n"
+		 "template:\n  metadata: {labels: {app: %s}}\n"
+		 "  spec:\n%s"
+		 "    containers: [{name: c, image: busybox, resources: {requests: {cpu: \"%s\", memory: 1Gi}}}]\n",
+		 name, name, spec_extra ? spec_extra : "", cpu);
+	post("/api/v1/namespaces/team/podtemplates", y);
+}
+
+static void add_pr(const char *name, const char *tpl, int count, const char *params)
+{
+	char y[1024];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s}\n"
+		 "spec:\n  provisioningClassName: %s\n  podSets: [{podTemplateRef: {name: %s}, count: %d}]\n%s%s\n",
+		 name, PR_CLASS_ATOMIC, tpl, count, params ? "  parameters: " : "", params ? params : "");
+	post("/apis/autoscaling.x-k8s.io/v1/namespaces/team/provisioningrequests", y);
+}
+
+/* "status/reason" of a condition ("-" when absent); *msg (optional, 1
+ * KiB) gets its message. */
+static const char *cond(const char *name, const char *type, char *msg)
+{
+	static char out[4][160];
+	static int slot;
+	char path[300];
+	json_object *o = NULL, *cs;
+	prd_err e;
+	size_t i;
+	char *r = out[slot++ % 4];
+	snprintf(r, 160, "-");
+	if(msg)
+		msg[0] = '\0';
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/team/provisioningrequests/%s", name);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e))
+		return "gone";
+	cs = json_object_object_get(json_object_object_get(o, "status"), "conditions");
+	for(i = 0; cs && i < json_object_array_length(cs); i++) {
+		json_object *c = json_object_array_get_idx(cs, i);
+		if(strcmp(json_object_get_string(json_object_object_get(c, "type")), type))
+			continue;
+		snprintf(r, 160, "%s/%s", json_object_get_string(json_object_object_get(c, "status")),
+			 json_object_get_string(json_object_object_get(c, "reason")));
+		if(msg)
+			snprintf(msg, 1024, "%s", json_object_get_string(json_object_object_get(c, "message")));
+	}
+	json_object_put(o);
+	return r;
+}
+
+/* The auto-provisioned groups the API holds (the kwok driver's groups
+ * ConfigMap): how many, and the first one's Node template (caller puts). */
+static int nap_groups(json_object **first)
+{
+	json_object *o = NULL, *data;
+	prd_err e;
+	int n = 0;
+	if(first)
+		*first = NULL;
+	if(kube_api_call(&api, "GET", "/api/v1/namespaces/kube-system/configmaps/nap-groups", NULL, NULL, &o, NULL,
+			 &e))
+		return 0;
+	data = json_object_object_get(o, "data");
+	if(data) {
+		json_object_object_foreach(data, k, v) {
+			(void)k;
+			if(!n && first)
+				*first = json_tokener_parse(json_object_get_string(v));
+			n++;
+		}
+	}
+	json_object_put(o);
+	return n;
+}
+
+/* Nodes whose name begins with `prefix`. */
+static int nodes_named(const char *prefix)
+{
+	json_object *o = NULL, *items;
+	prd_err e;
+	size_t i;
+	int n = 0;
+	if(kube_api_call(&api, "GET", "/api/v1/nodes", NULL, NULL, &o, NULL, &e))
+		return -1;
+	items = json_object_object_get(o, "items");
+	for(i = 0; items && i < json_object_array_length(items); i++) {
+		const char *name = json_object_get_string(
+			json_object_object_get(json_object_object_get(json_object_array_get_idx(items, i), "metadata"),
+					       "name"));
+		n += name && !strncmp(name, prefix, strlen(prefix));
+	}
+	json_object_put(o);
+	return n;
+}
+
+/* Pods of 10 cpu fit no template group (general 3.9, gold 2, gpu is
+ * tainted): only a new group can serve them. Of the two shapes,
+ * least-waste picks big-32 (three pods on one node) and price picks
+ * big-16 (3 nodes x 1/h = 3/h against 1 x 4/h). Broken controller
+ * caught: one without auto-provisioning (the request stays
+ * CapacityIsNotFound), or one that ignores the expander chain among
+ * shapes (the same shape both times). */
+static void test_new_group_for_pods_no_group_fits(void)
+{
+	char msg[1024];
+	start(NULL, "price,least-waste", true, 0);
+	add_template("wide", "10", NULL);
+	add_pr("wide", "wide", 3, NULL);
+	passes(4, SEC);
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Provisioned", msg), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(nap_groups(NULL), 1);
+	CU_ASSERT_EQUAL(nodes_named("nap-big-16-"), 3);
+	CU_ASSERT_EQUAL(nodes_named("nap-big-32-"), 0);
+	stop();
+
+	start(NULL, NULL, true, 0);
+	add_template("wide", "10", NULL);
+	add_pr("wide", "wide", 3, NULL);
+	passes(4, SEC);
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Provisioned", msg), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(nodes_named("nap-big-32-"), 1);
+	CU_ASSERT_EQUAL(nodes_named("nap-big-16-"), 0);
+	stop();
+
+	/* The same request without auto-provisioning: nothing is made. */
+	start(NULL, "price,least-waste", false, 0);
+	add_template("wide", "12", NULL);
+	add_pr("wide", "wide", 3, NULL);
+	passes(3, SEC);
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Provisioned", msg), "False/CapacityIsNotFound");
+	CU_ASSERT_EQUAL(nap_groups(NULL), 0);
+	CU_ASSERT_EQUAL(nodes_named("nap-"), 0);
+	stop();
+}
+
+/* Pods that select a label and tolerate a taint of the same key and value
+ * (workload separation) and a zone: the new group's nodes carry the label
+ * and the taint and are in that zone, so only those pods land there.
+ * Broken controller caught: one that creates the bare shape (the pods'
+ * nodeSelector then matches no new node: the plan would never be
+ * provisioned, and other pods could land on the group). */
+static void test_group_carries_labels_taints_zone(void)
+{
+	json_object *tmpl = NULL, *lab, *taints;
+	start(NULL, NULL, true, 0);
+	add_template("sep", "2",
+		     "    nodeSelector: {team: ml, topology.kubernetes.io/zone: zone-b}\n"
+		     "    tolerations: [{key: team, operator: Equal, value: ml, effect: NoSchedule}]\n");
+	add_pr("sep", "sep", 2, NULL);
+	passes(4, SEC);
+	CU_ASSERT_STRING_EQUAL(cond("sep", "Provisioned", NULL), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL_FATAL(nap_groups(&tmpl), 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(tmpl);
+	lab = json_object_object_get(json_object_object_get(tmpl, "metadata"), "labels");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(lab, "team")), "ml");
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(lab, "topology.kubernetes.io/zone")),
+			       "zone-b");
+	taints = json_object_object_get(json_object_object_get(tmpl, "spec"), "taints");
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(taints), 1);
+	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(json_object_array_get_idx(taints, 0),
+									   "key")), "team");
+	json_object_put(tmpl);
+	stop();
+}
+
+/* --cores-total counts every Node of the cluster, not only provreqd's: a
+ * foreign 24-core node plus 3 new 4-core general nodes (12) pass a
+ * 32-core maximum. The plan is refused before any cloud call and the
+ * condition names the limit, the total and the need. Broken controller
+ * caught: one that ignores the limit (3 nodes appear), or counts only the
+ * nodes it made (0 + 12 <= 32: it would scale up). */
+static void test_cores_limit_counts_foreign_nodes(void)
+{
+	char msg[1024];
+	snprintf(limits[0].resource, sizeof(limits[0].resource), "cpu");
+	snprintf(limits[0].flag, sizeof(limits[0].flag), "--cores-total");
+	limits[0].min = 0;
+	limits[0].max = 32000;
+	start(NULL, NULL, true, 1);
+	add_node("foreign-1", "24");
+	add_template("three", "3", NULL);
+	add_pr("three", "three", 3, "{noRetry: \"true\"}");
+	passes(3, SEC);
+	CU_ASSERT_STRING_EQUAL(cond("three", "Failed", msg), "True/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "--cores-total"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "24 cores"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "12 cores more"));
+	CU_ASSERT_EQUAL(nodes_named("general-"), 0);
+	stop();
+	/* Room for them once the limit allows 36. */
+	limits[0].max = 36000;
+	start(NULL, NULL, true, 1);
+	add_node("foreign-1", "24");
+	add_template("three", "3", NULL);
+	add_pr("three", "three", 3, NULL);
+	passes(4, SEC);
+	CU_ASSERT_STRING_EQUAL(cond("three", "Provisioned", NULL), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(nodes_named("general-"), 3);
+	stop();
+}
+
+/* A memory limit refuses an auto-provisioned group as well, naming
+ * --memory-total. Broken controller caught: one that checks limits only
+ * for existing groups. */
+static void test_memory_limit_refuses_new_group(void)
+{
+	char msg[1024];
+	snprintf(limits[0].resource, sizeof(limits[0].resource), "memory");
+	snprintf(limits[0].flag, sizeof(limits[0].flag), "--memory-total");
+	limits[0].min = 0;
+	limits[0].max = 100LL << 30;
+	start(NULL, NULL, true, 1);
+	add_template("wide", "12", NULL);
+	add_pr("wide", "wide", 3, "{noRetry: \"true\"}");
+	passes(3, SEC);
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Failed", msg), "True/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "--memory-total"));
+	CU_ASSERT_EQUAL(nap_groups(NULL), 0);
+	CU_ASSERT_EQUAL(nodes_named("nap-"), 0);
+	stop();
+}
+
+/* The increase of the new group fails (a stockout on every increase):
+ * the plan rolls back, and the group it created is deleted with it.
+ * Broken controller caught: one that leaves the created group behind
+ * (the ConfigMap would still hold it and node groups would pile up). */
+static void test_rolled_back_plan_deletes_its_group(void)
+{
+	char msg[1024];
+	start("faults: [{operation: increase, fail: \"stockout\"}, {operation: atomic-increase, fail: \"stockout\"}]\n",
+	      NULL, true, 0);
+	add_template("wide", "12", NULL);
+	add_pr("wide", "wide", 2, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Provisioned", msg), "False/ScaleUpFailed");
+	passes(3, SEC);
+	CU_ASSERT_EQUAL(nap_groups(NULL), 0);
+	CU_ASSERT_EQUAL(nodes_named("nap-"), 0);
+	stop();
+}
+
+/* A group whose nodes were scaled down stays until it was empty for the
+ * scale-down idle time, then goes. Broken controller caught: one that
+ * never deletes empty auto-provisioned groups, or deletes them at once
+ * (a request arriving a moment later would pay for a new group). */
+static void test_empty_group_deleted_after_idle(void)
+{
+	int i;
+	start(NULL, NULL, true, 0);
+	add_template("wide", "12", NULL);
+	add_pr("wide", "wide", 1, NULL);
+	passes(4, SEC);
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Provisioned", NULL), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(nap_groups(NULL), 1);
+	/* Booking ends (2 min), the node idles (5 min) and is removed. */
+	for(i = 0; i < 30 && nodes_named("nap-") > 0; i++)
+		passes(1, 30 * SEC);
+	CU_ASSERT_EQUAL(nodes_named("nap-"), 0);
+	passes(1, SEC);
+	CU_ASSERT_EQUAL(nap_groups(NULL), 1); /* empty, not yet idle long enough */
+	for(i = 0; i < 12; i++)
+		passes(1, 30 * SEC);
+	CU_ASSERT_EQUAL(nap_groups(NULL), 0);
+	stop();
+}
+
+/* --max-autoprovisioned-groups 0: no new group whatever the pods need,
+ * and the condition says why. */
+static void test_group_limit(void)
+{
+	char msg[1024];
+	pr_config cfg;
+	prd_err e;
+	start(NULL, NULL, true, 0);
+	pr_ctl_free(ctl);
+	pr_config_default(&cfg);
+	cfg.nap = true;
+	cfg.nap_max_groups = 0;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	add_template("wide", "12", NULL);
+	add_pr("wide", "wide", 1, NULL);
+	passes(2, SEC);
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Provisioned", msg), "False/CapacityIsNotFound");
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "--max-autoprovisioned-groups"));
+	CU_ASSERT_EQUAL(nap_groups(NULL), 0);
+	stop();
+}
+
+static const test_case cases[] = {
+	{ "new group for pods no group fits", test_new_group_for_pods_no_group_fits },
+	{ "group carries labels, taints and zone", test_group_carries_labels_taints_zone },
+	{ "cores limit counts foreign nodes", test_cores_limit_counts_foreign_nodes },
+	{ "memory limit refuses a new group", test_memory_limit_refuses_new_group },
+	{ "rolled-back plan deletes its group", test_rolled_back_plan_deletes_its_group },
+	{ "empty group deleted after idle", test_empty_group_deleted_after_idle },
+	{ "auto-provisioned group limit", test_group_limit },
+	{ NULL, NULL }
+};
+
+TEST_MAIN("nap", cases)
