@@ -868,12 +868,11 @@ static int check_expander(const cfg *c, buf *why)
 	return rc;
 }
 
-static int check_priority_configmap(const cfg *c, buf *why)
+/* "[NAMESPACE/]NAME" of a ConfigMap. */
+static int check_configmap_ref(const char *v, buf *why)
 {
-	const char *v = c->priority_configmap, *slash = strchr(v, '/');
+	const char *slash = strchr(v, '/');
 	char ns[254];
-	if(!*v)
-		return PRD_OK;
 	if(slash && ((size_t)(slash - v) >= sizeof(ns) || slash == v)) {
 		buf_printf(why, "'%s' is not NAMESPACE/NAME", v);
 		return PRD_EINVAL;
@@ -892,32 +891,18 @@ static int check_priority_configmap(const cfg *c, buf *why)
 	return PRD_OK;
 }
 
+static int check_priority_configmap(const cfg *c, buf *why)
+{
+	return *c->priority_configmap ? check_configmap_ref(c->priority_configmap, why) : PRD_OK;
+}
+
 static int check_booking_ledger(const cfg *c, buf *why)
 {
-	const char *v = c->booking_ledger, *slash = strchr(v, '/');
-	char ns[254];
-	if(!*v) {
+	if(!*c->booking_ledger) {
 		buf_printf(why, "empty: give a ConfigMap name, or none");
 		return PRD_EINVAL;
 	}
-	if(!strcmp(v, "none"))
-		return PRD_OK;
-	if(slash && ((size_t)(slash - v) >= sizeof(ns) || slash == v)) {
-		buf_printf(why, "'%s' is not NAMESPACE/NAME", v);
-		return PRD_EINVAL;
-	}
-	if(slash) {
-		snprintf(ns, sizeof(ns), "%.*s", (int)(slash - v), v);
-		if(!str_is_dns_label(ns)) {
-			buf_printf(why, "'%s' is not a valid namespace name (lowercase DNS label)", ns);
-			return PRD_EINVAL;
-		}
-	}
-	if(!str_is_dns_subdomain(slash ? slash + 1 : v)) {
-		buf_printf(why, "'%s' is not a valid ConfigMap name (lowercase DNS subdomain)", slash ? slash + 1 : v);
-		return PRD_EINVAL;
-	}
-	return PRD_OK;
+	return strcmp(c->booking_ledger, "none") ? check_configmap_ref(c->booking_ledger, why) : PRD_OK;
 }
 
 bool cfg_booking_ledger(const cfg *c, const char *pod_namespace, char out[510])
