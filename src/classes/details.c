@@ -1,4 +1,6 @@
 #include "classes/details.h"
+#include "classes/vocab.h"
+#include "state/state.h"
 #include "util/buf.h"
 #include "util/str.h"
 
@@ -66,4 +68,14 @@ char *pr_details_get(const kube_provreq *pr, const char *key)
 		return NULL;
 	}
 	return buf_detach(&b);
+}
+
+bool pr_details_plan_open(const kube_provreq *pr)
+{
+	char *phase = pr_details_get(pr, PR_DETAIL_PHASE);
+	state_phase ph;
+	bool open = phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) &&
+		    ph != STATE_PHASE_DONE;
+	free(phase);
+	return open;
 }

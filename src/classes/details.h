@@ -27,4 +27,8 @@ int pr_details_put(json_object *patch, const char *key, const char *value, prd_e
  * or when a piece is missing. Caller frees. */
 char *pr_details_get(const kube_provreq *pr, const char *key);
 
+/* Does the request's status show a scale-up plan that has not ended
+ * (phase planned, increasing, waiting-for-nodes or rolling-back)? */
+bool pr_details_plan_open(const kube_provreq *pr);
+
 #endif

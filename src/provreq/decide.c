@@ -53,17 +53,6 @@ static size_t status_nodes_gone(const pr_world *w, const kube_provreq *pr)
 	return gone;
 }
 
-/* Does the request's status show a scale-up plan that has not ended? */
-static bool status_plan_open(const kube_provreq *pr)
-{
-	char *phase = pr_details_get(pr, PR_DETAIL_PHASE);
-	state_phase ph;
-	bool open = phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) &&
-		    ph != STATE_PHASE_DONE;
-	free(phase);
-	return open;
-}
-
 static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_conds *conds)
 {
 	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
@@ -368,7 +357,7 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		 * what is held then are the Nodes that plan brought up
 		 * (shards.c), and releasing them handed them to younger requests
 		 * of the same pass (DST mixed seed 30908, (iii)). */
-		if(!pr_cond_true(pr, PR_COND_PROVISIONED) && !status_plan_open(pr)) {
+		if(!pr_cond_true(pr, PR_COND_PROVISIONED) && !pr_details_plan_open(pr)) {
 			sched_snapshot *snap = pr__snap(c, w); /* (NULL: fenced, nothing is written) */
 			size_t released = 0;
 			if(snap)

@@ -178,14 +178,9 @@ bool pr__shards_foreign(const pr_ctl *c, const char *uid)
  * frees. */
 static char *open_plan_groups(const pr_ctl *c, const kube_provreq *pr)
 {
-	char *phase, *groups = NULL;
-	state_phase ph;
-	if(pr_class_of(pr__effective_class(c, pr)) != PR_CLASS_ATOMIC_SCALE_UP || !(phase = pr_details_get(pr, PR_DETAIL_PHASE)))
+	if(pr_class_of(pr__effective_class(c, pr)) != PR_CLASS_ATOMIC_SCALE_UP || !pr_details_plan_open(pr))
 		return NULL;
-	if(state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) && ph != STATE_PHASE_DONE)
-		groups = pr_details_get(pr, PR_DETAIL_GROUP);
-	free(phase);
-	return groups;
+	return pr_details_get(pr, PR_DETAIL_GROUP);
 }
 
 /* When the booking the status records ends (0: none holds), as
@@ -369,11 +364,7 @@ static sh_entry *derive(pr_ctl *c, const char *key, const kube_provreq *pr, int 
 	e->plan = foreign ? NULL : plan;
 	e->pr = pr;
 	if(foreign) {
-		char *phase = pr_details_get(pr, PR_DETAIL_PHASE);
-		state_phase ph;
-		bool open = phase && state_phase_parse(phase, &ph) == 0 && !state_phase_is_terminal(ph) &&
-			    ph != STATE_PHASE_DONE;
-		free(phase);
+		bool open = pr_details_plan_open(pr);
 		free(plan);
 		e->groups = open_plan_groups(c, pr);
 		e->waiting = !until && waiting_at(c, pr, open, &e->due);

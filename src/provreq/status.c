@@ -32,6 +32,7 @@ struct pr_status_write {
 	char *rv;                 /* the version the patch is based on (owned) */
 	json_object *patch;       /* shares nothing with other objects (threads) */
 	bool release;             /* remove the finalizer once written */
+	bool books;               /* it records a booking (ledger_flush) */
 	bool held;                /* not sent: the booking ledger refused its booking */
 	int rc;
 	prd_err err;
@@ -150,46 +151,39 @@ static int status_outcome(pr_ctl *c, const kube_provreq *pr, const char *based_o
  * are decided again on the next pass, on the ledger read anew). */
 static void ledger_flush(pr_ctl *c)
 {
-	pr_ledger_change *ch;
+	pr_ledger_change *ch = NULL;
+	char (*keys)[600] = NULL;
 	size_t n = 0, i;
 	bool adds = false;
-	char (*keys)[600];
 	prd_err e;
 	int rc;
-	if(!c->ledger.on || !(ch = calloc(c->nwrites, sizeof(*ch))) || !(keys = calloc(c->nwrites, sizeof(*keys)))) {
-		if(c->ledger.on) {
-			free(ch);
-			for(i = 0; i < c->nwrites; i++) {
-				bool add;
-				if(pr__ledger_change_of(c->writes[i].patch, false, &add) && add) {
-					c->writes[i].held = true;
-					c->writes[i].rc = PRD_ENOMEM;
-					prd_err_set(&c->writes[i].err, PRD_ENOMEM, "out of memory");
-				}
-			}
-		}
+	if(!c->ledger.on)
 		return;
-	}
+	rc = (ch = calloc(c->nwrites, sizeof(*ch))) && (keys = calloc(c->nwrites, sizeof(*keys)))
+		     ? 0
+		     : prd_err_set(&e, PRD_ENOMEM, "out of memory");
 	for(i = 0; i < c->nwrites; i++) {
-		bool add;
-		if(!pr__ledger_change_of(c->writes[i].patch, false, &add))
+		struct pr_status_write *w = &c->writes[i];
+		if(!pr__ledger_change_of(w->patch, false, &w->books))
 			continue;
-		snprintf(keys[n], sizeof(keys[n]), "%s/%s", c->writes[i].pr->meta.ns, c->writes[i].pr->meta.name);
-		ch[n].uid = c->writes[i].pr->meta.uid;
+		adds |= w->books;
+		if(rc)
+			continue;
+		snprintf(keys[n], sizeof(keys[n]), "%s/%s", w->pr->meta.ns, w->pr->meta.name);
+		ch[n].uid = w->pr->meta.uid;
 		ch[n].key = keys[n];
-		ch[n].add = add;
-		adds |= add;
+		ch[n].add = w->books;
 		n++;
 	}
-	rc = n ? pr__ledger_commit(c, ch, n, &e) : 0;
-	for(i = 0; rc && adds && i < c->nwrites; i++) {
-		bool add;
-		if(pr__ledger_change_of(c->writes[i].patch, false, &add) && add) {
+	if(!rc && n)
+		rc = pr__ledger_commit(c, ch, n, &e);
+	for(i = 0; rc && adds && i < c->nwrites; i++)
+		if(c->writes[i].books) {
 			c->writes[i].held = true;
-			c->writes[i].rc = PRD_ECONFLICT;
-			prd_err_set(&c->writes[i].err, PRD_ECONFLICT, "the booking ledger changed since this pass read it");
+			c->writes[i].rc = rc == PRD_ENOMEM ? rc : PRD_ECONFLICT;
+			prd_err_set(&c->writes[i].err, c->writes[i].rc, "%s",
+				    rc == PRD_ENOMEM ? "out of memory" : "the booking ledger changed since this pass read it");
 		}
-	}
 	free(ch);
 	free(keys);
 }

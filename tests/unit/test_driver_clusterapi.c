@@ -1510,7 +1510,7 @@ static void test_management_watch(void)
 	{
 		int before = atomic_load(&mgmt_reads);
 		bool machines_cached = false;
-		for(i = 0; i < 200 && !machines_cached; i++) {
+		for(i = 0; i < 1000 && !machines_cached; i++) {
 			struct timespec ts = {0, 10 * 1000 * 1000};
 			before = atomic_load(&mgmt_reads);
 			CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, id, &v, &n, &e), 0);

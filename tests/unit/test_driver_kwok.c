@@ -1853,7 +1853,7 @@ static int counting_request(void *ud, const char *method, const char *path, cons
 	if(post) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += 2;
+		until.tv_sec += 20;
 		pthread_mutex_lock(&par_mu);
 		par_posts++;
 		if(++par_inflight > par_max)

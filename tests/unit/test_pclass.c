@@ -346,7 +346,7 @@ static void test_changes_apply_to_undecided(void)
 	add_pr("team", "job", "slow", "big", 1, NULL);
 	add_pr("team", "late", "later", "one", 1, NULL);
 	seen_after(inf[3], g);
-	for(i = 0; i < 50 && strcmp(cond("team", "job", "Provisioned"), "False/CapacityIsNotFound"); i++) {
+	for(i = 0; i < 2500 && strcmp(cond("team", "job", "Provisioned"), "False/CapacityIsNotFound"); i++) {
 		usleep(2000);
 		pass();
 	}
@@ -358,7 +358,7 @@ static void test_changes_apply_to_undecided(void)
 	edit_pclass("slow", "{parameters: {ValidUntilSeconds: \"30\"}}");
 	add_pclass("later", "{provisioningClassName: check-capacity.autoscaling.x-k8s.io}");
 	seen_after(inf[4], g);
-	for(i = 0; i < 50 && (strcmp(cond("team", "job", "Failed"), "True/Expired") ||
+	for(i = 0; i < 2500 && (strcmp(cond("team", "job", "Failed"), "True/Expired") ||
 			      strcmp(cond("team", "late", "Provisioned"), "True/CapacityIsFound"));
 	    i++) {
 		usleep(2000);
