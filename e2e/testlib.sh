@@ -15,11 +15,14 @@ E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$E2E_DIR/versions.env"
 
 _t_checks=0
+# The scenario's own output, kept so that a check failing inside a probe whose
+# output t_wait discards (t_wait 30 ... probe >/dev/null) still says why.
+exec {_t_out}>&1
 
 t_log() { printf '%s\n' "$*"; }
 
 t_fail() {
-	printf 'FAIL: %s\n' "$*"
+	printf 'FAIL: %s\n' "$*" >&"$_t_out"
 	exit 1
 }
 

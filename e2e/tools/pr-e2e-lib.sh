@@ -155,11 +155,17 @@ pr_cloud_config() {
 	} >"$PR_WORK/cloud.yaml"
 }
 
+# pr_free_port: a port no socket on this machine has, in any state, below
+# the ephemeral range (32768-60999): a port in that range may be taken by an
+# outgoing connection between this check and provreqd's bind (a start that
+# then fails with "address in use").
 pr_free_port() {
-	local p
+	local p hex
 	while :; do
-		p=$((20000 + RANDOM % 20000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
+		printf -v hex ':%04X ' "$p"
+		if ! awk -v h="$hex" 'FNR > 1 && index($2 " ", h) { f = 1 } END { exit !f }' \
+			/proc/net/tcp /proc/net/tcp6 2>/dev/null; then
 			echo "$p"
 			return
 		fi

@@ -258,8 +258,9 @@ static void atomic_reserve(const pr_class_module *m, const pr_class_host *h, con
 			reserve_node(h, &open[i], more[k]);
 	}
 	/* Then, for plans whose group could not be listed, the Nodes that
-	 * registered since they began, except those the other listings
-	 * show are not theirs. */
+	 * registered since they began (an adopted plan: when the previous
+	 * leader began it, not when this store took it up), except those
+	 * the other listings show are not theirs. */
 	if(any_unlisted) {
 		state_booking *b = NULL;
 		size_t nb = 0;
@@ -273,7 +274,7 @@ static void atomic_reserve(const pr_class_module *m, const pr_class_host *h, con
 		for(i = 0; i < n; i++) {
 			reserve_ctx r = { h, &open[i], open, n, &booked };
 			if(unlisted[i])
-				h->nodes_since(h->ctx, open[i].created_ns - AT_CLOCK_SKEW_NS, reserve_cb, &r);
+				h->nodes_since(h->ctx, at_plan_began(&open[i]) - AT_CLOCK_SKEW_NS, reserve_cb, &r);
 		}
 		hmap_free(&booked);
 	}
@@ -287,6 +288,16 @@ static bool atomic_in_flight(const pr_class_module *m, const pr_class_host *h, c
 
 /* ---- rollback ---------------------------------------------------------- */
 
+/* A plan that will not provision its request gives the held room back. */
+static void release_held(const pr_class_host *h, const pr_class_req *req)
+{
+	if(!req || !h->db)
+		return;
+	state_booking_delete_request(h->db, req->pr->meta.uid, NULL, NULL);
+	if(!req->terminal)
+		h->set_detail(h->ctx, PR_DETAIL_BOOKING, NULL);
+}
+
 static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, const at_plan *open)
 {
 	char msg[1400], gw[400];
@@ -298,6 +309,10 @@ static void say_rolled_back(const pr_class_host *h, const pr_class_req *req, con
 	 * said the rollback had begun, this says it is over. */
 	if(!req || req->deleting)
 		return;
+	/* The room it held goes with it, also when this store took the plan
+	 * up already rolling back (start_roll_back released it where the
+	 * rollback began; the status and the booking ledger still show it). */
+	release_held(h, req);
 	/* The whole plan, closed rows included: the failing group's cause, not
 	 * a follower's. */
 	memset(&all, 0, sizeof(all));
@@ -387,8 +402,6 @@ static void hold_existing(const pr_class_host *h, const pr_class_req *req, int64
 	if(sched_place(snap, req->sets, req->nsets, &res, &e) == 0) {
 		for(i = 0; i < req->nsets; i++)
 			placed += res.sets[i].placed;
-
-
 		if(placed > 0 && h->book_until(h->ctx, req->sets, req->nsets, &res, until_ns, &e) == 0) {
 			sched_snapshot_commit(snap);
 			sched_place_result_free(&res);
@@ -397,16 +410,6 @@ static void hold_existing(const pr_class_host *h, const pr_class_req *req, int64
 	}
 	sched_snapshot_revert(snap);
 	sched_place_result_free(&res);
-}
-
-/* A plan that will not provision its request gives the held room back. */
-static void release_held(const pr_class_host *h, const pr_class_req *req)
-{
-	if(!req || !h->db)
-		return;
-	state_booking_delete_request(h->db, req->pr->meta.uid, NULL, NULL);
-	if(!req->terminal)
-		h->set_detail(h->ctx, PR_DETAIL_BOOKING, NULL);
 }
 
 static void start_roll_back(const pr_class_host *h, const pr_class_req *req, at_plan *p, const bool *failing,
@@ -477,6 +480,14 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 		total += p->v[i].delta;
 	if(!snap)
 		return; /* the pass acts no further */
+	/* A pass that may no longer act decides nothing here either: the plan
+	 * closed in this store, its status unwritten, would leave its Nodes
+	 * held by nothing (not the plan, not a booking the ledger or the
+	 * status shows) for the passes until the end is written. */
+	if(!h->may_act(h->ctx)) {
+		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+		return;
+	}
 	if(sched_snapshot_fork(snap))
 		return;
 	/* The plan's own reservation must not stand in its way (inside the
@@ -1097,11 +1108,20 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 		h->set_detail(h->ctx, PR_DETAIL_PODSET_GROUPS, ch.podset_groups);
 	if(!h->may_act(h->ctx) || h->write_now(h->ctx, &e) || h->hold(h->ctx, true, &e)) {
 		/* Not in the API: the cloud must not be called. */
+		char why[600];
 		for(i = 0; i < p.n; i++)
 			at_close_without_effect(h, NULL, &p.v[i], "the plan could not be written to the API");
 		release_held(h, req);
 		log_warn("scale-up not started: the plan could not be recorded in the request (status and finalizer)", "request",
 			 req->pr->meta.name, "error", h->may_act(h->ctx) ? e.msg : "fenced");
+		/* The status this pass writes at its end must not show the
+		 * plan open (the status may have landed and the finalizer
+		 * not): a new leader would adopt and run a plan this store
+		 * has closed, and whose held room it has given back. */
+		snprintf(why, sizeof(why), "the scale-up plan could not be recorded in the request (%s); it is planned again",
+			 h->may_act(h->ctx) ? e.msg : "fenced");
+		h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, why);
+		at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
 		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 		at_plan_free(&p);
 		return;

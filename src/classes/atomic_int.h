@@ -138,6 +138,7 @@ void at_clear_details(const pr_class_host *h, const char *phase);
 void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p);
 /* Adopt a plan the request's status names and the store does not know. */
 void at_adopt(const pr_class_host *h, const kube_provreq *pr);
+int64_t at_plan_began(const state_intent *in);
 
 /* One rollback step of one intent. True once the cloud confirms: none of
  * its instances listed and the target no higher than before (the intent

@@ -615,11 +615,12 @@ static bool kinst_set(at_kinst *k, const pr_class_inst *x)
 }
 
 /* When the plan began: the time in its id ("uid/ns#i"; an adopted plan's
- * row is newer than the plan), else its row's creation. */
-static int64_t plan_began(const state_intent *in)
+ * row is newer than the plan), else its row's creation; never later than
+ * the row (an id is whatever the status said). */
+int64_t at_plan_began(const state_intent *in)
 {
 	int64_t t = pr_plan_began(in->plan_id);
-	return t ? t : in->created_ns;
+	return t > 0 && t < in->created_ns ? t : in->created_ns;
 }
 
 /* What instance x is to the plan (AT_*), by the plan's ownership rule;
@@ -632,7 +633,7 @@ static uint8_t classify(const at_kview *kv, const state_intent *in, const pr_cla
 			return known || x->owner ? AT_KNOWN : AT_FOREIGN;
 	} else if(known) {
 		return AT_KNOWN;
-	} else if(kv->own == AT_OWN_TIME && x->created_ns > 0 && x->created_ns < plan_began(in) - AT_CLOCK_SKEW_NS) {
+	} else if(kv->own == AT_OWN_TIME && x->created_ns > 0 && x->created_ns < at_plan_began(in) - AT_CLOCK_SKEW_NS) {
 		/* Older than the plan under an id not seen then (a Cluster API
 		 * Machine's id turns into its providerID): not the plan's. */
 		return AT_FOREIGN;

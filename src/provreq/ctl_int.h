@@ -512,6 +512,8 @@ void pr__ledger_gone(pr_ctl *c, const char *uid);
 /* End of a pass: write the ledger when only removals are pending. */
 void pr__ledger_tidy(pr_ctl *c);
 bool pr__ledger_has(const pr_ctl *c, const char *uid);
+/* The ledger last read holds an entry (live or not) for the request. */
+bool pr__ledger_lists(const pr_ctl *c, const char *uid);
 /* Record the changes (adds from the local store's rows) with the version
  * read as a precondition. PRD_ECONFLICT: another instance wrote it since;
  * the statuses that book must not be written. */

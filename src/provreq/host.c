@@ -297,7 +297,7 @@ static int64_t recorded_booking_end(const pr_ctl *c, const kube_provreq *pr)
 
 /* Rebuild the local bookings of a request from its status: a Provisioned
  * request's, and the room a request with a scale-up in flight holds. */
-static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr)
+static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool ledger_read)
 {
 	int64_t expires = recorded_booking_end(c, pr);
 	char *text = NULL, missing[300];
@@ -323,8 +323,17 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 		for(k = 0; k < nhave; k++)
 			live |= have[k].expires_ns > c->now;
 		state_booking_list_free(have, nhave);
-		if(live && !text)
+		/* ... unless the booking ledger, read for this rebuild, lists
+		 * nothing for the request: every booking a status may show
+		 * is entered there first, so the local rows are a booking
+		 * another leader ended while this one did not lead (or one
+		 * never announced). Held, it would keep room from a request
+		 * booked there meanwhile. */
+		if(live && !text && !(ledger_read && !pr__ledger_lists(c, pr->meta.uid)))
 			return;
+		if(live && !text)
+			log_info("dropped a local booking that neither the request's status nor the booking ledger records",
+				 "request", pr->meta.name, "namespace", pr->meta.ns);
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
 	}
 	if(!text)
@@ -405,12 +414,21 @@ static void rebuild_attempts(pr_ctl *c, const kube_provreq *pr)
 void pr__rebuild_from_api(pr_ctl *c, pr_world *w)
 {
 	size_t i;
+	bool ledger_read = false;
+	prd_err e;
 	if(!c->db)
 		return;
+	if(c->ledger.on) {
+		if(pr__ledger_read(c, &e) == 0)
+			ledger_read = true;
+		else
+			log_warn("cannot read the booking ledger; local bookings the statuses do not show are kept", "error",
+				 e.msg);
+	}
 	for(i = 0; i < w->nprs; i++) {
 		if(!pr__module_for(c, w->prs[i]->class_name))
 			continue;
-		rebuild_booking(c, w, w->prs[i]);
+		rebuild_booking(c, w, w->prs[i], ledger_read);
 		rebuild_attempts(c, w->prs[i]);
 		rebuild_group_backoff(c, w->prs[i]);
 	}

@@ -219,6 +219,11 @@ oom:
 	return PRD_ENOMEM;
 }
 
+bool pr__ledger_lists(const pr_ctl *c, const char *uid)
+{
+	return c->ledger.data && json_object_object_get_ex(c->ledger.data, uid, NULL);
+}
+
 bool pr__ledger_has(const pr_ctl *c, const char *uid)
 {
 	return c->ledger.on && hmap_has(&c->ledger.uids, uid);

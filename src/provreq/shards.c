@@ -662,18 +662,43 @@ static bool of_plan(pr_ctl *c, const char *base, size_t i, int64_t began, const 
  * this pass, as the atomic class does for its own plans. Too much held for
  * a pass delays a decision; too little lets a request here take the room
  * the plan is bringing up. */
-static void hold_since(pr_ctl *c, pr_world *w, const sh_entry *e, int64_t began)
+static void hold_since(pr_ctl *c, pr_world *w, const sh_entry *e, const char *group, int64_t began)
 {
 	sched_res all = { "pods", SCHED_QTY_MAX };
 	hmap_iter it;
 	const char *name;
 	void *born;
-	size_t idx;
+	size_t idx, i, k;
+	hmap listed;
+	/* Except Nodes known not to be the plan's in this group (a plan here
+	 * waiting for them would find them held and scale up a second time):
+	 * those of groups this pass did list, other than the plan's ... */
+	hmap_init(&listed, NULL);
+	/* ... and the Nodes this store's own open plans have recorded. */
+	if(c->db) {
+		state_intent *own = NULL;
+		size_t nown = 0;
+		if(state_intent_list_open(c->db, &own, &nown, NULL) == 0) {
+			for(i = 0; i < nown; i++)
+				for(k = 0; k < own[i].n_nodes; k++)
+					hmap_put(&listed, own[i].nodes[k], NULL);
+			state_intent_list_free(own, nown);
+		}
+	}
+	for(i = 0; i < w->ngroups; i++) {
+		const pr_group *g = &w->groups[i];
+		if(!g->listed || g->list_rc || !strcmp(g->id, group))
+			continue;
+		for(k = 0; k < g->ninst; k++)
+			if(g->inst[k].node)
+				hmap_put(&listed, g->inst[k].node, NULL);
+	}
 	hmap_iter_init(&it, &c->born);
 	while(hmap_iter_next(&it, &name, &born))
-		if(*(const int64_t *)born >= began - PR_CLOCK_SKEW_NS &&
+		if(*(const int64_t *)born >= began - PR_CLOCK_SKEW_NS && !hmap_has(&listed, name) &&
 		   sched_snapshot_find_node(w->snap, name, &idx) == 0)
 			sched_snapshot_book(w->snap, e->uid, idx, &all, 1, NULL);
+	hmap_free(&listed);
 }
 
 /* Another instance's open plan: the Nodes it has made so far are held for
@@ -695,7 +720,7 @@ static void hold_plan_nodes(pr_ctl *c, pr_world *w, const sh_entry *e)
 		snprintf(id, sizeof(id), "%.*s", (int)(n < sizeof(id) - 1 ? n : sizeof(id) - 1), p);
 		p += n + (p[n] == ',');
 		if(!(g = pr__find_group(w, id)) || pr_group_list(g, NULL)) {
-			hold_since(c, w, e, began);
+			hold_since(c, w, e, id, began);
 			continue;
 		}
 		for(k = 0; k < g->ninst; k++)

@@ -323,11 +323,12 @@ static void setup_replica(replica *r, int idx, const char *name, const char *sha
 static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 {
 	int i, violations = dst.violations;
-	bool verbose = dst.verbose;
+	bool verbose = dst.verbose, trace = dst.trace;
 	const char *argv0 = dst.argv0;
 	memset(&dst, 0, sizeof(dst));
 	dst.violations = violations;
 	dst.verbose = verbose;
+	dst.trace = trace;
 	dst.argv0 = argv0;
 	dst.seed = seed;
 	rng = (uint64_t)seed * 0x2545f4914f6cdd1dULL + 1;
@@ -650,7 +651,7 @@ static int selftest(const char *dir)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v] "
+	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
 			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--skip vi,viii]\n");
 	return 2;
 }
@@ -693,6 +694,8 @@ int main(int argc, char **argv)
 			no_ledger = true;
 		else if(!strcmp(argv[a], "-v"))
 			dst.verbose = true;
+		else if(!strcmp(argv[a], "-vv"))
+			dst.verbose = dst.trace = true;
 		else
 			return usage();
 	}

@@ -174,6 +174,7 @@ typedef struct dst_sim {
 	int violations;
 	bool seed_failed;
 	bool verbose;
+	bool trace; /* -vv: the API's bookings after every pass */
 	bool quiet;           /* the self-test: violations are noted, not printed */
 } dst_sim;
 

@@ -160,9 +160,12 @@ void dump_bookings(void)
 	fprintf(stderr, "bookings the API shows:\n");
 	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
 		json_object *pr = json_object_array_get_idx(reqs, i);
-		const char *text = detail(pr, "provreqd.io/booking");
+		const char *text = detail(pr, "provreqd.io/booking"), *plan = detail(pr, "scaleUpPlan");
+		const char *phase = detail(pr, "scaleUpPhase");
 		if(text)
 			fprintf(stderr, "  %s %s\n", str_at(pr, "metadata", "name"), text);
+		if(dst.trace && plan)
+			fprintf(stderr, "  %s plan %s %s\n", str_at(pr, "metadata", "name"), plan, phase ? phase : "-");
 	}
 }
 
@@ -376,7 +379,11 @@ static void count_live(void)
 
 /* Another actor deletes a Node: every request whose booking (or the room
  * its plan holds on existing nodes) the API shows on it has lost that room
- * through nobody's fault here, and may rightly scale up again (iii). */
+ * through nobody's fault here, and may rightly scale up again (iii). So
+ * has a request whose scale-up the API shows still open: the plan's end
+ * places its pods on existing nodes as well as new ones, and the room it
+ * counted on there may not be in its status yet (a status write that
+ * failed, or a pass that could not write). */
 void room_lost(const char *node)
 {
 	size_t i, n = strlen(node);
@@ -384,7 +391,15 @@ void room_lost(const char *node)
 	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
 		json_object *pr = json_object_array_get_idx(reqs, i);
 		const char *text = detail(pr, "provreqd.io/booking"), *p, *name = str_at(pr, "metadata", "name");
+		const char *phase = detail(pr, "scaleUpPhase");
 		int k;
+		if(phase && (!strcmp(phase, "planned") || !strcmp(phase, "increasing") ||
+			     !strcmp(phase, "waiting-for-nodes")) && name && sscanf(name, "r%d", &k) == 1 && k >= 0 &&
+		   k < MAXREQ) {
+			dst.lost_room[k] = true;
+			vlog("oracle: %s's scale-up is open while %s goes", name, node);
+			continue;
+		}
 		for(p = text; p && (p = strstr(p, node)); p += n)
 			if((p == text || strchr(":,", p[-1])) && p[n] == '=' && name && sscanf(name, "r%d", &k) == 1 &&
 			   k >= 0 && k < MAXREQ) {

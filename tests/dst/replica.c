@@ -268,6 +268,10 @@ void replica_pass(replica *r)
 	if(setjmp(r->jb) == 0) {
 		pr_ctl_pass(r->ctl, &wake, &e);
 		r->in_pass = false;
+		if(dst.trace) {
+			ledger_scan();
+			dump_bookings();
+		}
 		r->crash_at = 0;
 		/* A stall waiting for a call that changes the cloud waits for
 		 * a pass that makes one. */

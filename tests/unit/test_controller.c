@@ -384,6 +384,7 @@ static const char *ledger_entry(const char *uid)
 }
 
 static const char *uid_of(const char *ns, const char *name);
+static int patch_json(const char *path, const char *json);
 
 /* A booking goes into the ledger before its status, and a booking the
  * ledger refuses is not written. Broken controllers caught: one that
@@ -494,6 +495,73 @@ static void test_ledger_deleted_request_frees_room(void)
 	pass();
 	CU_ASSERT_STRING_EQUAL(cond("t", "next", "Provisioned"), "True/CapacityIsFound");
 	CU_ASSERT_STRING_EQUAL(ledger_entry(uid), "-");
+	stop();
+}
+
+/* Another leader ended a booking (here: its status and its ledger entry
+ * are gone) while this replica did not lead; on its new term the local
+ * rows of that booking are dropped. Broken controller caught: one that
+ * keeps a live local booking whenever the status shows none (a lost
+ * status write, it assumed), so the room stays taken from a request the
+ * other leader may have booked there meanwhile: "next" is refused. Found
+ * by the simulation test (seed 50856). */
+static void test_ledger_rebuild_drops_ended_booking(void)
+{
+	pr_config cfg;
+	char uid[100];
+	json_object *o = NULL, *data;
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cfg);
+	add_node("n1", "4", NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "first", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "Provisioned"), "True/CapacityIsFound");
+	snprintf(uid, sizeof(uid), "%s", uid_of("t", "first"));
+	/* The other leader's end of it: status without the booking, entry
+	 * removed. */
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/first/status",
+				   "{\"status\":{\"provisioningClassDetails\":{\"provreqd.io/booking\":null}}}"),
+			0);
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings",
+					    NULL, NULL, &o, NULL, &e), 0);
+	data = json_object_object_get(o, "data");
+	json_object_object_del(data, uid);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "PUT", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", NULL, o,
+				      NULL, NULL, &e), 0);
+	json_object_put(o);
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "next", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "next", "Provisioned"), "True/CapacityIsFound");
+	stop();
+}
+
+/* The same rebuild with the entry still in the ledger keeps the local
+ * rows (the status write may be the one lost). Broken controller caught:
+ * one that drops every local booking the status does not show. */
+static void test_ledger_rebuild_keeps_recorded_booking(void)
+{
+	pr_config cfg;
+	pr_config_default(&cfg);
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cfg);
+	add_node("n1", "4", NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "first", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/first/status",
+				   "{\"status\":{\"provisioningClassDetails\":{\"provreqd.io/booking\":null}}}"),
+			0);
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "next", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "next", "Provisioned"), "False/CapacityIsNotFound");
 	stop();
 }
 
@@ -2579,6 +2647,31 @@ static void test_async_lost_status_write_after_success(void)
 	stop_async();
 }
 
+/* The status write that records a plan is refused: the cloud is not
+ * called, and the status this pass writes at its end does not show the
+ * plan open. Broken controller caught: one whose end-of-pass write sends
+ * the plan's details as they were set before the refused write (phase
+ * increasing): a new leader adopts and runs a plan this store closed,
+ * whose held room it gave back (simulation seed 53628). */
+static void test_unrecorded_plan_not_shown_open(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 2, NULL);
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+			    409, 1);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "rolled-back");
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "job", "Provisioned"), "could not be recorded"));
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "waiting-for-nodes");
+	stop_async();
+}
+
 /* Found by the simulation test. Broken controller caught: one that writes a
  * booking row per podSet and node, so a request of two podSets whose pods
  * share a node can never be booked (FailedToBookCapacity). */
@@ -2968,6 +3061,39 @@ static void test_marks_deferred(void)
 	CU_ASSERT_TRUE(node_has(n1, "\"provreqd.io/provisioned-for\":\"s/job\""));
 	CU_ASSERT_TRUE(node_has(n2, "\"provreqd.io/provisioned-for\":\"s/job\""));
 	CU_ASSERT_TRUE(node_has(n2, "provreqd.io/provisioned-for-uid"));
+	stop_async();
+}
+
+/* A pass that may no longer act (its lease may be another replica's)
+ * sees a plan's nodes Ready: the plan stays open in the store until a pass
+ * that may act writes its end. Broken controller caught: one that closes
+ * the plan as done in a fenced pass (its status unwritten): until the end
+ * is written, nothing holds the plan's Nodes (not the plan, not a booking
+ * the ledger or the status shows), and another request may take them
+ * (simulation seed 57618). */
+static void test_fenced_success_keeps_plan_open(void)
+{
+	pr_config cfg;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	start_async(&cfg);
+	pr_ctl_set_fence(ctl, test_fence, NULL);
+	add_template("s", "two", "2");
+	add_pr("s", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	fence_open = false;
+	pass();
+	fence_open = true;
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "False/ScaleUpInProgress");
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_STRING_EQUAL(cond("s", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.increases, 1);
 	stop_async();
 }
 
@@ -4628,6 +4754,10 @@ static const test_case cases[] = {
 	{ "dst: two podSets on one node are booked", test_two_podsets_on_one_node },
 	{ "e2e: informer mode, a plan's group not listed", test_async_informer_mode_unlisted_group },
 	{ "a new leader keeps the room a scale-up in flight holds", test_async_failover_keeps_held_room },
+	{ "booking ledger: a new term drops a local booking the status and the ledger ended", test_ledger_rebuild_drops_ended_booking },
+	{ "booking ledger: a new term keeps a local booking the ledger records", test_ledger_rebuild_keeps_recorded_booking },
+	{ "a fenced pass leaves a plan whose nodes are Ready open", test_fenced_success_keeps_plan_open },
+	{ "a plan whose status write is refused is not shown open", test_unrecorded_plan_not_shown_open },
 	{ NULL, NULL }
 };
 
