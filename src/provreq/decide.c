@@ -311,6 +311,16 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	h.kept = pr__class_kept(c, m);
 	in_flight = m->in_flight && m->in_flight(m, &h, pr);
 	c->req_in_flight = in_flight;
+	if(pr->meta.deleted_ns && !in_flight && pr_details_plan_open(pr) && w->groups_incomplete) {
+		/* Its status shows a plan in flight that this store could not
+		 * take up yet (the node groups are not all listed): the plan's
+		 * instances may be in the cloud, and only a store that knows
+		 * the plan rolls them back. The finalizer stays until it does
+		 * (a plan refused as implausible, once the groups are listed,
+		 * lets the request go). */
+		pr__wake_at(c, c->now + PRD_NS_PER_SEC);
+		return;
+	}
 	if(pr->meta.deleted_ns && !in_flight) {
 		/* Being deleted with nothing in flight: let it go. */
 		if(pr__hold(c, pr, false, &e) && e.code != PRD_ENOTFOUND)

@@ -637,6 +637,10 @@ static int h_hold(pr_class_ctx *x, bool on, prd_err *err)
 		x->release = true;
 		return 0;
 	}
+	/* A release this decision asked for earlier (a plan that ended
+	 * before a new one began in the same decision) is void: the new plan
+	 * needs the finalizer. */
+	x->release = false;
 	rc = pr__hold(x->c, x->pr, on, err);
 	if(rc == 0 && on) {
 		/* The hold made a new version: the status write that follows is

@@ -385,6 +385,7 @@ static const char *ledger_entry(const char *uid)
 
 static const char *uid_of(const char *ns, const char *name);
 static int patch_json(const char *path, const char *json);
+static bool held(const char *ns, const char *name);
 
 /* A booking goes into the ledger before its status, and a booking the
  * ledger refuses is not written. Broken controllers caught: one that
@@ -2618,6 +2619,53 @@ static void test_async_failover_keeps_held_room(void)
 	stop_async();
 }
 
+/* A request is deleted while its scale-up is in flight, and the replica
+ * that takes over cannot list the node groups yet, so cannot take the plan
+ * up: the finalizer stays until it can, and the plan is rolled back.
+ * Broken controller caught: one that lets a deleted request go because its
+ * own store knows no plan (the request vanished with the plan's instance
+ * in the cloud, never rolled back: simulation seed 101779). */
+static void test_deleted_request_waits_for_unadopted_plan(void)
+{
+	state_db *db2 = NULL;
+	state_config sc;
+	pr_config cfg;
+	pr_ctl *ctl2 = NULL;
+	char path2[600];
+	prd_err e;
+	int i;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 2, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.target, 1);
+	CU_ASSERT_TRUE(held("a", "job"));
+	a_create(1, 0);
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/replica-deleted-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	ac.fail_groups = 1;
+	clk_fake_advance(&fake, 10 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_TRUE(held("a", "job"));
+	CU_ASSERT_EQUAL(ac.target, 1);
+	for(i = 0; i < 6 && strcmp(cond("a", "job", "Provisioned"), "gone"); i++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+		a_finish_deletes();
+	}
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "gone");
+	CU_ASSERT_EQUAL(ac.target, 0);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
 /* Found by the simulation test. Broken controller caught: one whose plan is
  * closed as done in its store while the status write saying so fails, and
  * that then decides the request afresh: it says no scale-up was needed
@@ -2847,7 +2895,28 @@ static void test_plan_of_unserved_group_holds_nothing(void)
 /* Broken controllers caught: one that cannot close a plan interrupted
  * before the cloud took the increase (it looped on it forever), one that
  * backs the group off for provreqd's own crash, one that waits out a
- * backoff before starting over. */
+ * backoff before starting over, and one whose release of the finalizer for
+ * the closed plan, due at the end of the pass, also took it from the plan
+ * that started over in the same pass (deleted then, the request vanished
+ * with that plan's instances in the cloud: simulation seed 119120). */
+/* Does the request carry provreqd's finalizer? */
+static bool held(const char *ns, const char *name)
+{
+	char path[300];
+	json_object *o = NULL;
+	prd_err e;
+	bool r;
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", ns, name);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e))
+		return false;
+	r = strstr(json_object_to_json_string_ext(json_object_object_get(json_object_object_get(o, "metadata"),
+									   "finalizers"),
+						  JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+		   "provreqd.io/scale-up-in-flight") != NULL;
+	json_object_put(o);
+	return r;
+}
+
 static void test_async_crash_before_the_call_starts_over(void)
 {
 	state_intent in;
@@ -2877,6 +2946,7 @@ static void test_async_crash_before_the_call_starts_over(void)
 	CU_ASSERT_EQUAL(ac.increases, 1);
 	CU_ASSERT_EQUAL(ac.target, 2);
 	CU_ASSERT_EQUAL(open_plans(), 1);
+	CU_ASSERT_TRUE(held("a", "job"));
 	CU_ASSERT_EQUAL(state_group_backed_off(db, "g", &off, NULL, NULL), 0);
 	CU_ASSERT_FALSE(off);
 	clk_fake_advance(&fake, 5 * SEC);
@@ -4758,6 +4828,7 @@ static const test_case cases[] = {
 	{ "booking ledger: a new term keeps a local booking the ledger records", test_ledger_rebuild_keeps_recorded_booking },
 	{ "a fenced pass leaves a plan whose nodes are Ready open", test_fenced_success_keeps_plan_open },
 	{ "a plan whose status write is refused is not shown open", test_unrecorded_plan_not_shown_open },
+	{ "a deleted request keeps its finalizer until its plan can be taken up", test_deleted_request_waits_for_unadopted_plan },
 	{ NULL, NULL }
 };
 
