@@ -1258,6 +1258,18 @@ static void atomic_decide(const pr_class_module *m, const pr_class_host *h, cons
 			at_plan_free(&p);
 			return;
 		}
+		/* A plan in flight keeps its request until it ends: the
+		 * finalizer start() adds after recording the plan may be
+		 * missing (a crash between the two, a refused write), and a
+		 * request deleted without it vanishes with the plan's instances
+		 * in the cloud. (No finalizer can be added once deletion has
+		 * begun.) */
+		if(!req->deleting && !req->pr->held && h->may_act(h->ctx)) {
+			prd_err e;
+			if(h->hold(h->ctx, true, &e))
+				log_warn("cannot add provreqd's finalizer to a request whose scale-up is in flight; retrying",
+					 "request", req->pr->meta.name, "error", e.msg);
+		}
 		again = progress(h, req, &p);
 		at_plan_free(&p);
 		if(again)

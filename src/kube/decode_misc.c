@@ -234,6 +234,16 @@ int kube__decode_provreq(kube__dctx *c, json_object *obj, kube_meta **out)
 		rc = kube__fail(c, PRD_EINVAL, "spec", "missing");
 		goto fail;
 	}
+	{
+		json_object *md = NULL, *fin = NULL;
+		size_t i, n;
+		if(json_object_object_get_ex(obj, "metadata", &md) && json_object_object_get_ex(md, "finalizers", &fin) &&
+		   json_object_is_type(fin, json_type_array))
+			for(i = 0, n = json_object_array_length(fin); i < n && !pr->held; i++) {
+				const char *f = json_object_get_string(json_object_array_get_idx(fin, i));
+				pr->held = f && !strcmp(f, KUBE_PR_FINALIZER);
+			}
+	}
 	if((rc = kube__istr(c, spec, "provisioningClassName", "spec", &pr->class_name)) || (rc = pr_podsets(c, pr, spec)) ||
 	   (rc = kube__obj(c, spec, "parameters", "spec", &v)) ||
 	   (rc = kube__kvs(c, v, "spec.parameters", NULL, &pr->parameters, &pr->nparameters)) ||
@@ -307,6 +317,7 @@ kube_meta *kube__clone_provreq(kube_intern *in, const kube_meta *m)
 		return NULL;
 	}
 	pr->meta = *m;
+	pr->held = src->held;
 	memcpy(blk, m->name, ln);
 	memcpy(blk + ln, m->uid, lu);
 	memcpy(blk + ln + lu, m->rv, lr);

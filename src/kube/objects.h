@@ -256,7 +256,11 @@ typedef struct kube_provreq {
 	kube_condition *conditions;
 	kube_kv *class_details;   /* status.provisioningClassDetails */
 	uint16_t npod_sets, nparameters, nconditions, nclass_details;
+	bool held;                /* metadata.finalizers names KUBE_PR_FINALIZER */
 } kube_provreq;
+
+/* provreqd's finalizer on a request whose scale-up is in flight. */
+#define KUBE_PR_FINALIZER "provreqd.io/scale-up-in-flight"
 
 typedef struct kube_resourcepool {
 	kube_meta meta;           /* cluster-scoped: ns is "" */

@@ -399,7 +399,7 @@ void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *
  * in the local store (after a restart or a failover). */
 void pr__rebuild_from_api(pr_ctl *c, pr_world *w);
 /* provreqd's finalizer on a request with cloud work in flight. */
-#define PR_FINALIZER "provreqd.io/scale-up-in-flight"
+#define PR_FINALIZER KUBE_PR_FINALIZER
 int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err);
 
 /* src/provreq/dirty.c: which requests a pass decides. */

@@ -662,7 +662,8 @@ static bool of_plan(pr_ctl *c, const char *base, size_t i, int64_t began, const 
  * this pass, as the atomic class does for its own plans. Too much held for
  * a pass delays a decision; too little lets a request here take the room
  * the plan is bringing up. */
-static void hold_since(pr_ctl *c, pr_world *w, const sh_entry *e, const char *group, int64_t began)
+static void hold_since(pr_ctl *c, pr_world *w, const sh_entry *e, const char *group, int64_t began,
+		       const uint8_t *booked)
 {
 	sched_res all = { "pods", SCHED_QTY_MAX };
 	hmap_iter it;
@@ -672,7 +673,9 @@ static void hold_since(pr_ctl *c, pr_world *w, const sh_entry *e, const char *gr
 	hmap listed;
 	/* Except Nodes known not to be the plan's in this group (a plan here
 	 * waiting for them would find them held and scale up a second time):
-	 * those of groups this pass did list, other than the plan's ... */
+	 * those of groups this pass did list, other than the plan's, those
+	 * some request had booked room on before (a plan's new Node is held
+	 * from the pass that first sees it: held, it is not booked) ... */
 	hmap_init(&listed, NULL);
 	/* ... and the Nodes this store's own open plans have recorded. */
 	if(c->db) {
@@ -696,7 +699,7 @@ static void hold_since(pr_ctl *c, pr_world *w, const sh_entry *e, const char *gr
 	hmap_iter_init(&it, &c->born);
 	while(hmap_iter_next(&it, &name, &born))
 		if(*(const int64_t *)born >= began - PR_CLOCK_SKEW_NS && !hmap_has(&listed, name) &&
-		   sched_snapshot_find_node(w->snap, name, &idx) == 0)
+		   sched_snapshot_find_node(w->snap, name, &idx) == 0 && !(booked && booked[idx]))
 			sched_snapshot_book(w->snap, e->uid, idx, &all, 1, NULL);
 	hmap_free(&listed);
 }
@@ -706,7 +709,7 @@ static void hold_since(pr_ctl *c, pr_world *w, const sh_entry *e, const char *gr
  * plans' Nodes, so no request decided here takes the room that plan is
  * bringing up (the plan would then find its Nodes taken and scale up
  * again). */
-static void hold_plan_nodes(pr_ctl *c, pr_world *w, const sh_entry *e)
+static void hold_plan_nodes(pr_ctl *c, pr_world *w, const sh_entry *e, const uint8_t *booked)
 {
 	const kube_provreq *pr = request_of(c, w, e);
 	char *plan = pr ? pr_details_get(pr, PR_DETAIL_PLAN) : NULL, id[256];
@@ -720,12 +723,12 @@ static void hold_plan_nodes(pr_ctl *c, pr_world *w, const sh_entry *e)
 		snprintf(id, sizeof(id), "%.*s", (int)(n < sizeof(id) - 1 ? n : sizeof(id) - 1), p);
 		p += n + (p[n] == ',');
 		if(!(g = pr__find_group(w, id)) || pr_group_list(g, NULL)) {
-			hold_since(c, w, e, id, began);
+			hold_since(c, w, e, id, began, booked);
 			continue;
 		}
 		for(k = 0; k < g->ninst; k++)
 			if(g->inst[k].node && of_plan(c, plan, i, began, &g->inst[k]) &&
-			   sched_snapshot_find_node(w->snap, g->inst[k].node, &idx) == 0)
+			   sched_snapshot_find_node(w->snap, g->inst[k].node, &idx) == 0 && !(booked && booked[idx]))
 				sched_snapshot_book(w->snap, e->uid, idx, &all, 1, NULL);
 	}
 	free(plan);
@@ -740,7 +743,8 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
 {
 	hmap_iter it;
 	void *v;
-	size_t i, idx;
+	size_t i, idx, nn;
+	uint8_t *booked;
 	hmap_iter_init(&it, &c->shards.live);
 	while(hmap_iter_next(&it, NULL, &v)) {
 		sh_entry *e = v;
@@ -760,8 +764,16 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
 		c->stats.bookings_from_api++;
 	}
 	metrics_gauge_set(M_API_BOOKINGS, NULL, (double)c->stats.bookings_from_api);
+	/* (The Nodes booked before any plan is held: bookings, here or in
+	 * the API, are never on a plan's new Node, which is held from the
+	 * pass that first sees it. Null when out of memory: held as before.) */
+	nn = sched_snapshot_node_count(w->snap);
+	booked = malloc(nn + 1);
+	if(booked)
+		sched_snapshot_booked_mask(w->snap, booked, nn);
 	hmap_iter_init(&it, &c->shards.plans);
 	while(hmap_iter_next(&it, NULL, &v))
 		if(hmap_has(&w->uids, ((sh_entry *)v)->uid) && !own_plan_here(c, v))
-			hold_plan_nodes(c, w, v);
+			hold_plan_nodes(c, w, v, booked);
+	free(booked);
 }

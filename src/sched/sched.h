@@ -317,6 +317,9 @@ int sched_snapshot_add_pods(sched_snapshot *s, size_t idx, const sched_pod_spec 
  * pods have not arrived yet). Several bookings per uid are allowed. */
 int sched_snapshot_book(sched_snapshot *s, const char *uid, size_t idx,
                         const sched_res *res, size_t n_res, prd_err *e);
+/* Which nodes hold a booking now: mask[idx] = 1 for each node idx < n that
+ * some active booking holds room on, else 0. */
+void sched_snapshot_booked_mask(const sched_snapshot *s, uint8_t *mask, size_t n);
 /* Release every booking of `uid`; *released (optional) gets how many. */
 int sched_snapshot_unbook(sched_snapshot *s, const char *uid, size_t *released);
 

@@ -733,6 +733,15 @@ static void release_devices(sched_snapshot *s, size_t bi)
 			sched__dev_hold(s, s->bookings[bi].node, d, SCHED__FREE);
 }
 
+void sched_snapshot_booked_mask(const sched_snapshot *s, uint8_t *mask, size_t n)
+{
+	size_t i;
+	memset(mask, 0, n);
+	for(i = 0; s && i < s->n_bookings; i++)
+		if(s->bookings[i].active && s->bookings[i].node < n)
+			mask[s->bookings[i].node] = 1;
+}
+
 int sched_snapshot_unbook(sched_snapshot *s, const char *uid, size_t *released)
 {
 	size_t i, n = 0, need = 0;

@@ -2619,6 +2619,41 @@ static void test_async_failover_keeps_held_room(void)
 	stop_async();
 }
 
+/* The finalizer that start() adds after recording a plan is missing (a
+ * crash between the two writes): the plan's next step adds it, so that a
+ * deletion waits for the rollback. Broken controller caught: one that adds
+ * it only when a plan starts (deleted, the request vanished at once with
+ * the plan's instances in the cloud: simulation seed 116048). */
+static void test_open_plan_gets_its_finalizer_back(void)
+{
+	prd_err e;
+	int i;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 2, NULL);
+	pass();
+	CU_ASSERT_TRUE(held("a", "job"));
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+				   "{\"metadata\":{\"finalizers\":null}}"),
+			0);
+	CU_ASSERT_FALSE(held("a", "job"));
+	a_create(1, 0);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_TRUE(held("a", "job"));
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(cond("a", "job", "Provisioned"), "gone");
+	for(i = 0; i < 6 && strcmp(cond("a", "job", "Provisioned"), "gone"); i++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		a_finish_deletes();
+	}
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "gone");
+	CU_ASSERT_EQUAL(ac.target, 0);
+	stop_async();
+}
+
 /* A request is deleted while its scale-up is in flight, and the replica
  * that takes over cannot list the node groups yet, so cannot take the plan
  * up: the finalizer stays until it can, and the plan is rolled back.
@@ -4829,6 +4864,7 @@ static const test_case cases[] = {
 	{ "a fenced pass leaves a plan whose nodes are Ready open", test_fenced_success_keeps_plan_open },
 	{ "a plan whose status write is refused is not shown open", test_unrecorded_plan_not_shown_open },
 	{ "a deleted request keeps its finalizer until its plan can be taken up", test_deleted_request_waits_for_unadopted_plan },
+	{ "an open plan puts back the finalizer its request lost", test_open_plan_gets_its_finalizer_back },
 	{ NULL, NULL }
 };
 
