@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define PRD_CLOUD_ABI_MAJOR 1
-#define PRD_CLOUD_ABI_MINOR 5
+#define PRD_CLOUD_ABI_MINOR 6
 
 /* The one symbol a driver exports. */
 #define PRD_CLOUD_ENTRY_SYMBOL "provreqd_cloud_driver"
@@ -294,6 +294,18 @@ typedef struct prd_cloud_group_create {
 	 * and zone is not an error (the host repeats a call whose answer it
 	 * lost); with anything else it is PRD_CLOUD_ECONFLICT. */
 	const char *owner;
+	/* ---- appended in ABI 1.6 (read only when struct_size covers
+	 * them) ---- */
+	/* The caller's fencing token, as in prd_cloud_increase. A driver with
+	 * PRD_CLOUD_CAP_FENCE refuses the creation with PRD_CLOUD_ECONFLICT,
+	 * creating nothing, when its creations have recorded a higher term
+	 * for the key (fence() with group_id NULL); else the new group starts
+	 * with the higher of the two terms recorded as its own fence, so that
+	 * the group is fenced from its first moment. Repeating a creation
+	 * (same token, shape and zone) checks and records the term on the
+	 * group as increase() does. NULL / 0: not leader-elected. */
+	const char *fence_key;
+	uint64_t fence_term;
 } prd_cloud_group_create;
 
 typedef struct prd_cloud_outcome {
@@ -434,6 +446,12 @@ typedef struct prd_cloud_driver {
 	 * caller is no longer the leader). The record must be one a later
 	 * call of any process checks atomically with its own change (the
 	 * same object and version, say), not a note in this process. */
+	/* ABI 1.6, for a driver that also has create_group: group_id NULL
+	 * records the term for the driver's group creations (see
+	 * prd_cloud_group_create.fence_term), the same way: a leader calls it
+	 * once a term, so a stalled former leader's late creation does
+	 * nothing, and the groups it would have made are never there to take
+	 * its late increases. */
 	int (*fence)(void *state, const char *group_id, const char *key, uint64_t term,
 		     prd_cloud_error *err);
 	/* decrease_target_size as `req` says (expected target, fencing

@@ -1090,6 +1090,13 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 		return;
 	}
 	hold_existing(h, req, p.v[0].deadline_ns + PR_HOLD_MARGIN_NS);
+	{
+		/* The groups it creates go into the status with the plan: a
+		 * new leader adopts the plan before they exist too. */
+		char *spec = nap_spec_of(&ch, p.n);
+		h->set_detail(h->ctx, PR_DETAIL_NAP_SPEC, spec);
+		free(spec);
+	}
 	groups_words(&p, gw, sizeof(gw));
 	snprintf(msg, sizeof(msg), "scaling node group%s %s node%s for %lld pods%s%s", p.n > 1 ? "s" : "", gw,
 		 p.n == 1 && p.v[0].delta == 1 ? "" : "s", (long long)ch.remaining,
@@ -1314,7 +1321,7 @@ static void atomic_pass_end(const pr_class_module *m, const pr_class_host *h, co
 	 * rollback's own deletes is never looked at. */
 	at_sweep_late(h, AT_SWEEP_EVERY_NS, AT_SWEEP_GRACE_NS);
 	/* Empty auto-provisioned groups go. */
-	nap_sweep(h);
+	nap_sweep(h, (const kube_provreq *const *)p->prs, p->nprs);
 }
 
 static const char *const atomic_aliases[] = { "atomic-scale-up.kubernetes.io", NULL };

@@ -1145,7 +1145,10 @@ void at_adopt(const pr_class_host *h, const kube_provreq *pr)
 		goto out;
 	if(at_plan_exists(h, pr->meta.uid))
 		goto out; /* known here already */
-	if((ok = plan_plausible(h, pr, plan, groups, deltas, before, dl, why, sizeof(why)))) {
+	ok = 0;
+	if(!strncmp(plan, pr->meta.uid, strlen(pr->meta.uid)) && !nap_adopt_specs(h, pr, plan, why, sizeof(why)))
+		ok = -1;
+	if(ok || (ok = plan_plausible(h, pr, plan, groups, deltas, before, dl, why, sizeof(why)))) {
 		if(ok < 0 && at_say_again(plan, h->now)) {
 			char msg[600];
 			snprintf(msg, sizeof(msg), "the scale-up plan in this request's status was not adopted: %s", why);

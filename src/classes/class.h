@@ -185,6 +185,10 @@ typedef struct pr_class_host {
 	sched_snapshot *(*snapshot)(pr_class_ctx *ctx);
 	state_db *db;                   /* NULL when running without a store */
 	const char *term;               /* the leader term acting ("" when not leader-elected) */
+	/* The same as a fencing token (ABI 1.4): the election key (NULL
+	 * none) and this replica's term in it (0: not leader-elected). */
+	const char *fence_key;
+	uint64_t fence_term;
 	sched_expander *expander;
 	pr_class_group *groups;         /* node groups of every loaded driver */
 	size_t ngroups;

@@ -18,6 +18,8 @@
 #include "ops/metrics.h"
 #include "util/buf.h"
 #include "util/str.h"
+#include "classes/details.h"
+#include "classes/vocab.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,6 +274,9 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 	g->drv = drv;
 	g->id = arena_strdup(h->ar, id);
 	g->max = max;
+	/* Its calls carry this leader's term like a listed group's. */
+	g->fence_key = h->fence_key;
+	g->fence_term = h->fence_term;
 	g->has_tmpl = true;
 	g->tmpl_json = node;
 	g->listed = true;
@@ -603,6 +608,106 @@ int nap_record(const pr_class_host *h, pr_class_group *g, const char *plan_id, p
 	return rc;
 }
 
+static const char *jstr(json_object *o, const char *k);
+static int64_t jint(json_object *o, const char *k);
+
+char *nap_spec_of(const at_choice *ch, size_t nparts)
+{
+	json_object *all = NULL;
+	char *out = NULL;
+	size_t i;
+	for(i = 0; i < ch->n && i < nparts; i++) {
+		pr_class_group *g = ch->parts[i].g;
+		if(!g->nap_new || !g->nap_new->plan_id)
+			continue;
+		if(!all && !(all = json_object_new_object()))
+			return NULL;
+		json_object_object_add(all, g->id, record_of(g, false, 0));
+	}
+	if(all)
+		out = str_dup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN));
+	json_object_put(all);
+	return out;
+}
+
+/* Which place group `id` has in the plan's comma-separated group list, or
+ * -1. */
+static int place_of(const char *groups, const char *id)
+{
+	size_t n = strlen(id);
+	const char *p = groups;
+	int i = 0;
+	while(p && *p) {
+		size_t k = strcspn(p, ",");
+		if(k == n && !strncmp(p, id, n))
+			return i;
+		p += k + (p[k] == ',');
+		i++;
+	}
+	return -1;
+}
+
+bool nap_adopt_specs(const pr_class_host *h, const kube_provreq *pr, const char *plan, char *why, size_t len)
+{
+	char *text = pr_details_get(pr, PR_DETAIL_NAP_SPEC), *groups = pr_details_get(pr, PR_DETAIL_GROUP);
+	json_object *all = NULL;
+	bool ok = true;
+	if(!text || !groups || !h->db || !h->drivers)
+		goto out;
+	all = json_tokener_parse(text);
+	if(!all || !json_object_is_type(all, json_type_object)) {
+		snprintf(why, len, "its auto-provisioned groups are not a JSON object");
+		ok = false;
+		goto out;
+	}
+	json_object_object_foreach(all, id, rec) {
+		char intent[400], token[PR_OWNER_MAX];
+		const char *dname = jstr(rec, "driver");
+		cloud_driver *drv = dname ? cloud_drivers_find(h->drivers, dname) : NULL;
+		int at = place_of(groups, id);
+		state_nap have;
+		json_object *copy = NULL;
+		if(at < 0 || !json_object_is_type(rec, json_type_object) || !jstr(rec, "shape") || !drv ||
+		   !cloud_driver_naps(drv->api) || jint(rec, "max") < 1) {
+			snprintf(why, len, "its auto-provisioned group %.100s is not one of its groups or not one a loaded "
+				 "driver can make", id);
+			ok = false;
+			break;
+		}
+		snprintf(intent, sizeof(intent), "%s#%d", plan, at);
+		pr_owner_token(intent, token);
+		if(!jstr(rec, "owner") || strcmp(jstr(rec, "owner"), token) || !jstr(rec, "plan") ||
+		   strcmp(jstr(rec, "plan"), intent)) {
+			snprintf(why, len, "its auto-provisioned group %.100s names another plan", id);
+			ok = false;
+			break;
+		}
+		if(state_nap_get(h->db, id, &have, NULL) == 0) {
+			state_nap_clear(&have);
+			continue; /* known here */
+		}
+		/* Not created as far as this store knows: nap_pending_group
+		 * waits for every driver's listing before trusting that. */
+		if(json_object_deep_copy(rec, &copy, NULL) == 0) {
+			prd_err e;
+			json_object_object_add(copy, "created", json_object_new_boolean(false));
+			json_object_object_add(copy, "emptySince", json_object_new_int64(0));
+			if(put_record(h->db, id, copy, &e))
+				log_warn("cannot take up an auto-provisioned group from a request's status", "group", id,
+					 "error", e.msg);
+			else
+				log_info("took up an auto-provisioned group a plan in a request's status creates", "group",
+					 id, "request", pr->meta.name);
+			json_object_put(copy);
+		}
+	}
+out:
+	json_object_put(all);
+	free(text);
+	free(groups);
+	return ok;
+}
+
 int nap_create(pr_class_group *g, prd_cloud_error *de)
 {
 	nap_new *nn = g->nap_new;
@@ -624,6 +729,8 @@ int nap_create(pr_class_group *g, prd_cloud_error *de)
 	rq.ntaints = nn->ntaints;
 	rq.max_size = nn->max_size;
 	rq.owner = nn->owner;
+	rq.fence_key = g->fence_term ? g->fence_key : NULL;
+	rq.fence_term = g->fence_term; /* (a 1.5 driver does not read them) */
 	rc = g->drv->api->create_group(g->drv->state, &rq, de);
 	de->message[sizeof(de->message) - 1] = '\0';
 	nap_shape_key(g->drv->api->name, nn->shape, key, sizeof(key));
@@ -821,13 +928,53 @@ static bool delete_group(const pr_class_host *h, cloud_driver *drv, const char *
 }
 
 /* One listed auto-provisioned group. */
-static void sweep_group(const pr_class_host *h, pr_class_group *g)
+/* A group this store has no record of (another replica made it, or the
+ * store was lost): is the plan its owner token names over without success,
+ * as the API tells? Its request is gone (deleted), or its status shows that
+ * plan rolled back. */
+static bool owner_plan_failed(const pr_class_host *h, const char *owner, const kube_provreq *const *prs, size_t nprs)
+{
+	char base[200], token[PR_OWNER_MAX];
+	const char *dot = owner ? strchr(owner, '.') : NULL;
+	size_t i, ulen;
+	if(!dot || dot == owner || !prs)
+		return false;
+	ulen = (size_t)(dot - owner);
+	for(i = 0; i < nprs; i++) {
+		const kube_provreq *pr = prs[i];
+		char *plan, *phase;
+		bool failed;
+		if(strlen(pr->meta.uid) != ulen || strncmp(pr->meta.uid, owner, ulen))
+			continue;
+		plan = pr_details_get(pr, PR_DETAIL_PLAN);
+		phase = pr_details_get(pr, PR_DETAIL_PHASE);
+		failed = false;
+		if(plan && phase && !strcmp(phase, "rolled-back")) {
+			snprintf(base, sizeof(base), "%s#", plan);
+			pr_owner_token(base, token);
+			failed = !strncmp(owner, token, strlen(token));
+		}
+		free(plan);
+		free(phase);
+		return failed;
+	}
+	/* Its request is gone: the plan ended with it (its own store rolled
+	 * it back, or none will: the group is empty either way). */
+	(void)h;
+	return true;
+}
+
+static void sweep_group(const pr_class_host *h, pr_class_group *g, const kube_provreq *const *prs, size_t nprs)
 {
 	json_object *o = record_get(h->db, g->id);
 	int64_t since;
 	prd_err e;
 	if(g->busy || g->target_stale) {
 		json_object_put(o);
+		return;
+	}
+	if(!o && g->target == 0 && owner_plan_failed(h, g->nap_owner, prs, nprs)) {
+		delete_group(h, g->drv, g->id, "the plan that created it is over without success (the API says so)");
 		return;
 	}
 	if(!o) {
@@ -867,7 +1014,7 @@ static void sweep_group(const pr_class_host *h, pr_class_group *g)
 		h->wake_at(h->ctx, since + h->limits->scale_down_idle_ns);
 }
 
-void nap_sweep(const pr_class_host *h)
+void nap_sweep(const pr_class_host *h, const kube_provreq *const *prs, size_t nprs)
 {
 	state_nap *v = NULL;
 	size_t n = 0, i, k;
@@ -875,7 +1022,7 @@ void nap_sweep(const pr_class_host *h)
 		return;
 	for(i = 0; i < h->ngroups; i++)
 		if(h->groups[i].nap_owner && cloud_driver_naps(h->groups[i].drv->api))
-			sweep_group(h, &h->groups[i]);
+			sweep_group(h, &h->groups[i], prs, nprs);
 	if(!h->groups_complete || state_nap_list(h->db, &v, &n, NULL))
 		return;
 	/* Records of groups the cloud did not list when the pass began: a

@@ -49,6 +49,17 @@ bool nap_within_limits(const pr_class_host *h, const at_choice *ch, char *msg, s
  * before the plan's cloud calls. */
 int nap_record(const pr_class_host *h, pr_class_group *g, const char *plan_id, prd_err *e);
 
+/* The records of the groups plan `p`'s parts create, as the status keeps
+ * them (PR_DETAIL_NAP_SPEC): a JSON text the caller frees, or NULL when
+ * the plan creates no group. */
+char *nap_spec_of(const at_choice *ch, size_t nparts);
+/* A new leader takes up the records of the groups the plan in `pr`'s
+ * status creates (PR_DETAIL_NAP_SPEC) into its store, for each group whose
+ * owner token is the plan's (`plan` "uid/ns") and that the store does not
+ * record: nap_pending_group then finds them. false with `why` when a
+ * record is not one provreqd wrote. */
+bool nap_adopt_specs(const pr_class_host *h, const kube_provreq *pr, const char *plan, char *why, size_t len);
+
 /* The cloud call that creates g when it is a group a plan is to create
  * (nothing otherwise): at_increase's first step. 0, or a PRD_CLOUD_E*
  * code with *de filled; a refusal backs the shape off. */
@@ -65,7 +76,7 @@ const char *nap_words(const pr_class_group *g, char *out, size_t len);
 /* After the requests: delete empty auto-provisioned groups whose plan was
  * rolled back, or that stayed empty for the scale-down idle time; forget
  * the records of groups that are gone. */
-void nap_sweep(const pr_class_host *h);
+void nap_sweep(const pr_class_host *h, const kube_provreq *const *prs, size_t nprs);
 
 /* The backoff key of a shape (state store group backoff). */
 void nap_shape_key(const char *driver, const char *shape, char *out, size_t len);

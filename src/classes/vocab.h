@@ -63,6 +63,10 @@
 #define PR_DETAIL_PODSET_GROUPS "podSetNodeGroups"
 /* The node group a plan auto-provisioned for the request. */
 #define PR_DETAIL_NAP_GROUP "autoProvisionedNodeGroup"
+/* What the groups a plan auto-provisions are (JSON: group id -> the
+ * state store's record: driver, shape, zone, labels, taints, max, owner,
+ * plan), so a new leader adopts a plan whose group is not created yet. */
+#define PR_DETAIL_NAP_SPEC "provreqd.io/autoprovisioned-groups"
 /* The leader term (lease holder and leaseTransitions) that made the plan. */
 #define PR_DETAIL_TERM "provreqd.io/leader-term"
 /* What a Provisioned request booked, per podSet and node, so a replica

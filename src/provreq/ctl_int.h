@@ -397,7 +397,7 @@ void pr__status_discard(pr_ctl *c);
 void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *ud);
 /* The booking a Provisioned request recorded in its status, as bookings
  * in the local store (after a restart or a failover). */
-void pr__rebuild_from_api(pr_ctl *c, pr_world *w);
+int pr__rebuild_from_api(pr_ctl *c, pr_world *w);
 /* provreqd's finalizer on a request with cloud work in flight. */
 #define PR_FINALIZER KUBE_PR_FINALIZER
 int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err);
@@ -512,6 +512,15 @@ void pr__ledger_gone(pr_ctl *c, const char *uid);
 /* End of a pass: write the ledger when only removals are pending. */
 void pr__ledger_tidy(pr_ctl *c);
 bool pr__ledger_has(const pr_ctl *c, const char *uid);
+/* A new term's first write: the ledger read and written back with this
+ * term noted, so that a conditional write a former leader decided on an
+ * earlier version (stalled in or before the call) is refused from now on.
+ * 0 (also with the ledger off), or the error (the term acts on nothing
+ * until it succeeds). */
+int pr__ledger_fence(pr_ctl *c, prd_err *err);
+/* The live entry of the request in the ledger last read, as booking rows
+ * (free with state_booking_list_free); 0 rows when it has none. */
+int pr__ledger_entry_rows(pr_ctl *c, const char *uid, state_booking **out, size_t *n);
 /* The ledger last read holds an entry (live or not) for the request. */
 bool pr__ledger_lists(const pr_ctl *c, const char *uid);
 /* Record the changes (adds from the local store's rows) with the version

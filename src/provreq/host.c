@@ -308,6 +308,22 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 	size_t nhave = 0;
 	prd_err e;
 	const char *p;
+	/* The booking ledger first: every booking is entered there before
+	 * its status is written, so a live entry is at least as new as what
+	 * the status shows (a former leader's status write may still be on
+	 * its way, or lost). */
+	if(ledger_read) {
+		state_booking *rows = NULL;
+		size_t nrows = 0;
+		if(pr__ledger_entry_rows(c, pr->meta.uid, &rows, &nrows) == 0 && nrows &&
+		   state_booking_set(c->db, pr->meta.uid, rows, nrows, rows[0].expires_ns, &e) == 0) {
+			log_info("booking rebuilt from the booking ledger", "request", pr->meta.name, "namespace",
+				 pr->meta.ns, "nodes", LOGI(nrows));
+			state_booking_list_free(rows, nrows);
+			return;
+		}
+		state_booking_list_free(rows, nrows);
+	}
 	/* The API is the truth (DESIGN §7): a live booking the status
 	 * records replaces the local one (another replica may have booked the
 	 * request anew while this one did not lead: its old rows would hold
@@ -411,19 +427,25 @@ static void rebuild_attempts(pr_ctl *c, const kube_provreq *pr)
 	free(n);
 }
 
-void pr__rebuild_from_api(pr_ctl *c, pr_world *w)
+int pr__rebuild_from_api(pr_ctl *c, pr_world *w)
 {
 	size_t i;
 	bool ledger_read = false;
 	prd_err e;
+	int rc;
 	if(!c->db)
-		return;
+		return 0;
 	if(c->ledger.on) {
-		if(pr__ledger_read(c, &e) == 0)
-			ledger_read = true;
-		else
-			log_warn("cannot read the booking ledger; local bookings the statuses do not show are kept", "error",
-				 e.msg);
+		/* Read, and written with this term noted first: a booking a
+		 * former leader decided on an earlier version is refused from
+		 * now on, and every one it made is in what was read. */
+		if((rc = pr__ledger_fence(c, &e))) {
+			log_warn("cannot write the booking ledger for this leader term; the pass acts on nothing until it "
+				 "can",
+				 "error", e.msg);
+			return rc;
+		}
+		ledger_read = true;
 	}
 	for(i = 0; i < w->nprs; i++) {
 		if(!pr__module_for(c, w->prs[i]->class_name))
@@ -433,6 +455,7 @@ void pr__rebuild_from_api(pr_ctl *c, pr_world *w)
 		rebuild_group_backoff(c, w->prs[i]);
 	}
 	log_info("local state rebuilt from the apiserver", "requests", LOGI(w->nprs));
+	return 0;
 }
 
 /* ---- the host table ---------------------------------------------------- */
@@ -692,6 +715,8 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->snapshot = h_snapshot;
 	h->db = x->c->db;
 	h->term = x->c->term;
+	h->fence_key = x->c->fence_term ? x->c->fence_key : NULL;
+	h->fence_term = x->c->fence_term;
 	h->expander = x->c->expander;
 	h->groups = x->w->groups;
 	h->ngroups = x->w->ngroups;

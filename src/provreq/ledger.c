@@ -152,6 +152,51 @@ void pr__ledger_gone(pr_ctl *c, const char *uid)
 		hmap_put(&c->ledger.gone, uid, NULL);
 }
 
+/* One entry's nodes as booking rows, appended to *v (*nv of *cap). */
+static int append_rows(const char *uid, json_object *nodes, int64_t until, state_booking **v, size_t *nv, size_t *cap)
+{
+	json_object_object_foreach(nodes, node, res)
+	{
+		state_booking *b;
+		if(*nv == *cap) {
+			state_booking *w = realloc(*v, (*cap = *cap ? *cap * 2 : 16) * sizeof(*w));
+			if(!w)
+				return PRD_ENOMEM;
+			*v = w;
+		}
+		b = &(*v)[(*nv)++];
+		memset(b, 0, sizeof(*b));
+		b->request_uid = str_dup(uid);
+		b->node_name = str_dup(node);
+		b->resources_json = str_dup(json_object_to_json_string_ext(res, JSON_C_TO_STRING_PLAIN));
+		b->expires_ns = until;
+		if(!b->request_uid || !b->node_name || !b->resources_json)
+			return PRD_ENOMEM;
+	}
+	return 0;
+}
+
+int pr__ledger_entry_rows(pr_ctl *c, const char *uid, state_booking **out, size_t *n)
+{
+	json_object *val, *e = NULL, *nodes;
+	int64_t until = 0;
+	size_t cap = 0;
+	int rc = 0;
+	*out = NULL;
+	*n = 0;
+	if(!c->ledger.data || !json_object_object_get_ex(c->ledger.data, uid, &val) ||
+	   !json_object_is_type(val, json_type_string) ||
+	   !entry_parts(json_object_get_string(val), &e, &until, &nodes, NULL))
+		return 0;
+	if(until > c->now && (rc = append_rows(uid, nodes, until, out, n, &cap))) {
+		state_booking_list_free(*out, *n);
+		*out = NULL;
+		*n = 0;
+	}
+	json_object_put(e);
+	return rc;
+}
+
 int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, const hmap *live, state_booking **out,
 		    size_t *n)
 {
@@ -183,31 +228,9 @@ int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, const hmap
 			json_object_put(e);
 			continue;
 		}
-		if(hmap_put(&l->uids, uid, NULL)) {
+		if(hmap_put(&l->uids, uid, NULL) || append_rows(uid, nodes, until, &v, &nv, &cap)) {
 			json_object_put(e);
 			goto oom;
-		}
-		json_object_object_foreach(nodes, node, res)
-		{
-			if(nv == cap) {
-				state_booking *w = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*w));
-				if(!w) {
-					json_object_put(e);
-					goto oom;
-				}
-				v = w;
-			}
-			memset(&v[nv], 0, sizeof(v[nv]));
-			v[nv].request_uid = str_dup(uid);
-			v[nv].node_name = str_dup(node);
-			v[nv].resources_json = str_dup(json_object_to_json_string_ext(res, JSON_C_TO_STRING_PLAIN));
-			v[nv].expires_ns = until;
-			if(!v[nv].request_uid || !v[nv].node_name || !v[nv].resources_json) {
-				nv++;
-				json_object_put(e);
-				goto oom;
-			}
-			nv++;
 		}
 		json_object_put(e);
 	}
@@ -282,13 +305,97 @@ static bool same_entry(const char *a, const char *b)
 	return same;
 }
 
+/* PUT (POST when absent) `data` (taken) with the version read as the
+ * precondition; `term` (NULL none) is noted on the object, which makes the
+ * write a change even when the data is not. On success the ledger is
+ * `data` at the new version. */
+static int ledger_put(pr_ctl *c, json_object *data, const char *term, prd_err *err)
+{
+	pr_ledger *l = &c->ledger;
+	json_object *body = json_object_new_object(), *md = json_object_new_object(), *answer = NULL;
+	json_object *labels = json_object_new_object();
+	char path[600];
+	const char *rv;
+	int rc;
+	json_object_object_add(md, "name", json_object_new_string(l->name));
+	json_object_object_add(md, "namespace", json_object_new_string(l->ns));
+	if(l->exists)
+		json_object_object_add(md, "resourceVersion", json_object_new_string(l->rv));
+	json_object_object_add(labels, "app.kubernetes.io/managed-by", json_object_new_string("provreqd"));
+	json_object_object_add(md, "labels", labels);
+	if(term) {
+		json_object *ann = json_object_new_object();
+		json_object_object_add(ann, "provreqd.io/leader-term", json_object_new_string(term));
+		json_object_object_add(md, "annotations", ann);
+	}
+	json_object_object_add(body, "apiVersion", json_object_new_string("v1"));
+	json_object_object_add(body, "kind", json_object_new_string("ConfigMap"));
+	json_object_object_add(body, "metadata", md);
+	json_object_object_add(body, "data", json_object_get(data));
+	if(!pr__may_act(c)) {
+		json_object_put(body);
+		json_object_put(data);
+		return prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
+	}
+	path_of(l, path, sizeof(path), l->exists);
+	rc = kube_api_call(&c->api, l->exists ? "PUT" : "POST", path, NULL, body, &answer, NULL, err);
+	json_object_put(body);
+	if(rc == PRD_EEXIST)
+		rc = PRD_ECONFLICT;
+	if(rc) {
+		json_object_put(answer);
+		json_object_put(data);
+		/* Read anew by the next pass that places. */
+		l->read_pass = 0;
+		c->stats.ledger_conflicts += rc == PRD_ECONFLICT;
+		metrics_counter_add(M_LEDGER_WRITES, METRICS_L(rc == PRD_ECONFLICT ? "conflict" : "error"), 1);
+		if(rc == PRD_ECONFLICT)
+			log_info("the booking ledger changed since this pass read it; its new bookings are decided again",
+				 "ledger", l->name, "namespace", l->ns);
+		else
+			log_error("cannot write the booking ledger; its new bookings are decided again", "ledger",
+				  l->name, "namespace", l->ns, "error", err->msg);
+		return rc;
+	}
+	rv = json_object_get_string(json_object_object_get(json_object_object_get(answer, "metadata"), "resourceVersion"));
+	free(l->rv);
+	l->rv = rv ? str_dup(rv) : NULL;
+	l->exists = l->rv != NULL;
+	json_object_put(l->data);
+	l->data = data;
+	json_object_put(answer);
+	if(!l->exists)
+		l->read_pass = 0;
+	return 0;
+}
+
+int pr__ledger_fence(pr_ctl *c, prd_err *err)
+{
+	pr_ledger *l = &c->ledger;
+	json_object *data = NULL;
+	int rc, tries;
+	if(!l->on)
+		return 0;
+	for(tries = 0; tries < 2; tries++) {
+		if((rc = pr__ledger_read(c, err)))
+			return rc;
+		if(json_object_deep_copy(l->data, &data, NULL))
+			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		rc = ledger_put(c, data, c->term[0] ? c->term : "-", err);
+		data = NULL;
+		if(rc != PRD_ECONFLICT)
+			break;
+	}
+	if(rc == 0)
+		metrics_counter_add(M_LEDGER_WRITES, METRICS_L("term"), 1);
+	return rc;
+}
+
 int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *err)
 {
 	pr_ledger *l = &c->ledger;
-	json_object *data = NULL, *body, *md, *answer = NULL;
+	json_object *data = NULL;
 	bool changed = false, adds = false;
-	char path[600];
-	const char *rv;
 	size_t i;
 	int rc;
 	if(!l->on || (!n && !hmap_len(&l->gone)))
@@ -347,59 +454,12 @@ int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *
 		json_object_put(data);
 		return 0;
 	}
-	body = json_object_new_object();
-	md = json_object_new_object();
-	json_object_object_add(md, "name", json_object_new_string(l->name));
-	json_object_object_add(md, "namespace", json_object_new_string(l->ns));
-	if(l->exists)
-		json_object_object_add(md, "resourceVersion", json_object_new_string(l->rv));
-	{
-		json_object *labels = json_object_new_object();
-		json_object_object_add(labels, "app.kubernetes.io/managed-by", json_object_new_string("provreqd"));
-		json_object_object_add(md, "labels", labels);
-	}
-	json_object_object_add(body, "apiVersion", json_object_new_string("v1"));
-	json_object_object_add(body, "kind", json_object_new_string("ConfigMap"));
-	json_object_object_add(body, "metadata", md);
-	json_object_object_add(body, "data", json_object_get(data));
-	if(!pr__may_act(c)) {
-		json_object_put(body);
-		json_object_put(data);
-		return prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
-	}
-	path_of(l, path, sizeof(path), l->exists);
-	rc = kube_api_call(&c->api, l->exists ? "PUT" : "POST", path, NULL, body, &answer, NULL, err);
-	json_object_put(body);
-	if(rc == PRD_EEXIST)
-		rc = PRD_ECONFLICT;
-	if(rc) {
-		json_object_put(answer);
-		json_object_put(data);
-		/* Read anew by the next pass that places. */
-		l->read_pass = 0;
-		c->stats.ledger_conflicts += rc == PRD_ECONFLICT;
-		metrics_counter_add(M_LEDGER_WRITES, METRICS_L(rc == PRD_ECONFLICT ? "conflict" : "error"), 1);
-		if(rc == PRD_ECONFLICT)
-			log_info("the booking ledger changed since this pass read it; its new bookings are decided again",
-				 "ledger", l->name, "namespace", l->ns);
-		else
-			log_error("cannot write the booking ledger; its new bookings are decided again", "ledger",
-				  l->name, "namespace", l->ns, "error", err->msg);
+	if((rc = ledger_put(c, data, NULL, err)))
 		return rc;
-	}
-	rv = json_object_get_string(json_object_object_get(json_object_object_get(answer, "metadata"), "resourceVersion"));
-	free(l->rv);
-	l->rv = rv ? str_dup(rv) : NULL;
-	l->exists = l->rv != NULL;
-	json_object_put(l->data);
-	l->data = data;
-	json_object_put(answer);
 	hmap_free(&l->gone);
 	hmap_init(&l->gone, NULL);
 	c->stats.ledger_writes++;
 	metrics_counter_add(M_LEDGER_WRITES, METRICS_L(adds ? "booked" : "released"), 1);
-	if(!l->exists)
-		l->read_pass = 0;
 	return 0;
 }
 

@@ -308,9 +308,13 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 	/* (Not in a pass that may not act: a term whose groups are not all
 	 * fenced yet rebuilds in the first pass that may.) */
 	if(c->need_rebuild && c->db && !c->fenced) {
-		pr__rebuild_from_api(c, w);
-		c->need_rebuild = false;
-		w->term_began = true;
+		if(pr__rebuild_from_api(c, w)) {
+			c->fenced = true;
+			pr__wake_at(c, c->now + PRD_NS_PER_SEC);
+		} else {
+			c->need_rebuild = false;
+			w->term_began = true;
+		}
 	}
 	pr__shards_sync(c, w);
 	/* (The bookings go in when the pass first asks for it: pr__snap.) */

@@ -218,6 +218,41 @@ static void fence_group(pr_ctl *c, pr_group *g)
 		 "group", g->id, "error", rc ? de.message : "out of memory");
 }
 
+/* The same for a driver's group creations (ABI 1.6, node
+ * auto-provisioning): recorded once a term, so that a former leader's late
+ * create_group is refused, and its late increase finds no group. */
+static void fence_creations(pr_ctl *c, cloud_driver *drv)
+{
+	const prd_cloud_driver *api = drv->api;
+	prd_cloud_error de;
+	char key[300];
+	int rc;
+	if(!c->fence_term || !cloud_driver_naps(api) || !(cloud_driver_caps(api) & PRD_CLOUD_CAP_FENCE) ||
+	   api->abi_minor < 6 || !CLOUD_DRIVER_HAS(api, fence) || !api->fence)
+		return;
+	snprintf(key, sizeof(key), "create/%s", api->name);
+	if(hmap_has(&c->fenced_groups, key) || !pr__may_act(c))
+		return;
+	memset(&de, 0, sizeof(de));
+	rc = api->fence(drv->state, NULL, c->fence_key, c->fence_term, &de);
+	de.message[sizeof(de.message) - 1] = '\0';
+	if(rc == 0 && hmap_put(&c->fenced_groups, key, NULL) == 0)
+		return;
+	c->fenced = true;
+	metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", "fenced"), 1);
+	if(rc == PRD_CLOUD_ECONFLICT) {
+		log_warn("a driver's group creations have seen a newer leader term: this replica no longer leads; the "
+			 "pass stops acting",
+			 "driver", api->name, "term", c->term, "error", de.message);
+		return;
+	}
+	if(c->next_wake > c->now + PRD_NS_PER_SEC)
+		c->next_wake = c->now + PRD_NS_PER_SEC;
+	log_warn("cannot fence a driver's group creations for this leader term: the pass acts on nothing until it is; "
+		 "retrying",
+		 "driver", api->name, "error", rc ? de.message : "out of memory");
+}
+
 int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t d, i;
@@ -287,6 +322,7 @@ int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 			fence_group(c, pg);
 		}
 		drv->api->release_node_groups(drv->state, g, n);
+		fence_creations(c, drv);
 	}
 	return 0;
 }

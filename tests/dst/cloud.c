@@ -428,12 +428,39 @@ static int c_decrease_req(void *st, const prd_cloud_decrease *req, prd_cloud_err
 
 /* ABI 1.4: record a term on the group (a write to the group, which can
  * fail and stall like any other). */
+/* ABI 1.6: fence() with no group records the term for group creations. */
+static int fence_creations(replica *r, const char *key, uint64_t term, prd_cloud_error *err)
+{
+	int k = fence_slot(key);
+	if(transient(err, "fence creations"))
+		return PRD_CLOUD_EAGAIN;
+	if(k < 0 || !term) {
+		snprintf(err->message, sizeof(err->message), "fence: unknown fencing key %s or term 0", key ? key : "(null)");
+		err->code = PRD_CLOUD_EINVAL;
+		return PRD_CLOUD_EINVAL;
+	}
+	if(dst.create_fence[k] > term) {
+		snprintf(err->message, sizeof(err->message), "fence: creations have seen term %llu of %s, newer than %llu",
+			 (unsigned long long)dst.create_fence[k], key, (unsigned long long)term);
+		err->code = PRD_CLOUD_ECONFLICT;
+		vlog("cloud: creations fenced by %s with term %llu of %s: refused", r->name, (unsigned long long)term, key);
+		return PRD_CLOUD_ECONFLICT;
+	}
+	dst.create_fence[k] = term;
+	vlog("cloud: creations fenced by %s with term %llu of %s", r->name, (unsigned long long)term, key);
+	crash_point(r, true);
+	return 0;
+}
+
 static int c_fence(void *st, const char *gid, const char *key, uint64_t term, prd_cloud_error *err)
 {
 	replica *r = st;
-	grp *g = group_of(gid);
+	grp *g;
 	int rc;
 	call_begin(r, true);
+	if(!gid)
+		return fence_creations(r, key, term, err);
+	g = group_of(gid);
 	if(!g)
 		return no_group(gid, err);
 	if(transient(err, "fence"))
@@ -553,6 +580,7 @@ static int c_create_group(void *st, const prd_cloud_group_create *req, prd_cloud
 	replica *r = st;
 	grp *g;
 	size_t i;
+	int k;
 	bool ambiguous;
 	call_begin(r, true);
 	if(req->struct_size < sizeof(*req) || !req->group_id || !req->owner || !token_ok(req->owner) ||
@@ -564,9 +592,18 @@ static int c_create_group(void *st, const prd_cloud_group_create *req, prd_cloud
 	}
 	if(transient(err, "create group"))
 		return PRD_CLOUD_EAGAIN;
+	/* ABI 1.6: refused under a newer term, checked when the call takes
+	 * effect like every fenced call. */
+	if(req->fence_term && (k = fence_slot(req->fence_key)) >= 0 && dst.create_fence[k] > req->fence_term) {
+		snprintf(err->message, sizeof(err->message), "create group: creations have seen term %llu of %s, newer than %llu",
+			 (unsigned long long)dst.create_fence[k], req->fence_key, (unsigned long long)req->fence_term);
+		err->code = PRD_CLOUD_ECONFLICT;
+		vlog("cloud: refused %s's creation of %s: %s", r->name, req->group_id, err->message);
+		return PRD_CLOUD_ECONFLICT;
+	}
 	if((g = group_of(req->group_id))) {
 		if(g->nap && !strcmp(g->owner, req->owner))
-			return 0;
+			return term_check(g, req->fence_key, req->fence_term, "create group", err);
 		snprintf(err->message, sizeof(err->message), "group %s exists", req->group_id);
 		err->code = PRD_CLOUD_ECONFLICT;
 		return PRD_CLOUD_ECONFLICT;
@@ -592,6 +629,11 @@ static int c_create_group(void *st, const prd_cloud_group_create *req, prd_cloud
 	g->max = req->max_size;
 	g->exists = true;
 	g->nap = true;
+	/* Fenced from its first moment: every election's creation term, and
+	 * the caller's where higher. */
+	memcpy(g->fence, dst.create_fence, sizeof(g->fence));
+	if(req->fence_term && (k = fence_slot(req->fence_key)) >= 0 && g->fence[k] < req->fence_term)
+		g->fence[k] = req->fence_term;
 	vlog("cloud: %s created group %s for %s", r->name, g->id, g->owner);
 	judge_create(r, g);
 	ambiguous = dst.faults && pct(dst.p_ambiguous);

@@ -296,6 +296,8 @@ static void setup_cluster(void)
 /* --no-ledger: the replicas run without the booking ledger (ledger.c), to
  * show what it prevents (a late booking landing over another instance's). */
 static bool no_ledger;
+/* --nap: auto-provisioning in the modes with several actors too. */
+static bool nap_multi;
 
 static void setup_replica(replica *r, int idx, const char *name, const char *shard, int lease)
 {
@@ -351,7 +353,7 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.placeholders = dst.shards && pct(50);
 	dst.outside_on = dst.shards && pct(75);
 	/* (Decided last: the seeds of old draw what they drew before.) */
-	dst.nap = !dst.multi && pct(60);
+	dst.nap = (!dst.multi || nap_multi) && pct(60);
 	clk_fake_init(&dst.clock, 1714557600LL * SEC + seed % 1000 * SEC);
 	metrics_shutdown();
 	metrics_init();
@@ -652,7 +654,7 @@ static int selftest(const char *dir)
 static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
-			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--skip vi,viii]\n");
+			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--nap] [--skip vi,viii]\n");
 	return 2;
 }
 
@@ -692,6 +694,8 @@ int main(int argc, char **argv)
 			o.unfenced = true;
 		else if(!strcmp(argv[a], "--no-ledger"))
 			no_ledger = true;
+		else if(!strcmp(argv[a], "--nap"))
+			nap_multi = true;
 		else if(!strcmp(argv[a], "-v"))
 			dst.verbose = true;
 		else if(!strcmp(argv[a], "-vv"))
@@ -706,9 +710,9 @@ int main(int argc, char **argv)
 		o.actors = !strcmp(v, "single") ? 1 : !strcmp(v, "multi") ? 2 : !strcmp(v, "replicas") ? 3 : 0;
 	}
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
-	snprintf(flags, sizeof(flags), "%s%s%s%s%.*s",
+	snprintf(flags, sizeof(flags), "%s%s%s%s%s%.*s",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
-		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
+		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", nap_multi ? " --nap" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
 		 skip[0] ? skip + 1 : "");
 	mode_flags = flags;
 	log_setup(dst.verbose ? PRD_LOG_INFO : PRD_LOG_ERROR, PRD_LOG_TEXT, dst.verbose ? stderr : devnull);

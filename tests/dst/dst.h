@@ -155,6 +155,7 @@ typedef struct dst_sim {
 	uint64_t api_writes;  /* writes to the API so far: the oracle reads it anew only after one */
 	state_config sc;
 	grp g[NGALL];
+	uint64_t create_fence[NLEASES]; /* the highest term of each election group creations have seen (ABI 1.6) */
 	int seq;
 	replica r[NREP];
 	int nrep;

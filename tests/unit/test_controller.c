@@ -566,6 +566,64 @@ static void test_ledger_rebuild_keeps_recorded_booking(void)
 	stop();
 }
 
+/* A new term writes the ledger first (its term noted), so a write a
+ * former leader decided on the version before is refused; and the local
+ * bookings are rebuilt from the ledger's entries, which are at least as
+ * new as the statuses. Broken controllers caught: one that only reads the
+ * ledger on a new term (the stale leader's conditional write, made on the
+ * version both read, lands: its booking is then unknown here), and one
+ * that rebuilds from the status when the ledger holds a newer booking
+ * ("next" would be booked on n2, which the ledger says "first" holds). */
+static void test_ledger_new_term_fences_and_rebuilds(void)
+{
+	pr_config cfg;
+	char uid[100], rv0[64], body[1200];
+	json_object *o = NULL, *v;
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cfg);
+	add_node("n1", "4", NULL);
+	add_node("n2", "4", NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "first", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(detail_of("t", "first", "provreqd.io/booking"), "0:n1=4");
+	snprintf(uid, sizeof(uid), "%s", uid_of("t", "first"));
+	/* The former leader moved "first" to n2 in the ledger; its status
+	 * write saying so has not landed. */
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings",
+					    NULL, NULL, &o, NULL, &e), 0);
+	snprintf(body, sizeof(body),
+		 "{\"request\":\"t/first\",\"at\":\"%lld\",\"until\":\"%lld\",\"nodes\":{\"n2\":{\"cpu\":\"4\","
+		 "\"pods\":\"4\"}}}",
+		 (long long)clk_wall(&fake), (long long)(clk_wall(&fake) + 5 * MIN));
+	json_object_object_add(json_object_object_get(o, "data"), uid, json_object_new_string(body));
+	CU_ASSERT_EQUAL(kube_api_call(&api, "PUT", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", NULL, o,
+				      NULL, NULL, &e), 0);
+	json_object_put(o);
+	o = NULL;
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings",
+					    NULL, NULL, &o, NULL, &e), 0);
+	v = json_object_object_get(json_object_object_get(o, "metadata"), "resourceVersion");
+	snprintf(rv0, sizeof(rv0), "%s", json_object_get_string(v));
+	/* This replica's new term, in a pass that books nothing. */
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	/* The former leader's late write on the version it had read. */
+	json_object_object_add(json_object_object_get(o, "metadata"), "resourceVersion", json_object_new_string(rv0));
+	CU_ASSERT_EQUAL(kube_api_call(&api, "PUT", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", NULL, o,
+				      NULL, NULL, &e), PRD_ECONFLICT);
+	json_object_put(o);
+	add_pr("t", "next", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "next", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(detail_of("t", "next", "provreqd.io/booking"), "0:n1=4");
+	stop();
+}
+
 static void test_parameters_and_templates(void)
 {
 	start(NULL, NULL);
@@ -4861,6 +4919,7 @@ static const test_case cases[] = {
 	{ "a new leader keeps the room a scale-up in flight holds", test_async_failover_keeps_held_room },
 	{ "booking ledger: a new term drops a local booking the status and the ledger ended", test_ledger_rebuild_drops_ended_booking },
 	{ "booking ledger: a new term keeps a local booking the ledger records", test_ledger_rebuild_keeps_recorded_booking },
+	{ "booking ledger: a new term fences the ledger and rebuilds from it", test_ledger_new_term_fences_and_rebuilds },
 	{ "a fenced pass leaves a plan whose nodes are Ready open", test_fenced_success_keeps_plan_open },
 	{ "a plan whose status write is refused is not shown open", test_unrecorded_plan_not_shown_open },
 	{ "a deleted request keeps its finalizer until its plan can be taken up", test_deleted_request_waits_for_unadopted_plan },

@@ -1367,7 +1367,7 @@ static size_t owned_by(const char *group, const char *owner, const char *who, in
 static void test_abi13_descriptor(void)
 {
 	start(NULL);
-	CU_ASSERT_EQUAL(drv->api->abi_minor, 5);
+	CU_ASSERT_EQUAL(drv->api->abi_minor, PRD_CLOUD_ABI_MINOR);
 	CU_ASSERT_EQUAL(drv->api->instance_size, sizeof(prd_cloud_instance));
 	CU_ASSERT_EQUAL(drv->api->capabilities,
 			PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME);

@@ -430,6 +430,83 @@ static void test_empty_group_deleted_after_idle(void)
 	stop();
 }
 
+/* A detail of the request's status ("" when absent; static). */
+static const char *detail(const char *name, const char *key)
+{
+	static char out[2048];
+	char path[300];
+	json_object *o = NULL, *v;
+	prd_err e;
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/team/provisioningrequests/%s", name);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e))
+		return out;
+	v = json_object_object_get(json_object_object_get(json_object_object_get(o, "status"), "provisioningClassDetails"),
+				   key);
+	if(v)
+		snprintf(out, sizeof(out), "%s", json_object_get_string(v));
+	json_object_put(o);
+	return out;
+}
+
+/* The leader may act until the plan is in the request's status: a stall
+ * right after recording it, before the group is created. */
+static bool until_recorded(void *ud)
+{
+	return detail((const char *)ud, "scaleUpPlan")[0] == '\0';
+}
+
+/* The leader records a plan that creates a group and stalls before
+ * creating it; a new leader with an empty store adopts that plan from the
+ * request's status (the group's record is there too), creates the group
+ * under the plan's id and owner token, and provisions the request. Broken
+ * controller caught: one that cannot adopt a plan whose group does not
+ * exist yet (it plans afresh with another group, and the stalled leader's
+ * late creation and increase would make a second group: the plan and
+ * group ids here would change). */
+static void test_new_leader_adopts_plan_before_its_group(void)
+{
+	char plan[200], group[100];
+	state_db *db2 = NULL;
+	state_config sc;
+	pr_config cfg;
+	pr_ctl *ctl2 = NULL;
+	char path2[600];
+	prd_err e;
+	int i;
+	start(NULL, NULL, true, 0);
+	pr_ctl_set_fence(ctl, until_recorded, (void *)"wide");
+	add_template("wide", "12", NULL);
+	add_pr("wide", "wide", 1, NULL);
+	pass();
+	snprintf(plan, sizeof(plan), "%s", detail("wide", "scaleUpPlan"));
+	snprintf(group, sizeof(group), "%s", detail("wide", "nodeGroup"));
+	CU_ASSERT_STRING_NOT_EQUAL(plan, "");
+	CU_ASSERT_EQUAL(strncmp(group, "nap-", 4), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(detail("wide", "provreqd.io/autoprovisioned-groups"), group));
+	CU_ASSERT_EQUAL(nap_groups(NULL), 0);
+	/* The new leader. */
+	pr_config_default(&cfg);
+	cfg.nap = true;
+	cfg.booking_ttl_ns = 2 * MIN;
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/nap-leader2-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	for(i = 0; i < 5 && strcmp(cond("wide", "Provisioned", NULL), "True/CapacityIsProvisioned"); i++) {
+		clk_fake_advance(&fake, SEC);
+		CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+		kwok_ready();
+	}
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Provisioned", NULL), "True/CapacityIsProvisioned");
+	CU_ASSERT_STRING_EQUAL(detail("wide", "scaleUpPlan"), plan);
+	CU_ASSERT_EQUAL(nap_groups(NULL), 1);
+	CU_ASSERT_EQUAL(nodes_named(group), 1);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop();
+}
+
 /* --max-autoprovisioned-groups 0: no new group whatever the pods need,
  * and the condition says why. */
 static void test_group_limit(void)
@@ -460,6 +537,7 @@ static const test_case cases[] = {
 	{ "rolled-back plan deletes its group", test_rolled_back_plan_deletes_its_group },
 	{ "empty group deleted after idle", test_empty_group_deleted_after_idle },
 	{ "auto-provisioned group limit", test_group_limit },
+	{ "a new leader adopts a plan before its group exists", test_new_leader_adopts_plan_before_its_group },
 	{ NULL, NULL }
 };
 
