@@ -188,6 +188,23 @@ static void feed_nodes(pr_ctl *c, size_t d)
  * driver has confirmed it, the pass acts on nothing (retried a second
  * later): a former leader's call may still land on a group that has not.
  * A group that has seen a newer term says this replica no longer leads. */
+/* A fence was refused (rc PRD_CLOUD_ECONFLICT: a newer term exists, this
+ * replica no longer leads: `lost` is logged) or failed (`retry`, and again
+ * a second later): the pass acts on nothing. */
+static void fence_failed(pr_ctl *c, int rc, const char *lost, const char *retry, const char *key, const char *id,
+			 const char *msg)
+{
+	c->fenced = true;
+	metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", "fenced"), 1);
+	if(rc == PRD_CLOUD_ECONFLICT) {
+		log_warn(lost, key, id, "term", c->term, "error", msg);
+		return;
+	}
+	if(c->next_wake > c->now + PRD_NS_PER_SEC)
+		c->next_wake = c->now + PRD_NS_PER_SEC;
+	log_warn(retry, key, id, "error", msg);
+}
+
 static void fence_group(pr_ctl *c, pr_group *g)
 {
 	const prd_cloud_driver *api = g->drv->api;
@@ -203,19 +220,11 @@ static void fence_group(pr_ctl *c, pr_group *g)
 		log_debug("node group fenced for this leader term", "group", g->id, "term", c->term);
 		return;
 	}
-	c->fenced = true;
-	metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", "fenced"), 1);
-	if(rc == PRD_CLOUD_ECONFLICT) {
-		log_warn("a node group has seen a newer leader term: this replica no longer leads; the pass stops "
-			 "acting",
-			 "group", g->id, "term", c->term, "error", de.message);
-		return;
-	}
-	if(c->next_wake > c->now + PRD_NS_PER_SEC)
-		c->next_wake = c->now + PRD_NS_PER_SEC;
-	log_warn("cannot fence a node group for this leader term: the pass acts on nothing until every group is "
-		 "fenced; retrying",
-		 "group", g->id, "error", rc ? de.message : "out of memory");
+	fence_failed(c, rc,
+		     "a node group has seen a newer leader term: this replica no longer leads; the pass stops acting",
+		     "cannot fence a node group for this leader term: the pass acts on nothing until every group is "
+		     "fenced; retrying",
+		     "group", g->id, rc ? de.message : "out of memory");
 }
 
 /* The same for a driver's group creations (ABI 1.6, node
@@ -238,19 +247,12 @@ static void fence_creations(pr_ctl *c, cloud_driver *drv)
 	de.message[sizeof(de.message) - 1] = '\0';
 	if(rc == 0 && hmap_put(&c->fenced_groups, key, NULL) == 0)
 		return;
-	c->fenced = true;
-	metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", "fenced"), 1);
-	if(rc == PRD_CLOUD_ECONFLICT) {
-		log_warn("a driver's group creations have seen a newer leader term: this replica no longer leads; the "
-			 "pass stops acting",
-			 "driver", api->name, "term", c->term, "error", de.message);
-		return;
-	}
-	if(c->next_wake > c->now + PRD_NS_PER_SEC)
-		c->next_wake = c->now + PRD_NS_PER_SEC;
-	log_warn("cannot fence a driver's group creations for this leader term: the pass acts on nothing until it is; "
-		 "retrying",
-		 "driver", api->name, "error", rc ? de.message : "out of memory");
+	fence_failed(c, rc,
+		     "a driver's group creations have seen a newer leader term: this replica no longer leads; the pass "
+		     "stops acting",
+		     "cannot fence a driver's group creations for this leader term: the pass acts on nothing until it "
+		     "is; retrying",
+		     "driver", api->name, rc ? de.message : "out of memory");
 }
 
 int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err)
