@@ -311,8 +311,10 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 	/* The booking ledger first: every booking is entered there before
 	 * its status is written, so a live entry is at least as new as what
 	 * the status shows (a former leader's status write may still be on
-	 * its way, or lost). */
-	if(ledger_read) {
+	 * its way, or lost). Only this instance's requests: another shard's
+	 * booking is read from the ledger and its status on every pass, never
+	 * from rows here (which would hide its entry: pr__ledger_rows). */
+	if(ledger_read && pr__shards_ours(c, pr)) {
 		state_booking *rows = NULL;
 		size_t nrows = 0;
 		if(pr__ledger_entry_rows(c, pr->meta.uid, &rows, &nrows) == 0 && nrows &&

@@ -621,10 +621,22 @@ static int book_ledger(pr_ctl *c, pr_world *w, const state_booking *own, size_t 
 {
 	state_booking *v = NULL;
 	size_t n = 0, i, idx;
+	state_booking *mine = NULL;
+	size_t nmine = 0;
 	int rc = pr__ledger_read(c, err);
 	if(rc)
 		return rc;
-	if((rc = pr__ledger_rows(c, own, nown, &w->uids, &v, &n)))
+	/* Only the rows of this instance's own requests stand for their
+	 * entries: another shard's rows here (rebuilt from its status) are
+	 * not booked (book_snapshot), so its entry must be. */
+	if(nown && !(mine = malloc(nown * sizeof(*mine))))
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	for(i = 0; i < nown; i++)
+		if(!pr__shards_foreign(c, own[i].request_uid))
+			mine[nmine++] = own[i];
+	rc = pr__ledger_rows(c, mine, nmine, &w->uids, &v, &n);
+	free(mine);
+	if(rc)
 		return prd_err_set(err, rc, "out of memory");
 	for(i = 0; i < n; i++) {
 		const pr_bres *br = NULL;

@@ -4602,6 +4602,50 @@ static void test_incremental_pass_keeps_every_timer(void)
 	stop();
 }
 
+/* A shard books through the ledger and its status write is lost; another
+ * shard starts (a new term: its store is rebuilt) and must count that
+ * booking from the ledger. Broken controller caught: one that rebuilds the
+ * other shard's booking into its own rows, which then hide the ledger
+ * entry (they are not booked: the other shard's status says what it holds,
+ * and it says nothing yet), so "b-job" takes the same room (simulation
+ * seed 476). */
+static void test_ledger_other_shards_entry_after_rebuild(void)
+{
+	pr_config ca, cb;
+	state_config sc;
+	state_db *dba = NULL;
+	pr_ctl *ctla = NULL;
+	char patha[600];
+	prd_err e;
+	pr_config_default(&cb);
+	cb.processor_instance = "shard-b";
+	cb.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cb);
+	ca = cb;
+	ca.processor_instance = "shard-a";
+	state_config_default(&sc);
+	snprintf(patha, sizeof(patha), "%s/ledger-shard-a-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(patha, &fake, &sc, &dba, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&ca, &fake, &api, dba, NULL, &ctla, &e), 0);
+	add_node("n1", "4", NULL);
+	add_template("t", "three", "3");
+	add_pr("t", "a-job", PR_CLASS_CHECK, "three", 1, "{processorInstance: shard-a}");
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/a-job/status",
+			    500, 1);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctla, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("t", "a-job", "Provisioned"), "-");
+	CU_ASSERT_STRING_NOT_EQUAL(ledger_entry(uid_of("t", "a-job")), "-");
+	/* (Past the time another shard's undecided request holds room.) */
+	clk_fake_advance(&fake, 40 * SEC);
+	add_pr("t", "b-job", PR_CLASS_CHECK, "three", 1, "{processorInstance: shard-b}");
+	pr_ctl_rebuild_from_api(ctl);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "b-job", "Provisioned"), "False/CapacityIsNotFound");
+	pr_ctl_free(ctla);
+	state_close(dba);
+	stop();
+}
+
 /* Two shards (--processor-instance shard-a and shard-b, each with its own
  * store) on one cluster of three 4-cpu nodes. shard-a books 3 cpu on each
  * node; shard-b, already running, must not hand the same room to its own
@@ -4919,6 +4963,7 @@ static const test_case cases[] = {
 	{ "booking ledger: a new term drops a local booking the status and the ledger ended", test_ledger_rebuild_drops_ended_booking },
 	{ "booking ledger: a new term keeps a local booking the ledger records", test_ledger_rebuild_keeps_recorded_booking },
 	{ "booking ledger: a new term fences the ledger and rebuilds from it", test_ledger_new_term_fences_and_rebuilds },
+	{ "booking ledger: another shard's entry counts after a rebuild", test_ledger_other_shards_entry_after_rebuild },
 	{ "a fenced pass leaves a plan whose nodes are Ready open", test_fenced_success_keeps_plan_open },
 	{ "a plan whose status write is refused is not shown open", test_unrecorded_plan_not_shown_open },
 	{ "a deleted request keeps its finalizer until its plan can be taken up", test_deleted_request_waits_for_unadopted_plan },
