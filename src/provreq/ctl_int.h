@@ -519,8 +519,9 @@ bool pr__ledger_has(const pr_ctl *c, const char *uid);
  * until it succeeds). */
 int pr__ledger_fence(pr_ctl *c, prd_err *err);
 /* The live entry of the request in the ledger last read, as booking rows
- * (free with state_booking_list_free); 0 rows when it has none. */
-int pr__ledger_entry_rows(pr_ctl *c, const char *uid, state_booking **out, size_t *n);
+ * (free with state_booking_list_free), and when it was written (*at); 0
+ * rows when it has none. */
+int pr__ledger_entry_rows(pr_ctl *c, const char *uid, state_booking **out, size_t *n, int64_t *at);
 /* The ledger last read holds an entry (live or not) for the request. */
 bool pr__ledger_lists(const pr_ctl *c, const char *uid);
 /* Record the changes (adds from the local store's rows) with the version

@@ -263,7 +263,8 @@ static int64_t recorded_booking_end(const pr_ctl *c, const kube_provreq *pr)
 	char *phase, *deadline, *plan;
 	int64_t end = 0, dl = 0;
 	state_phase ph;
-	if(pr_is_terminal(pr))
+	/* (Being deleted: it books nothing any more.) */
+	if(pr_is_terminal(pr) || pr->meta.deleted_ns)
 		return 0;
 	if(prov && pr_cond_true(pr, PR_COND_PROVISIONED))
 		return prov->last_transition_ns + c->cfg.booking_ttl_ns;
@@ -295,6 +296,43 @@ static int64_t recorded_booking_end(const pr_ctl *c, const kube_provreq *pr)
 	return end;
 }
 
+/* The status says no booking of the request can hold any more: it is
+ * being deleted, final, or its plan is rolling back or rolled back (the
+ * room it held went back). Local rows are then stale whatever the ledger,
+ * whose entry is removed with the next write, still lists. */
+static bool booking_over(const kube_provreq *pr)
+{
+	char *phase;
+	bool over;
+	if(pr->meta.deleted_ns || pr_is_terminal(pr))
+		return true;
+	phase = pr_details_get(pr, PR_DETAIL_PHASE);
+	over = phase && !pr_cond_true(pr, PR_COND_PROVISIONED) &&
+	       (!strcmp(phase, "rolling-back") || !strcmp(phase, "rolled-back"));
+	free(phase);
+	return over;
+}
+
+/* The status shows a plan in flight that this store closed as done: the
+ * booking its end made is in the store, and the status write saying so
+ * was cut off (a crash): the plan's end is written from the store
+ * (finish_recorded), with that booking. */
+static bool done_here_unwritten(const pr_ctl *c, const kube_provreq *pr)
+{
+	char *plan = pr_details_get(pr, PR_DETAIL_PLAN), id[400];
+	state_intent in;
+	bool r = false;
+	if(plan && pr_details_plan_open(pr)) {
+		snprintf(id, sizeof(id), "%s#0", plan);
+		if(state_intent_get(c->db, id, &in, NULL) == 0) {
+			r = in.phase == STATE_PHASE_DONE;
+			state_intent_clear(&in);
+		}
+	}
+	free(plan);
+	return r;
+}
+
 /* Rebuild the local bookings of a request from its status: a Provisioned
  * request's, and the room a request with a scale-up in flight holds. */
 static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool ledger_read)
@@ -311,14 +349,33 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 	/* The booking ledger first: every booking is entered there before
 	 * its status is written, so a live entry is at least as new as what
 	 * the status shows (a former leader's status write may still be on
-	 * its way, or lost). Only this instance's requests: another shard's
+	 * its way, or lost), while the status says a booking may hold (not
+	 * for a plan rolling back, a request being deleted: their room went
+	 * back, whatever the entry, not yet removed, says). Only this
+	 * instance's requests: another shard's
 	 * booking is read from the ledger and its status on every pass, never
 	 * from rows here (which would hide its entry: pr__ledger_rows). */
-	if(ledger_read && pr__shards_ours(c, pr)) {
+	if(ledger_read && expires > c->now && pr__shards_ours(c, pr)) {
 		state_booking *rows = NULL;
-		size_t nrows = 0;
-		if(pr__ledger_entry_rows(c, pr->meta.uid, &rows, &nrows) == 0 && nrows &&
-		   state_booking_set(c->db, pr->meta.uid, rows, nrows, rows[0].expires_ns, &e) == 0) {
+		size_t nrows = 0, k;
+		int64_t at = 0, newest = 0;
+		/* ... unless this store's live rows were written after it (a
+		 * booking made here whose ledger write a crash cut off: the
+		 * plan's end, written again from the store, books it anew). */
+		if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0) {
+			for(k = 0; k < nhave; k++)
+				if(have[k].expires_ns > c->now && have[k].created_ns > newest)
+					newest = have[k].created_ns;
+			state_booking_list_free(have, nhave);
+			have = NULL;
+			nhave = 0;
+		}
+		if(pr__ledger_entry_rows(c, pr->meta.uid, &rows, &nrows, &at) == 0 && nrows &&
+		   (newest > at || (newest && done_here_unwritten(c, pr)))) {
+			state_booking_list_free(rows, nrows);
+			return;
+		}
+		if(nrows && state_booking_set(c->db, pr->meta.uid, rows, nrows, rows[0].expires_ns, &e) == 0) {
 			log_info("booking rebuilt from the booking ledger", "request", pr->meta.name, "namespace",
 				 pr->meta.ns, "nodes", LOGI(nrows));
 			state_booking_list_free(rows, nrows);
@@ -347,7 +404,8 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 		 * another leader ended while this one did not lead (or one
 		 * never announced). Held, it would keep room from a request
 		 * booked there meanwhile. */
-		if(live && !text && !(ledger_read && !pr__ledger_lists(c, pr->meta.uid)))
+		if(live && !booking_over(pr) &&
+		   ((!text && !(ledger_read && !pr__ledger_lists(c, pr->meta.uid))) || done_here_unwritten(c, pr)))
 			return;
 		if(live && !text)
 			log_info("dropped a local booking that neither the request's status nor the booking ledger records",

@@ -195,7 +195,8 @@ static int64_t booking_end(const pr_ctl *c, const kube_provreq *pr, char **plan)
 	int64_t end = 0, dl = 0;
 	state_phase ph;
 	*plan = NULL;
-	if(pr_is_terminal(pr))
+	/* (Being deleted: it books nothing any more.) */
+	if(pr_is_terminal(pr) || pr->meta.deleted_ns)
 		return 0;
 	if(prov && pr_cond_true(pr, PR_COND_PROVISIONED))
 		return prov->last_transition_ns + c->cfg.booking_ttl_ns;

@@ -634,6 +634,12 @@ static int book_ledger(pr_ctl *c, pr_world *w, const state_booking *own, size_t 
 	for(i = 0; i < nown; i++)
 		if(!pr__shards_foreign(c, own[i].request_uid))
 			mine[nmine++] = own[i];
+	/* A request being deleted books nothing, whoever's it is: its entry
+	 * goes with the next write (its room is free now, as for a request
+	 * gone). */
+	for(i = 0; i < w->nprs; i++)
+		if(w->prs[i]->meta.deleted_ns && pr__ledger_lists(c, w->prs[i]->meta.uid))
+			pr__ledger_gone(c, w->prs[i]->meta.uid);
 	rc = pr__ledger_rows(c, mine, nmine, &w->uids, &v, &n);
 	free(mine);
 	if(rc)
@@ -657,6 +663,7 @@ static int book_ledger(pr_ctl *c, pr_world *w, const state_booking *own, size_t 
  * snapshot. */
 static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 {
+	hmap dying;
 	state_booking *b = NULL;
 	size_t nb = 0, i;
 	int rc;
@@ -664,10 +671,18 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		return rc;
 	c->bres_live = 0;
 	c->stats.bookings_held = 0;
+	hmap_init(&dying, NULL);
+	for(i = 0; i < w->nprs; i++)
+		if(w->prs[i]->meta.deleted_ns)
+			hmap_put(&dying, w->prs[i]->meta.uid, NULL);
 	for(i = 0; i < nb; i++) {
 		const pr_bres *br = NULL;
 		size_t idx;
 		prd_err ce;
+		/* Being deleted (a finalizer keeps it while its scale-up is
+		 * undone): it books nothing any more. */
+		if(hmap_has(&dying, b[i].request_uid))
+			continue;
 		/* The request is gone: its capacity is free at once, so a
 		 * request recreated for the same pods gets it this pass. */
 		if(!hmap_has(&w->uids, b[i].request_uid)) {
@@ -693,6 +708,7 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		else
 			c->stats.bookings_held++;
 	}
+	hmap_free(&dying);
 	if(c->ledger.on && (rc = book_ledger(c, w, b, nb, err))) {
 		state_booking_list_free(b, nb);
 		return rc;

@@ -615,6 +615,39 @@ static void test_ledger_new_term_fences_and_rebuilds(void)
 	stop();
 }
 
+/* A request being deleted (a finalizer keeps it) books nothing: its room
+ * is free at once, here and for every other instance (its ledger entry
+ * goes with the next write). Broken controller caught: one that frees the
+ * room only once the request is gone (its local rows, its ledger entry and
+ * its status kept "next" out until then: simulation seed 2967). */
+static void test_deleting_request_books_nothing(void)
+{
+	pr_config cfg;
+	char uid[100];
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cfg);
+	add_node("n1", "4", NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "first", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "Provisioned"), "True/CapacityIsFound");
+	snprintf(uid, sizeof(uid), "%s", uid_of("t", "first"));
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/first",
+				   "{\"metadata\":{\"finalizers\":[\"example.com/keep\"]}}"),
+			0);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/first",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(cond("t", "first", "Provisioned"), "gone");
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "next", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "next", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(ledger_entry(uid), "-");
+	stop();
+}
+
 static void test_parameters_and_templates(void)
 {
 	start(NULL, NULL);
@@ -2755,6 +2788,44 @@ static void test_deleted_request_waits_for_unadopted_plan(void)
 	CU_ASSERT_EQUAL(ac.target, 0);
 	pr_ctl_free(ctl2);
 	state_close(db2);
+	stop_async();
+}
+
+/* A plan's nodes are Ready and it books them, but the booking ledger's
+ * write fails (as when the process dies before it), so neither the ledger
+ * nor the status shows the booking; after a restart the store's booking
+ * stands until the plan's end is written from the store. Broken controller
+ * caught: one that drops, on a new term, every local booking neither the
+ * ledger nor the status records (this one is the store's own, newer than
+ * both): an older request retried in that pass takes the plan's nodes and
+ * the plan scales up a second time (simulation seed 3459). */
+static void test_restart_keeps_unwritten_success_booking(void)
+{
+	pr_config cfg;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start_async(&cfg);
+	add_template("a", "two", "2");
+	add_pr("a", "early", PR_CLASS_CHECK, "two", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "early", "Provisioned"), "False/CapacityIsNotFound");
+	clk_fake_advance(&fake, SEC);
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	a_create(2, 0);
+	a_register(2);
+	memapi_inject_fault(m, "PUT", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", 500, 1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, 2 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_STRING_NOT_EQUAL(cond("a", "early", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_EQUAL(ac.increases, 1);
 	stop_async();
 }
 
@@ -4964,10 +5035,12 @@ static const test_case cases[] = {
 	{ "booking ledger: a new term keeps a local booking the ledger records", test_ledger_rebuild_keeps_recorded_booking },
 	{ "booking ledger: a new term fences the ledger and rebuilds from it", test_ledger_new_term_fences_and_rebuilds },
 	{ "booking ledger: another shard's entry counts after a rebuild", test_ledger_other_shards_entry_after_rebuild },
+	{ "booking ledger: a request being deleted books nothing", test_deleting_request_books_nothing },
 	{ "a fenced pass leaves a plan whose nodes are Ready open", test_fenced_success_keeps_plan_open },
 	{ "a plan whose status write is refused is not shown open", test_unrecorded_plan_not_shown_open },
 	{ "a deleted request keeps its finalizer until its plan can be taken up", test_deleted_request_waits_for_unadopted_plan },
 	{ "an open plan puts back the finalizer its request lost", test_open_plan_gets_its_finalizer_back },
+	{ "a restart keeps the booking of a plan whose end was not written", test_restart_keeps_unwritten_success_booking },
 	{ NULL, NULL }
 };
 
