@@ -352,9 +352,9 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 	 * its way, or lost), while the status says a booking may hold (not
 	 * for a plan rolling back, a request being deleted: their room went
 	 * back, whatever the entry, not yet removed, says). Only this
-	 * instance's requests: another shard's
-	 * booking is read from the ledger and its status on every pass, never
-	 * from rows here (which would hide its entry: pr__ledger_rows). */
+	 * instance's requests: another shard's booking is read from the
+	 * ledger and its status on every pass, never from rows here (which
+	 * would hide its entry: pr__ledger_rows). */
 	if(ledger_read && expires > c->now && pr__shards_ours(c, pr)) {
 		state_booking *rows = NULL;
 		size_t nrows = 0, k;
@@ -403,7 +403,10 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 		 * is entered there first, so the local rows are a booking
 		 * another leader ended while this one did not lead (or one
 		 * never announced). Held, it would keep room from a request
-		 * booked there meanwhile. */
+		 * booked there meanwhile. Kept all the same: the booking of a
+		 * plan this store closed as done, whose end the status does
+		 * not show yet (it is written from the store); dropped all the
+		 * same: rows of a booking the status says is over. */
 		if(live && !booking_over(pr) &&
 		   ((!text && !(ledger_read && !pr__ledger_lists(c, pr->meta.uid))) || done_here_unwritten(c, pr)))
 			return;
