@@ -126,6 +126,7 @@ typedef struct pr_ledger {
 	char *rv;                 /* its resourceVersion as read or written */
 	json_object *data;        /* its data as read or written */
 	uint64_t read_pass;       /* the pass (stats.passes + 1) that read it; 0: read again */
+	uint64_t conflict_pass;   /* the pass whose write of it was refused (409) */
 	hmap uids;                /* requests whose entry this pass booked from the ledger */
 	hmap gone;                /* entries of deleted requests, dropped with the next write */
 } pr_ledger;

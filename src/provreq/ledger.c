@@ -348,6 +348,8 @@ static int ledger_put(pr_ctl *c, json_object *data, const char *term, prd_err *e
 		json_object_put(data);
 		/* Read anew by the next pass that places. */
 		l->read_pass = 0;
+		if(rc == PRD_ECONFLICT)
+			l->conflict_pass = c->stats.passes + 1;
 		c->stats.ledger_conflicts += rc == PRD_ECONFLICT;
 		metrics_counter_add(M_LEDGER_WRITES, METRICS_L(rc == PRD_ECONFLICT ? "conflict" : "error"), 1);
 		if(rc == PRD_ECONFLICT)
@@ -401,6 +403,18 @@ int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *
 	int rc;
 	if(!l->on || (!n && !hmap_len(&l->gone)))
 		return 0;
+	/* Once a write of this pass was refused, every booking the pass
+	 * decided was decided on a version that no longer holds: none is
+	 * recorded (their statuses are not written; the next pass decides
+	 * them again on the ledger read anew). Removals go on. */
+	if(l->conflict_pass == c->stats.passes + 1)
+		for(i = 0; i < n; i++)
+			if(ch[i].add) {
+				c->stats.ledger_conflicts++;
+				metrics_counter_add(M_LEDGER_WRITES, METRICS_L("conflict"), 1);
+				return prd_err_set(err, PRD_ECONFLICT,
+						   "the booking ledger changed since this pass read it");
+			}
 	/* A pass that placed nothing has not read it: removals are safe on
 	 * any version, and a booking made without placing (rare) is checked
 	 * against the version read now. */

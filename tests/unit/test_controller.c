@@ -2791,6 +2791,37 @@ static void test_deleted_request_waits_for_unadopted_plan(void)
 	stop_async();
 }
 
+/* Once a write of the booking ledger is refused in a pass, no booking that
+ * pass decided is recorded (nor its status written): all were decided on
+ * the version that no longer holds. Broken controller caught: one whose
+ * later write in the same pass reads the ledger anew and records its
+ * bookings on the new version without deciding them again (two shards
+ * booked one node: simulation seed 24466). */
+static void test_ledger_refused_write_voids_the_pass(void)
+{
+	pr_config cfg;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start_async(&cfg);
+	add_node("n1", "4", ", group: g");
+	add_template("a", "four", "4");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "four", 2, NULL);
+	clk_fake_advance(&fake, SEC);
+	add_pr("a", "chk", PR_CLASS_CHECK, "four", 1, NULL);
+	/* (No ledger yet: its first write creates it.) */
+	memapi_inject_fault(m, "POST", "/api/v1/namespaces/provreqd/configmaps", 409, 1);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	CU_ASSERT_STRING_NOT_EQUAL(cond("a", "chk", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_EQUAL(ledger_entry(uid_of("a", "chk")), "-");
+	/* Decided again on the next pass. */
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	stop_async();
+}
+
 /* A plan's nodes are Ready and it books them, but the booking ledger's
  * write fails (as when the process dies before it), so neither the ledger
  * nor the status shows the booking; after a restart the store's booking
@@ -5036,6 +5067,7 @@ static const test_case cases[] = {
 	{ "booking ledger: a new term fences the ledger and rebuilds from it", test_ledger_new_term_fences_and_rebuilds },
 	{ "booking ledger: another shard's entry counts after a rebuild", test_ledger_other_shards_entry_after_rebuild },
 	{ "booking ledger: a request being deleted books nothing", test_deleting_request_books_nothing },
+	{ "booking ledger: a refused write voids the pass's bookings", test_ledger_refused_write_voids_the_pass },
 	{ "a fenced pass leaves a plan whose nodes are Ready open", test_fenced_success_keeps_plan_open },
 	{ "a plan whose status write is refused is not shown open", test_unrecorded_plan_not_shown_open },
 	{ "a deleted request keeps its finalizer until its plan can be taken up", test_deleted_request_waits_for_unadopted_plan },
