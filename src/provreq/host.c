@@ -349,29 +349,33 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 	/* The booking ledger first: every booking is entered there before
 	 * its status is written, so a live entry is at least as new as what
 	 * the status shows (a former leader's status write may still be on
-	 * its way, or lost), while the status says a booking may hold (not
-	 * for a plan rolling back, a request being deleted: their room went
-	 * back, whatever the entry, not yet removed, says). Only this
+	 * its way, or lost), unless the status says no booking can hold (a
+	 * plan rolling back, a request being deleted: their room went back,
+	 * whatever the entry, not yet removed, says). Only this
 	 * instance's requests: another shard's booking is read from the
 	 * ledger and its status on every pass, never from rows here (which
 	 * would hide its entry: pr__ledger_rows). */
-	if(ledger_read && expires > c->now && pr__shards_ours(c, pr)) {
+	if(ledger_read && !booking_over(pr) && pr__shards_ours(c, pr)) {
 		state_booking *rows = NULL;
 		size_t nrows = 0, k;
-		int64_t at = 0, newest = 0;
-		/* ... unless this store's live rows were written after it (a
-		 * booking made here whose ledger write a crash cut off: the
-		 * plan's end, written again from the store, books it anew). */
+		int64_t at = 0;
+		bool live_here = false;
+		/* ... unless this store's live rows are the booking of a plan
+		 * it closed as done, whose ledger and status writes a crash
+		 * cut off (the plan's end, written again from the store, books
+		 * it anew). Not merely rows newer than the entry: those may be
+		 * this replica's own decision of an earlier term that was
+		 * never written (another leader's is the one that holds). */
 		if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0) {
 			for(k = 0; k < nhave; k++)
-				if(have[k].expires_ns > c->now && have[k].created_ns > newest)
-					newest = have[k].created_ns;
+				if(have[k].expires_ns > c->now)
+					live_here = true;
 			state_booking_list_free(have, nhave);
 			have = NULL;
 			nhave = 0;
 		}
-		if(pr__ledger_entry_rows(c, pr->meta.uid, &rows, &nrows, &at) == 0 && nrows &&
-		   (newest > at || (newest && done_here_unwritten(c, pr)))) {
+		if(pr__ledger_entry_rows(c, pr->meta.uid, &rows, &nrows, &at) == 0 && nrows && live_here &&
+		   done_here_unwritten(c, pr)) {
 			state_booking_list_free(rows, nrows);
 			return;
 		}

@@ -2791,6 +2791,59 @@ static void test_deleted_request_waits_for_unadopted_plan(void)
 	stop_async();
 }
 
+/* This replica decided a booking that it never wrote (its ledger write
+ * failed), then lost the lease; the next leader booked the request on
+ * another node, in the ledger (its status write still on its way). Back
+ * as leader, this replica's store follows the ledger, not its own rows,
+ * newer as they are. Broken controller caught: one that keeps local rows
+ * newer than the ledger's entry (this replica's unwritten decision hid the
+ * booking that holds: "next" was booked on n2 over it, simulation seed
+ * 28362). */
+static void test_ledger_rebuild_prefers_entry_over_unwritten_rows(void)
+{
+	pr_config cfg;
+	char uid[100], entry[600], status[700];
+	json_object *o = NULL;
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start(NULL, &cfg);
+	add_node("n1", "4", NULL);
+	add_node("n2", "4", NULL);
+	add_template("t", "one", "1");
+	pass(); /* (the term's first write creates the ledger) */
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "first", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	snprintf(uid, sizeof(uid), "%s", uid_of("t", "first"));
+	snprintf(entry, sizeof(entry),
+		 "{\"request\":\"t/first\",\"at\":\"%lld\",\"until\":\"%lld\",\"nodes\":{\"n2\":{\"cpu\":\"4\",\"pods\":\"4\"}}}",
+		 (long long)clk_wall(&fake), (long long)(clk_wall(&fake) + 5 * MIN));
+	/* This replica books n1; its ledger write is refused. */
+	memapi_inject_fault(m, "PUT", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", 500, 1);
+	pass();
+	CU_ASSERT_STRING_NOT_EQUAL(cond("t", "first", "Provisioned"), "True/CapacityIsFound");
+	/* The next leader booked it on n2: its entry, and its status. */
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings",
+					    NULL, NULL, &o, NULL, &e), 0);
+	json_object_object_add(json_object_object_get(o, "data"), uid, json_object_new_string(entry));
+	CU_ASSERT_EQUAL(kube_api_call(&api, "PUT", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", NULL, o,
+				      NULL, NULL, &e), 0);
+	json_object_put(o);
+	snprintf(status, sizeof(status),
+		 "{\"status\":{\"conditions\":[{\"type\":\"Provisioned\",\"status\":\"True\",\"reason\":\"CapacityIsFound\","
+		 "\"message\":\"booked\",\"lastTransitionTime\":\"2024-05-01T10:00:01Z\"}],"
+		 "\"provisioningClassDetails\":{\"provreqd.io/booking\":\"0:n2=4\"}}}");
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/first/status", status),
+			0);
+	/* Back as leader. */
+	clk_fake_advance(&fake, SEC);
+	pr_ctl_rebuild_from_api(ctl);
+	add_pr("t", "next", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("t", "next", "provreqd.io/booking"), "0:n1=4");
+	stop();
+}
+
 /* Once a write of the booking ledger is refused in a pass, no booking that
  * pass decided is recorded (nor its status written): all were decided on
  * the version that no longer holds. Broken controller caught: one whose
@@ -5068,6 +5121,7 @@ static const test_case cases[] = {
 	{ "booking ledger: another shard's entry counts after a rebuild", test_ledger_other_shards_entry_after_rebuild },
 	{ "booking ledger: a request being deleted books nothing", test_deleting_request_books_nothing },
 	{ "booking ledger: a refused write voids the pass's bookings", test_ledger_refused_write_voids_the_pass },
+	{ "booking ledger: a new term follows the entry, not its own unwritten rows", test_ledger_rebuild_prefers_entry_over_unwritten_rows },
 	{ "a fenced pass leaves a plan whose nodes are Ready open", test_fenced_success_keeps_plan_open },
 	{ "a plan whose status write is refused is not shown open", test_unrecorded_plan_not_shown_open },
 	{ "a deleted request keeps its finalizer until its plan can be taken up", test_deleted_request_waits_for_unadopted_plan },
