@@ -929,10 +929,11 @@ static bool delete_group(const pr_class_host *h, cloud_driver *drv, const char *
 
 /* One listed auto-provisioned group. */
 /* A group this store has no record of (another replica made it, or the
- * store was lost): is the plan its owner token names over without success,
- * as the API tells? Its request is gone (deleted), or its status shows that
- * plan rolled back. */
-static bool owner_plan_failed(const pr_class_host *h, const char *owner, const kube_provreq *const *prs, size_t nprs)
+ * store was lost): is the plan its owner token names over, as the API
+ * tells? Its request is gone (deleted), or its status shows that plan
+ * rolled back, or a later plan (the group's plan ended before it; the
+ * group, empty, served nothing that is still booked). */
+static bool owner_plan_over(const pr_class_host *h, const char *owner, const kube_provreq *const *prs, size_t nprs)
 {
 	char base[200], token[PR_OWNER_MAX];
 	const char *dot = owner ? strchr(owner, '.') : NULL;
@@ -949,10 +950,12 @@ static bool owner_plan_failed(const pr_class_host *h, const char *owner, const k
 		plan = pr_details_get(pr, PR_DETAIL_PLAN);
 		phase = pr_details_get(pr, PR_DETAIL_PHASE);
 		failed = false;
-		if(plan && phase && !strcmp(phase, "rolled-back")) {
+		if(plan && phase) {
+			bool same;
 			snprintf(base, sizeof(base), "%s#", plan);
 			pr_owner_token(base, token);
-			failed = !strncmp(owner, token, strlen(token));
+			same = !strncmp(owner, token, strlen(token));
+			failed = same ? !strcmp(phase, "rolled-back") : true;
 		}
 		free(plan);
 		free(phase);
@@ -973,8 +976,8 @@ static void sweep_group(const pr_class_host *h, pr_class_group *g, const kube_pr
 		json_object_put(o);
 		return;
 	}
-	if(!o && g->target == 0 && owner_plan_failed(h, g->nap_owner, prs, nprs)) {
-		delete_group(h, g->drv, g->id, "the plan that created it is over without success (the API says so)");
+	if(!o && g->target == 0 && owner_plan_over(h, g->nap_owner, prs, nprs)) {
+		delete_group(h, g->drv, g->id, "the plan that created it is over (the API says so)");
 		return;
 	}
 	if(!o) {
