@@ -1453,6 +1453,17 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 	prd_err e;
 	size_t i, nd = 0;
 	const char **ids;
+	if(!g && h->groups_complete && nap_group_recorded(h, in->node_group)) {
+		/* An auto-provisioned group every driver's listing lacks: it was
+		 * deleted, and a group is deleted only when empty (no instance,
+		 * target 0): nothing of the plan is left. */
+		at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
+		metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
+		h->count(h->ctx, PR_STAT_SCALEUP_ROLLED_BACK);
+		log_warn("scale-up rolled back: its auto-provisioned group is gone (deleted only when empty)", "group",
+			 in->node_group, "plan", in->plan_id, "cause", in->last_error);
+		return true;
+	}
 	if(!g) {
 		/* Said once a minute per plan, not every pass. */
 		if(at_say_again(in->plan_id, h->now))

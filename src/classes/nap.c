@@ -791,6 +791,15 @@ static bool jbool(json_object *o, const char *k)
 	return o && json_object_object_get_ex(o, k, &v) && json_object_get_boolean(v);
 }
 
+bool nap_group_recorded(const pr_class_host *h, const char *id)
+{
+	state_nap r;
+	if(!h->db || state_nap_get(h->db, id, &r, NULL))
+		return false;
+	state_nap_clear(&r);
+	return true;
+}
+
 /* The pass's cache of pending groups (by id) lives in the arena. */
 typedef struct pend {
 	struct pend *next;

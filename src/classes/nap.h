@@ -65,6 +65,10 @@ bool nap_adopt_specs(const pr_class_host *h, const kube_provreq *pr, const char 
  * code with *de filled; a refusal backs the shape off. */
 int nap_create(pr_class_group *g, prd_cloud_error *de);
 
+/* The store records group `id` as auto-provisioned (made, or to be made,
+ * by a plan). */
+bool nap_group_recorded(const pr_class_host *h, const char *id);
+
 /* A group the store records as one a plan creates, which the cloud does
  * not list (not yet created, or listed late): a group of the pass with
  * nap_new set, or NULL when there is no such record. */
