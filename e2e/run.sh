@@ -143,10 +143,17 @@ for s in "${scenarios[@]}"; do
 	fi
 	echo "# --- $name"
 	t0=$SECONDS
+	failfile="$work/fail.$n"
+	rm -f "$failfile"
 	set +e
-	timeout --kill-after=10 "$timeout_s" bash "$s" </dev/null 2>&1 |
+	PROVREQD_E2E_FAILFILE="$failfile" timeout --kill-after=10 "$timeout_s" bash "$s" </dev/null 2>&1 |
 		tee "$work/scenario.out" | sed -u 's/^/#   /'
 	rc=${PIPESTATUS[0]}
+	# A check that failed where its output was discarded (inside a
+	# t_wait probe) says why here.
+	if ((rc != 0)) && [[ -s "$failfile" ]] && ! grep -q '^FAIL: ' "$work/scenario.out"; then
+		sed 's/^/#   /' "$failfile"
+	fi
 	set -e
 	took=$((SECONDS - t0))
 	case "$rc" in

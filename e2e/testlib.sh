@@ -15,14 +15,17 @@ E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$E2E_DIR/versions.env"
 
 _t_checks=0
-# The scenario's own output, kept so that a check failing inside a probe whose
-# output t_wait discards (t_wait 30 ... probe >/dev/null) still says why.
-exec {_t_out}>&1
 
 t_log() { printf '%s\n' "$*"; }
 
+# (Also into run.sh's file for the scenario: a check failing inside a probe
+# whose output t_wait discards still says why. Not a descriptor kept open:
+# processes a scenario starts would inherit it and hold run.sh's pipe.)
 t_fail() {
-	printf 'FAIL: %s\n' "$*" >&"$_t_out"
+	printf 'FAIL: %s\n' "$*"
+	if [[ -n "${PROVREQD_E2E_FAILFILE:-}" ]]; then
+		printf 'FAIL: %s\n' "$*" >>"$PROVREQD_E2E_FAILFILE"
+	fi
 	exit 1
 }
 
