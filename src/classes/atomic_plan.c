@@ -1094,8 +1094,10 @@ static int adopt_one(const pr_class_host *h, const kube_provreq *pr, const char 
 /* Is the plan in the request's status one provreqd could have written?
  * Anyone allowed to write provisioningrequests/status can write these
  * fields, so every one is checked before the cloud is asked anything on
- * their strength. 0, 1 when it cannot be told yet (the groups are not all
- * listed), or -1 with the reason in `why`. */
+ * their strength (the records of the groups it creates are taken into the
+ * store on the way: nap_adopt_specs checks them). 0, 1 when it cannot be
+ * told yet (the groups are not all listed), or -1 with the reason in
+ * `why`. */
 static int plan_plausible(const pr_class_host *h, const kube_provreq *pr, const char *plan, const char *groups,
 			  const char *deltas, const char *before, int64_t dl, char *why, size_t len)
 {
@@ -1104,6 +1106,10 @@ static int plan_plausible(const pr_class_host *h, const kube_provreq *pr, const 
 	int64_t d, tb;
 	if(strncmp(plan, pr->meta.uid, uidlen) || plan[uidlen] != '/')
 		return snprintf(why, len, "the plan id %.200s is not this request's", plan), -1;
+	/* The groups it creates, as its status records them, into the store
+	 * first: a group not created yet is then known (nap_pending_group). */
+	if(!nap_adopt_specs(h, pr, plan, why, len))
+		return -1;
 	if(dl > h->now + h->limits->provision_timeout_ns + AT_CLOCK_SKEW_NS)
 		return snprintf(why, len, "its deadline is further away than --provision-timeout allows"), -1;
 	for(i = 0; nth(groups, ',', i, group, sizeof(group)); i++) {
@@ -1145,10 +1151,7 @@ void at_adopt(const pr_class_host *h, const kube_provreq *pr)
 		goto out;
 	if(at_plan_exists(h, pr->meta.uid))
 		goto out; /* known here already */
-	ok = 0;
-	if(!strncmp(plan, pr->meta.uid, strlen(pr->meta.uid)) && !nap_adopt_specs(h, pr, plan, why, sizeof(why)))
-		ok = -1;
-	if(ok || (ok = plan_plausible(h, pr, plan, groups, deltas, before, dl, why, sizeof(why)))) {
+	if((ok = plan_plausible(h, pr, plan, groups, deltas, before, dl, why, sizeof(why)))) {
 		if(ok < 0 && at_say_again(plan, h->now)) {
 			char msg[600];
 			snprintf(msg, sizeof(msg), "the scale-up plan in this request's status was not adopted: %s", why);

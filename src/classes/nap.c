@@ -665,7 +665,6 @@ bool nap_adopt_specs(const pr_class_host *h, const kube_provreq *pr, const char 
 		const char *dname = jstr(rec, "driver");
 		cloud_driver *drv = dname ? cloud_drivers_find(h->drivers, dname) : NULL;
 		int at = place_of(groups, id);
-		state_nap have;
 		json_object *copy = NULL;
 		if(at < 0 || !json_object_is_type(rec, json_type_object) || !jstr(rec, "shape") || !drv ||
 		   !cloud_driver_naps(drv->api) || jint(rec, "max") < 1) {
@@ -682,10 +681,8 @@ bool nap_adopt_specs(const pr_class_host *h, const kube_provreq *pr, const char 
 			ok = false;
 			break;
 		}
-		if(state_nap_get(h->db, id, &have, NULL) == 0) {
-			state_nap_clear(&have);
+		if(nap_group_recorded(h, id))
 			continue; /* known here */
-		}
 		/* Not created as far as this store knows: nap_pending_group
 		 * waits for every driver's listing before trusting that. */
 		if(json_object_deep_copy(rec, &copy, NULL) == 0) {
@@ -936,13 +933,12 @@ static bool delete_group(const pr_class_host *h, cloud_driver *drv, const char *
 	return false;
 }
 
-/* One listed auto-provisioned group. */
 /* A group this store has no record of (another replica made it, or the
  * store was lost): is the plan its owner token names over, as the API
  * tells? Its request is gone (deleted), or its status shows that plan
  * rolled back, or a later plan (the group's plan ended before it; the
  * group, empty, served nothing that is still booked). */
-static bool owner_plan_over(const pr_class_host *h, const char *owner, const kube_provreq *const *prs, size_t nprs)
+static bool owner_plan_over(const char *owner, const kube_provreq *const *prs, size_t nprs)
 {
 	char base[200], token[PR_OWNER_MAX];
 	const char *dot = owner ? strchr(owner, '.') : NULL;
@@ -953,29 +949,26 @@ static bool owner_plan_over(const pr_class_host *h, const char *owner, const kub
 	for(i = 0; i < nprs; i++) {
 		const kube_provreq *pr = prs[i];
 		char *plan, *phase;
-		bool failed;
+		bool over = false;
 		if(strlen(pr->meta.uid) != ulen || strncmp(pr->meta.uid, owner, ulen))
 			continue;
 		plan = pr_details_get(pr, PR_DETAIL_PLAN);
 		phase = pr_details_get(pr, PR_DETAIL_PHASE);
-		failed = false;
 		if(plan && phase) {
-			bool same;
 			snprintf(base, sizeof(base), "%s#", plan);
 			pr_owner_token(base, token);
-			same = !strncmp(owner, token, strlen(token));
-			failed = same ? !strcmp(phase, "rolled-back") : true;
+			over = strncmp(owner, token, strlen(token)) || !strcmp(phase, "rolled-back");
 		}
 		free(plan);
 		free(phase);
-		return failed;
+		return over;
 	}
 	/* Its request is gone: the plan ended with it (its own store rolled
 	 * it back, or none will: the group is empty either way). */
-	(void)h;
 	return true;
 }
 
+/* One listed auto-provisioned group. */
 static void sweep_group(const pr_class_host *h, pr_class_group *g, const kube_provreq *const *prs, size_t nprs)
 {
 	json_object *o = record_get(h->db, g->id);
@@ -985,7 +978,7 @@ static void sweep_group(const pr_class_host *h, pr_class_group *g, const kube_pr
 		json_object_put(o);
 		return;
 	}
-	if(!o && g->target == 0 && owner_plan_over(h, g->nap_owner, prs, nprs)) {
+	if(!o && g->target == 0 && owner_plan_over(g->nap_owner, prs, nprs)) {
 		delete_group(h, g->drv, g->id, "the plan that created it is over (the API says so)");
 		return;
 	}

@@ -396,9 +396,22 @@ void pr__status_discard(pr_ctl *c);
 /* Run fn(ud, 0..n-1) on up to `par` threads (the caller's among them; fewer
  * when threads cannot be made), each index once; returns when all ran. */
 void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *ud);
-/* The booking a Provisioned request recorded in its status, as bookings
- * in the local store (after a restart or a failover). */
+/* src/provreq/rebuild.c: the bookings (ledger, statuses), attempts and
+ * backoffs the API records, into the local store (after a restart or a
+ * failover). 0, or the error that keeps the term from acting. */
 int pr__rebuild_from_api(pr_ctl *c, pr_world *w);
+/* Pods of podSet `set` placed on `node`: one item of pr__store_bookings. */
+typedef struct pr_booked {
+	size_t set;
+	const char *node;
+	int64_t pods;
+} pr_booked;
+/* Store the request's booking (the items, per podSet and node) until
+ * `expires` in the local store, one row per node; `snap`/`res`/`nsets`
+ * (may be NULL/0) give the DRA devices placed. */
+int pr__store_bookings(pr_ctl *c, const kube_provreq *pr, const sched_podset *sets, const pr_booked *items,
+		       size_t nitems, int64_t expires, const sched_snapshot *snap, const sched_place_result *res,
+		       size_t nsets, prd_err *err);
 /* provreqd's finalizer on a request with cloud work in flight. */
 #define PR_FINALIZER KUBE_PR_FINALIZER
 int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err);
@@ -520,9 +533,8 @@ bool pr__ledger_has(const pr_ctl *c, const char *uid);
  * until it succeeds). */
 int pr__ledger_fence(pr_ctl *c, prd_err *err);
 /* The live entry of the request in the ledger last read, as booking rows
- * (free with state_booking_list_free), and when it was written (*at); 0
- * rows when it has none. */
-int pr__ledger_entry_rows(pr_ctl *c, const char *uid, state_booking **out, size_t *n, int64_t *at);
+ * (free with state_booking_list_free); 0 rows when it has none. */
+int pr__ledger_entry_rows(pr_ctl *c, const char *uid, state_booking **out, size_t *n);
 /* The ledger last read holds an entry (live or not) for the request. */
 bool pr__ledger_lists(const pr_ctl *c, const char *uid);
 /* Record the changes (adds from the local store's rows) with the version

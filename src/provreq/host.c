@@ -1,7 +1,7 @@
 /* The controller's side of the class interface: what a class module may
  * ask of the controller while it decides one request (src/classes/class.h),
- * and the parts of status the controller keeps in the API so that a
- * replica taking over the lease loses nothing: bookings and retry state;
+ * the bookings it stores (and records in the request's status so that a
+ * replica taking over the lease loses nothing: rebuild.c reads them back),
  * and the modules' slots and hooks of a pass. */
 #include "classes/details.h"
 #include "kube/events.h"
@@ -103,16 +103,6 @@ static char *booking_text(const pr_class_host *h, const sched_podset *sets, size
 	return buf_detach(&b);
 }
 
-typedef struct booked {
-	size_t set;
-	const char *node;
-	int64_t pods;
-} booked;
-
-/* One state_booking per node for `items` (pods per podSet and node): the
- * podSets that share a node are summed into its one row (two rows for one
- * node broke the store's key, and a request of two podSets whose pods
- * shared a node could never be booked). */
 typedef struct dev_ids {
 	json_object *arr;
 } dev_ids;
@@ -146,9 +136,13 @@ static json_object *placed_devices(const sched_snapshot *snap, const sched_place
 	return x.arr;
 }
 
-static int store_bookings(pr_ctl *c, const kube_provreq *pr, const sched_podset *sets, const booked *items,
-			  size_t nitems, int64_t expires, const sched_snapshot *snap, const sched_place_result *res,
-			  size_t nsets, prd_err *err)
+/* One state_booking per node for `items` (pods per podSet and node): the
+ * podSets that share a node are summed into its one row (two rows for one
+ * node broke the store's key, and a request of two podSets whose pods
+ * shared a node could never be booked). */
+int pr__store_bookings(pr_ctl *c, const kube_provreq *pr, const sched_podset *sets, const pr_booked *items,
+		       size_t nitems, int64_t expires, const sched_snapshot *snap, const sched_place_result *res,
+		       size_t nsets, prd_err *err)
 {
 	state_booking *v = calloc(nitems + 1, sizeof(*v));
 	size_t i, j, k, nv = 0;
@@ -220,7 +214,7 @@ static int h_book_until(pr_class_ctx *x, const sched_podset *sets, size_t n, con
 			int64_t until_ns, prd_err *err)
 {
 	pr_class_host h;
-	booked *items;
+	pr_booked *items;
 	size_t ni = 0, i, j, cap = 0;
 	char *text;
 	int rc;
@@ -236,7 +230,7 @@ static int h_book_until(pr_class_ctx *x, const sched_podset *sets, size_t n, con
 			items[ni].node = sched_snapshot_node_name(x->w->snap, res->sets[i].assign[j].node);
 			items[ni++].pods = res->sets[i].assign[j].count;
 		}
-	rc = store_bookings(x->c, x->pr, sets, items, ni, until_ns, x->w->snap, res, n, err);
+	rc = pr__store_bookings(x->c, x->pr, sets, items, ni, until_ns, x->w->snap, res, n, err);
 	free(items);
 	if(rc)
 		return rc;
@@ -251,278 +245,6 @@ static int h_book_until(pr_class_ctx *x, const sched_podset *sets, size_t n, con
 static int h_book(pr_class_ctx *x, const sched_podset *sets, size_t n, const sched_place_result *res, prd_err *err)
 {
 	return h_book_until(x, sets, n, res, x->c->now + x->c->cfg.booking_ttl_ns, err);
-}
-
-/* When the booking a request's status records ends, or 0 when it records
- * none that holds: a Provisioned request's, the booking TTL after it was
- * Provisioned; the room held for a scale-up in flight, the plan's deadline
- * plus the hold margin. */
-static int64_t recorded_booking_end(const pr_ctl *c, const kube_provreq *pr)
-{
-	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
-	char *phase, *deadline, *plan;
-	int64_t end = 0, dl = 0;
-	state_phase ph;
-	/* (Being deleted: it books nothing any more.) */
-	if(pr_is_terminal(pr) || pr->meta.deleted_ns)
-		return 0;
-	if(prov && pr_cond_true(pr, PR_COND_PROVISIONED))
-		return prov->last_transition_ns + c->cfg.booking_ttl_ns;
-	phase = pr_details_get(pr, PR_DETAIL_PHASE);
-	deadline = pr_details_get(pr, PR_DETAIL_DEADLINE);
-	plan = pr_details_get(pr, PR_DETAIL_PLAN);
-	/* Only while the plan may still provision the request: not once it
-	 * rolls back (that gave the room back) or the request is being
-	 * deleted. */
-	if(phase && deadline && plan && !pr->meta.deleted_ns && state_phase_parse(phase, &ph) == 0 &&
-	   (ph == STATE_PHASE_INCREASING || ph == STATE_PHASE_WAITING_FOR_NODES) &&
-	   rfc3339_parse(deadline, &dl, NULL) == 0) {
-		/* Unless this store knows better (a status write that said so
-		 * was lost): a plan rolling back or ended holds nothing. */
-		state_intent in;
-		char id[400];
-		snprintf(id, sizeof(id), "%s#0", plan);
-		end = dl + PR_HOLD_MARGIN_NS;
-		if(state_intent_get(c->db, id, &in, NULL) == 0) {
-			if(in.phase != STATE_PHASE_INCREASING && in.phase != STATE_PHASE_WAITING_FOR_NODES &&
-			   in.phase != STATE_PHASE_PLANNED)
-				end = 0;
-			state_intent_clear(&in);
-		}
-	}
-	free(phase);
-	free(deadline);
-	free(plan);
-	return end;
-}
-
-/* The status says no booking of the request can hold any more: it is
- * being deleted, final, or its plan is rolling back or rolled back (the
- * room it held went back). Local rows are then stale whatever the ledger,
- * whose entry is removed with the next write, still lists. */
-static bool booking_over(const kube_provreq *pr)
-{
-	char *phase;
-	bool over;
-	if(pr->meta.deleted_ns || pr_is_terminal(pr))
-		return true;
-	phase = pr_details_get(pr, PR_DETAIL_PHASE);
-	over = phase && !pr_cond_true(pr, PR_COND_PROVISIONED) &&
-	       (!strcmp(phase, "rolling-back") || !strcmp(phase, "rolled-back"));
-	free(phase);
-	return over;
-}
-
-/* The status shows a plan in flight that this store closed as done: the
- * booking its end made is in the store, and the status write saying so
- * was cut off (a crash): the plan's end is written from the store
- * (finish_recorded), with that booking. */
-static bool done_here_unwritten(const pr_ctl *c, const kube_provreq *pr)
-{
-	char *plan = pr_details_get(pr, PR_DETAIL_PLAN), id[400];
-	state_intent in;
-	bool r = false;
-	if(plan && pr_details_plan_open(pr)) {
-		snprintf(id, sizeof(id), "%s#0", plan);
-		if(state_intent_get(c->db, id, &in, NULL) == 0) {
-			r = in.phase == STATE_PHASE_DONE;
-			state_intent_clear(&in);
-		}
-	}
-	free(plan);
-	return r;
-}
-
-/* Rebuild the local bookings of a request from its status: a Provisioned
- * request's, and the room a request with a scale-up in flight holds. */
-static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool ledger_read)
-{
-	int64_t expires = recorded_booking_end(c, pr);
-	char *text = NULL, missing[300];
-	sched_podset *sets;
-	booked *items = NULL;
-	size_t ni = 0, cap = 0;
-	state_booking *have = NULL;
-	size_t nhave = 0;
-	prd_err e;
-	const char *p;
-	/* The booking ledger first: every booking is entered there before
-	 * its status is written, so a live entry is at least as new as what
-	 * the status shows (a former leader's status write may still be on
-	 * its way, or lost), unless the status says no booking can hold (a
-	 * plan rolling back, a request being deleted: their room went back,
-	 * whatever the entry, not yet removed, says). Only this
-	 * instance's requests: another shard's booking is read from the
-	 * ledger and its status on every pass, never from rows here (which
-	 * would hide its entry: pr__ledger_rows). */
-	if(ledger_read && !booking_over(pr) && pr__shards_ours(c, pr)) {
-		state_booking *rows = NULL;
-		size_t nrows = 0, k;
-		int64_t at = 0;
-		bool live_here = false;
-		/* ... unless this store's live rows are the booking of a plan
-		 * it closed as done, whose ledger and status writes a crash
-		 * cut off (the plan's end, written again from the store, books
-		 * it anew). Not merely rows newer than the entry: those may be
-		 * this replica's own decision of an earlier term that was
-		 * never written (another leader's is the one that holds). */
-		if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0) {
-			for(k = 0; k < nhave; k++)
-				if(have[k].expires_ns > c->now)
-					live_here = true;
-			state_booking_list_free(have, nhave);
-			have = NULL;
-			nhave = 0;
-		}
-		if(pr__ledger_entry_rows(c, pr->meta.uid, &rows, &nrows, &at) == 0 && nrows && live_here &&
-		   done_here_unwritten(c, pr)) {
-			state_booking_list_free(rows, nrows);
-			return;
-		}
-		if(nrows && state_booking_set(c->db, pr->meta.uid, rows, nrows, rows[0].expires_ns, &e) == 0) {
-			log_info("booking rebuilt from the booking ledger", "request", pr->meta.name, "namespace",
-				 pr->meta.ns, "nodes", LOGI(nrows));
-			state_booking_list_free(rows, nrows);
-			return;
-		}
-		state_booking_list_free(rows, nrows);
-	}
-	/* The API is the truth (DESIGN §7): a live booking the status
-	 * records replaces the local one (another replica may have booked the
-	 * request anew while this one did not lead: its old rows would hold
-	 * the wrong nodes and leave the right ones to be handed out twice). A
-	 * live local booking stays only where the status records none (the
-	 * status write may be the one lost in a crash: the room is held
-	 * either way). */
-	if(expires > c->now)
-		text = pr_details_get(pr, PR_DETAIL_BOOKING);
-	if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0 && nhave) {
-		size_t k;
-		bool live = false;
-		for(k = 0; k < nhave; k++)
-			live |= have[k].expires_ns > c->now;
-		state_booking_list_free(have, nhave);
-		/* ... unless the booking ledger, read for this rebuild, lists
-		 * nothing for the request: every booking a status may show
-		 * is entered there first, so the local rows are a booking
-		 * another leader ended while this one did not lead (or one
-		 * never announced). Held, it would keep room from a request
-		 * booked there meanwhile. Kept all the same: the booking of a
-		 * plan this store closed as done, whose end the status does
-		 * not show yet (it is written from the store); dropped all the
-		 * same: rows of a booking the status says is over. */
-		if(live && !booking_over(pr) &&
-		   ((!text && !(ledger_read && !pr__ledger_lists(c, pr->meta.uid))) || done_here_unwritten(c, pr)))
-			return;
-		if(live && !text)
-			log_info("dropped a local booking that neither the request's status nor the booking ledger records",
-				 "request", pr->meta.name, "namespace", pr->meta.ns);
-		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
-	}
-	if(!text)
-		return;
-	sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
-	if(!sets || pr__resolve_podsets(w, pr, sets, missing, sizeof(missing), &e))
-		goto out;
-	for(p = text; *p;) {
-		size_t set = 0;
-		char *end;
-		set = strtoul(p, &end, 10);
-		if(*end != ':' || set >= pr->npod_sets)
-			goto out;
-		for(p = end + 1; *p && *p != ';';) {
-			const char *eq = strchr(p, '='), *stop = p + strcspn(p, ",;");
-			int64_t pods;
-			if(!eq || eq > stop || str_to_int64_n(eq + 1, (size_t)(stop - eq - 1), &pods) || pods <= 0)
-				goto out;
-			if(ni == cap) {
-				booked *nv = realloc(items, (cap = cap ? cap * 2 : 16) * sizeof(*nv));
-				if(!nv)
-					goto out;
-				items = nv;
-			}
-			items[ni].set = set;
-			items[ni].pods = pods;
-			{
-				char *nm = str_ndup(p, (size_t)(eq - p));
-				items[ni++].node = nm ? arena_strdup(&w->ar, nm) : NULL;
-				free(nm);
-				if(!items[ni - 1].node)
-					goto out;
-			}
-			p = *stop == ',' ? stop + 1 : stop;
-		}
-		if(*p == ';')
-			p++;
-	}
-	if(store_bookings(c, pr, sets, items, ni, expires, NULL, NULL, 0, &e) == 0)
-		log_info("booking rebuilt from the request's status", "request", pr->meta.name, "namespace", pr->meta.ns,
-			 "nodes", LOGI(ni));
-out:
-	free(items);
-	free(text);
-}
-
-/* A node-group backoff the last leader recorded with a failed scale-up. */
-static void rebuild_group_backoff(pr_ctl *c, const kube_provreq *pr)
-{
-	char *v = pr_details_get(pr, PR_DETAIL_GROUP_BACKOFF), group[256];
-	long long until = 0, failures = 0;
-	if(v && sscanf(v, "%255s %lld %lld", group, &until, &failures) == 3 &&
-	   state_group_restore(c->db, group, failures, until, "recorded by the previous leader", NULL) == 0 &&
-	   until > c->now)
-		log_info("node-group backoff rebuilt from a request's status", "group", group, "request", pr->meta.name);
-	free(v);
-}
-
-/* Attempts and the next attempt, as the last leader recorded them. */
-static void rebuild_attempts(pr_ctl *c, const kube_provreq *pr)
-{
-	char *a = pr_details_get(pr, PR_DETAIL_ATTEMPTS), *n = pr_details_get(pr, PR_DETAIL_NEXT_ATTEMPT);
-	int64_t attempts = 0, next = 0;
-	state_request rs;
-	if(a && n && str_to_int64(a, &attempts) == 0 && str_to_int64(n, &next) == 0 && attempts > 0 &&
-	   state_request_ensure(c->db, pr->meta.uid, pr->meta.ns, pr->meta.name, &rs, NULL) == 0) {
-		if(rs.attempts < attempts) {
-			rs.attempts = attempts;
-			rs.next_attempt_ns = next;
-			state_request_put(c->db, &rs, NULL);
-		}
-		state_request_clear(&rs);
-	}
-	free(a);
-	free(n);
-}
-
-int pr__rebuild_from_api(pr_ctl *c, pr_world *w)
-{
-	size_t i;
-	bool ledger_read = false;
-	prd_err e;
-	int rc;
-	if(!c->db)
-		return 0;
-	if(c->ledger.on) {
-		/* Read, and written with this term noted first: a booking a
-		 * former leader decided on an earlier version is refused from
-		 * now on, and every one it made is in what was read. */
-		if((rc = pr__ledger_fence(c, &e))) {
-			log_warn("cannot write the booking ledger for this leader term; the pass acts on nothing until it "
-				 "can",
-				 "error", e.msg);
-			return rc;
-		}
-		ledger_read = true;
-	}
-	for(i = 0; i < w->nprs; i++) {
-		if(!pr__module_for(c, w->prs[i]->class_name))
-			continue;
-		rebuild_booking(c, w, w->prs[i], ledger_read);
-		rebuild_attempts(c, w->prs[i]);
-		rebuild_group_backoff(c, w->prs[i]);
-	}
-	log_info("local state rebuilt from the apiserver", "requests", LOGI(w->nprs));
-	return 0;
 }
 
 /* ---- the host table ---------------------------------------------------- */

@@ -176,7 +176,7 @@ static int append_rows(const char *uid, json_object *nodes, int64_t until, state
 	return 0;
 }
 
-int pr__ledger_entry_rows(pr_ctl *c, const char *uid, state_booking **out, size_t *n, int64_t *at)
+int pr__ledger_entry_rows(pr_ctl *c, const char *uid, state_booking **out, size_t *n)
 {
 	json_object *val, *e = NULL, *nodes;
 	int64_t until = 0;
@@ -184,10 +184,9 @@ int pr__ledger_entry_rows(pr_ctl *c, const char *uid, state_booking **out, size_
 	int rc = 0;
 	*out = NULL;
 	*n = 0;
-	*at = 0;
 	if(!c->ledger.data || !json_object_object_get_ex(c->ledger.data, uid, &val) ||
 	   !json_object_is_type(val, json_type_string) ||
-	   !entry_parts(json_object_get_string(val), &e, &until, &nodes, at))
+	   !entry_parts(json_object_get_string(val), &e, &until, &nodes, NULL))
 		return 0;
 	if(until > c->now && (rc = append_rows(uid, nodes, until, out, n, &cap))) {
 		state_booking_list_free(*out, *n);

@@ -768,6 +768,8 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
 	/* (The Nodes booked before any plan is held: bookings, here or in
 	 * the API, are never on a plan's new Node, which is held from the
 	 * pass that first sees it. Null when out of memory: held as before.) */
+	if(!hmap_len(&c->shards.plans))
+		return;
 	nn = sched_snapshot_node_count(w->snap);
 	booked = malloc(nn + 1);
 	if(booked)

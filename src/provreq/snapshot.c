@@ -617,7 +617,8 @@ static int book_rebuilt_devices(pr_world *w, const char *uid, size_t idx, json_o
  * holds no rows of: another instance's bookings, including those whose
  * status write has not landed (or been seen) yet. Not reading it, the pass
  * places nothing. */
-static int book_ledger(pr_ctl *c, pr_world *w, const state_booking *own, size_t nown, prd_err *err)
+static int book_ledger(pr_ctl *c, pr_world *w, const state_booking *own, size_t nown, const hmap *dying,
+		       prd_err *err)
 {
 	state_booking *v = NULL;
 	size_t n = 0, i, idx;
@@ -637,9 +638,13 @@ static int book_ledger(pr_ctl *c, pr_world *w, const state_booking *own, size_t 
 	/* A request being deleted books nothing, whoever's it is: its entry
 	 * goes with the next write (its room is free now, as for a request
 	 * gone). */
-	for(i = 0; i < w->nprs; i++)
-		if(w->prs[i]->meta.deleted_ns && pr__ledger_lists(c, w->prs[i]->meta.uid))
-			pr__ledger_gone(c, w->prs[i]->meta.uid);
+	{
+		hmap_iter it;
+		const char *uid;
+		hmap_iter_init(&it, dying);
+		while(hmap_iter_next(&it, &uid, NULL))
+			pr__ledger_gone(c, uid);
+	}
 	rc = pr__ledger_rows(c, mine, nmine, &w->uids, &v, &n);
 	free(mine);
 	if(rc)
@@ -708,8 +713,9 @@ static int book_snapshot(pr_ctl *c, pr_world *w, prd_err *err)
 		else
 			c->stats.bookings_held++;
 	}
+	rc = c->ledger.on ? book_ledger(c, w, b, nb, &dying, err) : 0;
 	hmap_free(&dying);
-	if(c->ledger.on && (rc = book_ledger(c, w, b, nb, err))) {
+	if(rc) {
 		state_booking_list_free(b, nb);
 		return rc;
 	}
