@@ -400,6 +400,13 @@ void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *
  * backoffs the API records, into the local store (after a restart or a
  * failover). 0, or the error that keeps the term from acting. */
 int pr__rebuild_from_api(pr_ctl *c, pr_world *w);
+/* src/provreq/shards.c: when the booking a request's status records ends
+ * (0: none holds): a Provisioned request's, the booking TTL after it was
+ * Provisioned; the room a scale-up in flight holds, the plan's deadline
+ * plus the hold margin (*plan, freed by the caller, gets that plan: the
+ * local store may know it ended). Nothing for a request final or being
+ * deleted. */
+int64_t pr__status_booking_end(const pr_ctl *c, const kube_provreq *pr, char **plan);
 /* Pods of podSet `set` placed on `node`: one item of pr__store_bookings. */
 typedef struct pr_booked {
 	size_t set;

@@ -5,43 +5,23 @@
 #include "classes/details.h"
 #include "ops/log.h"
 #include "provreq/ctl_int.h"
-#include "util/rfc3339.h"
 #include "util/str.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* When the booking a request's status records ends, or 0 when it records
- * none that holds: a Provisioned request's, the booking TTL after it was
- * Provisioned; the room held for a scale-up in flight, the plan's deadline
- * plus the hold margin. */
+/* When the booking a request's status records ends (pr__status_booking_end),
+ * unless this store knows better: a plan the status shows in flight that
+ * the store has rolling back or ended holds nothing (a status write that
+ * said so was lost). */
 static int64_t recorded_booking_end(const pr_ctl *c, const kube_provreq *pr)
 {
-	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
-	char *phase, *deadline, *plan;
-	int64_t end = 0, dl = 0;
-	state_phase ph;
-	/* (Being deleted: it books nothing any more.) */
-	if(pr_is_terminal(pr) || pr->meta.deleted_ns)
-		return 0;
-	if(prov && pr_cond_true(pr, PR_COND_PROVISIONED))
-		return prov->last_transition_ns + c->cfg.booking_ttl_ns;
-	phase = pr_details_get(pr, PR_DETAIL_PHASE);
-	deadline = pr_details_get(pr, PR_DETAIL_DEADLINE);
-	plan = pr_details_get(pr, PR_DETAIL_PLAN);
-	/* Only while the plan may still provision the request: not once it
-	 * rolls back (that gave the room back) or the request is being
-	 * deleted. */
-	if(phase && deadline && plan && !pr->meta.deleted_ns && state_phase_parse(phase, &ph) == 0 &&
-	   (ph == STATE_PHASE_INCREASING || ph == STATE_PHASE_WAITING_FOR_NODES) &&
-	   rfc3339_parse(deadline, &dl, NULL) == 0) {
-		/* Unless this store knows better (a status write that said so
-		 * was lost): a plan rolling back or ended holds nothing. */
-		state_intent in;
-		char id[400];
+	char *plan = NULL, id[400];
+	int64_t end = pr__status_booking_end(c, pr, &plan);
+	state_intent in;
+	if(plan) {
 		snprintf(id, sizeof(id), "%s#0", plan);
-		end = dl + PR_HOLD_MARGIN_NS;
 		if(state_intent_get(c->db, id, &in, NULL) == 0) {
 			if(in.phase != STATE_PHASE_INCREASING && in.phase != STATE_PHASE_WAITING_FOR_NODES &&
 			   in.phase != STATE_PHASE_PLANNED)
@@ -49,8 +29,6 @@ static int64_t recorded_booking_end(const pr_ctl *c, const kube_provreq *pr)
 			state_intent_clear(&in);
 		}
 	}
-	free(phase);
-	free(deadline);
 	free(plan);
 	return end;
 }

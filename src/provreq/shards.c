@@ -183,12 +183,7 @@ static char *open_plan_groups(const pr_ctl *c, const kube_provreq *pr)
 	return pr_details_get(pr, PR_DETAIL_GROUP);
 }
 
-/* When the booking the status records ends (0: none holds), as
- * recorded_booking_end in host.c reads it for a new leader: a Provisioned
- * request's, the booking TTL after it was Provisioned; the room a scale-up
- * in flight holds, the plan's deadline plus the hold margin (*plan gets
- * the plan, to be checked against the local store for own requests). */
-static int64_t booking_end(const pr_ctl *c, const kube_provreq *pr, char **plan)
+int64_t pr__status_booking_end(const pr_ctl *c, const kube_provreq *pr, char **plan)
 {
 	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
 	char *phase, *deadline;
@@ -200,7 +195,7 @@ static int64_t booking_end(const pr_ctl *c, const kube_provreq *pr, char **plan)
 		return 0;
 	if(prov && pr_cond_true(pr, PR_COND_PROVISIONED))
 		return prov->last_transition_ns + c->cfg.booking_ttl_ns;
-	if(pr->meta.deleted_ns || !(phase = pr_details_get(pr, PR_DETAIL_PHASE)))
+	if(!(phase = pr_details_get(pr, PR_DETAIL_PHASE)))
 		return 0;
 	deadline = pr_details_get(pr, PR_DETAIL_DEADLINE);
 	if(deadline && state_phase_parse(phase, &ph) == 0 &&
@@ -349,7 +344,7 @@ static sh_entry *derive(pr_ctl *c, const char *key, const kube_provreq *pr, int 
 	sh_entry *e;
 	char *plan = NULL, *text;
 	bool foreign = !pr__shards_ours(c, pr);
-	int64_t until = booking_end(c, pr, &plan);
+	int64_t until = pr__status_booking_end(c, pr, &plan);
 	*rc = 0;
 	if((!foreign && !until) || !pr->meta.uid) {
 		free(plan);
