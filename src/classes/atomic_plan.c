@@ -1272,6 +1272,49 @@ static void settle_done_here(const pr_class_host *h, const kube_provreq *pr, con
 	}
 }
 
+/* This store began to roll a plan back, but the status shows the plan
+ * short of rolling back under another term's hand: the decision was never
+ * written (a rollback deletes nothing before the status says rolling-back:
+ * roll_back_all), and another leader adopted the plan from the status
+ * since and carried it on - it may have asked the cloud again and made
+ * the plan's instances, and another request may have booked room on
+ * them. Rolling back on the old decision would delete them (DST mixed seed
+ * 16491: a replica stalled inside a refused increase decided to roll back,
+ * the next leader made the nodes, the first led again and deleted them
+ * under a request that had booked them). The API wins: the local rows are
+ * forgotten and the plan is adopted again from the status. True when
+ * forgotten. */
+static bool rollback_overtaken(const pr_class_host *h, const state_intent *in, state_phase api,
+			       const kube_provreq *pr)
+{
+	char *term, base[200], id[400];
+	size_t gone = 0, i;
+	bool other;
+	if(in->phase != STATE_PHASE_ROLLING_BACK || phase_rank(api) >= phase_rank(STATE_PHASE_ROLLING_BACK))
+		return false;
+	term = pr_details_get(pr, PR_DETAIL_TERM);
+	other = term && term[0] && strcmp(term, in->term ? in->term : "");
+	at_plan_base(in->plan_id, base, sizeof(base));
+	/* (Forgetting takes closed rows only: closed first, as the API's
+	 * record proves this store's rows wrong.) */
+	for(i = 0; other && i < AT_MAX_GROUPS; i++) {
+		snprintf(id, sizeof(id), "%s#%zu", base, i);
+		if(state_intent_settle(h->db, id, STATE_PHASE_ROLLED_BACK, "another leader carried the plan on", NULL))
+			break;
+	}
+	if(other && state_intent_forget(h->db, base, &gone, NULL) == 0 && gone) {
+		written(h);
+		log_warn("another leader carried on a scale-up plan this store had begun to roll back without saying "
+			 "so; adopting it again from the request's status",
+			 "plan", in->plan_id, "request", pr->meta.name, "local_term", in->term ? in->term : "",
+			 "api_term", term, "api_phase", state_phase_name(api));
+	} else {
+		other = false;
+	}
+	free(term);
+	return other;
+}
+
 /* The reverse of at_drop_contradicted: a plan this store closed (its last
  * call refused, its rows ended while this replica was stalled or deposed)
  * that the API shows open under another term's hand: another leader
@@ -1353,7 +1396,7 @@ void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p)
 			log_warn("closing a local scale-up plan another replica ended", "plan", in->plan_id, "phase",
 				 phase, "request", p->prs[j]->meta.name);
 			close_as_api_says(h, in, ph);
-		} else if(phase && state_phase_parse(phase, &ph) == 0) {
+		} else if(phase && state_phase_parse(phase, &ph) == 0 && !rollback_overtaken(h, in, ph, p->prs[j])) {
 			catch_up(h, in, ph, p->prs[j]);
 		}
 		free(plan);

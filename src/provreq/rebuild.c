@@ -53,19 +53,26 @@ static bool booking_over(const kube_provreq *pr)
 /* The status shows a plan in flight that this store closed as done: the
  * booking its end made is in the store, and the status write saying so
  * was cut off (a crash): the plan's end is written from the store
- * (finish_recorded), with that booking. */
+ * (finish_recorded), with that booking. Not when the status names another
+ * term than the one this store carried the plan in: another leader took
+ * the plan over after this store's end (the atomic class forgets that end
+ * and adopts the plan again: reopen_carried_on), and the rows this store
+ * kept are its own stale decision - kept, they let this replica hand the
+ * room the plan holds to another request (DST mixed seed 18592). */
 static bool done_here_unwritten(const pr_ctl *c, const kube_provreq *pr)
 {
-	char *plan = pr_details_get(pr, PR_DETAIL_PLAN), id[400];
+	char *plan = pr_details_get(pr, PR_DETAIL_PLAN), *term = NULL, id[400];
 	state_intent in;
 	bool r = false;
 	if(plan && pr_details_plan_open(pr)) {
 		snprintf(id, sizeof(id), "%s#0", plan);
 		if(state_intent_get(c->db, id, &in, NULL) == 0) {
-			r = in.phase == STATE_PHASE_DONE;
+			term = pr_details_get(pr, PR_DETAIL_TERM);
+			r = in.phase == STATE_PHASE_DONE && !strcmp(term ? term : "", in.term ? in.term : "");
 			state_intent_clear(&in);
 		}
 	}
+	free(term);
 	free(plan);
 	return r;
 }

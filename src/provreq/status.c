@@ -189,21 +189,48 @@ static void ledger_flush(pr_ctl *c)
 }
 
 /* The same for one write that goes out at once; non-zero: it must not
- * be sent. */
+ * be sent. The bookings this pass decided before it and deferred go into
+ * the ledger with it: the write was decided on a snapshot that counted
+ * them, and once it lands it must not outlive them. Else a crash before
+ * the end of the pass left this write (a plan's hold of room beside a
+ * request just booked on a plan's new Nodes) in the API and lost the
+ * booking it made room for; another shard, taking the Nodes for booked
+ * by the hold and so not the open plan's, booked them too (DST mixed seed
+ * 7401). (The end of the pass commits them again: unchanged, no write.) */
 static int ledger_now(pr_class_ctx *x, prd_err *err)
 {
 	pr_ctl *c = x->c;
-	pr_ledger_change ch;
-	char key[600];
+	pr_ledger_change *ch;
+	char (*keys)[600];
+	size_t n = 0, i;
 	bool add;
 	int rc;
 	if(!c->ledger.on || !c->details || !pr__ledger_change_of(c->details, true, &add))
 		return 0;
-	snprintf(key, sizeof(key), "%s/%s", x->pr->meta.ns, x->pr->meta.name);
-	ch.uid = x->pr->meta.uid;
-	ch.key = key;
-	ch.add = add;
-	rc = pr__ledger_commit(c, &ch, 1, err);
+	ch = calloc(c->nwrites + 1, sizeof(*ch));
+	keys = calloc(c->nwrites + 1, sizeof(*keys));
+	if(!ch || !keys) {
+		free(ch);
+		free(keys);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	for(i = 0; add && i < c->nwrites; i++) {
+		struct pr_status_write *w = &c->writes[i];
+		bool books = false;
+		if(!pr__ledger_change_of(w->patch, false, &books) || !books || !strcmp(w->pr->meta.uid, x->pr->meta.uid))
+			continue;
+		snprintf(keys[n], sizeof(keys[n]), "%s/%s", w->pr->meta.ns, w->pr->meta.name);
+		ch[n].uid = w->pr->meta.uid;
+		ch[n].key = keys[n];
+		ch[n++].add = true;
+	}
+	snprintf(keys[n], sizeof(keys[n]), "%s/%s", x->pr->meta.ns, x->pr->meta.name);
+	ch[n].uid = x->pr->meta.uid;
+	ch[n].key = keys[n];
+	ch[n++].add = add;
+	rc = pr__ledger_commit(c, ch, n, err);
+	free(ch);
+	free(keys);
 	return add ? rc : 0;
 }
 

@@ -5046,6 +5046,247 @@ static void test_scale_down_keeps_other_shards_bookings(void)
 	stop_async();
 }
 
+/* The intent id of the plan a request's status names ("uid/ns#0"). */
+static const char *plan0_of(const char *ns, const char *name)
+{
+	static char id[460];
+	snprintf(id, sizeof(id), "%s#0", detail_of(ns, name, "scaleUpPlan"));
+	return id;
+}
+
+/* This replica decided to roll a plan back (its increase call failed while
+ * it stalled) and never said so in the status; the next leader took the
+ * plan up from the status and its instances came. Back as leader, this
+ * replica follows the status. Broken controller caught: one that carries
+ * out its own unwritten rollback decision (it deleted the plan's nodes,
+ * which another request had booked meanwhile: simulation seed 16491). */
+static void test_unwritten_rollback_yields_to_carried_on_plan(void)
+{
+	state_db *db2 = NULL;
+	pr_ctl *ctl2;
+	prd_err e;
+	start_async(NULL);
+	pr_ctl_set_term(ctl, "provreqd", "A", 0);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_EQUAL_FATAL(state_intent_advance(db, plan0_of("a", "job"), STATE_PHASE_ROLLING_BACK,
+						   "the cloud refused the increase", &e), 0);
+	/* The next leader takes the plan up; its instances come. */
+	ctl2 = replica2(&db2, "replica-overtaken");
+	pr_ctl_set_term(ctl2, "provreqd", "B", 1);
+	pr_ctl_rebuild_from_api(ctl2);
+	a_create(2, 0);
+	clk_fake_advance(&fake, 10 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "provreqd.io/leader-term"), "B#1");
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "waiting-for-nodes");
+	/* This replica leads again. */
+	pr_ctl_set_term(ctl, "provreqd", "A", 2);
+	pr_ctl_rebuild_from_api(ctl);
+	a_register(2);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.deletes, 0);
+	CU_ASSERT_EQUAL(ac.decreases, 0);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
+/* A plan the status shows rolling back, which a new leader cannot take up
+ * yet (its node groups cannot be listed): its Nodes are not room for
+ * anyone until they are gone. Broken controller caught: one that holds an
+ * own request's plan only while it scales up (a request decided
+ * meanwhile was booked on a Node the rollback then deleted: simulation
+ * seed 20268). */
+static void test_unadopted_rollback_holds_its_nodes(void)
+{
+	state_db *db2 = NULL;
+	pr_ctl *ctl2;
+	prd_err e;
+	int i;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(2);
+	/* The leader decided to roll the plan back, said so, and died. */
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+				   "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPhase\":\"rolling-back\"}}}"),
+			0);
+	ctl2 = replica2(&db2, "replica-unadopted-rollback");
+	ac.fail_groups = 1;
+	add_pr("a", "other", PR_CLASS_CHECK, "two", 2, NULL);
+	clk_fake_advance(&fake, 10 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("a", "other", "Provisioned"), "False/CapacityIsNotFound");
+	for(i = 0; i < 4 && ac.target; i++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+		a_finish_deletes();
+	}
+	CU_ASSERT_EQUAL(ac.target, 0);
+	CU_ASSERT_STRING_NOT_EQUAL(cond("a", "other", "Provisioned"), "True/CapacityIsFound");
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
+/* Closes the fence once a/job's status records a plan. */
+static bool fence_after_plan(void *ud)
+{
+	(void)ud;
+	return !strcmp(detail_of("a", "job", "scaleUpPlan"), "-");
+}
+
+/* A plan's record (with the room it holds on existing Nodes) goes out in
+ * the middle of a pass, after that pass booked another request whose
+ * status waits for the end of the pass; the pass stops there (a crash, a
+ * lost lease). The booking the plan's hold was decided beside is in the
+ * ledger already. Broken controller caught: one that enters only the
+ * plan's own hold in the ledger (the other booking was lost, and another
+ * shard, taking the room for free, booked it twice: simulation seed
+ * 7401). */
+static void test_ledger_plan_write_carries_earlier_bookings(void)
+{
+	pr_config cfg;
+	json_object *o = NULL, *data;
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start_async(&cfg);
+	add_node("n1", "4", NULL);
+	add_template("a", "two", "2");
+	pass(); /* (the term's first write creates the ledger) */
+	clk_fake_advance(&fake, SEC);
+	add_pr("a", "first", PR_CLASS_CHECK, "two", 1, NULL);
+	clk_fake_advance(&fake, SEC);
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 3, NULL);
+	pr_ctl_set_fence(ctl, fence_after_plan, NULL);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	pr_ctl_set_fence(ctl, NULL, NULL);
+	CU_ASSERT_STRING_NOT_EQUAL(detail_of("a", "job", "scaleUpPlan"), "-");
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "provreqd.io/booking"), "0:n1=1");
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	CU_ASSERT_STRING_NOT_EQUAL(cond("a", "first", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings",
+					    NULL, NULL, &o, NULL, &e), 0);
+	data = json_object_object_get(o, "data");
+	CU_ASSERT_TRUE(json_object_object_get_ex(data, uid_of("a", "job"), NULL));
+	CU_ASSERT_TRUE(json_object_object_get_ex(data, uid_of("a", "first"), NULL));
+	json_object_put(o);
+	stop_async();
+}
+
+/* A plan closed as done in this store whose end is not written for longer
+ * than the booking its end made lasts (the status write failed, then the
+ * replica stalled): its Nodes stay held for its request until the end is
+ * written, and a request decided first in the pass does not take them.
+ * Broken controller caught: one that holds a plan the store knows only
+ * while it is open there (the end, written from the store, found its pods
+ * did not fit and the request scaled up a second time: simulation seed
+ * 44218). */
+static void test_unwritten_end_holds_plan_nodes(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "other", PR_CLASS_CHECK, "two", 2, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "other", "Provisioned"), "False/CapacityIsNotFound");
+	clk_fake_advance(&fake, SEC);
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.target, 2);
+	a_create(2, 0);
+	a_register(2);
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+			    500, 1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	/* Restarted after longer than a booking lasts. */
+	clk_fake_advance(&fake, 11 * MIN);
+	pr_ctl_rebuild_from_api(ctl);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_STRING_NOT_EQUAL(cond("a", "other", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	stop_async();
+}
+
+/* This replica closed a plan as done and booked its request, and neither
+ * the ledger nor the status took the end (both writes failed); another
+ * leader took the plan over since (the status names its term). Back as
+ * leader, this replica's bookings follow what the API records (the room
+ * the plan holds), not its own end, which the other leader's record
+ * overrides. Broken controller caught: one that keeps the booking of its
+ * own unwritten end whatever term carries the plan now (it held other
+ * Nodes than the plan's hold and let another request take the held room:
+ * simulation seed 18592). */
+static void test_carried_on_plan_drops_own_unwritten_end(void)
+{
+	pr_config cfg;
+	state_booking *b = NULL;
+	size_t nb = 0;
+	char uid[100];
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	cfg.booking_ledger = "provreqd/provreqd-bookings";
+	start_async(&cfg);
+	pr_ctl_set_term(ctl, "provreqd", "A", 0);
+	add_node("n1", "4", NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	snprintf(uid, sizeof(uid), "%s", uid_of("a", "job"));
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "provreqd.io/booking"), "0:n1=2");
+	a_create(1, 0);
+	a_register(1);
+	memapi_inject_fault(m, "PUT", "/api/v1/namespaces/provreqd/configmaps/provreqd-bookings", 500, 1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(state_booking_list_request(db, uid, &b, &nb, NULL), 0);
+	CU_ASSERT_EQUAL(nb, 2);
+	state_booking_list_free(b, nb);
+	/* Another leader took the plan over (its term in the status); the
+	 * plan's new Node went NotReady since. */
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+				   "{\"status\":{\"provisioningClassDetails\":{\"provreqd.io/leader-term\":\"B#1\"}}}"),
+			0);
+	{
+		char path[200];
+		snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", ac.grp[0].v[0].node);
+		CU_ASSERT_EQUAL(patch_json(path, "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}]}}"),
+				0);
+	}
+	/* Back as leader. */
+	pr_ctl_set_term(ctl, "provreqd", "A", 2);
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(state_booking_list_request(db, uid, &b, &nb, NULL), 0);
+	CU_ASSERT_EQUAL(nb, 1);
+	if(nb == 1)
+		CU_ASSERT_STRING_EQUAL(b[0].node_name, "n1");
+	state_booking_list_free(b, nb);
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	stop_async();
+}
+
 static const test_case cases[] = {
 	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
 	{ "DRA: check-capacity with devices", test_dra_check_capacity },
@@ -5127,6 +5368,11 @@ static const test_case cases[] = {
 	{ "a deleted request keeps its finalizer until its plan can be taken up", test_deleted_request_waits_for_unadopted_plan },
 	{ "an open plan puts back the finalizer its request lost", test_open_plan_gets_its_finalizer_back },
 	{ "a restart keeps the booking of a plan whose end was not written", test_restart_keeps_unwritten_success_booking },
+	{ "actors: an unwritten rollback yields to the plan another leader carried on", test_unwritten_rollback_yields_to_carried_on_plan },
+	{ "actors: a rolling-back plan no one can take up yet holds its Nodes", test_unadopted_rollback_holds_its_nodes },
+	{ "booking ledger: a plan's record carries the bookings its pass made before it", test_ledger_plan_write_carries_earlier_bookings },
+	{ "a plan whose end is unwritten past its booking holds its Nodes", test_unwritten_end_holds_plan_nodes },
+	{ "actors: a plan another leader carried on drops this store's unwritten end", test_carried_on_plan_drops_own_unwritten_end },
 	{ NULL, NULL }
 };
 
