@@ -507,6 +507,64 @@ static void test_new_leader_adopts_plan_before_its_group(void)
 	stop();
 }
 
+/* The leader may act until the request's status says its plan rolled
+ * back (it stops before it deletes the plan's group). */
+static bool until_rolled_back(void *ud)
+{
+	return strcmp(detail((const char *)ud, "scaleUpPhase"), "rolled-back") != 0;
+}
+
+/* A new leader with an empty store (no record of the groups) and a
+ * freshly started controller. */
+static pr_ctl *leader2(state_db **db2)
+{
+	state_config sc;
+	pr_config cfg;
+	pr_ctl *c2 = NULL;
+	char path2[600];
+	prd_err e;
+	pr_config_default(&cfg);
+	cfg.nap = true;
+	cfg.booking_ttl_ns = 2 * MIN;
+	cfg.scale_down_idle_ns = 5 * MIN;
+	state_config_default(&sc);
+	snprintf(path2, sizeof(path2), "%s/nap-leader2-%d.db", test_tmpdir(), rand());
+	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, db2, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, *db2, &drivers, &c2, &e), 0);
+	return c2;
+}
+
+/* The plan that created a group was rolled back and the request's status
+ * says so, but the leader stopped before it deleted the group, and the
+ * next leader has no record of it: the group, empty, goes at once. Broken
+ * controllers caught: one that keeps a group it has no record of for the
+ * idle time as if another replica had made it for a live plan, and one
+ * that never deletes it (simulation seeds 205, 760). */
+static void test_group_of_an_ended_plan_deleted_without_record(void)
+{
+	state_db *db2 = NULL;
+	pr_ctl *ctl2;
+	prd_err e;
+	start("faults: [{operation: increase, fail: \"stockout\"}, {operation: atomic-increase, fail: \"stockout\"}]\n",
+	      NULL, true, 0);
+	pr_ctl_set_fence(ctl, until_rolled_back, (void *)"wide");
+	add_template("wide", "12", NULL);
+	add_pr("wide", "wide", 2, NULL);
+	passes(2, SEC);
+	CU_ASSERT_STRING_EQUAL(detail("wide", "scaleUpPhase"), "rolled-back");
+	CU_ASSERT_EQUAL(nap_groups(NULL), 1);
+	ctl2 = leader2(&db2);
+	clk_fake_advance(&fake, SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	clk_fake_advance(&fake, SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(nap_groups(NULL), 0);
+	CU_ASSERT_EQUAL(nodes_named("nap-"), 0);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop();
+}
+
 /* --max-autoprovisioned-groups 0: no new group whatever the pods need,
  * and the condition says why. */
 static void test_group_limit(void)
@@ -538,6 +596,7 @@ static const test_case cases[] = {
 	{ "empty group deleted after idle", test_empty_group_deleted_after_idle },
 	{ "auto-provisioned group limit", test_group_limit },
 	{ "a new leader adopts a plan before its group exists", test_new_leader_adopts_plan_before_its_group },
+	{ "a group whose plan the API shows over goes without a record", test_group_of_an_ended_plan_deleted_without_record },
 	{ NULL, NULL }
 };
 
