@@ -491,6 +491,7 @@ static void test_scale_from_zero_template(void)
 	json_object_put(t);
 	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-empty", PRD_CLOUD_ENOTFOUND, msg, sizeof(msg)));
 	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "no Node to copy and no scale-from-zero annotations"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "names no infrastructure template"));
 }
 
 static void test_instances(void)
@@ -1171,6 +1172,35 @@ static void test_template_from_infra_template(void)
 	drv->api->release_string(drv->state, node);
 }
 
+/* A group whose infrastructure template publishes no capacity, with no
+ * annotations and no Node: the reason names the template and what it
+ * lacks (a driver that blamed only the annotations sent the operator of a
+ * CAPA/CAPG install to the wrong place), and a missing template says so. */
+static void test_template_infra_says_nothing(void)
+{
+	static const kube_resource TPLS = {"infrastructure.e2e.provreqd.io", "v1alpha1", "e2emachinetemplates",
+					   "E2EMachineTemplate", true};
+	char msg[PRD_CLOUD_MSG_MAX];
+	fresh_api();
+	CU_ASSERT_EQUAL_FATAL(memapi_add_kind(m, &TPLS, MEMAPI_STATUS), 0);
+	create("/apis/infrastructure.e2e.provreqd.io/v1alpha1/namespaces/ns1/e2emachinetemplates",
+	       "{\"metadata\":{\"name\":\"bare\"},\"spec\":{\"template\":{\"spec\":{}}}}");
+	create(CAPI "/namespaces/ns1/machinedeployments",
+	       "{\"metadata\":{\"name\":\"md-bare\",\"annotations\":{" SIZES("0", "5") "}},\"spec\":{\"replicas\":0,"
+	       "\"template\":{\"spec\":{\"infrastructureRef\":{\"apiVersion\":\"infrastructure.e2e.provreqd.io/v1alpha1\","
+	       "\"kind\":\"E2EMachineTemplate\",\"name\":\"bare\"}}}}}");
+	create(CAPI "/namespaces/ns1/machinedeployments",
+	       "{\"metadata\":{\"name\":\"md-gone\",\"annotations\":{" SIZES("0", "5") "}},\"spec\":{\"replicas\":0,"
+	       "\"template\":{\"spec\":{\"infrastructureRef\":{\"apiVersion\":\"infrastructure.e2e.provreqd.io/v1alpha1\","
+	       "\"kind\":\"E2EMachineTemplate\",\"name\":\"gone\"}}}}}");
+	load(NULL);
+	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-bare", PRD_CLOUD_ENOTFOUND, msg, sizeof(msg)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "E2EMachineTemplate bare publishes no cpu and memory in status.capacity"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, CAP "cpu"));
+	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-gone", PRD_CLOUD_ENOTFOUND, msg, sizeof(msg)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "E2EMachineTemplate gone is not there"));
+}
+
 /* ---- a separate management cluster --------------------------------------- */
 
 /* Reads the management server answered: LISTs and GETs (not watches),
@@ -1688,6 +1718,7 @@ static const test_case cases[] = {
 	{"v1beta2 failures: conditions and deprecated fields", test_v1beta2_failures},
 	{"v1beta2: a Machine's teardown is no failure", test_v1beta2_teardown_is_no_failure},
 	{"scale from zero from the infrastructure template's status", test_template_from_infra_template},
+	{"a template that says nothing: the reason names the template", test_template_infra_says_nothing},
 	{"management cluster: Machines there, Nodes in the workload cluster", test_management_cluster},
 	{"management cluster: a broken kubeconfig is reported and read again", test_management_kubeconfig_broken},
 	{"management cluster: contradictory settings", test_management_config},
