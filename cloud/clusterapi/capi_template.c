@@ -365,11 +365,16 @@ static json_object *merged_capacity(json_object *tpl, json_object *ann)
 int capi_template_node(capi *c, const capi_group *g, char **node_json, prd_cloud_error *err)
 {
 	json_object *ann = capi_jobj(capi_jobj(g->obj, "metadata"), "annotations"), *tpl = NULL, *merged = NULL;
+	json_object *ref = capi_jobj(capi_jobj(capi_jobj(capi_jobj(g->obj, "spec"), "template"), "spec"),
+				     "infrastructureRef");
+	const char *kind = capi_jstr(ref, "kind"), *name = capi_jstr(ref, "name");
+	bool have_tpl;
 	int rc;
 	*node_json = NULL;
 	rc = infra_template(c, g, &tpl, err);
 	if(rc)
 		return rc;
+	have_tpl = tpl != NULL;
 	merged = tpl ? merged_capacity(tpl, ann) : NULL;
 	json_object_put(tpl);
 	if(merged) {
@@ -379,5 +384,25 @@ int capi_template_node(capi *c, const capi_group *g, char **node_json, prd_cloud
 	}
 	if(capi_jstr(ann, ANN("cpu")) || capi_jstr(ann, ANN("memory")))
 		return from_annotations(g, ann, node_json, err);
-	return from_node(c, g, node_json, err);
+	rc = from_node(c, g, node_json, err);
+	/* Say every source that was tried: on CAPA or CAPG the operator most
+	 * likely expected the infrastructure template to publish capacity. */
+	if(rc == PRD_CLOUD_ENOTFOUND) {
+		char what[600];
+		if(!kind || !name)
+			snprintf(what, sizeof(what), "its machine template names no infrastructure template");
+		else if(have_tpl)
+			snprintf(what, sizeof(what),
+				 "its infrastructure template %s %s publishes no cpu and memory in status.capacity "
+				 "(Cluster API's autoscaling contract)",
+				 kind, name);
+		else
+			snprintf(what, sizeof(what), "its infrastructure template %s %s is not there (or not readable)",
+				 kind, name);
+		rc = capi_fail(err, rc,
+			       "clusterapi: %s has no template node: %s, it has no Node to copy and no scale-from-zero "
+			       "annotations (set %s and %s)",
+			       g->id, what, ANN("cpu"), ANN("memory"));
+	}
+	return rc;
 }

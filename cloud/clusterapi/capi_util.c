@@ -32,8 +32,12 @@ void capi_path(const capi *c, char *out, size_t n, const char *plural, const cha
  * none of them is a failure. */
 static bool waiting_reason(const char *r)
 {
+	/* (ObjectDoesNotExist: v1beta2's word for an infrastructure or
+	 * bootstrap object not made yet. Its ObjectDeleted is a failure on a
+	 * Machine that is not being deleted: see capi_machine_failure.) */
 	static const char *const exact[] = {"NotReady", "InvalidConditionReported", "InternalError", "DoesNotExist",
-					    "Deleted", "Deleting", "NoReasonReported", "Ready", NULL};
+					    "ObjectDoesNotExist", "Deleted", "Deleting", "NoReasonReported", "Ready",
+					    NULL};
 	static const char *const part[] = {"Provisioning", "InProgress", "Pending", "Creating", "Waiting", NULL};
 	size_t i;
 	for(i = 0; exact[i]; i++)
@@ -82,6 +86,13 @@ int capi_machine_failure(json_object *m, const char **code, const char **message
 	json_object *st = capi_jobj(m, "status"), *v1 = capi_jobj(capi_jobj(st, "deprecated"), "v1beta1");
 	const char *fmsg = capi_jstr(st, "failureMessage"), *freason = capi_jstr(st, "failureReason");
 	size_t i;
+	/* A Machine being deleted has been taken out by whoever deletes it (a
+	 * rollback, a scale-down, a MachineHealthCheck, a rollout); what its
+	 * conditions say then is its teardown ("E2EMachine has been deleted"),
+	 * not a failure to make it: a plan must not fail over a Machine a
+	 * rollout replaces (e2e 87 rollout). */
+	if(capi_jstr(capi_jobj(m, "metadata"), "deletionTimestamp"))
+		return PRD_CLOUD_ERRCLASS_NONE;
 	if(!(fmsg && fmsg[0])) {
 		fmsg = capi_jstr(v1, "failureMessage");
 		freason = capi_jstr(v1, "failureReason");

@@ -92,7 +92,8 @@ void capi_path(const capi *c, char *out, size_t n, const char *plural, const cha
  * ...Provisioning...). Returns the prd_cloud_error_class (NONE: not failed;
  * OUT_OF_RESOURCES for a condition's capacity/stockout/quota reason; the
  * v1beta1 fields are always OTHER); *code and
- * *message point into m. */
+ * *message point into m. A Machine being deleted has not failed (its
+ * conditions then describe its teardown). */
 int capi_machine_failure(json_object *m, const char **code, const char **message);
 
 /* capi_mgmt.c: the management cluster. capi_mgmt_config takes one of the

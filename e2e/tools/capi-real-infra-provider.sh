@@ -13,6 +13,9 @@
 # NAMESPACE and:
 #   * E2EControlPlane: status.initialization.controlPlaneInitialized=true at
 #     once (the workload apiserver is already there);
+#   * E2ECluster: status.initialization.provisioned=true at once (the
+#     Cluster's InfrastructureReady, without which a MachineHealthCheck
+#     judges no Machine);
 #   * E2EMachineTemplate: publishes status.capacity (cpu, memory, pods,
 #     nvidia.com/gpu from spec.template.spec.shape) and status.nodeInfo, the
 #     autoscaling contract's scale-from-zero data;
@@ -30,6 +33,11 @@
 #         the workload cluster - unless the template carries
 #         e2e.provreqd.io/hold, a machine that never joins - then sets
 #         spec.providerID and status.initialization.provisioned=true;
+#       - when the template carries e2e.provreqd.io/sick, the first machine
+#         provisioned after it appeared gets a sick Node: Ready=Unknown
+#         (NodeStatusUnknown, a kubelet that stopped posting) and no kwok
+#         annotation, so it never turns Ready; the provider then removes
+#         the annotation (one sick machine per setting of it);
 #   * a deleted E2EMachine: deletes its Node, removes the finalizer.
 # Each action is logged on stdout with the time.
 set -uo pipefail
@@ -56,6 +64,7 @@ plan() {
 	(.items | map(select(.kind == "E2EMachineTemplate"))) as $tpls |
 	(.items | map(select(.kind == "E2EMachine"))) as $ms |
 	(.items | map(select(.kind == "E2EControlPlane"))) as $cps |
+	(.items | map(select(.kind == "E2ECluster"))) as $cls |
 	def tpl_of($m): ($m | ann("cluster.x-k8s.io/cloned-from-name")) as $n |
 	  ($tpls | map(select(.metadata.name == $n)) | first) // {};
 	def shape: (.spec.template.spec.shape // {});
@@ -64,6 +73,7 @@ plan() {
 	  (if $s.gpu then {"nvidia.com/gpu": $s.gpu} else {} end);
 	(
 	  ($cps[] | select(.status.initialization.controlPlaneInitialized != true) | ["cp", .metadata.name]),
+	  ($cls[] | select(.status.initialization.provisioned != true) | ["cl", .metadata.name]),
 	  ($tpls[] | select(.status.capacity != capacity) |
 	    ["tpl", .metadata.name, ({status: {capacity: capacity,
 	      nodeInfo: {architecture: "amd64", operatingSystem: "linux"}}} | tojson)]),
@@ -86,32 +96,46 @@ plan() {
 	        length) as $rank |
 	      ($tp | ann("e2e.provreqd.io/fail")) as $fail | ($tp | ann("e2e.provreqd.io/fail-count")) as $fc |
 	      if $fail != "" and ($fc == "" or $nfailed + $rank < ($fc | tonumber)) then ["fail", $m.metadata.name, $fail]
-	      else ["provision", $m.metadata.name, (if ($tp | ann("e2e.provreqd.io/hold")) != "" then "hold" else "join" end),
+	      else ["provision", $m.metadata.name,
+	            (if ($tp | ann("e2e.provreqd.io/hold")) != "" then "hold"
+	             elif ($tp | ann("e2e.provreqd.io/sick")) != "" and $rank == 0 then "sick"
+	             else "join" end),
 	            ({cap: ($tp | capacity), labels: ($tp | shape | .labels // {}),
-	              taints: ($tp | shape | .taints // [])} | tojson)]
+	              taints: ($tp | shape | .taints // [])} | tojson), $tn]
 	      end
 	    end)
 	) | map(tostring) | @tsv'
 }
 
+# make_node NAME SHAPE [sick]: a kwok Node, or (sick) one kwok leaves alone
+# whose Ready condition is Unknown.
 make_node() {
-	local name=$1 shape=$2
-	jq -n --arg n "$name" --arg pid "e2e:///$ns/$name" --argjson s "$shape" '{
+	local name=$1 shape=$2 sick=${3:-}
+	jq -n --arg n "$name" --arg pid "e2e:///$ns/$name" --argjson s "$shape" --arg sick "$sick" --arg t "$(now_rfc)" '{
 	  apiVersion: "v1", kind: "Node",
-	  metadata: {name: $n, annotations: {"kwok.x-k8s.io/node": "fake"},
+	  metadata: {name: $n, annotations: (if $sick == "" then {"kwok.x-k8s.io/node": "fake"} else {} end),
 	    labels: ({"kubernetes.io/hostname": $n, type: "kwok", "e2e.provreqd.io/machine": $n} + $s.labels)},
 	  spec: ({providerID: $pid} + (if ($s.taints | length) > 0 then {taints: $s.taints} else {} end)),
-	  status: {capacity: $s.cap, allocatable: $s.cap}}' | w apply -f - >/dev/null
+	  status: ({capacity: $s.cap, allocatable: $s.cap} + (if $sick == "" then {} else
+	    {conditions: [{type: "Ready", status: "Unknown", reason: "NodeStatusUnknown",
+	      message: "e2e: the kubelet stopped posting node status", lastHeartbeatTime: $t, lastTransitionTime: $t}]} end))}' |
+		w apply -f - >/dev/null
 }
 
 step() {
-	local act a b c out
-	out=$(m get e2emachinetemplates.$grp,e2emachines.$grp,e2econtrolplanes.controlplane.e2e.provreqd.io -o json 2>&1) || {
+	local act a b c d out
+	out=$(m get e2emachinetemplates.$grp,e2emachines.$grp,e2eclusters.$grp,e2econtrolplanes.controlplane.e2e.provreqd.io \
+		-o json 2>&1) || {
 		log "list failed: $out"
 		return
 	}
-	while IFS=$'\t' read -r act a b c; do
+	while IFS=$'\t' read -r act a b c d; do
 		case $act in
+		cl)
+			m patch "e2eclusters.$grp" "$a" --subresource=status --type=merge \
+				-p '{"status":{"initialization":{"provisioned":true}}}' >/dev/null &&
+				log "E2ECluster $a provisioned"
+			;;
 		cp)
 			m patch e2econtrolplanes.controlplane.e2e.provreqd.io "$a" --subresource=status --type=merge \
 				-p '{"status":{"initialization":{"controlPlaneInitialized":true}}}' >/dev/null &&
@@ -135,8 +159,13 @@ step() {
 			log "E2EMachine $a failed: $b"
 			;;
 		provision)
-			if [[ $b == join ]]; then
-				make_node "$a" "$c" || {
+			if [[ $b == sick ]]; then
+				# One sick machine per setting of the knob: taken back
+				# before the Node is made, so a failed write makes none.
+				m annotate "e2emachinetemplates.$grp" "$d" e2e.provreqd.io/sick- >/dev/null || continue
+			fi
+			if [[ $b == join || $b == sick ]]; then
+				make_node "$a" "$c" "${b/join/}" || {
 					log "Node $a: create failed"
 					continue
 				}

@@ -13,7 +13,8 @@
 #   capi_real_cluster NS NAME WORKLOAD_KUBECONFIG
 #                           a Cluster NAME in NS (management cluster) whose
 #                           workload kubeconfig Secret points at WORKLOAD_KUBECONFIG,
-#                           with an E2EControlPlane; waits for ControlPlaneInitialized
+#                           with an E2ECluster and an E2EControlPlane; waits for
+#                           InfrastructureReady and ControlPlaneInitialized
 #   capi_real_provider NS WORKLOAD_KUBECONFIG LOG
 #                           start the infrastructure provider for NS
 
@@ -133,12 +134,20 @@ kind: E2EControlPlane
 metadata: {name: $name-cp}
 spec: {}
 ---
+apiVersion: infrastructure.e2e.provreqd.io/v1alpha1
+kind: E2ECluster
+metadata: {name: $name}
+spec: {}
+---
 apiVersion: cluster.x-k8s.io/v1beta2
 kind: Cluster
 metadata: {name: $name}
 spec:
+  infrastructureRef: {apiGroup: infrastructure.e2e.provreqd.io, kind: E2ECluster, name: $name}
   controlPlaneRef: {apiGroup: controlplane.e2e.provreqd.io, kind: E2EControlPlane, name: $name-cp}
 EOF
+	t_wait 60 "Cluster $name: InfrastructureReady" bash -c "kubectl --kubeconfig '$CAPI_MGMT_KUBECONFIG' -n '$ns' \
+		get cluster '$name' -o 'jsonpath={.status.conditions[?(@.type==\"InfrastructureReady\")].status}' | grep -qx True"
 	t_wait 60 "Cluster $name: ControlPlaneInitialized" bash -c "kubectl --kubeconfig '$CAPI_MGMT_KUBECONFIG' -n '$ns' \
 		get cluster '$name' -o 'jsonpath={.status.initialization.controlPlaneInitialized}' | grep -qx true"
 }

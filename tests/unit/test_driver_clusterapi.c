@@ -491,6 +491,7 @@ static void test_scale_from_zero_template(void)
 	json_object_put(t);
 	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-empty", PRD_CLOUD_ENOTFOUND, msg, sizeof(msg)));
 	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "no Node to copy and no scale-from-zero annotations"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "names no infrastructure template"));
 }
 
 static void test_instances(void)
@@ -579,6 +580,50 @@ static void test_delete_instances(void)
 	CU_ASSERT_EQUAL(drv->api->delete_instances(drv->state, "MachineDeployment/ns1/md-a", ids, 1, &e), 0);
 	CU_ASSERT_PTR_NOT_NULL(delete_mark("m-ok"));
 	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 1);
+}
+
+/* A rollback asks again for Machines it marked while they are still
+ * listed (the real MachineDeployment controller took 5 s mid-rollout to
+ * act on the lower replicas, e2e 87): replicas already dropped for them,
+ * so the repeat lowers nothing and marks nothing. Catches a driver that
+ * counted its own earlier mark again (md-rb went 3 -> 1 -> 0, and the
+ * Machine from before the plan was deleted). A mark no decrement covers
+ * (set by someone who did not lower replicas) still counts. */
+static void test_delete_repeated_is_not_counted_twice(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a", *ids[2];
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 3);
+	machine("m-before", "md-a", "node-before", "");
+	machine("m-p1", "md-a", NULL, "");
+	machine("m-p2", "md-a", NULL, "");
+	md("md-b", SIZES("0", "9"), 2);
+	machine("m-x", "md-b", "node-x", "");
+	create(CAPI "/namespaces/ns1/machines",
+	       "{\"metadata\":{\"name\":\"m-y\",\"labels\":{\"cluster.x-k8s.io/deployment-name\":\"md-b\"},"
+	       "\"annotations\":{\"cluster.x-k8s.io/delete-machine\":\"someone-else\"}},"
+	       "\"spec\":{\"clusterName\":\"c1\",\"providerID\":\"test://node-y\"},"
+	       "\"status\":{\"nodeRef\":{\"kind\":\"Node\",\"name\":\"node-y\"}}}");
+	load(NULL);
+	ids[0] = "clusterapi://ns1/m-p1";
+	ids[1] = "clusterapi://ns1/m-p2";
+	CU_ASSERT_EQUAL(drv->api->delete_instances(drv->state, id, ids, 2, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 1);
+	/* Both still listed, neither being deleted yet: asked again. */
+	CU_ASSERT_EQUAL(drv->api->delete_instances(drv->state, id, ids, 2, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 1);
+	ids[0] = "clusterapi://ns1/m-p2";
+	CU_ASSERT_EQUAL(drv->api->delete_instances(drv->state, id, ids, 1, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 1);
+	CU_ASSERT_PTR_NULL(delete_mark("m-before"));
+	/* md-b: 2 replicas for 2 Machines, one marked by someone who did not
+	 * lower replicas: deleting it lowers them, and the mark stays theirs. */
+	ids[0] = "test://node-y";
+	CU_ASSERT_EQUAL(drv->api->delete_instances(drv->state, "MachineDeployment/ns1/md-b", ids, 1, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-b"), 1);
+	CU_ASSERT_STRING_EQUAL(delete_mark("m-y") ? delete_mark("m-y") : "", "someone-else");
+	CU_ASSERT_PTR_NULL(delete_mark("m-x"));
 }
 
 /* A stalled former leader's late rollback (term 3) after the new leader
@@ -1036,6 +1081,61 @@ static void test_v1beta2_failures(void)
 	drv->api->release_instances(drv->state, v, n);
 }
 
+/* Machines another actor deletes (a MachineDeployment rollout, a
+ * MachineHealthCheck) report their teardown in InfrastructureReady:
+ * False/ObjectDeleted "E2EMachine has been deleted" (Cluster API v1beta2,
+ * seen in e2e 87: the plan failed as a "partial creation" while a rollout
+ * replaced its Machines). Such a Machine is Deleting, not failed; a
+ * Machine whose infrastructure object is not made yet (ObjectDoesNotExist)
+ * is Creating. Catches a driver that reads every False reason it does not
+ * know as a failure, or judges a Machine on its way out. */
+static void test_v1beta2_teardown_is_no_failure(void)
+{
+	prd_cloud_error e = {0, ""};
+	prd_cloud_instance *v = NULL;
+	size_t n = 0, i;
+	int seen = 0;
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 3);
+	create(CAPI "/namespaces/ns1/machines",
+	       "{\"metadata\":{\"name\":\"m-going\",\"deletionTimestamp\":\"2024-05-01T09:00:00Z\","
+	       "\"finalizers\":[\"machine.cluster.x-k8s.io\"],"
+	       "\"labels\":{\"cluster.x-k8s.io/deployment-name\":\"md-a\"}},"
+	       "\"spec\":{\"clusterName\":\"c1\",\"providerID\":\"test://node-going\"},"
+	       "\"status\":{\"nodeRef\":{\"kind\":\"Node\",\"name\":\"node-going\"},"
+	       "\"conditions\":[{\"type\":\"InfrastructureReady\",\"status\":\"False\",\"reason\":\"ObjectDeleted\","
+	       "\"message\":\"E2EMachine has been deleted\",\"lastTransitionTime\":\"2024-05-01T09:00:00Z\"}]}}");
+	machine("m-new", "md-a", NULL,
+		"\"conditions\":[{\"type\":\"InfrastructureReady\",\"status\":\"False\",\"reason\":\"ObjectDoesNotExist\","
+		"\"message\":\"E2EMachine does not exist\",\"lastTransitionTime\":\"2024-05-01T09:00:00Z\"}]");
+	/* The same reason on a Machine nobody deletes: its infrastructure
+	 * went away under it, a failure. */
+	machine("m-lost", "md-a", NULL,
+		"\"conditions\":[{\"type\":\"InfrastructureReady\",\"status\":\"False\",\"reason\":\"ObjectDeleted\","
+		"\"message\":\"E2EMachine has been deleted while the Machine still exists\","
+		"\"lastTransitionTime\":\"2024-05-01T09:00:00Z\"}]");
+	load(NULL);
+	CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, "MachineDeployment/ns1/md-a", &v, &n, &e), 0);
+	CU_ASSERT_EQUAL(n, 3);
+	for(i = 0; i < n; i++) {
+		if(!strcmp(v[i].id, "test://node-going")) {
+			CU_ASSERT_EQUAL(v[i].state, PRD_CLOUD_INSTANCE_DELETING);
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_NONE);
+			seen++;
+		} else if(!strcmp(v[i].id, "clusterapi://ns1/m-new")) {
+			CU_ASSERT_EQUAL(v[i].state, PRD_CLOUD_INSTANCE_CREATING);
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_NONE);
+			seen++;
+		} else if(!strcmp(v[i].id, "clusterapi://ns1/m-lost")) {
+			CU_ASSERT_EQUAL(v[i].error_class, PRD_CLOUD_ERRCLASS_OTHER);
+			CU_ASSERT_STRING_EQUAL(v[i].error_code ? v[i].error_code : "", "ObjectDeleted");
+			seen++;
+		}
+	}
+	CU_ASSERT_EQUAL(seen, 3);
+	drv->api->release_instances(drv->state, v, n);
+}
+
 /* Scale from zero from the infrastructure machine template's published
  * status.capacity and status.nodeInfo (Cluster API's autoscaling contract),
  * the group's capacity annotations overriding it key by key. Catches a
@@ -1070,6 +1170,35 @@ static void test_template_from_infra_template(void)
 	CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(labels, "pool")), "big");
 	json_object_put(o);
 	drv->api->release_string(drv->state, node);
+}
+
+/* A group whose infrastructure template publishes no capacity, with no
+ * annotations and no Node: the reason names the template and what it
+ * lacks (a driver that blamed only the annotations sent the operator of a
+ * CAPA/CAPG install to the wrong place), and a missing template says so. */
+static void test_template_infra_says_nothing(void)
+{
+	static const kube_resource TPLS = {"infrastructure.e2e.provreqd.io", "v1alpha1", "e2emachinetemplates",
+					   "E2EMachineTemplate", true};
+	char msg[PRD_CLOUD_MSG_MAX];
+	fresh_api();
+	CU_ASSERT_EQUAL_FATAL(memapi_add_kind(m, &TPLS, MEMAPI_STATUS), 0);
+	create("/apis/infrastructure.e2e.provreqd.io/v1alpha1/namespaces/ns1/e2emachinetemplates",
+	       "{\"metadata\":{\"name\":\"bare\"},\"spec\":{\"template\":{\"spec\":{}}}}");
+	create(CAPI "/namespaces/ns1/machinedeployments",
+	       "{\"metadata\":{\"name\":\"md-bare\",\"annotations\":{" SIZES("0", "5") "}},\"spec\":{\"replicas\":0,"
+	       "\"template\":{\"spec\":{\"infrastructureRef\":{\"apiVersion\":\"infrastructure.e2e.provreqd.io/v1alpha1\","
+	       "\"kind\":\"E2EMachineTemplate\",\"name\":\"bare\"}}}}}");
+	create(CAPI "/namespaces/ns1/machinedeployments",
+	       "{\"metadata\":{\"name\":\"md-gone\",\"annotations\":{" SIZES("0", "5") "}},\"spec\":{\"replicas\":0,"
+	       "\"template\":{\"spec\":{\"infrastructureRef\":{\"apiVersion\":\"infrastructure.e2e.provreqd.io/v1alpha1\","
+	       "\"kind\":\"E2EMachineTemplate\",\"name\":\"gone\"}}}}}");
+	load(NULL);
+	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-bare", PRD_CLOUD_ENOTFOUND, msg, sizeof(msg)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "E2EMachineTemplate bare publishes no cpu and memory in status.capacity"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, CAP "cpu"));
+	CU_ASSERT_PTR_NULL(template_of("MachineDeployment/ns1/md-gone", PRD_CLOUD_ENOTFOUND, msg, sizeof(msg)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "E2EMachineTemplate gone is not there"));
 }
 
 /* ---- a separate management cluster --------------------------------------- */
@@ -1587,11 +1716,14 @@ static const test_case cases[] = {
 	{"fence: a fence between read and write is a conflict", test_fence_stale_resource_version},
 	{"fence: keys and garbled records", test_fence_keys},
 	{"v1beta2 failures: conditions and deprecated fields", test_v1beta2_failures},
+	{"v1beta2: a Machine's teardown is no failure", test_v1beta2_teardown_is_no_failure},
 	{"scale from zero from the infrastructure template's status", test_template_from_infra_template},
+	{"a template that says nothing: the reason names the template", test_template_infra_says_nothing},
 	{"management cluster: Machines there, Nodes in the workload cluster", test_management_cluster},
 	{"management cluster: a broken kubeconfig is reported and read again", test_management_kubeconfig_broken},
 	{"management cluster: contradictory settings", test_management_config},
 	{"delete: marks and decrement are conditional on one read", test_delete_is_conditional},
+	{"delete: a repeated delete is not counted twice", test_delete_repeated_is_not_counted_twice},
 	{"delete: taking a mark back keeps someone else's", test_unmark_keeps_foreign_mark},
 	{"management cluster: list once, then watch", test_management_watch},
 	{NULL, NULL}};
