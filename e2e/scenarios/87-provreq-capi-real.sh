@@ -56,16 +56,14 @@
 #     template) while a 0 -> 3 plan on md-ro is open: the plan ends
 #     Provisioned, provreqd neither marks nor deletes the rollout's Machines
 #     and replicas stay 3.
-#   * rollout-rb (not in the default set: fails until the atomic class's
-#     rollback stops deleting every Machine new since the plan began): a
-#     rollout while a 1 -> 3 plan on md-rb fails (quota) and is rolled
-#     back: replicas must go back to 1 and no further, provreqd marking at
-#     most the plan's 2 Machines.
+#   * rollout-rb: a rollout while a 1 -> 3 plan on md-rb fails (quota)
+#     and is rolled back: replicas must go back to 1 and no further,
+#     provreqd marking at most the plan's 2 Machines (caught the rollback
+#     by creation times deleting the rollout's replacement, 1 -> 0).
 #   (mhc and rollout run while the never-joining path waits out its
 #   provision timeout.)
 # CAPI_REAL_PATHS (space-separated) picks paths: broken ok delete tpl calls
-# bad part mhc rollout rollout-rb hold k9 failover; default: all but
-# rollout-rb.
+# bad part mhc rollout rollout-rb hold k9 failover; default: all.
 # CAPI_REAL_WATCH=false makes the driver poll instead of watching (the
 # "before" figure of calls).
 #
@@ -90,7 +88,7 @@ set -euo pipefail
 PR_DRIVER_SO="$PROVREQD_BUILDDIR/cloud/clusterapi/.libs/clusterapi.so"
 [[ -f "$PR_DRIVER_SO" ]] || t_fail "build first: $PR_DRIVER_SO is missing (make all)"
 [[ -x "$CAPI_DIR/bin/capi-manager" ]] || t_skip "capi-manager is not built (e2e/build-binaries.sh builds it)"
-paths=" ${CAPI_REAL_PATHS:-broken ok delete tpl calls bad part mhc rollout hold k9 failover} "
+paths=" ${CAPI_REAL_PATHS:-broken ok delete tpl calls bad part mhc rollout rollout-rb hold k9 failover} "
 want() { [[ "$paths" == *" $1 "* ]]; }
 
 capi_work=$(mktemp -d "${TMPDIR:-/tmp}/provreqd-e2e-capi.XXXXXX")

@@ -1449,6 +1449,18 @@ bool at_say_again(const char *plan_id, int64_t now)
  * the plan found it. */
 static bool rolled_back(const pr_class_group *g, const state_intent *in, const at_view *pv)
 {
+	/* Creation times tell only "new since the plan began": an instance
+	 * another actor made since (a rollout's or a MachineHealthCheck's
+	 * replacement of one the group had) looks like the plan's. Once the
+	 * target is back where the plan found it, the plan's count is taken
+	 * back: what is new there stands in for what was, or goes with the
+	 * cloud's own reconciling (a MachineSet deletes what replicas no
+	 * longer ask for), and one more delete would take the group below
+	 * its size before the plan (e2e 87 rollout-rb: during the rollout's
+	 * surge the rollback deleted the replacement of the group's older
+	 * Machine, 1 -> 0). */
+	if(at_own_of(in) == AT_OWN_TIME && g->target <= in->target_before)
+		return true;
 	if(pv->n)
 		return false;
 	switch(at_own_of(in)) {
@@ -1479,6 +1491,10 @@ static void lower_target(const pr_class_host *h, pr_class_group *g, const state_
 					      : (int64_t)g->target - in->target_before - (int64_t)pv->live;
 	if(excess > in->delta)
 		excess = in->delta;
+	/* Never below where the plan found the group (a moment with fewer
+	 * live instances - one being replaced - is not the plan's). */
+	if(excess > (int64_t)g->target - in->target_before)
+		excess = (int64_t)g->target - in->target_before;
 	if(excess <= 0)
 		return;
 	rc = at_decrease(g, (int32_t)excess, g->target, &de);

@@ -1694,6 +1694,32 @@ static const prd_cloud_driver a_driver = {
 static cloud_driver a_drv = { NULL, NULL, &a_driver, NULL, NULL };
 static cloud_driver *a_drvs[1] = { &a_drv };
 
+/* The same cloud telling when each instance was created and nothing else
+ * about who made it (as Cluster API does): plans own instances by
+ * creation time. */
+static const prd_cloud_driver t_driver = {
+	.abi_major = PRD_CLOUD_ABI_MAJOR,
+	.abi_minor = PRD_CLOUD_ABI_MINOR,
+	.struct_size = sizeof(prd_cloud_driver),
+	.name = "times-test",
+	.instance_size = sizeof(prd_cloud_instance),
+	.refresh = a_refresh,
+	.node_groups = a_groups,
+	.release_node_groups = a_release_groups,
+	.instances = a_instances,
+	.release_instances = a_release_instances,
+	.template_node = a_template,
+	.increase_size = a_increase,
+	.delete_nodes = a_delete_nodes,
+	.decrease_target_size = a_decrease,
+	.release_string = a_release_string,
+	.delete_instances = a_delete_instances,
+	.capabilities = PRD_CLOUD_CAP_CREATION_TIME,
+};
+
+static cloud_driver t_drv = { NULL, NULL, &t_driver, NULL, NULL };
+static cloud_driver *t_drvs[1] = { &t_drv };
+
 /* The same cloud behind ABI 1.3: the increase is a compare-and-set of the
  * target applied when the call lands, and the instances a test creates
  * after it carry its owner token. */
@@ -5287,6 +5313,51 @@ static void test_carried_on_plan_drops_own_unwritten_end(void)
 	stop_async();
 }
 
+/* Plans that own instances by creation time (Cluster API): a rollout
+ * replaces the group's older instance while a plan rolls back. Once the
+ * target is back where the plan found it, the rollback is over; the
+ * replacement, new since the plan began, is not taken for the plan's.
+ * Broken controller caught: one that goes on deleting whatever is new
+ * since the plan began (the group went below its size before the plan,
+ * 1 -> 0: e2e 87 rollout-rb against the real MachineSet controller). */
+static void test_time_owned_rollback_spares_a_replacement(void)
+{
+	size_t i;
+	int k;
+	start_async(NULL);
+	drivers.v = t_drvs;
+	ac.target = 1;
+	a_create(1, 0);
+	a_register(1);
+	clk_fake_advance(&fake, MIN);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 6, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.target, 3);
+	a_create(2, PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpFailed");
+	CU_ASSERT_EQUAL(ac.target, 1);
+	/* A rollout replaces the instance the group had before the plan. */
+	ac.grp[0].v[0].state = PRD_CLOUD_INSTANCE_DELETING;
+	a_finish_deletes();
+	a_create(1, 0);
+	a_register(1);
+	for(k = 0; k < 3; k++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		a_finish_deletes();
+	}
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.target, 1);
+	CU_ASSERT_EQUAL(a_live(), 1);
+	for(i = 0; i < ac.grp[0].n; i++)
+		CU_ASSERT_NOT_EQUAL(ac.grp[0].v[i].state, PRD_CLOUD_INSTANCE_DELETING);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "rolled-back");
+	stop_async();
+}
+
 static const test_case cases[] = {
 	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
 	{ "DRA: check-capacity with devices", test_dra_check_capacity },
@@ -5373,6 +5444,7 @@ static const test_case cases[] = {
 	{ "booking ledger: a plan's record carries the bookings its pass made before it", test_ledger_plan_write_carries_earlier_bookings },
 	{ "a plan whose end is unwritten past its booking holds its Nodes", test_unwritten_end_holds_plan_nodes },
 	{ "actors: a plan another leader carried on drops this store's unwritten end", test_carried_on_plan_drops_own_unwritten_end },
+	{ "actors: a rollback by creation times spares a rollout's replacement", test_time_owned_rollback_spares_a_replacement },
 	{ NULL, NULL }
 };
 
