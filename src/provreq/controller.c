@@ -90,6 +90,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->nodes_by_name, NULL);
 	hmap_init(&c->tpls, pr__put_json);
 	hmap_init(&c->born, free);
+	hmap_init(&c->tmpl_said, free);
 	hmap_init(&c->made, NULL);
 	hmap_init(&c->bres, NULL);
 	arena_init(&c->bres_ar);
@@ -179,6 +180,7 @@ void pr_ctl_free(pr_ctl *c)
 	hmap_free(&c->nodes_by_name);
 	hmap_free(&c->tpls);
 	hmap_free(&c->born);
+	hmap_free(&c->tmpl_said);
 	hmap_free(&c->made);
 	hmap_free(&c->bres);
 	arena_free(&c->bres_ar);

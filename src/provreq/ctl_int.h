@@ -237,6 +237,7 @@ struct pr_ctl {
 	hmap nodes_by_name;
 	hmap born;
 	hmap made;
+	hmap tmpl_said; /* group id -> why it has no usable template, as last logged */
 	/* Bookings' resources parsed, by their text (snapshot.c pr_bres),
 	 * and how many distinct texts the last pass's bookings had. */
 	hmap bres;

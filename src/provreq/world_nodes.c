@@ -255,6 +255,24 @@ static void fence_creations(pr_ctl *c, cloud_driver *drv)
 		     "driver", api->name, rc ? de.message : "out of memory");
 }
 
+/* Why a group has no usable template: at warn once, and again only when
+ * the reason changes (every pass asks; a group that cannot scale from zero
+ * would fill the log); at debug in between. */
+static void say_no_template(pr_ctl *c, const char *group, const char *what, const char *why)
+{
+	char said[700];
+	const char *was = hmap_get(&c->tmpl_said, group);
+	char *keep;
+	snprintf(said, sizeof(said), "%s: %s", what, why ? why : "");
+	if(was && !strcmp(was, said)) {
+		log_debug(what, "group", group, "error", why ? why : "");
+		return;
+	}
+	log_warn(what, "group", group, "error", why ? why : "");
+	if((keep = str_dup(said)) && hmap_put(&c->tmpl_said, group, keep))
+		free(keep);
+}
+
 int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t d, i;
@@ -298,13 +316,15 @@ int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 				pg->tmpl_json = json_tokener_parse(js);
 				drv->api->release_string(drv->state, js);
 				if(pg->tmpl_json && pr_conv_node(&w->ar, pg->tmpl_json, &pg->tmpl, &ce) == 0 &&
-				   template_devices(w, drv, pg, &ce) == 0)
+				   template_devices(w, drv, pg, &ce) == 0) {
 					pg->has_tmpl = true;
-				else
-					log_warn("node group template is not a usable Node", "group", pg->id,
-						 "error", pg->tmpl_json ? ce.msg : "not JSON");
+					hmap_del(&c->tmpl_said, pg->id);
+				} else {
+					say_no_template(c, pg->id, "node group template is not a usable Node",
+							pg->tmpl_json ? ce.msg : "not JSON");
+				}
 			} else {
-				log_warn("node group has no template node", "group", pg->id, "error", de.message);
+				say_no_template(c, pg->id, "node group has no template node", de.message);
 			}
 			if(cloud_driver_naps(drv->api)) {
 				char *owner = NULL;
