@@ -8,13 +8,21 @@
 
 #include "util/str.h"
 
-/* One string: the caller sees `s`; the header sits just before it. */
+/* One string, or one shared array (a blob, see kube__blob_get): the
+ * caller sees `s`; the header sits just before it. A blob never matches a
+ * string of the same bytes, so releasing one never releases the other.
+ * `s` is 16-byte aligned (the header is 16 bytes), enough for any array
+ * of the decoded structs. */
 typedef struct istr {
 	uint64_t hash;
 	uint32_t refs;
-	uint32_t len;
+	uint32_t len : 31;
+	uint32_t blob : 1;
 	char s[];
 } istr;
+
+/* Longest string or blob (the header keeps 31 bits of length). */
+#define ISTR_MAX 0x7fffffffu
 
 struct kube_intern {
 	pthread_mutex_t mu;
@@ -74,21 +82,26 @@ static int grow(kube_intern *t)
 	return 0;
 }
 
-const char *kube_intern_getn(kube_intern *t, const char *s, size_t n)
+/* The shared copy of n bytes at s (a string, or a blob when `blob`), one
+ * more reference; *had tells whether it was held already. NULL when out
+ * of memory. */
+static const char *get(kube_intern *t, const char *s, size_t n, bool blob, bool *had)
 {
 	uint64_t h = str_hash(s, n);
 	size_t i;
 	istr *e;
 	const char *out = NULL;
 
-	if(n > UINT32_MAX)
+	*had = false;
+	if(n > ISTR_MAX)
 		return NULL;
 	pthread_mutex_lock(&t->mu);
 	if(t->cap) {
 		for(i = h & (t->cap - 1); (e = t->slots[i]) != NULL; i = (i + 1) & (t->cap - 1)) {
-			if(e->hash == h && e->len == n && memcmp(e->s, s, n) == 0) {
+			if(e->hash == h && e->len == n && e->blob == blob && memcmp(e->s, s, n) == 0) {
 				e->refs++;
 				out = e->s;
+				*had = true;
 				goto done;
 			}
 		}
@@ -101,6 +114,7 @@ const char *kube_intern_getn(kube_intern *t, const char *s, size_t n)
 	e->hash = h;
 	e->refs = 1;
 	e->len = (uint32_t)n;
+	e->blob = blob;
 	memcpy(e->s, s, n);
 	e->s[n] = '\0';
 	for(i = h & (t->cap - 1); t->slots[i]; i = (i + 1) & (t->cap - 1))
@@ -112,6 +126,12 @@ const char *kube_intern_getn(kube_intern *t, const char *s, size_t n)
 done:
 	pthread_mutex_unlock(&t->mu);
 	return out;
+}
+
+const char *kube_intern_getn(kube_intern *t, const char *s, size_t n)
+{
+	bool had;
+	return get(t, s, n, false, &had);
 }
 
 const char *kube_intern_get(kube_intern *t, const char *s)
@@ -151,23 +171,45 @@ static void remove_slot(kube_intern *t, size_t i)
 	}
 }
 
-void kube_intern_put(kube_intern *t, const char *s)
+/* Drop one reference; true when it was the last (the entry has left the
+ * table and is not freed yet). */
+static bool put(kube_intern *t, istr *e)
 {
-	istr *e;
 	size_t i;
-	if(!s)
-		return;
-	e = hdr(s);
+	bool last;
 	pthread_mutex_lock(&t->mu);
-	if(--e->refs == 0) {
+	last = --e->refs == 0;
+	if(last) {
 		for(i = e->hash & (t->cap - 1); t->slots[i] != e; i = (i + 1) & (t->cap - 1))
 			;
 		remove_slot(t, i);
 		t->len--;
 		t->bytes -= sizeof(*e) + e->len + 1;
-		free(e);
 	}
 	pthread_mutex_unlock(&t->mu);
+	return last;
+}
+
+void kube_intern_put(kube_intern *t, const char *s)
+{
+	if(s && put(t, hdr(s)))
+		free(hdr(s));
+}
+
+const void *kube__blob_get(kube_intern *t, const void *p, size_t n, bool *had)
+{
+	return get(t, p, n, true, had);
+}
+
+bool kube__blob_put(kube_intern *t, const void *p)
+{
+	return p && put(t, hdr(p));
+}
+
+void kube__blob_free(const void *p)
+{
+	if(p)
+		free(hdr(p));
 }
 
 size_t kube_intern_count(kube_intern *t)
