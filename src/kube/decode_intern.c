@@ -85,9 +85,28 @@ static int grow(kube_intern *t)
 /* The shared copy of n bytes at s (a string, or a blob when `blob`), one
  * more reference; *had tells whether it was held already. NULL when out
  * of memory. */
-static const char *get(kube_intern *t, const char *s, size_t n, bool blob, bool *had)
+/* A blob's hash, a word at a time (blobs are arrays of pointers and
+ * numbers: hashing them byte by byte was most of what sharing a pod's
+ * arrays cost). */
+static uint64_t blob_hash(const char *s, size_t n)
 {
-	uint64_t h = str_hash(s, n);
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w;
+	size_t i;
+	for(i = 0; i + 8 <= n; i += 8) {
+		memcpy(&w, s + i, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdULL;
+		h ^= h >> 32;
+	}
+	for(; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	return h ^ (h >> 32);
+}
+
+static const char *get_locked(kube_intern *t, const char *s, size_t n, bool blob, bool *had)
+{
+	uint64_t h = blob ? blob_hash(s, n) : str_hash(s, n);
 	size_t i;
 	istr *e;
 	const char *out = NULL;
@@ -95,7 +114,6 @@ static const char *get(kube_intern *t, const char *s, size_t n, bool blob, bool 
 	*had = false;
 	if(n > ISTR_MAX)
 		return NULL;
-	pthread_mutex_lock(&t->mu);
 	if(t->cap) {
 		for(i = h & (t->cap - 1); (e = t->slots[i]) != NULL; i = (i + 1) & (t->cap - 1)) {
 			if(e->hash == h && e->len == n && e->blob == blob && memcmp(e->s, s, n) == 0) {
@@ -124,6 +142,14 @@ static const char *get(kube_intern *t, const char *s, size_t n, bool blob, bool 
 	t->bytes += sizeof(*e) + n + 1;
 	out = e->s;
 done:
+	return out;
+}
+
+static const char *get(kube_intern *t, const char *s, size_t n, bool blob, bool *had)
+{
+	const char *out;
+	pthread_mutex_lock(&t->mu);
+	out = get_locked(t, s, n, blob, had);
 	pthread_mutex_unlock(&t->mu);
 	return out;
 }
@@ -172,27 +198,45 @@ static void remove_slot(kube_intern *t, size_t i)
 }
 
 /* Drop one reference; true when it was the last (the entry has left the
- * table and is not freed yet). */
-static bool put(kube_intern *t, istr *e)
+ * table and is not freed yet). Lock held. */
+static bool put_locked(kube_intern *t, istr *e)
 {
 	size_t i;
-	bool last;
-	pthread_mutex_lock(&t->mu);
-	last = --e->refs == 0;
-	if(last) {
-		for(i = e->hash & (t->cap - 1); t->slots[i] != e; i = (i + 1) & (t->cap - 1))
-			;
-		remove_slot(t, i);
-		t->len--;
-		t->bytes -= sizeof(*e) + e->len + 1;
-	}
-	pthread_mutex_unlock(&t->mu);
-	return last;
+	if(--e->refs)
+		return false;
+	for(i = e->hash & (t->cap - 1); t->slots[i] != e; i = (i + 1) & (t->cap - 1))
+		;
+	remove_slot(t, i);
+	t->len--;
+	t->bytes -= sizeof(*e) + e->len + 1;
+	return true;
 }
 
 void kube_intern_put(kube_intern *t, const char *s)
 {
-	if(s && put(t, hdr(s)))
+	bool last;
+	if(!s)
+		return;
+	pthread_mutex_lock(&t->mu);
+	last = put_locked(t, hdr(s));
+	pthread_mutex_unlock(&t->mu);
+	if(last)
+		free(hdr(s));
+}
+
+void kube__intern_lock(kube_intern *t)
+{
+	pthread_mutex_lock(&t->mu);
+}
+
+void kube__intern_unlock(kube_intern *t)
+{
+	pthread_mutex_unlock(&t->mu);
+}
+
+void kube__intern_put_locked(kube_intern *t, const char *s)
+{
+	if(s && put_locked(t, hdr(s)))
 		free(hdr(s));
 }
 
@@ -201,9 +245,25 @@ const void *kube__blob_get(kube_intern *t, const void *p, size_t n, bool *had)
 	return get(t, p, n, true, had);
 }
 
+const void *kube__blob_get_locked(kube_intern *t, const void *p, size_t n, bool *had)
+{
+	return get_locked(t, p, n, true, had);
+}
+
 bool kube__blob_put(kube_intern *t, const void *p)
 {
-	return p && put(t, hdr(p));
+	bool last;
+	if(!p)
+		return false;
+	pthread_mutex_lock(&t->mu);
+	last = put_locked(t, hdr(p));
+	pthread_mutex_unlock(&t->mu);
+	return last;
+}
+
+bool kube__blob_put_locked(kube_intern *t, const void *p)
+{
+	return p && put_locked(t, hdr(p));
 }
 
 void kube__blob_free(const void *p)

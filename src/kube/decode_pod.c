@@ -531,18 +531,10 @@ fail:
 void kube__free_pod(kube_intern *in, kube_meta *m)
 {
 	kube_pod *pod = (kube_pod *)m;
-	size_t i;
-	kube__meta_free(in, m);
-	kube_intern_put(in, pod->node_name);
-	kube_intern_put(in, pod->consume);
-	kube_intern_put(in, pod->pr_class);
-	kube_intern_put(in, pod->owner_kind);
-	kube_intern_put(in, pod->owner_name);
+	kube__pod_release(in, pod);
+	free((char *)(uintptr_t)m->name);
 	free(pod->affinity_json);
 	free(pod->spread_json);
-	kube__pod_release_arrays(in, pod);
-	for(i = 0; i < pod->nhost_ports; i++)
-		kube_intern_put(in, pod->host_ports[i].host_ip);
 	free(pod->host_ports);
 	free(pod);
 }

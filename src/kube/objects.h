@@ -412,6 +412,13 @@ int kube__decode_text_direct(kube_kind kind, const char *json, size_t len, int m
 const void *kube__blob_get(kube_intern *t, const void *p, size_t n, bool *had);
 bool kube__blob_put(kube_intern *t, const void *p);
 void kube__blob_free(const void *p);
+/* The same, and kube_intern_put, inside one hold of the table's lock
+ * (a pod's arrays and their strings in one hold instead of one each). */
+void kube__intern_lock(kube_intern *t);
+void kube__intern_unlock(kube_intern *t);
+const void *kube__blob_get_locked(kube_intern *t, const void *p, size_t n, bool *had);
+bool kube__blob_put_locked(kube_intern *t, const void *p);
+void kube__intern_put_locked(kube_intern *t, const char *s);
 
 /* A decoded pod's labels, node selector, requests and tolerations
  * replaced by shared arrays (pods of one workload carry the same ones:
@@ -424,8 +431,10 @@ void kube__blob_free(const void *p);
 #define KUBE__POD_SHARED_REQUESTS 4u
 #define KUBE__POD_SHARED_TOLERATIONS 8u
 void kube__pod_share(kube_intern *in, kube_pod *pod);
-/* Release those four arrays, shared or not (kube__free_pod). */
-void kube__pod_release_arrays(kube_intern *in, kube_pod *pod);
+/* Drop every reference a pod holds in the table (its interned strings
+ * and those four arrays, shared or not) in one hold of the table's lock;
+ * kube__free_pod then frees what the pod owns alone. */
+void kube__pod_release(kube_intern *in, kube_pod *pod);
 
 int kube__decode_node(kube__dctx *c, json_object *obj, kube_meta **out);
 int kube__decode_pod(kube__dctx *c, json_object *obj, kube_meta **out);

@@ -13,13 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Drop the references an array's elements hold (table lock held). */
 static void drop_kvs(kube_intern *in, const void *p, size_t n)
 {
 	const kube_kv *kv = p;
 	size_t i;
 	for(i = 0; i < n; i++) {
-		kube_intern_put(in, kv[i].key);
-		kube_intern_put(in, kv[i].value);
+		kube__intern_put_locked(in, kv[i].key);
+		kube__intern_put_locked(in, kv[i].value);
 	}
 }
 
@@ -28,7 +29,7 @@ static void drop_res(kube_intern *in, const void *p, size_t n)
 	const kube_res *r = p;
 	size_t i;
 	for(i = 0; i < n; i++)
-		kube_intern_put(in, r[i].name);
+		kube__intern_put_locked(in, r[i].name);
 }
 
 static void drop_tolerations(kube_intern *in, const void *p, size_t n)
@@ -36,8 +37,8 @@ static void drop_tolerations(kube_intern *in, const void *p, size_t n)
 	const kube_toleration *t = p;
 	size_t i;
 	for(i = 0; i < n; i++) {
-		kube_intern_put(in, t[i].key);
-		kube_intern_put(in, t[i].value);
+		kube__intern_put_locked(in, t[i].key);
+		kube__intern_put_locked(in, t[i].value);
 	}
 }
 
@@ -74,62 +75,78 @@ static void norm_tolerations(kube_toleration *t, size_t n)
 }
 
 /* Replace the pod's own array *arr (n elements, `size` bytes each) by the
- * shared copy; true when it did. The own array is freed; its references
- * went to a new blob or are dropped when an equal blob existed. */
+ * shared copy (table lock held); true when it did. The own array goes to
+ * *own for the caller to free; its references went to a new blob or were
+ * dropped when an equal blob existed. */
 static bool share(kube_intern *in, void **arr, size_t n, size_t size,
-		  void (*drop)(kube_intern *, const void *, size_t))
+		  void (*drop)(kube_intern *, const void *, size_t), void **own)
 {
 	const void *b;
 	bool had;
+	*own = NULL;
 	if(!*arr || !n)
 		return false;
-	if(!(b = kube__blob_get(in, *arr, n * size, &had)))
+	if(!(b = kube__blob_get_locked(in, *arr, n * size, &had)))
 		return false;
 	if(had)
 		drop(in, *arr, n);
-	free(*arr);
+	*own = *arr;
 	*arr = (void *)(uintptr_t)b;
 	return true;
 }
 
 void kube__pod_share(kube_intern *in, kube_pod *pod)
 {
-	if(share(in, (void **)&pod->labels, pod->nlabels, sizeof(kube_kv), drop_kvs))
-		pod->shared |= KUBE__POD_SHARED_LABELS;
-	if(share(in, (void **)&pod->node_selector, pod->nnode_selector, sizeof(kube_kv), drop_kvs))
-		pod->shared |= KUBE__POD_SHARED_SELECTOR;
+	void *own[4];
+	int i;
 	norm_res(pod->requests, pod->nrequests);
-	if(share(in, (void **)&pod->requests, pod->nrequests, sizeof(kube_res), drop_res))
-		pod->shared |= KUBE__POD_SHARED_REQUESTS;
 	norm_tolerations(pod->tolerations, pod->ntolerations);
-	if(share(in, (void **)&pod->tolerations, pod->ntolerations, sizeof(kube_toleration), drop_tolerations))
+	kube__intern_lock(in);
+	if(share(in, (void **)&pod->labels, pod->nlabels, sizeof(kube_kv), drop_kvs, &own[0]))
+		pod->shared |= KUBE__POD_SHARED_LABELS;
+	if(share(in, (void **)&pod->node_selector, pod->nnode_selector, sizeof(kube_kv), drop_kvs, &own[1]))
+		pod->shared |= KUBE__POD_SHARED_SELECTOR;
+	if(share(in, (void **)&pod->requests, pod->nrequests, sizeof(kube_res), drop_res, &own[2]))
+		pod->shared |= KUBE__POD_SHARED_REQUESTS;
+	if(share(in, (void **)&pod->tolerations, pod->ntolerations, sizeof(kube_toleration), drop_tolerations,
+		 &own[3]))
 		pod->shared |= KUBE__POD_SHARED_TOLERATIONS;
+	kube__intern_unlock(in);
+	for(i = 0; i < 4; i++)
+		free(own[i]);
 }
 
-/* Release one of the pod's arrays: a shared one drops a reference (and
- * what it refers to with its last), an own one is freed with its
- * references. */
+/* Release one of the pod's arrays (table lock held): a shared one drops a
+ * reference (and what it refers to with its last), an own one is freed
+ * with its references. */
 static void release(kube_intern *in, const void *arr, size_t n, bool shared,
 		    void (*drop)(kube_intern *, const void *, size_t))
 {
 	if(!shared) {
 		drop(in, arr, n);
 		free((void *)(uintptr_t)arr);
-	} else if(kube__blob_put(in, arr)) {
+	} else if(kube__blob_put_locked(in, arr)) {
 		drop(in, arr, n);
 		kube__blob_free(arr);
 	}
 }
 
-void kube__pod_release_arrays(kube_intern *in, kube_pod *pod)
+void kube__pod_release(kube_intern *in, kube_pod *pod)
 {
+	size_t i;
+	kube__intern_lock(in);
+	kube__intern_put_locked(in, pod->meta.ns);
+	kube__intern_put_locked(in, pod->node_name);
+	kube__intern_put_locked(in, pod->consume);
+	kube__intern_put_locked(in, pod->pr_class);
+	kube__intern_put_locked(in, pod->owner_kind);
+	kube__intern_put_locked(in, pod->owner_name);
+	for(i = 0; i < pod->nhost_ports; i++)
+		kube__intern_put_locked(in, pod->host_ports[i].host_ip);
 	release(in, pod->labels, pod->nlabels, pod->shared & KUBE__POD_SHARED_LABELS, drop_kvs);
 	release(in, pod->node_selector, pod->nnode_selector, pod->shared & KUBE__POD_SHARED_SELECTOR, drop_kvs);
 	release(in, pod->requests, pod->nrequests, pod->shared & KUBE__POD_SHARED_REQUESTS, drop_res);
 	release(in, pod->tolerations, pod->ntolerations, pod->shared & KUBE__POD_SHARED_TOLERATIONS,
 		drop_tolerations);
-	pod->labels = pod->node_selector = NULL;
-	pod->requests = NULL;
-	pod->tolerations = NULL;
-	pod->shared = 0;
+	kube__intern_unlock(in);
 }
