@@ -8,13 +8,21 @@
 
 #include "util/str.h"
 
-/* One string: the caller sees `s`; the header sits just before it. */
+/* One string, or one shared array (a blob, see kube__blob_get): the
+ * caller sees `s`; the header sits just before it. A blob never matches a
+ * string of the same bytes, so releasing one never releases the other.
+ * `s` is 16-byte aligned (the header is 16 bytes), enough for any array
+ * of the decoded structs. */
 typedef struct istr {
 	uint64_t hash;
 	uint32_t refs;
-	uint32_t len;
+	uint32_t len : 31;
+	uint32_t blob : 1;
 	char s[];
 } istr;
+
+/* Longest string or blob (the header keeps 31 bits of length). */
+#define ISTR_MAX 0x7fffffffu
 
 struct kube_intern {
 	pthread_mutex_t mu;
@@ -74,21 +82,44 @@ static int grow(kube_intern *t)
 	return 0;
 }
 
-const char *kube_intern_getn(kube_intern *t, const char *s, size_t n)
+/* The shared copy of n bytes at s (a string, or a blob when `blob`), one
+ * more reference; *had tells whether it was held already. NULL when out
+ * of memory. */
+/* A blob's hash, a word at a time (blobs are arrays of pointers and
+ * numbers: hashing them byte by byte was most of what sharing a pod's
+ * arrays cost). */
+static uint64_t blob_hash(const char *s, size_t n)
 {
-	uint64_t h = str_hash(s, n);
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w;
+	size_t i;
+	for(i = 0; i + 8 <= n; i += 8) {
+		memcpy(&w, s + i, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdULL;
+		h ^= h >> 32;
+	}
+	for(; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	return h ^ (h >> 32);
+}
+
+static const char *get_locked(kube_intern *t, const char *s, size_t n, bool blob, bool *had)
+{
+	uint64_t h = blob ? blob_hash(s, n) : str_hash(s, n);
 	size_t i;
 	istr *e;
 	const char *out = NULL;
 
-	if(n > UINT32_MAX)
+	*had = false;
+	if(n > ISTR_MAX)
 		return NULL;
-	pthread_mutex_lock(&t->mu);
 	if(t->cap) {
 		for(i = h & (t->cap - 1); (e = t->slots[i]) != NULL; i = (i + 1) & (t->cap - 1)) {
-			if(e->hash == h && e->len == n && memcmp(e->s, s, n) == 0) {
+			if(e->hash == h && e->len == n && e->blob == blob && memcmp(e->s, s, n) == 0) {
 				e->refs++;
 				out = e->s;
+				*had = true;
 				goto done;
 			}
 		}
@@ -101,6 +132,7 @@ const char *kube_intern_getn(kube_intern *t, const char *s, size_t n)
 	e->hash = h;
 	e->refs = 1;
 	e->len = (uint32_t)n;
+	e->blob = blob;
 	memcpy(e->s, s, n);
 	e->s[n] = '\0';
 	for(i = h & (t->cap - 1); t->slots[i]; i = (i + 1) & (t->cap - 1))
@@ -110,8 +142,22 @@ const char *kube_intern_getn(kube_intern *t, const char *s, size_t n)
 	t->bytes += sizeof(*e) + n + 1;
 	out = e->s;
 done:
+	return out;
+}
+
+static const char *get(kube_intern *t, const char *s, size_t n, bool blob, bool *had)
+{
+	const char *out;
+	pthread_mutex_lock(&t->mu);
+	out = get_locked(t, s, n, blob, had);
 	pthread_mutex_unlock(&t->mu);
 	return out;
+}
+
+const char *kube_intern_getn(kube_intern *t, const char *s, size_t n)
+{
+	bool had;
+	return get(t, s, n, false, &had);
 }
 
 const char *kube_intern_get(kube_intern *t, const char *s)
@@ -151,23 +197,79 @@ static void remove_slot(kube_intern *t, size_t i)
 	}
 }
 
+/* Drop one reference; true when it was the last (the entry has left the
+ * table and is not freed yet). Lock held. */
+static bool put_locked(kube_intern *t, istr *e)
+{
+	size_t i;
+	if(--e->refs)
+		return false;
+	for(i = e->hash & (t->cap - 1); t->slots[i] != e; i = (i + 1) & (t->cap - 1))
+		;
+	remove_slot(t, i);
+	t->len--;
+	t->bytes -= sizeof(*e) + e->len + 1;
+	return true;
+}
+
 void kube_intern_put(kube_intern *t, const char *s)
 {
-	istr *e;
-	size_t i;
+	bool last;
 	if(!s)
 		return;
-	e = hdr(s);
 	pthread_mutex_lock(&t->mu);
-	if(--e->refs == 0) {
-		for(i = e->hash & (t->cap - 1); t->slots[i] != e; i = (i + 1) & (t->cap - 1))
-			;
-		remove_slot(t, i);
-		t->len--;
-		t->bytes -= sizeof(*e) + e->len + 1;
-		free(e);
-	}
+	last = put_locked(t, hdr(s));
 	pthread_mutex_unlock(&t->mu);
+	if(last)
+		free(hdr(s));
+}
+
+void kube__intern_lock(kube_intern *t)
+{
+	pthread_mutex_lock(&t->mu);
+}
+
+void kube__intern_unlock(kube_intern *t)
+{
+	pthread_mutex_unlock(&t->mu);
+}
+
+void kube__intern_put_locked(kube_intern *t, const char *s)
+{
+	if(s && put_locked(t, hdr(s)))
+		free(hdr(s));
+}
+
+const void *kube__blob_get(kube_intern *t, const void *p, size_t n, bool *had)
+{
+	return get(t, p, n, true, had);
+}
+
+const void *kube__blob_get_locked(kube_intern *t, const void *p, size_t n, bool *had)
+{
+	return get_locked(t, p, n, true, had);
+}
+
+bool kube__blob_put(kube_intern *t, const void *p)
+{
+	bool last;
+	if(!p)
+		return false;
+	pthread_mutex_lock(&t->mu);
+	last = put_locked(t, hdr(p));
+	pthread_mutex_unlock(&t->mu);
+	return last;
+}
+
+bool kube__blob_put_locked(kube_intern *t, const void *p)
+{
+	return p && put_locked(t, hdr(p));
+}
+
+void kube__blob_free(const void *p)
+{
+	if(p)
+		free(hdr(p));
 }
 
 size_t kube_intern_count(kube_intern *t)

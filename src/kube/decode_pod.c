@@ -520,6 +520,7 @@ int kube__decode_pod(kube__dctx *c, json_object *obj, kube_meta **out)
 	}
 	if((rc = pod_status(c, pod, obj)) != 0)
 		goto fail;
+	kube__pod_share(c->in, pod);
 	*out = &pod->meta;
 	return PRD_OK;
 fail:
@@ -530,25 +531,10 @@ fail:
 void kube__free_pod(kube_intern *in, kube_meta *m)
 {
 	kube_pod *pod = (kube_pod *)m;
-	size_t i;
-	kube__meta_free(in, m);
-	kube_intern_put(in, pod->node_name);
-	kube_intern_put(in, pod->consume);
-	kube_intern_put(in, pod->pr_class);
-	kube_intern_put(in, pod->owner_kind);
-	kube_intern_put(in, pod->owner_name);
+	kube__pod_release(in, pod);
+	free((char *)(uintptr_t)m->name);
 	free(pod->affinity_json);
 	free(pod->spread_json);
-	kube__kvs_free(in, pod->labels, pod->nlabels);
-	kube__kvs_free(in, pod->node_selector, pod->nnode_selector);
-	kube__res_free(in, pod->requests, pod->nrequests);
-	for(i = 0; i < pod->ntolerations; i++) {
-		kube_intern_put(in, pod->tolerations[i].key);
-		kube_intern_put(in, pod->tolerations[i].value);
-	}
-	free(pod->tolerations);
-	for(i = 0; i < pod->nhost_ports; i++)
-		kube_intern_put(in, pod->host_ports[i].host_ip);
 	free(pod->host_ports);
 	free(pod);
 }

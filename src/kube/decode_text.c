@@ -1492,6 +1492,7 @@ static int text_pod(tdc *t, kube_meta **out)
 		kube__free_pod(t->in, &pod->meta);
 		return BAIL;
 	}
+	kube__pod_share(t->in, pod);
 	*out = &pod->meta;
 	return 0;
 }

@@ -204,6 +204,9 @@ typedef struct kube_pod {
 	int32_t priority;
 	uint8_t phase;            /* kube_pod_phase */
 	bool unschedulable;       /* PodScheduled=False with reason Unschedulable */
+	uint8_t shared;           /* decoders only: which of labels, node_selector,
+	                             requests and tolerations are shared arrays
+	                             (KUBE__POD_SHARED_*; see kube__pod_share) */
 } kube_pod;
 
 typedef struct kube_podtemplate {
@@ -395,6 +398,43 @@ int kube__effect(kube__dctx *c, const char *s, bool allow_all, const char *path,
  * Exposed so tests can check a canonical object never needs json-c. */
 int kube__decode_text_direct(kube_kind kind, const char *json, size_t len, int max_depth, kube_intern *in,
 			     kube_meta **out);
+
+/* Shared arrays ("blobs") in an intern table: one read-only copy of each
+ * distinct run of bytes, counted like the strings and never equal to one.
+ * kube__blob_get returns the shared copy of the n bytes at p with one more
+ * reference (NULL when out of memory); *had is true when an equal blob was
+ * held already. What the bytes refer to (interned strings) is the blob's
+ * creator's to hand over: with *had false the blob now owns the
+ * references p held, with *had true the caller drops its own.
+ * kube__blob_put drops one reference and returns true when it was the
+ * last: the blob has left the table, and the caller releases what its
+ * bytes refer to, then frees it with kube__blob_free. */
+const void *kube__blob_get(kube_intern *t, const void *p, size_t n, bool *had);
+bool kube__blob_put(kube_intern *t, const void *p);
+void kube__blob_free(const void *p);
+/* The same, and kube_intern_put, inside one hold of the table's lock
+ * (a pod's arrays and their strings in one hold instead of one each). */
+void kube__intern_lock(kube_intern *t);
+void kube__intern_unlock(kube_intern *t);
+const void *kube__blob_get_locked(kube_intern *t, const void *p, size_t n, bool *had);
+bool kube__blob_put_locked(kube_intern *t, const void *p);
+void kube__intern_put_locked(kube_intern *t, const char *s);
+
+/* A decoded pod's labels, node selector, requests and tolerations
+ * replaced by shared arrays (pods of one workload carry the same ones:
+ * on a large cluster these arrays were a third of the pod cache), each
+ * normalised first so that equal contents are equal bytes. An array that
+ * cannot be shared (out of memory) stays the pod's own. Call once, on a
+ * pod that decoded successfully; kube__free_pod releases either kind. */
+#define KUBE__POD_SHARED_LABELS 1u
+#define KUBE__POD_SHARED_SELECTOR 2u
+#define KUBE__POD_SHARED_REQUESTS 4u
+#define KUBE__POD_SHARED_TOLERATIONS 8u
+void kube__pod_share(kube_intern *in, kube_pod *pod);
+/* Drop every reference a pod holds in the table (its interned strings
+ * and those four arrays, shared or not) in one hold of the table's lock;
+ * kube__free_pod then frees what the pod owns alone. */
+void kube__pod_release(kube_intern *in, kube_pod *pod);
 
 int kube__decode_node(kube__dctx *c, json_object *obj, kube_meta **out);
 int kube__decode_pod(kube__dctx *c, json_object *obj, kube_meta **out);

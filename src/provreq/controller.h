@@ -93,6 +93,7 @@ typedef struct pr_stats {
 	uint64_t snapshot_reuses;       /* passes that reused the snapshot of unchanged nodes and pods */
 	uint64_t snapshot_node_adds;    /* nodes added to a reused snapshot (registrations) */
 	uint64_t snapshot_mismatches;   /* verify_snapshot: kept snapshots (or copies) that differed from a rebuild */
+	uint64_t snapshot_pod_entries;  /* the last snapshot built: its running pods' entries (one per workload and node) */
 	uint64_t ledger_writes;         /* booking ledger writes that landed (cumulative) */
 	uint64_t ledger_conflicts;      /* ... refused: another instance wrote it first (cumulative) */
 } pr_stats;

@@ -298,6 +298,13 @@ void sched_snapshot_free(sched_snapshot *s);
  * PRD_EEXIST for a duplicate name, PRD_ERANGE beyond the limits. */
 int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *node,
                             size_t *idx, prd_err *e);
+/* Room for n nodes in all (a builder that knows how many are coming: the
+ * node array otherwise doubles, and a snapshot kept between passes kept
+ * up to half of it unused). PRD_ENOMEM, or 0. */
+int sched_snapshot_reserve_nodes(sched_snapshot *s, size_t n);
+/* Entries the pods take: identical pods (a workload's) make one entry per
+ * node they run on when added to it one after another, else one each. */
+size_t sched_snapshot_pod_entries(const sched_snapshot *s);
 size_t sched_snapshot_node_count(const sched_snapshot *s);
 /* Borrowed; valid until the node is reverted away or the snapshot freed. */
 const char *sched_snapshot_node_name(const sched_snapshot *s, size_t idx);

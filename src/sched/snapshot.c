@@ -453,6 +453,28 @@ int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *spec, size
 	return 0;
 }
 
+int sched_snapshot_reserve_nodes(sched_snapshot *s, size_t n)
+{
+	sched__node *v;
+	if(n > SCHED_NODES_MAX)
+		n = SCHED_NODES_MAX;
+	if(n <= s->cap_nodes)
+		return 0;
+	if(!(v = realloc(s->nodes, n * sizeof(*v))))
+		return PRD_ENOMEM;
+	s->nodes = v;
+	s->cap_nodes = n;
+	return 0;
+}
+
+size_t sched_snapshot_pod_entries(const sched_snapshot *s)
+{
+	size_t i, n = 0;
+	for(i = 0; s && i < s->n_groups; i++)
+		n += s->groups[i].n_ents;
+	return n;
+}
+
 size_t sched_snapshot_node_count(const sched_snapshot *s)
 {
 	return s ? s->n_nodes : 0;

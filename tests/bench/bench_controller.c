@@ -20,14 +20,16 @@
  *                                  at a time (each: the informer sees it, one
  *                                  pass decides and writes)
  *   bench=controller_burst         200 requests created at once -> all final
- *                                  (passes run back to back until then)
+ *                                  (passes run back to back until then),
+ *                                  and the worker's CPU in those passes
  *   bench=controller_registration  CPU of the worker per node-registration
  *                                  event (a new node turning Ready, seen by
  *                                  the informer, one pass) during an atomic
  *                                  scale-up of SCALE nodes; sampled over the
  *                                  first SAMPLE registrations
  *   bench=controller_other_shard   a second shard (processorInstance
- *                                  "other") after the burst: its first pass,
+ *                                  "other") after the burst: its first pass
+ *                                  (wall, and the worker's CPU),
  *                                  idle passes against the first shard's,
  *                                  and a decision counting the first
  *                                  shard's bookings from the statuses
@@ -358,7 +360,7 @@ static void bench_one_by_one(memapi *m, const kube_api *api, pr_ctl *ctl, long n
 static void bench_burst(memapi *m, const kube_api *api, pr_ctl *ctl, long n)
 {
 	unsigned long base = events_now();
-	double t0 = now_ms();
+	double t0 = now_ms(), cpu = 0;
 	long i, final = 0, prov = 0, passes = 0;
 	for(i = 0; i < n; i++) {
 		char name[64];
@@ -367,7 +369,9 @@ static void bench_burst(memapi *m, const kube_api *api, pr_ctl *ctl, long n)
 	}
 	wait_events(base, (unsigned long)n);
 	while(final < n && passes < 50) {
+		double c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
 		pass(ctl);
+		cpu += cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
 		passes++;
 		final = prov = 0;
 		for(i = 0; i < n; i++) {
@@ -380,8 +384,8 @@ static void bench_burst(memapi *m, const kube_api *api, pr_ctl *ctl, long n)
 			}
 		}
 	}
-	printf("bench=controller_burst requests=%ld final=%ld provisioned=%ld passes=%ld all_final_ms=%.0f\n", n, final,
-	       prov, passes, now_ms() - t0);
+	printf("bench=controller_burst requests=%ld final=%ld provisioned=%ld passes=%ld all_final_ms=%.0f passes_cpu_ms=%.0f\n",
+	       n, final, prov, passes, now_ms() - t0, cpu);
 	fflush(stdout);
 }
 
@@ -398,7 +402,7 @@ static void bench_other_shard(memapi *m, const kube_api *api, pr_ctl *ctl, const
 	pr_config cfg;
 	pr_ctl *other = NULL;
 	prd_err e;
-	double t0, first, idle_other, idle_own, decide;
+	double t0, c0, first, first_cpu, idle_other, idle_own, decide;
 	uint64_t reads;
 	bool prov, fin;
 	int k;
@@ -411,7 +415,9 @@ static void bench_other_shard(memapi *m, const kube_api *api, pr_ctl *ctl, const
 		die("controller", e.msg);
 	pr_ctl_use_informers(other, pi);
 	t0 = now_ms();
+	c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
 	pass(other);
+	first_cpu = cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
 	first = now_ms() - t0;
 	reads = pr_ctl_stats(other)->shard_reads;
 	pass(other);
@@ -443,9 +449,9 @@ static void bench_other_shard(memapi *m, const kube_api *api, pr_ctl *ctl, const
 	decide = now_ms() - t0;
 	if(request_state(api, "other-one", &prov, &fin) || !fin)
 		die("other shard", "other-one was not answered");
-	printf("bench=controller_other_shard statuses_read=%llu first_pass_ms=%.1f idle_pass_ms=%.2f "
+	printf("bench=controller_other_shard statuses_read=%llu first_pass_ms=%.1f first_pass_cpu_ms=%.1f idle_pass_ms=%.2f "
 	       "own_idle_pass_ms=%.2f decide_pass_ms=%.1f bookings_from_api=%llu provisioned=%s\n",
-	       (unsigned long long)reads, first, idle_other, idle_own, decide,
+	       (unsigned long long)reads, first, first_cpu, idle_other, idle_own, decide,
 	       (unsigned long long)pr_ctl_stats(other)->bookings_from_api, prov ? "yes" : "no");
 	fflush(stdout);
 	pr_ctl_free(other);

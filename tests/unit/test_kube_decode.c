@@ -193,6 +193,53 @@ static void test_interning_shares(void)
 	kube_intern_free(in);
 }
 
+/* Pods of one workload hold one copy of their labels, node selector,
+ * requests and tolerations, whichever decoder read them (the text
+ * decoders and json-c fill padding differently: shared all the same), and
+ * each copy lives until its last pod goes. */
+static void test_pods_share_arrays(void)
+{
+	kube_intern *in = kube_intern_new();
+	json_object *o = load("pod.json"), *other;
+	const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	kube_meta *a = NULL, *b = NULL, *c = NULL;
+	const kube_pod *pa, *pb, *pc;
+	size_t strings;
+	CU_ASSERT_EQUAL_FATAL(kube_decode(KUBE_KIND_POD, o, in, &a, NULL), 0);
+	strings = kube_intern_count(in);
+	CU_ASSERT_EQUAL_FATAL(kube_decode_text(KUBE_KIND_POD, text, strlen(text), 64, in, &b, NULL), 0);
+	/* The second pod added no string and no array. */
+	CU_ASSERT_EQUAL(kube_intern_count(in), strings);
+	pa = kube_as_pod(a);
+	pb = kube_as_pod(b);
+	CU_ASSERT_PTR_EQUAL(pa->labels, pb->labels);
+	CU_ASSERT_PTR_EQUAL(pa->node_selector, pb->node_selector);
+	CU_ASSERT_PTR_EQUAL(pa->requests, pb->requests);
+	CU_ASSERT_PTR_EQUAL(pa->tolerations, pb->tolerations);
+	/* Another workload's labels: its own array, the rest shared. */
+	other = parse("{\"app\":\"other\"}");
+	json_object_object_add(json_object_object_get(o, "metadata"), "labels", other);
+	CU_ASSERT_EQUAL_FATAL(kube_decode(KUBE_KIND_POD, o, in, &c, NULL), 0);
+	pc = kube_as_pod(c);
+	CU_ASSERT_PTR_NOT_EQUAL(pc->labels, pa->labels);
+	CU_ASSERT_EQUAL(pc->nlabels, 1);
+	CU_ASSERT_STRING_EQUAL(kube_kv_get(pc->labels, pc->nlabels, "app"), "other");
+	CU_ASSERT_PTR_EQUAL(pc->requests, pa->requests);
+	/* Whichever pod goes first, the others still read their arrays. */
+	kube_obj_free(in, a);
+	CU_ASSERT_STRING_EQUAL(kube_kv_get(pb->labels, pb->nlabels, "app"), "trainer");
+	CU_ASSERT_STRING_EQUAL(pb->tolerations[2].value, "ml");
+	CU_ASSERT_EQUAL(pb->tolerations[1].seconds, 300);
+	CU_ASSERT_PTR_NOT_NULL(kube_res_get(pb->requests, pb->nrequests, "nvidia.com/gpu"));
+	kube_obj_free(in, b);
+	CU_ASSERT_STRING_EQUAL(kube_kv_get(pc->node_selector, pc->nnode_selector, "provreqd.io/node-group"), "gpu");
+	kube_obj_free(in, c);
+	CU_ASSERT_EQUAL(kube_intern_count(in), 0);
+	CU_ASSERT_EQUAL(kube_intern_bytes(in), 0);
+	json_object_put(o);
+	kube_intern_free(in);
+}
+
 static void test_podtemplate(void)
 {
 	kube_intern *in = kube_intern_new();
@@ -521,11 +568,42 @@ static void test_intern_table(void)
 	kube_intern_free(in);
 }
 
+/* Shared arrays sit in the string table but never stand for a string of
+ * the same bytes: dropping one leaves the other whole. */
+static void test_intern_blobs(void)
+{
+	kube_intern *in = kube_intern_new();
+	const char *s = kube_intern_getn(in, "abcdefgh", 8);
+	const void *b1, *b2;
+	bool had = true;
+	b1 = kube__blob_get(in, "abcdefgh", 8, &had);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b1);
+	CU_ASSERT_FALSE(had);
+	CU_ASSERT_PTR_NOT_EQUAL(b1, s);
+	b2 = kube__blob_get(in, "abcdefgh", 8, &had);
+	CU_ASSERT_TRUE(had);
+	CU_ASSERT_PTR_EQUAL(b1, b2);
+	CU_ASSERT_EQUAL(kube_intern_count(in), 2);
+	CU_ASSERT_FALSE(kube__blob_put(in, b2));
+	kube_intern_put(in, s);
+	CU_ASSERT_EQUAL(memcmp(b1, "abcdefgh", 8), 0);
+	/* The string went with its last reference; a new one is not the blob. */
+	s = kube_intern_get(in, "abcdefgh");
+	CU_ASSERT_PTR_NOT_EQUAL(s, b1);
+	kube_intern_put(in, s);
+	CU_ASSERT_TRUE(kube__blob_put(in, b1));
+	kube__blob_free(b1);
+	CU_ASSERT_EQUAL(kube_intern_count(in), 0);
+	CU_ASSERT_EQUAL(kube_intern_bytes(in), 0);
+	kube_intern_free(in);
+}
+
 static const test_case cases[] = {
 	{ "node", test_node },
 	{ "pod", test_pod },
 	{ "pod_pending_pod_level", test_pod_pending_pod_level },
 	{ "interning_shares", test_interning_shares },
+	{ "pods_share_arrays", test_pods_share_arrays },
 	{ "podtemplate", test_podtemplate },
 	{ "provreq", test_provreq },
 	{ "resourcepool_configmap_lease", test_resourcepool_configmap_lease },
@@ -533,6 +611,7 @@ static const test_case cases[] = {
 	{ "mutations", test_mutations },
 	{ "json_meta_and_key", test_json_meta_and_key },
 	{ "intern_table", test_intern_table },
+	{ "intern_blobs", test_intern_blobs },
 	{ NULL, NULL }
 };
 

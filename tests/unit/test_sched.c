@@ -944,6 +944,35 @@ static void test_fork_revert(void)
 	sched_snapshot_free(s);
 }
 
+/* A snapshot told how many nodes come takes them all (and more after);
+ * a workload's pods added to a node one after another make one entry, an
+ * interleaved node another. */
+static void test_reserve_and_entries(void)
+{
+	sched_snapshot *s = sched_snapshot_new();
+	sched_pod_spec p = pod_cpu(100);
+	int64_t f;
+	size_t idx, n0, n1;
+	CU_ASSERT_EQUAL(sched_snapshot_reserve_nodes(s, 2), 0);
+	n0 = plain_node(s, "n0", "z", 4000);
+	n1 = plain_node(s, "n1", "z", 4000);
+	plain_node(s, "n2", "z", 4000);
+	CU_ASSERT_EQUAL(sched_snapshot_reserve_nodes(s, 1), 0); /* fewer than held: nothing to do */
+	CU_ASSERT_EQUAL(sched_snapshot_node_count(s), 3);
+	CU_ASSERT_EQUAL(sched_snapshot_find_node(s, "n2", &idx), 0);
+	CU_ASSERT_EQUAL(idx, 2);
+	CU_ASSERT_EQUAL(sched_snapshot_pod_entries(s), 0);
+	CU_ASSERT_EQUAL(sched_snapshot_add_pods(s, n0, &p, 1, NULL), 0);
+	CU_ASSERT_EQUAL(sched_snapshot_add_pods(s, n0, &p, 2, NULL), 0);
+	CU_ASSERT_EQUAL(sched_snapshot_pod_entries(s), 1);
+	CU_ASSERT_EQUAL(sched_snapshot_add_pods(s, n1, &p, 1, NULL), 0);
+	CU_ASSERT_EQUAL(sched_snapshot_add_pods(s, n0, &p, 1, NULL), 0);
+	CU_ASSERT_EQUAL(sched_snapshot_pod_entries(s), 3);
+	CU_ASSERT_EQUAL(sched_snapshot_node_free(s, n0, "cpu", &f), 0);
+	CU_ASSERT_EQUAL(f, 3600);
+	sched_snapshot_free(s);
+}
+
 static void test_snapshot_invalid(void)
 {
 	sched_snapshot *s = sched_snapshot_new();
@@ -1370,6 +1399,7 @@ static const test_case cases[] = {
 	{ "group_placement", test_group_placement },
 	{ "group_fill", test_group_fill },
 	{ "fork_revert", test_fork_revert },
+	{ "reserve_and_entries", test_reserve_and_entries },
 	{ "snapshot_invalid", test_snapshot_invalid },
 	{ "estimator", test_estimator },
 	{ "estimator_taint", test_estimator_taint },
