@@ -1261,6 +1261,11 @@ static void atomic_decide(const pr_class_module *m, const pr_class_host *h, cons
 		return;
 	if(at_plan_open(h, req->pr->meta.uid, &p)) {
 		bool again;
+		if(at_ended_in_api(h, req->pr, &p)) {
+			at_plan_free(&p);
+			h->wake_at(h->ctx, h->now);
+			return;
+		}
 		if(!claim_term(h, req)) {
 			at_plan_free(&p);
 			return;

@@ -131,6 +131,10 @@ void at_sweep_late(const pr_class_host *h, int64_t every, int64_t grace);
 void at_put_details(const pr_class_host *h, const at_plan *p, state_phase phase);
 /* The plan is over: only its outcome stays. */
 void at_clear_details(const pr_class_host *h, const char *phase);
+/* The request's status shows this open plan ended by another writer:
+ * closed locally as it says (true), nothing asked of the cloud. */
+bool at_ended_in_api(const pr_class_host *h, const kube_provreq *pr, const at_plan *p);
+
 /* The first pass of a term: close the open intents whose request's status
  * names another plan, or shows theirs ended, or whose request is gone
  * (another replica finished, replaced or ended it while this one's store

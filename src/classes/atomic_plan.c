@@ -1208,6 +1208,37 @@ static void close_as_api_says(const pr_class_host *h, const state_intent *in, st
 	written(h);
 }
 
+/* The request's status shows this open plan ended (done or rolled back)
+ * by another writer since this term began: a former leader's status write
+ * that was on its way when it stalled, landing after this replica took the
+ * plan up. The API wins here too, as when a term begins
+ * (at_drop_contradicted): the local rows close as it says, and nothing is
+ * asked of the cloud. Else a request deleted after such an end had this
+ * replica roll back the instances of a plan that had succeeded (DST mixed
+ * seed 78401, (vii)). True when closed. */
+bool at_ended_in_api(const pr_class_host *h, const kube_provreq *pr, const at_plan *p)
+{
+	char *plan, *phase, base[200];
+	state_phase ph;
+	bool ended = false;
+	size_t i;
+	if(!p->n || !h->db || !(plan = pr_details_get(pr, PR_DETAIL_PLAN)))
+		return false;
+	phase = pr_details_get(pr, PR_DETAIL_PHASE);
+	at_plan_base(p->v[0].plan_id, base, sizeof(base));
+	if(!strcmp(plan, base) && phase && state_phase_parse(phase, &ph) == 0 && state_phase_is_terminal(ph)) {
+		for(i = 0; i < p->n; i++)
+			if(!state_phase_is_terminal(p->v[i].phase))
+				close_as_api_says(h, &p->v[i], ph);
+		log_warn("closing a local scale-up plan another writer ended since this term began", "plan", base,
+			 "phase", phase, "request", pr->meta.name);
+		ended = true;
+	}
+	free(plan);
+	free(phase);
+	return ended;
+}
+
 /* How far a plan's phase has come (open phases). */
 static int phase_rank(state_phase ph)
 {

@@ -5402,6 +5402,44 @@ static void test_time_owned_rollback_spares_a_replacement(void)
 	stop_async();
 }
 
+/* This replica carries an open plan; a former leader's status write that
+ * was on its way when it stalled lands: the plan is done. The request is
+ * deleted then. Broken controller caught: one that trusts its own open
+ * rows until a new term (it rolled the plan back for the deleted request
+ * and deleted the instance of a plan that had succeeded: simulation seed
+ * 78401, (vii)). */
+static void test_plan_ended_by_a_late_write_is_followed(void)
+{
+	prd_err e;
+	int k;
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 2, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.target, 1);
+	a_create(1, 0);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	/* The late write of the former leader: the plan is done. */
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+				   "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPhase\":\"done\"}}}"),
+			0);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+				      NULL, NULL, NULL, NULL, &e), 0);
+	for(k = 0; k < 4 && strcmp(cond("a", "job", "Provisioned"), "gone"); k++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		a_finish_deletes();
+	}
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "gone");
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.deletes, 0);
+	CU_ASSERT_EQUAL(ac.decreases, 0);
+	CU_ASSERT_EQUAL(ac.target, 1);
+	stop_async();
+}
+
 static const test_case cases[] = {
 	{ "DRA: a new leader's rebuilt booking holds the devices", test_dra_failover_rebuilds_devices },
 	{ "DRA: check-capacity with devices", test_dra_check_capacity },
@@ -5490,6 +5528,7 @@ static const test_case cases[] = {
 	{ "a plan whose end is unwritten past its booking holds its Nodes", test_unwritten_end_holds_plan_nodes },
 	{ "actors: a plan another leader carried on drops this store's unwritten end", test_carried_on_plan_drops_own_unwritten_end },
 	{ "actors: a rollback by creation times spares a rollout's replacement", test_time_owned_rollback_spares_a_replacement },
+	{ "actors: a plan another writer ended since the term began is closed as it says", test_plan_ended_by_a_late_write_is_followed },
 	{ NULL, NULL }
 };
 
