@@ -7,8 +7,9 @@
 #     the condition quotes the cloud, nothing is created, the group is
 #     backed off.
 #   * stockout: the increase is taken but every instance fails for lack of
-#     capacity (QUOTA_EXCEEDED); the condition says "stockout" with the
-#     code, and the rollback's deletes fail twice (cloud API down): a
+#     capacity (QUOTA_EXCEEDED, out of resources); the condition says
+#     "quota exceeded" (the cloud's words tell a quota from a stockout)
+#     with the code, and the rollback's deletes fail twice (cloud API down): a
 #     Warning Event RollbackDeleteFailed says it is retried, and the
 #     rollback ends with nothing left, said in the condition and in a
 #     ScaleUpRolledBack Event.
@@ -61,7 +62,7 @@ t_contains "refused: a Warning Event says it" "Warning ScaleUpFailed: " "$(event
 pr_request stockout atomic-scale-up w-s 2 noRetry=true
 t_wait 30 "stockout: Failed=True" pr_cond_is stockout Failed True/ScaleUpFailed
 msg=$(pr_msg stockout Provisioned)
-t_contains "stockout: the condition says stockout" "stockout in $gs: 2 of 2 instances failed (QUOTA_EXCEEDED" "$msg"
+t_contains "stockout: the condition says the quota was exceeded" "quota exceeded in $gs: 2 of 2 instances failed (QUOTA_EXCEEDED" "$msg"
 t_wait 30 "stockout: a Warning Event says the delete failed and is retried" \
 	bash -c "kubectl get events -n $PR_NS --field-selector involvedObject.name=stockout -o jsonpath='{.items[*].message}' |
 		grep -q 'the delete failed (.*cloud API down.*); retrying every'"

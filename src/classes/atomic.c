@@ -550,6 +550,11 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 
 static const char *failure_kind(const at_view *pv, int64_t delta)
 {
+	/* The ABI has one class for running out of resources; the cloud's
+	 * words tell a quota from a stockout. */
+	if((int64_t)pv->failed >= delta && pv->failed_oor == pv->failed && pv->fail_msg &&
+	   strcasestr(pv->fail_msg, "quota"))
+		return "quota exceeded";
 	if((int64_t)pv->failed >= delta)
 		return pv->failed_oor == pv->failed ? "stockout" : "creation failure";
 	if(pv->failed_oor == pv->failed)

@@ -1504,6 +1504,7 @@ typedef struct acloud {
 } acloud;
 
 static acloud ac;
+static const char *a_fail_message; /* a failed instance's words (NULL: "zone has no capacity") */
 
 static const char *const a_ids[2] = { "g", "gpu" };
 
@@ -1590,7 +1591,7 @@ static int a_instances(void *st, const char *gid, prd_cloud_instance **out, size
 		}
 		if(g->v[i].errclass) {
 			v[i].error_code = strdup("OutOfCapacity");
-			v[i].error_message = strdup("zone has no capacity");
+			v[i].error_message = strdup(a_fail_message ? a_fail_message : "zone has no capacity");
 		}
 	}
 	*out = v;
@@ -2690,17 +2691,19 @@ static void test_async_failure_words(void)
 {
 	static const struct {
 		int ok, oor, other;
-		const char *words;
+		const char *words, *cloud;
 	} k[] = {
-		{ 0, 2, 0, "stockout in g: 2 of 2 instances failed (" },
-		{ 0, 0, 2, "creation failure in g: 2 of 2 instances failed (" },
-		{ 1, 1, 0, "partial creation (out of resources) in g: 1 of 2 instances failed (" },
-		{ 1, 0, 1, "partial creation in g: 1 of 2 instances failed (" },
+		{ 0, 2, 0, "stockout in g: 2 of 2 instances failed (", "zone has no capacity" },
+		{ 0, 2, 0, "quota exceeded in g: 2 of 2 instances failed (", "vCPU quota of the project exhausted" },
+		{ 0, 0, 2, "creation failure in g: 2 of 2 instances failed (", "zone has no capacity" },
+		{ 1, 1, 0, "partial creation (out of resources) in g: 1 of 2 instances failed (", "zone has no capacity" },
+		{ 1, 0, 1, "partial creation in g: 1 of 2 instances failed (", "zone has no capacity" },
 	};
 	size_t i;
 	for(i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
 		const char *msg;
 		start_async(NULL);
+		a_fail_message = k[i].cloud;
 		add_template("a", "two", "2");
 		add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, "{noRetry: \"true\"}");
 		pass();
@@ -2713,7 +2716,7 @@ static void test_async_failure_words(void)
 		CU_ASSERT_STRING_EQUAL(cond("a", "job", "Failed"), "True/ScaleUpFailed");
 		msg = cond_msg("a", "job", "Provisioned");
 		CU_ASSERT_PTR_NOT_NULL(strstr(msg, k[i].words));
-		CU_ASSERT_PTR_NOT_NULL(strstr(msg, "zone has no capacity"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(msg, k[i].cloud));
 		CU_ASSERT_PTR_NOT_NULL(strstr(msg, "removing what it added"));
 		CU_ASSERT_FALSE(has_event("a", PR_R_SCALE_UP_ROLLED_BACK));
 		a_finish_deletes();
@@ -2728,6 +2731,7 @@ static void test_async_failure_words(void)
 		CU_ASSERT_STRING_EQUAL(cond("a", "job", "Failed"), "True/ScaleUpFailed");
 		stop_async();
 	}
+	a_fail_message = NULL;
 }
 
 /* A second replica on the same API and drivers, with an empty store of
