@@ -1742,26 +1742,7 @@ static cloud_driver *a_drvs[1] = { &a_drv };
 /* The same cloud telling when each instance was created and nothing else
  * about who made it (as Cluster API does): plans own instances by
  * creation time. */
-static const prd_cloud_driver t_driver = {
-	.abi_major = PRD_CLOUD_ABI_MAJOR,
-	.abi_minor = PRD_CLOUD_ABI_MINOR,
-	.struct_size = sizeof(prd_cloud_driver),
-	.name = "times-test",
-	.instance_size = sizeof(prd_cloud_instance),
-	.refresh = a_refresh,
-	.node_groups = a_groups,
-	.release_node_groups = a_release_groups,
-	.instances = a_instances,
-	.release_instances = a_release_instances,
-	.template_node = a_template,
-	.increase_size = a_increase,
-	.delete_nodes = a_delete_nodes,
-	.decrease_target_size = a_decrease,
-	.release_string = a_release_string,
-	.delete_instances = a_delete_instances,
-	.capabilities = PRD_CLOUD_CAP_CREATION_TIME,
-};
-
+static prd_cloud_driver t_driver; /* a_driver and CAP_CREATION_TIME (test_time_owned_...) */
 static cloud_driver t_drv = { NULL, NULL, &t_driver, NULL, NULL };
 static cloud_driver *t_drvs[1] = { &t_drv };
 
@@ -5373,6 +5354,9 @@ static void test_time_owned_rollback_spares_a_replacement(void)
 	size_t i;
 	int k;
 	start_async(NULL);
+	t_driver = a_driver;
+	t_driver.name = "times-test";
+	t_driver.capabilities = PRD_CLOUD_CAP_CREATION_TIME;
 	drivers.v = t_drvs;
 	ac.target = 1;
 	a_create(1, 0);
