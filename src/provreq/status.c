@@ -146,6 +146,16 @@ static int status_outcome(pr_ctl *c, const kube_provreq *pr, const char *based_o
 	return 0;
 }
 
+/* Entry n of a list of ledger changes: request pr's booking added (or
+ * removed), its key "ns/name" in keys[n]. */
+static void ledger_change_set(pr_ledger_change *ch, char (*keys)[600], size_t n, const kube_provreq *pr, bool add)
+{
+	snprintf(keys[n], sizeof(keys[n]), "%s/%s", pr->meta.ns, pr->meta.name);
+	ch[n].uid = pr->meta.uid;
+	ch[n].key = keys[n];
+	ch[n].add = add;
+}
+
 /* The booking changes of the pass's deferred writes into the ledger; when
  * it refuses them, the writes that book are held back (their requests
  * are decided again on the next pass, on the ledger read anew). */
@@ -167,13 +177,8 @@ static void ledger_flush(pr_ctl *c)
 		if(!pr__ledger_change_of(w->patch, false, &w->books))
 			continue;
 		adds |= w->books;
-		if(rc)
-			continue;
-		snprintf(keys[n], sizeof(keys[n]), "%s/%s", w->pr->meta.ns, w->pr->meta.name);
-		ch[n].uid = w->pr->meta.uid;
-		ch[n].key = keys[n];
-		ch[n].add = w->books;
-		n++;
+		if(!rc)
+			ledger_change_set(ch, keys, n++, w->pr, w->books);
 	}
 	if(!rc && n)
 		rc = pr__ledger_commit(c, ch, n, &e);
@@ -217,17 +222,10 @@ static int ledger_now(pr_class_ctx *x, prd_err *err)
 	for(i = 0; add && i < c->nwrites; i++) {
 		struct pr_status_write *w = &c->writes[i];
 		bool books = false;
-		if(!pr__ledger_change_of(w->patch, false, &books) || !books || !strcmp(w->pr->meta.uid, x->pr->meta.uid))
-			continue;
-		snprintf(keys[n], sizeof(keys[n]), "%s/%s", w->pr->meta.ns, w->pr->meta.name);
-		ch[n].uid = w->pr->meta.uid;
-		ch[n].key = keys[n];
-		ch[n++].add = true;
+		if(pr__ledger_change_of(w->patch, false, &books) && books && strcmp(w->pr->meta.uid, x->pr->meta.uid))
+			ledger_change_set(ch, keys, n++, w->pr, true);
 	}
-	snprintf(keys[n], sizeof(keys[n]), "%s/%s", x->pr->meta.ns, x->pr->meta.name);
-	ch[n].uid = x->pr->meta.uid;
-	ch[n].key = keys[n];
-	ch[n++].add = add;
+	ledger_change_set(ch, keys, n++, x->pr, add);
 	rc = pr__ledger_commit(c, ch, n, err);
 	free(ch);
 	free(keys);
