@@ -408,6 +408,8 @@ int pr__rebuild_from_api(pr_ctl *c, pr_world *w);
  * local store may know it ended). Nothing for a request final or being
  * deleted. */
 int64_t pr__status_booking_end(const pr_ctl *c, const kube_provreq *pr, char **plan);
+/* The local store has plan "uid/ns" ended or rolling back (shards.c). */
+bool pr__plan_ended_here(const pr_ctl *c, const char *plan);
 /* Pods of podSet `set` placed on `node`: one item of pr__store_bookings. */
 typedef struct pr_booked {
 	size_t set;

@@ -17,18 +17,10 @@
  * said so was lost). */
 static int64_t recorded_booking_end(const pr_ctl *c, const kube_provreq *pr)
 {
-	char *plan = NULL, id[400];
+	char *plan = NULL;
 	int64_t end = pr__status_booking_end(c, pr, &plan);
-	state_intent in;
-	if(plan) {
-		snprintf(id, sizeof(id), "%s#0", plan);
-		if(state_intent_get(c->db, id, &in, NULL) == 0) {
-			if(in.phase != STATE_PHASE_INCREASING && in.phase != STATE_PHASE_WAITING_FOR_NODES &&
-			   in.phase != STATE_PHASE_PLANNED)
-				end = 0;
-			state_intent_clear(&in);
-		}
-	}
+	if(pr__plan_ended_here(c, plan))
+		end = 0;
 	free(plan);
 	return end;
 }

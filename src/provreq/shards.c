@@ -615,17 +615,17 @@ void pr__shards_sync(pr_ctl *c, pr_world *w)
 	due_candidates(c, w);
 }
 
-/* Own request whose booking is the room a plan in flight holds: not when
- * the local store knows the plan ended (a status write that said so was
- * lost). */
-static bool plan_ended_here(const pr_ctl *c, const sh_entry *e)
+/* The local store knows plan "uid/ns" ended, or rolling back (a status
+ * write that said so was lost): the room it held went back, whatever the
+ * status still shows. */
+bool pr__plan_ended_here(const pr_ctl *c, const char *plan)
 {
 	state_intent in;
 	char id[400];
 	bool ended = false;
-	if(!e->plan || !c->db)
+	if(!plan || !c->db)
 		return false;
-	snprintf(id, sizeof(id), "%s#0", e->plan);
+	snprintf(id, sizeof(id), "%s#0", plan);
 	if(state_intent_get(c->db, id, &in, NULL) == 0) {
 		ended = in.phase != STATE_PHASE_INCREASING && in.phase != STATE_PHASE_WAITING_FOR_NODES &&
 			in.phase != STATE_PHASE_PLANNED;
@@ -764,7 +764,7 @@ void pr__shards_book(pr_ctl *c, pr_world *w, const state_booking *rows, size_t n
 		prd_err err;
 		if(e->until <= c->now || !hmap_has(&w->uids, e->uid) || pr__ledger_has(c, e->uid) ||
 		   (!e->foreign && ((nrows && bsearch(e->uid, rows, nrows, sizeof(*rows), row_uid_cmp)) ||
-				    plan_ended_here(c, e))) ||
+				    pr__plan_ended_here(c, e->plan))) ||
 		   !resolve_room(c, w, e))
 			continue;
 		for(i = 0; i < e->nitems; i++)
