@@ -565,6 +565,90 @@ static void test_group_of_an_ended_plan_deleted_without_record(void)
 	stop();
 }
 
+/* The leader may act until the request's status says its plan is rolling
+ * back. */
+static bool until_rolling_back(void *ud)
+{
+	return strcmp(detail((const char *)ud, "scaleUpPhase"), "rolling-back") != 0;
+}
+
+/* Drop every group from the kwok driver's groups ConfigMap, as another
+ * replica's driver does when it deletes an empty group. */
+static void groups_deleted_elsewhere(void)
+{
+	json_object *p = json_tokener_parse("{\"data\":null}");
+	prd_err e;
+	CU_ASSERT_EQUAL(kube_api_call(&api, "PATCH", "/api/v1/namespaces/kube-system/configmaps/nap-groups",
+				      "application/merge-patch+json", p, NULL, NULL, &e),
+			0);
+	json_object_put(p);
+}
+
+/* Delete the Nodes whose name begins with `prefix`. */
+static void delete_nodes_named(const char *prefix)
+{
+	json_object *o = NULL, *items;
+	prd_err e;
+	size_t i;
+	if(kube_api_call(&api, "GET", "/api/v1/nodes", NULL, NULL, &o, NULL, &e))
+		return;
+	items = json_object_object_get(o, "items");
+	for(i = 0; items && i < json_object_array_length(items); i++) {
+		const char *name = json_object_get_string(
+			json_object_object_get(json_object_object_get(json_object_array_get_idx(items, i), "metadata"),
+					       "name"));
+		char path[400];
+		if(!name || strncmp(name, prefix, strlen(prefix)))
+			continue;
+		snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
+		CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e), 0);
+	}
+	json_object_put(o);
+}
+
+/* A plan that created a group is rolling back (its nodes never turned
+ * Ready) and the status says so; while this leader was stalled, before
+ * it deleted anything, the plan's nodes and then its empty group were
+ * deleted elsewhere (another replica rolled the plan back and lost its
+ * closing status write). No driver lists the group any more, but the
+ * store recorded it as auto-provisioned, and a group is deleted only when
+ * empty: the rollback is over. Broken controller caught: one that waits
+ * for a driver to serve the group again (the plan stays rolling-back for
+ * ever and the request is never tried again; simulation seed 3271 of
+ * --actors multi --nap). */
+static void test_rollback_of_a_group_deleted_elsewhere_ends(void)
+{
+	prd_err e;
+	int i;
+	start(NULL, NULL, true, 0);
+	pr_ctl_set_fence(ctl, until_rolling_back, (void *)"wide");
+	add_template("wide", "12", NULL);
+	add_pr("wide", "wide", 2, NULL);
+	/* The kwok controller is not played: the node never turns Ready,
+	 * and the plan times out (15 min). */
+	for(i = 0; i < 40 && strcmp(detail("wide", "scaleUpPhase"), "rolling-back"); i++) {
+		CU_ASSERT_EQUAL(pr_ctl_pass(ctl, NULL, &e), 0);
+		clk_fake_advance(&fake, MIN);
+	}
+	CU_ASSERT_STRING_EQUAL_FATAL(detail("wide", "scaleUpPhase"), "rolling-back");
+	CU_ASSERT_EQUAL(nap_groups(NULL), 1);
+	CU_ASSERT_EQUAL(nodes_named("nap-"), 1);
+	/* Elsewhere: the node, then the empty group. */
+	delete_nodes_named("nap-");
+	groups_deleted_elsewhere();
+	CU_ASSERT_EQUAL(nodes_named("nap-"), 0);
+	CU_ASSERT_EQUAL(nap_groups(NULL), 0);
+	pr_ctl_set_fence(ctl, NULL, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail("wide", "scaleUpPhase"), "rolled-back");
+	/* Tried again: a new group this time, and its node turns Ready. */
+	for(i = 0; i < 10 && strcmp(cond("wide", "Provisioned", NULL), "True/CapacityIsProvisioned"); i++)
+		passes(1, 10 * SEC);
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Provisioned", NULL), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(nap_groups(NULL), 1);
+	stop();
+}
+
 /* --max-autoprovisioned-groups 0: no new group whatever the pods need,
  * and the condition says why. */
 static void test_group_limit(void)
@@ -597,6 +681,7 @@ static const test_case cases[] = {
 	{ "auto-provisioned group limit", test_group_limit },
 	{ "a new leader adopts a plan before its group exists", test_new_leader_adopts_plan_before_its_group },
 	{ "a group whose plan the API shows over goes without a record", test_group_of_an_ended_plan_deleted_without_record },
+	{ "a rollback whose group was deleted elsewhere ends", test_rollback_of_a_group_deleted_elsewhere_ends },
 	{ NULL, NULL }
 };
 
