@@ -98,18 +98,25 @@ int capi_nap_config(capi *c, json_object *v, prd_cloud_error *err)
 			return capi_fail(err, PRD_CLOUD_EINVAL,
 					 "clusterapi config: autoProvisioning.templates[%zu] '%s' is not [namespace/]name", i,
 					 s);
-		if(!slash && !c->ns)
-			return capi_fail(err, PRD_CLOUD_EINVAL,
-					 "clusterapi config: autoProvisioning.templates[%zu] '%s' names no namespace and "
-					 "there is no `namespace` key (write namespace/name)",
-					 i, s);
-		/* (namespace is parsed before or after this key: resolved
-		 * when the template is read.) */
+		/* (A name without namespace is checked in capi_nap_check:
+		 * `namespace` may come after this key.) */
 		snprintf(full, sizeof(full), "%s", s);
 		if(!(n->names[i] = capi_strdup(full)))
 			return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 		n->nnames = i + 1;
 	}
+	return 0;
+}
+
+int capi_nap_check(capi *c, prd_cloud_error *err)
+{
+	size_t i;
+	for(i = 0; c->nap && i < c->nap->nnames; i++)
+		if(!strchr(c->nap->names[i], '/') && !c->ns)
+			return capi_fail(err, PRD_CLOUD_EINVAL,
+					 "clusterapi config: autoProvisioning.templates[%zu] '%s' names no namespace and "
+					 "there is no `namespace` key (write namespace/name)",
+					 i, c->nap->names[i]);
 	return 0;
 }
 

@@ -137,6 +137,8 @@ static int parse_config(capi *c, const char *config, prd_cloud_error *err)
 		}
 		json_object_put(doc);
 	}
+	if(!rc)
+		rc = capi_nap_check(c, err);
 	if(!rc && !c->version && !(c->version = capi_strdup("v1beta1")))
 		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	if(!rc)

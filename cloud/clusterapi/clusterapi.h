@@ -126,6 +126,8 @@ void capi_groups_drop(capi *c, const char *id);
  * `items` do not show a creation or deletion of this driver yet (read the
  * apiserver instead). */
 int capi_nap_config(capi *c, json_object *v, prd_cloud_error *err);
+/* After every key: a template named without namespace needs `namespace`. */
+int capi_nap_check(capi *c, prd_cloud_error *err);
 void capi_nap_free(capi *c);
 bool capi_nap_is_ours(json_object *obj);
 bool capi_nap_watch_behind(capi *c, json_object *items);

@@ -475,7 +475,29 @@ static void test_creation_fence(void)
 	json_object_put(o);
 }
 
+static void test_config(void)
+{
+	prd_err e;
+	fresh_api();
+	/* The namespace may come after the templates. */
+	load("autoProvisioning:\n  templates: [gpu]\nnamespace: ns1\n");
+	cloud_drivers_free(&set);
+	cloud_drivers_init(&set);
+	prd_err_clear(&e);
+	CU_ASSERT_NOT_EQUAL(cloud_drivers_load(&set, module_path(), &host.host, "autoProvisioning:\n  templates: [gpu]\n",
+					       &drv, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "names no namespace"));
+	CU_ASSERT_NOT_EQUAL(cloud_drivers_load(&set, module_path(), &host.host, "autoProvisioning: {maxSize: 3}\n", &drv,
+					       &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "needs templates or a templateSelector"));
+	CU_ASSERT_NOT_EQUAL(cloud_drivers_load(&set, module_path(), &host.host,
+					       "autoProvisioning: {templates: [a], colour: blue}\n", &drv, &e),
+			    0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "unknown or malformed key 'colour'"));
+}
+
 static const test_case cases[] = {
+	{"config: autoProvisioning keys", test_config},
 	{"shapes: one per template with scale-from-zero data", test_shapes},
 	{"create_group: a MachineDeployment from the template", test_create},
 	{"create_group: labels, taints, zones and sizes it refuses", test_create_refuses},
