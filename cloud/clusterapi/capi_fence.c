@@ -21,8 +21,8 @@
 
 #include "util/str.h"
 
-/* Room for "provreqd.io/" + a 63-character name. */
-#define FENCE_ANN_MAX 80
+/* Room for the longest prefix's domain + a 63-character name. */
+#define FENCE_ANN_MAX 100
 
 /* A key the ABI allows: 1..63 of [A-Za-z0-9._-], alphanumeric at both
  * ends. */
@@ -44,20 +44,20 @@ static bool key_ok(const char *k)
  * 63 characters and "fence-" takes 6: a key longer than 57 keeps its first
  * 48 characters and gains an FNV-1a hash of the whole key, so two long keys
  * with one beginning still get two records. */
-static void fence_annotation(const char *key, char *out, size_t n)
+void capi_fence_annotation(const char *prefix, const char *key, char *out, size_t n)
 {
 	size_t len = strlen(key);
 	uint32_t h = 2166136261u;
 	size_t i;
 	if(len <= 57) {
-		snprintf(out, n, CAPI_FENCE_PREFIX "%s", key);
+		snprintf(out, n, "%s%s", prefix, key);
 		return;
 	}
 	for(i = 0; i < len; i++) {
 		h ^= (unsigned char)key[i];
 		h *= 16777619u;
 	}
-	snprintf(out, n, CAPI_FENCE_PREFIX "%.48s-%08x", key, (unsigned)h);
+	snprintf(out, n, "%s%.48s-%08x", prefix, key, (unsigned)h);
 }
 
 /* The term recorded for `ann` on obj: 0 when none; -1 when the value is not
@@ -87,7 +87,8 @@ static int recorded_term(json_object *obj, const char *ann, uint64_t *term)
 
 /* Read the group's object into *v (replicas, resourceVersion) and the term
  * recorded for `key` (when key is not NULL) into v->term. */
-static int read_object(capi *c, const capi_group *g, const char *key, capi_view *v, prd_cloud_error *err)
+static int read_object(capi *c, const capi_group *g, const char *prefix, const char *key, capi_view *v,
+		       prd_cloud_error *err)
 {
 	char path[800], ann[FENCE_ANN_MAX];
 	json_object *obj = NULL, *r;
@@ -103,7 +104,7 @@ static int read_object(capi *c, const capi_group *g, const char *key, capi_view 
 	rv = capi_jstr(capi_jobj(obj, "metadata"), "resourceVersion");
 	snprintf(v->rv, sizeof(v->rv), "%s", rv ? rv : "");
 	if(key) {
-		fence_annotation(key, ann, sizeof(ann));
+		capi_fence_annotation(prefix, key, ann, sizeof(ann));
 		if(recorded_term(obj, ann, &v->term))
 			rc = capi_fail(err, PRD_CLOUD_EIO,
 				       "clusterapi: %s: annotation %s is '%s', not a term; nothing changed (remove it "
@@ -116,8 +117,8 @@ static int read_object(capi *c, const capi_group *g, const char *key, capi_view 
 
 /* Record `term` for `key` on the object, conditional on v->rv; on success
  * v->rv is the new resourceVersion. A 409 is PRD_CLOUD_ECONFLICT. */
-static int write_fence(capi *c, const capi_group *g, const char *key, uint64_t term, capi_view *v,
-		       prd_cloud_error *err)
+static int write_fence(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t term,
+		       capi_view *v, prd_cloud_error *err)
 {
 	char path[800], ann[FENCE_ANN_MAX], val[24];
 	json_object *patch = json_object_new_object(), *md = json_object_new_object(), *anns = json_object_new_object();
@@ -131,7 +132,7 @@ static int write_fence(capi *c, const capi_group *g, const char *key, uint64_t t
 		json_object_put(anns);
 		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	}
-	fence_annotation(key, ann, sizeof(ann));
+	capi_fence_annotation(prefix, key, ann, sizeof(ann));
 	snprintf(val, sizeof(val), "%llu", (unsigned long long)term);
 	json_object_object_add(anns, ann, json_object_new_string(val));
 	json_object_object_add(md, "annotations", anns);
@@ -172,15 +173,21 @@ int capi_fence_check_key(const char *key, prd_cloud_error *err)
 int capi_read_fenced(capi *c, const capi_group *g, const char *key, uint64_t term, capi_view *v,
 		     prd_cloud_error *err)
 {
+	return capi_read_fenced_with(c, g, CAPI_FENCE_PREFIX, key, term, v, err);
+}
+
+int capi_read_fenced_with(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t term,
+			  capi_view *v, prd_cloud_error *err)
+{
 	int rc = capi_fence_check_key(key, err);
 	if(!rc)
-		rc = read_object(c, g, key, v, err);
+		rc = read_object(c, g, prefix, key, v, err);
 	if(rc)
 		return rc;
 	if(v->term > term)
 		return stale_term(g, key, v->term, term, err);
 	if(v->term < term) {
-		rc = write_fence(c, g, key, term, v, err);
+		rc = write_fence(c, g, prefix, key, term, v, err);
 		if(!rc)
 			v->term = term;
 	}
@@ -188,6 +195,19 @@ int capi_read_fenced(capi *c, const capi_group *g, const char *key, uint64_t ter
 }
 
 int capi_fence(capi *c, const capi_group *g, const char *key, uint64_t term, prd_cloud_error *err)
+{
+	return capi_fence_with(c, g, CAPI_FENCE_PREFIX, key, term, err);
+}
+
+int capi_fence_recorded(json_object *obj, const char *prefix, const char *key, uint64_t *term)
+{
+	char ann[FENCE_ANN_MAX];
+	capi_fence_annotation(prefix, key, ann, sizeof(ann));
+	return recorded_term(obj, ann, term);
+}
+
+int capi_fence_with(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t term,
+		    prd_cloud_error *err)
 {
 	capi_view v;
 	int attempt, rc = capi_fence_check_key(key, err);
@@ -197,14 +217,14 @@ int capi_fence(capi *c, const capi_group *g, const char *key, uint64_t term, prd
 	 * read once more, since the writer may have been a rollout rather
 	 * than a newer leader. */
 	for(attempt = 0; !rc && attempt < 2; attempt++) {
-		rc = read_object(c, g, key, &v, err);
+		rc = read_object(c, g, prefix, key, &v, err);
 		if(rc)
 			break;
 		if(v.term > term)
 			return stale_term(g, key, v.term, term, err);
 		if(v.term == term)
 			return 0;
-		rc = write_fence(c, g, key, term, &v, err);
+		rc = write_fence(c, g, prefix, key, term, &v, err);
 		if(rc == PRD_CLOUD_ECONFLICT && attempt == 0)
 			rc = 0;
 		else

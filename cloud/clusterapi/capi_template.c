@@ -362,7 +362,9 @@ static json_object *merged_capacity(json_object *tpl, json_object *ann)
 	return out;
 }
 
-int capi_template_node(capi *c, const capi_group *g, char **node_json, prd_cloud_error *err)
+/* allow_node: without scale-from-zero data, copy one of the group's
+ * Nodes. */
+static int template_node(capi *c, const capi_group *g, bool allow_node, char **node_json, prd_cloud_error *err)
 {
 	json_object *ann = capi_jobj(capi_jobj(g->obj, "metadata"), "annotations"), *tpl = NULL, *merged = NULL;
 	json_object *ref = capi_jobj(capi_jobj(capi_jobj(capi_jobj(g->obj, "spec"), "template"), "spec"),
@@ -384,7 +386,7 @@ int capi_template_node(capi *c, const capi_group *g, char **node_json, prd_cloud
 	}
 	if(capi_jstr(ann, ANN("cpu")) || capi_jstr(ann, ANN("memory")))
 		return from_annotations(g, ann, node_json, err);
-	rc = from_node(c, g, node_json, err);
+	rc = allow_node ? from_node(c, g, node_json, err) : PRD_CLOUD_ENOTFOUND;
 	/* Say every source that was tried: on CAPA or CAPG the operator most
 	 * likely expected the infrastructure template to publish capacity. */
 	if(rc == PRD_CLOUD_ENOTFOUND) {
@@ -400,9 +402,18 @@ int capi_template_node(capi *c, const capi_group *g, char **node_json, prd_cloud
 			snprintf(what, sizeof(what), "its infrastructure template %s %s is not there (or not readable)",
 				 kind, name);
 		rc = capi_fail(err, rc,
-			       "clusterapi: %s has no template node: %s, it has no Node to copy and no scale-from-zero "
-			       "annotations (set %s and %s)",
-			       g->id, what, ANN("cpu"), ANN("memory"));
+			       "clusterapi: %s has no template node: %s, %sno scale-from-zero annotations (set %s and %s)",
+			       g->id, what, allow_node ? "it has no Node to copy and " : "", ANN("cpu"), ANN("memory"));
 	}
 	return rc;
+}
+
+int capi_template_node(capi *c, const capi_group *g, char **node_json, prd_cloud_error *err)
+{
+	return template_node(c, g, true, node_json, err);
+}
+
+int capi_template_zero(capi *c, const capi_group *g, char **node_json, prd_cloud_error *err)
+{
+	return template_node(c, g, false, node_json, err);
 }

@@ -40,6 +40,7 @@ static void capi_free(capi *c)
 	free(c->ns);
 	free(c->cluster);
 	free(c->version);
+	capi_nap_free(c);
 	capi_watch_free(c); /* (its threads use the management client) */
 	json_object_put(c->disco);
 	capi_mgmt_free(c);
@@ -54,6 +55,11 @@ static capi_group *find_group(capi *c, const char *id)
 		if(!strcmp(c->groups[i].id, id))
 			return &c->groups[i];
 	return NULL;
+}
+
+capi_group *capi_find_group(capi *c, const char *id)
+{
+	return find_group(c, id);
 }
 
 static int no_group(prd_cloud_error *err, const char *id)
@@ -91,6 +97,12 @@ static int parse_config(capi *c, const char *config, prd_cloud_error *err)
 				c->watch = json_object_get_boolean(v);
 				continue;
 			}
+			if(!strcmp(key, "autoProvisioning")) {
+				rc = capi_nap_config(c, v, err);
+				if(rc)
+					break;
+				continue;
+			}
 			if(!strcmp(key, "managementKubeconfig") || !strcmp(key, "managementContext") ||
 			   !strcmp(key, "managementInCluster")) {
 				rc = capi_mgmt_config(c, key, v, err);
@@ -106,7 +118,8 @@ static int parse_config(capi *c, const char *config, prd_cloud_error *err)
 			if(!dst) {
 				rc = capi_fail(err, PRD_CLOUD_EINVAL,
 					       "clusterapi config: unknown key '%s' (known: namespace, clusterName, version, "
-					       "managementKubeconfig, managementContext, managementInCluster, watch)",
+					       "managementKubeconfig, managementContext, managementInCluster, watch, "
+					       "autoProvisioning)",
 					       key);
 				break;
 			}
@@ -124,6 +137,8 @@ static int parse_config(capi *c, const char *config, prd_cloud_error *err)
 		}
 		json_object_put(doc);
 	}
+	if(!rc)
+		rc = capi_nap_check(c, err);
 	if(!rc && !c->version && !(c->version = capi_strdup("v1beta1")))
 		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	if(!rc)
@@ -238,7 +253,23 @@ static int discover_one(void *ud, json_object *obj)
 			 pe.msg);
 		return 0;
 	}
-	snprintf(id, sizeof(id), "%s/%s/%s", kind, ns, name);
+	if(d->kind == CAPI_MACHINE_DEPLOYMENT && capi_nap_is_ours(obj)) {
+		/* Made by create_group: the host named the group, and the name
+		 * is the MachineDeployment's. */
+		size_t i;
+		snprintf(id, sizeof(id), "%s", name);
+		for(i = 0; i < d->n; i++)
+			if(!strcmp(d->v[i].id, id)) {
+				capi_log(c, PRD_CLOUD_LOG_WARN,
+					 "clusterapi: auto-provisioned MachineDeployment %s/%s has the name of group %s "
+					 "listed already (in another namespace); ignored",
+					 ns, name, id);
+				sel_free(g.machines);
+				return 0;
+			}
+	} else {
+		snprintf(id, sizeof(id), "%s/%s/%s", kind, ns, name);
+	}
 	g.kind = d->kind;
 	g.id = capi_strdup(id);
 	g.ns = capi_strdup(ns);
@@ -259,6 +290,66 @@ static int discover_one(void *ud, json_object *obj)
 	d->v = bigger;
 	d->v[d->n++] = g;
 	return 0;
+}
+
+int capi_group_of(capi *c, capi_kind kind, json_object *obj, capi_group *g, prd_cloud_error *err)
+{
+	discover d;
+	int rc;
+	memset(&d, 0, sizeof(d));
+	d.c = c;
+	d.err = err;
+	d.kind = kind;
+	rc = discover_one(&d, obj);
+	if(!rc && d.n != 1)
+		rc = capi_fail(err, PRD_CLOUD_ENOTFOUND, "clusterapi: the %s is not a node group", capi_kind_name(kind));
+	if(!rc)
+		*g = d.v[0];
+	else
+		groups_free(d.v, d.n);
+	if(!rc)
+		free(d.v);
+	return rc;
+}
+
+void capi_group_clear(capi_group *g)
+{
+	free(g->id);
+	free(g->ns);
+	free(g->name);
+	json_object_put(g->obj);
+	sel_free(g->machines);
+	memset(g, 0, sizeof(*g));
+}
+
+int capi_groups_put(capi *c, capi_group *g, prd_cloud_error *err)
+{
+	capi_group *old = find_group(c, g->id), *bigger;
+	if(old) {
+		capi_group_clear(old);
+		*old = *g;
+		memset(g, 0, sizeof(*g));
+		return 0;
+	}
+	bigger = realloc(c->groups, (c->ngroups + 1) * sizeof(*bigger));
+	if(!bigger)
+		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	c->groups = bigger;
+	c->groups[c->ngroups++] = *g;
+	memset(g, 0, sizeof(*g));
+	return 0;
+}
+
+void capi_groups_drop(capi *c, const char *id)
+{
+	capi_group *g = find_group(c, id);
+	size_t i;
+	if(!g)
+		return;
+	i = (size_t)(g - c->groups);
+	capi_group_clear(g);
+	memmove(&c->groups[i], &c->groups[i + 1], (c->ngroups - i - 1) * sizeof(*g));
+	c->ngroups--;
 }
 
 /* Forget the groups d collected after the first `keep`. */
@@ -331,6 +422,10 @@ static int discover_watched(capi *c, discover *d)
 	if(rc)
 		return rc;
 	n = json_object_array_length(items);
+	if(d->kind == CAPI_MACHINE_DEPLOYMENT && capi_nap_watch_behind(c, items)) {
+		json_object_put(items);
+		return PRD_CLOUD_EAGAIN;
+	}
 	for(i = 0; i < n; i++)
 		if(behind_own_write(c, d->kind, json_object_array_get_idx(items, i))) {
 			json_object_put(items);
@@ -977,6 +1072,8 @@ static int cp_fence(void *state, const char *group_id, const char *key, uint64_t
 {
 	capi *c = state;
 	capi_group *g = find_group(c, group_id);
+	if(!group_id)
+		return capi_nap_fence(c, key, term, err);
 	if(!g)
 		return no_group(err, group_id);
 	return capi_fence(c, g, key, term, err);
@@ -1243,6 +1340,14 @@ static const prd_cloud_driver descriptor = {
 	.fence = cp_fence,
 	.decrease = cp_decrease_req,
 	.delete_fenced = cp_delete_fenced,
+	/* Node auto-provisioning from template MachineDeployments
+	 * (capi_nap.c); without `autoProvisioning` there are no shapes. */
+	.shape_size = sizeof(prd_cloud_shape),
+	.shapes = capi_nap_shapes,
+	.release_shapes = capi_nap_release_shapes,
+	.create_group = capi_nap_create,
+	.delete_group = capi_nap_delete,
+	.group_owner = capi_nap_owner,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

@@ -26,6 +26,14 @@
 #define CAPI_CAPACITY_PREFIX "capacity.cluster-autoscaler.kubernetes.io/"
 #define CAPI_PENDING_PREFIX "clusterapi://"
 #define CAPI_FENCE_PREFIX "provreqd.io/fence-"
+/* Node auto-provisioning (capi_nap.c): the marks on a MachineDeployment
+ * create_group made, and the record of the creations' fencing terms on
+ * each template MachineDeployment. */
+#define CAPI_NAP_OWNER_ANN "provreqd.io/auto-provisioned-by"
+#define CAPI_NAP_SHAPE_ANN "provreqd.io/shape"
+#define CAPI_NAP_ZONE_ANN "provreqd.io/zone"
+#define CAPI_NAP_GROUP_LABEL "provreqd.io/auto-provisioned-group"
+#define CAPI_CREATE_FENCE_PREFIX "creations.provreqd.io/fence-"
 
 typedef enum capi_kind { CAPI_MACHINE_DEPLOYMENT, CAPI_MACHINE_SET, CAPI_MACHINE_POOL, CAPI_KINDS } capi_kind;
 
@@ -39,6 +47,7 @@ typedef struct capi_group {
 } capi_group;
 
 typedef struct capi_mgmt capi_mgmt;
+typedef struct capi_nap capi_nap;
 
 typedef struct capi {
 	const prd_cloud_host *host;
@@ -63,6 +72,7 @@ typedef struct capi {
 	char *version;         /* config `version`, default v1beta1 */
 	capi_group *groups;
 	size_t ngroups;
+	capi_nap *nap;         /* config `autoProvisioning`, or NULL (capi_nap.c) */
 } capi;
 
 /* capi_util.c */
@@ -95,6 +105,40 @@ void capi_path(const capi *c, char *out, size_t n, const char *plural, const cha
  * *message point into m. A Machine being deleted has not failed (its
  * conditions then describe its teardown). */
 int capi_machine_failure(json_object *m, const char **code, const char **message);
+
+/* clusterapi.c: the group list. capi_find_group: the group with that id
+ * or NULL. capi_group_of: the node group a listed object is (its
+ * annotations judged as a listing does; PRD_CLOUD_ENOTFOUND when it is
+ * none); clear it with capi_group_clear. capi_groups_put takes g over
+ * into c->groups (replacing a group of the same id); capi_groups_drop
+ * forgets one. */
+capi_group *capi_find_group(capi *c, const char *id);
+int capi_group_of(capi *c, capi_kind kind, json_object *obj, capi_group *g, prd_cloud_error *err);
+void capi_group_clear(capi_group *g);
+int capi_groups_put(capi *c, capi_group *g, prd_cloud_error *err);
+void capi_groups_drop(capi *c, const char *id);
+
+/* capi_nap.c: node auto-provisioning (ABI 1.5/1.6) from template
+ * MachineDeployments (see docs/drivers.md). capi_nap_config parses the
+ * `autoProvisioning` value; capi_nap_is_ours says whether a listed object
+ * is a MachineDeployment create_group made (its group id is then its
+ * name); capi_nap_watch_behind whether the watched MachineDeployments
+ * `items` do not show a creation or deletion of this driver yet (read the
+ * apiserver instead). */
+int capi_nap_config(capi *c, json_object *v, prd_cloud_error *err);
+/* After every key: a template named without namespace needs `namespace`. */
+int capi_nap_check(capi *c, prd_cloud_error *err);
+void capi_nap_free(capi *c);
+bool capi_nap_is_ours(json_object *obj);
+bool capi_nap_watch_behind(capi *c, json_object *items);
+int capi_nap_shapes(void *state, prd_cloud_shape **out, size_t *count, prd_cloud_error *err);
+void capi_nap_release_shapes(void *state, prd_cloud_shape *v, size_t count);
+int capi_nap_create(void *state, const prd_cloud_group_create *req, prd_cloud_error *err);
+int capi_nap_delete(void *state, const char *group_id, prd_cloud_error *err);
+int capi_nap_owner(void *state, const char *group_id, char **owner, prd_cloud_error *err);
+/* fence() with no group (ABI 1.6): the term for the creations, recorded
+ * on every template MachineDeployment. */
+int capi_nap_fence(capi *c, const char *key, uint64_t term, prd_cloud_error *err);
 
 /* capi_mgmt.c: the management cluster. capi_mgmt_config takes one of the
  * config keys managementKubeconfig, managementContext,
@@ -146,11 +190,24 @@ int capi_read_fenced(capi *c, const capi_group *g, const char *key, uint64_t ter
 /* The driver's fence(): record `term` unless a higher one is recorded
  * (ECONFLICT); idempotent; a 409 on the write reads once more. */
 int capi_fence(capi *c, const capi_group *g, const char *key, uint64_t term, prd_cloud_error *err);
+/* The same two under another annotation prefix (the creations' record,
+ * CAPI_CREATE_FENCE_PREFIX), and the term obj records under it (0: none;
+ * -1 when the value is not a term). */
+int capi_read_fenced_with(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t term,
+			  capi_view *v, prd_cloud_error *err);
+int capi_fence_with(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t term,
+		    prd_cloud_error *err);
+int capi_fence_recorded(json_object *obj, const char *prefix, const char *key, uint64_t *term);
+/* The annotation name of key's record under prefix (n >= 100). */
+void capi_fence_annotation(const char *prefix, const char *key, char *out, size_t n);
 
 /* capi_template.c: the template Node of a group, from the capacity
  * annotations (scale from zero) or from one of its Nodes. Caller frees
  * *node_json with free(). */
 int capi_template_node(capi *c, const capi_group *g, char **node_json, prd_cloud_error *err);
+/* The same from scale-from-zero data only (PRD_CLOUD_ENOTFOUND without):
+ * the node of an auto-provisioning shape, which has no Node to copy. */
+int capi_template_zero(capi *c, const capi_group *g, char **node_json, prd_cloud_error *err);
 /* Machines of a group (as a new JSON array, caller puts): from the watch
  * when `live` is false and it is in step, else from the apiserver (what a
  * write is planned from). */

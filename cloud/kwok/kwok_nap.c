@@ -60,6 +60,14 @@ static bool effect_ok(const char *e)
 	return e && (!strcmp(e, "NoSchedule") || !strcmp(e, "PreferNoSchedule") || !strcmp(e, "NoExecute"));
 }
 
+/* key's prefix is domain `dom` or a subdomain of it (x-k8s.io is not
+ * k8s.io). */
+static bool in_domain(const char *key, size_t dl, const char *dom)
+{
+	size_t n = strlen(dom);
+	return dl >= n && !strncmp(key + dl - n, dom, n) && (dl == n || key[dl - n - 1] == '.');
+}
+
 /* Labels of a shape or a created group: keys in the domains Kubernetes
  * reserves are the kubelet's, never a cloud's to invent. */
 static bool label_key_allowed(const char *key)
@@ -69,8 +77,7 @@ static bool label_key_allowed(const char *key)
 	if(!slash)
 		return true;
 	dl = (size_t)(slash - key);
-	return !((dl >= 13 && !strncmp(slash - 13, "kubernetes.io", 13)) ||
-		 (dl >= 6 && !strncmp(slash - 6, "k8s.io", 6)));
+	return !(in_domain(key, dl, "kubernetes.io") || in_domain(key, dl, "k8s.io"));
 }
 
 /* "2.5" or 2.5 as millionths; -1 when absent. */

@@ -199,14 +199,19 @@ for r in machinedeployments machinesets machinepools; do
 	# get and patch: the fence annotation (ABI 1.4); update on scale: the
 	# conditional PUT of the replica count.
 	for v in get list patch; do expect_yes "$v" "$r.cluster.x-k8s.io" -n default; done
-	for v in watch update delete; do expect_no "$v" "$r.cluster.x-k8s.io" -n default; done
+	for v in watch update; do expect_no "$v" "$r.cluster.x-k8s.io" -n default; done
 	for v in get patch update; do expect_yes "$v" "$r.cluster.x-k8s.io" --subresource=scale -n default; done
+done
+# create and delete: the MachineDeployments of auto-provisioned groups only.
+for v in create delete; do expect_yes "$v" machinedeployments.cluster.x-k8s.io -n default; done
+for r in machinesets machinepools; do
+	for v in create delete; do expect_no "$v" "$r.cluster.x-k8s.io" -n default; done
 done
 for v in get list patch; do expect_yes "$v" machines.cluster.x-k8s.io -n default; done
 for v in watch delete; do expect_no "$v" machines.cluster.x-k8s.io -n default; done
 expect_yes get nodes
 expect_no create nodes
-t_pass "the clusterapi driver role adds the Cluster API calls the driver makes (fence annotation and conditional scale included) and node get only"
+t_pass "the clusterapi driver role adds the Cluster API calls the driver makes (fence annotation, conditional scale and auto-provisioned MachineDeployments included) and node get only"
 
 # Every resource a role names is one the code uses (no stale grants).
 for r in nodes pods podtemplates provisioningrequests resourcepools leases events configmaps \

@@ -62,8 +62,20 @@
 #     by creation times deleting the rollout's replacement, 1 -> 0).
 #   (mhc and rollout run while the never-joining path waits out its
 #   provision timeout.)
+#   * nap: node auto-provisioning from template MachineDeployments (the
+#     driver's autoProvisioning; a provreqd of its own, last of all, with
+#     --node-autoprovisioning and scale-down on). Pods selecting a
+#     node.cluster.x-k8s.io/ label no MachineDeployment has get a new
+#     MachineDeployment made from template nap-a, scaled 0 -> 3 by the real
+#     MachineDeployment/MachineSet controllers, Provisioned; Cluster API
+#     copies the label from the Machines to the Nodes. A plan on a new
+#     MachineDeployment from template nap-bad (every Machine a stockout) is
+#     rolled back and its MachineDeployment deleted. The first request
+#     deleted, provreqd scales its Nodes down and deletes the empty
+#     MachineDeployment after --scale-down-idle. check-driver lists the
+#     shapes from the management cluster.
 # CAPI_REAL_PATHS (space-separated) picks paths: broken ok delete tpl calls
-# bad part mhc rollout rollout-rb hold k9 failover; default: all.
+# bad part mhc rollout rollout-rb hold k9 failover nap; default: all.
 # CAPI_REAL_WATCH=false makes the driver poll instead of watching (the
 # "before" figure of calls).
 #
@@ -76,7 +88,9 @@
 # (Machines deleted that the MachineHealthCheck had not judged, and
 # provreqd's marks) and bench=capi_real_rollout_extra_deleted (provreqd's
 # marks on md-ro, its marks on md-rb beyond the plan's 2, and md-rb's
-# replicas below the 1 from before).
+# replicas below the 1 from before), bench=capi_real_nap_provisioned_s and
+# bench=capi_real_nap_mds_left (auto-provisioned MachineDeployments left
+# at the end of the nap path).
 set -euo pipefail
 # shellcheck source=../testlib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
@@ -88,7 +102,7 @@ set -euo pipefail
 PR_DRIVER_SO="$PROVREQD_BUILDDIR/cloud/clusterapi/.libs/clusterapi.so"
 [[ -f "$PR_DRIVER_SO" ]] || t_fail "build first: $PR_DRIVER_SO is missing (make all)"
 [[ -x "$CAPI_DIR/bin/capi-manager" ]] || t_skip "capi-manager is not built (e2e/build-binaries.sh builds it)"
-paths=" ${CAPI_REAL_PATHS:-broken ok delete tpl calls bad part mhc rollout rollout-rb hold k9 failover} "
+paths=" ${CAPI_REAL_PATHS:-broken ok delete tpl calls bad part mhc rollout rollout-rb hold k9 failover nap} "
 want() { [[ "$paths" == *" $1 "* ]]; }
 
 capi_work=$(mktemp -d "${TMPDIR:-/tmp}/provreqd-e2e-capi.XXXXXX")
@@ -126,7 +140,8 @@ trap capi_exit EXIT
 g_ok=$(t_unique capi-ok) g_bad=$(t_unique capi-bad) g_tpl=$(t_unique capi-tpl) g_part=$(t_unique capi-part)
 g_hold=$(t_unique capi-hold) g_k9=$(t_unique capi-k9) g_fo=$(t_unique capi-fo)
 g_mhc=$(t_unique capi-mhc) g_ro=$(t_unique capi-ro) g_rb=$(t_unique capi-rb)
-PR_GROUPS+=("$g_ok" "$g_bad" "$g_tpl" "$g_part" "$g_hold" "$g_k9" "$g_fo" "$g_mhc" "$g_ro" "$g_rb")
+g_nap=$(t_unique capi-nap) g_napbad=$(t_unique capi-napbad)
+PR_GROUPS+=("$g_ok" "$g_bad" "$g_tpl" "$g_part" "$g_hold" "$g_k9" "$g_fo" "$g_mhc" "$g_ro" "$g_rb" "$g_nap" "$g_napbad")
 capi_real_provider "$PR_NS" "$workload_kc" "$capi_work/provider.log"
 capi_real_cluster "$PR_NS" c1 "$workload_kc"
 
@@ -655,5 +670,133 @@ if want failover; then
 	echo "bench=capi_real_failover_extra_machines value=$(($(machines_created md-fo) - 3))"
 	t_eq "fo: exactly 3 Machines were ever created" 3 "$(machines_created md-fo)"
 	kill "${PR_REPLICA_PID[two]}" 2>/dev/null || true
+fi
+# --- node auto-provisioning: a new MachineDeployment from a template
+if want nap; then
+	t_nap=$SECONDS
+	# nap_template NAME GROUP-LABEL [TEMPLATE-ANNOTATIONS]: a template
+	# MachineDeployment (no size annotations: not a node group itself) and
+	# its E2EMachineTemplate.
+	nap_template() {
+		machine_template "$1" "$2" "${3:-}"
+		capi_k -n "$PR_NS" apply -f - >/dev/null <<EOF
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineDeployment
+metadata:
+  name: $1
+  annotations:
+    $cap/cpu: "4"
+    $cap/memory: 8Gi
+    $cap/maxPods: "110"
+    $cap/labels: $PR_GROUP_LABEL=$2
+spec:
+  clusterName: c1
+  replicas: 0
+  selector:
+    matchLabels: {cluster.x-k8s.io/deployment-name: $1}
+  template:
+    metadata:
+      labels: {cluster.x-k8s.io/deployment-name: $1}
+    spec:
+      clusterName: c1
+      bootstrap: {dataSecretName: bootstrap-data}
+      infrastructureRef: {apiGroup: infrastructure.e2e.provreqd.io, kind: E2EMachineTemplate, name: $1}
+EOF
+	}
+	# nap_pods NAME GROUP-LABEL VALUE: 3-CPU pods selecting the group label
+	# and node.cluster.x-k8s.io/e2e-nap=VALUE, a label no MachineDeployment
+	# has.
+	nap_pods() {
+		kubectl apply -n "$PR_NS" -f - >/dev/null <<EOF
+apiVersion: v1
+kind: PodTemplate
+metadata:
+  name: $1
+template:
+  spec:
+    nodeSelector: {$PR_GROUP_LABEL: $2, node.cluster.x-k8s.io/e2e-nap: "$3"}
+    containers:
+    - name: main
+      image: registry.k8s.io/pause:3.10
+      resources:
+        requests: {cpu: "3", memory: 1Gi}
+        limits: {cpu: "3", memory: 1Gi}
+EOF
+	}
+	# nap_mds: "name shape" of each auto-provisioned MachineDeployment.
+	nap_mds() {
+		capi_k -n "$PR_NS" get machinedeployments -l provreqd.io/auto-provisioned-group \
+			-o 'jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.provreqd\.io/shape}{"\n"}{end}'
+	}
+	nap_md_of() { nap_mds | awk -v s="$1" '$2 == s { print $1; exit }'; }
+	nap_md_count() { nap_mds | grep -c . || true; }
+	nap_md_count_is() { [[ "$(nap_md_count)" == "$1" ]]; }
+	nap_md_of_shape_is() { [[ -n "$(nap_md_of "$1")" ]]; }
+	nap_md_of_shape_gone() { [[ -z "$(nap_md_of "$1")" ]]; }
+	nap_template nap-a "$g_nap"
+	nap_template nap-bad "$g_napbad" '"e2e.provreqd.io/fail": "InsufficientCapacity: no capacity left in zone e2e-a"'
+	nap_pods w-nap "$g_nap" "yes"
+	nap_pods w-napbad "$g_napbad" "bad"
+	printf 'namespace: %s\nversion: v1beta2\nmanagementKubeconfig: %s\nwatch: %s\nautoProvisioning:\n  templates: [nap-a, nap-bad]\n  maxSize: 4\n' \
+		"$PR_NS" "$mgmt_kc" "${CAPI_REAL_WATCH:-true}" >"$PR_WORK/cloud.yaml"
+	out=$("$PR_BIN" check-driver "$PR_DRIVER_SO" --cloud-config "$PR_WORK/cloud.yaml" 2>&1) ||
+		t_fail "nap: check-driver failed: $out"
+	t_contains "nap: check-driver says the driver auto-provisions" "node auto-provisioning: yes" "$out"
+	t_contains "nap: check-driver lists the templates as shapes" "machine shapes: 2" "$out"
+	t_contains "nap: shape nap-a with its capacity" "- nap-a max=4" "$out"
+	pr_stop
+	pr_start --provision-timeout 1m --node-autoprovisioning --scale-down-idle 15s \
+		--request-backoff-initial 2s --request-backoff-max 2s
+	# Every event of the auto-provisioned MachineDeployments, from before
+	# the first exists.
+	capi_k -n "$PR_NS" get machinedeployments -l provreqd.io/auto-provisioned-group --watch --output-watch-events \
+		-o json >"$PR_WORK/mdw-nap" 2>&1 &
+	wpid=$!
+	pr_on_exit "kill $wpid 2>/dev/null; wait $wpid 2>/dev/null"
+	# nap_sizes MD: its spec.replicas as it changed, e.g. "0 3 0".
+	nap_sizes() {
+		{ jq -r --arg n "$1" 'select(.type? and .object.metadata.name == $n) | .object.spec.replicas // 0' \
+			"$PR_WORK/mdw-nap" 2>/dev/null || true; } | uniq | paste -sd' '
+	}
+	t0=$(date +%s.%N)
+	pr_request nap atomic-scale-up w-nap 3
+	t_wait 120 "nap: a new MachineDeployment of template nap-a" nap_md_of_shape_is nap-a
+	nmd=$(nap_md_of nap-a)
+	t_wait 120 "nap: Provisioned=True/CapacityIsProvisioned" pr_cond_is nap Provisioned True/CapacityIsProvisioned
+	t1=$(date +%s.%N)
+	t_contains "nap: its name is the group provreqd chose" "nap-nap-a-" "$nmd"
+	t_eq "nap: $nmd grew to 3 replicas" 3 "$(replicas "$nmd")"
+	t_wait 30 "nap: 3 Machines of $nmd, each with a Ready Node" machines_ready "$nmd" 3
+	t_eq "nap: its Machines come from the template's E2EMachineTemplate" nap-a \
+		"$(capi_k -n "$PR_NS" get machinedeployment "$nmd" -o 'jsonpath={.spec.template.spec.infrastructureRef.name}')"
+	t_eq "nap: it carries the plan's owner token" 1 \
+		"$(capi_k -n "$PR_NS" get machinedeployment "$nmd" -o 'jsonpath={.metadata.annotations.provreqd\.io/auto-provisioned-by}' | grep -c .)"
+	t_contains "nap: the request's details name the new group" "new node group $nmd of shape nap-a" \
+		"$(kubectl get provreq -n "$PR_NS" nap -o jsonpath='{.status.provisioningClassDetails.autoProvisionedNodeGroup}')"
+	labelled() { [[ "$(kubectl get nodes -l "$PR_GROUP_LABEL=$g_nap,node.cluster.x-k8s.io/e2e-nap=yes" -o name | grep -c .)" == 3 ]]; }
+	t_wait 60 "nap: Cluster API copied node.cluster.x-k8s.io/e2e-nap=yes from the Machines to the 3 Nodes" labelled
+	t_eq "nap: the template nap-a itself stayed at 0" 0 "$(replicas nap-a)"
+	echo "bench=capi_real_nap_provisioned_s value=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')"
+	# A plan that rolls back takes its new MachineDeployment with it.
+	pr_request napbad atomic-scale-up w-napbad 2 noRetry=true
+	t_wait 90 "napbad: Provisioned=False/ScaleUpFailed" pr_cond_is napbad Provisioned False/ScaleUpFailed
+	t_contains "napbad: the condition names the stockout" "no capacity left in zone e2e-a" "$(pr_msg napbad Provisioned)"
+	t_wait 90 "napbad: its auto-provisioned MachineDeployment is deleted" nap_md_of_shape_gone nap-bad
+	t_eq "napbad: no Machine of a nap-bad group left" 0 "$(capi_k -n "$PR_NS" get machines -o json |
+		jq '[.items[] | select(.spec.infrastructureRef.name == "nap-bad")] | length')"
+	t_eq "napbad: no Node of it" 0 "$(pr_count "$g_napbad")"
+	# Empty groups go after the idle time.
+	kubectl delete provreq -n "$PR_NS" nap napbad --wait=false >/dev/null
+	t_wait 180 "nap: the request gone, provreqd scales $nmd's Nodes down" pr_count_is "$g_nap" 0
+	t_wait 120 "nap: the empty $nmd is deleted after --scale-down-idle" nap_md_count_is 0
+	t_eq "nap: $nmd went 0 -> 3 -> 0 (made at 0, scaled once, scaled down)" "0 3 0" \
+		"$(nap_sizes "$nmd" | awk '{ print $1, $2, $NF }')"
+	left=$(nap_md_count)
+	echo "bench=capi_real_nap_mds_left value=$left"
+	t_eq "nap: no auto-provisioned MachineDeployment is left" 0 "$left"
+	t_eq "nap: the templates are still there" "nap-a nap-bad" \
+		"$(capi_k -n "$PR_NS" get machinedeployments nap-a nap-bad -o 'jsonpath={.items[*].metadata.name}')"
+	pr_stop
+	t_log "nap: path took $((SECONDS - t_nap))s"
 fi
 t_done

@@ -33,13 +33,23 @@ void nap_shape_key(const char *driver, const char *shape, char *out, size_t len)
 	snprintf(out, len, "shape:%s/%s", driver, shape);
 }
 
+/* The kubernetes.io and k8s.io domains and their subdomains: a label
+ * prefix equal to one or ending in "." and one. A prefix that merely ends
+ * in the same letters is another domain: node.cluster.x-k8s.io (Cluster
+ * API, whose labels it copies from Machines to Nodes) is not k8s.io. */
+static bool in_domain(const char *key, size_t dl, const char *dom)
+{
+	size_t n = strlen(dom);
+	return dl >= n && !strncmp(key + dl - n, dom, n) && (dl == n || key[dl - n - 1] == '.');
+}
+
 static bool reserved_key(const char *key)
 {
 	const char *slash = strchr(key, '/');
 	size_t dl = slash ? (size_t)(slash - key) : 0;
 	if(!slash)
 		return false;
-	return (dl >= 13 && !strncmp(slash - 13, "kubernetes.io", 13)) || (dl >= 6 && !strncmp(slash - 6, "k8s.io", 6));
+	return in_domain(key, dl, "kubernetes.io") || in_domain(key, dl, "k8s.io");
 }
 
 static const char *effect_name(sched_effect e)
