@@ -182,7 +182,8 @@ bool capi_nap_watch_behind(capi *c, json_object *items)
 			char key[300];
 			snprintf(key, sizeof(key), "%s/%s", capi_jstr(md, "namespace") ? capi_jstr(md, "namespace") : "",
 				 capi_jstr(md, "name") ? capi_jstr(md, "name") : "");
-			seen = !strcmp(key, n->wait[i].key);
+			/* (One being deleted is gone for the listing.) */
+			seen = !strcmp(key, n->wait[i].key) && !capi_jstr(md, "deletionTimestamp");
 		}
 		if(seen != n->wait[i].present) {
 			behind = true;

@@ -323,6 +323,14 @@ static int repeated(capi *c, json_object *o, const prd_cloud_group_create *req, 
 	int rc = same_group(o, req, err);
 	if(rc)
 		return rc;
+	/* Being deleted (the MachineDeployment controller's finalizer keeps
+	 * it until its MachineSets are gone): it is not the group this call
+	 * is to make, and it will be gone in a moment. */
+	if(capi_jstr(capi_jobj(o, "metadata"), "deletionTimestamp"))
+		return capi_fail(err, PRD_CLOUD_EAGAIN,
+				 "clusterapi: create_group: MachineDeployment %s is being deleted; not made again until it "
+				 "is gone",
+				 req->group_id);
 	rc = capi_group_of(c, CAPI_MACHINE_DEPLOYMENT, o, &g, err);
 	if(rc)
 		return rc;

@@ -221,6 +221,11 @@ static int discover_one(void *ud, json_object *obj)
 		return 0;
 	if(d->kind == CAPI_MACHINE_SET && owned_by_machine_deployment(obj))
 		return 0; /* its MachineDeployment is the group */
+	/* An auto-provisioned group this driver deleted, which the
+	 * MachineDeployment controller's finalizer keeps a moment longer: no
+	 * plan may count on it any more. */
+	if(d->kind == CAPI_MACHINE_DEPLOYMENT && capi_jstr(md, "deletionTimestamp") && capi_nap_is_ours(obj))
+		return 0;
 	if(c->cluster && (!cluster || strcmp(cluster, c->cluster)))
 		return 0;
 	memset(&g, 0, sizeof(g));
@@ -966,7 +971,7 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 	const char *key;
 	int32_t cur;
 	char rv[64];
-	int rc;
+	int rc, attempt;
 	if(!req || req->struct_size < offsetof(prd_cloud_increase, owner) + sizeof(req->owner))
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: increase: the request is %u bytes, older than "
 							"ABI 1.3's",
@@ -990,16 +995,29 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 	if(req->delta <= 0)
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the increase must be positive, got %d", g->id,
 				 (int)req->delta);
-	rc = read_for_write(c, g, key, key ? req->fence_term : 0, &cur, rv, sizeof(rv), err);
-	if(!rc)
-		rc = check_expected(g, cur, req->expected_target, err);
-	if(rc)
-		return rc;
-	if(req->delta > g->max - cur)
-		return capi_fail(err, PRD_CLOUD_ERANGE,
-				 "clusterapi: %s: increasing replicas from %d by %d would exceed its maximum size %d",
-				 g->id, (int)cur, (int)req->delta, (int)g->max);
-	return put_scale(c, g, cur + req->delta, rv, err);
+	/* A 409 says only that the object changed since the read: Cluster
+	 * API's controllers write a MachineDeployment's status and
+	 * annotations (at once after it is created, every time its
+	 * MachineSets move) without touching its replicas. Read again and
+	 * judge afresh: replicas that moved, or a newer term recorded, refuse
+	 * the call as before; anything else is written again, conditional on
+	 * the new read. */
+	for(attempt = 0;; attempt++) {
+		rc = read_for_write(c, g, key, key ? req->fence_term : 0, &cur, rv, sizeof(rv), err);
+		if(!rc)
+			rc = check_expected(g, cur, req->expected_target, err);
+		if(rc)
+			return rc;
+		if(req->delta > g->max - cur)
+			return capi_fail(err, PRD_CLOUD_ERANGE,
+					 "clusterapi: %s: increasing replicas from %d by %d would exceed its maximum size %d",
+					 g->id, (int)cur, (int)req->delta, (int)g->max);
+		rc = put_scale(c, g, cur + req->delta, rv, err);
+		if(rc != PRD_CLOUD_ECONFLICT || req->expected_target < 0 || attempt + 1 >= CAPI_WRITE_ATTEMPTS)
+			return rc;
+		capi_log(c, PRD_CLOUD_LOG_DEBUG, "clusterapi: %s changed between read and write; reading it again",
+			 g->id);
+	}
 }
 
 /* decrease_target_size, its conditional form (expected >= 0) and its

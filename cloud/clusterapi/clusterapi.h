@@ -26,6 +26,9 @@
 #define CAPI_CAPACITY_PREFIX "capacity.cluster-autoscaler.kubernetes.io/"
 #define CAPI_PENDING_PREFIX "clusterapi://"
 #define CAPI_FENCE_PREFIX "provreqd.io/fence-"
+/* A conditional write refused (409) for a change that is not the one it
+ * is conditional on is tried again this many times in all. */
+#define CAPI_WRITE_ATTEMPTS 3
 /* Node auto-provisioning (capi_nap.c): the marks on a MachineDeployment
  * create_group made, and the record of the creations' fencing terms on
  * each template MachineDeployment. */

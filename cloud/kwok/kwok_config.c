@@ -136,10 +136,12 @@ static int fault_key(kwok_fault *out, const char *key, json_object *v, size_t in
 			out->fail_code = PRD_CLOUD_EAGAIN;
 		else if(!strcmp(c, "EUNSUPPORTED"))
 			out->fail_code = PRD_CLOUD_EUNSUPPORTED;
+		else if(!strcmp(c, "ECONFLICT"))
+			out->fail_code = PRD_CLOUD_ECONFLICT;
 		else
 			return kwok_fail(err, PRD_CLOUD_EINVAL,
 					 "kwok config: faults[%zu].failCode '%s' is not one of EIO, EAGAIN, "
-					 "EUNSUPPORTED",
+					 "EUNSUPPORTED, ECONFLICT",
 					 index, c);
 	} else if(!strcmp(key, "succeed")) {
 		if(nonneg_int(v, &out->succeed))

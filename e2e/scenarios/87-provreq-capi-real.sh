@@ -210,9 +210,11 @@ nmachines_is() { [[ "$(nmachines "$1")" == "$2" ]]; }
 watch_machines() {
 	local pid
 	capi_k -n "$PR_NS" get machines -l "cluster.x-k8s.io/deployment-name=$1" --watch --output-watch-events \
-		--no-headers -o custom-columns=E:.type,N:.object.metadata.name >"$PR_WORK/machines-$1" 2>&1 &
+		--no-headers -o custom-columns=E:.type,N:.object.metadata.name -v=6 >"$PR_WORK/machines-$1" \
+		2>"$PR_WORK/machines-$1.log" &
 	pid=$!
 	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
+	t_wait 30 "the watch of $1's Machines is open" grep -q 'watch=true' "$PR_WORK/machines-$1.log"
 }
 machines_created() { awk '$1 == "ADDED" { print $2 }' "$PR_WORK/machines-$1" | sort -u | grep -c . || true; }
 ts() { date -d "$1" +%s; }
@@ -223,16 +225,24 @@ prov_s() {
 	echo $(($(ts "$prov") - $(ts "$created")))
 }
 
+# cwatch FILE ARGS...: `kubectl get ARGS --watch` of the management
+# cluster into FILE (one JSON event after another), returning once the
+# watch is open (kubectl's -v=6 log names the request with watch=true):
+# what changes from then on is in FILE, and what there was before is in
+# its first events. A scale-up started before that would hide the size
+# it started from (a size history read "3" for "0 3" on a loaded machine).
+cwatch() {
+	local f=$1 pid
+	shift
+	capi_k -n "$PR_NS" get "$@" --watch --output-watch-events -o json -v=6 >"$f" 2>"$f.log" &
+	pid=$!
+	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
+	t_wait 30 "the watch of $* is open" grep -q 'watch=true' "$f.log"
+}
 # mwatch MD: from now on, every event of MD's Machines and of MD itself.
 mwatch() {
-	local pid
-	capi_k -n "$PR_NS" get machines -l "cluster.x-k8s.io/deployment-name=$1" --watch --output-watch-events \
-		-o json >"$PR_WORK/mw-$1" 2>&1 &
-	pid=$!
-	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
-	capi_k -n "$PR_NS" get machinedeployment "$1" --watch --output-watch-events -o json >"$PR_WORK/mdw-$1" 2>&1 &
-	pid=$!
-	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
+	cwatch "$PR_WORK/mw-$1" machines -l "cluster.x-k8s.io/deployment-name=$1"
+	cwatch "$PR_WORK/mdw-$1" machinedeployment "$1"
 }
 # mw_count MD FILTER: how many of MD's Machines had an event for which the jq
 # FILTER (on the event) holds.
@@ -749,10 +759,7 @@ EOF
 		--request-backoff-initial 2s --request-backoff-max 2s
 	# Every event of the auto-provisioned MachineDeployments, from before
 	# the first exists.
-	capi_k -n "$PR_NS" get machinedeployments -l provreqd.io/auto-provisioned-group --watch --output-watch-events \
-		-o json >"$PR_WORK/mdw-nap" 2>&1 &
-	wpid=$!
-	pr_on_exit "kill $wpid 2>/dev/null; wait $wpid 2>/dev/null"
+	cwatch "$PR_WORK/mdw-nap" machinedeployments -l provreqd.io/auto-provisioned-group
 	# nap_sizes MD: its spec.replicas as it changed, e.g. "0 3 0".
 	nap_sizes() {
 		{ jq -r --arg n "$1" 'select(.type? and .object.metadata.name == $n) | .object.spec.replicas // 0' \

@@ -344,6 +344,8 @@ static void test_create_repeated(void)
 {
 	prd_cloud_group_create r = request("nap-highmem-0000beef", "highmem", NULL, NULL, 0, NULL, 0);
 	prd_cloud_error e;
+	json_object *o;
+	long st = 0;
 	size_t before;
 	fresh_api();
 	templates();
@@ -360,6 +362,26 @@ static void test_create_repeated(void)
 	r = request("plain", "gpu", NULL, NULL, 0, NULL, 0);
 	CU_ASSERT_EQUAL(make(&r, &e), PRD_CLOUD_ECONFLICT);
 	CU_ASSERT_EQUAL(count_mds(), before + 1);
+	/* Ours but being deleted (the MachineDeployment controller's
+	 * finalizer holds it a moment): not a group made, a retry later.
+	 * Catches a driver that answers "made" for a group about to vanish
+	 * (the plan would then wait for it until its deadline). */
+	o = stored("nap-highmem-0000beef");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+	json_object_object_add(json_object_object_get(o, "metadata"), "finalizers",
+			       json_tokener_parse("[\"cluster.x-k8s.io/machinedeployment\"]"));
+	json_object_put(api("PUT", CAPI "/namespaces/ns1/machinedeployments/nap-highmem-0000beef",
+			    json_object_to_json_string(o), &st));
+	json_object_put(o);
+	CU_ASSERT_EQUAL(st, 200);
+	json_object_put(api("DELETE", CAPI "/namespaces/ns1/machinedeployments/nap-highmem-0000beef", NULL, &st));
+	o = stored("nap-highmem-0000beef");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+	CU_ASSERT_PTR_NOT_NULL(json_object_object_get(json_object_object_get(o, "metadata"), "deletionTimestamp"));
+	json_object_put(o);
+	r = request("nap-highmem-0000beef", "highmem", NULL, NULL, 0, NULL, 0);
+	CU_ASSERT_EQUAL(make(&r, &e), PRD_CLOUD_EAGAIN);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "being deleted"));
 }
 
 static void test_delete(void)
@@ -411,6 +433,19 @@ static void test_delete(void)
 	CU_ASSERT_EQUAL(drv->api->delete_group(drv->state, "nap-gpu-0000dead", &e), 0);
 	CU_ASSERT_PTR_NOT_NULL(o = stored("plain"));
 	json_object_put(o);
+	/* Deleted but held a moment by the MachineDeployment controller's
+	 * finalizer: no longer listed after a refresh, so no plan counts on
+	 * a group about to vanish. Catches a driver that lists it (a plan
+	 * made on it then waits for nodes that never come, e2e 87 path nap). */
+	r = request("nap-gpu-0000f1a1", "gpu", NULL, NULL, 0, NULL, 0);
+	CU_ASSERT_EQUAL_FATAL(make(&r, &e), 0);
+	json_object_put(api("PATCH", CAPI "/namespaces/ns1/machinedeployments/nap-gpu-0000f1a1",
+			    "{\"metadata\":{\"finalizers\":[\"cluster.x-k8s.io/machinedeployment\"]}}", &st));
+	CU_ASSERT_EQUAL(drv->api->delete_group(drv->state, "nap-gpu-0000f1a1", &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(o = stored("nap-gpu-0000f1a1"));
+	json_object_put(o);
+	CU_ASSERT_EQUAL(drv->api->refresh(drv->state, &e), 0);
+	CU_ASSERT_FALSE(listed("nap-gpu-0000f1a1", NULL, NULL));
 }
 
 static void test_owner_after_restart(void)
@@ -501,7 +536,7 @@ static const test_case cases[] = {
 	{"shapes: one per template with scale-from-zero data", test_shapes},
 	{"create_group: a MachineDeployment from the template", test_create},
 	{"create_group: labels, taints, zones and sizes it refuses", test_create_refuses},
-	{"create_group: repeated is the same group, else a conflict", test_create_repeated},
+	{"create_group: repeated is the same group, else a conflict; one being deleted is a retry", test_create_repeated},
 	{"delete_group: only an empty group it made", test_delete},
 	{"group_owner after a restart: the marks are in the API", test_owner_after_restart},
 	{"fence: the creations' term on the templates", test_creation_fence},

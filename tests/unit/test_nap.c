@@ -652,6 +652,32 @@ static void test_rollback_of_a_group_deleted_elsewhere_ends(void)
 	stop();
 }
 
+/* The first increase of the group the plan just created is refused as a
+ * conflict (the target moved, or the object changed under a conditional
+ * write): the plan ends without effect and the request plans again. It
+ * must end Provisioned with one auto-provisioned group and one node.
+ * Broken controllers caught: one that leaves the first plan's group
+ * behind (two groups), one that fails the request for a conflict no group
+ * is to blame for, one that never plans again. */
+static void test_conflict_on_a_new_group_plans_again(void)
+{
+	char msg[1024];
+	int i;
+	start("faults: [{operation: atomic-increase, fail: \"changed by another writer\", failCode: ECONFLICT, "
+	      "times: 1}]\n",
+	      NULL, true, 0);
+	pr_ctl_set_term(ctl, "provreqd", "one", 0);
+	add_template("wide", "12", NULL);
+	add_pr("wide", "wide", 2, NULL);
+	for(i = 0; i < 10 && strcmp(cond("wide", "Provisioned", NULL), "True/CapacityIsProvisioned"); i++)
+		passes(1, SEC);
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Provisioned", msg), "True/CapacityIsProvisioned");
+	CU_ASSERT_STRING_EQUAL(cond("wide", "Failed", NULL), "-");
+	CU_ASSERT_EQUAL(nap_groups(NULL), 1);
+	CU_ASSERT_EQUAL(nodes_named("nap-"), 1);
+	stop();
+}
+
 /* --max-autoprovisioned-groups 0: no new group whatever the pods need,
  * and the condition says why. */
 static void test_group_limit(void)
@@ -685,6 +711,7 @@ static const test_case cases[] = {
 	{ "a new leader adopts a plan before its group exists", test_new_leader_adopts_plan_before_its_group },
 	{ "a group whose plan the API shows over goes without a record", test_group_of_an_ended_plan_deleted_without_record },
 	{ "a rollback whose group was deleted elsewhere ends", test_rollback_of_a_group_deleted_elsewhere_ends },
+	{ "a conflict on a new group's first increase plans again", test_conflict_on_a_new_group_plans_again },
 	{ NULL, NULL }
 };
 
