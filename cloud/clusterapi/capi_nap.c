@@ -374,14 +374,7 @@ int capi_nap_shapes(void *state, prd_cloud_shape **out, size_t *count, prd_cloud
 
 void capi_nap_release_shapes(void *state, prd_cloud_shape *v, size_t count)
 {
-	size_t i;
-	(void)state;
-	for(i = 0; v && i < count; i++) {
-		free(v[i].name);
-		free(v[i].node_json);
-		free(v[i].zones);
-	}
-	free(v);
+	drv_release_shapes(state, v, count);
 }
 
 /* ---- the creations' fence (ABI 1.6) ------------------------------------ */

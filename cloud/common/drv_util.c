@@ -190,6 +190,18 @@ void drv_release_node_groups(void *state, prd_cloud_node_group *groups, size_t c
 	free(groups);
 }
 
+void drv_release_shapes(void *state, prd_cloud_shape *v, size_t count)
+{
+	size_t i;
+	(void)state;
+	for(i = 0; v && i < count; i++) {
+		free(v[i].name);
+		free(v[i].node_json);
+		free(v[i].zones);
+	}
+	free(v);
+}
+
 void drv_release_instances(void *state, prd_cloud_instance *v, size_t count)
 {
 	(void)state;

@@ -44,6 +44,10 @@ void drv_parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *
  * plain malloc'ed memory (the descriptor's release_* entries). */
 void drv_instances_free(prd_cloud_instance *v, size_t n);
 void drv_release_node_groups(void *state, prd_cloud_node_group *groups, size_t count);
+/* release_shapes (ABI 1.5) for shapes whose name and node_json are each
+ * one malloc'd string and whose zones is one malloc'd block (the array
+ * with its strings after it). */
+void drv_release_shapes(void *state, prd_cloud_shape *v, size_t count);
 void drv_release_instances(void *state, prd_cloud_instance *v, size_t count);
 void drv_release_string(void *state, char *s);
 

@@ -495,14 +495,7 @@ int kwok_nap_shapes(void *state, prd_cloud_shape **out, size_t *count, prd_cloud
 
 void kwok_nap_release_shapes(void *state, prd_cloud_shape *v, size_t count)
 {
-	size_t i;
-	(void)state;
-	for(i = 0; v && i < count; i++) {
-		free(v[i].name);
-		free(v[i].node_json);
-		free(v[i].zones);
-	}
-	free(v);
+	drv_release_shapes(state, v, count);
 }
 
 static bool token_ok(const char *s)
