@@ -176,7 +176,9 @@ t_eq "the group has exactly $first nodes" "$first" "$(pr_count "$big")"
 # The last node's Ready transition and the request's Provisioned
 # transition: first from the watch events (each node's first event with
 # Ready True; the request's first with Provisioned True), then as the
-# objects record them (whole seconds; the Nodes' time is kwok's last write).
+# objects record them (whole seconds; e2e/kwok-stages.yaml writes a Node's
+# Ready lastTransitionTime as its creationTimestamp, so that second line
+# measures from the last node's creation, not its Ready).
 t_wait 30 "the watch saw first Provisioned" grep -q ' first True$' "$PR_WORK/provisioned-events"
 t_wait 60 "the watch saw every node of the plan Ready" bash -c "[[ \$(awk '\$3 == \"True\" { seen[\$2] = 1 } END { print length(seen) }' '$PR_WORK/ready-events') == $first ]]"
 provisioned_ev=$(awk '$2 == "first" && $3 == "True" { printf "%.3f", $1; exit }' "$PR_WORK/provisioned-events")
