@@ -26,40 +26,10 @@
 static bool synced(const char *key)
 {
 	const char *slash = strchr(key, '/');
-	size_t dl = slash ? (size_t)(slash - key) : 0;
-	static const char *const sub[] = {"node-restriction.kubernetes.io", "node.cluster.x-k8s.io", NULL};
-	size_t i;
-	if(!slash)
-		return false;
-	if(dl == strlen("node-role.kubernetes.io") && !strncmp(key, "node-role.kubernetes.io", dl))
-		return true;
-	for(i = 0; sub[i]; i++) {
-		size_t sl = strlen(sub[i]);
-		if(dl == sl && !strncmp(key, sub[i], sl))
-			return true;
-		if(dl > sl && key[dl - sl - 1] == '.' && !strncmp(slash - sl, sub[i], sl))
-			return true;
-	}
-	return false;
-}
-
-static bool effect_ok(const char *e)
-{
-	return e && (!strcmp(e, "NoSchedule") || !strcmp(e, "PreferNoSchedule") || !strcmp(e, "NoExecute"));
-}
-
-static bool token_ok(const char *s)
-{
-	size_t n = s ? strlen(s) : 0, i;
-	if(n < 1 || n > 63)
-		return false;
-	for(i = 0; i < n; i++) {
-		char ch = s[i];
-		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-		if(!alnum && (i == 0 || i == n - 1 || (ch != '-' && ch != '_' && ch != '.')))
-			return false;
-	}
-	return true;
+	static const char role[] = "node-role.kubernetes.io";
+	return (slash && (size_t)(slash - key) == sizeof(role) - 1 && !strncmp(key, role, sizeof(role) - 1)) ||
+	       drv_label_in_domain(key, "node-restriction.kubernetes.io") ||
+	       drv_label_in_domain(key, "node.cluster.x-k8s.io");
 }
 
 /* What can be judged without the API: ids, token, labels and taints. */
@@ -75,7 +45,7 @@ static int check_request(const capi *c, const prd_cloud_group_create *req, prd_c
 		return capi_fail(err, PRD_CLOUD_EINVAL,
 				 "clusterapi: create_group: '%s' is not a group id (1..%d of [a-z0-9-], a letter first)",
 				 req->group_id ? req->group_id : "", NAP_ID_MAX);
-	if(!token_ok(req->owner))
+	if(!drv_owner_token_ok(req->owner))
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: create_group: the owner token is not a label value");
 	if(!req->shape)
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: create_group: no shape");
@@ -101,7 +71,7 @@ static int check_request(const capi *c, const prd_cloud_group_create *req, prd_c
 					 "--feature-gates=MachineTaintPropagation=true",
 					 t->key ? t->key : "(null)");
 		if(!t->key || sel_validate_key(t->key, &pe) || (t->value && t->value[0] && sel_validate_value(t->value, &pe)) ||
-		   !effect_ok(t->effect))
+		   !drv_taint_effect_ok(t->effect))
 			return capi_fail(err, PRD_CLOUD_EINVAL,
 					 "clusterapi: create_group: taint %zu needs a qualified key, a label value and an "
 					 "effect (NoSchedule, PreferNoSchedule or NoExecute)",

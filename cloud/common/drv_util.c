@@ -190,6 +190,32 @@ void drv_release_node_groups(void *state, prd_cloud_node_group *groups, size_t c
 	free(groups);
 }
 
+bool drv_taint_effect_ok(const char *e)
+{
+	return e && (!strcmp(e, "NoSchedule") || !strcmp(e, "PreferNoSchedule") || !strcmp(e, "NoExecute"));
+}
+
+bool drv_owner_token_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0, i;
+	if(n < 1 || n > 63)
+		return false;
+	for(i = 0; i < n; i++) {
+		char c = s[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if(!alnum && (i == 0 || i == n - 1 || (c != '-' && c != '_' && c != '.')))
+			return false;
+	}
+	return true;
+}
+
+bool drv_label_in_domain(const char *key, const char *dom)
+{
+	const char *slash = key ? strchr(key, '/') : NULL;
+	size_t dl = slash ? (size_t)(slash - key) : 0, n = strlen(dom);
+	return slash && dl >= n && !strncmp(slash - n, dom, n) && (dl == n || slash[-(ptrdiff_t)n - 1] == '.');
+}
+
 void drv_release_shapes(void *state, prd_cloud_shape *v, size_t count)
 {
 	size_t i;

@@ -32,6 +32,16 @@ bool drv_query_escape(const char *s, char *out, size_t n);
 int drv_list(const prd_cloud_host *host, const char *path, int (*fn)(void *ud, json_object *item), void *ud,
 	     prd_cloud_error *err);
 
+/* create_group (ABI 1.5) request checks. A taint effect Kubernetes knows
+ * (NoSchedule, PreferNoSchedule, NoExecute). */
+bool drv_taint_effect_ok(const char *effect);
+/* An owner token usable as a label value: 1-63 of [A-Za-z0-9-_.],
+ * alphanumeric at both ends. */
+bool drv_owner_token_ok(const char *token);
+/* Whether label `key`'s prefix (the part before '/'; none: false) is
+ * domain `dom` or a subdomain of it (x-k8s.io is not k8s.io). */
+bool drv_label_in_domain(const char *key, const char *dom);
+
 /* Run fn(ud, i) for every i in [0, n) on up to `par` threads (the
  * caller's among them; DRV_PARALLEL_MAX at most) and return when all have
  * run. fn must be safe to call from several threads at once; the host's

@@ -55,29 +55,11 @@ void kwok_nap_free(kwok_nap *n)
 	free(n);
 }
 
-static bool effect_ok(const char *e)
-{
-	return e && (!strcmp(e, "NoSchedule") || !strcmp(e, "PreferNoSchedule") || !strcmp(e, "NoExecute"));
-}
-
-/* key's prefix is domain `dom` or a subdomain of it (x-k8s.io is not
- * k8s.io). */
-static bool in_domain(const char *key, size_t dl, const char *dom)
-{
-	size_t n = strlen(dom);
-	return dl >= n && !strncmp(key + dl - n, dom, n) && (dl == n || key[dl - n - 1] == '.');
-}
-
 /* Labels of a shape or a created group: keys in the domains Kubernetes
  * reserves are the kubelet's, never a cloud's to invent. */
 static bool label_key_allowed(const char *key)
 {
-	const char *slash = strchr(key, '/');
-	size_t dl;
-	if(!slash)
-		return true;
-	dl = (size_t)(slash - key);
-	return !(in_domain(key, dl, "kubernetes.io") || in_domain(key, dl, "k8s.io"));
+	return !drv_label_in_domain(key, "kubernetes.io") && !drv_label_in_domain(key, "k8s.io");
 }
 
 /* "2.5" or 2.5 as millionths; -1 when absent. */
@@ -498,20 +480,6 @@ void kwok_nap_release_shapes(void *state, prd_cloud_shape *v, size_t count)
 	drv_release_shapes(state, v, count);
 }
 
-static bool token_ok(const char *s)
-{
-	size_t n = s ? strlen(s) : 0, i;
-	if(n < 1 || n > 63)
-		return false;
-	for(i = 0; i < n; i++) {
-		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-		if(!alnum && (i == 0 || i == n - 1 || (c != '-' && c != '_' && c != '.')))
-			return false;
-	}
-	return true;
-}
-
 /* The Node template of a new group (caller puts). */
 static json_object *group_template(const kwok_shape *s, const prd_cloud_group_create *req, prd_cloud_error *err)
 {
@@ -571,7 +539,7 @@ static int check_create(const kwok *k, const prd_cloud_group_create *req, const 
 	if(!req->shape || !(s = find_shape(k, req->shape)))
 		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: create_group: unknown shape '%s'",
 				 req->shape ? req->shape : "");
-	if(!token_ok(req->owner))
+	if(!drv_owner_token_ok(req->owner))
 		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: create_group: the owner token is not a label value");
 	if(req->max_size < 1 || req->max_size > s->max_size)
 		return kwok_fail(err, PRD_CLOUD_ERANGE, "kwok: create_group: max size %d is outside [1, %d] for shape %s",
@@ -590,7 +558,7 @@ static int check_create(const kwok *k, const prd_cloud_group_create *req, const 
 					 "k8s.io domains are the kubelet's; the zone is given as the zone)",
 					 req->labels[i].key ? req->labels[i].key : "(null)");
 	for(i = 0; i < req->ntaints; i++)
-		if(!req->taints[i].key || !req->taints[i].key[0] || !effect_ok(req->taints[i].effect))
+		if(!req->taints[i].key || !req->taints[i].key[0] || !drv_taint_effect_ok(req->taints[i].effect))
 			return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok: create_group: taint %zu needs a key and an effect "
 					 "(NoSchedule, PreferNoSchedule or NoExecute)", i);
 	*shape = s;
