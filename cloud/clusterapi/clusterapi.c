@@ -23,13 +23,8 @@
 static void groups_free(capi_group *g, size_t n)
 {
 	size_t i;
-	for(i = 0; i < n; i++) {
-		free(g[i].id);
-		free(g[i].ns);
-		free(g[i].name);
-		json_object_put(g[i].obj);
-		sel_free(g[i].machines);
-	}
+	for(i = 0; i < n; i++)
+		capi_group_clear(&g[i]);
 	free(g);
 }
 
@@ -306,15 +301,15 @@ int capi_group_of(capi *c, capi_kind kind, json_object *obj, capi_group *g, prd_
 	d.err = err;
 	d.kind = kind;
 	rc = discover_one(&d, obj);
-	if(!rc && d.n != 1)
-		rc = capi_fail(err, PRD_CLOUD_ENOTFOUND, "clusterapi: the %s is not a node group", capi_kind_name(kind));
-	if(!rc)
-		*g = d.v[0];
-	else
+	if(rc || d.n != 1) {
 		groups_free(d.v, d.n);
-	if(!rc)
-		free(d.v);
-	return rc;
+		return rc ? rc
+			  : capi_fail(err, PRD_CLOUD_ENOTFOUND, "clusterapi: the %s is not a node group",
+				      capi_kind_name(kind));
+	}
+	*g = d.v[0];
+	free(d.v);
+	return 0;
 }
 
 void capi_group_clear(capi_group *g)
