@@ -12,7 +12,8 @@
  *   snapshot.c      pr__snapshot_build  pr_world -> w->snap (kept base,
  *                                     fingerprints, verify mode), called by
  *                                     world.c while the caches are locked;
- *                                     bookings on first use (pr__snap)
+ *                                     snapshot_book.c: bookings on first
+ *                                     use (pr__snap)
  *   decide.c        pr__decide        each request through the class
  *                                     registry -> queued writes, store rows
  *   write.c         pr__write         queued marks and statuses -> the API;
@@ -238,7 +239,7 @@ struct pr_ctl {
 	hmap born;
 	hmap made;
 	hmap tmpl_said; /* group id -> why it has no usable template, as last logged */
-	/* Bookings' resources parsed, by their text (snapshot.c pr_bres),
+	/* Bookings' resources parsed, by their text (snapshot_book.c pr_bres),
 	 * and how many distinct texts the last pass's bookings had. */
 	hmap bres;
 	arena bres_ar;
@@ -351,7 +352,7 @@ pr_group *pr__find_group(pr_world *w, const char *id);
  * the kept base given back as it was built. */
 int pr__snapshot_build(pr_ctl *c, pr_world *w, prd_err *err);
 void pr__snapshot_release(pr_ctl *c, pr_world *w);
-/* The pass's snapshot with every booking and the modules' reservations in
+/* src/provreq/snapshot_book.c: the pass's snapshot with every booking and the modules' reservations in
  * it, prepared on first use (pr_class_host.snapshot). NULL when the
  * bookings cannot be read: the pass is then fenced (acts no further). */
 sched_snapshot *pr__snap(pr_ctl *c, pr_world *w);
