@@ -199,6 +199,19 @@ static void pods_need(const pr_class_host *h, const sched_podset *rest, size_t n
 
 /* ---- a shape as a group --------------------------------------------- */
 
+/* Does the Node's taint array `tv` hold a taint with t's key and effect? */
+static bool taint_present(json_object *tv, const prd_cloud_taint *t)
+{
+	size_t i, n = json_object_array_length(tv);
+	for(i = 0; i < n; i++) {
+		json_object *x = json_object_array_get_idx(tv, i), *k, *e;
+		if(json_object_object_get_ex(x, "key", &k) && json_object_object_get_ex(x, "effect", &e) &&
+		   !strcmp(json_object_get_string(k), t->key) && !strcmp(json_object_get_string(e), t->effect))
+			return true;
+	}
+	return false;
+}
+
 /* The group `id` of shape `sh` with the extra labels, taints and zone, in
  * the pass arena; NULL with `why` filled when the shape cannot carry them
  * or its node is unusable. */
@@ -210,8 +223,9 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 	pr_class_group *g;
 	nap_new *nn;
 	prd_cloud_label *extra;
+	prd_cloud_taint *etaints;
 	prd_err e;
-	size_t i, nextra = 0;
+	size_t i, nextra = 0, netaints = 0;
 	if(!node || !json_object_is_type(node, json_type_object) || arena_defer(h->ar, free_json, node)) {
 		json_object_put(node);
 		snprintf(why, len, "its node is not JSON");
@@ -261,14 +275,29 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 		tv = json_object_new_array();
 		json_object_object_add(spec, "taints", tv);
 	}
+	/* A taint the shape's nodes already carry (same key and effect) is
+	 * not added again: the apiserver refuses a Node whose taints repeat a
+	 * key and effect pair (the arm64 example: the shape is tainted
+	 * kubernetes.io/arch=arm64:NoSchedule and the pods tolerate it). */
+	etaints = arena_array(h->ar, ntaints + 1, sizeof(*etaints));
+	if(!etaints) {
+		snprintf(why, len, "out of memory");
+		return NULL;
+	}
 	for(i = 0; i < ntaints; i++) {
-		json_object *t = json_object_new_object();
+		json_object *t;
+		if(taint_present(tv, &taints[i]))
+			continue;
+		etaints[netaints++] = taints[i];
+		t = json_object_new_object();
 		json_object_object_add(t, "key", json_object_new_string(taints[i].key));
 		if(taints[i].value && taints[i].value[0])
 			json_object_object_add(t, "value", json_object_new_string(taints[i].value));
 		json_object_object_add(t, "effect", json_object_new_string(taints[i].effect));
 		json_object_array_add(tv, t);
 	}
+	taints = etaints;
+	ntaints = netaints;
 	g = arena_alloc(h->ar, sizeof(*g));
 	nn = arena_alloc(h->ar, sizeof(*nn));
 	if(!g || !nn) {

@@ -541,6 +541,14 @@ static bool fault_hit(memapi *m, const char *method, const char *path, long *sta
 	return false;
 }
 
+/* 422 Invalid as kube-apiserver words it: `Kind "name" is invalid: why`. */
+static int invalid(const mem_req *q, const char *name, const char *why, long *status, char **resp, size_t *resp_len)
+{
+	char msg[900];
+	snprintf(msg, sizeof(msg), "%s \"%.200s\" is invalid: %s", q->kind->r.kind, name, why);
+	return status_answer(422, "Invalid", msg, status, resp, resp_len);
+}
+
 /* Create: `obj` is borrowed (and filled in); the store keeps its own
  * reference. */
 static int do_create(memapi *m, mem_req *q, json_object *obj, long *status, char **resp, size_t *resp_len)
@@ -572,6 +580,11 @@ static int do_create(memapi *m, mem_req *q, json_object *obj, long *status, char
 		set_str(md, "namespace", q->ns);
 	}
 	store_key(key, sizeof(key), q->kind->r.namespaced ? q->ns : NULL, name);
+	{
+		char why[600];
+		if(memapi__validate(q->kind->r.kind, obj, false, why, sizeof(why)))
+			return invalid(q, name, why, status, resp, resp_len);
+	}
 	if(hmap_has(st, key)) {
 		char msg[700];
 		snprintf(msg, sizeof(msg), "%s \"%s\" already exists", q->kind->r.resource, name);
@@ -661,6 +674,13 @@ static int commit_update(memapi *m, mem_req *q, json_object *cur, json_object *n
 		if(!json_equal(os, ns))
 			json_object_object_add(nmd, "generation",
 					       json_object_new_int64(json_object_get_int64(json_object_object_get(cmd, "generation")) + 1));
+	}
+	{
+		char why[600];
+		if(memapi__validate(q->kind->r.kind, next, status_sub, why, sizeof(why))) {
+			json_object_put(next);
+			return invalid(q, q->name, why, status, resp, resp_len);
+		}
 	}
 	/* No-op writes keep the resourceVersion and emit no event, as the
 	 * apiserver does. */

@@ -105,4 +105,9 @@ uint64_t memapi_listwatch_server_ns(memapi *m);
  * later watches from older versions get 410 Gone. */
 void memapi_compact(memapi *m);
 
+/* (memapi_valid.c) 0 when `obj`, about to be stored as `kind` by a create
+ * or an update, passes the rules kube-apiserver applies that the store
+ * mirrors; else -1 with the apiserver's message in `msg`. */
+int memapi__validate(const char *kind, json_object *obj, bool status_only, char *msg, size_t len);
+
 #endif

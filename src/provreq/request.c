@@ -1,4 +1,5 @@
 #include "provreq/request.h"
+#include "sched/sched.h"
 #include "util/rfc3339.h"
 #include "util/str.h"
 
@@ -29,6 +30,15 @@ int pr_params_parse(const kube_provreq *pr, pr_params *out, prd_err *err)
 {
 	size_t i;
 	memset(out, 0, sizeof(*out));
+	/* The CRD allows counts up to 2^31-1; the placement plans at most
+	 * SCHED_COUNT_MAX pods of a podSet. A larger one could never be
+	 * served: fail it at once, naming the limit, rather than retrying it
+	 * until --max-age. */
+	for(i = 0; i < pr->npod_sets; i++)
+		if((int64_t)pr->pod_sets[i].count > SCHED_COUNT_MAX)
+			return prd_err_set(err, PRD_EINVAL,
+					   "podSet %zu: count %ld is above %lld, the most pods of one podSet provreqd can plan",
+					   i, (long)pr->pod_sets[i].count, (long long)SCHED_COUNT_MAX);
 	for(i = 0; i < pr->nparameters; i++) {
 		const char *k = pr->parameters[i].key, *v = pr->parameters[i].value;
 		if(!strcmp(k, "ValidUntilSeconds")) {

@@ -659,7 +659,11 @@ static void test_parameters_and_templates(void)
 	add_pr("p", "later", "check-capacity.autoscaling.x-k8s.io", "missing", 1, NULL);
 	add_pr("p", "theirs", "example.com/custom", "big", 1, NULL);
 	add_pr("p", "elsewhere", "check-capacity.autoscaling.x-k8s.io", "big", 1, "{processorInstance: other}");
+	/* More pods than the placement can plan (the CRD allows them): failed
+	 * at once, naming the limit, not retried until --max-age. */
+	add_pr("p", "huge", "best-effort-atomic-scale-up.autoscaling.x-k8s.io", "big", 16777217, NULL);
 	pass();
+	CU_ASSERT_STRING_EQUAL(cond("p", "huge", "Failed"), "True/InvalidRequest");
 	CU_ASSERT_STRING_EQUAL(cond("p", "once", "Failed"), "True/CapacityIsNotFound");
 	CU_ASSERT_STRING_EQUAL(cond("p", "window", "Provisioned"), "False/CapacityIsNotFound");
 	CU_ASSERT_STRING_EQUAL(cond("p", "window", "Failed"), "-");
