@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <curl/curl.h>
@@ -33,6 +34,7 @@ static const char usage[] =
 	"  -h, --help     print this help\n"
 	"  -V, --version  print the version\n"
 	"\n"
+	"A command's options may come before its name too (provreqd --v=3 run).\n"
 	"Run 'provreqd COMMAND --help' (or 'provreqd help COMMAND') for a command's\n"
 	"options. Exit status: 0 success, 1 failure, 2 usage error (every command).\n"
 	;
@@ -147,36 +149,67 @@ static int cmd_help(int argc, char **argv)
 	return fn(2, args);
 }
 
+/* Global options before the command: -h/--help and -V/--version (exact
+ * words; getopt_long would take `--v=3` for an abbreviation of
+ * --version). Any other option there belongs to the command and is moved
+ * after its name, so `provreqd --v=3 run` is `provreqd run --v=3`. An
+ * option without "=" takes the next word as its value unless that word is
+ * a command or another option. */
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 }
-	};
-	int c;
+	char **args;
+	int i, n = 0, cmd = -1, rc;
 
-	/* Options before the command are global; stop at the first non-option. */
-	while((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
-		switch(c) {
-		case 'h':
+	for(i = 1; i < argc && cmd < 0; i++) {
+		const char *a = argv[i];
+		if(!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(usage, stdout);
 			return 0;
-		case 'V':
-			return cmd_version(1, argv);
-		default:
-			fputs(usage, stderr);
-			return 2;
 		}
+		if(!strcmp(a, "-V") || !strcmp(a, "--version"))
+			return cmd_version(1, argv);
+		if(!strcmp(a, "--")) {
+			cmd = i + 1 < argc ? i + 1 : -2;
+			break;
+		}
+		if(a[0] != '-' || !a[1])
+			cmd = i;
+		else if(!strchr(a, '=') && i + 1 < argc && argv[i + 1][0] != '-' && strcmp(argv[i + 1], "help") &&
+			!find_command(argv[i + 1]))
+			i++;
 	}
-	if(optind >= argc) {
-		fputs(usage, stderr);
+	if(cmd < 0) {
+		if(argc > 1)
+			fprintf(stderr, "provreqd: no COMMAND after '%s' (see provreqd --help)\n", argv[argc - 1]);
+		else
+			fputs(usage, stderr);
 		return 2;
 	}
-	if(!strcmp(argv[optind], "help"))
-		return cmd_help(argc - optind, argv + optind);
-	if(find_command(argv[optind]))
-		return find_command(argv[optind])(argc - optind, argv + optind);
-	fprintf(stderr, "provreqd: unknown command '%s' (see provreqd --help)\n", argv[optind]);
-	return 2;
+	if(!strcmp(argv[cmd], "help")) {
+		if(cmd > 1 && argv[1][0] == '-') {
+			fprintf(stderr, "provreqd: '%s' before help: help takes no options (see provreqd --help)\n", argv[1]);
+			return 2;
+		}
+		return cmd_help(argc - cmd, argv + cmd);
+	}
+	if(!find_command(argv[cmd])) {
+		fprintf(stderr, "provreqd: unknown command '%s' (see provreqd --help)\n", argv[cmd]);
+		return 2;
+	}
+	/* command, the options given before it, then the rest */
+	args = calloc((size_t)argc + 1, sizeof(*args));
+	if(!args) {
+		fputs("provreqd: out of memory\n", stderr);
+		return 1;
+	}
+	args[n++] = argv[cmd];
+	for(i = 1; i < cmd; i++)
+		if(strcmp(argv[i], "--"))
+			args[n++] = argv[i];
+	for(i = cmd + 1; i < argc; i++)
+		args[n++] = argv[i];
+	args[n] = NULL;
+	rc = find_command(argv[cmd])(n, args);
+	free(args);
+	return rc;
 }

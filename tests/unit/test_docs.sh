@@ -262,6 +262,14 @@ done
 "$bin" help --help >"$tmp/help-help" 2>&1 || bad "provreqd help --help exits $?: $(head -1 "$tmp/help-help")"
 grep -q "help \[COMMAND\]" "$tmp/help-help" || bad "provreqd help --help does not print the usage"
 
+# A command's options before its name are the command's (klog habit:
+# `provreqd --v=3 run`); getopt's abbreviations once took --v=3 for
+# --version and refused it.
+"$bin" --v=3 check-config >"$tmp/v-before" 2>&1 || bad "provreqd --v=3 check-config exits $?: $(head -1 "$tmp/v-before")"
+"$bin" --v 3 check-config >"$tmp/v-before" 2>&1 || bad "provreqd --v 3 check-config exits $?: $(head -1 "$tmp/v-before")"
+rc=0; "$bin" --v=3 >"$tmp/v-only" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "no COMMAND after '--v=3'" "$tmp/v-only" || bad "provreqd --v=3 alone: exit $rc, $(head -1 "$tmp/v-only")"
+
 # The man page's option entries say what `provreqd run --help` says (the
 # same option table): type, help text, default and config key, so a
 # changed default cannot go stale there (it did: --kube-api-qps).
