@@ -827,6 +827,20 @@ static bool jbool(json_object *o, const char *k)
 	return o && json_object_object_get_ex(o, k, &v) && json_object_get_boolean(v);
 }
 
+void nap_fail_shape(const pr_class_host *h, const char *id, const char *cause)
+{
+	json_object *o = h->db ? record_get(h->db, id) : NULL;
+	const char *drv = jstr(o, "driver"), *shape = jstr(o, "shape");
+	char key[300];
+	if(drv && shape) {
+		nap_shape_key(drv, shape, key, sizeof(key));
+		state_group_fail(h->db, key, cause, NULL, NULL);
+		log_warn("a plan on an auto-provisioned group failed; its shape is backed off", "group", id, "shape",
+			 shape, "cause", cause);
+	}
+	json_object_put(o);
+}
+
 bool nap_group_recorded(const pr_class_host *h, const char *id)
 {
 	state_nap r;

@@ -65,6 +65,13 @@ bool nap_adopt_specs(const pr_class_host *h, const kube_provreq *pr, const char 
  * code with *de filled; a refusal backs the shape off. */
 int nap_create(pr_class_group *g, prd_cloud_error *de);
 
+/* A plan on auto-provisioned group `id` failed: back its shape off as a
+ * refused creation does, so the next attempt is not a new group of the
+ * same shape under a new id, pass after pass (a Node the apiserver
+ * refuses fails every group of the shape alike). Nothing when the store
+ * does not record `id` as auto-provisioned. */
+void nap_fail_shape(const pr_class_host *h, const char *id, const char *cause);
+
 /* The store records group `id` as auto-provisioned (made, or to be made,
  * by a plan). */
 bool nap_group_recorded(const pr_class_host *h, const char *id);

@@ -405,6 +405,15 @@ static void test_rolled_back_plan_deletes_its_group(void)
 	passes(3, SEC);
 	CU_ASSERT_EQUAL(nap_groups(NULL), 0);
 	CU_ASSERT_EQUAL(nodes_named("nap-"), 0);
+	/* Tried again after the request's backoff: the shape whose group
+	 * failed is backed off, not made again under a new id (a Node the
+	 * apiserver refuses failed every new group of its shape, pass after
+	 * pass). Broken controller caught: one that backs off only the
+	 * throwaway group id. */
+	passes(8, 30 * SEC);
+	cond("wide", "Provisioned", msg);
+	fprintf(stderr, "MSG: %s\n", msg);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "backed off after a failed"));
 	stop();
 }
 
