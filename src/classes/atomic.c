@@ -433,6 +433,7 @@ static void start_roll_back(const pr_class_host *h, const pr_class_req *req, at_
 			state_group_backoff gb;
 			int64_t until = 0;
 			state_group_fail(h->db, in->node_group, cause, &until, NULL);
+			nap_fail_shape(h, in->node_group, cause);
 			any_backoff = true;
 			if(g) {
 				g->backed_off = true;
