@@ -28,8 +28,12 @@ static int64_t recorded_booking_end(const pr_ctl *c, const kube_provreq *pr)
 /* The status says no booking of the request can hold any more: it is
  * being deleted, final, or its plan is rolling back or rolled back (the
  * room it held went back). Local rows are then stale whatever the ledger,
- * whose entry is removed with the next write, still lists. */
-static bool booking_over(const kube_provreq *pr)
+ * whose entry is removed with the next write, still lists. The phase
+ * counts only in a plan record provreqd sealed: a forged "rolling-back"
+ * would free the room of a live booking for another request. (A status
+ * writer can still make a request final - Failed, BookingExpired: that
+ * ends its booking by the upstream contract, docs/operator.md.) */
+static bool booking_over(const pr_ctl *c, const kube_provreq *pr)
 {
 	char *phase;
 	bool over;
@@ -37,7 +41,7 @@ static bool booking_over(const kube_provreq *pr)
 		return true;
 	phase = pr_details_get(pr, PR_DETAIL_PHASE);
 	over = phase && !pr_cond_true(pr, PR_COND_PROVISIONED) &&
-	       (!strcmp(phase, "rolling-back") || !strcmp(phase, "rolled-back"));
+	       (!strcmp(phase, "rolling-back") || !strcmp(phase, "rolled-back")) && pr__plan_sealed(c, pr);
 	free(phase);
 	return over;
 }
@@ -91,7 +95,7 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 	 * instance's requests: another shard's booking is read from the
 	 * ledger and its status on every pass, never from rows here (which
 	 * would hide its entry: pr__ledger_rows). */
-	if(ledger_read && !booking_over(pr) && pr__shards_ours(c, pr)) {
+	if(ledger_read && !booking_over(c, pr) && pr__shards_ours(c, pr)) {
 		state_booking *rows = NULL;
 		size_t nrows = 0, k;
 		bool live_here = false;
@@ -146,7 +150,7 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 		 * plan this store closed as done, whose end the status does
 		 * not show yet (it is written from the store); dropped all the
 		 * same: rows of a booking the status says is over. */
-		if(live && !booking_over(pr) &&
+		if(live && !booking_over(c, pr) &&
 		   ((!text && !(ledger_read && !pr__ledger_lists(c, pr->meta.uid))) || done_here_unwritten(c, pr)))
 			return;
 		if(live && !text)
