@@ -1373,7 +1373,8 @@ static int phase_rank(state_phase ph)
  * cloud did act on as "interrupted before the call" nor takes up a plan
  * another leader had begun to undo. Planned becomes increasing (the call
  * may have happened: the progress step asks the cloud which); a plan the
- * status shows rolling back rolls back here too. */
+ * status shows rolling back rolls back here too. (Reached only for a
+ * record whose seal verified: at_drop_contradicted.) */
 static void catch_up(const pr_class_host *h, const state_intent *in, state_phase api, const kube_provreq *pr)
 {
 	const char *why = "rolled back by another replica (the request's status says so)";
@@ -1429,8 +1430,9 @@ static void settle_done_here(const pr_class_host *h, const kube_provreq *pr, con
  * 16491: a replica stalled inside a refused increase decided to roll back,
  * the next leader made the nodes, the first led again and deleted them
  * under a request that had booked them). The API wins: the local rows are
- * forgotten and the plan is adopted again from the status. True when
- * forgotten. */
+ * forgotten and the plan is adopted again from the status (which
+ * at_adopt checks as any other). True when forgotten. (Reached only for a
+ * record whose seal verified: at_drop_contradicted.) */
 static bool rollback_overtaken(const pr_class_host *h, const state_intent *in, state_phase api,
 			       const kube_provreq *pr)
 {
@@ -1509,6 +1511,11 @@ static void reopen_carried_on(const pr_class_host *h, const pr_class_pass *p)
 	}
 }
 
+/* Where the API contradicts this store as a term begins, the API wins -
+ * but only a plan record provreqd sealed speaks for the API: an unsealed
+ * or changed record leaves the local plan to its own steps. (A request
+ * gone from the API is the apiserver's word, not a status's: provreqd's
+ * finalizer holds a request while its plan is open.) */
 void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p)
 {
 	const state_intent *open = NULL;

@@ -1,7 +1,14 @@
 /* A new leader term (or a restart) rebuilds what the local store keeps
  * from what the API records, the truth (DESIGN §7): each request's booking
  * (the booking ledger first, then the request's status), its attempts and
- * next attempt, and node-group backoffs the last leader recorded. */
+ * next attempt, and node-group backoffs the last leader recorded.
+ *
+ * What a status writer other than provreqd can do here (docs/operator.md,
+ * "What someone with status-write can and cannot make provreqd do"):
+ * nothing is deleted or asked of the cloud on these records; a plan's
+ * phase ends a booking only in a sealed plan record (booking_over); a
+ * forged booking holds room, and without the ledger a changed one moves
+ * it (the ledger, which only provreqd writes, wins where it is on). */
 #include "classes/details.h"
 #include "ops/log.h"
 #include "provreq/ctl_int.h"

@@ -132,12 +132,19 @@ static char *merged_detail(const kube_provreq *pr, json_object *sent, json_objec
  * seal anew (classes/plan_seal.h), worked out over the record as the API
  * will hold it; without the plan key (or a plan) the write removes the
  * seal, so no stale seal ever vouches for a changed record. A write that
- * leaves the record alone leaves the seal too. */
+ * leaves the record alone leaves the seal too.
+ *
+ * A field this decision does not write is taken from the status as read,
+ * and sealed only when the status's own record verified: else a write of
+ * the phase or the term would vouch for fields someone else changed (an
+ * "instances before" emptied) and another replica would adopt them. Such
+ * a record is written without a seal: no replica adopts it, the one that
+ * runs the plan carries it on from its store. */
 static void seal_details(pr_class_ctx *x)
 {
 	pr_ctl *c = x->c;
-	char *vals[PR_PLAN_SEAL_NFIELDS], seal[PR_PLAN_SEAL_MAX];
-	bool touched = false, oom = false, ok;
+	char *vals[PR_PLAN_SEAL_NFIELDS], seal[PR_PLAN_SEAL_MAX], why[300];
+	bool touched = false, oom = false, inherits = false, base_ok = true, ok;
 	size_t i;
 	if(!c->details || !x->pr)
 		return;
@@ -150,15 +157,24 @@ static void seal_details(pr_class_ctx *x)
 	}
 	if(!touched)
 		return;
-	for(i = 0; i < PR_PLAN_SEAL_NFIELDS; i++)
-		vals[i] = merged_detail(x->pr, x->sent, c->details, pr_plan_seal_fields[i], &oom);
-	ok = !oom && vals[0] && c->plan_key_set &&
+	for(i = 0; i < PR_PLAN_SEAL_NFIELDS; i++) {
+		const char *f = pr_plan_seal_fields[i];
+		vals[i] = merged_detail(x->pr, x->sent, c->details, f, &oom);
+		if(vals[i] && !json_object_object_get_ex(c->details, f, NULL) &&
+		   !(x->sent && json_object_object_get_ex(x->sent, f, NULL)))
+			inherits = true;
+	}
+	if(inherits && c->plan_key_set)
+		base_ok = pr_plan_seal_verify(c->plan_key, x->pr, why, sizeof(why)) == PR_SEAL_OK;
+	ok = !oom && vals[0] && c->plan_key_set && base_ok &&
 	     pr_plan_seal(c->plan_key, x->pr->meta.uid, (const char *const *)vals, seal);
 	json_object_object_add(c->details, PR_DETAIL_PLAN_SEAL, ok ? json_object_new_string(seal) : NULL);
 	if(!ok && vals[0])
 		log_warn("a scale-up plan is written without its seal: no other replica will adopt it",
 			 "request", x->pr->meta.name, "namespace", x->pr->meta.ns, "cause",
-			 !c->plan_key_set ? "no plan key" : "out of memory");
+			 !c->plan_key_set ? "no plan key"
+			 : !base_ok	  ? "the plan record in the status is not as provreqd sealed it"
+					  : "out of memory");
 	for(i = 0; i < PR_PLAN_SEAL_NFIELDS; i++)
 		free(vals[i]);
 }

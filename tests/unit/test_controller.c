@@ -4875,7 +4875,10 @@ static void test_sealed_plan_phase_changed_refused(void)
 	ctl2 = replica2(&db2, "sealed-phase");
 	clk_fake_advance(&fake, 5 * SEC);
 	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
-	CU_ASSERT_EQUAL(state_intent_get(db2, plan0, &it, &e), PRD_ENOTFOUND);
+	if(state_intent_get(db2, plan0, &it, &e) != PRD_ENOTFOUND) {
+		CU_FAIL("the record was adopted");
+		state_intent_clear(&it);
+	}
 	CU_ASSERT_EQUAL(ac.deletes + ac.decreases, 0);
 	CU_ASSERT_EQUAL(a_live(), 2);
 	CU_ASSERT_PTR_NOT_NULL(strstr(event_message("a", PR_R_PLAN_REFUSED), "does not match"));
@@ -4924,10 +4927,60 @@ static void test_unsealed_plan_from_before_refused(void)
 	ctl2 = replica2(&db2, "unsealed");
 	clk_fake_advance(&fake, 5 * SEC);
 	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
-	CU_ASSERT_EQUAL(state_intent_get(db2, plan0, &it, &e), PRD_ENOTFOUND);
+	if(state_intent_get(db2, plan0, &it, &e) != PRD_ENOTFOUND) {
+		CU_FAIL("the record was adopted");
+		state_intent_clear(&it);
+	}
 	CU_ASSERT_EQUAL(ac.deletes + ac.decreases, 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(event_message("a", PR_R_PLAN_REFUSED), "was not adopted: it carries no seal"));
 	CU_ASSERT_TRUE(refused_total("missing") > before);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
+/* provreqd never vouches for what someone else wrote: a genuine record
+ * whose "instances before" was emptied, then a write by the replica that
+ * runs the plan that changes only its term. Broken controller caught: one
+ * that seals the record as the status holds it (the forged field with
+ * it), which a second replica then adopts. */
+static void test_forged_field_not_resealed(void)
+{
+	state_db *db2 = NULL;
+	pr_ctl *ctl2;
+	prd_err e;
+	state_intent it;
+	char plan0[200];
+	start_async(NULL);
+	/* One instance there before the plan: the record knows it. */
+	ac.target = 1;
+	a_create(1, 0);
+	a_register(1);
+	pass();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 6, NULL);
+	pass();
+	CU_ASSERT_STRING_NOT_EQUAL(detail_of("a", "job", PR_DETAIL_KNOWN), "h1:");
+	a_create(2, 0);
+	snprintf(plan0, sizeof(plan0), "%s#0", detail_of("a", "job", PR_DETAIL_PLAN));
+	CU_ASSERT_EQUAL_FATAL(
+		patch_json(JOB_STATUS,
+			   "{\"status\":{\"provisioningClassDetails\":{\"provreqd.io/instances-before\":\"h1:\"}}}"),
+		0);
+	/* The replica that runs the plan writes its term into the record. */
+	pr_ctl_set_term(ctl, "provreqd", "one", 7);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", PR_DETAIL_TERM), "one#7");
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", PR_DETAIL_PLAN_SEAL), "-");
+	ctl2 = replica2(&db2, "resealed");
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	if(state_intent_get(db2, plan0, &it, &e) != PRD_ENOTFOUND) {
+		CU_FAIL("the record was adopted");
+		state_intent_clear(&it);
+	}
+	CU_ASSERT_TRUE(has_event("a", PR_R_PLAN_REFUSED));
 	pr_ctl_free(ctl2);
 	state_close(db2);
 	stop_async();
@@ -5774,6 +5827,7 @@ static const test_case cases[] = {
 	{ "forged status: a sealed plan is adopted by another replica", test_sealed_plan_adopted_by_replica },
 	{ "forged status: a sealed plan whose phase was changed is refused", test_sealed_plan_phase_changed_refused },
 	{ "forged status: a plan from before seals is refused", test_unsealed_plan_from_before_refused },
+	{ "forged status: a changed field is never sealed by provreqd", test_forged_field_not_resealed },
 	{ "forged status: an ownership rule weaker than the driver's is refused", test_weaker_ownership_refused },
 	{ "shards respect each other's bookings", test_shards_respect_each_others_bookings },
 	{ "shards keep off each other's node groups", test_shards_keep_off_each_others_groups },
