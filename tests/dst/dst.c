@@ -71,7 +71,9 @@
  * --no-ledger runs several actors without the booking ledger; --skip
  * leaves the invariants named out (to see what else fails while one is
  * being fixed: only a seed's first violation is reported). Seeds run
- * in batches of 500 in child processes, J at a time. Prints one line:
+ * in batches of 500 in child processes, J at a time. Every replica loads
+ * the plan key from the Secret setup_plan_key makes, as `provreqd run`
+ * does, so plans recorded by one are adopted by another only sealed. Prints one line:
  * "dst: N seeds, V invariant violations, R seeds/s"; a violation prints
  * "dst: seed S step K: WHAT" and the command that reproduces it. Exit
  * status 1 when any invariant was violated. */
