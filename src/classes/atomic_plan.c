@@ -1095,13 +1095,6 @@ static int adopt_one(const pr_class_host *h, const kube_provreq *pr, const char 
 	return rc;
 }
 
-/* Is the plan in the request's status one provreqd could have written?
- * Anyone allowed to write provisioningrequests/status can write these
- * fields, so every one is checked before the cloud is asked anything on
- * their strength (the records of the groups it creates are taken into the
- * store on the way: nap_adopt_specs checks them). 0, 1 when it cannot be
- * told yet (the groups are not all listed), or -1 with the reason in
- * `why`. */
 /* How much an ownership rule proves (a larger rank proves more). */
 static int own_rank(at_own o)
 {
@@ -1149,6 +1142,15 @@ static int own_matches(const pr_class_group *g, const char *known, size_t i, cha
 	return 0;
 }
 
+/* Is the plan in the request's status one provreqd could have written?
+ * Anyone allowed to write provisioningrequests/status can write these
+ * fields: at_adopt checks the record's seal first, and every field is
+ * checked here too (against the groups the drivers list, their sizes, and
+ * the ownership rule their drivers offer) before the cloud is asked
+ * anything on their strength (the records of the groups it creates are
+ * taken into the store on the way: nap_adopt_specs checks them). 0, 1
+ * when it cannot be told yet (the groups are not all listed), or -1 with
+ * the reason in `why` and its metric label in *reason. */
 static int plan_plausible(const pr_class_host *h, const kube_provreq *pr, const char *plan, const char *groups,
 			  const char *deltas, const char *before, const char *known, int64_t dl, char *why, size_t len,
 			  const char **reason)

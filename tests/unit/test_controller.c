@@ -1296,6 +1296,43 @@ static int patch_json(const char *path, const char *json)
 	return rc;
 }
 
+/* What another provreqd replica (holding the same plan key) writes: the
+ * merge patch `json` ({"status":{"provisioningClassDetails":{...}}}) of
+ * a request's /status, with the seal of the plan record as it stands
+ * after the patch. */
+static int patch_sealed(const char *status_path, const char *json)
+{
+	json_object *p = json_tokener_parse(json), *o = NULL, *add, *have;
+	const char *vals[PR_PLAN_SEAL_NFIELDS];
+	char path[400], seal[PR_PLAN_SEAL_MAX];
+	uint8_t key[32];
+	prd_err e;
+	size_t i, n = strlen(status_path) - strlen("/status");
+	int rc;
+	snprintf(path, sizeof(path), "%.*s", (int)n, status_path);
+	if(!p || pr_plan_key_load(&api, "provreqd", key, NULL, &e) ||
+	   kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e)) {
+		json_object_put(p);
+		return -1;
+	}
+	add = json_object_object_get(json_object_object_get(p, "status"), "provisioningClassDetails");
+	have = json_object_object_get(json_object_object_get(o, "status"), "provisioningClassDetails");
+	for(i = 0; i < PR_PLAN_SEAL_NFIELDS; i++) {
+		json_object *v = NULL;
+		if(!json_object_object_get_ex(add, pr_plan_seal_fields[i], &v))
+			v = json_object_object_get(have, pr_plan_seal_fields[i]);
+		vals[i] = v ? json_object_get_string(v) : NULL;
+	}
+	CU_ASSERT_FATAL(pr_plan_seal(key,
+				     json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid")),
+				     vals, seal));
+	json_object_object_add(add, PR_DETAIL_PLAN_SEAL, json_object_new_string(seal));
+	rc = kube_api_call(&api, "PATCH", status_path, "application/merge-patch+json", p, NULL, NULL, &e);
+	json_object_put(p);
+	json_object_put(o);
+	return rc;
+}
+
 /* Incremental passes give what a full pass would: random sequences of
  * node registrations, heartbeats, label changes, nodes turning NotReady or
  * deleted, pods bound and deleted, pod status churn and new requests, a
@@ -4649,7 +4686,7 @@ static void test_term_written_before_acting(void)
 		 "\"provreqd.io/leader-term\":\"A#1\"}}}",
 		 uid, ts);
 	json_object_put(o);
-	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
+	CU_ASSERT_EQUAL(patch_sealed("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
 	/* This replica leads now (B#2) and cannot write the status yet. */
 	pr_ctl_set_term(ctl, "provreqd", "B", 2);
 	pr_ctl_rebuild_from_api(ctl);
@@ -4937,6 +4974,53 @@ static void test_unsealed_plan_from_before_refused(void)
 	pr_ctl_free(ctl2);
 	state_close(db2);
 	stop_async();
+}
+
+/* A kube_api over the memapi in which another replica creates the plan
+ * key's Secret between this one's GET (404) and its POST, once armed. */
+static bool key_race_armed;
+static int key_racing_api(void *ud, const char *method, const char *path, const char *ct, const char *body,
+			  size_t len, long *status, char **resp, size_t *resp_len)
+{
+	if(key_race_armed && !strcmp(method, "POST") && strstr(path, "/secrets")) {
+		key_race_armed = false;
+		post("/api/v1/namespaces/race/secrets",
+		     "metadata: {name: provreqd-plan-key}\ndata: {key: \"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"}\n");
+	}
+	return memapi_request(ud, method, path, ct, body, len, status, resp, resp_len);
+}
+
+/* The plan key: made once with 32 random bytes, then read by every
+ * replica; a replica that loses the race to create it reads the winner's
+ * (never overwrites it); a Secret whose key is not 32 bytes is refused.
+ * Broken loaders caught: one that overwrites (two replicas with two keys
+ * would refuse each other's plans), one that takes a short key. */
+static void test_plan_key_load(void)
+{
+	uint8_t k1[32], k2[32], want[32];
+	kube_api racing;
+	bool created = false;
+	prd_err e;
+	size_t i;
+	start(NULL, NULL);
+	CU_ASSERT_EQUAL(pr_plan_key_load(&api, "keys", k1, &created, &e), 0);
+	CU_ASSERT_TRUE(created);
+	CU_ASSERT_EQUAL(pr_plan_key_load(&api, "keys", k2, &created, &e), 0);
+	CU_ASSERT_FALSE(created);
+	CU_ASSERT_EQUAL(memcmp(k1, k2, 32), 0);
+	/* The race: the other replica's key wins. */
+	racing = api;
+	racing.request = key_racing_api;
+	key_race_armed = true;
+	CU_ASSERT_EQUAL(pr_plan_key_load(&racing, "race", k2, &created, &e), 0);
+	CU_ASSERT_FALSE(created);
+	for(i = 0; i < 32; i++)
+		want[i] = (uint8_t)i;
+	CU_ASSERT_EQUAL(memcmp(k2, want, 32), 0);
+	post("/api/v1/namespaces/short/secrets", "metadata: {name: provreqd-plan-key}\ndata: {key: \"AAECAw==\"}\n");
+	CU_ASSERT_EQUAL(pr_plan_key_load(&api, "short", k2, &created, &e), PRD_ECORRUPT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "not 32 bytes"));
+	stop();
 }
 
 /* provreqd never vouches for what someone else wrote: a genuine record
@@ -5535,7 +5619,7 @@ static void test_unadopted_rollback_holds_its_nodes(void)
 	a_create(2, 0);
 	a_register(2);
 	/* The leader decided to roll the plan back, said so, and died. */
-	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+	CU_ASSERT_EQUAL(patch_sealed("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
 				   "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPhase\":\"rolling-back\"}}}"),
 			0);
 	ctl2 = replica2(&db2, "replica-unadopted-rollback");
@@ -5680,7 +5764,7 @@ static void test_carried_on_plan_drops_own_unwritten_end(void)
 	state_booking_list_free(b, nb);
 	/* Another leader took the plan over (its term in the status); the
 	 * plan's new Node went NotReady since. */
-	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+	CU_ASSERT_EQUAL(patch_sealed("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
 				   "{\"status\":{\"provisioningClassDetails\":{\"provreqd.io/leader-term\":\"B#1\"}}}"),
 			0);
 	{
@@ -5771,7 +5855,7 @@ static void test_plan_ended_by_a_late_write_is_followed(void)
 	pass();
 	CU_ASSERT_EQUAL(open_plans(), 1);
 	/* The late write of the former leader: the plan is done. */
-	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+	CU_ASSERT_EQUAL(patch_sealed("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
 				   "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPhase\":\"done\"}}}"),
 			0);
 	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
@@ -5828,6 +5912,7 @@ static const test_case cases[] = {
 	{ "forged status: a sealed plan whose phase was changed is refused", test_sealed_plan_phase_changed_refused },
 	{ "forged status: a plan from before seals is refused", test_unsealed_plan_from_before_refused },
 	{ "forged status: a changed field is never sealed by provreqd", test_forged_field_not_resealed },
+	{ "forged status: the plan key is made once and shared", test_plan_key_load },
 	{ "forged status: an ownership rule weaker than the driver's is refused", test_weaker_ownership_refused },
 	{ "shards respect each other's bookings", test_shards_respect_each_others_bookings },
 	{ "shards keep off each other's node groups", test_shards_keep_off_each_others_groups },
