@@ -359,6 +359,8 @@ typedef struct run_ctx {
 	kube_listwatch lw[RUN_NINF];
 	bool lw_made[RUN_NINF];
 	kube_reflector_stats last_stats[RUN_NINF];
+	bool plan_key_ok;         /* the plan key is loaded (load_plan_key) */
+	int64_t plan_key_next;    /* when to try again (wall ns) */
 } run_ctx;
 
 /* --help, the configuration, logging, metrics and signal handlers. true
@@ -786,6 +788,36 @@ static void fence_key(const char *name, char out[64])
 	snprintf(out, 64, "%.54s-%08x", name, h);
 }
 
+/* The plan key (pr_plan_key_load) from the Secret provreqd-plan-key in
+ * provreqd's own namespace (the lease's): read, or created when missing.
+ * Until it is had, plans run from the local store only and nothing is
+ * adopted from a status; it is tried again every 30 s, never fatal. */
+static void load_plan_key(run_ctx *r, int64_t now)
+{
+	const char *pod_ns = getenv("POD_NAMESPACE");
+	const char *ns = r->c.lease_namespace && r->c.lease_namespace[0] ? r->c.lease_namespace
+			 : pod_ns && pod_ns[0]                              ? pod_ns
+									    : "kube-system";
+	uint8_t key[32];
+	bool created = false;
+	prd_err e;
+	if(r->plan_key_ok || now < r->plan_key_next)
+		return;
+	if(pr_plan_key_load(&r->api, ns, key, &created, &e)) {
+		metrics_gauge_set(M_PLAN_KEY, NULL, 0);
+		log_warn("cannot read or create the plan key: scale-up plans run from this replica's store only and no "
+			 "plan is adopted from a request's status; retrying in 30s",
+			 "secret", PR_PLAN_KEY_SECRET, "namespace", ns, "error", e.msg);
+		r->plan_key_next = now + 30 * PRD_NS_PER_SEC;
+		return;
+	}
+	if(created)
+		log_info("created the plan key", "secret", PR_PLAN_KEY_SECRET, "namespace", ns);
+	pr_ctl_set_plan_key(r->ctl, key, sizeof(key));
+	memset(key, 0, sizeof(key));
+	r->plan_key_ok = true;
+}
+
 /* One turn of the worker: a pass when leading, then sleep until the next
  * timer, a change or the resync interval. */
 static void run_iteration(run_ctx *r)
@@ -813,6 +845,7 @@ static void run_iteration(run_ctx *r)
 	health_set_flag(r->hl, "leader", true, NULL);
 	metrics_gauge_set(M_LEADER, NULL, leading ? 1 : 0);
 	if(leading) {
+		load_plan_key(r, now);
 		run_priorities(r);
 		if(pr_ctl_pass(r->ctl, &wake, &e)) {
 			log_error("controller pass failed; retrying", "error", e.msg);

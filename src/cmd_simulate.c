@@ -893,6 +893,18 @@ static int sim_setup(sim_ctx *s, const sim_opts *o)
 		fprintf(stderr, "provreqd simulate: %s\n", e.msg);
 		return 1;
 	}
+	/* The plan key as `run` has it, from the in-memory API (the loaded
+	 * cluster's Secret kube-system/provreqd-plan-key when it has one,
+	 * else one made for this run): plans are sealed, and a plan in a
+	 * loaded status is taken up only if it verifies. */
+	{
+		uint8_t key[32];
+		if(pr_plan_key_load(&s->api, "kube-system", key, NULL, &e)) {
+			fprintf(stderr, "provreqd simulate: plan key: %s\n", e.msg);
+			return 1;
+		}
+		pr_ctl_set_plan_key(s->ctl, key, sizeof(key));
+	}
 	return sim_priorities(s, o);
 }
 

@@ -4,7 +4,7 @@
 #    defaulting, admission), and so do the per-driver role files;
 #  - the ServiceAccount's RBAC, applied for real, grants exactly what the
 #    controller's code uses (SubjectAccessReviews for its identity) and
-#    nothing it does not (secrets, deleting nodes, creating pods, leases
+#    nothing it does not (secrets but its plan key, deleting nodes, creating pods, leases
 #    outside its namespace); the driver roles add only their own verbs;
 #  - every resource the roles name is one the code talks to.
 set -euo pipefail
@@ -144,6 +144,9 @@ for v in get create update; do expect_yes "$v" leases.coordination.k8s.io -n "$n
 # The booking ledger: its one ConfigMap read and replaced, created once.
 for v in get update; do expect_yes "$v" configmaps/provreqd-bookings -n "$ns"; done
 expect_yes create configmaps -n "$ns"
+# The plan key: its one Secret read, created once.
+expect_yes get secrets/provreqd-plan-key -n "$ns"
+expect_yes create secrets -n "$ns"
 t_pass "the ServiceAccount may do everything the controller does"
 # ... and nothing it does not use.
 for r in nodes pods podtemplates; do expect_no get "$r" -n default; done
@@ -175,10 +178,13 @@ expect_no delete leases.coordination.k8s.io -n "$ns"
 expect_no list leases.coordination.k8s.io -n "$ns"
 for v in get update delete; do expect_no "$v" configmaps/provreqd-config-x -n "$ns"; done
 expect_no create configmaps -n default
+for v in update patch delete; do expect_no "$v" secrets/provreqd-plan-key -n "$ns"; done
+expect_no get secrets/provreqd-plan-key -n default
+expect_no create secrets -n default
 expect_no create serviceaccounts/token -n "$ns"
 expect_no get machinedeployments.cluster.x-k8s.io -A
 expect_no '*' '*'
-t_pass "the core role grants nothing more (no secrets, no node writes but patch, no pod writes, no foreign leases)"
+t_pass "the core role grants nothing more (no secret but its plan key, no node writes but patch, no pod writes, no foreign leases)"
 
 kubectl apply -f "$deploy/driver-kwok.yaml" >/dev/null
 t_wait 20 "the kwok driver binding is in effect" is_allowed create nodes
@@ -216,7 +222,7 @@ t_pass "the clusterapi driver role adds the Cluster API calls the driver makes (
 # Every resource a role names is one the code uses (no stale grants).
 for r in nodes pods podtemplates provisioningrequests resourcepools leases events configmaps \
 	machinedeployments machinesets machinepools machines resourceslices deviceclasses resourceclaimtemplates \
-	resourceclaims provisioningclasses namespaces resourcequotas; do
+	resourceclaims provisioningclasses namespaces resourcequotas secrets; do
 	grep -rqs -- "$r" "$src/src" "$src/cloud" || t_fail "the roles grant '$r' but no code under src/ or cloud/ mentions it"
 done
 t_pass "every resource in the roles is used by the code"

@@ -1159,7 +1159,9 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 /* The API still shows a plan in flight that this store has closed: the
  * status write that ended it was lost (a crash right after closing it, an
  * apiserver error). Say now how it ended, instead of deciding the request
- * afresh and scaling up a second time. true when handled. */
+ * afresh and scaling up a second time. true when handled. (Safe on a
+ * forged status: what is written comes from this store's rows; the
+ * status only names the plan id, and nothing is asked of the cloud.) */
 static bool finish_recorded(const pr_class_host *h, const pr_class_req *req)
 {
 	char *plan = pr_details_get(req->pr, PR_DETAIL_PLAN), *phase = pr_details_get(req->pr, PR_DETAIL_PHASE);
@@ -1206,7 +1208,9 @@ out:
 /* The status shows a plan in flight that this store neither has nor could
  * adopt yet (a node group it names is not listed this pass: plan_plausible
  * cannot tell): deciding the request afresh now would scale up (or book)
- * a second time beside that plan. Wait for a pass that lists the groups. */
+ * a second time beside that plan. Wait for a pass that lists the groups.
+ * (A forged record can only delay the request here, never have anything
+ * deleted: adopting it is at_adopt's, which checks its seal.) */
 static bool unadopted_plan(const pr_class_host *h, const pr_class_req *req)
 {
 	char *plan, *phase;

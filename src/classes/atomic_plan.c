@@ -5,6 +5,7 @@
 #include "classes/atomic_int.h"
 #include "classes/nap.h"
 #include "classes/details.h"
+#include "classes/plan_seal.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "util/buf.h"
@@ -55,6 +56,7 @@ typedef struct at_memo {
 	hmap taken_at;     /* plan id -> when its ready nodes were first found taken (int64_t *) */
 	hmap kviews;       /* plan id -> at_kview (see view_of) */
 	int64_t swept_at;  /* when at_sweep_late last looked */
+	hmap refused_at;   /* request uid -> when a plan record in its status was last refused (int64_t *) */
 } at_memo;
 
 static void lists_free(at_list *l)
@@ -86,6 +88,7 @@ void at_kept_free(void *p)
 	hmap_free(&m->progress_at);
 	hmap_free(&m->taken_at);
 	hmap_free(&m->kviews);
+	hmap_free(&m->refused_at);
 	free(m);
 }
 
@@ -159,6 +162,7 @@ static at_memo *memo_of(const pr_class_host *h)
 		hmap_init(&((at_memo *)*h->kept)->progress_at, free);
 		hmap_init(&((at_memo *)*h->kept)->taken_at, free);
 		hmap_init(&((at_memo *)*h->kept)->kviews, kview_free);
+		hmap_init(&((at_memo *)*h->kept)->refused_at, free);
 	}
 	return *h->kept;
 }
@@ -1091,19 +1095,70 @@ static int adopt_one(const pr_class_host *h, const kube_provreq *pr, const char 
 	return rc;
 }
 
+/* How much an ownership rule proves (a larger rank proves more). */
+static int own_rank(at_own o)
+{
+	return o == AT_OWN_MARK ? 2 : o == AT_OWN_TIME ? 1 : 0;
+}
+
+static const char *own_words(at_own o)
+{
+	return o == AT_OWN_MARK ? "owner marks" : o == AT_OWN_TIME ? "creation times" : "instances new since the plan";
+}
+
+/* The ownership rule a plan's "known before" text names. */
+static at_own own_of_text(const char *k)
+{
+	state_intent in;
+	memset(&in, 0, sizeof(in));
+	in.known_before = (char *)k;
+	return at_own_of(&in);
+}
+
+/* The ownership rule of each group in `known` ('|'-separated) against
+ * what the group's driver offers: a record whose rule proves less than
+ * the cloud can (an "h1:" text, with no known instances, on a group
+ * whose driver marks its instances) would let a rollback take instances
+ * by "not known before" that the cloud would show are not the plan's.
+ * 0, or -1 with the reason. */
+static int own_matches(const pr_class_group *g, const char *known, size_t i, char *why, size_t len)
+{
+	size_t klen = strlen(known) + 1;
+	char *kn = malloc(klen);
+	at_own want = at_own_of_group(g), have;
+	if(!kn)
+		return snprintf(why, len, "out of memory"), -1;
+	if(!nth(known, '|', i, kn, klen)) {
+		free(kn);
+		return snprintf(why, len, "it records no instances-before for %.200s", g->id), -1;
+	}
+	have = own_of_text(kn);
+	free(kn);
+	if(own_rank(have) < own_rank(want))
+		return snprintf(why, len,
+				"its ownership rule for %.200s (%s) proves less than the group's driver offers (%s)", g->id,
+				own_words(have), own_words(want)),
+		       -1;
+	return 0;
+}
+
 /* Is the plan in the request's status one provreqd could have written?
  * Anyone allowed to write provisioningrequests/status can write these
- * fields, so every one is checked before the cloud is asked anything on
- * their strength (the records of the groups it creates are taken into the
- * store on the way: nap_adopt_specs checks them). 0, 1 when it cannot be
- * told yet (the groups are not all listed), or -1 with the reason in
- * `why`. */
+ * fields: at_adopt checks the record's seal first, and every field is
+ * checked here too (against the groups the drivers list, their sizes, and
+ * the ownership rule their drivers offer) before the cloud is asked
+ * anything on their strength (the records of the groups it creates are
+ * taken into the store on the way: nap_adopt_specs checks them). 0, 1
+ * when it cannot be told yet (the groups are not all listed), or -1 with
+ * the reason in `why` and its metric label in *reason. */
 static int plan_plausible(const pr_class_host *h, const kube_provreq *pr, const char *plan, const char *groups,
-			  const char *deltas, const char *before, int64_t dl, char *why, size_t len)
+			  const char *deltas, const char *before, const char *known, int64_t dl, char *why, size_t len,
+			  const char **reason)
 {
 	char group[300], num[40];
 	size_t i, uidlen = strlen(pr->meta.uid);
 	int64_t d, tb;
+	*reason = "implausible";
 	if(strncmp(plan, pr->meta.uid, uidlen) || plan[uidlen] != '/')
 		return snprintf(why, len, "the plan id %.200s is not this request's", plan), -1;
 	/* The groups it creates, as its status records them, into the store
@@ -1124,22 +1179,84 @@ static int plan_plausible(const pr_class_host *h, const kube_provreq *pr, const 
 					g->max), -1;
 		if(before && nth(before, ',', i, num, sizeof(num)) && (str_to_int64(num, &tb) || tb < 0 || tb > g->max))
 			return snprintf(why, len, "its starting size for %.200s is not within 0..%d", group, g->max), -1;
+		if(own_matches(g, known, i, why, len)) {
+			*reason = "ownership";
+			return -1;
+		}
 	}
 	if(!groups[0])
 		return snprintf(why, len, "it names no node group"), -1;
 	return 0;
 }
 
+/* Say that a plan record in pr's status is not believed: a Warning Event
+ * on the request, a log line and provreqd_plan_records_refused_total
+ * {reason}, at most once a minute per request (kept per controller; a
+ * record that stays is refused every pass). */
+static bool refuse_due(const pr_class_host *h, const kube_provreq *pr)
+{
+	at_memo *m = memo_of(h);
+	int64_t *at;
+	if(!m)
+		return true;
+	if(hmap_len(&m->refused_at) > 4096) {
+		hmap_free(&m->refused_at);
+		hmap_init(&m->refused_at, free);
+	}
+	at = hmap_get(&m->refused_at, pr->meta.uid);
+	if(at && h->now >= *at && h->now < *at + 60 * AT_NS_PER_S)
+		return false;
+	if(!at && (!(at = malloc(sizeof(*at))) || hmap_put(&m->refused_at, pr->meta.uid, at))) {
+		free(at);
+		return true;
+	}
+	*at = h->now;
+	return true;
+}
+
+static void refuse(const pr_class_host *h, const kube_provreq *pr, const char *plan, const char *reason,
+		   const char *why, const char *what)
+{
+	char msg[700];
+	if(!refuse_due(h, pr))
+		return;
+	snprintf(msg, sizeof(msg), "the scale-up plan in this request's status was not %s: %s", what, why);
+	metrics_counter_add(M_PLAN_REFUSED, METRICS_L(reason), 1);
+	log_warn("refused a scale-up plan record in a request's status", "request", pr->meta.name, "namespace",
+		 pr->meta.ns, "plan", plan ? plan : "", "reason", reason, "cause", why);
+	h->event_on(h->ctx, pr, "Warning", PR_R_PLAN_REFUSED, msg);
+}
+
+/* Was the plan record in pr's status written by provreqd, as it stands
+ * (classes/plan_seal.h)? Anyone allowed to patch
+ * provisioningrequests/status can write it, so nothing in it is acted on
+ * (adopted, or allowed to move or close a local plan) unless its seal
+ * verifies under the plan key. When not, and `what` is given, says so
+ * (refuse). */
+static bool sealed(const pr_class_host *h, const kube_provreq *pr, const char *plan, const char *what)
+{
+	char why[400];
+	pr_seal_check c = pr_plan_seal_verify(h->plan_key, pr, why, sizeof(why));
+	if(c != PR_SEAL_OK && what)
+		refuse(h, pr, plan, pr_seal_check_name(c), why, what);
+	return c == PR_SEAL_OK;
+}
+
 /* A request whose status names an open plan that this replica's store does
  * not know (written by the previous leader, or before a lost database):
  * adopt it, so it is finished or rolled back here, never started again.
- * A plan that fails plan_plausible is refused with a Warning Event. */
+ * Only a record provreqd sealed is adopted, and only when plan_plausible
+ * finds it consistent with the cloud (its groups, sizes, deadline, and an
+ * ownership rule as strong as the group's driver offers); anything else is
+ * refused with a Warning Event and left alone: nothing is deleted on its
+ * word. */
 void at_adopt(const pr_class_host *h, const kube_provreq *pr)
 {
 	char *plan = pr_details_get(pr, PR_DETAIL_PLAN), *groups = pr_details_get(pr, PR_DETAIL_GROUP);
 	char *deltas = pr_details_get(pr, PR_DETAIL_DELTA), *before = pr_details_get(pr, PR_DETAIL_TARGET_BEFORE);
 	char *deadline = pr_details_get(pr, PR_DETAIL_DEADLINE), *phase = pr_details_get(pr, PR_DETAIL_PHASE);
 	char *known = pr_details_get(pr, PR_DETAIL_KNOWN), group[300], num[40], id[400], *kn = NULL, why[400];
+	const char *reason = NULL;
 	state_phase ph = STATE_PHASE_INCREASING;
 	int64_t dl = 0, d = 0, tb = 0;
 	size_t i;
@@ -1151,14 +1268,11 @@ void at_adopt(const pr_class_host *h, const kube_provreq *pr)
 		goto out;
 	if(at_plan_exists(h, pr->meta.uid))
 		goto out; /* known here already */
-	if((ok = plan_plausible(h, pr, plan, groups, deltas, before, dl, why, sizeof(why)))) {
-		if(ok < 0 && at_say_again(plan, h->now)) {
-			char msg[600];
-			snprintf(msg, sizeof(msg), "the scale-up plan in this request's status was not adopted: %s", why);
-			log_warn("refused to adopt a scale-up plan from a request's status", "request", pr->meta.name,
-				 "namespace", pr->meta.ns, "cause", why);
-			h->event_on(h->ctx, pr, "Warning", PR_R_PLAN_REFUSED, msg);
-		}
+	if(!sealed(h, pr, plan, "adopted"))
+		goto out;
+	if((ok = plan_plausible(h, pr, plan, groups, deltas, before, known, dl, why, sizeof(why), &reason))) {
+		if(ok < 0)
+			refuse(h, pr, plan, reason, why, "adopted");
 		goto out;
 	}
 	for(i = 0; nth(groups, ',', i, group, sizeof(group)); i++) {
@@ -1226,7 +1340,11 @@ bool at_ended_in_api(const pr_class_host *h, const kube_provreq *pr, const at_pl
 		return false;
 	phase = pr_details_get(pr, PR_DETAIL_PHASE);
 	at_plan_base(p->v[0].plan_id, base, sizeof(base));
-	if(!strcmp(plan, base) && phase && state_phase_parse(phase, &ph) == 0 && state_phase_is_terminal(ph)) {
+	/* (A record provreqd did not seal says nothing: closing the rows as
+	 * rolled back would have the late-call sweep delete the plan's
+	 * instances.) */
+	if(!strcmp(plan, base) && phase && state_phase_parse(phase, &ph) == 0 && state_phase_is_terminal(ph) &&
+	   sealed(h, pr, plan, "believed")) {
 		for(i = 0; i < p->n; i++)
 			if(!state_phase_is_terminal(p->v[i].phase))
 				close_as_api_says(h, &p->v[i], ph);
@@ -1257,7 +1375,8 @@ static int phase_rank(state_phase ph)
  * cloud did act on as "interrupted before the call" nor takes up a plan
  * another leader had begun to undo. Planned becomes increasing (the call
  * may have happened: the progress step asks the cloud which); a plan the
- * status shows rolling back rolls back here too. */
+ * status shows rolling back rolls back here too. (Reached only for a
+ * record whose seal verified: at_drop_contradicted.) */
 static void catch_up(const pr_class_host *h, const state_intent *in, state_phase api, const kube_provreq *pr)
 {
 	const char *why = "rolled back by another replica (the request's status says so)";
@@ -1313,8 +1432,9 @@ static void settle_done_here(const pr_class_host *h, const kube_provreq *pr, con
  * 16491: a replica stalled inside a refused increase decided to roll back,
  * the next leader made the nodes, the first led again and deleted them
  * under a request that had booked them). The API wins: the local rows are
- * forgotten and the plan is adopted again from the status. True when
- * forgotten. */
+ * forgotten and the plan is adopted again from the status (which
+ * at_adopt checks as any other). True when forgotten. (Reached only for a
+ * record whose seal verified: at_drop_contradicted.) */
 static bool rollback_overtaken(const pr_class_host *h, const state_intent *in, state_phase api,
 			       const kube_provreq *pr)
 {
@@ -1366,6 +1486,10 @@ static void reopen_carried_on(const pr_class_host *h, const pr_class_pass *p)
 		size_t gone = 0;
 		if(!p->ours(h->ctx, pr) || !(plan = pr_details_get(pr, PR_DETAIL_PLAN)))
 			continue;
+		if(!sealed(h, pr, plan, NULL)) {
+			free(plan);
+			continue; /* (at_drop_contradicted or at_adopt says so) */
+		}
 		phase = pr_details_get(pr, PR_DETAIL_PHASE);
 		term = pr_details_get(pr, PR_DETAIL_TERM);
 		snprintf(id, sizeof(id), "%s#0", plan);
@@ -1389,6 +1513,11 @@ static void reopen_carried_on(const pr_class_host *h, const pr_class_pass *p)
 	}
 }
 
+/* Where the API contradicts this store as a term begins, the API wins -
+ * but only a plan record provreqd sealed speaks for the API: an unsealed
+ * or changed record leaves the local plan to its own steps. (A request
+ * gone from the API is the apiserver's word, not a status's: provreqd's
+ * finalizer holds a request while its plan is open.) */
 void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p)
 {
 	const state_intent *open = NULL;
@@ -1417,6 +1546,14 @@ void at_drop_contradicted(const pr_class_host *h, const pr_class_pass *p)
 		}
 		if(!(plan = pr_details_get(p->prs[j], PR_DETAIL_PLAN)))
 			continue; /* no plan in the API: the plan's own steps decide */
+		if(!sealed(h, p->prs[j], plan, "believed")) {
+			/* A record provreqd did not seal moves no local plan:
+			 * closing it (the sweep then deletes its instances) or
+			 * rolling it back on a forged word would delete what
+			 * the plan made. The plan's own steps decide. */
+			free(plan);
+			continue;
+		}
 		phase = pr_details_get(p->prs[j], PR_DETAIL_PHASE);
 		at_plan_base(in->plan_id, base, sizeof(base));
 		if(strcmp(plan, base)) {

@@ -201,6 +201,10 @@ typedef struct pr_class_host {
 	/* Every loaded driver listed its node groups this pass: a group none
 	 * of them lists is served by no driver here (not merely unlisted). */
 	bool groups_complete;
+	/* The plan key (classes/plan_seal.h; PR_PLAN_KEY_LEN bytes), or NULL
+	 * when this replica has none: then no plan record in a status is
+	 * believed. */
+	const uint8_t *plan_key;
 
 	/* Set a condition on the request; a transition records an Event and
 	 * metrics. */

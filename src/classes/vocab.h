@@ -69,6 +69,10 @@
 #define PR_DETAIL_NAP_SPEC "provreqd.io/autoprovisioned-groups"
 /* The leader term (lease holder and leaseTransitions) that made the plan. */
 #define PR_DETAIL_TERM "provreqd.io/leader-term"
+/* The keyed digest over the plan record above (src/classes/plan_seal.h):
+ * a plan is adopted from a status, and a status is believed about a plan,
+ * only when it verifies. */
+#define PR_DETAIL_PLAN_SEAL "provreqd.io/plan-seal"
 /* What a Provisioned request booked, per podSet and node, so a replica
  * that takes over the lease rebuilds the booking. */
 #define PR_DETAIL_BOOKING "provreqd.io/booking"

@@ -42,9 +42,10 @@ static const mem_kind kinds[] = {
 	{ { "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", true }, true, false, 12, false },
 	{ { "provreqd.io", "v1alpha1", "provisioningclasses", "ProvisioningClass", false }, false, true, 13, false },
 	{ { "", "v1", "resourcequotas", "ResourceQuota", true }, false, false, 14, false },
+	{ { "", "v1", "secrets", "Secret", true }, false, false, 15, false },
 };
 #define NBUILTIN (sizeof(kinds) / sizeof(kinds[0]))
-#define NBUILTIN_STORES 15
+#define NBUILTIN_STORES 16
 #define MAX_KINDS 64
 
 typedef struct mem_event {

@@ -31,7 +31,7 @@
 typedef struct memapi memapi;
 
 /* A new store knowing the built-in kinds (nodes, pods, podtemplates,
- * events, configmaps, namespaces, leases, ProvisioningRequests v1 and
+ * events, configmaps, secrets, namespaces, leases, ProvisioningRequests v1 and
  * v1beta1, ResourcePools). `clock` is borrowed (NULL = real clock). The
  * event log keeps the last `log_cap` events (0 = 100000). Caller frees with
  * memapi_free(). */

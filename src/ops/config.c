@@ -64,7 +64,8 @@ const cfg_option cfg_options[] = {
 	{ "lease-name", "leaderElection.leaseName", CFG_STRING, O(lease_name), "provreqd",
 	  "name of the leader-election Lease", 0, 0, check_lease_name },
 	{ "lease-namespace", "leaderElection.leaseNamespace", CFG_STRING, O(lease_namespace), "",
-	  "namespace of the leader-election Lease; empty = $POD_NAMESPACE, else kube-system", 0, 0,
+	  "namespace of the leader-election Lease and of the plan key's Secret provreqd-plan-key; empty = "
+	  "$POD_NAMESPACE, else kube-system", 0, 0,
 	  check_lease_namespace },
 	{ "booking-ledger", "leaderElection.bookingLedger", CFG_STRING, O(booking_ledger), "provreqd-bookings",
 	  "[NAMESPACE/]NAME of the ConfigMap every replica and shard changes (conditionally) before it writes a "

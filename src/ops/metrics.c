@@ -170,6 +170,18 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 			 "ProvisioningClass objects, by whether requests can use them (usable=false: malformed, or "
 			 "naming a class nobody here serves; each has a Warning Event).",
 			 METRICS_GAUGE, L("usable"), NULL, 0 },
+	[M_PLAN_REFUSED] = { "provreqd_plan_records_refused_total",
+			     "Scale-up plan records in requests' statuses that provreqd did not believe, by reason: "
+			     "missing (no seal), wrong (a sealed field was changed), other_key (sealed with another "
+			     "plan key), no_key (this replica has no plan key), ownership (an ownership rule weaker than "
+			     "the group's driver offers), implausible (a field the cloud or the limits contradict). "
+			     "Each is also a Warning Event ScaleUpPlanRefused on the request.",
+			     METRICS_COUNTER, L("reason"), NULL, 0 },
+	[M_PLAN_KEY] = { "provreqd_plan_key_loaded",
+			 "1 when this replica holds the plan key (the Secret provreqd-plan-key in its namespace) and so "
+			 "seals the scale-up plans it writes and can adopt another replica's; 0 while it cannot read or "
+			 "create it (it then runs its own plans only).",
+			 METRICS_GAUGE, NULL, NULL, 0 },
 	[M_STATE_ROWS] = { "provreqd_state_rows",
 			   "Rows in each table of the state store (bounded: rows of vanished requests and old "
 			   "closed plans are pruned).",

@@ -87,6 +87,8 @@ enum metrics_id {
 	M_PROCESS_FDS,             /* process_open_fds */
 	M_PROCESS_MAX_FDS,         /* process_max_fds */
 	M_PCLASSES,                /* provreqd_provisioning_classes{usable}: ProvisioningClass objects */
+	M_PLAN_REFUSED,            /* provreqd_plan_records_refused_total{reason}: plan records in statuses not believed */
+	M_PLAN_KEY,                /* provreqd_plan_key_loaded gauge 1 = plan records are sealed and verified */
 	M_BUILTIN_COUNT
 };
 

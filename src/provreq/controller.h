@@ -179,6 +179,28 @@ void pr_ctl_rebuild_from_api(pr_ctl *c);
  * call, and each group is fenced with it before the term acts on it. */
 void pr_ctl_set_term(pr_ctl *c, const char *key, const char *identity, int64_t transitions);
 
+/* The plan key (classes/plan_seal.h): PR_PLAN_KEY_LEN (32) bytes every
+ * replica and shard shares, copied. With it, every scale-up plan record
+ * this controller writes into a status is sealed, and a record in a
+ * status is adopted or believed only when its seal verifies. Without it
+ * (the default, or key NULL), plans run from the local store only:
+ * nothing is adopted from a status and a status never moves a local plan
+ * (each refusal is a Warning Event and provreqd_plan_records_refused_total
+ * {reason="no_key"}). `run` loads it with pr_plan_key_load; `simulate`
+ * and tests set their own. */
+void pr_ctl_set_plan_key(pr_ctl *c, const uint8_t *key, size_t len);
+
+/* The name of the plan key's Secret, in provreqd's own namespace. */
+#define PR_PLAN_KEY_SECRET "provreqd-plan-key"
+
+/* Read the plan key from the Secret PR_PLAN_KEY_SECRET in namespace `ns`;
+ * when there is none, create it with 32 random bytes (a create never
+ * overwrites: on 409 the winner's key is read). *created (optional) says
+ * whether this call made it. 0, or the API's error (PRD_EPERM when RBAC
+ * does not allow it), or PRD_ECORRUPT for a Secret whose data.key is not
+ * 32 bytes in base64. */
+int pr_plan_key_load(const kube_api *api, const char *ns, uint8_t key[32], bool *created, prd_err *err);
+
 /* The Event type ("Warning" or "Normal") recorded when a request's
  * condition `type` changes to `status` with `reason`. Warning marks what an
  * operator must look at: Failed=True, CapacityRevoked=True,

@@ -149,6 +149,11 @@ struct pr_class_ctx {
 	char *rv_owned;           /* ... when a write_now made a newer one */
 	bool dropped;             /* the object is gone (404): write nothing more */
 	bool release;             /* remove provreqd's finalizer after the status write */
+	/* The details this decision's writes sent already (pr__write_status:
+	 * a merge of their patches), over what `pr` shows: what the API holds
+	 * when the seal of the plan record is worked out. Freed with the
+	 * decision. */
+	json_object *sent;
 };
 
 /* The bookings and open plans the requests' statuses record (shards.c). */
@@ -280,6 +285,8 @@ struct pr_ctl {
 	char term[300];           /* pr_ctl_set_term */
 	char fence_key[64];       /* pr_ctl_set_term: the election, "" none */
 	uint64_t fence_term;      /* ... and the term in it, 0 none */
+	uint8_t plan_key[32];     /* pr_ctl_set_plan_key (classes/plan_seal.h) */
+	bool plan_key_set;
 	hmap fenced_groups;       /* groups fenced in this term (no values) */
 	struct pr_status_write *writes; /* status writes deferred to the end of the pass */
 	size_t nwrites;
@@ -292,6 +299,10 @@ struct pr_ctl {
 /* src/provreq/ctl_int.c. Fencing: may the controller call the cloud or
  * write status now? Once it says no, the rest of the pass acts on nothing. */
 bool pr__may_act(pr_ctl *c);
+
+/* src/provreq/plan_key.c. Does the scale-up plan record in pr's status
+ * verify under this controller's plan key (classes/plan_seal.h)? */
+bool pr__plan_sealed(const pr_ctl *c, const kube_provreq *pr);
 
 /* Ask for another pass by wall time t (the earliest request wins). */
 void pr__wake_at(pr_ctl *c, int64_t t);

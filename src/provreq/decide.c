@@ -395,6 +395,7 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	}
 	pr__status_defer(&x);
 	free(x.rv_owned);
+	json_object_put(x.sent);
 	pr_conds_free(&conds);
 	state_request_clear(&rs);
 }

@@ -511,6 +511,7 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->ngroups = x->w->ngroups;
 	h->cluster_nodes = (int64_t)hmap_len(x->w->nodes_by_name);
 	h->groups_complete = !x->w->groups_incomplete;
+	h->plan_key = x->c->plan_key_set ? x->c->plan_key : NULL;
 	h->res_totals = x->w->res_totals;
 	h->drivers = x->c->drivers;
 	h->set_cond = h_set_cond;

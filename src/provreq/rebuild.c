@@ -1,7 +1,14 @@
 /* A new leader term (or a restart) rebuilds what the local store keeps
  * from what the API records, the truth (DESIGN §7): each request's booking
  * (the booking ledger first, then the request's status), its attempts and
- * next attempt, and node-group backoffs the last leader recorded. */
+ * next attempt, and node-group backoffs the last leader recorded.
+ *
+ * What a status writer other than provreqd can do here (docs/operator.md,
+ * "What someone with status-write can and cannot make provreqd do"):
+ * nothing is deleted or asked of the cloud on these records; a plan's
+ * phase ends a booking only in a sealed plan record (booking_over); a
+ * forged booking holds room, and without the ledger a changed one moves
+ * it (the ledger, which only provreqd writes, wins where it is on). */
 #include "classes/details.h"
 #include "ops/log.h"
 #include "provreq/ctl_int.h"
@@ -28,8 +35,12 @@ static int64_t recorded_booking_end(const pr_ctl *c, const kube_provreq *pr)
 /* The status says no booking of the request can hold any more: it is
  * being deleted, final, or its plan is rolling back or rolled back (the
  * room it held went back). Local rows are then stale whatever the ledger,
- * whose entry is removed with the next write, still lists. */
-static bool booking_over(const kube_provreq *pr)
+ * whose entry is removed with the next write, still lists. The phase
+ * counts only in a plan record provreqd sealed: a forged "rolling-back"
+ * would free the room of a live booking for another request. (A status
+ * writer can still make a request final - Failed, BookingExpired: that
+ * ends its booking by the upstream contract, docs/operator.md.) */
+static bool booking_over(const pr_ctl *c, const kube_provreq *pr)
 {
 	char *phase;
 	bool over;
@@ -37,7 +48,7 @@ static bool booking_over(const kube_provreq *pr)
 		return true;
 	phase = pr_details_get(pr, PR_DETAIL_PHASE);
 	over = phase && !pr_cond_true(pr, PR_COND_PROVISIONED) &&
-	       (!strcmp(phase, "rolling-back") || !strcmp(phase, "rolled-back"));
+	       (!strcmp(phase, "rolling-back") || !strcmp(phase, "rolled-back")) && pr__plan_sealed(c, pr);
 	free(phase);
 	return over;
 }
@@ -91,7 +102,7 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 	 * instance's requests: another shard's booking is read from the
 	 * ledger and its status on every pass, never from rows here (which
 	 * would hide its entry: pr__ledger_rows). */
-	if(ledger_read && !booking_over(pr) && pr__shards_ours(c, pr)) {
+	if(ledger_read && !booking_over(c, pr) && pr__shards_ours(c, pr)) {
 		state_booking *rows = NULL;
 		size_t nrows = 0, k;
 		bool live_here = false;
@@ -146,7 +157,7 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 		 * plan this store closed as done, whose end the status does
 		 * not show yet (it is written from the store); dropped all the
 		 * same: rows of a booking the status says is over. */
-		if(live && !booking_over(pr) &&
+		if(live && !booking_over(c, pr) &&
 		   ((!text && !(ledger_read && !pr__ledger_lists(c, pr->meta.uid))) || done_here_unwritten(c, pr)))
 			return;
 		if(live && !text)

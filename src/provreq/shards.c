@@ -718,7 +718,8 @@ static void hold_since(pr_ctl *c, pr_world *w, const sh_entry *e, const char *gr
 }
 
 /* Another instance's open plan: the Nodes it has made so far are held for
- * its request in this pass's snapshot, as the atomic class holds its own
+ * its request in this pass's snapshot (on the word of its status, sealed or
+ * not: a forged plan here only holds room, nothing is deleted), as the atomic class holds its own
  * plans' Nodes, so no request decided here takes the room that plan is
  * bringing up (the plan would then find its Nodes taken and scale up
  * again). */

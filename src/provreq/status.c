@@ -16,8 +16,12 @@
  * that fails leaves what a failed in-line write left (a booking released
  * before the request's next decision, a retry pass). Outcomes are handled
  * on the worker thread in decision order. */
+#include "classes/details.h"
+#include "classes/plan_seal.h"
+#include "classes/vocab.h"
 #include "ops/log.h"
 #include "provreq/ctl_int.h"
+#include "util/buf.h"
 #include "util/str.h"
 
 #include <pthread.h>
@@ -91,6 +95,101 @@ static bool details_change(const kube_provreq *pr, json_object *details)
 			return true;
 	}
 	return false;
+}
+
+/* The value the API holds for details key `key` once the patch `top`
+ * lands on `sent` (what this decision wrote) over `pr`: the top-most
+ * layer that sets the key gives it whole (a write sets every piece of a
+ * value: pr_details_put). Caller frees; NULL when absent, and *oom set
+ * when memory ran out. */
+static char *merged_detail(const kube_provreq *pr, json_object *sent, json_object *top, const char *key, bool *oom)
+{
+	json_object *layers[2] = { top, sent }, *v;
+	size_t l, i;
+	char k[300];
+	buf b;
+	for(l = 0; l < 2; l++) {
+		if(!layers[l] || !json_object_object_get_ex(layers[l], key, &v))
+			continue;
+		if(!v || !json_object_is_type(v, json_type_string))
+			return NULL;
+		buf_init(&b);
+		buf_append_str(&b, json_object_get_string(v));
+		for(i = 1; i < PR_DETAIL_MAX_CHUNKS && (size_t)json_object_get_string_len(v) == PR_DETAIL_CHUNK; i++) {
+			snprintf(k, sizeof(k), "%s.%zu", key, i + 1);
+			if(!json_object_object_get_ex(layers[l], k, &v) || !v || !json_object_is_type(v, json_type_string))
+				break;
+			buf_append_str(&b, json_object_get_string(v));
+		}
+		if(b.failed)
+			*oom = true;
+		return buf_detach(&b);
+	}
+	return pr_details_get(pr, key);
+}
+
+/* A write that changes the scale-up plan record in the status carries its
+ * seal anew (classes/plan_seal.h), worked out over the record as the API
+ * will hold it; without the plan key (or a plan) the write removes the
+ * seal, so no stale seal ever vouches for a changed record. A write that
+ * leaves the record alone leaves the seal too.
+ *
+ * A field this decision does not write is taken from the status as read,
+ * and sealed only when the status's own record verified: else a write of
+ * the phase or the term would vouch for fields someone else changed (an
+ * "instances before" emptied) and another replica would adopt them. Such
+ * a record is written without a seal: no replica adopts it, the one that
+ * runs the plan carries it on from its store. */
+static void seal_details(pr_class_ctx *x)
+{
+	pr_ctl *c = x->c;
+	char *vals[PR_PLAN_SEAL_NFIELDS], seal[PR_PLAN_SEAL_MAX], why[300];
+	bool touched = false, oom = false, inherits = false, base_ok = true, ok;
+	size_t i;
+	if(!c->details || !x->pr)
+		return;
+	{
+		json_object_object_foreach(c->details, key, val)
+		{
+			(void)val;
+			touched = touched || pr_plan_seal_covers(key);
+		}
+	}
+	if(!touched)
+		return;
+	for(i = 0; i < PR_PLAN_SEAL_NFIELDS; i++) {
+		const char *f = pr_plan_seal_fields[i];
+		vals[i] = merged_detail(x->pr, x->sent, c->details, f, &oom);
+		if(vals[i] && !json_object_object_get_ex(c->details, f, NULL) &&
+		   !(x->sent && json_object_object_get_ex(x->sent, f, NULL)))
+			inherits = true;
+	}
+	if(inherits && c->plan_key_set)
+		base_ok = pr_plan_seal_verify(c->plan_key, x->pr, why, sizeof(why)) == PR_SEAL_OK;
+	ok = !oom && vals[0] && c->plan_key_set && base_ok &&
+	     pr_plan_seal(c->plan_key, x->pr->meta.uid, (const char *const *)vals, seal);
+	json_object_object_add(c->details, PR_DETAIL_PLAN_SEAL, ok ? json_object_new_string(seal) : NULL);
+	if(!ok && vals[0])
+		log_warn("a scale-up plan is written without its seal: no other replica will adopt it",
+			 "request", x->pr->meta.name, "namespace", x->pr->meta.ns, "cause",
+			 !c->plan_key_set ? "no plan key"
+			 : !base_ok	  ? "the plan record in the status is not as provreqd sealed it"
+					  : "out of memory");
+	for(i = 0; i < PR_PLAN_SEAL_NFIELDS; i++)
+		free(vals[i]);
+}
+
+/* What a write that landed sent goes under what the next write of the
+ * decision seals over (x->sent). */
+static void remember_sent(pr_class_ctx *x)
+{
+	json_object *d = x->c->details;
+	if(!d || !(x->sent || (x->sent = json_object_new_object())))
+		return;
+	{
+		json_object_object_foreach(d, key, val)
+			json_object_object_add(x->sent, key, json_object_get(val));
+	}
 }
 
 static bool nothing_to_write(const pr_class_ctx *x)
@@ -239,6 +338,7 @@ int pr__write_status(pr_class_ctx *x, prd_err *err)
 	const char *new_rv;
 	char path[700];
 	int rc;
+	seal_details(x);
 	if(nothing_to_write(x))
 		return 0;
 	if(!pr__may_act(c))
@@ -266,6 +366,7 @@ int pr__write_status(pr_class_ctx *x, prd_err *err)
 	if(rc == 0) {
 		/* What was written is written: the next write sends only news. */
 		x->conds->changed = false;
+		remember_sent(x);
 		json_object_put(c->details);
 		c->details = json_object_new_object();
 	}
@@ -278,6 +379,7 @@ void pr__status_defer(pr_class_ctx *x)
 	pr_ctl *c = x->c;
 	struct pr_status_write *v, *w;
 	prd_err e;
+	seal_details(x);
 	if(nothing_to_write(x)) {
 		if(x->release && !x->dropped)
 			goto in_line;

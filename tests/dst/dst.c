@@ -71,7 +71,9 @@
  * --no-ledger runs several actors without the booking ledger; --skip
  * leaves the invariants named out (to see what else fails while one is
  * being fixed: only a seed's first violation is reported). Seeds run
- * in batches of 500 in child processes, J at a time. Prints one line:
+ * in batches of 500 in child processes, J at a time. Every replica loads
+ * the plan key from the Secret setup_plan_key makes, as `provreqd run`
+ * does, so plans recorded by one are adopted by another only sealed. Prints one line:
  * "dst: N seeds, V invariant violations, R seeds/s"; a violation prints
  * "dst: seed S step K: WHAT" and the command that reproduces it. Exit
  * status 1 when any invariant was violated. */
@@ -293,6 +295,39 @@ static void setup_cluster(void)
 	}
 }
 
+/* The plan key's Secret, as the first replica of an installation creates
+ * it (pr_plan_key_load), with bytes drawn from the seed (not from the
+ * seed's random stream: old seeds draw what they drew before) so a seed
+ * replays the same. Each replica loads it when it starts. */
+static void setup_plan_key(int64_t seed)
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	uint64_t x = (uint64_t)seed ^ 0x5ea1ed9a9e3779b9ULL;
+	uint8_t key[33];
+	char text[45], yaml[200];
+	size_t i;
+	for(i = 0; i < 32; i++) {
+		uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+		key[i] = (uint8_t)(z ^ (z >> 31));
+	}
+	key[32] = 0;
+	for(i = 0; i < 11; i++) {
+		uint32_t v = (uint32_t)key[3 * i] << 16 | (uint32_t)key[3 * i + 1] << 8 | key[3 * i + 2];
+		text[4 * i] = b64[v >> 18 & 63];
+		text[4 * i + 1] = b64[v >> 12 & 63];
+		text[4 * i + 2] = b64[v >> 6 & 63];
+		text[4 * i + 3] = b64[v & 63];
+	}
+	text[43] = '=';
+	text[44] = '\0';
+	post("/api/v1/namespaces", "metadata: {name: " DST_NS "}\n");
+	snprintf(yaml, sizeof(yaml), "metadata: {name: %s}\ntype: Opaque\ndata: {key: \"%s\"}\n", PR_PLAN_KEY_SECRET,
+		 text);
+	post("/api/v1/namespaces/" DST_NS "/secrets", yaml);
+}
+
 /* --no-ledger: the replicas run without the booking ledger (ledger.c), to
  * show what it prevents (a late booking landing over another instance's). */
 static bool no_ledger;
@@ -371,6 +406,7 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	setup_replica(&dst.r[1], 1, "B", NULL, 0);
 	setup_replica(&dst.r[2], 2, "S", SHARD_B, 1);
 	setup_cluster();
+	setup_plan_key(seed);
 	for(i = 0; i < dst.nrep; i++)
 		if(replica_start(&dst.r[i]))
 			return -1;

@@ -38,6 +38,7 @@
 #define CLASS_CHECK "check-capacity.autoscaling.x-k8s.io"
 #define PR_PATH "/apis/autoscaling.x-k8s.io/v1/namespaces/d/provisioningrequests"
 #define SHARD_B "shard-b"
+#define DST_NS "provreqd" /* provreqd's own namespace: the plan key's Secret */
 
 /* Leader election as provreqd runs it (client-go's defaults). */
 #define LEASE_DURATION (15 * SEC)

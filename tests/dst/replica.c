@@ -172,6 +172,16 @@ int replica_start(replica *r)
 	}
 	if(dst.multi)
 		pr_ctl_set_fence(r->ctl, fence, r);
+	/* The plan key, as `provreqd run` loads it (setup_plan_key made
+	 * the Secret). */
+	{
+		uint8_t key[32];
+		if(pr_plan_key_load(&dst.raw_api, DST_NS, key, NULL, &e)) {
+			fprintf(stderr, "dst: %s: plan key: %s\n", r->name, e.msg);
+			return -1;
+		}
+		pr_ctl_set_plan_key(r->ctl, key, sizeof(key));
+	}
 	if(sqlite3_open_v2(r->dbpath, &r->ro, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_busy_timeout(r->ro, 1000);

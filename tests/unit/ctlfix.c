@@ -17,6 +17,18 @@ cloud_drivers drivers;
 static cloud_host_impl host;
 
 
+
+/* The plan key, as `provreqd run` has it (pr_plan_key_load): read from,
+ * or created in, the Secret in provreqd's namespace of the test's API, so
+ * every replica of a test shares it. */
+static void use_plan_key(pr_ctl *c)
+{
+	uint8_t key[32];
+	prd_err e;
+	CU_ASSERT_EQUAL_FATAL(pr_plan_key_load(&api, "provreqd", key, NULL, &e), 0);
+	pr_ctl_set_plan_key(c, key, sizeof(key));
+}
+
 static int host_request(void *ud, const char *method, const char *path, const char *ct, const char *body,
 			size_t len, long *status, char **resp, size_t *resp_len, prd_cloud_error *err)
 {
@@ -218,6 +230,7 @@ void start_cfg(const char *driver_cfg, const pr_config *override)
 	if(override)
 		cfg = *override;
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	use_plan_key(ctl);
 }
 
 void stop(void)

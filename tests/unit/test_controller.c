@@ -6,6 +6,7 @@
 #include "provreq/controller.h"
 #include "provreq/request.h"
 #include "classes/details.h"
+#include "classes/plan_seal.h"
 #include "classes/vocab.h"
 #include "util/rand.h"
 #include "util/rfc3339.h"
@@ -30,6 +31,18 @@ static kube_api api;
 static cloud_drivers drivers;
 static cloud_host_impl host;
 static char dbpath[512];
+
+
+/* The plan key, as `provreqd run` has it (pr_plan_key_load): read from,
+ * or created in, the Secret in provreqd's namespace of the test's API, so
+ * every replica of a test shares it. */
+static void use_plan_key(pr_ctl *c)
+{
+	uint8_t key[32];
+	prd_err e;
+	CU_ASSERT_EQUAL_FATAL(pr_plan_key_load(&api, "provreqd", key, NULL, &e), 0);
+	pr_ctl_set_plan_key(c, key, sizeof(key));
+}
 
 static int host_request(void *ud, const char *method, const char *path, const char *ct, const char *body,
 			size_t len, long *status, char **resp, size_t *resp_len, prd_cloud_error *err)
@@ -177,6 +190,7 @@ static void start(const char *driver_cfg, pr_config *override)
 	if(override)
 		cfg = *override;
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	use_plan_key(ctl);
 }
 
 static void stop(void)
@@ -782,6 +796,7 @@ static void test_restart_resumes_and_rolls_back(void)
 	/* "Crash": drop the controller without any cleanup, start another. */
 	pr_ctl_free(ctl);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	use_plan_key(ctl);
 	clk_fake_advance(&fake, 30 * SEC);
 	pass();
 	CU_ASSERT_EQUAL(pr_ctl_stats(ctl)->scaleups_started, 0);
@@ -1285,6 +1300,43 @@ static int patch_json(const char *path, const char *json)
 	return rc;
 }
 
+/* What another provreqd replica (holding the same plan key) writes: the
+ * merge patch `json` ({"status":{"provisioningClassDetails":{...}}}) of
+ * a request's /status, with the seal of the plan record as it stands
+ * after the patch. */
+static int patch_sealed(const char *status_path, const char *json)
+{
+	json_object *p = json_tokener_parse(json), *o = NULL, *add, *have;
+	const char *vals[PR_PLAN_SEAL_NFIELDS];
+	char path[400], seal[PR_PLAN_SEAL_MAX];
+	uint8_t key[32];
+	prd_err e;
+	size_t i, n = strlen(status_path) - strlen("/status");
+	int rc;
+	snprintf(path, sizeof(path), "%.*s", (int)n, status_path);
+	if(!p || pr_plan_key_load(&api, "provreqd", key, NULL, &e) ||
+	   kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e)) {
+		json_object_put(p);
+		return -1;
+	}
+	add = json_object_object_get(json_object_object_get(p, "status"), "provisioningClassDetails");
+	have = json_object_object_get(json_object_object_get(o, "status"), "provisioningClassDetails");
+	for(i = 0; i < PR_PLAN_SEAL_NFIELDS; i++) {
+		json_object *v = NULL;
+		if(!json_object_object_get_ex(add, pr_plan_seal_fields[i], &v))
+			v = json_object_object_get(have, pr_plan_seal_fields[i]);
+		vals[i] = v ? json_object_get_string(v) : NULL;
+	}
+	CU_ASSERT_FATAL(pr_plan_seal(key,
+				     json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid")),
+				     vals, seal));
+	json_object_object_add(add, PR_DETAIL_PLAN_SEAL, json_object_new_string(seal));
+	rc = kube_api_call(&api, "PATCH", status_path, "application/merge-patch+json", p, NULL, NULL, &e);
+	json_object_put(p);
+	json_object_put(o);
+	return rc;
+}
+
 /* Incremental passes give what a full pass would: random sequences of
  * node registrations, heartbeats, label changes, nodes turning NotReady or
  * deleted, pods bound and deleted, pod status churn and new requests, a
@@ -1308,6 +1360,7 @@ static void test_incremental_equals_full(void)
 	pr_config_default(&cfg);
 	cfg.verify_snapshot = true;
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	use_plan_key(ctl);
 	add_template("r", "one", "1");
 	add_node("n0", "4", NULL);
 	add_device_class("gpu.example.com", "device.driver == 'gpu.example.com'");
@@ -1441,6 +1494,7 @@ static void test_failover_adopts_plan(void)
 	snprintf(path2, sizeof(path2), "%s/replica2.db", test_tmpdir());
 	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	use_plan_key(ctl2);
 	clk_fake_advance(&fake, 30 * SEC);
 	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
 	CU_ASSERT_EQUAL(pr_ctl_stats(ctl2)->scaleups_started, 0);
@@ -1879,6 +1933,7 @@ static void start_async_n(pr_config *cfg, size_t ngroups)
 	{
 		prd_err e;
 		CU_ASSERT_EQUAL_FATAL(pr_ctl_new(cfg ? cfg : &def, &fake, &api, db, &drivers, &ctl, &e), 0);
+		use_plan_key(ctl);
 	}
 }
 
@@ -2154,6 +2209,7 @@ static void test_async_rollback_is_confirmed(void)
 		snprintf(path2, sizeof(path2), "%s/replica-c-%d.db", test_tmpdir(), rand());
 		CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
 		CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+		use_plan_key(ctl2);
 		CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
 		CU_ASSERT_EQUAL(state_group_backed_off(db2, "g", &off, NULL, NULL), 0);
 		CU_ASSERT_TRUE(off);
@@ -2274,6 +2330,7 @@ static void test_async_failover_during_rollback(void)
 	snprintf(path2, sizeof(path2), "%s/replica-d-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	use_plan_key(ctl2);
 	clk_fake_advance(&fake, 5 * SEC);
 	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
 	CU_ASSERT_EQUAL(state_intent_list_open(db2, &in, &n, NULL), 0);
@@ -2331,6 +2388,7 @@ static void test_async_rollback_recorded_before_deleting(void)
 	snprintf(path2, sizeof(path2), "%s/replica-r-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	use_plan_key(ctl2);
 	clk_fake_advance(&fake, 5 * SEC);
 	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
 	CU_ASSERT_EQUAL(ac.increases, 1);
@@ -2734,6 +2792,7 @@ static pr_ctl *replica2(state_db **db2, const char *tag)
 	snprintf(path, sizeof(path), "%s/%s-%d.db", test_tmpdir(), tag, rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(path, &fake, &sc, db2, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, *db2, &drivers, &c2, &e), 0);
+	use_plan_key(c2);
 	return c2;
 }
 
@@ -3698,6 +3757,7 @@ static void test_deleted_booking_and_failover_state(void)
 	snprintf(path2, sizeof(path2), "%s/replica-b-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, NULL, &ctl2, &e), 0);
+	use_plan_key(ctl2);
 	clk_fake_advance(&fake, 20 * SEC);
 	add_pr("k", "b", PR_CLASS_CHECK, "four", 1, NULL);
 	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
@@ -4032,6 +4092,7 @@ static void test_driver_classes(void)
 	drivers.v = v;
 	drivers.n = 1;
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	use_plan_key(ctl);
 	add_template("a", "two", "2");
 	dc_mode = 0;
 	add_pr("a", "ok", "instant.example.test", "two", 3, NULL);
@@ -4140,6 +4201,7 @@ static void test_driver_class_outcome_is_booked(void)
 	drivers.v = v;
 	drivers.n = 1;
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	use_plan_key(ctl);
 	add_node("n1", "4", NULL);
 	add_template("a", "two", "2");
 	dc_mode = 0;
@@ -4277,6 +4339,7 @@ static void test_dra_failover_rebuilds_devices(void)
 	snprintf(path2, sizeof(path2), "%s/replica-dra-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, NULL, &ctl2, &e), 0);
+	use_plan_key(ctl2);
 	clk_fake_advance(&fake, 20 * SEC);
 	add_pr("ml", "second", PR_CLASS_CHECK, "trainer", 2, "{noRetry: \"true\"}");
 	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
@@ -4404,6 +4467,7 @@ static void test_marks_crash_mid_increase_continues(void)
 		pr_config_default(&cfg);
 		cfg.provision_timeout_ns = 2 * MIN;
 		CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+		use_plan_key(ctl);
 	}
 	clk_fake_advance(&fake, SEC);
 	pass();
@@ -4518,6 +4582,7 @@ static void test_returning_leader_drops_stale_plan(void)
 	snprintf(path2, sizeof(path2), "%s/replica-stale-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	use_plan_key(ctl2);
 	clk_fake_advance(&fake, 5 * SEC);
 	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
 	a_finish_deletes();
@@ -4625,7 +4690,7 @@ static void test_term_written_before_acting(void)
 		 "\"provreqd.io/leader-term\":\"A#1\"}}}",
 		 uid, ts);
 	json_object_put(o);
-	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
+	CU_ASSERT_EQUAL(patch_sealed("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
 	/* This replica leads now (B#2) and cannot write the status yet. */
 	pr_ctl_set_term(ctl, "provreqd", "B", 2);
 	pr_ctl_rebuild_from_api(ctl);
@@ -4685,6 +4750,380 @@ static void test_forged_plan_is_refused(void)
 		CU_ASSERT_FALSE(forged);
 		state_intent_list_free(in, n);
 	}
+	stop_async();
+}
+
+
+/* ---- plan records in a status: sealed, or not believed ----------------- */
+
+/* The message of the first Event on ns with `reason` (static buffer; ""
+ * when there is none). */
+static const char *event_message(const char *ns, const char *reason)
+{
+	static char out[800];
+	json_object *o = NULL, *items;
+	char path[200];
+	prd_err e;
+	size_t i;
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
+	if(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e))
+		return out;
+	items = json_object_object_get(o, "items");
+	for(i = 0; items && i < json_object_array_length(items) && !out[0]; i++) {
+		json_object *ev = json_object_array_get_idx(items, i), *r = json_object_object_get(ev, "reason");
+		if(r && !strcmp(json_object_get_string(r), reason))
+			snprintf(out, sizeof(out), "%s", json_object_get_string(json_object_object_get(ev, "message")));
+	}
+	json_object_put(o);
+	return out;
+}
+
+static double refused_total(const char *reason)
+{
+	double v = 0;
+	metrics_get(M_PLAN_REFUSED, METRICS_L(reason), &v);
+	return v;
+}
+
+/* a/job's uid (static buffer). */
+static const char *job_uid(void)
+{
+	static char uid[100];
+	json_object *o = NULL;
+	prd_err e;
+	uid[0] = '\0';
+	if(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job", NULL, NULL,
+			 &o, NULL, &e) == 0)
+		snprintf(uid, sizeof(uid), "%s",
+			 json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid")));
+	json_object_put(o);
+	return uid;
+}
+
+#define JOB_STATUS "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status"
+
+/* The reproduction of issue 37: three instances in the group, which were
+ * there before any plan; a status patched by someone allowed to write
+ * request statuses, with a plan rolling back, an ownership record that
+ * knows no instance ("h1:"), three nodes requested from a starting size of
+ * 0. Broken controller caught: today's, which adopted the record and
+ * deleted all three. Nothing is deleted or lowered, the request gets a
+ * Warning Event saying why, and the refusal is counted. */
+static void test_forged_rollback_deletes_nothing(void)
+{
+	char body[1400], ts[64];
+	double before;
+	int i;
+	start_async(NULL);
+	ac.target = 3;
+	a_create(3, 0);
+	a_register(3);
+	pass();
+	before = refused_total("missing");
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, "{noRetry: \"true\"}");
+	rfc3339_format(clk_wall(&fake) + MIN, ts, sizeof(ts));
+	snprintf(body, sizeof(body),
+		 "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPlan\":\"%s/1\",\"nodeGroup\":\"g\","
+		 "\"nodesRequested\":\"3\",\"targetSizeBefore\":\"0\",\"nodesReadyDeadline\":\"%s\","
+		 "\"scaleUpPhase\":\"rolling-back\",\"provreqd.io/instances-before\":\"h1:\"}}}",
+		 job_uid(), ts);
+	CU_ASSERT_EQUAL_FATAL(patch_json(JOB_STATUS, body), 0);
+	for(i = 0; i < 4; i++) {
+		pass();
+		a_finish_deletes();
+		clk_fake_advance(&fake, 10 * SEC);
+	}
+	CU_ASSERT_EQUAL(ac.deletes, 0);
+	CU_ASSERT_EQUAL(ac.decreases, 0);
+	CU_ASSERT_EQUAL(a_live(), 3);
+	CU_ASSERT_EQUAL(ac.target, 3);
+	CU_ASSERT_TRUE(has_event("a", PR_R_PLAN_REFUSED));
+	CU_ASSERT_PTR_NOT_NULL(strstr(event_message("a", PR_R_PLAN_REFUSED), "carries no seal"));
+	CU_ASSERT_TRUE(refused_total("missing") > before);
+	stop_async();
+}
+
+/* Failover still works: a plan one replica recorded (sealed with the key
+ * every replica reads from the same Secret) is adopted by a second
+ * replica, which carries it on instead of scaling up again. Broken
+ * controllers caught: one that seals nothing (or with a key of its own),
+ * one that refuses a genuine record. */
+static void test_sealed_plan_adopted_by_replica(void)
+{
+	state_db *db2 = NULL;
+	pr_ctl *ctl2;
+	prd_err e;
+	state_intent *in = NULL;
+	size_t n = 0;
+	char seal[200];
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	snprintf(seal, sizeof(seal), "%s", detail_of("a", "job", PR_DETAIL_PLAN_SEAL));
+	CU_ASSERT_EQUAL(strncmp(seal, "v1.", 3), 0);
+	a_create(2, 0);
+	ctl2 = replica2(&db2, "sealed-adopt");
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_EQUAL(state_intent_list_open(db2, &in, &n, NULL), 0);
+	CU_ASSERT_EQUAL(n, 1);
+	state_intent_list_free(in, n);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_FALSE(has_event("a", PR_R_PLAN_REFUSED));
+	/* Its Nodes register: the second replica ends the plan. */
+	a_register(2);
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	/* Every write of the record carried its seal anew (the phase moved). */
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", PR_DETAIL_PHASE), "done");
+	CU_ASSERT_STRING_NOT_EQUAL(detail_of("a", "job", PR_DETAIL_PLAN_SEAL), seal);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
+/* A genuine record with one field changed: the phase moved to
+ * rolling-back by someone else. Broken controllers caught: one that leaves
+ * the phase out of the seal (the plan's instances, made for the request,
+ * deleted on that word), and one that believes it when the replica that
+ * runs the plan begins a term (catch_up). */
+static void test_sealed_plan_phase_changed_refused(void)
+{
+	state_db *db2 = NULL;
+	pr_ctl *ctl2;
+	prd_err e;
+	state_intent it;
+	char plan0[200];
+	double before = refused_total("wrong");
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	a_register(1);
+	pass();
+	snprintf(plan0, sizeof(plan0), "%s#0", detail_of("a", "job", PR_DETAIL_PLAN));
+	CU_ASSERT_EQUAL_FATAL(patch_json(JOB_STATUS,
+					 "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPhase\":\"rolling-back\"}}}"),
+			      0);
+	/* A new replica refuses to adopt it. */
+	ctl2 = replica2(&db2, "sealed-phase");
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	if(state_intent_get(db2, plan0, &it, &e) != PRD_ENOTFOUND) {
+		CU_FAIL("the record was adopted");
+		state_intent_clear(&it);
+	}
+	CU_ASSERT_EQUAL(ac.deletes + ac.decreases, 0);
+	CU_ASSERT_EQUAL(a_live(), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(event_message("a", PR_R_PLAN_REFUSED), "does not match"));
+	CU_ASSERT_TRUE(refused_total("wrong") > before);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	/* The replica that runs the plan begins a new term (its first pass
+	 * after taking the lease again): the status does not move its plan. */
+	CU_ASSERT_EQUAL_FATAL(patch_json(JOB_STATUS,
+					 "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPhase\":\"rolling-back\"}}}"),
+			      0);
+	pr_ctl_rebuild_from_api(ctl);
+	pr_ctl_set_term(ctl, "provreqd", "one", 3);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.deletes + ac.decreases, 0);
+	CU_ASSERT_EQUAL(a_live(), 2);
+	CU_ASSERT_EQUAL_FATAL(state_intent_get(db, plan0, &it, &e), 0);
+	CU_ASSERT_NOT_EQUAL(it.phase, STATE_PHASE_ROLLING_BACK);
+	CU_ASSERT_NOT_EQUAL(it.phase, STATE_PHASE_ROLLED_BACK);
+	state_intent_clear(&it);
+	stop_async();
+}
+
+/* A plan recorded by a provreqd from before plan seals (no seal key) is
+ * not adopted, and the Event says why in words an operator can act on.
+ * Broken controller caught: one that adopts unsealed records "for
+ * compatibility" (a forger then only has to leave the seal out). */
+static void test_unsealed_plan_from_before_refused(void)
+{
+	state_db *db2 = NULL;
+	pr_ctl *ctl2;
+	prd_err e;
+	state_intent it;
+	char plan0[200];
+	double before = refused_total("missing");
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	a_create(2, 0);
+	snprintf(plan0, sizeof(plan0), "%s#0", detail_of("a", "job", PR_DETAIL_PLAN));
+	CU_ASSERT_EQUAL_FATAL(patch_json(JOB_STATUS,
+					 "{\"status\":{\"provisioningClassDetails\":{\"provreqd.io/plan-seal\":null}}}"),
+			      0);
+	ctl2 = replica2(&db2, "unsealed");
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	if(state_intent_get(db2, plan0, &it, &e) != PRD_ENOTFOUND) {
+		CU_FAIL("the record was adopted");
+		state_intent_clear(&it);
+	}
+	CU_ASSERT_EQUAL(ac.deletes + ac.decreases, 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(event_message("a", PR_R_PLAN_REFUSED), "was not adopted: it carries no seal"));
+	CU_ASSERT_TRUE(refused_total("missing") > before);
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
+/* A kube_api over the memapi in which another replica creates the plan
+ * key's Secret between this one's GET (404) and its POST, once armed. */
+static bool key_race_armed;
+static int key_racing_api(void *ud, const char *method, const char *path, const char *ct, const char *body,
+			  size_t len, long *status, char **resp, size_t *resp_len)
+{
+	if(key_race_armed && !strcmp(method, "POST") && strstr(path, "/secrets")) {
+		key_race_armed = false;
+		post("/api/v1/namespaces/race/secrets",
+		     "metadata: {name: provreqd-plan-key}\ndata: {key: \"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"}\n");
+	}
+	return memapi_request(ud, method, path, ct, body, len, status, resp, resp_len);
+}
+
+/* The plan key: made once with 32 random bytes, then read by every
+ * replica; a replica that loses the race to create it reads the winner's
+ * (never overwrites it); a Secret whose key is not 32 bytes is refused.
+ * Broken loaders caught: one that overwrites (two replicas with two keys
+ * would refuse each other's plans), one that takes a short key. */
+static void test_plan_key_load(void)
+{
+	uint8_t k1[32], k2[32], want[32];
+	kube_api racing;
+	bool created = false;
+	prd_err e;
+	size_t i;
+	start(NULL, NULL);
+	CU_ASSERT_EQUAL(pr_plan_key_load(&api, "keys", k1, &created, &e), 0);
+	CU_ASSERT_TRUE(created);
+	CU_ASSERT_EQUAL(pr_plan_key_load(&api, "keys", k2, &created, &e), 0);
+	CU_ASSERT_FALSE(created);
+	CU_ASSERT_EQUAL(memcmp(k1, k2, 32), 0);
+	/* The race: the other replica's key wins. */
+	racing = api;
+	racing.request = key_racing_api;
+	key_race_armed = true;
+	CU_ASSERT_EQUAL(pr_plan_key_load(&racing, "race", k2, &created, &e), 0);
+	CU_ASSERT_FALSE(created);
+	for(i = 0; i < 32; i++)
+		want[i] = (uint8_t)i;
+	CU_ASSERT_EQUAL(memcmp(k2, want, 32), 0);
+	post("/api/v1/namespaces/short/secrets", "metadata: {name: provreqd-plan-key}\ndata: {key: \"AAECAw==\"}\n");
+	CU_ASSERT_EQUAL(pr_plan_key_load(&api, "short", k2, &created, &e), PRD_ECORRUPT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "not 32 bytes"));
+	stop();
+}
+
+/* provreqd never vouches for what someone else wrote: a genuine record
+ * whose "instances before" was emptied, then a write by the replica that
+ * runs the plan that changes only its term. Broken controller caught: one
+ * that seals the record as the status holds it (the forged field with
+ * it), which a second replica then adopts. */
+static void test_forged_field_not_resealed(void)
+{
+	state_db *db2 = NULL;
+	pr_ctl *ctl2;
+	prd_err e;
+	state_intent it;
+	char plan0[200];
+	start_async(NULL);
+	/* One instance there before the plan: the record knows it. */
+	ac.target = 1;
+	a_create(1, 0);
+	a_register(1);
+	pass();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 6, NULL);
+	pass();
+	CU_ASSERT_STRING_NOT_EQUAL(detail_of("a", "job", PR_DETAIL_KNOWN), "h1:");
+	a_create(2, 0);
+	snprintf(plan0, sizeof(plan0), "%s#0", detail_of("a", "job", PR_DETAIL_PLAN));
+	CU_ASSERT_EQUAL_FATAL(
+		patch_json(JOB_STATUS,
+			   "{\"status\":{\"provisioningClassDetails\":{\"provreqd.io/instances-before\":\"h1:\"}}}"),
+		0);
+	/* The replica that runs the plan writes its term into the record. */
+	pr_ctl_set_term(ctl, "provreqd", "one", 7);
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", PR_DETAIL_TERM), "one#7");
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", PR_DETAIL_PLAN_SEAL), "-");
+	ctl2 = replica2(&db2, "resealed");
+	clk_fake_advance(&fake, 5 * SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	if(state_intent_get(db2, plan0, &it, &e) != PRD_ENOTFOUND) {
+		CU_FAIL("the record was adopted");
+		state_intent_clear(&it);
+	}
+	CU_ASSERT_TRUE(has_event("a", PR_R_PLAN_REFUSED));
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop_async();
+}
+
+/* The cloud is asked too, whatever the seal: a record (here sealed with
+ * the right key, as a leaked key or a bug would allow) whose ownership rule
+ * proves less than the group's driver offers - "new since the plan" on a
+ * cloud that marks what each plan makes - is refused. Broken controller
+ * caught: one that trusts the seal alone (the three instances another
+ * actor made, with no owner mark, deleted as "not known before"). */
+static void test_weaker_ownership_refused(void)
+{
+	char ts[64], seal[PR_PLAN_SEAL_MAX], body[1600];
+	const char *vals[PR_PLAN_SEAL_NFIELDS] = { NULL };
+	uint8_t key[32];
+	prd_err e;
+	double before = refused_total("ownership");
+	int i;
+	start_marks();
+	a_create_foreign(3);
+	a_register(3);
+	pass();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, "{noRetry: \"true\"}");
+	CU_ASSERT_EQUAL_FATAL(pr_plan_key_load(&api, "provreqd", key, NULL, &e), 0);
+	rfc3339_format(clk_wall(&fake) + MIN, ts, sizeof(ts));
+	{
+		char plan[200];
+		snprintf(plan, sizeof(plan), "%s/1", job_uid());
+		vals[0] = plan;          /* scaleUpPlan */
+		vals[1] = "g";           /* nodeGroup */
+		vals[2] = "3";           /* nodesRequested */
+		vals[3] = "0";           /* targetSizeBefore */
+		vals[4] = ts;            /* nodesReadyDeadline */
+		vals[5] = "rolling-back";
+		vals[6] = "h1:";         /* provreqd.io/instances-before */
+		CU_ASSERT_FATAL(pr_plan_seal(key, job_uid(), vals, seal));
+		snprintf(body, sizeof(body),
+			 "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPlan\":\"%s\",\"nodeGroup\":\"g\","
+			 "\"nodesRequested\":\"3\",\"targetSizeBefore\":\"0\",\"nodesReadyDeadline\":\"%s\","
+			 "\"scaleUpPhase\":\"rolling-back\",\"provreqd.io/instances-before\":\"h1:\","
+			 "\"provreqd.io/plan-seal\":\"%s\"}}}",
+			 plan, ts, seal);
+	}
+	CU_ASSERT_EQUAL_FATAL(patch_json(JOB_STATUS, body), 0);
+	for(i = 0; i < 4; i++) {
+		pass();
+		a_finish_deletes();
+		clk_fake_advance(&fake, 10 * SEC);
+	}
+	CU_ASSERT_EQUAL(ac.deletes + ac.decreases, 0);
+	CU_ASSERT_EQUAL(a_live(), 3);
+	CU_ASSERT_PTR_NOT_NULL(strstr(event_message("a", PR_R_PLAN_REFUSED), "proves less than"));
+	CU_ASSERT_TRUE(refused_total("ownership") > before);
 	stop_async();
 }
 
@@ -4748,6 +5187,7 @@ static void test_gc_deletes_only_the_finished_request(void)
 	wrapped.request = recreating_api;
 	wrapped.ud = m;
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &wrapped, db, NULL, &ctl, &e), 0);
+	use_plan_key(ctl);
 	clk_fake_advance(&fake, 7 * 24 * 60 * MIN + SEC);
 	gc_recreate_path = "/apis/autoscaling.x-k8s.io/v1/namespaces/gc/provisioningrequests/job";
 	pass();
@@ -4841,6 +5281,7 @@ static void test_ledger_other_shards_entry_after_rebuild(void)
 	snprintf(patha, sizeof(patha), "%s/ledger-shard-a-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(patha, &fake, &sc, &dba, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&ca, &fake, &api, dba, NULL, &ctla, &e), 0);
+	use_plan_key(ctla);
 	add_node("n1", "4", NULL);
 	add_template("t", "three", "3");
 	add_pr("t", "a-job", PR_CLASS_CHECK, "three", 1, "{processorInstance: shard-a}");
@@ -4890,6 +5331,7 @@ static void test_shards_respect_each_others_bookings(void)
 	snprintf(patha, sizeof(patha), "%s/shard-a-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(patha, &fake, &sc, &dba, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&ca, &fake, &api, dba, NULL, &ctla, &e), 0);
+	use_plan_key(ctla);
 	for(i = 1; i <= 3; i++) {
 		char name[16];
 		snprintf(name, sizeof(name), "n%d", i);
@@ -4966,6 +5408,7 @@ static void test_shards_keep_off_each_others_groups(void)
 	snprintf(pathb, sizeof(pathb), "%s/shard-b-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(pathb, &fake, &sc, &dbb, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cb, &fake, &api, dbb, &drivers, &ctlb, &e), 0);
+	use_plan_key(ctlb);
 	add_template("a", "two", "2");
 	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
 	add_pr("a", "a-job", PR_CLASS_ATOMIC, "two", 4, "{processorInstance: shard-a}");
@@ -5023,6 +5466,7 @@ static void test_shards_agree_who_goes_first(void)
 	snprintf(pathb, sizeof(pathb), "%s/race-b-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(pathb, &fake, &sc, &dbb, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cb, &fake, &api, dbb, NULL, &ctlb, &e), 0);
+	use_plan_key(ctlb);
 	add_node("n1", "4", NULL);
 	add_node("n2", "4", NULL);
 	add_template("r", "three", "3");
@@ -5077,6 +5521,7 @@ static void test_scale_down_keeps_other_shards_bookings(void)
 	snprintf(pathb, sizeof(pathb), "%s/sd-b-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(pathb, &fake, &sc, &dbb, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cb, &fake, &api, dbb, NULL, &ctlb, &e), 0);
+	use_plan_key(ctlb);
 	add_template("s", "two", "2");
 	add_pr("s", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
 	pass();
@@ -5178,7 +5623,7 @@ static void test_unadopted_rollback_holds_its_nodes(void)
 	a_create(2, 0);
 	a_register(2);
 	/* The leader decided to roll the plan back, said so, and died. */
-	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+	CU_ASSERT_EQUAL(patch_sealed("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
 				   "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPhase\":\"rolling-back\"}}}"),
 			0);
 	ctl2 = replica2(&db2, "replica-unadopted-rollback");
@@ -5323,7 +5768,7 @@ static void test_carried_on_plan_drops_own_unwritten_end(void)
 	state_booking_list_free(b, nb);
 	/* Another leader took the plan over (its term in the status); the
 	 * plan's new Node went NotReady since. */
-	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+	CU_ASSERT_EQUAL(patch_sealed("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
 				   "{\"status\":{\"provisioningClassDetails\":{\"provreqd.io/leader-term\":\"B#1\"}}}"),
 			0);
 	{
@@ -5414,7 +5859,7 @@ static void test_plan_ended_by_a_late_write_is_followed(void)
 	pass();
 	CU_ASSERT_EQUAL(open_plans(), 1);
 	/* The late write of the former leader: the plan is done. */
-	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
+	CU_ASSERT_EQUAL(patch_sealed("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status",
 				   "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPhase\":\"done\"}}}"),
 			0);
 	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
@@ -5466,6 +5911,13 @@ static const test_case cases[] = {
 	{ "async cloud: crash before the call starts over", test_async_crash_before_the_call_starts_over },
 	{ "deleted booking released; failover keeps state", test_deleted_booking_and_failover_state },
 	{ "shards do not adopt", test_shards_do_not_adopt },
+	{ "forged status: a rolling-back plan record deletes nothing", test_forged_rollback_deletes_nothing },
+	{ "forged status: a sealed plan is adopted by another replica", test_sealed_plan_adopted_by_replica },
+	{ "forged status: a sealed plan whose phase was changed is refused", test_sealed_plan_phase_changed_refused },
+	{ "forged status: a plan from before seals is refused", test_unsealed_plan_from_before_refused },
+	{ "forged status: a changed field is never sealed by provreqd", test_forged_field_not_resealed },
+	{ "forged status: the plan key is made once and shared", test_plan_key_load },
+	{ "forged status: an ownership rule weaker than the driver's is refused", test_weaker_ownership_refused },
 	{ "shards respect each other's bookings", test_shards_respect_each_others_bookings },
 	{ "shards keep off each other's node groups", test_shards_keep_off_each_others_groups },
 	{ "shards agree which of two racing requests goes first", test_shards_agree_who_goes_first },

@@ -46,6 +46,18 @@ static const char shapes_cfg[] =
 	"    maxSize: 10\n"
 	"%s";
 
+
+/* The plan key, as `provreqd run` has it (pr_plan_key_load): read from,
+ * or created in, the Secret in provreqd's namespace of the test's API, so
+ * every replica of a test shares it. */
+static void use_plan_key(pr_ctl *c)
+{
+	uint8_t key[32];
+	prd_err e;
+	CU_ASSERT_EQUAL_FATAL(pr_plan_key_load(&api, "provreqd", key, NULL, &e), 0);
+	pr_ctl_set_plan_key(c, key, sizeof(key));
+}
+
 static void post(const char *path, const char *yaml)
 {
 	json_object *o;
@@ -89,6 +101,7 @@ static void start(const char *extra_cfg, const char *expander, bool nap, size_t 
 	cfg.res_limits = limits;
 	cfg.nres_limits = nlimits;
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	use_plan_key(ctl);
 }
 
 static void stop(void)
@@ -505,6 +518,7 @@ static void test_new_leader_adopts_plan_before_its_group(void)
 	snprintf(path2, sizeof(path2), "%s/nap-leader2-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, &db2, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db2, &drivers, &ctl2, &e), 0);
+	use_plan_key(ctl2);
 	for(i = 0; i < 5 && strcmp(cond("wide", "Provisioned", NULL), "True/CapacityIsProvisioned"); i++) {
 		clk_fake_advance(&fake, SEC);
 		CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
@@ -543,6 +557,7 @@ static pr_ctl *leader2(state_db **db2)
 	snprintf(path2, sizeof(path2), "%s/nap-leader2-%d.db", test_tmpdir(), rand());
 	CU_ASSERT_EQUAL_FATAL(state_open(path2, &fake, &sc, db2, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, *db2, &drivers, &c2, &e), 0);
+	use_plan_key(c2);
 	return c2;
 }
 
@@ -700,6 +715,7 @@ static void test_group_limit(void)
 	cfg.nap = true;
 	cfg.nap_max_groups = 0;
 	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	use_plan_key(ctl);
 	add_template("wide", "12", NULL);
 	add_pr("wide", "wide", 1, NULL);
 	passes(2, SEC);

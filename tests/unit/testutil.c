@@ -43,7 +43,7 @@ const char *test_srcpath(const char *rel)
 int test_run(const char *suite_name, const test_case *cases)
 {
 	CU_pSuite suite;
-	const char *to = getenv("PRD_TEST_TIMEOUT");
+	const char *to = getenv("PRD_TEST_TIMEOUT"), *only = getenv("PRD_TEST_ONLY");
 	unsigned failed, run;
 	int i;
 
@@ -54,7 +54,7 @@ int test_run(const char *suite_name, const test_case *cases)
 	if(!suite)
 		goto hard;
 	for(i = 0; cases[i].name; i++)
-		if(!CU_add_test(suite, cases[i].name, cases[i].fn))
+		if((!only || !only[0] || strstr(cases[i].name, only)) && !CU_add_test(suite, cases[i].name, cases[i].fn))
 			goto hard;
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	if(CU_basic_run_tests() != CUE_SUCCESS)

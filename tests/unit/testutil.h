@@ -12,7 +12,8 @@ typedef struct test_case {
 } test_case;
 
 /* Run one suite of cases; returns the process exit code. The process is
- * killed by SIGALRM after `PRD_TEST_TIMEOUT` seconds (default 300). */
+ * killed by SIGALRM after `PRD_TEST_TIMEOUT` seconds (default 300). With
+ * `PRD_TEST_ONLY` set, only the cases whose name contains it run. */
 int test_run(const char *suite, const test_case *cases);
 
 /* Path of a file under the source tree's tests/ directory (static buffer). */
