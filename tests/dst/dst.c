@@ -30,7 +30,24 @@
  *    requests of both classes for each shard;
  *  - an outside actor (cluster-autoscaler, MachineHealthChecks) scaling
  *    the same groups and replacing its instances, without owner tokens;
- *  - placeholder instance ids that change when the provider assigns one.
+ *  - placeholder instance ids that change when the provider assigns one;
+ *  - booking races (booking_race): a leader's status write that books
+ *    room stalls on its way while the other shard, or the replica that
+ *    takes its lease, books room on the same nodes.
+ *
+ * What it does not simulate yet (issue 37): the shipped drivers. The cloud
+ * is abstract (cloud.c: conditional writes, owner marks, creation times
+ * and fencing all at once, which no shipped driver has together), and the
+ * lease is a model (replica.c), not src/kube/lease.c. The production lease
+ * code can be stepped without its thread (kube_lease_step) on an injected
+ * clock, but it speaks only through a kube_client, which is libcurl over
+ * HTTP: there is no in-process transport to put the in-memory API behind
+ * it, so driving it here needs either a loopback HTTP server thread in
+ * front of memapi (as test_kube_lease.c does), which would put a second
+ * thread and a socket into every seed and take its calls out of reach of
+ * the crash and stall points, or a transport hook in kube_client. A
+ * restarted replica here still gets a new identity (HOLDER_DEAD) where a
+ * real pod keeps its POD_NAME.
  *
  * After every step (and inside stalls) the oracle (oracle.c) checks, from
  * the cloud's own record of every instance and from the API (the plans the
