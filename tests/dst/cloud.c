@@ -13,11 +13,11 @@
  * the outside actor, or nobody: there at the start), the owner token the
  * call passed, the plan it is of and whether the caller's lease was valid
  * when the call took effect. The oracle judges from that record. A call
- * through an entry point without an owner token (increase_size, and
- * deletes, which have none in the ABI) is attributed to the plan the caller
- * was carrying out on that group: its intent in phase increasing of that
- * delta (oracle.c, caller_increasing), or for a delete the intents it is
- * rolling back, when it called: what a token would have said. */
+ * through an entry point without an owner token (increase_size) is
+ * attributed to the plan the API shows open on that group for the caller's
+ * shard, of that delta (oracle.c, api_increasing): what a token would have
+ * said. A delete is judged by what the API shows of the deleted
+ * instance's plan when it takes effect (oracle.c, judge_delete). */
 #include "config.h"
 #include "dst.h"
 
@@ -126,7 +126,8 @@ static void list_one(prd_cloud_instance *o, const inst *x)
 											 : "InternalError");
 		o->error_message = strdup("simulated instance failure");
 	}
-	o->owner = x->owner[0] ? strdup(x->owner) : NULL;
+	/* --no-owner-marks: a cloud that takes the marks and loses them. */
+	o->owner = x->owner[0] && !dst.no_marks ? strdup(x->owner) : NULL;
 	o->created_ns = x->created_ns;
 }
 
@@ -296,7 +297,7 @@ static int increase(replica *r, const char *gid, int32_t d, int32_t expected, co
 	if(owner)
 		snprintf(plan, sizeof(plan), "%s", owner);
 	else
-		caller_increasing(r, g->id, d, plan, sizeof(plan));
+		api_increasing(r, g->id, d, plan, sizeof(plan));
 	ok = lease_valid(r);
 	ambiguous = dst.faults && pct(dst.p_ambiguous);
 	g->target += d;

@@ -30,13 +30,30 @@
  *    requests of both classes for each shard;
  *  - an outside actor (cluster-autoscaler, MachineHealthChecks) scaling
  *    the same groups and replacing its instances, without owner tokens;
- *  - placeholder instance ids that change when the provider assigns one.
+ *  - placeholder instance ids that change when the provider assigns one;
+ *  - booking races (booking_race): a leader's status write that books
+ *    room stalls on its way while the other shard, or the replica that
+ *    takes its lease, books room on the same nodes.
+ *
+ * What it does not simulate yet (issue 37): the shipped drivers. The cloud
+ * is abstract (cloud.c: conditional writes, owner marks, creation times
+ * and fencing all at once, which no shipped driver has together), and the
+ * lease is a model (replica.c), not src/kube/lease.c. The production lease
+ * code can be stepped without its thread (kube_lease_step) on an injected
+ * clock, but it speaks only through a kube_client, which is libcurl over
+ * HTTP: there is no in-process transport to put the in-memory API behind
+ * it, so driving it here needs either a loopback HTTP server thread in
+ * front of memapi (as test_kube_lease.c does), which would put a second
+ * thread and a socket into every seed and take its calls out of reach of
+ * the crash and stall points, or a transport hook in kube_client. A
+ * restarted replica here still gets a new identity (HOLDER_DEAD) where a
+ * real pod keeps its POD_NAME.
  *
  * After every step (and inside stalls) the oracle (oracle.c) checks, from
  * the cloud's own record of every instance and from the API (the plans the
  * requests' statuses name), never from a controller's store (a call
- * without an owner token is attributed to the plan its caller was
- * carrying out; see cloud.c):
+ * without an owner token is attributed to the plan the API shows open on
+ * that group for the caller's shard; see cloud.c):
  *  (i)    every instance a replica made is of a plan the API recorded
  *         first and had not ended, and no plan holds more than its delta;
  *  (ii)   a plan rolled back holds none of its instances;
@@ -45,9 +62,11 @@
  *  (vi)   a call that took effect after the caller's lease had expired made
  *         nothing beyond what one open plan asked for (per owner token),
  *         and nothing a plan that ended leaves behind;
- *  (vii)  provreqd deletes (or cancels) only instances of a plan it is
- *         rolling back: never the outside actor's, those there at the
- *         start, another plan's or a plan's that succeeded;
+ *  (vii)  provreqd deletes (or cancels) only instances of a plan the API
+ *         shows rolling back (or rolled back, replaced, its request
+ *         deleted or being deleted) when the delete takes effect, or a
+ *         plan's surplus beyond its delta: never the outside actor's,
+ *         those there at the start, or a succeeded plan's;
  *  (viii) the pods booked on a node by all Provisioned, unexpired requests
  *         (their provisioningClassDetails) fit its allocatable CPU, across
  *         shards;
@@ -55,12 +74,12 @@
  *  (ii)   every plan that succeeded holds exactly its delta of its own
  *         instances, every other none; every group's target is its size;
  *  (iv)   every plan the API showed has ended (done or rolled back, or a
- *         later plan of its request replaced it), and the leaders' stores
- *         hold no open plan.
+ *         later plan of its request replaced it).
  * A seed stops at its first violation.
  *
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
- *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--skip vi,viii]
+ *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger]
+ *            [--no-term] [--no-owner-marks] [--nap] [--skip vi,viii]
  * 1000 seeds by default, what make check runs (DST_SEEDS=N and
  * DST_ACTORS=mode override);
  * mixed runs every fifth seed in the single-controller mode, the others
@@ -68,7 +87,10 @@
  * (no second shard, no outside actor, no placeholder ids), to look at
  * failover alone. --unfenced makes every fence say yes, to show that
  * the oracle catches a controller that does not fence itself;
- * --no-ledger runs several actors without the booking ledger; --skip
+ * --no-ledger runs several actors without the booking ledger; --no-term
+ * keeps each replica's own fence but fences no group with its term (a
+ * stalled leader's late call is then taken); --no-owner-marks gives a
+ * cloud that claims owner marks and lists none; --skip
  * leaves the invariants named out (to see what else fails while one is
  * being fixed: only a seed's first violation is reported). Seeds run
  * in batches of 500 in child processes, J at a time. Every replica loads
@@ -257,6 +279,24 @@ void create_request(void)
 	vlog("create request %s%s", name, params[0] ? " for shard-b" : "");
 }
 
+/* A check-capacity request for `shard` (NULL the default): what books the
+ * room on existing nodes that another instance is booking (replica.c, a
+ * stall inside a status write that books). */
+void create_check_request(const char *shard)
+{
+	char y[512], name[16], params[80] = "";
+	snprintf(name, sizeof(name), "r%d", dst.nreq++);
+	if(shard)
+		snprintf(params, sizeof(params), "  parameters: {processorInstance: %s}\n", shard);
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s}\nspec:\n  provisioningClassName: " CLASS_CHECK "\n%s"
+		 "  podSets: [{podTemplateRef: {name: small}, count: %d}]\n",
+		 name, params, (int)rnd_in(1, 4));
+	if(post(PR_PATH, y) == 0 && dst.nlive < MAXREQ)
+		snprintf(dst.live[dst.nlive++], sizeof(dst.live[0]), "%s", name);
+	vlog("create check-capacity request %s%s", name, shard ? " for shard-b" : "");
+}
+
 void delete_request(void)
 {
 	char path[256];
@@ -331,6 +371,11 @@ static void setup_plan_key(int64_t seed)
 /* --no-ledger: the replicas run without the booking ledger (ledger.c), to
  * show what it prevents (a late booking landing over another instance's). */
 static bool no_ledger;
+/* --no-term: the replicas fence themselves by their lease, but fence no
+ * group with a term (the term rule gone); --no-owner-marks: the cloud
+ * claims owner marks and its listings carry none. Each shows what the
+ * mechanism prevents. */
+static bool no_term, no_marks;
 /* --nap: auto-provisioning in the modes with several actors too. */
 static bool nap_multi;
 
@@ -372,6 +417,8 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.multi = actors >= 2 || (actors == 0 && seed % 5 != 0);
 	dst.shards = dst.multi && actors != 3;
 	dst.unfenced = unfenced;
+	dst.no_term = no_term;
+	dst.no_marks = no_marks;
 	dst.dir = dir;
 	dst.g[0].id = "ga";
 	dst.g[0].exists = dst.g[1].exists = true;
@@ -480,10 +527,26 @@ static void stall_step(void)
 		if(r->leading)
 			replica_pass(r);
 	} else if(r->leading) {
-		r->stall_at = pct(70) ? -1 : rnd_in(1, 8);
+		int k = (int)rnd_in(0, 9);
+		r->stall_at = k < 4 ? STALL_BOOKING : k < 8 ? STALL_MUTATING : rnd_in(1, 8);
 		r->stall_ns = ns;
 		replica_pass(r);
 	}
+}
+
+/* Two instances book the same room: a leader books a new check-capacity
+ * request and its status write stalls on the way (replica.c), while the
+ * other shard, or the replica that takes its lease, books another. What
+ * the booking ledger (ledger.c) is for. */
+static void booking_race(void)
+{
+	replica *r = pick_leader();
+	if(!r || dst.nlive >= 8)
+		return;
+	create_check_request(r->shard);
+	r->stall_at = STALL_BOOKING;
+	r->stall_ns = rnd_in(5, 60) * SEC;
+	replica_pass(r);
 }
 
 static void multi_step(void)
@@ -512,6 +575,8 @@ static void multi_step(void)
 		replica_snapshot(r);
 	else if(k < 90)
 		r->renew_fail_until = now_ns() + rnd_in(5, 25) * SEC;
+	else if(k < 94)
+		booking_race();
 	else
 		pass_step(0);
 }
@@ -675,12 +740,15 @@ static int run_batches(const run_opts *o)
 static int selftest(const char *dir)
 {
 	const char *what = NULL;
+	bool marks_lost = no_marks;
+	no_marks = false; /* the cloud as built, not as --no-owner-marks breaks it */
 	if(setup_seed(0, 1, false, dir) == 0)
 		what = cloud_selftest(&dst.r[0]);
 	else
 		what = "cannot set up a world";
 	teardown_seed();
 	metrics_shutdown();
+	no_marks = marks_lost;
 	dst.violations = 0;
 	if(what)
 		fprintf(stderr, "dst: the simulated cloud is broken: %s\n", what);
@@ -690,7 +758,8 @@ static int selftest(const char *dir)
 static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
-			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--nap] [--skip vi,viii]\n");
+			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--no-term] [--no-owner-marks] "
+			"[--nap] [--skip vi,viii]\n");
 	return 2;
 }
 
@@ -730,6 +799,10 @@ int main(int argc, char **argv)
 			o.unfenced = true;
 		else if(!strcmp(argv[a], "--no-ledger"))
 			no_ledger = true;
+		else if(!strcmp(argv[a], "--no-term"))
+			no_term = true;
+		else if(!strcmp(argv[a], "--no-owner-marks"))
+			no_marks = true;
 		else if(!strcmp(argv[a], "--nap"))
 			nap_multi = true;
 		else if(!strcmp(argv[a], "-v"))
@@ -746,9 +819,10 @@ int main(int argc, char **argv)
 		o.actors = !strcmp(v, "single") ? 1 : !strcmp(v, "multi") ? 2 : !strcmp(v, "replicas") ? 3 : 0;
 	}
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
-	snprintf(flags, sizeof(flags), "%s%s%s%s%s%.*s",
+	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%.*s",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
-		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", nap_multi ? " --nap" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
+		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", no_term ? " --no-term" : "",
+		 no_marks ? " --no-owner-marks" : "", nap_multi ? " --nap" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
 		 skip[0] ? skip + 1 : "");
 	mode_flags = flags;
 	log_setup(dst.verbose ? PRD_LOG_INFO : PRD_LOG_ERROR, PRD_LOG_TEXT, dst.verbose ? stderr : devnull);

@@ -55,6 +55,11 @@
 #define HOLDER_NONE (-1)
 #define HOLDER_DEAD (-2)
 
+/* A stall inside a call (replica.stall_at) waiting for the first call that
+ * changes the cloud, or for the first status write that books room. */
+#define STALL_MUTATING (-1)
+#define STALL_BOOKING (-2)
+
 typedef struct inst {
 	char id[48];          /* what instances() reports: a placeholder until the provider assigns `provider` */
 	char provider[48];
@@ -100,7 +105,7 @@ typedef struct replica {
 	char snappath[520];   /* an older copy of its state file */
 	bool has_snap;
 	state_db *db;
-	sqlite3 *ro;          /* the harness's view of its store (attribution only) */
+	sqlite3 *ro;          /* the harness's view of its store: snapshots and -v dumps, never the oracle */
 	pr_ctl *ctl;
 	pr_config cfg;
 	jmp_buf jb;           /* a crash inside its pass lands here */
@@ -108,7 +113,7 @@ typedef struct replica {
 	int64_t calls;        /* external calls in the current pass */
 	int64_t crash_at;     /* crash at this call of the pass (0 = no) */
 	bool crash_after;     /* ... after it took effect */
-	int64_t stall_at;     /* stall at this call of the pass (0 = no, -1 = the first that changes the cloud) */
+	int64_t stall_at;     /* stall at this call of the pass (0 = no, or STALL_MUTATING, STALL_BOOKING) */
 	int64_t stall_ns;
 	bool leading;         /* what its lease loop last told it */
 	bool frozen;          /* stalled: does nothing until the stall ends */
@@ -143,6 +148,8 @@ typedef struct dst_sim {
 	bool multi;           /* several replicas (else the single controller of old) */
 	bool shards;          /* ... and a second shard, the outside actor, placeholder ids */
 	bool unfenced;        /* the fence always says yes (shows that the oracle catches it) */
+	bool no_term;         /* --no-term: the fence works, but no term reaches the cloud */
+	bool no_marks;        /* --no-owner-marks: the cloud claims owner marks and lists none */
 	bool placeholders;    /* new instances may have a placeholder id first */
 	bool faults;
 	bool nap;             /* auto-provisioning on (single mode): requests no group can serve */
@@ -191,6 +198,7 @@ void vlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int post(const char *path, const char *yaml);
 void create_request(void);
+void create_check_request(const char *shard);
 void delete_request(void);
 
 /* cloud.c */
@@ -232,8 +240,7 @@ plan_rec *ledger_find(const char *token);
 void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d, bool lease_ok, bool fenced);
 void judge_delete(const replica *r, const grp *g, const inst *x, const char *how);
 void judge_create(const replica *r, const grp *g);
-bool caller_plan(const replica *r, const char *group, const char *phase, const char *want, char *out, size_t len);
-bool caller_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len);
+bool api_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len);
 void check(bool final);
 void room_lost(const char *node);
 bool settled(void);

@@ -1,6 +1,7 @@
 /* The DST's oracle: invariants judged from the cloud's own record of every
  * instance (cloud.c) and from the in-memory API, never from a controller's
- * state store, which a stale or lost file can make say anything.
+ * state store, which a stale or lost file can make say anything, and which
+ * is the controller's own word.
  *
  * The ledger holds every plan the API has shown: a request's
  * provisioningClassDetails name its plan (scaleUpPlan), the groups and
@@ -8,9 +9,10 @@
  * written there before the cloud is called. The ledger remembers what the
  * API showed after the request moved on to a later plan or vanished.
  *
- * The one use of a store is the cloud's attribution of calls that carry no
- * owner token (cloud.c), and the liveness check (iv) on the leaders' stores
- * once everything settled. */
+ * A call without an owner token (increase_size) is attributed to the plan
+ * the API shows open on that group for the caller's shard (api_increasing);
+ * a delete is allowed by what the API shows of the instance's plan when it
+ * takes effect (judge_delete). No replica's store is opened here. */
 #include "config.h"
 #include "dst.h"
 #include "util/rfc3339.h"
@@ -260,73 +262,96 @@ void judge_create(const replica *r, const grp *g)
 			  g->id, g->owner, p->req, p->phase);
 }
 
-/* Does replica r's store have an intent on `group` in `phase` (with the
- * token `want`, when given)? The newest one's token goes to out. */
-bool caller_plan(const replica *r, const char *group, const char *phase, const char *want, char *out, size_t len)
+/* The time in a plan token (`uid.ns-i`, plan_token of `uid/ns#i`): when
+ * the plan was made. */
+static long long token_ns(const char *tok)
 {
-	sqlite3_stmt *st = NULL;
-	bool found = false;
-	if(!r || !r->ro ||
-	   sqlite3_prepare_v2(r->ro,
-			      "SELECT plan_id FROM scaleup_intent WHERE node_group = ?1 AND phase = ?2 "
-			      "ORDER BY created_ns DESC",
-			      -1, &st, NULL) != SQLITE_OK)
-		return false;
-	sqlite3_bind_text(st, 1, group, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, phase, -1, SQLITE_STATIC);
-	while(!found && sqlite3_step(st) == SQLITE_ROW) {
-		char tok[128];
-		plan_token((const char *)sqlite3_column_text(st, 0), tok, sizeof(tok));
-		if(!want || !strcmp(tok, want)) {
-			found = true;
-			if(out)
-				snprintf(out, len, "%s", tok);
-		}
-	}
-	sqlite3_finalize(st);
-	return found;
+	const char *dot = strrchr(tok, '.');
+	return dot ? strtoll(dot + 1, NULL, 10) : 0;
 }
 
-/* The plan an increase of `d` on `group` without an owner token is for:
- * the caller's intent in phase increasing on that group (the controller
- * writes it before the call) of that delta for which the cloud made
- * nothing yet, the latest plan first (by the time in its id: an adopted
- * intent is stored when adopted). The token to out; false when there is
- * none. */
-bool caller_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len)
+/* The shard a request of the ledger is for, as its spec says ("" the
+ * default shard); NULL when the API no longer shows the request. */
+static const char *shard_of(const char *uid)
 {
-	sqlite3_stmt *st = NULL;
+	size_t i;
+	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
+		json_object *pr = json_object_array_get_idx(reqs, i), *spec = NULL, *par = NULL;
+		const char *u = str_at(pr, "metadata", "uid"), *s;
+		if(!u || strcmp(u, uid))
+			continue;
+		if(!json_object_object_get_ex(pr, "spec", &spec) || !json_object_object_get_ex(spec, "parameters", &par))
+			return "";
+		return (s = str_at(par, "processorInstance", NULL)) ? s : "";
+	}
+	return NULL;
+}
+
+/* The plan an increase of `d` on `group` without an owner token is for,
+ * as the API shows it when the call takes effect: a plan of a request of
+ * the caller's shard on that group whose status says planned or
+ * increasing (the controller writes it before the call), of that delta
+ * for which the cloud made nothing yet, the latest first. The token to
+ * out; false when the API shows none: then the call was for no plan. */
+bool api_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len)
+{
+	int k, best_rank = -1;
 	long long best_ns = -1;
-	int best_rank = -1;
-	if(!r || !r->ro ||
-	   sqlite3_prepare_v2(r->ro,
-			      "SELECT plan_id, delta FROM scaleup_intent WHERE node_group = ?1 AND phase = 'increasing'",
-			      -1, &st, NULL) != SQLITE_OK)
-		return false;
-	sqlite3_bind_text(st, 1, group, -1, SQLITE_STATIC);
-	while(sqlite3_step(st) == SQLITE_ROW) {
-		const char *id = (const char *)sqlite3_column_text(st, 0), *slash = strchr(id, '/');
-		long long ns = slash ? strtoll(slash + 1, NULL, 10) : 0;
-		char tok[128];
+	ledger_scan();
+	for(k = 0; k < dst.nplans; k++) {
+		const plan_rec *p = &dst.plans[k];
+		const char *shard = shard_of(p->uid);
 		int rank;
-		plan_token(id, tok, sizeof(tok));
-		rank = (sqlite3_column_int64(st, 1) == d) * 2 + (made_for(tok, false) == 0);
-		if(rank > best_rank || (rank == best_rank && ns > best_ns)) {
+		if(strcmp(p->group, group) || p->seen_done || p->superseded ||
+		   (strcmp(p->phase, "increasing") && strcmp(p->phase, "planned")) || !shard ||
+		   strcmp(shard, r->shard ? r->shard : ""))
+			continue;
+		rank = (p->delta == d) * 2 + (made_for(p->token, false) == 0);
+		if(rank > best_rank || (rank == best_rank && token_ns(p->token) > best_ns)) {
 			best_rank = rank;
-			best_ns = ns;
-			snprintf(out, len, "%s", tok);
+			best_ns = token_ns(p->token);
+			snprintf(out, len, "%s", p->token);
 		}
 	}
-	sqlite3_finalize(st);
 	return best_rank >= 0;
 }
 
+/* Is the request being deleted (a deletionTimestamp; provreqd's
+ * finalizer keeps it listed until its plan is undone)? */
+static bool request_deleting(const char *uid)
+{
+	size_t i;
+	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
+		json_object *pr = json_object_array_get_idx(reqs, i), *md = NULL, *dt = NULL;
+		const char *u = str_at(pr, "metadata", "uid");
+		if(u && !strcmp(u, uid))
+			return json_object_object_get_ex(pr, "metadata", &md) &&
+			       json_object_object_get_ex(md, "deletionTimestamp", &dt);
+	}
+	return false;
+}
+
+/* Is the plan being undone, as the API shows it: its request's status
+ * says rolling-back or rolled-back, a later plan of the request replaced
+ * it, or the request is deleted or being deleted (its plan is then rolled
+ * back, and no status says so); and it was never shown done. */
+static bool undoing(const plan_rec *p)
+{
+	return !p->seen_done && (!strcmp(p->phase, "rolling-back") || !strcmp(p->phase, "rolled-back") ||
+				 p->superseded || p->request_gone || request_deleting(p->uid));
+}
+
 /* (vii) replica r deletes (or cancels) instance x: only an instance of a
- * plan it is rolling back or rolled back, or the surplus of a plan beyond
- * its size; never one a succeeded plan needs, never anyone else's. */
+ * plan the API shows being undone, or the surplus of a plan beyond its
+ * size; never one a succeeded plan needs, never anyone else's. Judged from
+ * the cloud's record (who made x, for which plan) and the API as it is
+ * when the delete takes effect (the controller says rolling-back there
+ * before it deletes anything): never from the caller's store, which would
+ * be the controller's own word. */
 void judge_delete(const replica *r, const grp *g, const inst *x, const char *how)
 {
 	const plan_rec *p;
+	int64_t live;
 	if(x->creator < 0 || x->creator >= NREP) {
 		violation("(vii) replica %s %s instance %s of %s, which %s made: no plan of provreqd's", r->name, how,
 			  x->id, g->id, x->creator == BY_START ? "nobody (there at the start)" : "the outside actor");
@@ -337,23 +362,24 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 			  g->id, dst.r[x->creator].name);
 		return;
 	}
-	/* Its plan is one the caller is rolling back, one it rolled back
-	 * (an instance a call of that plan made after it ended: deleted by
-	 * the late-call sweep), or one holding more instances than it asked
-	 * for (a repeated call's surplus). */
-	if(!caller_plan(r, g->id, "rolling-back", x->plan, NULL, 0) &&
-	   !caller_plan(r, g->id, "rolled-back", x->plan, NULL, 0) &&
-	   !((p = ledger_find(x->plan)) && made_for(x->plan, true) > p->delta)) {
-		char mine[128] = "";
-		caller_plan(r, g->id, "rolling-back", NULL, mine, sizeof(mine));
-		violation("(vii) replica %s %s instance %s of %s, made by replica %s%s for plan %s, while rolling back %s",
-			  r->name, how, x->id, g->id, dst.r[x->creator].name,
-			  dst.r[x->creator].shard ? " of shard-b" : "", x->plan, mine[0] ? mine : "no plan of that group");
+	ledger_scan();
+	if(!(p = find(x->plan))) {
+		violation("(vii) replica %s %s instance %s of %s, made by replica %s for plan %s, which no request's "
+			  "status records",
+			  r->name, how, x->id, g->id, dst.r[x->creator].name, x->plan);
 		return;
 	}
-	if((p = ledger_find(x->plan)) && p->seen_done && made_for(x->plan, true) <= p->delta)
+	live = made_for(x->plan, true);
+	if(undoing(p) || live > p->delta)
+		return;
+	if(p->seen_done)
 		violation("(vii) replica %s %s instance %s of %s: its plan %s (request %s) had succeeded", r->name, how,
 			  x->id, g->id, x->plan, p->req);
+	else
+		violation("(vii) replica %s %s instance %s of %s, made by replica %s%s for plan %s of request %s, which "
+			  "the API shows %s, not rolling back",
+			  r->name, how, x->id, g->id, dst.r[x->creator].name,
+			  dst.r[x->creator].shard ? " of shard-b" : "", x->plan, p->req, p->phase[0] ? p->phase : "without a phase");
 }
 
 /* Live instances of each ledger plan, counted once per check. */
@@ -631,30 +657,6 @@ static void check_bookings(void)
 
 /* ------------------------------------------------------------ the rest */
 
-/* Open intents in the store of a replica that leads once everything
- * settled: what it would still act on. */
-static int open_in_store(const replica *r, char *first, size_t len)
-{
-	sqlite3_stmt *st = NULL;
-	int n = 0;
-	if(!r->ro || sqlite3_prepare_v2(r->ro,
-					"SELECT plan_id, phase FROM scaleup_intent WHERE phase NOT IN "
-					"('done', 'rolled-back')",
-					-1, &st, NULL) != SQLITE_OK)
-		return 0;
-	while(sqlite3_step(st) == SQLITE_ROW)
-		if(n++ == 0 && first)
-			snprintf(first, len, "%s (%s)", (const char *)sqlite3_column_text(st, 0),
-				 (const char *)sqlite3_column_text(st, 1));
-	sqlite3_finalize(st);
-	return n;
-}
-
-static bool acting(const replica *r)
-{
-	return r->ctl && (!dst.multi || r->leading);
-}
-
 void check(bool final)
 {
 	int i;
@@ -676,17 +678,10 @@ void check(bool final)
 			violation("(x) auto-provisioned group %s of plan %s%s is left behind once settled", g->id, g->owner,
 				  p ? " (rolled back)" : " (which no request's status records)");
 	}
-	for(i = 0; i < dst.nrep; i++) {
-		char first[300] = "";
-		if(acting(&dst.r[i]) && open_in_store(&dst.r[i], first, sizeof(first)))
-			violation("(iv) replica %s, leading, still has plan %s open in its store once everything settled",
-				  dst.r[i].name, first);
-	}
 }
 
 /* Nothing left to wait for: every plan the API showed (as of the last
- * check) has ended and kept what it should, the cloud is still, the
- * leaders have no plan open. */
+ * check) has ended and kept what it should, the cloud is still. */
 bool settled(void)
 {
 	int i;
@@ -697,8 +692,5 @@ bool settled(void)
 		   (!p->request_gone && !p->superseded && !phase_terminal(p->phase)))
 			return false;
 	}
-	for(i = 0; i < dst.nrep; i++)
-		if(acting(&dst.r[i]) && open_in_store(&dst.r[i], NULL, 0))
-			return false;
 	return cloud_settled();
 }

@@ -25,7 +25,7 @@ void crash_point(replica *r, bool after)
 
 /* An external call begins: it may crash before taking effect, or stall
  * (decided and on its way, taking effect when the stall ends): at the
- * call numbered stall_at, or with stall_at -1 at the first call that
+ * call numbered stall_at, or with STALL_MUTATING at the first call that
  * changes the cloud (`mutating`), where a late effect matters most. One
  * replica stalls at a time: a stall waits while another lasts. */
 void call_begin(replica *r, bool mutating)
@@ -34,7 +34,8 @@ void call_begin(replica *r, bool mutating)
 		return;
 	r->calls++;
 	crash_point(r, false);
-	if(r->in_pass && r->stall_at && !dst.stall_depth && (r->calls == r->stall_at || (r->stall_at < 0 && mutating))) {
+	if(r->in_pass && r->stall_at && !dst.stall_depth &&
+	   (r->calls == r->stall_at || (r->stall_at == STALL_MUTATING && mutating))) {
 		r->stall_at = 0;
 		stall(r, r->stall_ns, "inside a call, which takes effect when the stall ends");
 	}
@@ -72,8 +73,8 @@ static bool fence(void *ud)
 void term_begins(replica *r)
 {
 	char key[16];
-	if(dst.unfenced)
-		return; /* the deliberately broken build: no fence at all */
+	if(dst.unfenced || dst.no_term)
+		return; /* the deliberately broken builds: no fence at all, or no term */
 	snprintf(key, sizeof(key), "lease-%d", r->lease);
 	pr_ctl_set_term(r->ctl, key, r->name, dst.lease[r->lease].transitions);
 }
@@ -339,8 +340,39 @@ void stall(replica *r, int64_t ns, const char *where)
 
 /* ------------------------------------------------------------ the API */
 
+/* Does this write put a booking into a request's status (a merge patch
+ * that sets provreqd.io/booking to a text, not null) and say the capacity
+ * is found (what invariant (viii) counts)? The key's slash may come
+ * escaped (json-c writes "\/"). */
+static bool books(const char *method, const char *path, const char *body, size_t len)
+{
+	static const char key[] = "\"provreqd.io";
+	const char *p, *end = body + len;
+	size_t plen = strlen(path);
+	if(strcmp(method, "PATCH") || !body || plen < 7 || strcmp(path + plen - 7, "/status") ||
+	   !strstr(path, "/provisioningrequests/") || !memmem(body, len, "CapacityIsFound", 15))
+		return false;
+	for(p = body; p && (p = memmem(p, (size_t)(end - p), key, sizeof(key) - 1)); p++) {
+		const char *v = p + sizeof(key) - 1;
+		if(v < end && *v == '\\')
+			v++;
+		if(end - v < 9 || memcmp(v, "/booking\"", 9))
+			continue;
+		v += 9;
+		while(v < end && (*v == ' ' || *v == ':'))
+			v++;
+		if(v < end && *v == '"')
+			return true;
+	}
+	return false;
+}
+
 /* A replica's API: writes are external calls (crash and stall points)
- * and may fail with 500 or 409 while faults are on. */
+ * and may fail with 500 or 409 while faults are on. A stall waiting for a
+ * booking (STALL_BOOKING) holds the first status write that books room:
+ * decided on what the replica saw, it lands when the stall ends, after
+ * the others may have booked the same room (what the booking ledger,
+ * written before it, guards). */
 int sim_api(void *ud, const char *method, const char *path, const char *ct, const char *body, size_t len,
 	    long *status, char **resp, size_t *resp_len)
 {
@@ -348,6 +380,14 @@ int sim_api(void *ud, const char *method, const char *path, const char *ct, cons
 	bool write = strcmp(method, "GET") != 0;
 	int rc;
 	if(write) {
+		if(r && r->in_pass && r->stall_at == STALL_BOOKING && !dst.stall_depth && books(method, path, body, len)) {
+			r->stall_at = 0;
+			/* Someone else wants room meanwhile: the other shard,
+			 * or (without one) r's own once another replica leads. */
+			if(dst.nlive < MAXREQ - 1)
+				create_check_request(!dst.shards ? r->shard : r->shard ? NULL : SHARD_B);
+			stall(r, r->stall_ns, "inside a status write that books room, which lands when the stall ends");
+		}
 		call_begin(r, false);
 		if(dst.faults && pct(3)) {
 			bool conflict = pct(50);
