@@ -858,18 +858,24 @@ static void run_iteration(run_ctx *r)
 	}
 
 	health_beat(r->hl);
+	/* A standby is ready (a rollout must not wait for it) and says it
+	 * stands by; a holder whose lease lapsed (not renewed within the
+	 * renew deadline) cannot act: not ready, with the cause. */
 	if(leading || !r->lease) {
 		health_set_flag(r->hl, "leader", true, NULL);
+		health_set_note(r->hl, "leader", NULL);
+	} else if(kube_lease_is_leader(r->lease)) {
+		health_set_flag(r->hl, "leader", false,
+				"the lease was not renewed within the renew deadline: this replica acts on nothing");
 	} else {
 		pthread_mutex_lock(&holder_mu);
-		if(kube_lease_is_leader(r->lease))
-			snprintf(why, sizeof(why), "the lease was not renewed within the renew deadline: not acting");
-		else if(holder_seen[0])
+		if(holder_seen[0])
 			snprintf(why, sizeof(why), "standing by: the lease is held by %s", holder_seen);
 		else
 			snprintf(why, sizeof(why), "standing by for the lease");
 		pthread_mutex_unlock(&holder_mu);
-		health_set_flag(r->hl, "leader", false, why);
+		health_set_flag(r->hl, "leader", true, NULL);
+		health_set_note(r->hl, "leader", why);
 	}
 	metrics_gauge_set(M_LEADER, NULL, leading ? 1 : 0);
 	if(leading) {
