@@ -223,6 +223,13 @@ static int lease_fence_int(void *ud)
 	return kube_lease_valid(ud) ? 1 : 0;
 }
 
+/* Before the lease exists, no driver acts. */
+static int no_lease_yet(void *ud)
+{
+	(void)ud;
+	return 0;
+}
+
 static void on_leading(void *ud)
 {
 	double waited = (double)(clk_mono(clk_real()) - waiting_since) / (double)PRD_NS_PER_SEC;
@@ -243,6 +250,19 @@ static void on_not_leading(void *ud)
 	metrics_counter_add(M_LEADER_TRANSITIONS, METRICS_L("lost"), 1);
 	metrics_gauge_set(M_LEADER, NULL, 0);
 	log_warn("stopped leading: no more writes until the lease is held again");
+}
+
+/* The holder the lease thread saw last, for /readyz on a replica that
+ * stands by. */
+static pthread_mutex_t holder_mu = PTHREAD_MUTEX_INITIALIZER;
+static char holder_seen[256];
+
+static void on_new_holder(void *ud, const char *identity)
+{
+	(void)ud;
+	pthread_mutex_lock(&holder_mu);
+	snprintf(holder_seen, sizeof(holder_seen), "%s", identity ? identity : "");
+	pthread_mutex_unlock(&holder_mu);
 }
 
 /* The lease cannot be used (or can again): readiness says why. Runs on the
@@ -281,6 +301,7 @@ static int start_lease(const cfg *c, kube_client *client, health *hl, kube_lease
 	lo.on_started = on_leading;
 	lo.on_stopped = on_not_leading;
 	lo.on_problem = on_lease_problem;
+	lo.on_new_leader = on_new_holder;
 	lo.ud = hl;
 	health_add_flag(hl, "leader-election", true, NULL);
 	waiting_since = clk_mono(clk_real());
@@ -349,6 +370,7 @@ typedef struct run_ctx {
 	health *hl;
 	http_server *http;
 	kube_lease *lease;
+	int64_t term_transitions;  /* the leaseTransitions the controller's term was set from (-1 none) */
 	pr_ctl *ctl;
 	bool prio_from_cm;        /* the priority table comes from prio_cm */
 	prio_cm prio_cm;
@@ -467,6 +489,11 @@ static int setup_backends(run_ctx *r, prd_err *e)
 		return 1;
 	}
 	cloud_host_init(&r->host, "driver", r->clock, cloud_host_kube_request, r->client);
+	/* Leader-elected, a driver may change nothing before the lease is
+	 * held (its init's discovery included): setup_controllers replaces
+	 * this fence with the lease's. */
+	if(c->leader_elect)
+		cloud_host_set_fence(&r->host, no_lease_yet, NULL);
 	for(i = 0; i < c->cloud_drivers.n; i++) {
 		if(cloud_drivers_load(&r->drivers, c->cloud_drivers.v[i], &r->host.host, r->cloud_cfg, NULL, e)) {
 			log_error("cannot load cloud driver", "error", e->msg);
@@ -502,6 +529,7 @@ static int setup_health(run_ctx *r, prd_err *e)
 	health_add_flag(r->hl, "state-store", true, NULL);
 	health_add_flag(r->hl, "leader", !c->leader_elect, c->leader_elect ? "standing by for the lease" : NULL);
 	health_add_flag(r->hl, "first-pass", false, "the first controller pass has not finished");
+	health_add_flag(r->hl, "fence", true, NULL);
 	if(c->http_addr && c->http_addr[0] && start_http(r, e)) {
 		log_error("cannot serve metrics and health", "error", e->msg);
 		return 1;
@@ -566,6 +594,19 @@ static bool nap_capable(const cloud_drivers *d)
 	return false;
 }
 
+/* The controller found a term of this election recorded above its own
+ * while it holds the lease (a recreated Lease): raise the Lease's count
+ * (pr_ctl_set_term_raise). The controller acts in the raised term from its
+ * next pass; run_iteration knows it set it. */
+static int raise_term(void *ud, int64_t transitions, prd_err *err)
+{
+	run_ctx *r = ud;
+	int rc = kube_lease_raise(r->lease, transitions, err);
+	if(!rc)
+		r->term_transitions = transitions;
+	return rc;
+}
+
 /* The ProvisioningRequest controller and the ResourcePool sync. */
 static int setup_controllers(run_ctx *r, prd_err *e)
 {
@@ -623,6 +664,7 @@ static int setup_controllers(run_ctx *r, prd_err *e)
 	if(r->lease) {
 		pr_ctl_set_fence(r->ctl, lease_fence, r->lease);
 		cloud_host_set_fence(&r->host, lease_fence_int, r->lease);
+		pr_ctl_set_term_raise(r->ctl, raise_term, r);
 	}
 	if(setup_priorities(r, e))
 		return 1;
@@ -824,25 +866,49 @@ static void run_iteration(run_ctx *r)
 {
 	int64_t wake = INT64_MAX, now = clk_wall(r->clock);
 	bool leading = !r->c.leader_elect || kube_lease_valid(r->lease);
+	char why[700];
 	prd_err e;
 
-	if(leading && r->lease && atomic_exchange(&acquired, false)) {
-		/* A new term: the local store may be stale (another replica led
-		 * meanwhile); the API says what is true. */
+	if(leading && r->lease) {
 		char id[256], term[300], key[64];
 		int64_t transitions = 0;
 		kube_lease_term(r->lease, id, sizeof(id), &transitions);
-		snprintf(term, sizeof(term), "%s#%lld", id, (long long)transitions);
-		fence_key(r->c.lease_name, key);
-		pr_ctl_set_term(r->ctl, key, id, transitions);
-		pr_ctl_rebuild_from_api(r->ctl);
-		log_info("leader term begins: the local store is rebuilt from the API and node groups are fenced "
-			 "before acting",
-			 "term", term, "fence_key", key);
+		/* A new term: taken now, or the Lease's count changed under
+		 * this holder (the Lease was deleted and this replica made it
+		 * again). The local store may be stale (another replica led
+		 * meanwhile); the API says what is true. */
+		if(atomic_exchange(&acquired, false) || transitions != r->term_transitions) {
+			snprintf(term, sizeof(term), "%s#%lld", id, (long long)transitions);
+			fence_key(r->c.lease_name, key);
+			pr_ctl_set_term(r->ctl, key, id, transitions);
+			pr_ctl_rebuild_from_api(r->ctl);
+			r->term_transitions = transitions;
+			log_info("leader term begins: the local store is rebuilt from the API and node groups are "
+				 "fenced before acting",
+				 "term", term, "fence_key", key);
+		}
 	}
 
 	health_beat(r->hl);
-	health_set_flag(r->hl, "leader", true, NULL);
+	/* A standby is ready (a rollout must not wait for it) and says it
+	 * stands by; a holder whose lease lapsed (not renewed within the
+	 * renew deadline) cannot act: not ready, with the cause. */
+	if(leading || !r->lease) {
+		health_set_flag(r->hl, "leader", true, NULL);
+		health_set_note(r->hl, "leader", NULL);
+	} else if(kube_lease_is_leader(r->lease)) {
+		health_set_flag(r->hl, "leader", false,
+				"the lease was not renewed within the renew deadline: this replica acts on nothing");
+	} else {
+		pthread_mutex_lock(&holder_mu);
+		if(holder_seen[0])
+			snprintf(why, sizeof(why), "standing by: the lease is held by %s", holder_seen);
+		else
+			snprintf(why, sizeof(why), "standing by for the lease");
+		pthread_mutex_unlock(&holder_mu);
+		health_set_flag(r->hl, "leader", true, NULL);
+		health_set_note(r->hl, "leader", why);
+	}
 	metrics_gauge_set(M_LEADER, NULL, leading ? 1 : 0);
 	if(leading) {
 		load_plan_key(r, now);
@@ -853,9 +919,14 @@ static void run_iteration(run_ctx *r)
 		} else {
 			health_set_flag(r->hl, "first-pass", true, NULL);
 		}
+		if(pr_ctl_fenced_out(r->ctl, why, sizeof(why)))
+			health_set_flag(r->hl, "fence", false, why);
+		else
+			health_set_flag(r->hl, "fence", true, NULL);
 		run_pools(r, now, &wake, &e);
 	} else {
 		health_set_flag(r->hl, "first-pass", true, NULL);
+		health_set_flag(r->hl, "fence", true, NULL);
 	}
 	export_informer_stats(r->inf, inf_res, r->last_stats);
 	if(wake > now + RUN_RESYNC_NS)
@@ -963,6 +1034,7 @@ int cmd_run(int argc, char **argv)
 	int rc = 1;
 
 	memset(&r, 0, sizeof(r));
+	r.term_transitions = -1;
 	hmap_init(&r.pool_children, NULL);
 	cloud_drivers_init(&r.drivers);
 	r.clock = clk_real();

@@ -232,3 +232,16 @@ int capi_fence_with(capi *c, const capi_group *g, const char *prefix, const char
 	}
 	return rc;
 }
+
+int capi_fence_read(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t *term,
+		    prd_cloud_error *err)
+{
+	capi_view v;
+	int rc = capi_fence_check_key(key, err);
+	*term = 0;
+	if(!rc)
+		rc = read_object(c, g, prefix, key, &v, err);
+	if(!rc)
+		*term = v.term;
+	return rc;
+}

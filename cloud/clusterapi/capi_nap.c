@@ -379,6 +379,31 @@ void capi_nap_release_shapes(void *state, prd_cloud_shape *v, size_t count)
 
 /* ---- the creations' fence (ABI 1.6) ------------------------------------ */
 
+int capi_nap_fence_recorded(capi *c, const char *key, uint64_t *term, prd_cloud_error *err)
+{
+	json_object *tv = NULL;
+	size_t i, n;
+	int rc = capi_fence_check_key(key, err);
+	*term = 0;
+	if(rc || !c->nap)
+		return rc;
+	if((rc = capi_nap_templates(c, &tv, err)))
+		return rc;
+	n = json_object_array_length(tv);
+	for(i = 0; i < n && !rc; i++) {
+		capi_group g;
+		uint64_t t = 0;
+		rc = capi_nap_tmpl_view(json_object_array_get_idx(tv, i), &g, err);
+		if(!rc)
+			rc = capi_fence_read(c, &g, CAPI_CREATE_FENCE_PREFIX, key, &t, err);
+		if(!rc && t > *term)
+			*term = t;
+		free(g.id);
+	}
+	json_object_put(tv);
+	return rc;
+}
+
 /* Recorded on every template, whose creation record a create_group of its
  * shape checks and raises under the template's resourceVersion. */
 int capi_nap_fence(capi *c, const char *key, uint64_t term, prd_cloud_error *err)

@@ -1092,6 +1092,19 @@ static int cp_fence(void *state, const char *group_id, const char *key, uint64_t
 	return capi_fence(c, g, key, term, err);
 }
 
+static int cp_fence_recorded(void *state, const char *group_id, const char *key, uint64_t *term,
+			     prd_cloud_error *err)
+{
+	capi *c = state;
+	capi_group *g = find_group(c, group_id);
+	*term = 0;
+	if(!group_id)
+		return capi_nap_fence_recorded(c, key, term, err);
+	if(!g)
+		return no_group(err, group_id);
+	return capi_fence_read(c, g, CAPI_FENCE_PREFIX, key, term, err);
+}
+
 /* One Machine a delete call takes away: its name, the resourceVersion it
  * was listed with (the mark is conditional on it) and, once marked, the
  * value and resourceVersion of our mark (the undo is conditional on them). */
@@ -1361,6 +1374,7 @@ static const prd_cloud_driver descriptor = {
 	.create_group = capi_nap_create,
 	.delete_group = capi_nap_delete,
 	.group_owner = capi_nap_owner,
+	.fence_recorded = cp_fence_recorded,
 };
 
 const prd_cloud_driver *provreqd_cloud_driver(void);

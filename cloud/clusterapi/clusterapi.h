@@ -142,6 +142,8 @@ int capi_nap_owner(void *state, const char *group_id, char **owner, prd_cloud_er
 /* fence() with no group (ABI 1.6): the term for the creations, recorded
  * on every template MachineDeployment. */
 int capi_nap_fence(capi *c, const char *key, uint64_t term, prd_cloud_error *err);
+/* The highest creation term recorded for key over the templates (0: none). */
+int capi_nap_fence_recorded(capi *c, const char *key, uint64_t *term, prd_cloud_error *err);
 
 /* capi_mgmt.c: the management cluster. capi_mgmt_config takes one of the
  * config keys managementKubeconfig, managementContext,
@@ -201,6 +203,10 @@ int capi_read_fenced_with(capi *c, const capi_group *g, const char *prefix, cons
 int capi_fence_with(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t term,
 		    prd_cloud_error *err);
 int capi_fence_recorded(json_object *obj, const char *prefix, const char *key, uint64_t *term);
+/* Read the term recorded for key under prefix on the group's object (0:
+ * none), changing nothing (ABI 1.7 fence_recorded). */
+int capi_fence_read(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t *term,
+		    prd_cloud_error *err);
 /* The annotation name of key's record under prefix (n >= 100). */
 void capi_fence_annotation(const char *prefix, const char *key, char *out, size_t n);
 

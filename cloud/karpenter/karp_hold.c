@@ -13,6 +13,7 @@
  * too early loses a booking. */
 #include "karpenter/karpenter.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,10 +79,21 @@ static json_object *unmark_patch(void)
 	return p;
 }
 
+/* May this replica write now? Only the leader lifts marks: a standby
+ * (or a replica before leader election) that did would act on its own
+ * view of the bookings, beside the leader's. Asked before every PATCH. */
+static bool may_act(const karp *k)
+{
+	return !(k->host->struct_size > offsetof(prd_cloud_host, may_act) && k->host->may_act &&
+		 !k->host->may_act(k->host->ctx));
+}
+
 /* Lift the marks from one object (a NodeClaim or a Node). */
 static void unmark(karp *k, const char *path, const char *what, const char *name, json_object *patch)
 {
 	prd_cloud_error e = {0, ""};
+	if(!may_act(k))
+		return;
 	if(drv_request(k->host, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, &e))
 		karp_log(k, PRD_CLOUD_LOG_WARN, "karpenter: lifting do-not-disrupt from %s %s: %s", what, name, e.message);
 	else
@@ -129,6 +141,10 @@ void karp_hold_sweep(karp *k)
 	prd_cloud_error e = {0, ""};
 	json_object *patch, *nodes = json_object_new_array();
 	size_t marked;
+	if(!may_act(k)) {
+		json_object_put(nodes);
+		return;
+	}
 	drv_query_escape(KARP_OWNER_LABEL, q, sizeof(q));
 	snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=%s", q);
 	if(!nodes || drv_list(k->host, path, push_item, nodes, &e)) {

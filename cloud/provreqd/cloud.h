@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define PRD_CLOUD_ABI_MAJOR 1
-#define PRD_CLOUD_ABI_MINOR 6
+#define PRD_CLOUD_ABI_MINOR 7
 
 /* The one symbol a driver exports. */
 #define PRD_CLOUD_ENTRY_SYMBOL "provreqd_cloud_driver"
@@ -488,6 +488,17 @@ typedef struct prd_cloud_driver {
 	 * release_string), or *owner NULL for a group create_group did not
 	 * make. PRD_CLOUD_ENOTFOUND for an unknown group. */
 	int (*group_owner)(void *state, const char *group_id, char **owner, prd_cloud_error *err);
+
+	/* ---- appended in ABI 1.7 (NULL if absent) ---- */
+
+	/* The highest term recorded for `key` on the group (group_id NULL:
+	 * on the driver's group creations, as fence(NULL, ...) records it),
+	 * 0 when none; changes nothing. The host asks after fence() was
+	 * refused: a leader whose election counts its terms from the start
+	 * again (a recreated Lease) raises its own term above the recorded
+	 * one and fences again, instead of standing fenced out for good. */
+	int (*fence_recorded)(void *state, const char *group_id, const char *key, uint64_t *term,
+			      prd_cloud_error *err);
 } prd_cloud_driver;
 
 /* The entry point every driver exports (defined by the driver):

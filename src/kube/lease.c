@@ -211,8 +211,10 @@ static int observe(kube_lease *le, const char *holder, const char *renew, const 
 static void fill_spec(kube_lease *le, json_object *spec, bool keep, int64_t transitions, const char *now)
 {
 	json_object_object_add(spec, "holderIdentity", json_object_new_string(le->id));
+	/* Rounded up: truncated, others would wait less than the duration
+	 * the fence's margin (duration - renew deadline) is counted from. */
 	json_object_object_add(spec, "leaseDurationSeconds",
-			       json_object_new_int((int)(le->o.lease_duration_ns / PRD_NS_PER_SEC)));
+			       json_object_new_int((int)((le->o.lease_duration_ns + PRD_NS_PER_SEC - 1) / PRD_NS_PER_SEC)));
 	json_object_object_add(spec, "renewTime", json_object_new_string(now));
 	if(!keep) {
 		json_object_object_add(spec, "acquireTime", json_object_new_string(now));
@@ -245,8 +247,14 @@ static int create_lease(kube_lease *le, const char *now_s, json_object **out, bo
 	json_object_put(obj);
 	if(rc == PRD_EEXIST)
 		return 0; /* someone else created it first */
-	if(!rc)
+	if(!rc) {
+		/* A new Lease starts the count again, also under a holder that
+		 * led on the old one: the term is what the Lease says. */
+		pthread_mutex_lock(&le->mu);
+		le->transitions = 0;
+		pthread_mutex_unlock(&le->mu);
 		*won = true;
+	}
 	return rc;
 }
 
@@ -370,6 +378,44 @@ int kube_lease_step(kube_lease *le, bool *leading, int64_t *next_ns, prd_err *er
 		*leading = kube_lease_is_leader(le);
 	if(next_ns)
 		*next_ns = le->o.retry_period_ns;
+	return rc;
+}
+
+int kube_lease_raise(kube_lease *le, int64_t transitions, prd_err *err)
+{
+	json_object *cur = NULL, *out = NULL, *spec = NULL, *t;
+	int64_t have = 0;
+	int rc;
+
+	if(!kube_lease_valid(le))
+		return prd_err_set(err, PRD_EAGAIN, "lease: this process does not hold the lease");
+	rc = kube_get(le->c, &KUBE_LEASES, le->ns, le->name, &cur, NULL, err);
+	if(!rc && (!json_object_object_get_ex(cur, "spec", &spec) || !str_eq(jget(spec, "holderIdentity"), le->id)))
+		rc = prd_err_set(err, PRD_ECONFLICT, "lease: held by another process now");
+	if(!rc && json_object_object_get_ex(spec, "leaseTransitions", &t))
+		have = json_object_get_int64(t);
+	if(!rc && have < transitions) {
+		json_object_object_add(spec, "leaseTransitions", json_object_new_int64(transitions));
+		/* The resourceVersion read above is the precondition: a
+		 * takeover or renewal in between makes this a Conflict. The
+		 * fence is asked again right before the write. */
+		if(!kube_lease_valid(le))
+			rc = prd_err_set(err, PRD_EAGAIN, "lease: this process does not hold the lease");
+		else
+			rc = kube_update(le->c, &KUBE_LEASES, le->ns, le->name, NULL, cur, &out, NULL, err);
+		/* (The renewing thread reads the Lease afresh on its next step;
+		 * what it observed is its own, not touched here.) */
+		have = transitions;
+	}
+	if(!rc) {
+		pthread_mutex_lock(&le->mu);
+		le->transitions = have;
+		pthread_mutex_unlock(&le->mu);
+		log_info("raised the lease's term above one recorded where it fences", "lease", le->name,
+			 "leaseTransitions", LOGI((long long)have));
+	}
+	json_object_put(cur);
+	json_object_put(out);
 	return rc;
 }
 

@@ -24,7 +24,8 @@ typedef struct kube_lease_opts {
 	const char *namespace_;       /* required */
 	const char *name;             /* required */
 	const char *identity;         /* required: unique per process (host name + pid) */
-	int64_t lease_duration_ns;    /* default 15 s */
+	int64_t lease_duration_ns;    /* default 15 s; written as whole seconds (leaseDurationSeconds),
+				       * rounded up: others wait at least this long */
 	int64_t renew_deadline_ns;    /* default 10 s: give up leading after failing to renew this long */
 	int64_t retry_period_ns;      /* default 2 s */
 	const clk *clock;             /* default clk_real() */
@@ -73,6 +74,16 @@ bool kube_lease_valid(kube_lease *le);
 /* This process's identity and the leaseTransitions of its current (or
  * last) term: a plan records them, so it always says which term made it. */
 void kube_lease_term(kube_lease *le, char *identity, size_t n, int64_t *transitions);
+/* Raise the Lease's leaseTransitions to `transitions` (when it is lower),
+ * so that the next term is transitions + 1: a leader whose Lease was
+ * recreated (starting again at 0) while groups it fences still record a
+ * former, higher term moves its own term above theirs. Only while this
+ * process holds the lease and kube_lease_valid() is true, with a PUT
+ * conditional on the resourceVersion read just before: PRD_ECONFLICT when
+ * another process wrote the Lease meanwhile or holds it, PRD_EAGAIN when
+ * this process may not act; nothing is changed then. On success the term
+ * (kube_lease_term) is the raised one. */
+int kube_lease_raise(kube_lease *le, int64_t transitions, prd_err *err);
 /* The current problem (see on_problem) copied into out; false when none. */
 bool kube_lease_problem(kube_lease *le, char *out, size_t n);
 

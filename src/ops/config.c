@@ -23,6 +23,7 @@ static int check_priority_configmap(const cfg *c, buf *why);
 static int check_lease_name(const cfg *c, buf *why);
 static int check_booking_ledger(const cfg *c, buf *why);
 static int check_lease_namespace(const cfg *c, buf *why);
+static int check_lease_duration(const cfg *c, buf *why);
 static int check_nonempty_state_db(const cfg *c, buf *why);
 static int check_cores_total(const cfg *c, buf *why);
 static int check_memory_total(const cfg *c, buf *why);
@@ -72,7 +73,8 @@ const cfg_option cfg_options[] = {
 	  "booking, so no two book the same room (operator.md, \"The booking ledger\"); no namespace = the "
 	  "Lease's; used with --leader-elect or --processor-instance; none = off", 0, 0, check_booking_ledger },
 	{ "lease-duration", "leaderElection.leaseDuration", CFG_DURATION, O(lease_duration), "15s",
-	  "how long a Lease is valid after its last renewal; a standby takes over after it", SEC, HOUR, NULL },
+	  "how long a Lease is valid after its last renewal (whole seconds: the Lease records "
+	  "leaseDurationSeconds); a standby takes over after it", SEC, HOUR, check_lease_duration },
 	{ "lease-renew-deadline", "leaderElection.renewDeadline", CFG_DURATION, O(lease_renew_deadline), "10s",
 	  "the leader stops acting when it could not renew for this long", SEC, HOUR, NULL },
 	{ "lease-retry-period", "leaderElection.retryPeriod", CFG_DURATION, O(lease_retry_period), "2s",
@@ -979,6 +981,41 @@ static int check_lease_name(const cfg *c, buf *why)
 	return PRD_EINVAL;
 }
 
+/* The Lease records whole seconds (leaseDurationSeconds), and the fence's
+ * margin is counted from what it records: 10900ms would be written as 10
+ * or 11 s, not what was asked. Refused rather than rounded, so that the
+ * margin check-config reports is the one that holds. */
+static int check_lease_duration(const cfg *c, buf *why)
+{
+	char d[32];
+	if(c->lease_duration % SEC == 0)
+		return PRD_OK;
+	buf_printf(why,
+		   "must be whole seconds: the Lease records leaseDurationSeconds, so %s cannot be written as it is "
+		   "(use %llds)",
+		   cfg_format_duration(c->lease_duration, d), (long long)((c->lease_duration + SEC - 1) / SEC));
+	return PRD_EINVAL;
+}
+
+/* The fence's margin (operator.md, "Leader election and fencing"): a
+ * leader acts until its renew deadline after its last renewal; a standby
+ * takes over a lease duration (as the Lease records it) after it saw
+ * that renewal. The difference must be positive, else both act at once. */
+static int check_fence_margin(const cfg *c, buf *errs)
+{
+	const cfg_option *a = by_flag("lease-renew-deadline", 20), *b = by_flag("lease-duration", 14);
+	int64_t written = (c->lease_duration + SEC - 1) / SEC * SEC;
+	char d1[32], d2[32];
+	if(REFUSED(c, a) || REFUSED(c, b) || written - c->lease_renew_deadline > 0)
+		return PRD_OK;
+	buf_printf(errs,
+		   "--lease-renew-deadline (%s) must be shorter than --lease-duration (%s): the fence's margin "
+		   "(lease duration minus renew deadline) is not positive, so a standby could take the lease while "
+		   "the leader still acts\n",
+		   cfg_format_duration(c->lease_renew_deadline, d1), cfg_format_duration(written, d2));
+	return PRD_EINVAL;
+}
+
 static int check_lease_namespace(const cfg *c, buf *why)
 {
 	if(!c->lease_namespace || !c->lease_namespace[0] || str_is_dns_label(c->lease_namespace))
@@ -1027,7 +1064,7 @@ int cfg_validate(const cfg *c, buf *errs)
 		}
 		buf_free(&why);
 	}
-	if(ordered(c, "lease-renew-deadline", "lease-duration", true, errs) != PRD_OK)
+	if(check_fence_margin(c, errs) != PRD_OK)
 		rc = PRD_EINVAL;
 	if(ordered(c, "lease-retry-period", "lease-renew-deadline", true, errs) != PRD_OK)
 		rc = PRD_EINVAL;

@@ -14,6 +14,7 @@ typedef struct hcheck {
 	bool is_flag;
 	bool ok;          /* flags only; guarded by mu */
 	char *reason;     /* flags only; guarded by mu */
+	char *note;       /* flags only, shown while ok (health_set_note); guarded by mu */
 	health_check_fn fn;
 	void *ud;
 } hcheck;
@@ -53,6 +54,7 @@ void health_free(health *h)
 	for(i = 0; i < h->n; i++) {
 		free(h->checks[i]->name);
 		free(h->checks[i]->reason);
+		free(h->checks[i]->note);
 		free(h->checks[i]);
 	}
 	free(h->checks);
@@ -165,6 +167,36 @@ int health_set_flag(health *h, const char *name, bool ok, const char *reason)
 	}
 	pthread_mutex_unlock(&h->mu);
 	return rc;
+}
+
+int health_set_note(health *h, const char *name, const char *note)
+{
+	int rc = PRD_OK;
+	hcheck *c;
+	char *n = note ? str_dup(note) : NULL;
+	if(note && !n)
+		return PRD_ENOMEM;
+	pthread_mutex_lock(&h->mu);
+	c = find_locked(h, name);
+	if(!c || !c->is_flag) {
+		rc = PRD_ENOTFOUND;
+		free(n);
+	} else {
+		free(c->note);
+		c->note = n;
+	}
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
+void health_notes(health *h, buf *out)
+{
+	size_t i;
+	pthread_mutex_lock(&h->mu);
+	for(i = 0; i < h->n; i++)
+		if(h->checks[i]->is_flag && h->checks[i]->ok && h->checks[i]->note)
+			buf_printf(out, "%s: %s\n", h->checks[i]->name, h->checks[i]->note);
+	pthread_mutex_unlock(&h->mu);
 }
 
 bool health_ready(health *h, buf *report)

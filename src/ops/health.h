@@ -51,6 +51,13 @@ int health_add_check(health *h, const char *name, health_check_fn fn, void *ud);
  * name. `reason` (may be NULL) replaces the reason shown while not ok. */
 int health_set_flag(health *h, const char *name, bool ok, const char *reason);
 
+/* A note shown under "ok" while the flag `name` is ok (NULL: none): ready,
+ * but worth saying (a standby: "standing by: the lease is held by X").
+ * PRD_ENOTFOUND for an unknown name. */
+int health_set_note(health *h, const char *name, const char *note);
+/* Append "NAME: note\n" for every ok flag with a note. */
+void health_notes(health *h, buf *out);
+
 /* Is the process ready? Appends one line per failing check to `report`
  * (may be NULL): "NAME: reason\n", in registration order. */
 bool health_ready(health *h, buf *report);

@@ -274,6 +274,7 @@ static mhd_result handle(void *cls, struct MHD_Connection *conn, const char *url
 	} else if(strcmp(url, "/readyz") == 0) {
 		if(health_ready(s->h, &b)) {
 			buf_append_str(&b, "ok\n");
+			health_notes(s->h, &b);
 		} else {
 			code = MHD_HTTP_SERVICE_UNAVAILABLE;
 		}

@@ -557,6 +557,41 @@ void metrics_remove(int id, const char *const *labels)
 	pthread_mutex_unlock(&reg.mu);
 }
 
+void metrics_remove_where(int id, size_t label, const char *value)
+{
+	hmap_iter it;
+	const char *key;
+	void *v;
+	char **drop = NULL;
+	size_t n = 0, cap = 0, i;
+	pthread_mutex_lock(&reg.mu);
+	if(reg.ready && id >= 0 && id < reg.n && label < reg.fams[id]->n_labels && value) {
+		hmap_iter_init(&it, &reg.fams[id]->children);
+		while(hmap_iter_next(&it, &key, &v)) {
+			mchild *ch = v;
+			if(strcmp(ch->values[label], value))
+				continue;
+			if(n == cap) {
+				size_t nc = cap ? cap * 2 : 8;
+				char **nv = realloc(drop, nc * sizeof(*nv));
+				if(!nv)
+					break;
+				drop = nv;
+				cap = nc;
+			}
+			if(!(drop[n] = str_dup(key)))
+				break;
+			n++;
+		}
+		for(i = 0; i < n; i++)
+			hmap_del(&reg.fams[id]->children, drop[i]);
+	}
+	pthread_mutex_unlock(&reg.mu);
+	for(i = 0; i < n; i++)
+		free(drop[i]);
+	free(drop);
+}
+
 bool metrics_get(int id, const char *const *labels, double *value)
 {
 	mchild *c = NULL;

@@ -130,6 +130,10 @@ void metrics_gauge_add(int id, const char *const *labels, double v);
 void metrics_observe(int id, const char *const *labels, double v);
 /* Forget one child (a node group or pool that no longer exists). */
 void metrics_remove(int id, const char *const *labels);
+/* Forget every child whose label number `label` (0-based) is `value`:
+ * all the series of a node group that is gone, whatever its other
+ * labels. */
+void metrics_remove_where(int id, size_t label, const char *value);
 
 /* Current value of a counter or gauge child, or the observation count of a
  * histogram child; false when the child does not exist. For tests and for

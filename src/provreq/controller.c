@@ -97,6 +97,8 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->class_kept, free);
 	hmap_init(&c->prs, NULL);
 	hmap_init(&c->fenced_groups, NULL);
+	hmap_init(&c->groups_exported, NULL);
+	hmap_init(&c->conds_logged, NULL);
 	pr__dirty_init(c);
 	pr__shards_init(c);
 	pr__ledger_init(c, cfg->booking_ledger);
@@ -187,6 +189,8 @@ void pr_ctl_free(pr_ctl *c)
 	pr__drop_kept_requests(c);
 	hmap_free(&c->prs);
 	hmap_free(&c->fenced_groups);
+	hmap_free(&c->groups_exported);
+	hmap_free(&c->conds_logged);
 	free(c);
 }
 
@@ -229,13 +233,33 @@ void pr_ctl_rebuild_from_api(pr_ctl *c)
 	c->need_rebuild = true;
 }
 
+void pr_ctl_set_term_raise(pr_ctl *c, pr_term_raise_fn raise, void *ud)
+{
+	c->raise = raise;
+	c->raise_ud = ud;
+}
+
+bool pr_ctl_fenced_out(const pr_ctl *c, char *why, size_t n)
+{
+	if(why && n)
+		str_copy(why, n, c->fenced_out);
+	return c->fenced_out[0] != '\0';
+}
+
 void pr_ctl_set_term(pr_ctl *c, const char *key, const char *identity, int64_t transitions)
+{
+	c->raises = 0;
+	pr__term_apply(c, key, identity, transitions);
+}
+
+void pr__term_apply(pr_ctl *c, const char *key, const char *identity, int64_t transitions)
 {
 	uint64_t t = key && key[0] && transitions >= 0 ? (uint64_t)transitions + 1 : 0;
 	if(identity && identity[0])
 		snprintf(c->term, sizeof(c->term), "%s#%lld", identity, (long long)transitions);
 	else
 		c->term[0] = '\0';
+	str_copy(c->term_id, sizeof(c->term_id), identity ? identity : "");
 	if(t != c->fence_term || strcmp(c->fence_key, key && t ? key : "")) {
 		hmap_free(&c->fenced_groups);
 		hmap_init(&c->fenced_groups, NULL);
@@ -257,6 +281,9 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	c->next_wake = INT64_MAX;
 	c->stats.passes++;
 	c->fenced = false;
+	c->fenced_out[0] = '\0';
+	hmap_free(&c->conds_logged);
+	hmap_init(&c->conds_logged, NULL);
 	c->stats.requests_seen = 0;
 	c->stats.requests_decided = 0;
 	rc = pr__world_load(c, &w, err); /* (and the snapshot built from it) */

@@ -201,6 +201,26 @@ void pr_ctl_set_plan_key(pr_ctl *c, const uint8_t *key, size_t len);
  * 32 bytes in base64. */
 int pr_plan_key_load(const kube_api *api, const char *ns, uint8_t key[32], bool *created, prd_err *err);
 
+/* Terms only go up (operator.md, "A recreated Lease"): when a group's
+ * fence is refused because the group records term R of this election,
+ * above this replica's, while `may_act` still says this replica holds the
+ * lease, the controller asks `raise` to move the election's count to at
+ * least R (leaseTransitions := R, so the term becomes R + 1; conditional
+ * on the Lease's resourceVersion) and, on 0, acts in that term from the
+ * next pass: a Lease recreated at 0 costs one pass. Raised at most
+ * PR_TERM_RAISES_MAX times between two pr_ctl_set_term calls of the
+ * caller's (each taking of the lease): terms that keep rising past ours
+ * are another live election with the same key, which is left to lead.
+ * NULL (the default): never raised. */
+#define PR_TERM_RAISES_MAX 3
+typedef int (*pr_term_raise_fn)(void *ud, int64_t transitions, prd_err *err);
+void pr_ctl_set_term_raise(pr_ctl *c, pr_term_raise_fn raise, void *ud);
+
+/* Why the last pass could act on nothing, for /readyz: true, with the
+ * cause in `why`, when it was fenced out (a group records a newer term,
+ * or the lease was not held with a margin); false when it acted. */
+bool pr_ctl_fenced_out(const pr_ctl *c, char *why, size_t n);
+
 /* The Event type ("Warning" or "Normal") recorded when a request's
  * condition `type` changes to `status` with `reason`. Warning marks what an
  * operator must look at: Failed=True, CapacityRevoked=True,

@@ -15,6 +15,10 @@ bool pr__may_act(pr_ctl *c)
 		return false;
 	if(c->may_act && !c->may_act(c->may_act_ud)) {
 		c->fenced = true;
+		if(!c->fenced_out[0])
+			str_copy(c->fenced_out, sizeof(c->fenced_out),
+				 "the leader-election lease is not held with a margin (not renewed within the renew "
+				 "deadline, or taken by another replica): nothing is written");
 		log_warn("leadership may have been lost; this pass stops acting");
 		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", "fenced"), 1);
 		return false;

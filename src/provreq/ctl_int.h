@@ -288,6 +288,13 @@ struct pr_ctl {
 	uint8_t plan_key[32];     /* pr_ctl_set_plan_key (classes/plan_seal.h) */
 	bool plan_key_set;
 	hmap fenced_groups;       /* groups fenced in this term (no values) */
+	char term_id[256];        /* pr_ctl_set_term: the holder's identity */
+	pr_term_raise_fn raise;   /* pr_ctl_set_term_raise */
+	void *raise_ud;
+	unsigned raises;          /* terms raised since the caller last set one */
+	char fenced_out[600];     /* why the pass was fenced out ("" it was not; pr_ctl_fenced_out) */
+	hmap groups_exported;     /* node groups whose series the metrics hold (housekeeping.c) */
+	hmap conds_logged;        /* condition changes logged as written this pass (status.c) */
 	struct pr_status_write *writes; /* status writes deferred to the end of the pass */
 	size_t nwrites;
 	struct pr_node_mark *marks; /* node marks deferred to the end of the pass */
@@ -303,6 +310,10 @@ bool pr__may_act(pr_ctl *c);
 /* src/provreq/plan_key.c. Does the scale-up plan record in pr's status
  * verify under this controller's plan key (classes/plan_seal.h)? */
 bool pr__plan_sealed(const pr_ctl *c, const kube_provreq *pr);
+
+/* pr_ctl_set_term without starting the count of raises again (the term
+ * raised above a recorded one: world_nodes.c). */
+void pr__term_apply(pr_ctl *c, const char *key, const char *identity, int64_t transitions);
 
 /* Ask for another pass by wall time t (the earliest request wins). */
 void pr__wake_at(pr_ctl *c, int64_t t);

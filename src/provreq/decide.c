@@ -131,6 +131,13 @@ static void gc_terminal(pr_ctl *c, const kube_provreq *pr)
 	json_object_object_add(opts, "apiVersion", json_object_new_string("v1"));
 	json_object_object_add(pre, "uid", json_object_new_string(pr->meta.uid));
 	json_object_object_add(opts, "preconditions", pre);
+	/* A delete is a write: none from a replica that may have lost the
+	 * lease (a former leader's clock or config may say "expired" where
+	 * the new one's does not). */
+	if(!pr__may_act(c)) {
+		json_object_put(opts);
+		return;
+	}
 	rc = kube_api_call(&c->api, "DELETE", path, NULL, opts, NULL, NULL, &e);
 	json_object_put(opts);
 	if(rc && rc != PRD_ENOTFOUND && rc != PRD_ECONFLICT) {

@@ -76,8 +76,10 @@ void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char
 	if(transition) {
 		if(!quiet)
 			emit_event(c, pr, pr_event_type(type, status, reason), reason, msg);
-		log_info("request condition", "namespace", pr->meta.ns, "request", pr->meta.name, "class",
-			 pr->class_name, "condition", type, "status", status, "reason", reason, "message", msg);
+		/* Decided only: "request condition" is logged at info when the
+		 * status write carrying it lands (status.c), not before. */
+		log_debug("request condition decided", "namespace", pr->meta.ns, "request", pr->meta.name, "class",
+			  pr->class_name, "condition", type, "status", status, "reason", reason, "message", msg);
 	}
 }
 

@@ -33,6 +33,38 @@ static const char *pr_state(const kube_provreq *pr)
 	return "Pending";
 }
 
+/* A node group that is gone (deleted, or no longer listed by its driver)
+ * takes its series with it: a dashboard of group sizes must not show a
+ * group that no longer exists at its last size. Only when every driver
+ * listed its groups (a driver that could not list them says nothing of
+ * its groups). c->groups_exported holds the groups of the last pass
+ * that listed them all. */
+static void forget_gone_groups(pr_ctl *c, const pr_world *w)
+{
+	static const int fams[] = { M_NODEGROUP_SIZE, M_NODEGROUP_TARGET,  M_NODEGROUP_MIN,   M_NODEGROUP_MAX,
+				    M_NODEGROUP_BACKOFF, M_SCALE_DOWNS, M_FOREIGN_INSTANCES, M_SCALEUPS,
+				    M_PLAN_CONFLICTS };
+	hmap now, *was = &c->groups_exported;
+	hmap_iter it;
+	const char *id;
+	size_t i, f;
+	if(w->groups_incomplete)
+		return;
+	hmap_init(&now, NULL);
+	for(i = 0; i < w->ngroups; i++)
+		if(hmap_put(&now, w->groups[i].id, NULL)) {
+			hmap_free(&now);
+			return;
+		}
+	hmap_iter_init(&it, was);
+	while(hmap_iter_next(&it, &id, NULL))
+		if(!hmap_has(&now, id))
+			for(f = 0; f < sizeof(fams) / sizeof(fams[0]); f++)
+				metrics_remove_where(fams[f], 0, id);
+	hmap_free(was);
+	*was = now;
+}
+
 /* Gauges recomputed every pass from what the pass read (the conditions as
  * they were at the start of the pass) and from the node groups. */
 static void export_gauges(pr_ctl *c, pr_world *w)
@@ -89,6 +121,7 @@ static void export_gauges(pr_ctl *c, pr_world *w)
 		metrics_gauge_set(M_NODEGROUP_MAX, METRICS_L(g->id), g->max);
 		metrics_gauge_set(M_NODEGROUP_BACKOFF, METRICS_L(g->id), g->backed_off && g->backoff_until > c->now);
 	}
+	forget_gone_groups(c, w);
 }
 
 /* Drop what only vanished requests used: their state rows and bookings

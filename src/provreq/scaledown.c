@@ -202,6 +202,12 @@ static void mark_one(void *ud, size_t i)
 {
 	pr_ctl *c = ud;
 	struct pr_node_mark *m = &c->marks[i];
+	/* Before each PATCH, as the status writes do (c->may_act is safe
+	 * from any thread). */
+	if(c->may_act && !c->may_act(c->may_act_ud)) {
+		m->rc = prd_err_set(&m->err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
+		return;
+	}
 	m->rc = send_node_patch(c, m->node, m->patch, &m->err);
 }
 
@@ -219,7 +225,12 @@ void pr__marks_flush(pr_ctl *c)
 	}
 	pr__parallel(c->cfg.status_writers ? c->cfg.status_writers : 1, c->nmarks, mark_one, c);
 	for(i = 0; i < c->nmarks; i++)
-		if(!c->marks[i].rc)
+		if(c->marks[i].rc == PRD_EAGAIN && !pr__may_act(c))
+			break;
+	for(i = 0; i < c->nmarks; i++)
+		if(c->marks[i].rc == PRD_EAGAIN)
+			log_debug("node not marked: the fence closed first", "node", c->marks[i].node);
+		else if(!c->marks[i].rc)
 			c->stats.marks_written++;
 		else
 			log_warn("cannot mark a new node as provreqd's; it will not be scaled down", "node",

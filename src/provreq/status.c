@@ -38,6 +38,7 @@ struct pr_status_write {
 	bool release;             /* remove the finalizer once written */
 	bool books;               /* it records a booking (ledger_flush) */
 	bool held;                /* not sent: the booking ledger refused its booking */
+	bool fenced;              /* not sent: the fence closed before it went */
 	int rc;
 	prd_err err;
 	json_object *answer;
@@ -245,6 +246,38 @@ static int status_outcome(pr_ctl *c, const kube_provreq *pr, const char *based_o
 	return 0;
 }
 
+/* The conditions a write that landed changed, logged as the request's
+ * news: a condition decided but not written (the pass was fenced, the
+ * write refused) is not news, and is decided again. */
+static void log_written(pr_ctl *c, const kube_provreq *pr, json_object *patch)
+{
+	char key[600];
+	json_object *conds = json_object_object_get(json_object_object_get(patch, "status"), "conditions");
+	size_t i, k, n = json_object_is_type(conds, json_type_array) ? json_object_array_length(conds) : 0;
+	for(i = 0; i < n; i++) {
+		json_object *o = json_object_array_get_idx(conds, i);
+		const char *type = json_object_get_string(json_object_object_get(o, "type"));
+		const char *status = json_object_get_string(json_object_object_get(o, "status"));
+		const char *reason = json_object_get_string(json_object_object_get(o, "reason"));
+		const kube_condition *was = NULL;
+		if(!type || !status)
+			continue;
+		for(k = 0; k < pr->nconditions && !was; k++)
+			if(str_eq(pr->conditions[k].type, type))
+				was = &pr->conditions[k];
+		if(was && str_eq(was->status, status) && str_eq(was->reason ? was->reason : "", reason ? reason : ""))
+			continue;
+		/* (A request written twice in a pass carries the same news.) */
+		snprintf(key, sizeof(key), "%s/%s/%s/%s", pr->meta.uid ? pr->meta.uid : pr->meta.name, type, status,
+			 reason ? reason : "");
+		if(hmap_has(&c->conds_logged, key) || hmap_put(&c->conds_logged, key, NULL))
+			continue;
+		log_info("request condition", "namespace", pr->meta.ns, "request", pr->meta.name, "class",
+			 pr->class_name, "condition", type, "status", status, "reason", reason ? reason : "", "message",
+			 json_object_get_string(json_object_object_get(o, "message")));
+	}
+}
+
 /* Entry n of a list of ledger changes: request pr's booking added (or
  * removed), its key "ns/name" in keys[n]. */
 static void ledger_change_set(pr_ledger_change *ch, char (*keys)[600], size_t n, const kube_provreq *pr, bool add)
@@ -351,6 +384,8 @@ int pr__write_status(pr_class_ctx *x, prd_err *err)
 	patch = status_patch(x, false);
 	status_path(x->pr, path, sizeof(path));
 	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, &answer, NULL, err);
+	if(rc == 0)
+		log_written(c, x->pr, patch);
 	json_object_put(patch);
 	rc = status_outcome(c, x->pr, x->rv, rc, answer, err, &new_rv);
 	if(rc == PRD_ENOTFOUND)
@@ -454,6 +489,17 @@ static void send_one(void *ud, size_t i)
 	char path[700];
 	if(w->held)
 		return;
+	/* Asked before each write, not once for the batch: eight writers
+	 * send hundreds of writes, for longer than the fence's margin when
+	 * the apiserver is slow. Once it closes, nothing more goes (the new
+	 * leader decides these requests again). c->may_act is safe from any
+	 * thread; pr__may_act (which notes the pass fenced) is not. */
+	if(c->may_act && !c->may_act(c->may_act_ud)) {
+		w->fenced = true;
+		w->rc = PRD_EAGAIN;
+		prd_err_set(&w->err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
+		return;
+	}
 	status_path(w->pr, path, sizeof(path));
 	w->rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", w->patch, &w->answer, NULL,
 			      &w->err);
@@ -472,10 +518,21 @@ void pr__status_flush(pr_ctl *c)
 		ledger_flush(c);
 	if(sent)
 		pr__parallel(c->cfg.status_writers ? c->cfg.status_writers : 1, c->nwrites, send_one, c);
+	for(i = 0; sent && i < c->nwrites; i++)
+		if(c->writes[i].fenced) {
+			/* The fence closed during the flush: this pass is fenced,
+			 * and the writes not sent are decided again. */
+			(void)pr__may_act(c);
+			c->fenced = true;
+			break;
+		}
 	for(i = 0; i < c->nwrites; i++) {
 		struct pr_status_write *w = &c->writes[i];
 		prd_err e;
-		int rc = sent ? status_outcome(c, w->pr, w->rv, w->rc, w->answer, &w->err, NULL) : PRD_EAGAIN;
+		int rc = sent && !w->fenced ? status_outcome(c, w->pr, w->rv, w->rc, w->answer, &w->err, NULL)
+					    : PRD_EAGAIN;
+		if(rc == 0)
+			log_written(c, w->pr, w->patch);
 		if(rc == 0 && w->release && pr__hold(c, w->pr, false, &e) && e.code != PRD_ENOTFOUND)
 			log_warn("cannot remove provreqd's finalizer; it is removed when the request is deleted",
 				 "request", w->pr->meta.name, "error", e.msg);

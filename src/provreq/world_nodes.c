@@ -187,22 +187,99 @@ static void feed_nodes(pr_ctl *c, size_t d)
  * before the call) is refused by the cloud. Until every group of a fencing
  * driver has confirmed it, the pass acts on nothing (retried a second
  * later): a former leader's call may still land on a group that has not.
- * A group that has seen a newer term says this replica no longer leads. */
-/* A fence was refused (rc PRD_CLOUD_ECONFLICT: a newer term exists, this
- * replica no longer leads: `lost` is logged) or failed (`retry`, and again
- * a second later): the pass acts on nothing. */
-static void fence_failed(pr_ctl *c, int rc, const char *lost, const char *retry, const char *key, const char *id,
+ * A group that has seen a newer term: term_refused. */
+/* A fence was refused: the group (or a driver's creations, gid NULL)
+ * records a term of this election above this replica's. While the lease
+ * is not held, a newer leader fenced it: this replica no longer leads.
+ * While it is held, no newer leader can exist in this election: its count
+ * started again (a recreated Lease, a lease namespace changed) below what
+ * a former term recorded. The recorded term is read (ABI 1.7) and the
+ * Lease's count raised to it (c->raise), so the next pass fences again
+ * with a term above it; a former leader's late calls, which carry the
+ * recorded term or an older one, stay refused. The pass acts on nothing
+ * either way. */
+static void term_refused(pr_ctl *c, cloud_driver *drv, const char *gid, const char *what, const char *id,
 			 const char *msg)
+{
+	const prd_cloud_driver *api = drv->api;
+	prd_cloud_error de;
+	uint64_t rec = 0;
+	char key[64], ident[256], why[300] = "";
+	prd_err e;
+	int rc;
+	memset(&de, 0, sizeof(de));
+	if(c->may_act && !c->may_act(c->may_act_ud)) {
+		snprintf(c->fenced_out, sizeof(c->fenced_out),
+			 "fenced out: %s %s records a newer term of '%s' than this replica's (%s), and the lease is "
+			 "not held: another replica leads",
+			 what, id, c->fence_key, c->term);
+		log_warn("a node group has seen a newer leader term and the lease is not held: this replica no longer "
+			 "leads; the pass stops acting",
+			 what, id, "term", c->term, "error", msg);
+		return;
+	}
+	rc = api->abi_minor >= 7 && CLOUD_DRIVER_HAS(api, fence_recorded) && api->fence_recorded
+		     ? api->fence_recorded(drv->state, gid, c->fence_key, &rec, &de)
+		     : PRD_CLOUD_EUNSUPPORTED;
+	de.message[sizeof(de.message) - 1] = '\0';
+	if(rc)
+		snprintf(why, sizeof(why), "the recorded term cannot be read: %.200s",
+			 rc == PRD_CLOUD_EUNSUPPORTED ? "the driver does not say (ABI < 1.7)" : de.message);
+	else if(rec < c->fence_term)
+		snprintf(why, sizeof(why), "the recorded term is %llu now; fencing again", (unsigned long long)rec);
+	else if(!c->raise)
+		snprintf(why, sizeof(why), "this replica cannot raise its term");
+	else if(c->raises >= PR_TERM_RAISES_MAX)
+		snprintf(why, sizeof(why),
+			 "its term was raised %u times since it took the lease and terms keep rising past it: another "
+			 "election with the same key acts on these groups; this replica stands by",
+			 c->raises);
+	else if(rec > (uint64_t)INT64_MAX - 1)
+		snprintf(why, sizeof(why), "the recorded term is out of range");
+	else if(c->raise(c->raise_ud, (int64_t)rec, &e))
+		snprintf(why, sizeof(why), "raising the Lease's term failed: %.200s", e.msg);
+	if(!why[0]) {
+		str_copy(key, sizeof(key), c->fence_key);
+		str_copy(ident, sizeof(ident), c->term_id);
+		c->raises++;
+		pr__term_apply(c, key, ident, (int64_t)rec);
+		c->need_rebuild = true;
+		log_warn("a node group records a leader term above this replica's while it holds the lease (the Lease "
+			 "was recreated or its count started again): the Lease's term was raised above it; the next "
+			 "pass fences again",
+			 what, id, "recorded", LOGI((long long)rec), "term", c->term);
+		snprintf(c->fenced_out, sizeof(c->fenced_out),
+			 "%s %s records term %llu of '%s', above this replica's; the Lease's term was raised to %llu "
+			 "and the next pass fences again",
+			 what, id, (unsigned long long)rec, key, (unsigned long long)c->fence_term);
+		pr__wake_at(c, c->now + 1);
+		return;
+	}
+	snprintf(c->fenced_out, sizeof(c->fenced_out),
+		 "fenced out while holding the lease: %s %s records a newer term of '%s' than this replica's (%s); %s",
+		 what, id, c->fence_key, c->term, why);
+	log_warn("a node group records a leader term above this replica's while it holds the lease; the pass acts "
+		 "on nothing",
+		 what, id, "term", c->term, "cause", why, "error", msg);
+	pr__wake_at(c, c->now + PRD_NS_PER_SEC);
+}
+
+/* A fence was refused (rc PRD_CLOUD_ECONFLICT: term_refused) or failed
+ * (`retry`, and again a second later): the pass acts on nothing. */
+static void fence_failed(pr_ctl *c, cloud_driver *drv, const char *gid, int rc, const char *retry, const char *what,
+			 const char *id, const char *msg)
 {
 	c->fenced = true;
 	metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", "fenced"), 1);
 	if(rc == PRD_CLOUD_ECONFLICT) {
-		log_warn(lost, key, id, "term", c->term, "error", msg);
+		term_refused(c, drv, gid, what, id, msg);
 		return;
 	}
 	if(c->next_wake > c->now + PRD_NS_PER_SEC)
 		c->next_wake = c->now + PRD_NS_PER_SEC;
-	log_warn(retry, key, id, "error", msg);
+	snprintf(c->fenced_out, sizeof(c->fenced_out), "cannot fence %s %s for this leader term (retrying): %s", what,
+		 id, msg);
+	log_warn(retry, what, id, "error", msg);
 }
 
 static void fence_group(pr_ctl *c, pr_group *g)
@@ -220,8 +297,7 @@ static void fence_group(pr_ctl *c, pr_group *g)
 		log_debug("node group fenced for this leader term", "group", g->id, "term", c->term);
 		return;
 	}
-	fence_failed(c, rc,
-		     "a node group has seen a newer leader term: this replica no longer leads; the pass stops acting",
+	fence_failed(c, g->drv, g->id, rc,
 		     "cannot fence a node group for this leader term: the pass acts on nothing until every group is "
 		     "fenced; retrying",
 		     "group", g->id, rc ? de.message : "out of memory");
@@ -247,9 +323,7 @@ static void fence_creations(pr_ctl *c, cloud_driver *drv)
 	de.message[sizeof(de.message) - 1] = '\0';
 	if(rc == 0 && hmap_put(&c->fenced_groups, key, NULL) == 0)
 		return;
-	fence_failed(c, rc,
-		     "a driver's group creations have seen a newer leader term: this replica no longer leads; the pass "
-		     "stops acting",
+	fence_failed(c, drv, NULL, rc,
 		     "cannot fence a driver's group creations for this leader term: the pass acts on nothing until it "
 		     "is; retrying",
 		     "driver", api->name, rc ? de.message : "out of memory");

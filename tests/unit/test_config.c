@@ -12,6 +12,11 @@
 #include <string.h>
 #include <sys/wait.h>
 
+/* What check-config adds when the fence's margin is not positive. */
+#define MARGIN_WHY \
+	": the fence's margin (lease duration minus renew deadline) is not positive, so a standby could take " \
+	"the lease while the leader still acts"
+
 #define SEC 1000000000LL
 
 static const char *write_tmp(const char *name, const char *text)
@@ -360,7 +365,7 @@ static void test_bad_values(void)
 			       "namespace name (lowercase DNS label)\n"
 			       "--expander (scaleUp.expander): 'cheapest' is not an expander (want least-waste, "
 			       "most-pods, least-nodes, priority, random or price, comma-separated)\n"
-			       "--lease-renew-deadline (20s) must be shorter than --lease-duration (15s)\n"
+			       "--lease-renew-deadline (20s) must be shorter than --lease-duration (15s)" MARGIN_WHY "\n"
 			       "--request-backoff-initial (20m) must be at most --request-backoff-max (10m)\n"
 			       "--cloud-config is set but no --cloud-driver is loaded\n");
 	cfg_free(&c);
@@ -378,7 +383,7 @@ static void test_cross_checks_with_key_errors(void)
 	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f, "--lease-renew-deadline=20s", "--v=9")), PRD_EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), ": requests.bookingTTL2: unknown key"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--v: 9 is out of range 0..4\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--lease-renew-deadline (20s) must be shorter than --lease-duration (15s)\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--lease-renew-deadline (20s) must be shorter than --lease-duration (15s)" MARGIN_WHY "\n"));
 	cfg_free(&c);
 	buf_free(&errs);
 
@@ -394,7 +399,7 @@ static void test_cross_checks_with_key_errors(void)
 	/* A later flag that fixes a refused value brings its checks back. */
 	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--lease-duration=x", "--lease-duration=5s")), PRD_EINVAL);
 	CU_ASSERT_STRING_EQUAL(buf_str(&errs), "--lease-duration: bad duration 'x' (want e.g. 500ms, 90s, 1m30s, 10m, 3h, 7d)\n"
-					      "--lease-renew-deadline (10s) must be shorter than --lease-duration (5s)\n");
+					      "--lease-renew-deadline (10s) must be shorter than --lease-duration (5s)" MARGIN_WHY "\n");
 	cfg_free(&c);
 	buf_free(&errs);
 }
@@ -791,6 +796,35 @@ static void test_commands_agree(void)
 	free(out);
 }
 
+/* The fence's margin. The Lease records whole seconds: a duration of
+ * 10900ms with a renew deadline of 10500ms was accepted, and written as
+ * leaseDurationSeconds 10, so a standby could take over half a second
+ * before the leader stopped acting. Broken checks caught: one that
+ * accepts a duration that is not whole seconds, one that compares the
+ * durations as given rather than as the Lease records them. */
+static void test_fence_margin(void)
+{
+	cfg c;
+	buf errs;
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--lease-duration=10900ms", "--lease-renew-deadline=10500ms")), PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--lease-duration (leaderElection.leaseDuration): must be whole "
+							"seconds: the Lease records leaseDurationSeconds, so 10s900ms cannot be "
+							"written as it is (use 11s)\n"));
+	cfg_free(&c);
+	buf_free(&errs);
+	/* Whole seconds, and a margin of half a second: accepted. */
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--lease-duration=11s", "--lease-renew-deadline=10500ms")), PRD_OK);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs), "");
+	cfg_free(&c);
+	buf_free(&errs);
+	/* No margin. */
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--lease-duration=11s", "--lease-renew-deadline=11s")), PRD_EINVAL);
+	CU_ASSERT_STRING_EQUAL(buf_str(&errs),
+			       "--lease-renew-deadline (11s) must be shorter than --lease-duration (11s)" MARGIN_WHY "\n");
+	cfg_free(&c);
+	buf_free(&errs);
+}
+
 static const test_case cases[] = {
 	{ "cluster-wide limits", test_cluster_limits },
 	{ "defaults", test_defaults },
@@ -810,6 +844,7 @@ static const test_case cases[] = {
 	{ "cluster_autoscaler_aliases", test_cluster_autoscaler_aliases },
 	{ "commands_agree", test_commands_agree },
 	{ "priority_configmap_reread", test_priority_configmap_reread },
+	{ "fence_margin", test_fence_margin },
 	{ NULL, NULL }
 };
 

@@ -1832,6 +1832,16 @@ static int m_fence(void *st, const char *gid, const char *key, uint64_t term, pr
 	return rc;
 }
 
+/* ABI 1.7: the term a group records. */
+static int m_fence_recorded(void *st, const char *gid, const char *key, uint64_t *term, prd_cloud_error *err)
+{
+	(void)st;
+	(void)err;
+	CU_ASSERT_STRING_EQUAL(key, "provreqd");
+	*term = a_group(gid)->fence;
+	return 0;
+}
+
 static int m_increase(void *st, const prd_cloud_increase *rq, prd_cloud_error *err)
 {
 	agroup *g;
@@ -1910,6 +1920,7 @@ static const prd_cloud_driver m_driver = {
 	.fence = m_fence,
 	.decrease = m_decrease,
 	.delete_fenced = m_delete_fenced,
+	.fence_recorded = m_fence_recorded,
 };
 
 static cloud_driver m_drv = { NULL, NULL, &m_driver, NULL, NULL };
@@ -4661,6 +4672,103 @@ static void test_stale_term_call_is_refused(void)
 	stop_async();
 }
 
+static int raise_calls;
+static int64_t raised_to;
+static bool raise_fails;
+
+static int t_raise(void *ud, int64_t transitions, prd_err *err)
+{
+	(void)ud;
+	raise_calls++;
+	if(raise_fails)
+		return prd_err_set(err, PRD_ECONFLICT, "lease: held by another process now");
+	raised_to = transitions;
+	return 0;
+}
+
+static bool t_holds(void *ud)
+{
+	return *(bool *)ud;
+}
+
+/* Terms only go up. The Lease was recreated (its namespace deleted and
+ * made again): the holder's term starts again at 1 while the group still
+ * records term 7 of the former Lease. The fence is refused while this
+ * replica holds the lease: it raises the Lease's count to 7 and fences
+ * with term 8 on the next pass, which serves a check-capacity request and
+ * an atomic one (its increase carries term 8). A stalled former leader
+ * (term 7, lease no longer valid) stays fenced out. Broken controller
+ * caught (today's): refused on every pass for good, saying "this replica
+ * no longer leads" while it holds the lease, with nothing written, not
+ * even the check-capacity status. */
+static void test_recreated_lease_served_again(void)
+{
+	agroup *g;
+	bool holds = true;
+	char why[600];
+	start_marks();
+	g = &ac.grp[0];
+	pr_ctl_set_fence(ctl, t_holds, &holds);
+	pr_ctl_set_term_raise(ctl, t_raise, NULL);
+	raise_calls = 0;
+	raised_to = -1;
+	raise_fails = false;
+	add_node("n1", "2", NULL);
+	add_template("a", "one", "1");
+	pr_ctl_set_term(ctl, "provreqd", "A", 6); /* term 7 */
+	pass();
+	CU_ASSERT_EQUAL(g->fence, 7);
+	/* The Lease is made again; B takes it at leaseTransitions 0. */
+	pr_ctl_set_term(ctl, "provreqd", "B", 0);
+	pr_ctl_rebuild_from_api(ctl);
+	add_pr("a", "fits", PR_CLASS_CHECK, "one", 1, NULL);
+	add_pr("a", "job", PR_CLASS_ATOMIC, "one", 6, NULL);
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	/* The pass that found it acts on nothing and raises the term. */
+	CU_ASSERT_EQUAL(raise_calls, 1);
+	CU_ASSERT_EQUAL(raised_to, 7);
+	CU_ASSERT_TRUE(pr_ctl_fenced_out(ctl, why, sizeof(why)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "records term 7"));
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	CU_ASSERT_STRING_EQUAL(cond("a", "fits", "Provisioned"), "-");
+	/* The next pass is served. */
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(g->fence, 8);
+	CU_ASSERT_FALSE(pr_ctl_fenced_out(ctl, why, sizeof(why)));
+	CU_ASSERT_STRING_EQUAL(cond("a", "fits", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_EQUAL(g->last_term, 8);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_EQUAL(raise_calls, 1);
+	/* The former leader, stalled (its lease no longer valid) in term 7:
+	 * acts on nothing, raises nothing. */
+	holds = false;
+	pr_ctl_set_term(ctl, "provreqd", "A", 6);
+	add_pr("a", "late", PR_CLASS_ATOMIC, "one", 6, NULL);
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(raise_calls, 1);
+	CU_ASSERT_EQUAL(g->fence, 8);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_TRUE(pr_ctl_fenced_out(ctl, why, sizeof(why)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "lease"));
+	/* Holding it but the raise refused (another process wrote the
+	 * Lease): stands, saying why, and raises nothing. */
+	holds = true;
+	raise_fails = true;
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(raise_calls, 2);
+	CU_ASSERT_EQUAL(g->fence, 8);
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_TRUE(pr_ctl_fenced_out(ctl, why, sizeof(why)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "raising the Lease's term failed"));
+	raise_fails = false;
+	stop_async();
+}
+
 /* A leader that takes over an open plan names its term in the request's
  * status before it calls the cloud for the plan. Broken controller
  * caught: one that calls first and leaves the term to the write at the
@@ -5198,6 +5306,92 @@ static void test_gc_deletes_only_the_finished_request(void)
 	/* The new request is decided like any other. */
 	pass();
 	CU_ASSERT_STRING_EQUAL(cond("gc", "job", "Accepted"), "True/Accepted");
+	stop();
+}
+
+/* The lease is lost (the fence closes) once the first status write of a
+ * flush has landed; status PATCHes and request DELETEs are counted. */
+static bool lose_after_status;
+static bool lease_lost;
+static int status_patches, pr_deletes;
+
+static int losing_api(void *ud, const char *method, const char *path, const char *ct, const char *body,
+		      size_t len, long *status, char **resp, size_t *resp_len)
+{
+	int rc = memapi_request(ud, method, path, ct, body, len, status, resp, resp_len);
+	bool st = !strcmp(method, "PATCH") && strstr(path, "/provisioningrequests/") && strstr(path, "/status");
+	status_patches += st;
+	pr_deletes += !strcmp(method, "DELETE") && strstr(path, "/provisioningrequests/") != NULL;
+	if(st && lose_after_status)
+		lease_lost = true;
+	return rc;
+}
+
+static bool lease_held(void *ud)
+{
+	(void)ud;
+	return !lease_lost;
+}
+
+/* Every write through the fence. (1) The deferred status writes of a
+ * pass ask the fence before each write: the lease lost after the first
+ * one landed, none of the other nine goes. Broken controller caught
+ * (today's): the fence asked once for the whole flush, all ten sent by a
+ * replica that no longer leads. (2) The deletion of a finished request
+ * asks it too. Broken controller caught (today's): gc_terminal deletes
+ * with no fence. */
+static void test_writes_ask_the_fence_each(void)
+{
+	pr_config cfg;
+	kube_api wrapped;
+	prd_err e;
+	char name[32];
+	int i, written = 0;
+	start(NULL, NULL);
+	pr_ctl_free(ctl);
+	pr_config_default(&cfg);
+	cfg.status_writers = 1;
+	wrapped.request = losing_api;
+	wrapped.ud = m;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &wrapped, db, NULL, &ctl, &e), 0);
+	pr_ctl_set_fence(ctl, lease_held, NULL);
+	lease_lost = false;
+	lose_after_status = false;
+	status_patches = pr_deletes = 0;
+	add_node("n1", "16", NULL);
+	add_template("f", "one", "1");
+	for(i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		add_pr("f", name, PR_CLASS_CHECK, "one", 1, NULL);
+	}
+	lose_after_status = true;
+	pass();
+	CU_ASSERT_EQUAL(status_patches, 1);
+	for(i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		written += strcmp(cond("f", name, "Provisioned"), "-") != 0;
+	}
+	CU_ASSERT_EQUAL(written, 1);
+	CU_ASSERT_TRUE(pr_ctl_fenced_out(ctl, NULL, 0));
+	/* (2) The lease held again, every request is decided; one fails for
+	 * good; seven days later the lease is lost: nothing is deleted. */
+	lose_after_status = false;
+	lease_lost = false;
+	add_pr("f", "done", PR_CLASS_CHECK, "one", 100, "{noRetry: \"true\"}");
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("f", "done", "Failed"), "True/CapacityIsNotFound");
+	lease_lost = true;
+	clk_fake_advance(&fake, 7 * 24 * 60 * MIN + SEC);
+	pass();
+	CU_ASSERT_EQUAL(pr_deletes, 0);
+	CU_ASSERT_STRING_NOT_EQUAL(uid_of("f", "done"), "gone");
+	/* Held again: deleted. */
+	lease_lost = false;
+	clk_fake_advance(&fake, SEC);
+	pass();
+	CU_ASSERT_EQUAL(pr_deletes, 1);
+	CU_ASSERT_STRING_EQUAL(uid_of("f", "done"), "gone");
 	stop();
 }
 
@@ -5946,6 +6140,8 @@ static const test_case cases[] = {
 	{ "actors: a call that lands after its plan was rolled back is swept", test_marks_late_call_after_rollback_is_swept },
 	{ "actors: a forged plan in a request's status is refused", test_forged_plan_is_refused },
 	{ "actors: a call carrying an older leader term is refused once the group is fenced", test_stale_term_call_is_refused },
+	{ "actors: a recreated Lease (term below a recorded one) is served again after one pass", test_recreated_lease_served_again },
+	{ "actors: status writes and request deletions each ask the fence", test_writes_ask_the_fence_each },
 	{ "actors: on a new term the status's booking replaces the local one", test_new_term_status_booking_wins },
 	{ "async: a plan whose room is taken waits for it, then scales up again", test_async_taken_room_waits_then_retries },
 	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },

@@ -41,7 +41,7 @@ static void test_rejections(void)
 	m = load_fails(drv("badmajor"), NULL, PRD_EUNSUPPORTED);
 	CU_ASSERT_PTR_NOT_NULL(strstr(m, "ABI major version 2, provreqd speaks 1"));
 	m = load_fails(drv("newminor"), NULL, PRD_EUNSUPPORTED);
-	CU_ASSERT_PTR_NOT_NULL(strstr(m, "newer than provreqd's 1.6"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "newer than provreqd's 1.7"));
 	/* Half of node auto-provisioning: a controller would list shapes it
 	 * can never create (or groups it can never delete). */
 	m = load_fails(drv("napsome"), NULL, PRD_EINVAL);

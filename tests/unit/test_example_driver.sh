@@ -30,7 +30,7 @@ out=$("$PRD_BUILDDIR/provreqd" check-driver "$tmp/example-driver.so" --cloud-con
 echo "$out"
 fail=0
 check() { echo "$out" | grep -qF -- "$1" || { echo "missing: $1"; fail=1; }; }
-check "driver example (ABI 1.6)"
+check "driver example (ABI 1.7)"
 check "node auto-provisioning: yes"
 check "machine shapes: 1"
 check "- big max=20 zones=(any) price=2.500000/h"

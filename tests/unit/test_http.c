@@ -183,6 +183,21 @@ static void test_endpoints(void)
 	CU_ASSERT_EQUAL(r.code, 200);
 	CU_ASSERT_STRING_EQUAL(buf_str(&r.body), "ok\n");
 	buf_free(&r.body);
+	/* A note is shown under "ok" while its flag is ok (a standby says
+	 * it stands by), not while it fails (the reason is shown then). */
+	CU_ASSERT_EQUAL(health_set_note(h, "leader-election", "standing by: the lease is held by b"), 0);
+	fetch("127.0.0.1", port, "GET", "/readyz", &r);
+	CU_ASSERT_EQUAL(r.code, 200);
+	CU_ASSERT_STRING_EQUAL(buf_str(&r.body), "ok\nleader-election: standing by: the lease is held by b\n");
+	buf_free(&r.body);
+	CU_ASSERT_EQUAL(health_set_flag(h, "leader-election", false, "fenced out"), 0);
+	fetch("127.0.0.1", port, "GET", "/readyz", &r);
+	CU_ASSERT_EQUAL(r.code, 503);
+	CU_ASSERT_STRING_EQUAL(buf_str(&r.body), "leader-election: fenced out\n");
+	buf_free(&r.body);
+	CU_ASSERT_EQUAL(health_set_note(h, "leader-election", NULL), 0);
+	CU_ASSERT_EQUAL(health_set_flag(h, "leader-election", true, NULL), 0);
+	CU_ASSERT_EQUAL(health_set_note(h, "no-such-check", "x"), PRD_ENOTFOUND);
 
 	fetch("127.0.0.1", port, "GET", "/nope", &r);
 	CU_ASSERT_EQUAL(r.code, 404);

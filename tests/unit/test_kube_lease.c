@@ -397,6 +397,95 @@ static void test_thread(void)
 	fake_store_free(st);
 }
 
+/* A recreated Lease (deleted, its namespace deleted and made again)
+ * starts leaseTransitions at 0: the term the holder reports follows the
+ * Lease, and the holder can raise it (conditionally) above a term
+ * recorded elsewhere. Only the holder with a valid fence can; a write in
+ * between (a renewal, a takeover) makes the raise a Conflict that changes
+ * nothing. Broken lease code caught: one whose term stays the old one
+ * after it created a new Lease (the controller never learns its term
+ * fell), one that lets a stalled or non-holding process raise the term
+ * (a stale leader would fence the new one out), one that writes
+ * leaseDurationSeconds truncated (10.9 s as 10: others wait less than
+ * the fence's margin assumes). */
+static void test_recreated_and_raised(void)
+{
+	fake_store *st = fake_store_new();
+	fake_srv *srv = fake_start(fake_store_handler, st);
+	kube_config *cfg;
+	kube_client *cl;
+	kube_client_opts co = {.max_retries = -1};
+	cand a, b;
+	json_object *spec;
+	int64_t tr = -1;
+	prd_err e;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_EQUAL_FATAL(fake_client(srv, &co, &cfg, &cl), 0);
+	cand_init(&a, cl, "host-a");
+	cand_init(&b, cl, "host-b");
+	CU_ASSERT_TRUE(step(&a));
+	/* Raised to 7: the Lease says so, and so does the term. */
+	CU_ASSERT_EQUAL(kube_lease_raise(a.le, 7, &e), 0);
+	kube_lease_term(a.le, NULL, 0, &tr);
+	CU_ASSERT_EQUAL(tr, 7);
+	spec = lease_spec(st);
+	CU_ASSERT_STRING_EQUAL(sget(spec, "leaseTransitions"), "7");
+	CU_ASSERT_STRING_EQUAL(sget(spec, "holderIdentity"), "host-a");
+	json_object_put(spec);
+	/* Renewals keep it. */
+	clk_fake_advance(&a.fc, 2 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&a));
+	kube_lease_term(a.le, NULL, 0, &tr);
+	CU_ASSERT_EQUAL(tr, 7);
+	/* Not the holder: refused, nothing written. */
+	CU_ASSERT_FALSE(step(&b));
+	CU_ASSERT_EQUAL(kube_lease_raise(b.le, 20, &e), PRD_EAGAIN);
+	/* A write between the read and the raise: Conflict, unchanged. */
+	fake_store_fail_on(st, "PUT", 409, 1);
+	CU_ASSERT_EQUAL(kube_lease_raise(a.le, 9, &e), PRD_ECONFLICT);
+	kube_lease_term(a.le, NULL, 0, &tr);
+	CU_ASSERT_EQUAL(tr, 7);
+	spec = lease_spec(st);
+	CU_ASSERT_STRING_EQUAL(sget(spec, "leaseTransitions"), "7");
+	json_object_put(spec);
+	/* The Lease is deleted; the holder makes it again at 0 and its term
+	 * says 0, whatever it was. */
+	CU_ASSERT_EQUAL(kube_delete(cl, &KUBE_LEASES, "kube-system", "provreqd", NULL, NULL, &e), 0);
+	clk_fake_advance(&a.fc, 2 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&a));
+	kube_lease_term(a.le, NULL, 0, &tr);
+	CU_ASSERT_EQUAL(tr, 0);
+	/* Stalled past the renew deadline: it may not raise. */
+	clk_fake_advance(&a.fc, 11 * PRD_NS_PER_SEC);
+	CU_ASSERT_EQUAL(kube_lease_raise(a.le, 7, &e), PRD_EAGAIN);
+	spec = lease_spec(st);
+	CU_ASSERT_STRING_EQUAL(sget(spec, "leaseTransitions"), "0");
+	json_object_put(spec);
+	kube_lease_free(a.le);
+	kube_lease_free(b.le);
+	/* A duration that is not whole seconds is written rounded up. */
+	{
+		kube_lease_opts o = {.namespace_ = "kube-system", .name = "other", .identity = "c",
+				     .lease_duration_ns = 10900 * PRD_NS_PER_MS,
+				     .renew_deadline_ns = 10500 * PRD_NS_PER_MS};
+		char *t;
+		kube_lease *c = NULL;
+		bool leading = false;
+		CU_ASSERT_EQUAL_FATAL(kube_lease_new(cl, &o, &c, &e), 0);
+		kube_lease_step(c, &leading, NULL, &e);
+		CU_ASSERT_TRUE(leading);
+		t = fake_store_get(st, "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/other");
+		CU_ASSERT_PTR_NOT_NULL(t ? strstr(t, "\"leaseDurationSeconds\": 11") : NULL);
+		free(t);
+		kube_lease_free(c);
+	}
+	kube_client_free(cl);
+	kube_config_free(cfg);
+	fake_stop(srv);
+	fake_store_free(st);
+}
+
 static const test_case cases[] = {
 	{ "the fence closes at the renew deadline without a step", test_valid_fences_a_stall },
 	{"acquire, renew, take over after expiry, release", test_acquire_takeover_release},
@@ -404,6 +493,7 @@ static const test_case cases[] = {
 	{"a conflicting write loses; a new holder is respected", test_conflict_loses},
 	{"a lease that cannot be taken is reported once, and cleared", test_problem_reported_once},
 	{"helper thread acquires and releases on stop", test_thread},
+	{"a recreated Lease restarts the term; the holder raises it", test_recreated_and_raised},
 	{NULL, NULL}
 };
 
