@@ -298,6 +298,10 @@ static void setup_cluster(void)
 static bool no_ledger;
 /* --nap: auto-provisioning in the modes with several actors too. */
 static bool nap_multi;
+/* --ledger-objects N: objects of the booking ledger hold N bytes of
+ * entries (ledger.c, "Layout"), so a few bookings spill into overflow
+ * objects that are made, replaced and deleted under the faults. */
+static long ledger_objects;
 
 static void setup_replica(replica *r, int idx, const char *name, const char *shard, int lease)
 {
@@ -319,6 +323,7 @@ static void setup_replica(replica *r, int idx, const char *name, const char *sha
 	 * runs (cmd_run.c). */
 	if(dst.multi && !no_ledger)
 		r->cfg.booking_ledger = "provreqd/provreqd-bookings";
+	r->cfg.ledger_object_bytes = ledger_objects > 0 ? (size_t)ledger_objects : 0;
 }
 
 /* A fresh world for `seed`: settings, cluster, replicas. */
@@ -654,7 +659,7 @@ static int selftest(const char *dir)
 static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
-			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--nap] [--skip vi,viii]\n");
+			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N] [--nap] [--skip vi,viii]\n");
 	return 2;
 }
 
@@ -662,7 +667,7 @@ int main(int argc, char **argv)
 {
 	run_opts o = { 1000, 1, 120, 1, 0, false, NULL };
 	struct timespec t0, t1;
-	static char flags[128];
+	static char flags[160], ledger_flag[40];
 	double secs;
 	int a, violations;
 	FILE *devnull = fopen("/dev/null", "w");
@@ -694,6 +699,8 @@ int main(int argc, char **argv)
 			o.unfenced = true;
 		else if(!strcmp(argv[a], "--no-ledger"))
 			no_ledger = true;
+		else if(!strcmp(argv[a], "--ledger-objects") && a + 1 < argc)
+			ledger_objects = strtol(argv[++a], NULL, 10);
 		else if(!strcmp(argv[a], "--nap"))
 			nap_multi = true;
 		else if(!strcmp(argv[a], "-v"))
@@ -710,9 +717,11 @@ int main(int argc, char **argv)
 		o.actors = !strcmp(v, "single") ? 1 : !strcmp(v, "multi") ? 2 : !strcmp(v, "replicas") ? 3 : 0;
 	}
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
-	snprintf(flags, sizeof(flags), "%s%s%s%s%s%.*s",
+	snprintf(ledger_flag, sizeof(ledger_flag), " --ledger-objects %ld", ledger_objects);
+	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%.*s",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
-		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", nap_multi ? " --nap" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
+		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", ledger_objects > 0 ? ledger_flag : "",
+		 nap_multi ? " --nap" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
 		 skip[0] ? skip + 1 : "");
 	mode_flags = flags;
 	log_setup(dst.verbose ? PRD_LOG_INFO : PRD_LOG_ERROR, PRD_LOG_TEXT, dst.verbose ? stderr : devnull);
