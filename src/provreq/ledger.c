@@ -193,6 +193,14 @@ static void cache_trim(pr_ledger *l)
 	l->cache = keep;
 }
 
+static void ledger_sizes(pr_ctl *c, size_t bytes)
+{
+	c->stats.ledger_objects = 1 + c->ledger.nobjs;
+	c->stats.ledger_bytes = bytes;
+	metrics_gauge_set(M_LEDGER_OBJECTS, NULL, (double)c->stats.ledger_objects);
+	metrics_gauge_set(M_LEDGER_BYTES, NULL, (double)bytes);
+}
+
 /* The ledger's entries (the head's, then each overflow object's) into
  * l->data, with l->objs and l->where. PRD_ENOTFOUND: a named object is
  * gone (read the head again). */
@@ -258,8 +266,7 @@ static int assemble(pr_ctl *c, json_object *head, prd_err *err)
 	if(rc)
 		return rc;
 	cache_trim(l);
-	c->stats.ledger_objects = 1 + l->nobjs;
-	c->stats.ledger_bytes = bytes;
+	ledger_sizes(c, bytes);
 	return 0;
 }
 
@@ -798,8 +805,7 @@ static int ledger_put(pr_ctl *c, json_object *data, const char *term, prd_err *e
 		}
 		cache_trim(l);
 		hmap_free(&where);
-		c->stats.ledger_objects = 1 + l->nobjs;
-		c->stats.ledger_bytes = bytes;
+		ledger_sizes(c, bytes);
 		if(!v) {
 			/* (Out of memory: read everything again.) */
 			l->read_pass = 0;
