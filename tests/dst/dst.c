@@ -60,7 +60,8 @@
  * A seed stops at its first violation.
  *
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
- *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--skip vi,viii]
+ *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N]
+ *            [--skip vi,viii]
  * 1000 seeds by default, what make check runs (DST_SEEDS=N and
  * DST_ACTORS=mode override);
  * mixed runs every fifth seed in the single-controller mode, the others
@@ -68,7 +69,9 @@
  * (no second shard, no outside actor, no placeholder ids), to look at
  * failover alone. --unfenced makes every fence say yes, to show that
  * the oracle catches a controller that does not fence itself;
- * --no-ledger runs several actors without the booking ledger; --skip
+ * --no-ledger runs several actors without the booking ledger;
+ * --ledger-objects N gives its objects N bytes (ledger.c, "Layout"), so
+ * that overflow objects are made, replaced and swept in every seed; --skip
  * leaves the invariants named out (to see what else fails while one is
  * being fixed: only a seed's first violation is reported). Seeds run
  * in batches of 500 in child processes, J at a time. Prints one line:
