@@ -180,7 +180,12 @@ static int obj_data(pr_ctl *c, const char *name, json_object **out, prd_err *err
 	return 0;
 }
 
-/* The cache keeps only the objects the head names now. */
+/* The cache keeps only the objects the head names now. (An object is
+ * known by its name: one deleted and a new one given the same generated
+ * name while this instance still named the old in its cache would be
+ * taken for the old. The apiserver's generated names have five random
+ * characters, 27^5 of them, and a name leaves the cache with the first
+ * read of a head that no longer names it.) */
 static void cache_trim(pr_ledger *l)
 {
 	hmap keep;
@@ -662,9 +667,13 @@ static int obj_create(pr_ctl *c, json_object *data, char **name, prd_err *err)
 	path_of(l, path, sizeof(path), false);
 	/* A generated name may be taken (the apiserver says AlreadyExists):
 	 * another is generated. */
-	do
+	for(;;) {
 		rc = kube_api_call(&c->api, "POST", path, NULL, body, &answer, NULL, err);
-	while(rc == PRD_EEXIST && ++tries < 3 && (json_object_put(answer), answer = NULL, 1));
+		if(rc != PRD_EEXIST || ++tries >= 3)
+			break;
+		json_object_put(answer);
+		answer = NULL;
+	}
 	json_object_put(body);
 	*name = rc ? NULL
 		   : str_dup(json_object_get_string(
@@ -770,8 +779,6 @@ static int ledger_put(pr_ctl *c, json_object *data, const char *term, prd_err *e
 	{
 		pr_ledger_obj *v = calloc(l->nobjs + nmade + 1, sizeof(*v));
 		size_t nv = 0, bytes = y.head_bytes;
-		hmap where;
-		hmap_init(&where, NULL);
 		for(i = 0; i < l->nobjs; i++) {
 			if(!y.keep[i]) {
 				if(pr__may_act(c))
@@ -804,7 +811,6 @@ static int ledger_put(pr_ctl *c, json_object *data, const char *term, prd_err *e
 				hmap_put(&l->cache, l->objs[i].name, json_object_get(l->objs[i].data));
 		}
 		cache_trim(l);
-		hmap_free(&where);
 		ledger_sizes(c, bytes);
 		if(!v) {
 			/* (Out of memory: read everything again.) */
