@@ -223,7 +223,7 @@ static int book_too_large(pr_class_ctx *x, size_t nodes, size_t need, const char
 	if(x->c->db)
 		state_booking_delete_request(x->c->db, x->pr->meta.uid, NULL, NULL);
 	snprintf(msg, sizeof(msg),
-		 "the booking of %zu node%s needs %zu bytes in %s, more than the %zu one record holds; split the "
+		 "the booking of %zu node%s needs %zu bytes in %s, more than the %zu bytes it can hold; split the "
 		 "request into requests of at most about %zu nodes each",
 		 nodes, nodes == 1 ? "" : "s", need, what, limit, most);
 	log_warn("booking too large to record; the request fails", "request", x->pr->meta.name, "namespace",
@@ -272,14 +272,13 @@ static int h_book_until(pr_class_ctx *x, const sched_podset *sets, size_t n, con
 		}
 	}
 	text = booking_text(&h, sets, n, res);
-	if(!text) {
-		free(text);
+	if(!text)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
-	}
 	if(pr_details_put(x->c->details, PR_DETAIL_BOOKING, text, err)) {
 		size_t need = strlen(text);
 		free(text);
-		return book_too_large(x, ni, need, "the request's provisioningClassDetails", (size_t)PR_DETAIL_CHUNK * PR_DETAIL_MAX_CHUNKS, err);
+		return book_too_large(x, ni, need, "the request's provisioningClassDetails",
+				      (size_t)PR_DETAIL_CHUNK * PR_DETAIL_MAX_CHUNKS, err);
 	}
 	free(text);
 	return 0;
