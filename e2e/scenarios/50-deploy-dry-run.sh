@@ -141,9 +141,10 @@ for v in get list patch; do expect_yes "$v" resourcepools.capsule.clastix.io; do
 expect_yes create events -n default
 expect_yes patch events -n default
 for v in get create update; do expect_yes "$v" leases.coordination.k8s.io -n "$ns"; done
-# The booking ledger: its one ConfigMap read and replaced, created once.
+# The booking ledger: its head read and replaced, created once; its
+# overflow objects created, read, listed and deleted.
 for v in get update; do expect_yes "$v" configmaps/provreqd-bookings -n "$ns"; done
-expect_yes create configmaps -n "$ns"
+for v in create get list delete; do expect_yes "$v" configmaps -n "$ns"; done
 # The plan key: its one Secret read, created once.
 expect_yes get secrets/provreqd-plan-key -n "$ns"
 expect_yes create secrets -n "$ns"
@@ -155,10 +156,12 @@ expect_no update provisioningrequests.autoscaling.x-k8s.io --subresource=status 
 for v in watch update; do expect_no "$v" resourcepools.capsule.clastix.io; done
 expect_no create events.events.k8s.io -n default
 
+expect_no get secrets -n "$ns"
+# (ConfigMaps of the Lease's namespace only: the booking ledger's.)
 for r in secrets configmaps; do
-	expect_no get "$r" -n "$ns"
 	expect_no list "$r" -A
 done
+expect_no get configmaps -n default
 for v in create delete update get; do expect_no "$v" nodes; done
 for v in create delete update patch; do expect_no "$v" pods -n default; done
 expect_no create podtemplates -n default

@@ -47,6 +47,11 @@
 /* The namespace's ResourceQuotas (Capsule pool claims among them) would not
  * admit the request's pods: nothing is booked or bought (classes/quota.h). */
 #define PR_R_QUOTA_EXCEEDED "QuotaExceeded"
+/* The booking does not fit the records that must hold it (one object of
+ * the booking ledger, the request's provisioningClassDetails): it fails
+ * rather than wait for room that never comes (docs/operator.md, "The
+ * booking ledger"). */
+#define PR_R_BOOKING_TOO_LARGE "BookingTooLarge"
 
 /* provisioningClassDetails keys of an atomic scale-up in progress: the
  * plan, so another replica can adopt it after a failover. */

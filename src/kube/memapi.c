@@ -550,6 +550,40 @@ static int invalid(const mem_req *q, const char *name, const char *why, long *st
 	return status_answer(422, "Invalid", msg, status, resp, resp_len);
 }
 
+/* The apiserver's ConfigMap validation: the values of data and binaryData
+ * (as stored, binaryData decoded) may total at most 1 MiB (ValidateConfigMap,
+ * core.MaxSecretSize); a larger object is refused with 422. Base64 text is
+ * counted at 3/4 of its length. */
+#define MEM_CONFIGMAP_MAX 1048576
+static bool configmap_too_long(const mem_req *q, json_object *obj)
+{
+	json_object *d;
+	size_t total = 0;
+	if(strcmp(q->kind->r.kind, "ConfigMap"))
+		return false;
+	if(json_object_object_get_ex(obj, "data", &d) && json_object_is_type(d, json_type_object)) {
+		json_object_object_foreach(d, k, v)
+		{
+			(void)k;
+			total += (size_t)json_object_get_string_len(v);
+		}
+	}
+	if(json_object_object_get_ex(obj, "binaryData", &d) && json_object_is_type(d, json_type_object)) {
+		json_object_object_foreach(d, k, v)
+		{
+			(void)k;
+			total += (size_t)json_object_get_string_len(v) / 4 * 3;
+		}
+	}
+	return total > MEM_CONFIGMAP_MAX;
+}
+
+static int configmap_too_long_answer(long *status, char **resp, size_t *resp_len)
+{
+	return status_answer(422, "Invalid", "ConfigMap is invalid: []: Too long: must have at most 1048576 bytes",
+			     status, resp, resp_len);
+}
+
 /* Create: `obj` is borrowed (and filled in); the store keeps its own
  * reference. */
 static int do_create(memapi *m, mem_req *q, json_object *obj, long *status, char **resp, size_t *resp_len)
@@ -580,6 +614,8 @@ static int do_create(memapi *m, mem_req *q, json_object *obj, long *status, char
 					     status, resp, resp_len);
 		set_str(md, "namespace", q->ns);
 	}
+	if(configmap_too_long(q, obj))
+		return configmap_too_long_answer(status, resp, resp_len);
 	store_key(key, sizeof(key), q->kind->r.namespaced ? q->ns : NULL, name);
 	{
 		char why[600];
@@ -690,6 +726,10 @@ static int commit_update(memapi *m, mem_req *q, json_object *cur, json_object *n
 		int rc = ok_answer(200, next, status, resp, resp_len);
 		json_object_put(next);
 		return rc;
+	}
+	if(configmap_too_long(q, next)) {
+		json_object_put(next);
+		return configmap_too_long_answer(status, resp, resp_len);
 	}
 	stamp_rv(m, next);
 	store_key(key, sizeof(key), q->kind->r.namespaced ? q->ns : NULL, q->name);

@@ -149,6 +149,14 @@ static const metrics_desc builtin[M_BUILTIN_COUNT] = {
 			       "recorded before their statuses), released (ended ones removed), conflict (another instance "
 			       "wrote it since this pass read it: the pass's new bookings are decided again), error.",
 			       METRICS_COUNTER, L("outcome"), NULL, 0 },
+	[M_LEDGER_OBJECTS] = { "provreqd_booking_ledger_objects",
+				"ConfigMaps the booking ledger spans, as this instance last read or wrote it: the head "
+				"and the overflow objects it names (operator.md, \"The booking ledger\").",
+				METRICS_GAUGE, NULL, NULL, 0 },
+	[M_LEDGER_BYTES] = { "provreqd_booking_ledger_bytes",
+			      "Bytes of entries in the booking ledger, as this instance last read or wrote it (a "
+			      "ConfigMap holds at most 1 MiB; the ledger spills into overflow objects).",
+			      METRICS_GAUGE, NULL, NULL, 0 },
 	[M_SHARD_ORDER] = { "provreqd_placed_for_other_shards_total",
 			    "Older requests of other shards, about to be decided there, whose pods were placed before "
 			    "one of this shard's (so of two racing requests the older gets the room).",

@@ -101,7 +101,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->conds_logged, NULL);
 	pr__dirty_init(c);
 	pr__shards_init(c);
-	pr__ledger_init(c, cfg->booking_ledger);
+	pr__ledger_init(c, cfg->booking_ledger, cfg->ledger_object_bytes);
 	c->need_rebuild = true;
 	c->limits.booking_ttl_ns = cfg->booking_ttl_ns;
 	c->limits.provision_timeout_ns = cfg->provision_timeout_ns;

@@ -67,7 +67,13 @@ typedef struct pr_config {
 	 * and shard changes before it writes a booking (ledger.c); NULL: none
 	 * (one instance alone). */
 	const char *booking_ledger;
+	/* Bytes of entries one object of the booking ledger holds at most (0:
+	 * PR_LEDGER_OBJECT_MAX): the ConfigMap limit is 1 MiB of data. Tests
+	 * and benchmarks set it low to spill with few bookings. */
+	size_t ledger_object_bytes;
 } pr_config;
+
+#define PR_LEDGER_OBJECT_MAX ((size_t)960 * 1024)
 
 #define PR_STATUS_WRITERS_MAX 32
 
@@ -96,6 +102,11 @@ typedef struct pr_stats {
 	uint64_t snapshot_pod_entries;  /* the last snapshot built: its running pods' entries (one per workload and node) */
 	uint64_t ledger_writes;         /* booking ledger writes that landed (cumulative) */
 	uint64_t ledger_conflicts;      /* ... refused: another instance wrote it first (cumulative) */
+	uint64_t ledger_objects;        /* objects the booking ledger spans (the head and its overflow objects), as last read or written */
+	uint64_t ledger_bytes;          /* bytes of entries in it, as last read or written */
+	uint64_t ledger_objects_written; /* objects created or replaced by its writes (cumulative) */
+	uint64_t ledger_bytes_written;  /* bytes of entries those writes sent (cumulative) */
+	uint64_t ledger_objects_read;   /* objects fetched by its reads (cumulative; an overflow object is fetched once) */
 } pr_stats;
 
 typedef struct pr_ctl pr_ctl;

@@ -130,12 +130,21 @@ typedef struct pr_ledger {
 	uint64_t conflict_pass;   /* the pass whose write of it was refused (409) */
 	hmap uids;                /* requests whose entry this pass booked from the ledger */
 	hmap gone;                /* entries of deleted requests, dropped with the next write */
+	/* The layout (ledger.c, "Layout"): entries in the head (the ConfigMap
+	 * above) and in immutable overflow ConfigMaps the head names. */
+	size_t obj_max;           /* bytes of entries one object may hold */
+	size_t inline_max;        /* ... that the head keeps before it spills */
+	struct pr_ledger_obj *objs; /* the overflow objects the head names, as read or written */
+	size_t nobjs;
+	hmap where;               /* uid -> index + 1 into objs of the object holding it (absent: the head) */
+	hmap cache;               /* overflow object name -> its data (json_object *): each is read once */
 } pr_ledger;
 
 /* One request's booking change for pr__ledger_commit. */
 typedef struct pr_ledger_change {
 	const char *uid, *key;    /* key "ns/name" */
 	bool add;                 /* record its local rows (false: remove its entry) */
+	bool too_large;           /* out: its entry does not fit one object; not recorded */
 } pr_ledger_change;
 
 /* The controller's side of a class call (pr_class_host.ctx). */
@@ -545,7 +554,7 @@ void pr__topology_after(pr_class_ctx *x, const char *domain);
 
 /* src/provreq/ledger.c: the booking ledger. `where` "NAMESPACE/NAME" or
  * NULL (off). */
-void pr__ledger_init(pr_ctl *c, const char *where);
+void pr__ledger_init(pr_ctl *c, const char *where, size_t obj_max);
 void pr__ledger_free(pr_ctl *c);
 /* Read it (a pass that places, once). */
 int pr__ledger_read(pr_ctl *c, prd_err *err);
@@ -573,7 +582,12 @@ bool pr__ledger_lists(const pr_ctl *c, const char *uid);
 /* Record the changes (adds from the local store's rows) with the version
  * read as a precondition. PRD_ECONFLICT: another instance wrote it since;
  * the statuses that book must not be written. */
-int pr__ledger_commit(pr_ctl *c, const pr_ledger_change *ch, size_t n, prd_err *err);
+int pr__ledger_commit(pr_ctl *c, pr_ledger_change *ch, size_t n, prd_err *err);
+/* The bytes the entry of request `uid` ("ns/name" key) would take in the
+ * ledger, from the local store's rows; 0 when the ledger is off or the
+ * store holds no live rows of it. A booking whose entry is over
+ * c->ledger.obj_max cannot be recorded (pr__ledger_commit refuses it). */
+size_t pr__ledger_entry_bytes(pr_ctl *c, const char *uid, const char *key);
 /* Does a status patch (or the details alone) change a booking? */
 bool pr__ledger_change_of(json_object *patch_or_details, bool is_details, bool *add);
 

@@ -212,6 +212,28 @@ done:
 	return rc;
 }
 
+static void h_failed(pr_class_ctx *x, const char *reason, const char *msg);
+
+/* A booking its records cannot hold: its rows go, the request fails with
+ * a condition that says so (waiting would not make it fit, and written
+ * anyway it would not be seen by the other instances). `what` names the
+ * record, `limit` its size in bytes. */
+static int book_too_large(pr_class_ctx *x, size_t nodes, size_t need, const char *what, size_t limit, prd_err *err)
+{
+	char msg[700];
+	size_t most = need ? (size_t)((double)nodes * (double)limit / (double)need) : 0;
+	if(x->c->db)
+		state_booking_delete_request(x->c->db, x->pr->meta.uid, NULL, NULL);
+	snprintf(msg, sizeof(msg),
+		 "the booking of %zu node%s needs %zu bytes in %s, more than the %zu bytes it can hold; split the "
+		 "request into requests of at most about %zu nodes each",
+		 nodes, nodes == 1 ? "" : "s", need, what, limit, most);
+	log_warn("booking too large to record; the request fails", "request", x->pr->meta.name, "namespace",
+		 x->pr->meta.ns, "nodes", LOGI((long long)nodes), "bytes", LOGI((long long)need), "record", what);
+	h_failed(x, PR_R_BOOKING_TOO_LARGE, msg);
+	return prd_err_set(err, PRD_ERANGE, "%s", msg);
+}
+
 static int h_book_until(pr_class_ctx *x, const sched_podset *sets, size_t n, const sched_place_result *res,
 			int64_t until_ns, prd_err *err)
 {
@@ -236,10 +258,30 @@ static int h_book_until(pr_class_ctx *x, const sched_podset *sets, size_t n, con
 	free(items);
 	if(rc)
 		return rc;
+	/* Its entry in the booking ledger must fit one object of it. */
+	if(x->c->ledger.on) {
+		char key[600];
+		size_t need;
+		state_booking *rows = NULL;
+		size_t nrows = 0;
+		snprintf(key, sizeof(key), "%s/%s", x->pr->meta.ns, x->pr->meta.name);
+		need = pr__ledger_entry_bytes(x->c, x->pr->meta.uid, key);
+		if(need > x->c->ledger.obj_max) {
+			if(x->c->db)
+				state_booking_list_request(x->c->db, x->pr->meta.uid, &rows, &nrows, NULL);
+			state_booking_list_free(rows, nrows);
+			return book_too_large(x, nrows, need, "the booking ledger", x->c->ledger.obj_max, err);
+		}
+	}
 	text = booking_text(&h, sets, n, res);
-	if(!text || pr_details_put(x->c->details, PR_DETAIL_BOOKING, text, err))
-		log_warn("the booking is too large to record in the request's status; a new leader would not see it",
-			 "request", x->pr->meta.name);
+	if(!text)
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	if(pr_details_put(x->c->details, PR_DETAIL_BOOKING, text, err)) {
+		size_t need = strlen(text);
+		free(text);
+		return book_too_large(x, ni, need, "the request's provisioningClassDetails",
+				      (size_t)PR_DETAIL_CHUNK * PR_DETAIL_MAX_CHUNKS, err);
+	}
 	free(text);
 	return 0;
 }

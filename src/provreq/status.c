@@ -295,7 +295,7 @@ static void ledger_flush(pr_ctl *c)
 {
 	pr_ledger_change *ch = NULL;
 	char (*keys)[600] = NULL;
-	size_t n = 0, i;
+	size_t n = 0, i, k;
 	bool adds = false;
 	prd_err e;
 	int rc;
@@ -314,6 +314,19 @@ static void ledger_flush(pr_ctl *c)
 	}
 	if(!rc && n)
 		rc = pr__ledger_commit(c, ch, n, &e);
+	/* A booking too large for the ledger is not written (host.c refuses
+	 * those before they are made); the others go on. */
+	for(i = 0, k = 0; !rc && i < c->nwrites; i++) {
+		struct pr_status_write *w = &c->writes[i];
+		bool books;
+		if(!pr__ledger_change_of(w->patch, false, &books))
+			continue;
+		if(ch[k++].too_large) {
+			w->held = true;
+			w->rc = PRD_ERANGE;
+			prd_err_set(&w->err, w->rc, "the booking is too large for one object of the booking ledger");
+		}
+	}
 	for(i = 0; rc && adds && i < c->nwrites; i++)
 		if(c->writes[i].books) {
 			c->writes[i].held = true;
@@ -359,6 +372,8 @@ static int ledger_now(pr_class_ctx *x, prd_err *err)
 	}
 	ledger_change_set(ch, keys, n++, x->pr, add);
 	rc = pr__ledger_commit(c, ch, n, err);
+	if(!rc && ch[n - 1].too_large)
+		rc = prd_err_set(err, PRD_ERANGE, "the booking is too large for one object of the booking ledger");
 	free(ch);
 	free(keys);
 	return add ? rc : 0;

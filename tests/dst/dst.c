@@ -78,7 +78,7 @@
  * A seed stops at its first violation.
  *
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
- *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger]
+ *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N]
  *            [--no-term] [--no-owner-marks] [--nap] [--skip vi,viii]
  * 1000 seeds by default, what make check runs (DST_SEEDS=N and
  * DST_ACTORS=mode override);
@@ -87,7 +87,9 @@
  * (no second shard, no outside actor, no placeholder ids), to look at
  * failover alone. --unfenced makes every fence say yes, to show that
  * the oracle catches a controller that does not fence itself;
- * --no-ledger runs several actors without the booking ledger; --no-term
+ * --no-ledger runs several actors without the booking ledger;
+ * --ledger-objects N gives its objects N bytes (ledger.c, "Layout"), so
+ * that overflow objects are made, replaced and swept in every seed; --no-term
  * keeps each replica's own fence but fences no group with its term (a
  * stalled leader's late call is then taken); --no-owner-marks gives a
  * cloud that claims owner marks and lists none; --skip
@@ -378,6 +380,10 @@ static bool no_ledger;
 static bool no_term, no_marks;
 /* --nap: auto-provisioning in the modes with several actors too. */
 static bool nap_multi;
+/* --ledger-objects N: objects of the booking ledger hold N bytes of
+ * entries (ledger.c, "Layout"), so a few bookings spill into overflow
+ * objects that are made, replaced and deleted under the faults. */
+static long ledger_objects;
 
 static void setup_replica(replica *r, int idx, const char *name, const char *shard, int lease)
 {
@@ -399,6 +405,7 @@ static void setup_replica(replica *r, int idx, const char *name, const char *sha
 	 * runs (cmd_run.c). */
 	if(dst.multi && !no_ledger)
 		r->cfg.booking_ledger = "provreqd/provreqd-bookings";
+	r->cfg.ledger_object_bytes = ledger_objects > 0 ? (size_t)ledger_objects : 0;
 }
 
 /* A fresh world for `seed`: settings, cluster, replicas. */
@@ -758,8 +765,8 @@ static int selftest(const char *dir)
 static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
-			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--no-term] [--no-owner-marks] "
-			"[--nap] [--skip vi,viii]\n");
+			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N] [--no-term] "
+			"[--no-owner-marks] [--nap] [--skip vi,viii]\n");
 	return 2;
 }
 
@@ -767,7 +774,7 @@ int main(int argc, char **argv)
 {
 	run_opts o = { 1000, 1, 120, 1, 0, false, NULL };
 	struct timespec t0, t1;
-	static char flags[128];
+	static char flags[200], ledger_flag[40];
 	double secs;
 	int a, violations;
 	FILE *devnull = fopen("/dev/null", "w");
@@ -803,6 +810,8 @@ int main(int argc, char **argv)
 			no_term = true;
 		else if(!strcmp(argv[a], "--no-owner-marks"))
 			no_marks = true;
+		else if(!strcmp(argv[a], "--ledger-objects") && a + 1 < argc)
+			ledger_objects = strtol(argv[++a], NULL, 10);
 		else if(!strcmp(argv[a], "--nap"))
 			nap_multi = true;
 		else if(!strcmp(argv[a], "-v"))
@@ -819,10 +828,12 @@ int main(int argc, char **argv)
 		o.actors = !strcmp(v, "single") ? 1 : !strcmp(v, "multi") ? 2 : !strcmp(v, "replicas") ? 3 : 0;
 	}
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
-	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%.*s",
+	snprintf(ledger_flag, sizeof(ledger_flag), " --ledger-objects %ld", ledger_objects);
+	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%.*s",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
-		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", no_term ? " --no-term" : "",
-		 no_marks ? " --no-owner-marks" : "", nap_multi ? " --nap" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
+		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", ledger_objects > 0 ? ledger_flag : "",
+		 no_term ? " --no-term" : "", no_marks ? " --no-owner-marks" : "", nap_multi ? " --nap" : "",
+		 skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
 		 skip[0] ? skip + 1 : "");
 	mode_flags = flags;
 	log_setup(dst.verbose ? PRD_LOG_INFO : PRD_LOG_ERROR, PRD_LOG_TEXT, dst.verbose ? stderr : devnull);
