@@ -1486,6 +1486,7 @@ typedef struct agroup {
 	int fences;                 /* fence() calls taken */
 	int refused;                /* calls refused for an older term */
 	uint64_t last_term;         /* the term the last increase carried */
+	int32_t late_land;          /* a stalled leader's increase of this many lands right before the next new fence */
 } agroup;
 
 /* Group 0 "g": 4 cpu. Group 1 "gpu" (only when ac.ngroups == 2): 8 cpu and
@@ -1769,6 +1770,12 @@ static int m_fence(void *st, const char *gid, const char *key, uint64_t term, pr
 	int rc;
 	(void)st;
 	CU_ASSERT_STRING_EQUAL(key, "provreqd");
+	if(g->late_land && term > g->fence) {
+		a_sync_in();
+		g->target += g->late_land;
+		g->late_land = 0;
+		a_sync_out();
+	}
 	rc = m_term(g, term, err);
 	g->fences += rc == 0;
 	return rc;
@@ -5612,6 +5619,63 @@ static void test_time_owned_rollback_prefers_marked(void)
 	stop_async();
 }
 
+/* Issue 37 item 3: a new leader fences a group before it decides from the
+ * group's target. Leader A recorded a plan (increasing) and stalled inside
+ * its increase; B takes over; A's increase lands after B read the groups
+ * and before B's fence is recorded. Broken controller caught: one that
+ * decides from the target read before its fence (it closed the plan as
+ * "the cloud never took the increase" and planned again: the group went
+ * to 4 for a request of 2 nodes, and the 2 Machines A's call made belonged
+ * to no plan). */
+static void test_fence_before_reading_targets(void)
+{
+	json_object *o = NULL;
+	char body[1400], ts[64];
+	const char *uid;
+	prd_err e;
+	int k;
+	start_capi_like();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+					    NULL, NULL, &o, NULL, &e), 0);
+	uid = json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid"));
+	rfc3339_format(clk_wall(&fake) + MIN, ts, sizeof(ts));
+	snprintf(body, sizeof(body),
+		 "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPlan\":\"%s/%lld\",\"nodeGroup\":\"g\","
+		 "\"nodesRequested\":\"2\",\"targetSizeBefore\":\"0\",\"nodesReadyDeadline\":\"%s\","
+		 "\"scaleUpPhase\":\"increasing\",\"provreqd.io/instances-before\":\"t1:\","
+		 "\"provreqd.io/leader-term\":\"A#1\"}}}",
+		 uid, (long long)clk_wall(&fake), ts);
+	json_object_put(o);
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
+	ac.grp[0].fence = 1;
+	ac.grp[0].late_land = 2;
+	pr_ctl_set_term(ctl, "provreqd", "B", 2);
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, SEC);
+	for(k = 0; k < 3; k++) {
+		pass();
+		clk_fake_advance(&fake, 5 * SEC);
+	}
+	CU_ASSERT_EQUAL(ac.grp[0].late_land, 0);
+	CU_ASSERT_EQUAL(ac.grp[0].fence, 3);
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "waiting-for-nodes");
+	/* A's Machines are the plan's: they come, and the request is served. */
+	a_create(2, 0);
+	a_register(2);
+	for(k = 0; k < 2; k++) {
+		clk_fake_advance(&fake, 5 * SEC);
+		pass();
+	}
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.target, 2);
+	stop_async();
+}
+
 /* This replica carries an open plan; a former leader's status write that
  * was on its way when it stalled lands: the plan is done. The request is
  * deleted then. Broken controller caught: one that trusts its own open
@@ -5744,6 +5808,7 @@ static const test_case cases[] = {
 	  test_time_owned_rollback_keeps_busy_instances },
 	{ "actors: a rollback by creation times takes the driver's marked instances first",
 	  test_time_owned_rollback_prefers_marked },
+	{ "actors: a new leader fences a group before it decides from its target", test_fence_before_reading_targets },
 	{ "actors: a plan another writer ended since the term began is closed as it says", test_plan_ended_by_a_late_write_is_followed },
 	{ NULL, NULL }
 };
