@@ -210,6 +210,15 @@ int capi_fence_with(capi *c, const capi_group *g, const char *prefix, const char
 		    prd_cloud_error *err)
 {
 	capi_view v;
+	return capi_fence_view(c, g, prefix, key, term, &v, err);
+}
+
+/* The object as the fence found it (v->replicas as of the fence: a write of
+ * an older term after it is refused). */
+int capi_fence_view(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t term, capi_view *out,
+		    prd_cloud_error *err)
+{
+	capi_view v;
 	int attempt, rc = capi_fence_check_key(key, err);
 	if(!rc && term == 0)
 		rc = capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: fence term 0 (terms begin at 1)", g->id);
@@ -222,13 +231,19 @@ int capi_fence_with(capi *c, const capi_group *g, const char *prefix, const char
 			break;
 		if(v.term > term)
 			return stale_term(g, key, v.term, term, err);
-		if(v.term == term)
+		if(v.term == term) {
+			*out = v;
 			return 0;
+		}
 		rc = write_fence(c, g, prefix, key, term, &v, err);
 		if(rc == PRD_CLOUD_ECONFLICT && attempt == 0)
 			rc = 0;
 		else
 			break;
+	}
+	if(!rc) {
+		v.term = term;
+		*out = v;
 	}
 	return rc;
 }

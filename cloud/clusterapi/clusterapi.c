@@ -36,6 +36,7 @@ static void capi_free(capi *c)
 	free(c->cluster);
 	free(c->version);
 	capi_nap_free(c);
+	capi_claims_free(c);
 	capi_watch_free(c); /* (its threads use the management client) */
 	json_object_put(c->disco);
 	capi_mgmt_free(c);
@@ -622,9 +623,11 @@ static int64_t created_ns(json_object *obj)
 	return ns;
 }
 
-/* A Machine's instance: its creation time is the Machine's (ABI 1.3); it
- * has no owner token, as Cluster API cannot mark the Machines one scale
- * call makes. A MachinePool's providerIDList entries have neither. */
+/* A Machine's instance: its creation time is the Machine's (ABI 1.3); its
+ * owner token is the mark this driver put on it once it proved the Machine
+ * a plan's (capi_claim.c), else none: Cluster API cannot mark the Machines
+ * one scale call makes. A MachinePool's providerIDList entries have
+ * neither. */
 static int cp_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
 			prd_cloud_error *err)
 {
@@ -639,6 +642,7 @@ static int cp_instances(void *state, const char *group_id, prd_cloud_instance **
 	rc = capi_group_machines(c, g, false, &machines, err);
 	if(rc)
 		return rc;
+	capi_claim_mark(c, g, machines);
 	n = json_object_array_length(machines);
 	/* A MachinePool whose provider has no MachinePool Machines lists its
 	 * instances in spec.providerIDList only. */
@@ -663,6 +667,9 @@ static int cp_instances(void *state, const char *group_id, prd_cloud_instance **
 			     : node		 ? PRD_CLOUD_INSTANCE_RUNNING
 						 : PRD_CLOUD_INSTANCE_CREATING;
 		v[k].created_ns = created_ns(m);
+		if(capi_machine_owner(m) && drv_owner_token_ok(capi_machine_owner(m)) &&
+		   !(v[k].owner = capi_strdup(capi_machine_owner(m))))
+			rc = PRD_CLOUD_ENOMEM;
 		if(fclass != PRD_CLOUD_ERRCLASS_NONE) {
 			v[k].error_class = fclass;
 			v[k].error_code = capi_strdup(fcode);
@@ -954,16 +961,19 @@ static int cp_increase(void *state, const char *group_id, int32_t delta, prd_clo
 /* ABI 1.3. With an expected target: read the scale, compare, and PUT it
  * back with the resourceVersion read, so a stale caller (a replica that
  * lost its lease, a plan made before someone else scaled) changes
- * nothing. The owner token is not used: Cluster API offers no way to
- * mark the Machines one scale call makes (the MachineSet controller
- * creates them from its template), so this driver does not claim
- * PRD_CLOUD_CAP_OWNER_MARK. Replicas move at once but Machines come with
- * no all-or-nothing promise: an atomic increase is not offered. */
+ * nothing. Cluster API offers no way to mark the Machines one scale call
+ * makes (the MachineSet controller creates them from its template), so
+ * this driver does not claim PRD_CLOUD_CAP_OWNER_MARK: the owner token
+ * goes on the Machines only once they are proven the call's (capi_claim.c).
+ * Replicas move at once but Machines come with no all-or-nothing promise:
+ * an atomic increase is not offered. */
 static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud_error *err)
 {
 	capi *c = state;
 	capi_group *g;
 	const char *key;
+	json_object *before = NULL;
+	prd_cloud_error le = {0, ""};
 	int32_t cur;
 	char rv[64];
 	int rc, attempt;
@@ -1007,7 +1017,19 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 			return capi_fail(err, PRD_CLOUD_ERANGE,
 					 "clusterapi: %s: increasing replicas from %d by %d would exceed its maximum size %d",
 					 g->id, (int)cur, (int)req->delta, (int)g->max);
+		/* The group's Machines before the write, for marking the ones it
+		 * makes (capi_claim.c): only when they are exactly what the
+		 * replicas ask for. */
+		if(req->owner && capi_group_machines(c, g, true, &before, &le) == 0 &&
+		   !capi_claim_baseline_ok(before, cur)) {
+			json_object_put(before);
+			before = NULL;
+		}
 		rc = put_scale(c, g, cur + req->delta, rv, err);
+		if(!rc && before)
+			capi_claim_note(c, g, req->owner, cur, req->delta, before);
+		json_object_put(before);
+		before = NULL;
 		if(rc != PRD_CLOUD_ECONFLICT || req->expected_target < 0 || attempt + 1 >= CAPI_WRITE_ATTEMPTS)
 			return rc;
 		capi_log(c, PRD_CLOUD_LOG_DEBUG, "clusterapi: %s changed between read and write; reading it again",
@@ -1087,9 +1109,18 @@ static int cp_fence(void *state, const char *group_id, const char *key, uint64_t
 	capi_group *g = find_group(c, group_id);
 	if(!group_id)
 		return capi_nap_fence(c, key, term, err);
+	capi_view v;
+	int rc;
 	if(!g)
 		return no_group(err, group_id);
-	return capi_fence(c, g, key, term, err);
+	/* The size node_groups reports from now on is the one the fence read
+	 * (the host reads the targets again after fencing: a former leader's
+	 * increase that landed before the fence is in it, and none can land
+	 * after). */
+	rc = capi_fence_view(c, g, CAPI_FENCE_PREFIX, key, term, &v, err);
+	if(!rc)
+		g->replicas = v.replicas;
+	return rc;
 }
 
 static int cp_fence_recorded(void *state, const char *group_id, const char *key, uint64_t *term,
@@ -1359,7 +1390,8 @@ static const prd_cloud_driver descriptor = {
 	.release_string = drv_release_string,
 	.delete_instances = cp_delete_instances,
 	.instance_size = sizeof(prd_cloud_instance),
-	/* No PRD_CLOUD_CAP_OWNER_MARK: see cp_increase_req. */
+	/* No PRD_CLOUD_CAP_OWNER_MARK (not every Machine an increase makes
+	 * can be marked): see cp_increase_req and capi_claim.c. */
 	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME | PRD_CLOUD_CAP_FENCE,
 	.increase = cp_increase_req,
 	.decrease_target_size_if = cp_decrease_target_if,

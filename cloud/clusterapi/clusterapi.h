@@ -37,6 +37,10 @@
 #define CAPI_NAP_ZONE_ANN "provreqd.io/zone"
 #define CAPI_NAP_GROUP_LABEL "provreqd.io/auto-provisioned-group"
 #define CAPI_CREATE_FENCE_PREFIX "creations.provreqd.io/fence-"
+/* The mark on a Machine this driver proved a scale-up plan's (capi_claim.c):
+ * the plan's owner token. */
+#define CAPI_OWNER_LABEL "provreqd.io/owner"
+#define CAPI_MAX_CLAIMS 16
 
 typedef enum capi_kind { CAPI_MACHINE_DEPLOYMENT, CAPI_MACHINE_SET, CAPI_MACHINE_POOL, CAPI_KINDS } capi_kind;
 
@@ -51,6 +55,7 @@ typedef struct capi_group {
 
 typedef struct capi_mgmt capi_mgmt;
 typedef struct capi_nap capi_nap;
+typedef struct capi_claim capi_claim;
 
 typedef struct capi {
 	const prd_cloud_host *host;
@@ -76,6 +81,8 @@ typedef struct capi {
 	capi_group *groups;
 	size_t ngroups;
 	capi_nap *nap;         /* config `autoProvisioning`, or NULL (capi_nap.c) */
+	capi_claim **claims;   /* increases whose Machines are still to be marked (capi_claim.c) */
+	size_t nclaims;
 } capi;
 
 /* capi_util.c */
@@ -145,6 +152,22 @@ int capi_nap_fence(capi *c, const char *key, uint64_t term, prd_cloud_error *err
 /* The highest creation term recorded for key over the templates (0: none). */
 int capi_nap_fence_recorded(capi *c, const char *key, uint64_t *term, prd_cloud_error *err);
 
+/* capi_claim.c: marking the Machines of a plan's increase once they are
+ * proven its own. capi_claim_baseline_ok: may an increase from `replicas`
+ * be claimed, given the group's Machines listed before it (exactly that
+ * many, none being deleted)? capi_claim_note records the claim after the
+ * increase landed (replacing the group's earlier one); capi_claim_mark
+ * marks, in the apiserver and in `machines` (a listing of the group's
+ * Machines), those the claim proves the plan's, and drops the claim once it
+ * is done or can prove no more. capi_machine_owner: a Machine's mark, or
+ * NULL. */
+bool capi_claim_baseline_ok(json_object *machines, int32_t replicas);
+void capi_claim_note(capi *c, const capi_group *g, const char *token, int32_t from, int32_t delta,
+		     json_object *machines);
+void capi_claim_mark(capi *c, const capi_group *g, json_object *machines);
+const char *capi_machine_owner(json_object *m);
+void capi_claims_free(capi *c);
+
 /* capi_mgmt.c: the management cluster. capi_mgmt_config takes one of the
  * config keys managementKubeconfig, managementContext,
  * managementInCluster; capi_mgmt_init (after every key) points c->api at
@@ -201,6 +224,11 @@ int capi_fence(capi *c, const capi_group *g, const char *key, uint64_t term, prd
 int capi_read_fenced_with(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t term,
 			  capi_view *v, prd_cloud_error *err);
 int capi_fence_with(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t term,
+		    prd_cloud_error *err);
+/* capi_fence_with, and the object as the fence read it (its replicas are
+ * the group's size as of the fence, the read the fence's write was
+ * conditional on). */
+int capi_fence_view(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t term, capi_view *v,
 		    prd_cloud_error *err);
 int capi_fence_recorded(json_object *obj, const char *prefix, const char *key, uint64_t *term);
 /* Read the term recorded for key under prefix on the group's object (0:

@@ -60,8 +60,20 @@
 #     and is rolled back: replicas must go back to 1 and no further,
 #     provreqd marking at most the plan's 2 Machines (caught the rollback
 #     by creation times deleting the rollout's replacement, 1 -> 0).
-#   (mhc and rollout run while the never-joining path waits out its
-#   provision timeout.)
+#   * mhc-rb: a real MachineHealthCheck replaces a Machine of the group
+#     from before a plan while the plan is rolled back (md-mrb, 2 -> 4 ->
+#     2). The plan's 2 Machines come (the driver marks them
+#     provreqd.io/owner once it proves them the plan's: the group had
+#     exactly its 2, none gone since); then a Node from before stops
+#     posting status, the MachineHealthCheck has its Machine deleted and
+#     the MachineSet makes a replacement, which is still coming when the
+#     plan's first Machine fails (QuotaExceeded) and the plan is rolled
+#     back. The rollback must delete the plan's 2 Machines and neither the
+#     replacement nor the other Machine from before (a rollback that takes
+#     the first 2 Machines new since the plan began in listing order can
+#     take the replacement and leave the plan's own).
+#   (mhc, mhc-rb and rollout run while the never-joining path waits out
+#   its provision timeout.)
 #   * nap: node auto-provisioning from template MachineDeployments (the
 #     driver's autoProvisioning; a provreqd of its own, last of all, with
 #     --node-autoprovisioning and scale-down on). Pods selecting a
@@ -75,7 +87,7 @@
 #     MachineDeployment after --scale-down-idle. check-driver lists the
 #     shapes from the management cluster.
 # CAPI_REAL_PATHS (space-separated) picks paths: broken ok delete tpl calls
-# bad part mhc rollout rollout-rb hold k9 failover nap; default: all.
+# bad part mhc mhc-rb rollout rollout-rb hold k9 failover nap; default: all.
 # CAPI_REAL_WATCH=false makes the driver poll instead of watching (the
 # "before" figure of calls).
 #
@@ -88,7 +100,13 @@
 # (Machines deleted that the MachineHealthCheck had not judged, and
 # provreqd's marks) and bench=capi_real_rollout_extra_deleted (provreqd's
 # marks on md-ro, its marks on md-rb beyond the plan's 2, and md-rb's
-# replicas below the 1 from before), bench=capi_real_nap_provisioned_s and
+# replicas below the 1 from before), bench=capi_real_rollback_deleted_foreign and
+# bench=capi_real_rollback_own_left (mhc-rb: Machines deleted that were
+# neither the plan's nor the one the MachineHealthCheck judged, and the
+# plan's Machines left after the rollback; who made which is told from the
+# management cluster's Machines as they came: the 2 from before, the 2
+# that came after the scale-up and before the MachineHealthCheck acted,
+# the one after), bench=capi_real_nap_provisioned_s and
 # bench=capi_real_nap_mds_left (auto-provisioned MachineDeployments left
 # at the end of the nap path).
 set -euo pipefail
@@ -102,7 +120,7 @@ set -euo pipefail
 PR_DRIVER_SO="$PROVREQD_BUILDDIR/cloud/clusterapi/.libs/clusterapi.so"
 [[ -f "$PR_DRIVER_SO" ]] || t_fail "build first: $PR_DRIVER_SO is missing (make all)"
 [[ -x "$CAPI_DIR/bin/capi-manager" ]] || t_skip "capi-manager is not built (e2e/build-binaries.sh builds it)"
-paths=" ${CAPI_REAL_PATHS:-broken ok delete tpl calls bad part mhc rollout rollout-rb hold k9 failover nap} "
+paths=" ${CAPI_REAL_PATHS:-broken ok delete tpl calls bad part mhc mhc-rb rollout rollout-rb hold k9 failover nap} "
 want() { [[ "$paths" == *" $1 "* ]]; }
 
 capi_work=$(mktemp -d "${TMPDIR:-/tmp}/provreqd-e2e-capi.XXXXXX")
@@ -140,8 +158,9 @@ trap capi_exit EXIT
 g_ok=$(t_unique capi-ok) g_bad=$(t_unique capi-bad) g_tpl=$(t_unique capi-tpl) g_part=$(t_unique capi-part)
 g_hold=$(t_unique capi-hold) g_k9=$(t_unique capi-k9) g_fo=$(t_unique capi-fo)
 g_mhc=$(t_unique capi-mhc) g_ro=$(t_unique capi-ro) g_rb=$(t_unique capi-rb)
-g_nap=$(t_unique capi-nap) g_napbad=$(t_unique capi-napbad)
-PR_GROUPS+=("$g_ok" "$g_bad" "$g_tpl" "$g_part" "$g_hold" "$g_k9" "$g_fo" "$g_mhc" "$g_ro" "$g_rb" "$g_nap" "$g_napbad")
+g_nap=$(t_unique capi-nap) g_napbad=$(t_unique capi-napbad) g_mrb=$(t_unique capi-mrb)
+PR_GROUPS+=("$g_ok" "$g_bad" "$g_tpl" "$g_part" "$g_hold" "$g_k9" "$g_fo" "$g_mhc" "$g_ro" "$g_rb" "$g_nap" "$g_napbad"
+	"$g_mrb")
 capi_real_provider "$PR_NS" "$workload_kc" "$capi_work/provider.log"
 capi_real_cluster "$PR_NS" c1 "$workload_kc"
 
@@ -306,7 +325,7 @@ flags=(--provision-timeout 1m --scale-down=false)
 mgmt_kc="$PR_WORK/mgmt/kubeconfig"
 printf 'namespace: %s\nversion: v1beta2\nmanagementKubeconfig: %s\nwatch: %s\n' "$PR_NS" "$mgmt_kc" \
 	"${CAPI_REAL_WATCH:-true}" >"$PR_WORK/cloud.yaml"
-for w in ok bad tpl part hold k9 fo mhc ro rb; do
+for w in ok bad tpl part hold k9 fo mhc ro rb mrb; do
 	g=g_$w
 	pr_template "w-$w" 3 1Gi "${!g}"
 done
@@ -522,6 +541,84 @@ EOF
 	t_eq "mhc: provreqd marked no Machine for deletion" 0 "$(mw_marked md-mhc)"
 	echo "bench=capi_real_mhc_foreign_deleted value=$(($(mw_deleted_healthy md-mhc) + $(mw_marked md-mhc)))"
 	t_log "mhc: path took $((SECONDS - t_mhc))s"
+fi
+
+# mhc-rb: a MachineHealthCheck's replacement while a plan rolls back
+# (see the paths at the top). Who made which Machine is told from the
+# management cluster alone: the 2 Machines md-mrb held before the request;
+# the 2 that came after the scale-up and before any Node went sick (the
+# plan's: the MachineSet makes nothing else while nothing is replaced);
+# the MachineHealthCheck's victim; and the one the MachineSet made after
+# (the replacement).
+if want mhc-rb; then
+	t_mrb=$SECONDS
+	md md-mrb "$g_mrb"
+	capi_k -n "$PR_NS" apply -f - >/dev/null <<EOF
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineHealthCheck
+metadata: {name: md-mrb}
+spec:
+  clusterName: c1
+  selector:
+    matchLabels: {cluster.x-k8s.io/deployment-name: md-mrb}
+  checks:
+    unhealthyNodeConditions:
+    - {type: Ready, status: Unknown, timeoutSeconds: 5}
+    - {type: Ready, status: "False", timeoutSeconds: 5}
+EOF
+	capi_k -n "$PR_NS" patch machinedeployment md-mrb --type=merge -p '{"spec":{"replicas":2}}' >/dev/null
+	t_wait 60 "mhc-rb: md-mrb holds 2 Machines with Ready Nodes (from before the plan)" machines_ready md-mrb 2
+	mrb_old=$(machines md-mrb | awk '{ print $1 }' | sort)
+	# From now on the template's Machines take 15 s, and the first to be
+	# decided fails (the plan's oldest): the replacement comes while the
+	# plan waits, and is still coming when the plan is rolled back.
+	capi_k -n "$PR_NS" annotate e2emachinetemplate md-mrb --overwrite e2e.provreqd.io/provision-delay=15 \
+		'e2e.provreqd.io/fail=QuotaExceeded: vCPU quota of project e2e exhausted' e2e.provreqd.io/fail-count=1 >/dev/null
+	mwatch md-mrb
+	# 4 pods of 3 CPUs: the 2 Nodes from before hold 2, the plan adds 2.
+	pr_request mrb atomic-scale-up w-mrb 4 noRetry=true
+	t_wait 60 "mhc-rb: md-mrb's plan made its 2 Machines (4 with the 2 from before)" nmachines_is md-mrb 4
+	mrb_plan=$(comm -13 <(echo "$mrb_old") <(machines md-mrb | awk '{ print $1 }' | sort))
+	owned() { [[ -n "$(capi_k -n "$PR_NS" get machine "$1" -o 'jsonpath={.metadata.labels.provreqd\.io/owner}')" ]]; }
+	both_owned() {
+		local x
+		for x in $mrb_plan; do owned "$x" || return 1; done
+	}
+	t_wait 20 "mhc-rb: the driver marked the plan's Machines ($(echo $mrb_plan)) provreqd.io/owner" both_owned
+	# A Node from before stops posting status.
+	victim=$(echo "$mrb_old" | head -n 1)
+	vn=$(capi_k -n "$PR_NS" get machine "$victim" -o 'jsonpath={.status.nodeRef.name}')
+	kubectl annotate node "$vn" kwok.x-k8s.io/node- >/dev/null
+	now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+	kubectl patch node "$vn" --subresource=status --type=strategic -p "{\"status\":{\"conditions\":[{\"type\":\"Ready\",
+		\"status\":\"Unknown\",\"reason\":\"NodeStatusUnknown\",\"message\":\"e2e: kubelet stopped posting\",
+		\"lastHeartbeatTime\":\"$now\",\"lastTransitionTime\":\"$now\"}]}}" >/dev/null
+	t_pass "mhc-rb: Node $vn (Machine $victim, from before the plan) went Ready=Unknown"
+	t_wait 60 "mhc-rb: the MachineHealthCheck had Machine $victim deleted" machine_gone "$victim"
+	repl_made() { (($(mw_created md-mrb) >= 5)); }
+	t_wait 30 "mhc-rb: the MachineSet made a replacement" repl_made
+	mrb_repl=$(comm -13 <(printf '%s\n' $mrb_old $mrb_plan | sort) \
+		<(jq -r 'select(.type == "ADDED") | .object.metadata.name' "$PR_WORK/mw-md-mrb" | sort -u))
+	[[ -n "$mrb_repl" && "$mrb_repl" != *$'\n'* ]] || t_fail "mhc-rb: not one replacement Machine: '$mrb_repl'"
+	t_pass "mhc-rb: replacement $mrb_repl (plan: $(pr_cond mrb Provisioned))"
+	t_wait 60 "mhc-rb: mrb Provisioned=False/ScaleUpFailed" pr_cond_is mrb Provisioned False/ScaleUpFailed
+	t_contains "mhc-rb: mrb names the quota error" "vCPU quota of project e2e exhausted" "$(pr_msg mrb Provisioned)"
+	mrb_settled() { replicas_is md-mrb 2 && machines_ready md-mrb 2; }
+	t_wait 120 "mhc-rb: md-mrb settled at 2 Machines with Ready Nodes" mrb_settled
+	pr_stays 6 "mhc-rb: md-mrb stays at 2" mrb_settled
+	foreign=0 own_left=0
+	for x in $(jq -r 'select(.type == "DELETED") | .object.metadata.name' "$PR_WORK/mw-md-mrb" | sort -u); do
+		[[ "$x" == "$victim" || " $(echo $mrb_plan) " == *" $x "* ]] || foreign=$((foreign + 1))
+	done
+	for x in $mrb_plan; do machine_gone "$x" || own_left=$((own_left + 1)); done
+	t_eq "mhc-rb: md-mrb went 2 -> 4 -> 2 (back to where the plan found it, no further)" "2 4 2" "$(md_sizes md-mrb)"
+	machine_gone "$mrb_repl" && t_fail "mhc-rb: the replacement $mrb_repl was deleted"
+	t_pass "mhc-rb: the replacement $mrb_repl stays"
+	t_eq "mhc-rb: no Machine deleted but the plan's and the MachineHealthCheck's victim" 0 "$foreign"
+	t_eq "mhc-rb: none of the plan's Machines left" 0 "$own_left"
+	echo "bench=capi_real_rollback_deleted_foreign value=$foreign"
+	echo "bench=capi_real_rollback_own_left value=$own_left"
+	t_log "mhc-rb: path took $((SECONDS - t_mrb))s"
 fi
 
 # rollout: a MachineDeployment rollout (spec.template.spec.infrastructureRef

@@ -564,6 +564,7 @@ enum {
 
 typedef struct at_kinst {
 	char *id, *node;
+	char *owner;    /* the owner token the cloud reports, or NULL */
 	int32_t state, errclass;
 	uint8_t kind;   /* AT_KNOWN, AT_MEMBER, AT_EXTRA */
 	bool ready;     /* a member whose Node was Ready */
@@ -577,6 +578,7 @@ typedef struct at_kview {
 	char token[AT_OWNER_MAX];
 	char *known;    /* the intent's known_before */
 	hmap known_set; /* decoded */
+	size_t proven;  /* (TIME) instances the driver marked with the plan's token */
 	at_kinst *v;
 	size_t n;
 	hmap by_node;   /* node name -> index + 1 */
@@ -591,6 +593,7 @@ static void kview_free(void *p)
 	for(i = 0; i < kv->n; i++) {
 		free(kv->v[i].id);
 		free(kv->v[i].node);
+		free(kv->v[i].owner);
 	}
 	free(kv->v);
 	free(kv->known);
@@ -608,11 +611,16 @@ static bool inst_ready(const pr_class_host *h, const at_kinst *k)
 /* Copy instance x into k (its strings); false when out of memory. */
 static bool kinst_set(at_kinst *k, const pr_class_inst *x)
 {
-	char *node = x->node ? str_dup(x->node) : NULL;
-	if(x->node && !node)
+	char *node = x->node ? str_dup(x->node) : NULL, *owner = x->owner ? str_dup(x->owner) : NULL;
+	if((x->node && !node) || (x->owner && !owner)) {
+		free(node);
+		free(owner);
 		return false;
+	}
 	free(k->node);
 	k->node = node;
+	free(k->owner);
+	k->owner = owner;
 	k->state = x->state;
 	k->errclass = x->errclass;
 	return true;
@@ -641,8 +649,15 @@ static uint8_t classify(const at_kview *kv, const state_intent *in, const pr_cla
 		/* Older than the plan under an id not seen then (a Cluster API
 		 * Machine's id turns into its providerID): not the plan's. */
 		return AT_FOREIGN;
+	} else if(kv->own == AT_OWN_TIME && x->owner && x->owner[0]) {
+		/* The driver marked it once it could prove whose it is (the
+		 * clusterapi driver: docs/drivers.md, "Which Machines are a
+		 * plan's"): the plan's, or another plan's. The plan's marked
+		 * ones are its members before any unmarked one. */
+		return strcmp(x->owner, kv->token) ? AT_KNOWN : AT_MEMBER;
 	}
-	if((int64_t)*members < in->delta) {
+	/* (TIME) the unmarked new ones fill what the marked ones leave. */
+	if((int64_t)(*members + kv->proven) < in->delta) {
 		(*members)++;
 		return AT_MEMBER;
 	}
@@ -670,6 +685,9 @@ static at_kview *kview_build(const pr_class_host *h, const pr_class_group *g, co
 		return NULL;
 	}
 	known_decode(in->known_before, &kv->known_set);
+	for(i = 0; kv->own == AT_OWN_TIME && i < g->ninst; i++)
+		kv->proven += g->inst[i].owner && !strcmp(g->inst[i].owner, kv->token) &&
+			      !known_has(&kv->known_set, &g->inst[i]);
 	for(i = 0; i < g->ninst; i++) {
 		const pr_class_inst *x = &g->inst[i];
 		at_kinst *k = &kv->v[kv->n++];
@@ -720,6 +738,8 @@ static bool kview_update(const pr_class_host *h, at_kview *kv, const pr_class_gr
 		const pr_class_inst *x = &g->inst[i];
 		at_kinst *k = &kv->v[i];
 		bool same = k->state == x->state && k->errclass == x->errclass && str_same(k->node, x->node);
+		if(!str_same(k->owner, x->owner))
+			return false; /* marked since: its kind may change */
 		if(same && !k->dirty)
 			continue;
 		if(!same) {
@@ -1646,15 +1666,16 @@ static bool rolled_back(const pr_class_group *g, const state_intent *in, const a
 
 /* Lower the target by what was requested and not created, capped at the
  * plan's delta: conditional on the target just read when the driver can
- * (a stale view must not take away what someone else just asked for). */
-static void lower_target(const pr_class_host *h, pr_class_group *g, const state_intent *in, const at_view *pv)
+ * (a stale view must not take away what someone else just asked for).
+ * Returns by how much the cloud lowered it. */
+static int64_t lower_target(const pr_class_host *h, pr_class_group *g, const state_intent *in, const at_view *pv)
 {
 	int64_t excess;
 	prd_cloud_error de;
 	prd_err e;
 	int rc;
 	if(at_own_of(in) == AT_OWN_MARK)
-		return; /* every instance it asked for is listed: deleted below */
+		return 0; /* every instance it asked for is listed: deleted below */
 	excess = at_own_of(in) == AT_OWN_TIME ? (int64_t)g->target - (int64_t)pv->live_all
 					      : (int64_t)g->target - in->target_before - (int64_t)pv->live;
 	if(excess > in->delta)
@@ -1664,14 +1685,114 @@ static void lower_target(const pr_class_host *h, pr_class_group *g, const state_
 	if(excess > (int64_t)g->target - in->target_before)
 		excess = (int64_t)g->target - in->target_before;
 	if(excess <= 0)
-		return;
+		return 0;
 	rc = at_decrease(g, (int32_t)excess, g->target, &de);
 	g->target_stale = true;
 	if(rc) {
 		de.message[sizeof(de.message) - 1] = '\0';
 		cloud_driver_error(g->drv, "decrease target size", de.code ? de.code : PRD_CLOUD_EIO, &de, &e);
 		log_warn("rollback: cannot lower the target yet; retrying", "group", g->id, "error", e.msg);
+		return 0;
 	}
+	return excess;
+}
+
+/* How a rollback by creation time (AT_OWN_TIME) ranks an instance new
+ * since the plan began: lower goes first. */
+enum {
+	PICK_MARKED_DOWN,  /* the driver marked it the plan's; failed, no Node, or its Node not Ready */
+	PICK_MARKED_IDLE,  /* ... Ready, running no pod but the request's own */
+	PICK_DOWN,         /* not told apart from another actor's; failed, no Node, not Ready */
+	PICK_IDLE,         /* ... Ready and idle */
+	PICK_NEVER         /* its Node runs another's pods: never deleted */
+};
+
+static int pick_rank(const pr_class_host *h, const at_kview *kv, const pr_class_inst *x)
+{
+	bool marked = x->owner && !strcmp(x->owner, kv->token);
+	bool down = x->errclass != PRD_CLOUD_ERRCLASS_NONE || !x->node || h->node_state(h->ctx, x->node) != PR_NODE_READY;
+	/* (A Node that is not Ready may still hold pods that come back with
+	 * it: asked about too.) */
+	if(x->node && h->node_state(h->ctx, x->node) != PR_NODE_ABSENT && (!h->node_busy || h->node_busy(h->ctx, x->node)))
+		return PICK_NEVER;
+	return marked ? (down ? PICK_MARKED_DOWN : PICK_MARKED_IDLE) : (down ? PICK_DOWN : PICK_IDLE);
+}
+
+/* A plan that owns by creation time cannot always tell its instances from
+ * another actor's made since it began (a MachineHealthCheck's replacement
+ * comes from the same MachineSet, at the same time): what is certain is
+ * how many the plan added - the target above where the plan found it. So
+ * `need` of the instances new since the plan began are deleted, chosen
+ * safely: the ones the driver marked as the plan's first, then the failed
+ * and not Ready ones, then the Ready idle ones; never one whose Node runs
+ * pods other than the request's own. Fills ids (room for g->ninst) and
+ * returns how many; *kept gets how many could not be chosen for that. */
+static size_t pick_by_time(const pr_class_host *h, pr_class_group *g, const state_intent *in, int64_t need,
+			   const char **ids, size_t *kept)
+{
+	at_kview *kv = kview_build(h, g, in);
+	int *rank = kv ? arena_array(h->ar, kv->n + 1, sizeof(*rank)) : NULL;
+	size_t i, n = 0, busy = 0;
+	int r;
+	*kept = 0;
+	if(!rank || need <= 0) {
+		kview_free(kv);
+		return 0;
+	}
+	for(i = 0; i < kv->n; i++) {
+		const pr_class_inst *x = &g->inst[i];
+		uint8_t kind = kv->v[i].kind;
+		rank[i] = (kind != AT_MEMBER && kind != AT_EXTRA) || x->state == PRD_CLOUD_INSTANCE_DELETING ||
+				  (!x->node && !pr_group_deletes_ids(g))
+			  ? -1
+			  : pick_rank(h, kv, x);
+		busy += rank[i] == PICK_NEVER;
+	}
+	for(r = PICK_MARKED_DOWN; r < PICK_NEVER; r++)
+		for(i = 0; i < kv->n && (int64_t)n < need; i++)
+			if(rank[i] == r)
+				ids[n++] = pr_group_deletes_ids(g) ? g->inst[i].id : g->inst[i].node;
+	kview_free(kv);
+	if((int64_t)n < need)
+		*kept = (size_t)need - n < busy ? (size_t)need - n : busy;
+	return n;
+}
+
+/* The instances new since the plan began that a rollback by creation time
+ * leaves live (not being deleted). */
+static size_t live_since(const pr_class_host *h, pr_class_group *g, const state_intent *in)
+{
+	at_kview *kv = kview_build(h, g, in);
+	size_t i, n = 0;
+	for(i = 0; kv && i < kv->n; i++)
+		n += (kv->v[i].kind == AT_MEMBER || kv->v[i].kind == AT_EXTRA) &&
+		     g->inst[i].state != PRD_CLOUD_INSTANCE_DELETING;
+	kview_free(kv);
+	return n;
+}
+
+/* A rollback by creation time keeps `kept` instances it cannot tell from
+ * another actor's because their Nodes run other pods: the plan stays
+ * rolling back (the target stays above where the plan found it, as many
+ * instances as that live) until they are idle or gone; said in the
+ * request's progress detail, the log and an Event once a minute. */
+static void say_kept(const pr_class_host *h, const pr_class_req *req, pr_class_group *g, const state_intent *in,
+		     size_t kept)
+{
+	char msg[700];
+	snprintf(msg, sizeof(msg),
+		 "rolling back: %zu instance%s of %s created since the scale-up began cannot be told from another "
+		 "actor's (a MachineHealthCheck's replacement) and %s pods other than this request's: kept until idle; "
+		 "the group stays %zu above its size before the scale-up",
+		 kept, kept == 1 ? "" : "s", g->id, kept == 1 ? "runs" : "run", kept);
+	if(req && !req->terminal)
+		h->set_detail(h->ctx, PR_DETAIL_PROGRESS, msg);
+	if(!at_say_again(in->plan_id, h->now))
+		return;
+	log_warn("rollback keeps instances it cannot tell from another actor's: they run other pods", "group", g->id,
+		 "plan", in->plan_id, "kept", LOGI(kept));
+	if(req)
+		h->event(h->ctx, "Warning", PR_R_ROLLBACK_KEPT, msg);
 }
 
 /* One step of a rollback. Closes the plan (true) only when the cloud
@@ -1681,7 +1802,8 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 	at_view pv;
 	prd_cloud_error de;
 	prd_err e;
-	size_t i, nd = 0;
+	size_t i, nd = 0, kept = 0;
+	int64_t lowered;
 	const char **ids;
 	if(!g && h->groups_complete && nap_group_recorded(h, in->node_group)) {
 		/* An auto-provisioned group every driver's listing lacks: it was
@@ -1715,19 +1837,37 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 		return false;
 	}
 	if(rolled_back(g, in, &pv)) {
+		size_t left = at_own_of(in) == AT_OWN_TIME ? live_since(h, g, in) : 0;
 		at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
 		metrics_gauge_set(M_FOREIGN_INSTANCES, METRICS_L(in->node_group), 0);
 		metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
 		h->count(h->ctx, PR_STAT_SCALEUP_ROLLED_BACK);
-		log_warn("scale-up rolled back: the cloud shows none of its instances", "group", g->id, "plan",
-			 in->plan_id, "cause", in->last_error);
+		if(left)
+			/* (Creation times: the group is back at its size before
+			 * the plan; what is new since stands in for instances
+			 * another actor removed meanwhile.) */
+			log_warn("scale-up rolled back: the group is back at its size before the plan; instances created "
+				 "since it began remain, standing in for ones another actor removed",
+				 "group", g->id, "plan", in->plan_id, "remaining", LOGI(left), "cause", in->last_error);
+		else
+			log_warn("scale-up rolled back: the cloud shows none of its instances", "group", g->id, "plan",
+				 in->plan_id, "cause", in->last_error);
 		return true;
 	}
 	if(!h->may_act(h->ctx))
 		return false;
 	/* Requested but not created: lower the target first, so the cloud
 	 * stops creating what the deletes below would have to chase. */
-	lower_target(h, g, in, &pv);
+	lowered = lower_target(h, g, in, &pv);
+	if(at_own_of(in) == AT_OWN_TIME) {
+		/* What the plan added and is still there: as many deletes as
+		 * the target stands above where the plan found it. */
+		ids = arena_array(h->ar, g->ninst + 1, sizeof(*ids));
+		nd = ids ? pick_by_time(h, g, in, (int64_t)g->target - lowered - in->target_before, ids, &kept) : 0;
+		if(kept)
+			say_kept(h, req, g, in, kept);
+		goto delete;
+	}
 	ids = arena_array(h->ar, pv.n + pv.surplus + 1, sizeof(*ids));
 	for(i = 0; ids && i < pv.surplus && pr_group_deletes_ids(g); i++)
 		if(pv.sur[i]->state != PRD_CLOUD_INSTANCE_DELETING)
@@ -1740,6 +1880,7 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 		else if(pv.v[i]->node)
 			ids[nd++] = pv.v[i]->node;
 	}
+delete:
 	if(nd && h->may_act(h->ctx)) {
 		int rc;
 		memset(&de, 0, sizeof(de));

@@ -237,6 +237,11 @@ typedef struct pr_class_host {
 	int (*write_now)(pr_class_ctx *ctx, prd_err *err);
 	/* What the cluster knows of a Node by name. */
 	pr_node_state (*node_state)(pr_class_ctx *ctx, const char *node_name);
+	/* Does a pod run on the Node (by name) other than the request's own
+	 * (its consumer pods; DaemonSet and mirror pods aside, as for
+	 * scale-down)? Without a request, any such pod counts. True too when
+	 * the pods cannot be read. */
+	bool (*node_busy)(pr_class_ctx *ctx, const char *node_name);
 	/* The node cache's generation this pass read (0 when the pass did
 	 * not read Nodes from a cache), and fn(ud, name) for every Node
 	 * added, changed or deleted after an earlier pass's generation

@@ -38,6 +38,7 @@
 #define PR_R_DUPLICATES_REMOVED "DuplicateInstancesRemoved" /* a repeated call's surplus deleted */
 #define PR_R_SCALE_UP_RESUMED "ScaleUpResumed"         /* an interrupted increase continued */
 #define PR_R_PLAN_REFUSED "ScaleUpPlanRefused"         /* a plan in the status failed validation */
+#define PR_R_ROLLBACK_KEPT "RollbackKeptBusyInstances" /* a rollback keeps instances running others' pods */
 #define PR_R_WAITING_TEMPLATES "PodTemplatesNotFound"
 /* A request naming a ProvisioningClass (classes/pclass.h) it may not use:
  * the object is malformed or names a class nobody here serves, or the

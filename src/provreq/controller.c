@@ -86,6 +86,7 @@ int pr_ctl_new(const pr_config *cfg, const clk *clock, const kube_api *api, stat
 	hmap_init(&c->idle_since, free);
 	hmap_init(&c->consumers, NULL);
 	hmap_init(&c->pod_blocked, NULL);
+	hmap_init(&c->pod_users, free);
 	hmap_init(&c->nfp, free);
 	hmap_init(&c->nodes_by_name, NULL);
 	hmap_init(&c->tpls, pr__put_json);
@@ -178,6 +179,7 @@ void pr_ctl_free(pr_ctl *c)
 	pr__ledger_free(c);
 	hmap_free(&c->consumers);
 	hmap_free(&c->pod_blocked);
+	hmap_free(&c->pod_users);
 	hmap_free(&c->nfp);
 	hmap_free(&c->nodes_by_name);
 	hmap_free(&c->tpls);

@@ -238,6 +238,10 @@ struct pr_ctl {
 	uint64_t pods_digest_gen;
 	hmap consumers;           /* "ns/name" of a request → scheduled consumer pods */
 	hmap pod_blocked;         /* node → (void *)1 where a pod that blocks scale-down runs */
+	/* node → whose pods block scale-down there: "ns/name" of the one
+	 * request they all consume, or "" (others' pods); owned strings. A
+	 * rollback asks (pr_class_host.node_busy). */
+	hmap pod_users;
 	/* The usable nodes' fingerprint (nodes_fp) as of node cache generation
 	 * nfp_gen, kept from the cache's journal: name → uint64_t fp. */
 	bool nfp_valid;

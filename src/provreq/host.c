@@ -369,6 +369,18 @@ static pr_node_state h_node_state(pr_class_ctx *x, const char *name)
 	return v == PR_NODE_USABLE ? PR_NODE_READY : v == PR_NODE_PRESENT ? PR_NODE_NOT_READY : PR_NODE_ABSENT;
 }
 
+static bool h_node_busy(pr_class_ctx *x, const char *name)
+{
+	const char *who = hmap_get(&x->c->pod_users, name);
+	char key[600];
+	if(!who)
+		return false;
+	if(!x->pr || !who[0])
+		return true;
+	snprintf(key, sizeof(key), "%s/%s", x->pr->meta.ns, x->pr->meta.name);
+	return strcmp(who, key) != 0;
+}
+
 static void h_nodes_since(pr_class_ctx *x, int64_t t, void (*fn)(void *ud, const char *node), void *ud)
 {
 	hmap_iter it;
@@ -569,6 +581,7 @@ void pr__host_init(pr_class_host *h, pr_class_ctx *x)
 	h->may_act = h_may_act;
 	h->write_now = h_write_now;
 	h->node_state = h_node_state;
+	h->node_busy = h_node_busy;
 	h->nodes_since = h_nodes_since;
 	h->nodes_gen = x->w->cacheable ? x->w->gen_nodes : 0;
 	h->nodes_changed_since = h_nodes_changed_since;

@@ -177,13 +177,30 @@ static int digest_pods(pr_ctl *c, pr_world *w, prd_err *err)
 	c->pods_digested = false;
 	hmap_free(&c->consumers);
 	hmap_free(&c->pod_blocked);
+	hmap_free(&c->pod_users);
 	hmap_init(&c->consumers, NULL);
 	hmap_init(&c->pod_blocked, NULL);
+	hmap_init(&c->pod_users, free);
 	for(i = 0; i < w->npods; i++) {
 		const kube_pod *p = w->pods[i];
 		char key[600];
 		if(pr__pod_blocks_scaledown(p) && hmap_put(&c->pod_blocked, p->node_name, (void *)1))
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		if(pr__pod_blocks_scaledown(p)) {
+			const char *was = hmap_get(&c->pod_users, p->node_name);
+			char *who;
+			snprintf(key, sizeof(key), "%s/%s", p->meta.ns, p->consume ? p->consume : "");
+			if(!p->consume)
+				key[0] = '\0';
+			if(!was || strcmp(was, key)) {
+				if(!(who = str_dup(was ? "" : key)))
+					return prd_err_set(err, PRD_ENOMEM, "out of memory");
+				if(hmap_put(&c->pod_users, p->node_name, who)) {
+					free(who);
+					return prd_err_set(err, PRD_ENOMEM, "out of memory");
+				}
+			}
+		}
 		if(!p->node_name || !p->consume || p->phase == KUBE_POD_FAILED)
 			continue;
 		snprintf(key, sizeof(key), "%s/%s", p->meta.ns, p->consume);

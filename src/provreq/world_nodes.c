@@ -282,25 +282,57 @@ static void fence_failed(pr_ctl *c, cloud_driver *drv, const char *gid, int rc, 
 	log_warn(retry, what, id, "error", msg);
 }
 
-static void fence_group(pr_ctl *c, pr_group *g)
+/* True when the group was fenced by this call (its target was read
+ * before: read it again). */
+static bool fence_group(pr_ctl *c, pr_group *g)
 {
 	const prd_cloud_driver *api = g->drv->api;
 	prd_cloud_error de;
 	int rc;
 	if(!c->fence_term || !(cloud_driver_caps(api) & PRD_CLOUD_CAP_FENCE) || !CLOUD_DRIVER_HAS(api, fence) ||
 	   !api->fence || hmap_has(&c->fenced_groups, g->id) || !pr__may_act(c))
-		return;
+		return false;
 	memset(&de, 0, sizeof(de));
 	rc = api->fence(g->drv->state, g->id, c->fence_key, c->fence_term, &de);
 	de.message[sizeof(de.message) - 1] = '\0';
 	if(rc == 0 && hmap_put(&c->fenced_groups, g->id, NULL) == 0) {
 		log_debug("node group fenced for this leader term", "group", g->id, "term", c->term);
-		return;
+		return true;
 	}
 	fence_failed(c, g->drv, g->id, rc,
 		     "cannot fence a node group for this leader term: the pass acts on nothing until every group is "
 		     "fenced; retrying",
 		     "group", g->id, rc ? de.message : "out of memory");
+	return false;
+}
+
+/* The targets of the groups w->groups[from..] of driver drv, read again
+ * after a fence: a former leader's increase that landed between the first
+ * read and the fence is in them (read before, it would look as if the
+ * cloud never took it, and its instances would belong to no plan). A
+ * group the second answer lacks, or an answer that fails, leaves the pass
+ * acting on nothing (retried a second later). */
+static void targets_after_fence(pr_ctl *c, pr_world *w, cloud_driver *drv, size_t from)
+{
+	prd_cloud_node_group *g = NULL;
+	prd_cloud_error de;
+	size_t n = 0, i, j;
+	memset(&de, 0, sizeof(de));
+	if(drv->api->node_groups(drv->state, &g, &n, &de)) {
+		de.message[sizeof(de.message) - 1] = '\0';
+		fence_failed(c, PRD_CLOUD_EIO, "", "cannot read node groups again after fencing them; retrying", "driver",
+			     drv->api->name, de.message);
+		return;
+	}
+	for(i = from; i < w->ngroups; i++) {
+		for(j = 0; j < n && (!g[j].id || strcmp(g[j].id, w->groups[i].id)); j++)
+			;
+		if(j < n)
+			w->groups[i].target = g[j].target_size;
+		else
+			w->groups[i].target_stale = true;
+	}
+	drv->api->release_node_groups(drv->state, g, n);
 }
 
 /* The same for a driver's group creations (ABI 1.6, node
@@ -356,7 +388,8 @@ int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 		cloud_driver *drv = c->drivers->v[d];
 		prd_cloud_node_group *g = NULL;
 		prd_cloud_error de;
-		size_t n = 0;
+		size_t n = 0, first = w->ngroups;
+		bool fenced_now = false;
 		pr_group *nv;
 		memset(&de, 0, sizeof(de));
 		feed_nodes(c, d);
@@ -415,9 +448,13 @@ int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 				pg->fence_key = c->fence_key;
 				pg->fence_term = c->fence_term;
 			}
-			fence_group(c, pg);
+			fenced_now |= fence_group(c, pg);
 		}
 		drv->api->release_node_groups(drv->state, g, n);
+		/* Fence first, then read: the targets read above came before
+		 * the fences this pass made. */
+		if(fenced_now)
+			targets_after_fence(c, w, drv, first);
 		fence_creations(c, drv);
 	}
 	return 0;

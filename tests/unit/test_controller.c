@@ -1544,6 +1544,7 @@ typedef struct agroup {
 	int fences;                 /* fence() calls taken */
 	int refused;                /* calls refused for an older term */
 	uint64_t last_term;         /* the term the last increase carried */
+	int32_t late_land;          /* a stalled leader's increase of this many lands right before the next new fence */
 } agroup;
 
 /* Group 0 "g": 4 cpu. Group 1 "gpu" (only when ac.ngroups == 2): 8 cpu and
@@ -1827,6 +1828,12 @@ static int m_fence(void *st, const char *gid, const char *key, uint64_t term, pr
 	int rc;
 	(void)st;
 	CU_ASSERT_STRING_EQUAL(key, "provreqd");
+	if(g->late_land && term > g->fence) {
+		a_sync_in();
+		g->target += g->late_land;
+		g->late_land = 0;
+		a_sync_out();
+	}
 	rc = m_term(g, term, err);
 	g->fences += rc == 0;
 	return rc;
@@ -6033,6 +6040,285 @@ static void test_time_owned_rollback_spares_a_replacement(void)
 	stop_async();
 }
 
+/* ---- the cloud as Cluster API is ----------------------------------------
+ *
+ * Conditional, fenced calls and creation times, but no owner marks from the
+ * increase itself (PRD_CLOUD_CAP_CONDITIONAL | CREATION_TIME | FENCE, as the
+ * clusterapi driver): plans own instances by creation time. Instances are
+ * made unmarked; a test stamps the plan's token on those the driver would
+ * have proven the plan's. */
+static prd_cloud_driver c_driver;
+static cloud_driver c_drv = { NULL, NULL, &c_driver, NULL, NULL };
+static cloud_driver *c_drvs[1] = { &c_drv };
+
+static void start_capi_like(void)
+{
+	want_marks = true; /* (the fake reports creation times and owners) */
+	start_async(NULL);
+	want_marks = false;
+	c_driver = m_driver;
+	c_driver.name = "capi-like-test";
+	c_driver.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME | PRD_CLOUD_CAP_FENCE;
+	drivers.v = c_drvs;
+}
+
+/* A pod of `cpu` bound to `node` (consuming request `consume` when not
+ * NULL). */
+static void add_pod_cpu(const char *ns, const char *name, const char *node, const char *cpu, const char *consume)
+{
+	char y[1024], path[256];
+	snprintf(y, sizeof(y),
+		 "metadata: {name: %s%s%s%s}\n"
+		 "spec: {nodeName: %s, containers: [{name: c, image: x, resources: {requests: {cpu: \"%s\"}}}]}\n"
+		 "status: {phase: Running}\n",
+		 name, consume ? ", annotations: {autoscaling.x-k8s.io/consume-provisioning-request: " : "",
+		 consume ? consume : "", consume ? "}" : "", node, cpu);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
+	post(path, y);
+}
+
+static void del_pod(const char *ns, const char *name)
+{
+	char path[256];
+	prd_err e;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+	CU_ASSERT_EQUAL(kube_api_call(&api, "DELETE", path, NULL, NULL, NULL, NULL, &e), 0);
+}
+
+/* A MachineHealthCheck replaces instance i of group 0: it goes (its Node
+ * with it), the target stays, and the MachineSet makes another, unmarked,
+ * which a listing by name may put anywhere: here where the old one was.
+ * Returns the new instance. */
+static ainst *a_replace(size_t i)
+{
+	agroup *g = &ac.grp[0];
+	ainst keep;
+	g->v[i].state = PRD_CLOUD_INSTANCE_DELETING;
+	a_finish_deletes();
+	a_create_in(0, 1, 0);
+	keep = g->v[g->n - 1];
+	keep.owner[0] = '\0';
+	memmove(&g->v[i + 1], &g->v[i], (g->n - 1 - i) * sizeof(*g->v));
+	g->v[i] = keep;
+	a_sync_out();
+	return &g->v[i];
+}
+
+/* Is the instance with this id listed and not being deleted? */
+static bool a_alive(const char *id)
+{
+	size_t i;
+	for(i = 0; i < ac.grp[0].n; i++)
+		if(!strcmp(ac.grp[0].v[i].id, id))
+			return ac.grp[0].v[i].state != PRD_CLOUD_INSTANCE_DELETING;
+	return false;
+}
+
+/* The issue-37 story on a cloud without owner marks: two old instances
+ * running others' pods; a plan adds two (p1, p2); a MachineHealthCheck
+ * replaces an old one and its pod moves to the replacement r1, which lists
+ * before the plan's; p1 fails. `marked`: the driver proved p1 and p2 the
+ * plan's and marked them; `squat`: another's pod runs on p2 by then.
+ * Leaves ids in r1, p1, p2, and the rollback started. */
+static void mhc_story(bool marked, bool squat, char *r1, char *p1, char *p2, size_t len)
+{
+	agroup *g = &ac.grp[0];
+	ainst *r;
+	start_capi_like();
+	ac.target = 2;
+	a_create(2, 0);
+	a_register(2);
+	add_pod_cpu("b", "web-1", g->v[0].node, "3500m", NULL);
+	add_pod_cpu("b", "web-2", g->v[1].node, "3500m", NULL);
+	clk_fake_advance(&fake, MIN);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL_FATAL(ac.target, 4);
+	if(!marked)
+		g->next_owner[0] = '\0';
+	a_create(2, 0);
+	snprintf(p1, len, "%s", g->v[2].id);
+	snprintf(p2, len, "%s", g->v[3].id);
+	g->v[2].errclass = PRD_CLOUD_ERRCLASS_OTHER; /* (registers no Node) */
+	a_register(1);
+	g->v[2].errclass = PRD_CLOUD_ERRCLASS_NONE;
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "waiting-for-nodes");
+	/* The MachineHealthCheck's replacement, Ready, with the old one's pod. */
+	del_pod("b", "web-1");
+	r = a_replace(0);
+	snprintf(r1, len, "%s", r->id);
+	a_register(1);
+	add_pod_cpu("b", "web-1b", r->node, "3500m", NULL);
+	if(squat)
+		add_pod_cpu("b", "squatter", g->v[3].node, "1", NULL);
+	/* p1 fails. */
+	g->v[2].errclass = PRD_CLOUD_ERRCLASS_OTHER;
+	CU_ASSERT_STRING_EQUAL(g->v[2].id, p1);
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpFailed");
+}
+
+/* Issue 37 item 3: a rollback by creation time with a MachineHealthCheck's
+ * replacement among the instances new since the plan began. The plan
+ * added two; the two deleted are the failed one and the plan's idle Ready
+ * one, never the replacement running another's pod; and the log does not
+ * say "none of its instances" while one stands in. Broken controller
+ * caught: one that takes the first `delta` new instances in listing order
+ * as the plan's (it deleted the Ready replacement and the failed one and
+ * left the plan's healthy instance). */
+static void test_time_owned_rollback_spares_a_busy_replacement(void)
+{
+	char r1[40], p1[40], p2[40];
+	int k;
+	mhc_story(false, false, r1, p1, p2, sizeof(r1));
+	for(k = 0; k < 4; k++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		a_finish_deletes();
+	}
+	CU_ASSERT_TRUE(a_alive(r1));
+	CU_ASSERT_FALSE(a_alive(p1));
+	CU_ASSERT_FALSE(a_alive(p2));
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_EQUAL(a_live(), 2);
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "rolled-back");
+	stop_async();
+}
+
+/* The same, but the plan's healthy instance runs another's pod too: no
+ * instance new since the plan began may be deleted but the failed one.
+ * The rollback keeps the other, the plan stays rolling back with the
+ * group one above its size before (the count stays honest), the status
+ * says what lives, and once the pod leaves the plan ends. Broken
+ * controllers caught: one that deletes an instance running other pods;
+ * one that closes the plan while the group is above where it began. */
+static void test_time_owned_rollback_keeps_busy_instances(void)
+{
+	char r1[40], p1[40], p2[40];
+	int k;
+	mhc_story(false, true, r1, p1, p2, sizeof(r1));
+	for(k = 0; k < 3; k++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		a_finish_deletes();
+	}
+	CU_ASSERT_TRUE(a_alive(r1));
+	CU_ASSERT_TRUE(a_alive(p2));
+	CU_ASSERT_FALSE(a_alive(p1));
+	CU_ASSERT_EQUAL(ac.target, 3);
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "rolling-back");
+	CU_ASSERT_PTR_NOT_NULL(strstr(detail_of("a", "job", "nodesProgress"), "kept until idle"));
+	CU_ASSERT_TRUE(has_event("a", "RollbackKeptBusyInstances"));
+	del_pod("b", "squatter");
+	for(k = 0; k < 3; k++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		a_finish_deletes();
+	}
+	CU_ASSERT_TRUE(a_alive(r1));
+	CU_ASSERT_FALSE(a_alive(p2));
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	stop_async();
+}
+
+/* Instances the driver marked as the plan's (the clusterapi driver marks
+ * the Machines it can prove a plan's) go before unmarked ones, even an
+ * unmarked one that is not Ready yet: here the replacement is idle and
+ * still registering, which alone would make it the first to go. Broken
+ * controller caught: one that ignores the marks on a cloud owned by
+ * creation time. */
+static void test_time_owned_rollback_prefers_marked(void)
+{
+	char r1[40], p1[40], p2[40];
+	size_t i;
+	int k;
+	mhc_story(true, false, r1, p1, p2, sizeof(r1));
+	/* The replacement is idle and its Node not Ready (yet). */
+	del_pod("b", "web-1b");
+	for(i = 0; i < ac.grp[0].n; i++)
+		if(!strcmp(ac.grp[0].v[i].id, r1)) {
+			char path[200];
+			snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", ac.grp[0].v[i].node);
+			CU_ASSERT_EQUAL(patch_json(path, "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}]}}"),
+					0);
+		}
+	for(k = 0; k < 4; k++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		a_finish_deletes();
+	}
+	CU_ASSERT_TRUE(a_alive(r1));
+	CU_ASSERT_FALSE(a_alive(p1));
+	CU_ASSERT_FALSE(a_alive(p2));
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	stop_async();
+}
+
+/* Issue 37 item 3: a new leader fences a group before it decides from the
+ * group's target. Leader A recorded a plan (increasing) and stalled inside
+ * its increase; B takes over; A's increase lands after B read the groups
+ * and before B's fence is recorded. Broken controller caught: one that
+ * decides from the target read before its fence (it closed the plan as
+ * "the cloud never took the increase" and planned again: the group went
+ * to 4 for a request of 2 nodes, and the 2 Machines A's call made belonged
+ * to no plan). */
+static void test_fence_before_reading_targets(void)
+{
+	json_object *o = NULL;
+	char body[1400], ts[64];
+	const char *uid;
+	prd_err e;
+	int k;
+	start_capi_like();
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+					    NULL, NULL, &o, NULL, &e), 0);
+	uid = json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid"));
+	rfc3339_format(clk_wall(&fake) + MIN, ts, sizeof(ts));
+	snprintf(body, sizeof(body),
+		 "{\"status\":{\"provisioningClassDetails\":{\"scaleUpPlan\":\"%s/%lld\",\"nodeGroup\":\"g\","
+		 "\"nodesRequested\":\"2\",\"targetSizeBefore\":\"0\",\"nodesReadyDeadline\":\"%s\","
+		 "\"scaleUpPhase\":\"increasing\",\"provreqd.io/instances-before\":\"t1:\","
+		 "\"provreqd.io/leader-term\":\"A#1\"}}}",
+		 uid, (long long)clk_wall(&fake), ts);
+	json_object_put(o);
+	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
+	ac.grp[0].fence = 1;
+	ac.grp[0].late_land = 2;
+	pr_ctl_set_term(ctl, "provreqd", "B", 2);
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, SEC);
+	for(k = 0; k < 3; k++) {
+		pass();
+		clk_fake_advance(&fake, 5 * SEC);
+	}
+	CU_ASSERT_EQUAL(ac.grp[0].late_land, 0);
+	CU_ASSERT_EQUAL(ac.grp[0].fence, 3);
+	CU_ASSERT_EQUAL(ac.increases, 0);
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_EQUAL(open_plans(), 1);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "waiting-for-nodes");
+	/* A's Machines are the plan's: they come, and the request is served. */
+	a_create(2, 0);
+	a_register(2);
+	for(k = 0; k < 2; k++) {
+		clk_fake_advance(&fake, 5 * SEC);
+		pass();
+	}
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(ac.target, 2);
+	stop_async();
+}
+
 /* This replica carries an open plan; a former leader's status write that
  * was on its way when it stalled lands: the plan is done. The request is
  * deleted then. Broken controller caught: one that trusts its own open
@@ -6168,6 +6454,13 @@ static const test_case cases[] = {
 	{ "a plan whose end is unwritten past its booking holds its Nodes", test_unwritten_end_holds_plan_nodes },
 	{ "actors: a plan another leader carried on drops this store's unwritten end", test_carried_on_plan_drops_own_unwritten_end },
 	{ "actors: a rollback by creation times spares a rollout's replacement", test_time_owned_rollback_spares_a_replacement },
+	{ "actors: a rollback by creation times spares a MachineHealthCheck's busy replacement",
+	  test_time_owned_rollback_spares_a_busy_replacement },
+	{ "actors: a rollback by creation times keeps instances running others' pods",
+	  test_time_owned_rollback_keeps_busy_instances },
+	{ "actors: a rollback by creation times takes the driver's marked instances first",
+	  test_time_owned_rollback_prefers_marked },
+	{ "actors: a new leader fences a group before it decides from its target", test_fence_before_reading_targets },
 	{ "actors: a plan another writer ended since the term began is closed as it says", test_plan_ended_by_a_late_write_is_followed },
 	{ NULL, NULL }
 };

@@ -978,6 +978,165 @@ static void test_fence_refuses_older_terms(void)
 	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 5);
 }
 
+/* The size node_groups reports after fence() is the one the fence read: a
+ * former leader's increase that landed after refresh and before the fence
+ * is in it (the host reads the targets again after fencing). Catches a
+ * fence that leaves the size of the refresh (the new leader closed the
+ * former leader's plan as "the cloud never took the increase"). */
+static void test_fence_reads_the_size(void)
+{
+	prd_cloud_error e = {0, ""};
+	int32_t target = -1;
+	long st = 0;
+	const char *id = "MachineDeployment/ns1/md-a";
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 2);
+	load(NULL);
+	CU_ASSERT_TRUE(group_sizes(id, NULL, NULL, &target));
+	CU_ASSERT_EQUAL(target, 2);
+	/* The former leader's increase lands. */
+	json_object_put(api("PATCH", CAPI "/namespaces/ns1/machinedeployments/md-a",
+			    "{\"spec\":{\"replicas\":4}}", &st));
+	CU_ASSERT_EQUAL_FATAL(st, 200);
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "provreqd", 2, &e), 0);
+	CU_ASSERT_TRUE(group_sizes(id, NULL, NULL, &target));
+	CU_ASSERT_EQUAL(target, 4);
+	/* Fenced already (the same term): the size is read all the same. */
+	json_object_put(api("PATCH", CAPI "/namespaces/ns1/machinedeployments/md-a",
+			    "{\"spec\":{\"replicas\":5}}", &st));
+	CU_ASSERT_EQUAL(drv->api->fence(drv->state, id, "provreqd", 2, &e), 0);
+	CU_ASSERT_TRUE(group_sizes(id, NULL, NULL, &target));
+	CU_ASSERT_EQUAL(target, 5);
+}
+
+/* ---- which Machines are a plan's (capi_claim.c) ---------------------- */
+
+static int increase_size_of(const char *id, int32_t delta)
+{
+	prd_cloud_error e = {0, ""};
+	return drv->api->increase_size(drv->state, id, delta, &e);
+}
+
+
+static int increase_owned(const char *id, int32_t delta, int32_t expected, const char *owner, prd_cloud_error *e)
+{
+	prd_cloud_increase req;
+	memset(&req, 0, sizeof(req));
+	req.struct_size = sizeof(req);
+	req.group_id = id;
+	req.delta = delta;
+	req.expected_target = expected;
+	req.owner = owner;
+	return drv->api->increase(drv->state, &req, e);
+}
+
+/* The owner token instances() reports for the instance whose id ends in
+ * `name` (a pending Machine's name, or its Node's in the providerID): "-"
+ * none, "?" not listed (static buffer). */
+static const char *owner_of(const char *group, const char *name)
+{
+	static char buf[80];
+	prd_cloud_error e = {0, ""};
+	prd_cloud_instance *v = NULL;
+	size_t n = 0, i;
+	size_t len = strlen(name);
+	snprintf(buf, sizeof(buf), "?");
+	CU_ASSERT_EQUAL_FATAL(drv->api->instances(drv->state, group, &v, &n, &e), 0);
+	for(i = 0; i < n; i++)
+		if(strlen(v[i].id) > len && !strcmp(v[i].id + strlen(v[i].id) - len, name) &&
+		   v[i].id[strlen(v[i].id) - len - 1] == '/')
+			snprintf(buf, sizeof(buf), "%s", v[i].owner ? v[i].owner : "-");
+	drv->api->release_instances(drv->state, v, n);
+	return buf;
+}
+
+/* The provreqd.io/owner label of Machine `name` as stored ("-" none). */
+static const char *stored_owner(const char *name)
+{
+	static char buf[80];
+	char path[512];
+	json_object *o, *v;
+	snprintf(path, sizeof(path), CAPI "/namespaces/ns1/machines/%s", name);
+	o = api("GET", path, NULL, NULL);
+	v = json_object_object_get(json_object_object_get(json_object_object_get(o, "metadata"), "labels"),
+				   "provreqd.io/owner");
+	snprintf(buf, sizeof(buf), "%s", v ? json_object_get_string(v) : "-");
+	json_object_put(o);
+	return buf;
+}
+
+/* Issue 37 item 3. The Machines an increase made are marked with the
+ * plan's token once the driver can prove them its own (the group had
+ * exactly its replicas before, none of them has gone since, nobody moved
+ * the replicas); once a Machine of the group before is replaced (a
+ * MachineHealthCheck deleted it), nothing more is marked, and the marks
+ * made stay. Broken drivers caught: one that marks nothing (a rollback
+ * cannot tell the plan's Machines from a replacement), one that marks a
+ * replacement made while the plan's Machines come. */
+static void test_marks_the_machines_an_increase_made(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	long st = 0;
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 2);
+	machine("m-1", "md-a", "node-1", "");
+	machine("m-2", "md-a", "node-2", "");
+	load(NULL);
+	CU_ASSERT_EQUAL(increase_owned(id, 2, 2, "plan-a.1-0", &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
+	/* The MachineSet makes the first of the plan's Machines. */
+	machine("m-3", "md-a", NULL, "");
+	CU_ASSERT_STRING_EQUAL(owner_of(id, "m-3"), "plan-a.1-0");
+	CU_ASSERT_STRING_EQUAL(stored_owner("m-3"), "plan-a.1-0");
+	CU_ASSERT_STRING_EQUAL(owner_of(id, "node-1"), "-");
+	/* A MachineHealthCheck deletes m-1; its replacement and the plan's
+	 * second Machine come from the same MachineSet: neither is marked. */
+	json_object_put(api("DELETE", CAPI "/namespaces/ns1/machines/m-1", NULL, &st));
+	CU_ASSERT_EQUAL_FATAL(st, 200);
+	machine("m-r", "md-a", NULL, "");
+	machine("m-4", "md-a", NULL, "");
+	CU_ASSERT_STRING_EQUAL(owner_of(id, "m-r"), "-");
+	CU_ASSERT_STRING_EQUAL(owner_of(id, "m-4"), "-");
+	CU_ASSERT_STRING_EQUAL(owner_of(id, "m-3"), "plan-a.1-0");
+	CU_ASSERT_STRING_EQUAL(stored_owner("m-r"), "-");
+	/* Another increase, from a group that is what its replicas say: all
+	 * of its Machines are marked, and nothing after them. */
+	CU_ASSERT_EQUAL(increase_owned(id, 1, 4, "plan-b.1-0", &e), 0);
+	machine("m-5", "md-a", NULL, "");
+	CU_ASSERT_STRING_EQUAL(owner_of(id, "m-5"), "plan-b.1-0");
+	CU_ASSERT_EQUAL(increase_size_of(id, 1), 0);
+	machine("m-6", "md-a", NULL, "");
+	CU_ASSERT_STRING_EQUAL(owner_of(id, "m-6"), "-");
+}
+
+/* A group whose Machines are not what its replicas say when the increase
+ * is made (one still to come, one being deleted): nothing it makes can be
+ * proven the plan's, and nothing is marked. */
+static void test_no_marks_without_a_settled_group(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 2);
+	machine("m-1", "md-a", "node-1", "");
+	load(NULL);
+	CU_ASSERT_EQUAL(increase_owned(id, 1, 2, "plan-a.1-0", &e), 0);
+	machine("m-2", "md-a", NULL, "");
+	machine("m-3", "md-a", NULL, "");
+	CU_ASSERT_STRING_EQUAL(owner_of(id, "m-2"), "-");
+	CU_ASSERT_STRING_EQUAL(owner_of(id, "m-3"), "-");
+	/* Nor when someone else moves the replicas after the increase. */
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 1);
+	machine("m-1", "md-a", "node-1", "");
+	load(NULL);
+	CU_ASSERT_EQUAL(increase_owned(id, 1, 1, "plan-a.1-0", &e), 0);
+	CU_ASSERT_EQUAL(increase_size_of(id, 1), 0);
+	machine("m-2", "md-a", NULL, "");
+	CU_ASSERT_STRING_EQUAL(owner_of(id, "m-2"), "-");
+}
+
 /* A newer leader's fence lands between this call's read and its write:
  * the write carries the resourceVersion read, the apiserver answers 409,
  * the read again finds the newer term, and the call is
@@ -1713,6 +1872,9 @@ static void test_management_watch(void)
 }
 
 static const test_case cases[] = {
+	{"fence: the size after it is the one the fence read", test_fence_reads_the_size},
+	{"marks: the Machines an increase made, while they can be proven its own", test_marks_the_machines_an_increase_made},
+	{"marks: none from a group that was not settled", test_no_marks_without_a_settled_group},
 	{"discovery: annotated groups only, bad values reported", test_discovery},
 	{"bad config", test_bad_config},
 	{"replicas move through the scale subresource", test_replicas},
