@@ -321,6 +321,8 @@ bool caller_increasing(const replica *r, const char *group, int64_t d, char *out
 	return best_rank >= 0;
 }
 
+static bool booked_elsewhere(const char *node, const char *except_req, char *who, size_t len);
+
 /* (vii) replica r deletes (or cancels) instance x: only an instance of a
  * plan it is rolling back or rolled back, or the surplus of a plan beyond
  * its size; never one a succeeded plan needs, never anyone else's. */
@@ -354,6 +356,17 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 	if((p = ledger_find(x->plan)) && p->seen_done && made_for(x->plan, true) <= p->delta)
 		violation("(vii) replica %s %s instance %s of %s: its plan %s (request %s) had succeeded", r->name, how,
 			  x->id, g->id, x->plan, p->req);
+	/* (ix) Never a Node another request books (a burst's plans share
+	 * groups: a failed one's rollback must tell its instances from its
+	 * neighbours'). */
+	if(dst.burst && x->node[0]) {
+		char who[64];
+		ledger_scan();
+		p = ledger_find(x->plan);
+		if(booked_elsewhere(x->node, p ? p->req : "", who, sizeof(who)))
+			violation("(ix) replica %s %s instance %s (Node %s) of %s for plan %s of request %s: request %s "
+				  "books that Node", r->name, how, x->id, x->node, g->id, x->plan, p ? p->req : "?", who);
+	}
 }
 
 /* Live instances of each ledger plan, counted once per check. */
@@ -587,6 +600,29 @@ static size_t add_booking(json_object *pr, const char *text, nbook *v, size_t n,
 			p++;
 	}
 	return n;
+}
+
+/* (ix) Does a Provisioned, unexpired request other than `except_req`
+ * book Node `node`, as the API shows? Its name to who. */
+static bool booked_elsewhere(const char *node, const char *except_req, char *who, size_t len)
+{
+	size_t i, n = strlen(node);
+	int64_t ttl = dst.r[0].cfg.booking_ttl_ns;
+	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
+		json_object *pr = json_object_array_get_idx(reqs, i);
+		const char *text = detail(pr, "provreqd.io/booking"), *name = str_at(pr, "metadata", "name"), *p;
+		int64_t ltt = 0;
+		if(!text || !name || !strcmp(name, except_req) || field(field(pr, "metadata"), "deletionTimestamp") ||
+		   !cond_true(pr, "Provisioned", &ltt) || cond_true(pr, "BookingExpired", NULL) ||
+		   cond_true(pr, "CapacityRevoked", NULL) || cond_true(pr, "Failed", NULL) || ltt + ttl <= now_ns())
+			continue;
+		for(p = text; (p = strstr(p, node)); p += n)
+			if((p == text || strchr(":,", p[-1])) && p[n] == '=') {
+				snprintf(who, len, "%s", name);
+				return true;
+			}
+	}
+	return false;
 }
 
 /* (viii) The pods the Provisioned, unexpired requests book on a node fit
