@@ -15,7 +15,10 @@
  * therefore follows instances, not node names: before the call it records
  * which instances the group already had (as short hashes of their ids), and
  * every instance of the group that is not among them is the plan's (at most
- * `delta` of them; a group serves one plan at a time). That set is re-read
+ * `delta` of them; a group serves one plan at a time), or, where the driver
+ * marks instances (AT_OWN_MARK), exactly those carrying the plan's owner
+ * token: several plans then share a group (a burst of requests, planned in
+ * one pass; atomic_choose.c). That set is re-read
  * from the cloud on every pass, so it needs no bookkeeping that a crash or
  * a failover could lose: the hashes are in the API with the plan.
  *
