@@ -1275,7 +1275,13 @@ static const prd_cloud_driver descriptor = {
 	.template_resource_slices = kw_template_resource_slices,
 	.nodes_changed = kw_nodes_changed,
 	.instance_size = sizeof(prd_cloud_instance),
-	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME,
+	/* Not PRD_CLOUD_CAP_CONDITIONAL: the expected target is compared
+	 * with a listing, and the create that follows is a second request
+	 * (Nodes have no compare-and-set on a count), so a writer in between
+	 * is not seen. Owner marks carry the safety instead: a plan owns only
+	 * the Nodes with its token, a repeated call's surplus and a late
+	 * call's leftovers are recognised and deleted (docs/drivers.md). */
+	.capabilities = PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME,
 	.increase = kw_increase,
 	.decrease_target_size_if = kw_decrease_target_if,
 	.shape_size = sizeof(prd_cloud_shape),

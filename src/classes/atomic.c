@@ -15,7 +15,10 @@
  * therefore follows instances, not node names: before the call it records
  * which instances the group already had (as short hashes of their ids), and
  * every instance of the group that is not among them is the plan's (at most
- * `delta` of them; a group serves one plan at a time). That set is re-read
+ * `delta` of them; a group serves one plan at a time), or, where the driver
+ * marks instances (AT_OWN_MARK), exactly those carrying the plan's owner
+ * token: several plans then share a group (a burst of requests, planned in
+ * one pass; atomic_choose.c). That set is re-read
  * from the cloud on every pass, so it needs no bookkeeping that a crash or
  * a failover could lose: the hashes are in the API with the plan.
  *
@@ -377,6 +380,8 @@ static bool roll_back_all(const pr_class_host *h, const pr_class_req *req, at_pl
 	}
 	if(closed < p->n)
 		return false;
+	/* Requests queued behind the plan are decided again now. */
+	h->wake_at(h->ctx, h->now);
 	say_rolled_back(h, req, p);
 	if(req)
 		h->hold(h->ctx, false, NULL);
@@ -504,6 +509,8 @@ static void succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p)
 			metrics_counter_add(M_SCALEUPS, METRICS_L(p->v[i].node_group, "succeeded"), 1);
 		}
 		h->count(h->ctx, PR_STAT_SCALEUP_SUCCEEDED);
+		/* Requests queued behind the plan are decided again now. */
+		h->wake_at(h->ctx, h->now);
 		for(i = 0; i < p->n; i++) {
 			pr_class_group *g = at_find_group(h, p->v[i].node_group);
 			at_view pv;
@@ -1069,9 +1076,19 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 		h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, "cannot record the scale-up plan: no state store");
 		return;
 	}
-	/* Cluster-wide limits, before anything is written or asked. */
-	if(!nap_within_limits(h, &ch, msg, sizeof(msg))) {
+	/* Cluster-wide limits, before anything is written or asked. Kept
+	 * out only by the nodes plans in flight still add: it waits for
+	 * them (no request backoff). */
+	if(!nap_within_limits(h, &ch, true, msg, sizeof(msg))) {
+		char later[1200];
 		metrics_counter_add(M_SCALEUPS, METRICS_L(ch.parts[0].g->id, "limit_refused"), 1);
+		if(nap_within_limits(h, &ch, false, later, sizeof(later))) {
+			snprintf(later, sizeof(later), PR_MSG_QUEUED " %s: %s; decided again when a plan ends",
+				 ch.parts[0].g->id, msg);
+			h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_WAITING_SCALE_UP, later);
+			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+			return;
+		}
 		h->not_provisioned(h->ctx, PR_R_NOT_FOUND, msg);
 		return;
 	}

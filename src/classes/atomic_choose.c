@@ -7,9 +7,22 @@
  * the whole podSet, or — when none can — as many as the best group takes,
  * the rest to the next. Each group's share is estimated again as a whole
  * (so podSets sharing a group pack together), and the split is taken only
- * if every pod is placed within every limit. */
+ * if every pod is placed within every limit.
+ *
+ * Several plans may share a group whose driver marks each instance with
+ * its plan's owner token (AT_OWN_MARK): each plan's instances, rollback and
+ * membership are told apart by token. A group without owner marks serves
+ * one plan at a time. Every limit counts the plans in flight (this store's
+ * open plans): the group's max through its target, which their calls
+ * raised; max-nodes-per-scaleup through the nodes they asked for;
+ * max-nodes-total through those not registered yet. A request that only
+ * the plans in flight keep out (it fits once they are not counted) waits:
+ * Provisioned=False/WaitingForScaleUp, no request backoff, decided again
+ * when a plan ends. Requests are decided oldest first, so when the limits
+ * hold only some of a burst, the oldest get the room. */
 #include "classes/atomic_int.h"
 #include "classes/nap.h"
+#include "ops/log.h"
 #include "sched/estimator.h"
 #include "util/buf.h"
 
@@ -47,29 +60,82 @@ static void fill_option(sched_option *o, const pr_class_group *g, const sched_po
 		}
 }
 
-static bool usable(const pr_class_host *h, const pr_class_group *g)
+/* This store's open plans on group `id` (NULL: on every group). */
+typedef struct inflight {
+	int64_t plans;
+	int64_t delta;     /* the nodes they asked for */
+	int64_t pending;   /* ... not registered as Nodes yet */
+	bool exclusive;    /* one of them cannot share its group (no owner marks) */
+} inflight;
+
+static void inflight_of(const pr_class_host *h, const char *id, inflight *f)
 {
-	return g->has_tmpl && !g->busy && !(g->backed_off && g->backoff_until > h->now);
+	const state_intent *open = NULL;
+	size_t n = 0, i;
+	memset(f, 0, sizeof(*f));
+	if(!h->db || at_open_intents(h, &open, &n))
+		return;
+	for(i = 0; i < n; i++) {
+		int64_t left = open[i].delta - (int64_t)open[i].n_nodes;
+		if(id && strcmp(open[i].node_group, id))
+			continue;
+		f->plans++;
+		f->delta += open[i].delta;
+		f->pending += left > 0 ? left : 0;
+		f->exclusive |= at_own_of(&open[i]) != AT_OWN_MARK;
+	}
+}
+
+/* Is g held by plans in flight that a new plan cannot join (another
+ * shard's, or one of this store's on a group without owner marks)? */
+static bool held(const pr_class_host *h, const pr_class_group *g)
+{
+	inflight f;
+	if(!g->busy)
+		return false;
+	if(g->busy_elsewhere)
+		return true;
+	inflight_of(h, g->id, &f);
+	return f.plans > 0 && (f.exclusive || at_own_of_group(g) != AT_OWN_MARK);
+}
+
+/* `relaxed`: as if no plan were in flight (would the request fit once
+ * they end?). */
+static bool usable(const pr_class_host *h, const pr_class_group *g, bool relaxed)
+{
+	return g->has_tmpl && !(g->backed_off && g->backoff_until > h->now) && (relaxed || !held(h, g));
 }
 
 static const char *unusable_why(const pr_class_host *h, const pr_class_group *g)
 {
-	(void)h;
-	return !g->has_tmpl ? "no template" : g->busy ? "scale-up in progress" : "backed off";
+	return !g->has_tmpl ? "no template"
+	       : (g->backed_off && g->backoff_until > h->now) ? "backed off"
+							    : "scale-up in progress";
 }
 
 /* Estimate `sets` on group g with `added` nodes of the request already
- * planned elsewhere (max-nodes-total) and `taken` of g's room used. */
+ * planned elsewhere (max-nodes-total) and `taken` of g's room used; the
+ * plans in flight count, unless `relaxed`. */
 static int estimate(const pr_class_host *h, const pr_class_group *g, const sched_podset *sets, size_t n,
-		    int64_t added, int64_t taken, sched_est_result *est, prd_err *e)
+		    int64_t added, int64_t taken, bool relaxed, sched_est_result *est, prd_err *e)
 {
 	sched_est_limits lim;
-	int64_t room = g->max > g->target ? g->max - g->target : 0;
+	inflight all, mine;
+	int64_t target = g->target, room;
+	inflight_of(h, NULL, &all);
+	inflight_of(h, g->id, &mine);
+	if(relaxed) {
+		/* (Their calls raised the target.) */
+		target = target > mine.delta ? target - mine.delta : 0;
+		memset(&all, 0, sizeof(all));
+	}
+	room = g->max > target ? g->max - target : 0;
 	memset(est, 0, sizeof(*est));
 	lim.group_room = room > taken ? room - taken : 0;
 	lim.max_nodes_total = h->limits->max_nodes_total;
-	lim.cluster_nodes = h->cluster_nodes + added;
-	lim.max_new_nodes = h->limits->max_nodes_per_scaleup ? h->limits->max_nodes_per_scaleup - added : 0;
+	lim.cluster_nodes = h->cluster_nodes + added + all.pending;
+	lim.max_new_nodes =
+		h->limits->max_nodes_per_scaleup ? h->limits->max_nodes_per_scaleup - added - all.delta : 0;
 	if(h->limits->max_nodes_per_scaleup && lim.max_new_nodes <= 0)
 		lim.max_new_nodes = -1;
 	if(lim.max_new_nodes < 0)
@@ -88,7 +154,7 @@ static const char *limit_words(sched_est_limit l)
 /* One group of `groups` for everything: the classic atomic choice (the
  * existing groups, or the new ones auto-provisioning offers). */
 static bool choose_one(const pr_class_host *h, pr_class_group *groups, size_t ngroups, const sched_podset *rest,
-		       size_t n, at_choice *out, char *why, size_t whylen)
+		       size_t n, bool relaxed, at_choice *out, char *why, size_t whylen)
 {
 	sched_option *opts = arena_array(h->ar, ngroups + 1, sizeof(*opts));
 	size_t *gidx = arena_array(h->ar, ngroups + 1, sizeof(*gidx));
@@ -100,12 +166,12 @@ static bool choose_one(const pr_class_host *h, pr_class_group *groups, size_t ng
 	for(i = 0; i < ngroups; i++) {
 		pr_class_group *g = &groups[i];
 		sched_est_result est;
-		if(!usable(h, g)) {
+		if(!usable(h, g, relaxed)) {
 			wl += (size_t)snprintf(why + wl, wl < whylen ? whylen - wl : 0, "%s%s: %s", wl ? "; " : "", g->id,
 					       unusable_why(h, g));
 			continue;
 		}
-		if(estimate(h, g, rest, n, 0, 0, &est, &e)) {
+		if(estimate(h, g, rest, n, 0, 0, relaxed, &est, &e)) {
 			wl += (size_t)snprintf(why + wl, wl < whylen ? whylen - wl : 0, "%s%s: %s", wl ? "; " : "", g->id,
 					       e.msg);
 			continue;
@@ -140,7 +206,7 @@ typedef struct share {
 
 /* Give `want` pods of podSet `s` to groups; returns how many were placed. */
 static int64_t split_podset(const pr_class_host *h, const sched_podset *rest, size_t s, int64_t want, share *sh,
-			    int64_t *added)
+			    int64_t *added, bool relaxed)
 {
 	sched_option *opts = arena_array(h->ar, h->ngroups + 1, sizeof(*opts));
 	size_t *gidx = arena_array(h->ar, h->ngroups + 1, sizeof(*gidx));
@@ -155,7 +221,7 @@ static int64_t split_podset(const pr_class_host *h, const sched_podset *rest, si
 		for(i = 0; i < h->ngroups; i++) {
 			pr_class_group *g = &h->groups[i];
 			sched_est_result est;
-			if(!usable(h, g) || estimate(h, g, &one, 1, *added, sh[i].nodes, &est, &e))
+			if(!usable(h, g, relaxed) || estimate(h, g, &one, 1, *added, sh[i].nodes, relaxed, &est, &e))
 				continue;
 			if(est.place.fits_all) {
 				fill_option(&opts[nopt], g, &one, 1, &est);
@@ -186,8 +252,8 @@ static int64_t split_podset(const pr_class_host *h, const sched_podset *rest, si
 }
 
 /* Split across groups; false when some pod finds no place. */
-static bool choose_split(const pr_class_host *h, const sched_podset *rest, size_t n, at_choice *out, char *why,
-			 size_t whylen)
+static bool choose_split(const pr_class_host *h, const sched_podset *rest, size_t n, bool relaxed, at_choice *out,
+			 char *why, size_t whylen)
 {
 	share *sh = arena_array(h->ar, h->ngroups + 1, sizeof(*sh));
 	size_t i, s, *order = arena_array(h->ar, n + 1, sizeof(*order));
@@ -210,7 +276,7 @@ static bool choose_split(const pr_class_host *h, const sched_podset *rest, size_
 		}
 	for(i = 0; i < n; i++) {
 		s = order[i];
-		if(rest[s].count > 0 && split_podset(h, rest, s, rest[s].count, sh, &added) < rest[s].count) {
+		if(rest[s].count > 0 && split_podset(h, rest, s, rest[s].count, sh, &added, relaxed) < rest[s].count) {
 			snprintf(why, whylen, "split across groups: podSet %zu does not fit the groups' remaining room", s);
 			return false;
 		}
@@ -238,7 +304,7 @@ static bool choose_split(const pr_class_host *h, const sched_podset *rest, size_
 		}
 		if(!used)
 			continue;
-		if(estimate(h, &h->groups[i], mine, n, added, 0, &est, &e) || !est.place.fits_all) {
+		if(estimate(h, &h->groups[i], mine, n, added, 0, relaxed, &est, &e) || !est.place.fits_all) {
 			snprintf(why, whylen, "split across groups: the share of %s does not fit it", h->groups[i].id);
 			sched_est_result_free(&est);
 			buf_free(&pg);
@@ -252,6 +318,41 @@ static bool choose_split(const pr_class_host *h, const sched_podset *rest, size_
 	out->podset_groups = arena_strdup(h->ar, buf_str(&pg));
 	buf_free(&pg);
 	return out->n > 0;
+}
+
+/* Only the plans in flight keep the request out (`ch` is its choice when
+ * they are not counted): it waits for them, with no request backoff. The
+ * condition names the group and what keeps the request out now. */
+static void wait_for_plans(const pr_class_host *h, const at_choice *ch, const sched_podset *rest, size_t n)
+{
+	const pr_class_group *g = ch->parts[0].g;
+	inflight all;
+	sched_est_result est;
+	prd_err e;
+	char msg[900];
+	inflight_of(h, NULL, &all);
+	if(g->busy_elsewhere) {
+		snprintf(msg, sizeof(msg), PR_MSG_QUEUED " %s (another instance's); decided again when it ends",
+			 g->id);
+	} else if(held(h, g)) {
+		snprintf(msg, sizeof(msg), PR_MSG_QUEUED " %s, which serves one plan at a time (its driver does not "
+			 "mark instances with their plan); decided again when it ends", g->id);
+	} else if(estimate(h, g, rest, n, 0, 0, false, &est, &e) == 0) {
+		snprintf(msg, sizeof(msg), PR_MSG_QUEUED " %s: with the %lld node%s of the %lld plan%s in flight, %lld of "
+			 "%lld pods fit%s; decided again when a plan ends", g->id, (long long)all.delta,
+			 all.delta == 1 ? "" : "s", (long long)all.plans, all.plans == 1 ? "" : "s",
+			 (long long)est.place.placed, (long long)est.place.requested, limit_words(est.limited_by));
+		sched_est_result_free(&est);
+	} else {
+		snprintf(msg, sizeof(msg), PR_MSG_QUEUED " %s: with the %lld node%s of the %lld plan%s in flight, %s; "
+			 "decided again when a plan ends", g->id, (long long)all.delta, all.delta == 1 ? "" : "s",
+			 (long long)all.plans, all.plans == 1 ? "" : "s", e.msg);
+	}
+	log_debug("request waits for the scale-ups in flight", "group", g->id);
+	h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_WAITING_SCALE_UP, msg);
+	/* (A plan that ends wakes the next pass at once; this covers another
+	 * instance's.) */
+	h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 }
 
 int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
@@ -271,6 +372,11 @@ int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
 	memset(&existing, 0, sizeof(existing));
 	if(!rest || !(snap = h->snapshot(h->ctx)))
 		return 0; /* (no snapshot: the pass acts no further) */
+	/* A plan started earlier in this pass raised its group's target:
+	 * the room left is what the cloud says now. */
+	for(i = 0; i < h->ngroups; i++)
+		if(h->groups[i].target_stale && pr_group_refresh_target(&h->groups[i], &e))
+			log_warn("cannot read a node group's target size again", "group", h->groups[i].id, "error", e.msg);
 	if(sched_snapshot_fork(snap) || sched_place(snap, req->sets, req->nsets, &existing, &e)) {
 		sched_snapshot_revert(snap);
 		snprintf(msg, sizeof(msg), "cannot simulate the pods: %s", e.msg);
@@ -297,8 +403,22 @@ int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
 	}
 	/* Estimates run with the existing placement in place: the pods that
 	 * fit there take that room. */
-	ok = choose_one(h, h->groups, h->ngroups, rest, req->nsets, out, why, sizeof(why)) ||
-	     choose_split(h, rest, req->nsets, out, why2, sizeof(why2));
+	ok = choose_one(h, h->groups, h->ngroups, rest, req->nsets, false, out, why, sizeof(why)) ||
+	     choose_split(h, rest, req->nsets, false, out, why2, sizeof(why2));
+	if(!ok) {
+		/* Would it fit once the plans in flight end? Then it waits for
+		 * them (before a new group is made for it). */
+		at_choice later;
+		char ignore[1024];
+		memset(&later, 0, sizeof(later));
+		if(choose_one(h, h->groups, h->ngroups, rest, req->nsets, true, &later, ignore, sizeof(ignore)) ||
+		   choose_split(h, rest, req->nsets, true, &later, ignore, sizeof(ignore))) {
+			wait_for_plans(h, &later, rest, req->nsets);
+			sched_snapshot_revert(snap);
+			sched_place_result_free(&existing);
+			return 0;
+		}
+	}
 	if(!ok) {
 		/* No group can: a new one of a shape the cloud offers. */
 		nap_candidates(h, req->pr->meta.uid, rest, req->nsets, &cands, &ncands, why3, sizeof(why3));
@@ -306,7 +426,7 @@ int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out)
 			size_t wl = strlen(why3);
 			snprintf(why3 + wl, sizeof(why3) - wl, "%sauto-provisioning: ", wl ? "; " : "");
 			wl = strlen(why3);
-			ok = choose_one(h, cands, ncands, rest, req->nsets, out, why3 + wl, sizeof(why3) - wl);
+			ok = choose_one(h, cands, ncands, rest, req->nsets, false, out, why3 + wl, sizeof(why3) - wl);
 		}
 	}
 	sched_snapshot_revert(snap);

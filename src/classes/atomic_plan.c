@@ -1599,8 +1599,16 @@ void at_close_without_effect(const pr_class_host *h, pr_class_group *g, const st
 	if(in->phase != STATE_PHASE_PLANNED)
 		at_intent_advance(h, in->plan_id, STATE_PHASE_ROLLING_BACK, why, NULL);
 	at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, why, NULL);
-	if(g && !g->busy_elsewhere)
-		g->busy = false;
+	if(g && !g->busy_elsewhere) {
+		/* (Other plans may share the group: AT_OWN_MARK.) */
+		const state_intent *open = NULL;
+		size_t n = 0, i;
+		bool others = false;
+		if(at_open_intents(h, &open, &n) == 0)
+			for(i = 0; i < n && !others; i++)
+				others = !strcmp(open[i].node_group, g->id);
+		g->busy = others;
+	}
 }
 
 /* Rate limit for a message about one plan: true at most once a minute per

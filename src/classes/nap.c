@@ -553,13 +553,13 @@ static int64_t sat_mul(int64_t a, int64_t b)
 	return a && b > INT64_MAX / a ? INT64_MAX : a * b;
 }
 
-bool nap_within_limits(const pr_class_host *h, const at_choice *ch, char *msg, size_t len)
+bool nap_within_limits(const pr_class_host *h, const at_choice *ch, bool count_coming, char *msg, size_t len)
 {
 	const state_intent *open = NULL;
 	size_t nopen = 0, l, i;
 	if(!h->limits->nres_limits || !h->res_totals)
 		return true;
-	if(h->db)
+	if(h->db && count_coming)
 		at_open_intents(h, &open, &nopen);
 	for(l = 0; l < h->limits->nres_limits; l++) {
 		const cfg_res_limit *lim = &h->limits->res_limits[l];

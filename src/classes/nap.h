@@ -41,9 +41,9 @@ void nap_candidates(const pr_class_host *h, const char *req_uid, const sched_pod
 		    pr_class_group **out, size_t *n, char *why, size_t len);
 
 /* Is the plan `ch` within every cluster-wide limit, counting every node
- * of the cluster and what open plans still add? false with msg naming the
- * limit, the current total and what the plan needs. */
-bool nap_within_limits(const pr_class_host *h, const at_choice *ch, char *msg, size_t len);
+ * of the cluster and (count_coming) what open plans still add? false with
+ * msg naming the limit, the current total and what the plan needs. */
+bool nap_within_limits(const pr_class_host *h, const at_choice *ch, bool count_coming, char *msg, size_t len);
 
 /* Write-ahead: record that plan `plan_id` creates group g (g->nap_new),
  * before the plan's cloud calls. */

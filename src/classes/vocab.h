@@ -29,6 +29,12 @@
 #define PR_R_INVALID "InvalidRequest"
 #define PR_R_NODES_REMOVED "BookedNodesRemoved"
 #define PR_R_SCALING_UP "ScaleUpInProgress"
+/* Provisioned=False while only scale-ups in flight keep the request out
+ * (its group serves one plan at a time, or their nodes fill a limit): no
+ * request backoff, decided again when a plan ends. The message begins
+ * with PR_MSG_QUEUED and the group's name. */
+#define PR_R_WAITING_SCALE_UP "WaitingForScaleUp"
+#define PR_MSG_QUEUED "queued behind a scale-up in progress on node group"
 #define PR_R_SCALE_UP_FAILED "ScaleUpFailed"
 #define PR_R_DRIVER_ERROR "DriverError"
 #define PR_R_SCALE_UP_ROLLED_BACK "ScaleUpRolledBack" /* an Event reason only */

@@ -70,6 +70,8 @@
  *  (viii) the pods booked on a node by all Provisioned, unexpired requests
  *         (their provisioningClassDetails) fit its allocatable CPU, across
  *         shards;
+ *  (ix)   (--burst) a rollback deletes no instance whose Node another
+ *         Provisioned, unexpired request books (its status says so);
  * and once the faults stop and everything settled:
  *  (ii)   every plan that succeeded holds exactly its delta of its own
  *         instances, every other none; every group's target is its size;
@@ -79,7 +81,7 @@
  *
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
  *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N]
- *            [--no-term] [--no-owner-marks] [--nap] [--skip vi,viii]
+ *            [--no-term] [--no-owner-marks] [--nap] [--burst] [--skip vi,viii]
  * 1000 seeds by default, what make check runs (DST_SEEDS=N and
  * DST_ACTORS=mode override);
  * mixed runs every fifth seed in the single-controller mode, the others
@@ -92,7 +94,11 @@
  * that overflow objects are made, replaced and swept in every seed; --no-term
  * keeps each replica's own fence but fences no group with its term (a
  * stalled leader's late call is then taken); --no-owner-marks gives a
- * cloud that claims owner marks and lists none; --skip
+ * cloud that claims owner marks and lists none; --burst
+ * adds bursts: three to six atomic requests made at once on the shared
+ * groups (several plans on one group, limits reached, the rest waiting),
+ * with more instances failing part-way so plans roll back among others
+ * (issue 43); --skip
  * leaves the invariants named out (to see what else fails while one is
  * being fixed: only a seed's first violation is reported). Seeds run
  * in batches of 500 in child processes, J at a time. Every replica loads
@@ -299,6 +305,26 @@ void create_check_request(const char *shard)
 	vlog("create check-capacity request %s%s", name, shard ? " for shard-b" : "");
 }
 
+/* --burst: three to six atomic requests at once (issue 43), of the
+ * template one group's node takes two of, on the groups they share. */
+static void create_burst(void)
+{
+	int n = (int)rnd_in(3, 6), i;
+	bool shard_b = dst.shards && pct(40);
+	for(i = 0; i < n && dst.nlive < MAXREQ; i++) {
+		char y[700], name[16];
+		snprintf(name, sizeof(name), "r%d", dst.nreq++);
+		snprintf(y, sizeof(y),
+			 "metadata: {name: %s}\nspec:\n  provisioningClassName: " CLASS_ATOMIC "\n%s"
+			 "  podSets: [{podTemplateRef: {name: small}, count: %d}]\n",
+			 name, shard_b ? "  parameters: {processorInstance: " SHARD_B "}\n" : "", (int)rnd_in(1, 4));
+		if(post(PR_PATH, y) == 0)
+			snprintf(dst.live[dst.nlive++], sizeof(dst.live[0]), "%s", name);
+	}
+	dst.bursts++;
+	vlog("create a burst of %d atomic requests%s", n, shard_b ? " for shard-b" : "");
+}
+
 void delete_request(void)
 {
 	char path[256];
@@ -384,6 +410,8 @@ static bool nap_multi;
  * entries (ledger.c, "Layout"), so a few bookings spill into overflow
  * objects that are made, replaced and deleted under the faults. */
 static long ledger_objects;
+/* --burst: bursts of atomic requests (create_burst). */
+static bool burst_mode;
 
 static void setup_replica(replica *r, int idx, const char *name, const char *shard, int lease)
 {
@@ -443,6 +471,9 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.outside_on = dst.shards && pct(75);
 	/* (Decided last: the seeds of old draw what they drew before.) */
 	dst.nap = (!dst.multi || nap_multi) && pct(60);
+	dst.burst = burst_mode;
+	if(dst.burst)
+		dst.p_inst_fail = (int)rnd_in(10, 35);
 	clk_fake_init(&dst.clock, 1714557600LL * SEC + seed % 1000 * SEC);
 	metrics_shutdown();
 	metrics_init();
@@ -507,7 +538,9 @@ static void single_step(void)
 	else if(r < 62)
 		advance(rnd_in(1, 30) * SEC);
 	else if(r < 74) {
-		if(dst.nlive < 6)
+		if(dst.burst && pct(40) && dst.nlive < 8)
+			create_burst();
+		else if(dst.nlive < 6)
 			create_request();
 	} else if(r < 79)
 		delete_request();
@@ -565,7 +598,9 @@ static void multi_step(void)
 	else if(k < 56)
 		advance(rnd_in(1, 30) * SEC);
 	else if(k < 66) {
-		if(dst.nlive < 8)
+		if(dst.burst && pct(40) && dst.nlive < 10)
+			create_burst();
+		else if(dst.nlive < 8)
 			create_request();
 	} else if(k < 70)
 		delete_request();
@@ -766,7 +801,7 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
 			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N] [--no-term] "
-			"[--no-owner-marks] [--nap] [--skip vi,viii]\n");
+			"[--no-owner-marks] [--nap] [--burst] [--skip vi,viii]\n");
 	return 2;
 }
 
@@ -814,6 +849,8 @@ int main(int argc, char **argv)
 			ledger_objects = strtol(argv[++a], NULL, 10);
 		else if(!strcmp(argv[a], "--nap"))
 			nap_multi = true;
+		else if(!strcmp(argv[a], "--burst"))
+			burst_mode = true;
 		else if(!strcmp(argv[a], "-v"))
 			dst.verbose = true;
 		else if(!strcmp(argv[a], "-vv"))
@@ -829,11 +866,11 @@ int main(int argc, char **argv)
 	}
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
 	snprintf(ledger_flag, sizeof(ledger_flag), " --ledger-objects %ld", ledger_objects);
-	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%.*s",
+	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%s%.*s",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
 		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", ledger_objects > 0 ? ledger_flag : "",
 		 no_term ? " --no-term" : "", no_marks ? " --no-owner-marks" : "", nap_multi ? " --nap" : "",
-		 skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
+		 burst_mode ? " --burst" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
 		 skip[0] ? skip + 1 : "");
 	mode_flags = flags;
 	log_setup(dst.verbose ? PRD_LOG_INFO : PRD_LOG_ERROR, PRD_LOG_TEXT, dst.verbose ? stderr : devnull);

@@ -153,6 +153,8 @@ typedef struct dst_sim {
 	bool placeholders;    /* new instances may have a placeholder id first */
 	bool faults;
 	bool nap;             /* auto-provisioning on (single mode): requests no group can serve */
+	bool burst;           /* --burst: several atomic requests at once on the shared groups */
+	int bursts;           /* ... how many this seed made */
 	int p_transient, p_stockout, p_ambiguous, p_inst_fail;
 	int fail_next;        /* a burst: the next calls fail */
 	bool outside_on;      /* the outside actor acts */

@@ -341,6 +341,8 @@ static bool undoing(const plan_rec *p)
 				 p->superseded || p->request_gone || request_deleting(p->uid));
 }
 
+static bool booked_elsewhere(const char *node, const char *except_req, char *who, size_t len);
+
 /* (vii) replica r deletes (or cancels) instance x: only an instance of a
  * plan the API shows being undone, or the surplus of a plan beyond its
  * size; never one a succeeded plan needs, never anyone else's. Judged from
@@ -368,6 +370,15 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 			  "status records",
 			  r->name, how, x->id, g->id, dst.r[x->creator].name, x->plan);
 		return;
+	}
+	/* (ix) Never a Node another request books (a burst's plans share
+	 * groups: a failed one's rollback must tell its instances from its
+	 * neighbours'). */
+	if(dst.burst && x->node[0]) {
+		char who[64];
+		if(booked_elsewhere(x->node, p->req, who, sizeof(who)))
+			violation("(ix) replica %s %s instance %s (Node %s) of %s for plan %s of request %s: request %s "
+				  "books that Node", r->name, how, x->id, x->node, g->id, x->plan, p->req, who);
 	}
 	live = made_for(x->plan, true);
 	if(undoing(p) || live > p->delta)
@@ -613,6 +624,29 @@ static size_t add_booking(json_object *pr, const char *text, nbook *v, size_t n,
 			p++;
 	}
 	return n;
+}
+
+/* (ix) Does a Provisioned, unexpired request other than `except_req`
+ * book Node `node`, as the API shows? Its name to who. */
+static bool booked_elsewhere(const char *node, const char *except_req, char *who, size_t len)
+{
+	size_t i, n = strlen(node);
+	int64_t ttl = dst.r[0].cfg.booking_ttl_ns;
+	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
+		json_object *pr = json_object_array_get_idx(reqs, i);
+		const char *text = detail(pr, "provreqd.io/booking"), *name = str_at(pr, "metadata", "name"), *p;
+		int64_t ltt = 0;
+		if(!text || !name || !strcmp(name, except_req) || field(field(pr, "metadata"), "deletionTimestamp") ||
+		   !cond_true(pr, "Provisioned", &ltt) || cond_true(pr, "BookingExpired", NULL) ||
+		   cond_true(pr, "CapacityRevoked", NULL) || cond_true(pr, "Failed", NULL) || ltt + ttl <= now_ns())
+			continue;
+		for(p = text; (p = strstr(p, node)); p += n)
+			if((p == text || strchr(":,", p[-1])) && p[n] == '=') {
+				snprintf(who, len, "%s", name);
+				return true;
+			}
+	}
+	return false;
 }
 
 /* (viii) The pods the Provisioned, unexpired requests book on a node fit

@@ -1849,6 +1849,14 @@ static int m_fence_recorded(void *st, const char *gid, const char *key, uint64_t
 	return 0;
 }
 
+/* The increases the ABI 1.3 cloud took, in order: several plans may
+ * share a group, and a test makes each one's instances (a_create_for). */
+static struct {
+	char owner[64];
+	int32_t expected, delta;
+} m_calls[16];
+static size_t m_ncalls;
+
 static int m_increase(void *st, const prd_cloud_increase *rq, prd_cloud_error *err)
 {
 	agroup *g;
@@ -1870,6 +1878,11 @@ static int m_increase(void *st, const prd_cloud_increase *rq, prd_cloud_error *e
 	g->increases++;
 	g->target += rq->delta;
 	snprintf(g->next_owner, sizeof(g->next_owner), "%s", rq->owner ? rq->owner : "");
+	if(m_ncalls < 16) {
+		snprintf(m_calls[m_ncalls].owner, sizeof(m_calls[m_ncalls].owner), "%s", rq->owner ? rq->owner : "");
+		m_calls[m_ncalls].expected = rq->expected_target;
+		m_calls[m_ncalls++].delta = rq->delta;
+	}
 	a_sync_out();
 	return 0;
 }
@@ -1939,6 +1952,8 @@ static void start_async_n(pr_config *cfg, size_t ngroups)
 {
 	pr_config def;
 	memset(&ac, 0, sizeof(ac));
+	memset(m_calls, 0, sizeof(m_calls));
+	m_ncalls = 0;
 	ac.ngroups = ngroups;
 	ac.mark = want_marks;
 	a_sync_out();
@@ -4635,6 +4650,215 @@ static void test_returning_leader_drops_stale_plan(void)
  * stale increase lands), one that does not fence when a term begins (the
  * group never hears of term 3), one that acts though the group has seen a
  * newer term (an increase, a status write). */
+/* k instances of group 0 for the increase the cloud took `call`-th
+ * (its owner token). */
+static void a_create_for(size_t call, int k, int errclass)
+{
+	char keep[64];
+	snprintf(keep, sizeof(keep), "%s", ac.grp[0].next_owner);
+	snprintf(ac.grp[0].next_owner, sizeof(ac.grp[0].next_owner), "%s", m_calls[call].owner);
+	a_create(k, errclass);
+	snprintf(ac.grp[0].next_owner, sizeof(ac.grp[0].next_owner), "%s", keep);
+}
+
+/* How many of group 0's instances being deleted carry `owner`'s token. */
+static size_t deleting_of(const char *owner)
+{
+	size_t i, k = 0;
+	for(i = 0; i < ac.n; i++)
+		k += ac.v[i].state == PRD_CLOUD_INSTANCE_DELETING && !strcmp(ac.v[i].owner, owner);
+	return k;
+}
+
+/* Has the request been sent to its retry backoff (the attempt the
+ * store and the status record)? */
+static bool request_backed_off(const char *ns, const char *name)
+{
+	return strcmp(detail_of(ns, name, PR_DETAIL_NEXT_ATTEMPT), "-") != 0;
+}
+
+/* Issue 43: a burst of atomic requests on a group whose driver marks
+ * instances with their plan is planned in one pass, each increase
+ * conditional on the target the previous one left. Broken controller
+ * caught: today's, which holds the group for the first plan and answers
+ * the second CapacityIsNotFound "scale-up in progress" with a request
+ * backoff; and one that plans the second from the target read before the
+ * first increase (its conditional call meets a moved target). */
+static void test_burst_plans_share_a_marked_group(void)
+{
+	start_marks();
+	add_template("a", "two", "2");
+	add_pr("a", "job1", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	add_pr("a", "job2", PR_CLASS_ATOMIC, "two", 4, NULL);
+	add_pr("a", "job3", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 3);
+	CU_ASSERT_EQUAL(ac.target, 6);
+	CU_ASSERT_EQUAL(open_plans(), 3);
+	CU_ASSERT_EQUAL(m_calls[0].expected, 0);
+	CU_ASSERT_EQUAL(m_calls[1].expected, 2);
+	CU_ASSERT_EQUAL(m_calls[2].expected, 4);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job1", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_STRING_EQUAL(cond("a", "job2", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_STRING_EQUAL(cond("a", "job3", "Provisioned"), "False/ScaleUpInProgress");
+	/* Each plan's instances come, in another order than asked for. */
+	a_create_for(2, 2, 0);
+	a_create_for(0, 2, 0);
+	a_create_for(1, 2, 0);
+	a_register(6);
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job1", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_STRING_EQUAL(cond("a", "job2", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_STRING_EQUAL(cond("a", "job3", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_EQUAL(ac.increases, 3);
+	CU_ASSERT_EQUAL(ac.target, 6);
+	stop_async();
+}
+
+/* A group whose driver cannot tell one plan's instances from another's
+ * (no owner marks) serves one plan at a time; the next request says it
+ * waits for that plan. Broken controller caught: today's, which answers
+ * CapacityIsNotFound ("no node group can provide ...: scale-up in
+ * progress"), sends the request to its backoff, and fails a noRetry
+ * request for good. */
+static void test_burst_waiting_request_says_so(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job1", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	add_pr("a", "job2", PR_CLASS_ATOMIC, "two", 4, NULL);
+	add_pr("a", "job3", PR_CLASS_ATOMIC, "two", 4, "{noRetry: \"true\"}");
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job1", "Provisioned"), "False/ScaleUpInProgress");
+	CU_ASSERT_STRING_EQUAL(cond("a", "job2", "Provisioned"), "False/" PR_R_WAITING_SCALE_UP);
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "job2", "Provisioned"), PR_MSG_QUEUED " g"));
+	CU_ASSERT_FALSE(request_backed_off("a", "job2"));
+	/* Waiting is not a negative answer: noRetry does not fail it. */
+	CU_ASSERT_STRING_EQUAL(cond("a", "job3", "Provisioned"), "False/" PR_R_WAITING_SCALE_UP);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job3", "Failed"), "-");
+	/* Passes while the plan runs change nothing for them. */
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job2", "Provisioned"), "False/" PR_R_WAITING_SCALE_UP);
+	CU_ASSERT_FALSE(request_backed_off("a", "job2"));
+	stop_async();
+}
+
+/* A request waiting for a busy group is decided again as soon as the plan
+ * ends, not after the request backoff. Broken controller caught: today's,
+ * whose refused request waits out its backoff (a minute, then two, ...)
+ * while the group stands idle. */
+static void test_burst_waiting_request_starts_when_the_plan_ends(void)
+{
+	start_async(NULL);
+	add_template("a", "two", "2");
+	add_pr("a", "job1", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	add_pr("a", "job2", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 1);
+	a_create(2, 0);
+	a_register(2);
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job1", "Provisioned"), "True/CapacityIsProvisioned");
+	clk_fake_advance(&fake, 1 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 2);
+	CU_ASSERT_EQUAL(ac.target, 4);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job2", "Provisioned"), "False/ScaleUpInProgress");
+	stop_async();
+}
+
+/* Limits count every plan in flight: the group's max (10 here) holds five
+ * plans of 2 nodes; the oldest five get them, the sixth waits for the
+ * limit (not backoff); a request that exceeds the limit on its own is not
+ * found. max-nodes-per-scaleup counts the sum the same way. Broken
+ * controllers caught: today's (one plan at a time, the rest backed off),
+ * and one that checks each plan's limit alone (6 plans, 12 nodes). */
+static void test_burst_limits_hold_the_oldest(void)
+{
+	pr_config cfg;
+	char name[32];
+	int i;
+	start_marks();
+	add_template("a", "two", "2");
+	for(i = 1; i <= 6; i++) {
+		snprintf(name, sizeof(name), "job%d", i);
+		add_pr("a", name, PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes each */
+	}
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 5);
+	CU_ASSERT_EQUAL(ac.target, 10);
+	for(i = 1; i <= 5; i++) {
+		snprintf(name, sizeof(name), "job%d", i);
+		CU_ASSERT_STRING_EQUAL(cond("a", name, "Provisioned"), "False/ScaleUpInProgress");
+	}
+	CU_ASSERT_STRING_EQUAL(cond("a", "job6", "Provisioned"), "False/" PR_R_WAITING_SCALE_UP);
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "job6", "Provisioned"), "max size"));
+	CU_ASSERT_FALSE(request_backed_off("a", "job6"));
+	stop_async();
+
+	/* max-nodes-per-scaleup 5: two plans of 2 nodes, the third waits; one
+	 * request of 6 nodes is beyond the limit on its own. */
+	pr_config_default(&cfg);
+	cfg.provision_timeout_ns = 2 * MIN;
+	cfg.max_nodes_per_scaleup = 5;
+	want_marks = true;
+	start_async(&cfg);
+	want_marks = false;
+	add_template("a", "two", "2");
+	add_pr("a", "job1", PR_CLASS_ATOMIC, "two", 4, NULL);
+	add_pr("a", "job2", PR_CLASS_ATOMIC, "two", 4, NULL);
+	add_pr("a", "job3", PR_CLASS_ATOMIC, "two", 4, NULL);
+	add_pr("a", "zbig", PR_CLASS_ATOMIC, "two", 12, NULL); /* 6 nodes */
+	pass();
+	CU_ASSERT_EQUAL(ac.increases, 2);
+	CU_ASSERT_EQUAL(ac.target, 4);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job3", "Provisioned"), "False/" PR_R_WAITING_SCALE_UP);
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "job3", "Provisioned"), "max-nodes-per-scaleup"));
+	CU_ASSERT_STRING_EQUAL(cond("a", "zbig", "Provisioned"), "False/CapacityIsNotFound");
+	stop_async();
+}
+
+/* Concurrent plans on one group: one plan's instances fail part-way; its
+ * rollback deletes only its own instances (by owner token), and the other
+ * plans go on to Provisioned. Broken controller caught: one whose
+ * rollback takes every instance new since the plan began (the other
+ * plans' too). */
+static void test_burst_failed_plan_rolls_back_only_its_own(void)
+{
+	start_marks();
+	add_template("a", "two", "2");
+	add_pr("a", "job1", PR_CLASS_ATOMIC, "two", 4, NULL); /* 2 nodes */
+	add_pr("a", "job2", PR_CLASS_ATOMIC, "two", 4, NULL);
+	add_pr("a", "job3", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL_FATAL(ac.increases, 3);
+	a_create_for(0, 2, 0);
+	a_create_for(1, 1, 0);
+	a_create_for(1, 1, PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES);
+	a_create_for(2, 2, 0);
+	a_register(5);
+	clk_fake_advance(&fake, 2 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job2", "Provisioned"), "False/ScaleUpFailed");
+	CU_ASSERT_EQUAL(deleting_of(m_calls[1].owner), 2);
+	CU_ASSERT_EQUAL(deleting_of(m_calls[0].owner), 0);
+	CU_ASSERT_EQUAL(deleting_of(m_calls[2].owner), 0);
+	CU_ASSERT_STRING_EQUAL(cond("a", "job1", "Provisioned"), "True/CapacityIsProvisioned");
+	CU_ASSERT_STRING_EQUAL(cond("a", "job3", "Provisioned"), "True/CapacityIsProvisioned");
+	a_finish_deletes();
+	clk_fake_advance(&fake, 5 * SEC);
+	pass();
+	CU_ASSERT_EQUAL(ac.n, 4);
+	CU_ASSERT_EQUAL(deleting_where(true), 0);
+	stop_async();
+}
+
 static void test_stale_term_call_is_refused(void)
 {
 	agroup *g;
@@ -5622,8 +5846,9 @@ static void test_shards_keep_off_each_others_groups(void)
 	CU_ASSERT_EQUAL(pr_ctl_pass(ctlb, NULL, &e), 0);
 	CU_ASSERT_EQUAL(ac.increases, 1);
 	CU_ASSERT_EQUAL(ac.target, 2);
-	CU_ASSERT_STRING_EQUAL(cond("a", "b-job", "Provisioned"), "False/CapacityIsNotFound");
-	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "b-job", "Provisioned"), "scale-up in progress"));
+	/* (It waits for the plan, with no request backoff: issue 43.) */
+	CU_ASSERT_STRING_EQUAL(cond("a", "b-job", "Provisioned"), "False/" PR_R_WAITING_SCALE_UP);
+	CU_ASSERT_PTR_NOT_NULL(strstr(cond_msg("a", "b-job", "Provisioned"), PR_MSG_QUEUED " g (another instance's)"));
 	/* shard-a's plan ends: its nodes are Ready and a-job books them. */
 	a_create(2, 0);
 	a_register(2);
@@ -6428,6 +6653,11 @@ static const test_case cases[] = {
 	{ "actors: a call carrying an older leader term is refused once the group is fenced", test_stale_term_call_is_refused },
 	{ "actors: a recreated Lease (term below a recorded one) is served again after one pass", test_recreated_lease_served_again },
 	{ "actors: status writes and request deletions each ask the fence", test_writes_ask_the_fence_each },
+	{ "burst: plans share a group with owner marks, each conditional on the one before", test_burst_plans_share_a_marked_group },
+	{ "burst: a request waiting for a busy group says so, with no backoff", test_burst_waiting_request_says_so },
+	{ "burst: a waiting request starts as soon as the plan ends", test_burst_waiting_request_starts_when_the_plan_ends },
+	{ "burst: limits count every plan in flight; the oldest first, the rest wait", test_burst_limits_hold_the_oldest },
+	{ "burst: a failed plan among concurrent ones rolls back only its own instances", test_burst_failed_plan_rolls_back_only_its_own },
 	{ "actors: on a new term the status's booking replaces the local one", test_new_term_status_booking_wins },
 	{ "async: a plan whose room is taken waits for it, then scales up again", test_async_taken_room_waits_then_retries },
 	{ "dst: plan nodes stay reserved when the cloud does not answer", test_async_reserved_when_the_cloud_does_not_answer },

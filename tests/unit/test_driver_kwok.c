@@ -1369,8 +1369,9 @@ static void test_abi13_descriptor(void)
 	start(NULL);
 	CU_ASSERT_EQUAL(drv->api->abi_minor, PRD_CLOUD_ABI_MINOR);
 	CU_ASSERT_EQUAL(drv->api->instance_size, sizeof(prd_cloud_instance));
-	CU_ASSERT_EQUAL(drv->api->capabilities,
-			PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME);
+	/* Not conditional: listing and creating are two requests (issue 37,
+	 * item 6); the expected target is compared best effort. */
+	CU_ASSERT_EQUAL(drv->api->capabilities, PRD_CLOUD_CAP_OWNER_MARK | PRD_CLOUD_CAP_CREATION_TIME);
 	CU_ASSERT_PTR_NOT_NULL(drv->api->increase);
 	CU_ASSERT_PTR_NOT_NULL(drv->api->decrease_target_size_if);
 }
