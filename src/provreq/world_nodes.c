@@ -320,8 +320,8 @@ static void targets_after_fence(pr_ctl *c, pr_world *w, cloud_driver *drv, size_
 	memset(&de, 0, sizeof(de));
 	if(drv->api->node_groups(drv->state, &g, &n, &de)) {
 		de.message[sizeof(de.message) - 1] = '\0';
-		fence_failed(c, PRD_CLOUD_EIO, "", "cannot read node groups again after fencing them; retrying", "driver",
-			     drv->api->name, de.message);
+		fence_failed(c, drv, NULL, PRD_CLOUD_EIO, "cannot read node groups again after fencing them; retrying",
+			     "driver", drv->api->name, de.message);
 		return;
 	}
 	for(i = from; i < w->ngroups; i++) {
