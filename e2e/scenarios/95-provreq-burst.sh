@@ -98,7 +98,7 @@ single_s=$(elapsed "$t2" "$t3")
 echo "bench=burst_atomic_requests value=$NREQ"
 echo "bench=burst_atomic_all_provisioned_s value=$burst_s"
 echo "bench=burst_atomic_single_request_s value=$single_s"
-echo "bench=burst_atomic_ratio value=$(awk -v a="$burst_s" -v b="$single_s" 'BEGIN { printf "%.2f\n", b > 0 ? a / b : 0 }')"
+echo "bench=burst_atomic_ratio value=$(awk -v a="$burst_s" -v b="$single_s" 'BEGIN { printf "%.2f\n", (b > 0 ? a / b : 0) }')"
 echo "bench=burst_atomic_extra_nodes value=$(($(pr_count "$burst") - NREQ * PODS))"
 
 # ------------------------------------------------- 2. limits hold the oldest

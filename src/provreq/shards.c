@@ -337,6 +337,21 @@ static bool resolve_room(pr_ctl *c, pr_world *w, sh_entry *e)
 	return true;
 }
 
+/* The node groups an open plan in pr's status holds busy here: none when
+ * this controller has the plan key and the record's seal does not verify
+ * (a record provreqd did not write, refused by at_adopt too), so that a
+ * forged record cannot hold a group, and the requests that want it,
+ * forever (e2e 93). Caller frees. */
+static char *held_groups(pr_ctl *c, const kube_provreq *pr)
+{
+	if(c->plan_key_set && !pr__plan_sealed(c, pr)) {
+		log_debug("an open plan in a request's status holds no group: its seal does not verify", "request",
+			  pr->meta.name, "namespace", pr->meta.ns);
+		return NULL;
+	}
+	return open_plan_groups(c, pr);
+}
+
 /* The entry for a request, or NULL when its status says nothing this view
  * keeps (own requests without a recorded booking). *rc: PRD_ENOMEM. */
 static sh_entry *derive(pr_ctl *c, const char *key, const kube_provreq *pr, int *rc)
@@ -369,7 +384,7 @@ static sh_entry *derive(pr_ctl *c, const char *key, const kube_provreq *pr, int 
 	if(foreign) {
 		bool open = pr_details_plan_open(pr);
 		free(plan);
-		e->groups = open_plan_groups(c, pr);
+		e->groups = held_groups(c, pr);
 		e->waiting = !until && waiting_at(c, pr, open, &e->due);
 		e->all_or_none = pr_class_of(pr__effective_class(c, pr)) == PR_CLASS_CHECK_CAPACITY;
 	}
@@ -387,7 +402,7 @@ static sh_entry *derive(pr_ctl *c, const char *key, const kube_provreq *pr, int 
 	/* An own request's open plan: held like another instance's while the
 	 * local store does not carry it (own_plan_here). */
 	if(!foreign && e->plan)
-		e->groups = open_plan_groups(c, pr);
+		e->groups = held_groups(c, pr);
 	if(!foreign && !e->until && !e->groups) {
 		entry_free(e);
 		return NULL;

@@ -6516,7 +6516,7 @@ static void test_fence_before_reading_targets(void)
 		 "\"provreqd.io/leader-term\":\"A#1\"}}}",
 		 uid, (long long)clk_wall(&fake), ts);
 	json_object_put(o);
-	CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
+	CU_ASSERT_EQUAL(patch_sealed("/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job/status", body), 0);
 	ac.grp[0].fence = 1;
 	ac.grp[0].late_land = 2;
 	pr_ctl_set_term(ctl, "provreqd", "B", 2);
