@@ -14,58 +14,10 @@
 
 #include <json-c/json.h>
 
+#include "util/str.h"
+
 #include <stdio.h>
 #include <string.h>
-
-static bool alnum(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-/* A label value or the name part of a qualified name: at most 63
- * characters, alphanumeric at both ends, '-', '_' or '.' between. */
-static bool label_value_ok(const char *v, bool may_be_empty)
-{
-	size_t n = strlen(v), i;
-	if(!n)
-		return may_be_empty;
-	if(n > 63 || !alnum(v[0]) || !alnum(v[n - 1]))
-		return false;
-	for(i = 0; i < n; i++)
-		if(!alnum(v[i]) && v[i] != '-' && v[i] != '_' && v[i] != '.')
-			return false;
-	return true;
-}
-
-/* A DNS subdomain (RFC 1123): at most 253 characters, lower-case
- * alphanumeric labels separated by dots, '-' inside a label. */
-static bool dns_subdomain_ok(const char *s, size_t n)
-{
-	size_t i, start = 0;
-	if(!n || n > 253)
-		return false;
-	for(i = 0; i <= n; i++) {
-		if(i == n || s[i] == '.') {
-			if(i == start || s[start] == '-' || s[i - 1] == '-')
-				return false;
-			start = i + 1;
-			continue;
-		}
-		if(!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	}
-	return true;
-}
-
-/* A qualified name: an optional DNS-subdomain prefix and '/', then a name
- * as label_value_ok allows it (not empty). */
-static bool qualified_name_ok(const char *k)
-{
-	const char *slash = strchr(k, '/');
-	if(!slash)
-		return label_value_ok(k, false);
-	return dns_subdomain_ok(k, (size_t)(slash - k)) && label_value_ok(slash + 1, false);
-}
 
 static const char *str_of(json_object *o, const char *key)
 {
@@ -83,13 +35,13 @@ static bool check_labels(json_object *obj, char *msg, size_t len)
 		return true;
 	json_object_object_foreach(lab, k, v) {
 		const char *val = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-		if(!qualified_name_ok(k)) {
+		if(!str_is_qualified_name(k, strlen(k))) {
 			snprintf(msg, len, "metadata.labels: Invalid value: \"%.200s\": name part must consist of "
 				 "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
 				 "character, with an optional DNS subdomain prefix and '/'", k);
 			return false;
 		}
-		if(!label_value_ok(val, true)) {
+		if(!str_is_label_value(val)) {
 			snprintf(msg, len, "metadata.labels: Invalid value: \"%.200s\": a valid label must be an empty "
 				 "string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
 				 "an alphanumeric character (at most 63 characters)", val);
@@ -110,12 +62,12 @@ static bool check_node(json_object *obj, char *msg, size_t len)
 	for(i = 0; i < n; i++) {
 		json_object *t = json_object_array_get_idx(taints, i);
 		const char *key = str_of(t, "key"), *eff = str_of(t, "effect"), *val = str_of(t, "value");
-		if(!key || !qualified_name_ok(key)) {
+		if(!key || !str_is_qualified_name(key, strlen(key))) {
 			snprintf(msg, len, "spec.taints[%zu].key: Invalid value: \"%.200s\": must be a qualified name", i,
 				 key ? key : "");
 			return false;
 		}
-		if(val && !label_value_ok(val, true)) {
+		if(val && !str_is_label_value(val)) {
 			snprintf(msg, len, "spec.taints[%zu].value: Invalid value: \"%.200s\": a valid label value", i,
 				 val);
 			return false;

@@ -162,43 +162,6 @@ typedef struct collected {
 	bool too_many_templates, too_many_counts;
 } collected;
 
-/* A Kubernetes qualified name: [DNS-subdomain "/"] name, the name at most
- * 63 characters of alphanumerics, '-', '_' and '.', beginning and ending
- * alphanumeric. Label and annotation keys are these. */
-static bool qualified_name_ok(const char *s, size_t n)
-{
-	const char *slash = memchr(s, '/', n);
-	size_t i;
-
-	if(slash) {
-		char prefix[254];
-		size_t pl = (size_t)(slash - s);
-		if(pl == 0 || pl > 253)
-			return false;
-		memcpy(prefix, s, pl);
-		prefix[pl] = '\0';
-		if(!str_is_dns_subdomain(prefix))
-			return false;
-		n -= pl + 1;
-		s = slash + 1;
-	}
-	if(n == 0 || n > 63)
-		return false;
-	for(i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-		if(!alnum && ((i == 0 || i == n - 1) || (c != '-' && c != '_' && c != '.')))
-			return false;
-	}
-	return true;
-}
-
-/* A label value: empty, or a qualified name without a prefix. */
-static bool label_value_ok(const char *v)
-{
-	return *v == '\0' || (!strchr(v, '/') && qualified_name_ok(v, strlen(v)));
-}
-
 typedef enum kv_kind { KV_PARAM, KV_LABEL, KV_ANNOTATION } kv_kind;
 
 /* Add KEY=VALUE to the list of --param, --label or --annotation, refusing
@@ -224,13 +187,13 @@ static int add_kv(plug_opts *o, kv_kind kind, const char *kv, buf *errs)
 			   (int)kl, kv, strlen(eq + 1), PLUG_MAX_PARAM_VALUE);
 		return PRD_EINVAL;
 	}
-	if(kind != KV_PARAM && !qualified_name_ok(kv, kl)) {
+	if(kind != KV_PARAM && !str_is_qualified_name(kv, kl)) {
 		buf_printf(errs, "%s %.*s: not a valid key (an optional DNS subdomain prefix and '/', then at most "
 				 "63 letters, digits, '-', '_' or '.', beginning and ending with a letter or digit)\n",
 			   fl, (int)kl, kv);
 		return PRD_EINVAL;
 	}
-	if(kind == KV_LABEL && !label_value_ok(eq + 1)) {
+	if(kind == KV_LABEL && !str_is_label_value(eq + 1)) {
 		buf_printf(errs, "--label %.*s: value %s is not a valid label value (at most 63 letters, digits, "
 				 "'-', '_' or '.', beginning and ending with a letter or digit, or empty)\n",
 			   (int)kl, kv, eq + 1);

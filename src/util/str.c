@@ -282,3 +282,36 @@ const char *str_closest(const char *word, const char *const *cands, size_t n)
 	}
 	return best <= limit ? pick : NULL;
 }
+
+bool str_is_qualified_name(const char *s, size_t n)
+{
+	const char *slash = memchr(s, '/', n);
+	size_t i;
+
+	if(slash) {
+		char prefix[254];
+		size_t pl = (size_t)(slash - s);
+		if(pl == 0 || pl > 253)
+			return false;
+		memcpy(prefix, s, pl);
+		prefix[pl] = '\0';
+		if(!str_is_dns_subdomain(prefix))
+			return false;
+		n -= pl + 1;
+		s = slash + 1;
+	}
+	if(n == 0 || n > 63)
+		return false;
+	for(i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if(!alnum && ((i == 0 || i == n - 1) || (c != '-' && c != '_' && c != '.')))
+			return false;
+	}
+	return true;
+}
+
+bool str_is_label_value(const char *v)
+{
+	return *v == '\0' || (!strchr(v, '/') && str_is_qualified_name(v, strlen(v)));
+}

@@ -28,6 +28,12 @@ int str_to_bool(const char *s, bool *out);
 bool str_is_dns_subdomain(const char *s);
 /* Is s a DNS-1123 label (lowercase alnum and '-', <=63)? */
 bool str_is_dns_label(const char *s);
+/* Is s[0..n) a Kubernetes qualified name ([DNS-subdomain "/"] name, the
+ * name 1..63 alphanumerics, '-', '_' and '.', alphanumeric at both ends)?
+ * Label, annotation and taint keys are these. */
+bool str_is_qualified_name(const char *s, size_t n);
+/* Is v a label value: empty, or a qualified name without a prefix? */
+bool str_is_label_value(const char *v);
 /* Parse a Go-style duration ("90s", "1m30s", "10m", "2h", "500ms", "7d" is
  * accepted as days for convenience) into nanoseconds. */
 int str_parse_duration(const char *s, int64_t *out_ns);
