@@ -497,16 +497,17 @@ static bool sim_duration(int c, const char *arg, sim_opts *o)
 	return true;
 }
 
-/* --v as `run` reads it (the option table's row): an integer 0..4. */
+/* --v as `run` reads it (the option table's row): any level klog takes,
+ * 0 and up; 4 and above is trace. */
 static bool sim_level(const char *arg, int *level)
 {
 	int64_t v;
-	if(str_to_int64(arg, &v) || v < PRD_LOG_ERROR || v > PRD_LOG_TRACE) {
-		fprintf(stderr, "provreqd simulate: --v: want an integer 0..4 (0 error, 1 warn, 2 info, 3 debug, "
-			"4 trace), got '%s'\n", arg);
+	if(str_to_int64(arg, &v) || v < PRD_LOG_ERROR || v > 2147483647) {
+		fprintf(stderr, "provreqd simulate: --v: want an integer 0..2147483647 (0 error, 1 warn, 2 info, 3 debug, "
+			"4 and above trace), got '%s'\n", arg);
 		return false;
 	}
-	*level = (int)v;
+	*level = v > PRD_LOG_TRACE ? PRD_LOG_TRACE : (int)v;
 	return true;
 }
 
