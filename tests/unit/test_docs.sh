@@ -71,6 +71,12 @@ while IFS='	' read -r flag why; do
 		bad "docs/config.md has no row for the ignored cluster-autoscaler flag --$flag ($why)"
 done <"$tmp/ignored"
 
+# The chart's README has a row for every top-level value of values.yaml.
+for v in $(sed -n 's/^\([a-zA-Z][a-zA-Z0-9]*\):.*/\1/p' "$PRD_SRCDIR/charts/provreqd/values.yaml"); do
+	grep -q -- "^| .*\`$v\`.* | " "$PRD_SRCDIR/charts/provreqd/README.md" ||
+		bad "charts/provreqd/README.md has no row for the value $v"
+done
+
 # No documented flag that the code does not have.
 sed -n 's/^| `--\([a-z0-9-]*\)`.*/\1/p' "$docs/config.md" | while read -r flag; do
 	grep -q "^$flag	" "$tmp/options" || grep -q "^$flag	" "$tmp/aliases" || grep -q "^$flag	" "$tmp/ignored" ||

@@ -158,16 +158,16 @@ false and 0 included), or a string given as config, whole.
 {{- end -}}
 {{- end -}}
 
-{{/* extraArgs as container arguments, one per line: a map's keys in
+{{/* extraArgs as a JSON list of container arguments: a map's keys in
      order as --KEY=VALUE, or a list's items as they are. */}}
 {{- define "provreqd.extraArgs" -}}
+{{- $l := list -}}
 {{- if kindIs "map" .Values.extraArgs -}}
-{{- range $k := keys .Values.extraArgs | sortAlpha }}
-- {{ printf "--%s=%v" (trimPrefix "--" $k) (index $.Values.extraArgs $k) | quote }}
+{{- range $k := keys .Values.extraArgs | sortAlpha -}}
+{{- $l = append $l (printf "--%s=%v" (trimPrefix "--" $k) (index $.Values.extraArgs $k)) -}}
 {{- end -}}
 {{- else -}}
-{{- range .Values.extraArgs }}
-- {{ . | quote }}
+{{- $l = .Values.extraArgs | default list -}}
 {{- end -}}
-{{- end -}}
+{{- toJson $l -}}
 {{- end -}}
