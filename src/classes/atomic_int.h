@@ -1,7 +1,8 @@
 /* Internals of the atomic scale-up class, shared by atomic.c (the module:
- * starting and progressing plans), atomic_plan.c (what the cloud shows of a
- * plan, the plan in the API, rollback steps) and atomic_choose.c (which
- * node groups, by how much). */
+ * starting and progressing plans), the atomic_plan_*.c files (what the
+ * cloud shows of a plan, the plan in the API, rollback steps; their own
+ * internals are in atomic_plan_int.h) and atomic_choose.c (which node
+ * groups, by how much). */
 #ifndef PRD_CLASSES_ATOMIC_INT_H
 #define PRD_CLASSES_ATOMIC_INT_H
 

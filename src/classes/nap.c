@@ -14,6 +14,7 @@
  * token, which the cloud keeps with the group), plan (the intent id),
  * created, emptySince (wall ns, 0 while not empty). */
 #include "classes/nap.h"
+#include "classes/atomic_plan_int.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "util/buf.h"
@@ -920,6 +921,28 @@ pr_class_group *nap_pending_group(const pr_class_host *h, const char *id)
 	}
 done:
 	json_object_put(o);
+	return g;
+}
+
+/* A group of the pass by id, or one a plan creates that the cloud does
+ * not list yet (here, below the plan's files, since those groups are this
+ * file's records): at_find_group in atomic_int.h. */
+pr_class_group *at_find_group(const pr_class_host *h, const char *id)
+{
+	size_t i;
+	hmap *nap;
+	pr_class_group *g;
+	for(i = 0; i < h->ngroups; i++)
+		if(!strcmp(h->groups[i].id, id))
+			return &h->groups[i];
+	/* A group a plan creates (node auto-provisioning) that the cloud
+	 * does not list yet: the same object for the whole pass. */
+	nap = at__pass_nap(h);
+	if(nap && (g = hmap_get(nap, id)))
+		return g;
+	g = nap_pending_group(h, id);
+	if(g && nap)
+		hmap_put(nap, g->id, g);
 	return g;
 }
 
