@@ -173,4 +173,17 @@ typedef struct at_choice {
  * 2 when everything already fits (booked and answered here). */
 int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out);
 
+/* The cause a plan's other groups close with when one group fails. */
+#define FOLLOWER "another group of the plan failed"
+/* Causes that begin so are provreqd's own interruption, not a failure. */
+#define INTERRUPTED "provreqd was interrupted"
+
+/* Shared by atomic.c and atomic_progress.c (said at their definitions). */
+void at__groups_words(const at_plan *p, char *out, size_t len);
+bool at__roll_back_all(const pr_class_host *h, const pr_class_req *req, at_plan *p);
+void at__start_roll_back(const pr_class_host *h, const pr_class_req *req, at_plan *p, const bool *failing,
+			    const char *cause);
+void at__succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p);
+bool at__progress(const pr_class_host *h, const pr_class_req *req, at_plan *p);
+
 #endif
