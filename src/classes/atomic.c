@@ -599,12 +599,125 @@ static int record_new_groups(const pr_class_host *h, const at_choice *ch, const 
 	return rc;
 }
 
+/* Cluster-wide limits, before anything is written or asked: true when
+ * they keep the plan out (the request answered here). Kept out only by
+ * the nodes plans in flight still add: it waits for them (no request
+ * backoff). */
+static bool over_limits(const pr_class_host *h, const at_choice *ch)
+{
+	char msg[1600];
+	if(!nap_within_limits(h, ch, true, msg, sizeof(msg))) {
+		char later[1200];
+		metrics_counter_add(M_SCALEUPS, METRICS_L(ch->parts[0].g->id, "limit_refused"), 1);
+		if(nap_within_limits(h, ch, false, later, sizeof(later))) {
+			/* Cut to fit (the result is looked at: the compiler then
+			 * knows the cut is meant). */
+			if(snprintf(later, sizeof(later), PR_MSG_QUEUED " %s: %s; decided again when a plan ends",
+				    ch->parts[0].g->id, msg) >= (int)sizeof(later))
+				later[sizeof(later) - 1] = '\0';
+			h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_WAITING_SCALE_UP, later);
+			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+			return true;
+		}
+		h->not_provisioned(h->ctx, PR_R_NOT_FOUND, msg);
+		return true;
+	}
+	return false;
+}
+
+/* What each group has before the call decides which instances are the
+ * plan's: no listing, no call (false, the request answered here). */
+static bool groups_listed(const pr_class_host *h, const at_choice *ch)
+{
+	char msg[1600];
+	prd_err e;
+	size_t i;
+	for(i = 0; i < ch->n; i++)
+		if(pr_group_list(ch->parts[i].g, &e)) {
+			snprintf(msg, sizeof(msg), "cannot read node group %s before scaling it up: %s", ch->parts[i].g->id,
+				 e.msg);
+			h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, msg);
+			return false;
+		}
+	return true;
+}
+
+/* The plan written locally: say it in the request (condition, details),
+ * for the write that follows. */
+static void say_scaling_up(const pr_class_host *h, const at_choice *ch, const at_plan *p)
+{
+	char msg[1600], gw[400];
+	size_t i;
+	{
+		/* The groups it creates go into the status with the plan: a
+		 * new leader adopts the plan before they exist too. */
+		char *spec = nap_spec_of(ch, p->n);
+		h->set_detail(h->ctx, PR_DETAIL_NAP_SPEC, spec);
+		free(spec);
+	}
+	at__groups_words(p, gw, sizeof(gw));
+	snprintf(msg, sizeof(msg), "scaling node group%s %s node%s for %lld pods%s%s", p->n > 1 ? "s" : "", gw,
+		 p->n == 1 && p->v[0].delta == 1 ? "" : "s", (long long)ch->remaining,
+		 ch->podset_groups ? "; podSet:group=pods " : "", ch->podset_groups ? ch->podset_groups : "");
+	for(i = 0; i < ch->n; i++)
+		if(ch->parts[i].g->nap_new) {
+			char nw[300];
+			size_t ml = strlen(msg);
+			nap_words(ch->parts[i].g, nw, sizeof(nw));
+			snprintf(msg + ml, sizeof(msg) - ml, "; %s (auto-provisioned)", nw);
+			h->set_detail(h->ctx, PR_DETAIL_NAP_GROUP, nw);
+		}
+	h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, msg);
+	at_put_details(h, p, STATE_PHASE_INCREASING);
+	if(ch->podset_groups)
+		h->set_detail(h->ctx, PR_DETAIL_PODSET_GROUPS, ch->podset_groups);
+}
+
+/* The plan could not be written to the API (e says why): the cloud must
+ * not be called; the plan closes without effect. */
+static void not_in_api(const pr_class_host *h, const pr_class_req *req, const at_plan *p, const prd_err *e)
+{
+	char why[600];
+	size_t i;
+	for(i = 0; i < p->n; i++)
+		at_close_without_effect(h, NULL, &p->v[i], "the plan could not be written to the API");
+	release_held(h, req);
+	log_warn("scale-up not started: the plan could not be recorded in the request (status and finalizer)", "request",
+		 req->pr->meta.name, "error", h->may_act(h->ctx) ? e->msg : "fenced");
+	/* The status this pass writes at its end must not show the
+	 * plan open (the status may have landed and the finalizer
+	 * not): a new leader would adopt and run a plan this store
+	 * has closed, and whose held room it has given back. */
+	snprintf(why, sizeof(why), "the scale-up plan could not be recorded in the request (%s); it is planned again",
+		 h->may_act(h->ctx) ? e->msg : "fenced");
+	h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, why);
+	at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
+	h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+}
+
+/* The plan is in the API: its intents move to increasing. False when one
+ * cannot (the API says increasing; whoever continues asks the cloud). */
+static bool all_increasing(const pr_class_host *h, at_choice *ch, at_plan *p)
+{
+	prd_err e;
+	size_t i;
+	for(i = 0; i < p->n; i++) {
+		ch->parts[i].g->busy = true;
+		if(at_intent_advance(h, p->v[i].plan_id, STATE_PHASE_INCREASING, NULL, &e)) {
+			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+			return false;
+		}
+		p->v[i].phase = STATE_PHASE_INCREASING;
+	}
+	return true;
+}
+
 static void start(const pr_class_host *h, const pr_class_req *req)
 {
 	at_choice ch;
 	at_plan p;
 	prd_err e;
-	char msg[1600], gw[400];
+	char msg[1600];
 	size_t i;
 
 	if(at_choose(h, req, &ch) != 1)
@@ -613,31 +726,8 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 		h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, "cannot record the scale-up plan: no state store");
 		return;
 	}
-	/* Cluster-wide limits, before anything is written or asked. Kept
-	 * out only by the nodes plans in flight still add: it waits for
-	 * them (no request backoff). */
-	if(!nap_within_limits(h, &ch, true, msg, sizeof(msg))) {
-		char later[1200];
-		metrics_counter_add(M_SCALEUPS, METRICS_L(ch.parts[0].g->id, "limit_refused"), 1);
-		if(nap_within_limits(h, &ch, false, later, sizeof(later))) {
-			snprintf(later, sizeof(later), PR_MSG_QUEUED " %s: %s; decided again when a plan ends",
-				 ch.parts[0].g->id, msg);
-			h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_WAITING_SCALE_UP, later);
-			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
-			return;
-		}
-		h->not_provisioned(h->ctx, PR_R_NOT_FOUND, msg);
+	if(over_limits(h, &ch) || !groups_listed(h, &ch))
 		return;
-	}
-	/* What each group has before the call decides which instances are
-	 * the plan's: no listing, no call. */
-	for(i = 0; i < ch.n; i++)
-		if(pr_group_list(ch.parts[i].g, &e)) {
-			snprintf(msg, sizeof(msg), "cannot read node group %s before scaling it up: %s", ch.parts[i].g->id,
-				 e.msg);
-			h->not_provisioned(h->ctx, PR_R_SCALE_UP_FAILED, msg);
-			return;
-		}
 	memset(&p, 0, sizeof(p));
 	/* Write-ahead, locally and then in the API, before the cloud; a
 	 * group the plan creates is recorded with it. */
@@ -650,58 +740,15 @@ static void start(const pr_class_host *h, const pr_class_req *req)
 		return;
 	}
 	hold_existing(h, req, p.v[0].deadline_ns + PR_HOLD_MARGIN_NS);
-	{
-		/* The groups it creates go into the status with the plan: a
-		 * new leader adopts the plan before they exist too. */
-		char *spec = nap_spec_of(&ch, p.n);
-		h->set_detail(h->ctx, PR_DETAIL_NAP_SPEC, spec);
-		free(spec);
-	}
-	at__groups_words(&p, gw, sizeof(gw));
-	snprintf(msg, sizeof(msg), "scaling node group%s %s node%s for %lld pods%s%s", p.n > 1 ? "s" : "", gw,
-		 p.n == 1 && p.v[0].delta == 1 ? "" : "s", (long long)ch.remaining,
-		 ch.podset_groups ? "; podSet:group=pods " : "", ch.podset_groups ? ch.podset_groups : "");
-	for(i = 0; i < ch.n; i++)
-		if(ch.parts[i].g->nap_new) {
-			char nw[300];
-			size_t ml = strlen(msg);
-			nap_words(ch.parts[i].g, nw, sizeof(nw));
-			snprintf(msg + ml, sizeof(msg) - ml, "; %s (auto-provisioned)", nw);
-			h->set_detail(h->ctx, PR_DETAIL_NAP_GROUP, nw);
-		}
-	h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, msg);
-	at_put_details(h, &p, STATE_PHASE_INCREASING);
-	if(ch.podset_groups)
-		h->set_detail(h->ctx, PR_DETAIL_PODSET_GROUPS, ch.podset_groups);
+	say_scaling_up(h, &ch, &p);
 	if(!h->may_act(h->ctx) || h->write_now(h->ctx, &e) || h->hold(h->ctx, true, &e)) {
-		/* Not in the API: the cloud must not be called. */
-		char why[600];
-		for(i = 0; i < p.n; i++)
-			at_close_without_effect(h, NULL, &p.v[i], "the plan could not be written to the API");
-		release_held(h, req);
-		log_warn("scale-up not started: the plan could not be recorded in the request (status and finalizer)", "request",
-			 req->pr->meta.name, "error", h->may_act(h->ctx) ? e.msg : "fenced");
-		/* The status this pass writes at its end must not show the
-		 * plan open (the status may have landed and the finalizer
-		 * not): a new leader would adopt and run a plan this store
-		 * has closed, and whose held room it has given back. */
-		snprintf(why, sizeof(why), "the scale-up plan could not be recorded in the request (%s); it is planned again",
-			 h->may_act(h->ctx) ? e.msg : "fenced");
-		h->set_cond(h->ctx, PR_COND_PROVISIONED, "False", PR_R_SCALING_UP, why);
-		at_clear_details(h, state_phase_name(STATE_PHASE_ROLLED_BACK));
-		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+		not_in_api(h, req, &p, &e);
 		at_plan_free(&p);
 		return;
 	}
-	for(i = 0; i < p.n; i++) {
-		ch.parts[i].g->busy = true;
-		if(at_intent_advance(h, p.v[i].plan_id, STATE_PHASE_INCREASING, NULL, &e)) {
-			/* The API says increasing; whoever continues asks the cloud. */
-			h->wake_at(h->ctx, h->now + AT_RETRY_NS);
-			at_plan_free(&p);
-			return;
-		}
-		p.v[i].phase = STATE_PHASE_INCREASING;
+	if(!all_increasing(h, &ch, &p)) {
+		at_plan_free(&p);
+		return;
 	}
 	h->count(h->ctx, PR_STAT_SCALEUP_STARTED);
 	call_cloud(h, req, &p);
