@@ -222,20 +222,13 @@ static void say_kept(const pr_class_host *h, const pr_class_req *req, pr_class_g
 		h->event(h->ctx, "Warning", PR_R_ROLLBACK_KEPT, msg);
 }
 
-/* One step of a rollback. Closes the plan (true) only when the cloud
- * confirms (rolled_back). */
-bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class_group *g, const state_intent *in)
+/* The plan's group is not listed. An auto-provisioned group every
+ * driver's listing lacks was deleted, and a group is deleted only when
+ * empty (no instance, target 0): nothing of the plan is left, the plan
+ * closes (true). Otherwise the rollback waits (false). */
+static bool roll_back_without_group(const pr_class_host *h, const state_intent *in)
 {
-	at_view pv;
-	prd_cloud_error de;
-	prd_err e;
-	size_t i, nd = 0, kept = 0;
-	int64_t lowered;
-	const char **ids;
-	if(!g && h->groups_complete && nap_group_recorded(h, in->node_group)) {
-		/* An auto-provisioned group every driver's listing lacks: it was
-		 * deleted, and a group is deleted only when empty (no instance,
-		 * target 0): nothing of the plan is left. */
+	if(h->groups_complete && nap_group_recorded(h, in->node_group)) {
 		at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
 		metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
 		h->count(h->ctx, PR_STAT_SCALEUP_ROLLED_BACK);
@@ -243,71 +236,65 @@ bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class
 			 in->node_group, "plan", in->plan_id, "cause", in->last_error);
 		return true;
 	}
-	if(!g) {
-		/* Said once a minute per plan, not every pass. */
-		if(at_say_again(in->plan_id, h->now))
-			log_error(h->groups_complete ? "rollback waits: no loaded driver serves the plan's node group"
-						     : "rollback waits: the plan's node group is not listed by any driver",
-				  "group", in->node_group, "plan", in->plan_id);
-		h->wake_at(h->ctx, h->now + (h->groups_complete ? 60 * AT_NS_PER_S : AT_RETRY_NS));
-		return false;
-	}
-	if(pr_group_list(g, &e) || at_view_of(h, g, in, &pv)) {
-		log_warn("rollback waits: cannot list the group's instances; retrying", "group", g->id, "error", e.msg);
-		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
-		return false;
-	}
-	if(pr_group_refresh_target(g, &e)) {
-		log_warn("rollback waits: cannot read the group's target size; retrying", "group", g->id, "error",
-			 e.msg);
-		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
-		return false;
-	}
-	if(rolled_back(g, in, &pv)) {
-		size_t left = at_own_of(in) == AT_OWN_TIME ? live_since(h, g, in) : 0;
-		at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
-		metrics_gauge_set(M_FOREIGN_INSTANCES, METRICS_L(in->node_group), 0);
-		metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
-		h->count(h->ctx, PR_STAT_SCALEUP_ROLLED_BACK);
-		if(left)
-			/* (Creation times: the group is back at its size before
-			 * the plan; what is new since stands in for instances
-			 * another actor removed meanwhile.) */
-			log_warn("scale-up rolled back: the group is back at its size before the plan; instances created "
-				 "since it began remain, standing in for ones another actor removed",
-				 "group", g->id, "plan", in->plan_id, "remaining", LOGI(left), "cause", in->last_error);
-		else
-			log_warn("scale-up rolled back: the cloud shows none of its instances", "group", g->id, "plan",
-				 in->plan_id, "cause", in->last_error);
-		return true;
-	}
-	if(!h->may_act(h->ctx))
-		return false;
-	/* Requested but not created: lower the target first, so the cloud
-	 * stops creating what the deletes below would have to chase. */
-	lowered = lower_target(h, g, in, &pv);
-	if(at_own_of(in) == AT_OWN_TIME) {
-		/* What the plan added and is still there: as many deletes as
-		 * the target stands above where the plan found it. */
-		ids = arena_array(h->ar, g->ninst + 1, sizeof(*ids));
-		nd = ids ? pick_by_time(h, g, in, (int64_t)g->target - lowered - in->target_before, ids, &kept) : 0;
-		if(kept)
-			say_kept(h, req, g, in, kept);
-		goto delete;
-	}
-	ids = arena_array(h->ar, pv.n + pv.surplus + 1, sizeof(*ids));
-	for(i = 0; ids && i < pv.surplus && pr_group_deletes_ids(g); i++)
-		if(pv.sur[i]->state != PRD_CLOUD_INSTANCE_DELETING)
-			ids[nd++] = pv.sur[i]->id;
-	for(i = 0; ids && i < pv.n; i++) {
-		if(pv.v[i]->state == PRD_CLOUD_INSTANCE_DELETING)
+	/* Said once a minute per plan, not every pass. */
+	if(at_say_again(in->plan_id, h->now))
+		log_error(h->groups_complete ? "rollback waits: no loaded driver serves the plan's node group"
+					     : "rollback waits: the plan's node group is not listed by any driver",
+			  "group", in->node_group, "plan", in->plan_id);
+	h->wake_at(h->ctx, h->now + (h->groups_complete ? 60 * AT_NS_PER_S : AT_RETRY_NS));
+	return false;
+}
+
+/* The cloud confirms the rollback (rolled_back): the plan's intent
+ * closes. */
+static void close_rolled_back(const pr_class_host *h, pr_class_group *g, const state_intent *in)
+{
+	size_t left = at_own_of(in) == AT_OWN_TIME ? live_since(h, g, in) : 0;
+	at_intent_close(h, in->plan_id, STATE_PHASE_ROLLED_BACK, NULL, NULL);
+	metrics_gauge_set(M_FOREIGN_INSTANCES, METRICS_L(in->node_group), 0);
+	metrics_counter_add(M_SCALEUPS, METRICS_L(in->node_group, "rolled_back"), 1);
+	h->count(h->ctx, PR_STAT_SCALEUP_ROLLED_BACK);
+	if(left)
+		/* (Creation times: the group is back at its size before
+		 * the plan; what is new since stands in for instances
+		 * another actor removed meanwhile.) */
+		log_warn("scale-up rolled back: the group is back at its size before the plan; instances created "
+			 "since it began remain, standing in for ones another actor removed",
+			 "group", g->id, "plan", in->plan_id, "remaining", LOGI(left), "cause", in->last_error);
+	else
+		log_warn("scale-up rolled back: the cloud shows none of its instances", "group", g->id, "plan",
+			 in->plan_id, "cause", in->last_error);
+}
+
+/* The instances to delete of a plan that tells its own (owner marks, or
+ * instances new since the plan): its surplus and members not being
+ * deleted already, by id or by node name as the group deletes. Fills a
+ * pass-arena array (NULL when out of memory) and *nd. */
+static const char **ids_of_view(const pr_class_host *h, pr_class_group *g, const at_view *pv, size_t *nd)
+{
+	const char **ids = arena_array(h->ar, pv->n + pv->surplus + 1, sizeof(*ids));
+	size_t i;
+	for(i = 0; ids && i < pv->surplus && pr_group_deletes_ids(g); i++)
+		if(pv->sur[i]->state != PRD_CLOUD_INSTANCE_DELETING)
+			ids[(*nd)++] = pv->sur[i]->id;
+	for(i = 0; ids && i < pv->n; i++) {
+		if(pv->v[i]->state == PRD_CLOUD_INSTANCE_DELETING)
 			continue;
 		if(pr_group_deletes_ids(g))
-			ids[nd++] = pv.v[i]->id;
-		else if(pv.v[i]->node)
-			ids[nd++] = pv.v[i]->node;
+			ids[(*nd)++] = pv->v[i]->id;
+		else if(pv->v[i]->node)
+			ids[(*nd)++] = pv->v[i]->node;
 	}
-delete:
+	return ids;
+}
+
+/* Delete the `nd` instances picked (when this replica may act); a failed
+ * delete is said in the log and an Event, and retried next step. */
+static void delete_picked(const pr_class_host *h, const pr_class_req *req, pr_class_group *g, const state_intent *in,
+			  const char **ids, size_t nd)
+{
+	prd_cloud_error de;
+	prd_err e;
 	if(nd && h->may_act(h->ctx)) {
 		int rc;
 		memset(&de, 0, sizeof(de));
@@ -330,6 +317,50 @@ delete:
 				 "instances", LOGI(nd));
 		}
 	}
+}
+
+/* One step of a rollback. Closes the plan (true) only when the cloud
+ * confirms (rolled_back). */
+bool at_roll_back_step(const pr_class_host *h, const pr_class_req *req, pr_class_group *g, const state_intent *in)
+{
+	at_view pv;
+	prd_err e;
+	size_t nd = 0, kept = 0;
+	int64_t lowered;
+	const char **ids;
+	if(!g)
+		return roll_back_without_group(h, in);
+	if(pr_group_list(g, &e) || at_view_of(h, g, in, &pv)) {
+		log_warn("rollback waits: cannot list the group's instances; retrying", "group", g->id, "error", e.msg);
+		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+		return false;
+	}
+	if(pr_group_refresh_target(g, &e)) {
+		log_warn("rollback waits: cannot read the group's target size; retrying", "group", g->id, "error",
+			 e.msg);
+		h->wake_at(h->ctx, h->now + AT_RETRY_NS);
+		return false;
+	}
+	if(rolled_back(g, in, &pv)) {
+		close_rolled_back(h, g, in);
+		return true;
+	}
+	if(!h->may_act(h->ctx))
+		return false;
+	/* Requested but not created: lower the target first, so the cloud
+	 * stops creating what the deletes below would have to chase. */
+	lowered = lower_target(h, g, in, &pv);
+	if(at_own_of(in) == AT_OWN_TIME) {
+		/* What the plan added and is still there: as many deletes as
+		 * the target stands above where the plan found it. */
+		ids = arena_array(h->ar, g->ninst + 1, sizeof(*ids));
+		nd = ids ? pick_by_time(h, g, in, (int64_t)g->target - lowered - in->target_before, ids, &kept) : 0;
+		if(kept)
+			say_kept(h, req, g, in, kept);
+	} else {
+		ids = ids_of_view(h, g, &pv, &nd);
+	}
+	delete_picked(h, req, g, in, ids, nd);
 	h->wake_at(h->ctx, h->now + AT_RETRY_NS);
 	return false;
 }
