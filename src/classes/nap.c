@@ -212,25 +212,17 @@ static bool taint_present(json_object *tv, const prd_cloud_taint *t)
 	return false;
 }
 
-/* The group `id` of shape `sh` with the extra labels, taints and zone, in
- * the pass arena; NULL with `why` filled when the shape cannot carry them
- * or its node is unusable. */
-static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, const prd_cloud_shape *sh,
-				   const char *id, const char *zone, const prd_cloud_label *labels, size_t nlabels,
-				   const prd_cloud_taint *taints, size_t ntaints, int32_t max, char *why, size_t len)
+/* shape_group's first step: the Node `node` is named `id` and labelled
+ * with what the pods select that its nodes do not carry yet (those become
+ * *labels, *nlabels, in the pass arena) and the zone. false with `why`
+ * when a label conflicts or cannot be given. */
+static bool shape_labels(const pr_class_host *h, json_object *node, const char *id, const char *zone,
+			 const prd_cloud_label **labels_io, size_t *nlabels_io, char *why, size_t len)
 {
-	json_object *node = sh->node_json ? json_tokener_parse(sh->node_json) : NULL, *md, *lab, *spec, *tv;
-	pr_class_group *g;
-	nap_new *nn;
+	const prd_cloud_label *labels = *labels_io;
+	size_t nlabels = *nlabels_io, i, nextra = 0;
+	json_object *md, *lab;
 	prd_cloud_label *extra;
-	prd_cloud_taint *etaints;
-	prd_err e;
-	size_t i, nextra = 0, netaints = 0;
-	if(!node || !json_object_is_type(node, json_type_object) || arena_defer(h->ar, free_json, node)) {
-		json_object_put(node);
-		snprintf(why, len, "its node is not JSON");
-		return NULL;
-	}
 	if(!json_object_object_get_ex(node, "metadata", &md) || !json_object_is_type(md, json_type_object)) {
 		md = json_object_new_object();
 		json_object_object_add(node, "metadata", md);
@@ -243,7 +235,7 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 	extra = arena_array(h->ar, nlabels + 1, sizeof(*extra));
 	if(!extra) {
 		snprintf(why, len, "out of memory");
-		return NULL;
+		return false;
 	}
 	for(i = 0; i < nlabels; i++) {
 		json_object *have;
@@ -251,22 +243,35 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 			if(strcmp(json_object_get_string(have), labels[i].value)) {
 				snprintf(why, len, "its nodes carry %s=%s, the pods select %s", labels[i].key,
 					 json_object_get_string(have), labels[i].value);
-				return NULL;
+				return false;
 			}
 			continue;
 		}
 		if(reserved_key(labels[i].key)) {
 			snprintf(why, len, "the pods select %s=%s, which its nodes do not carry (a kubelet's label: "
 				 "no group can be given it)", labels[i].key, labels[i].value);
-			return NULL;
+			return false;
 		}
 		json_object_object_add(lab, labels[i].key, json_object_new_string(labels[i].value));
 		extra[nextra++] = labels[i];
 	}
-	labels = extra;
-	nlabels = nextra;
+	*labels_io = extra;
+	*nlabels_io = nextra;
 	if(zone)
 		json_object_object_add(lab, SCHED_KEY_ZONE, json_object_new_string(zone));
+	return true;
+}
+
+/* shape_group's second step: the taints the pods tolerate go on the Node,
+ * but for those its nodes already carry; the ones added become *taints,
+ * *ntaints (pass arena). false with `why` when out of memory. */
+static bool shape_taints(const pr_class_host *h, json_object *node, const prd_cloud_taint **taints_io,
+			 size_t *ntaints_io, char *why, size_t len)
+{
+	const prd_cloud_taint *taints = *taints_io;
+	size_t ntaints = *ntaints_io, i, netaints = 0;
+	json_object *spec, *tv;
+	prd_cloud_taint *etaints;
 	if(!json_object_object_get_ex(node, "spec", &spec) || !json_object_is_type(spec, json_type_object)) {
 		spec = json_object_new_object();
 		json_object_object_add(node, "spec", spec);
@@ -282,7 +287,7 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 	etaints = arena_array(h->ar, ntaints + 1, sizeof(*etaints));
 	if(!etaints) {
 		snprintf(why, len, "out of memory");
-		return NULL;
+		return false;
 	}
 	for(i = 0; i < ntaints; i++) {
 		json_object *t;
@@ -296,8 +301,23 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 		json_object_object_add(t, "effect", json_object_new_string(taints[i].effect));
 		json_object_array_add(tv, t);
 	}
-	taints = etaints;
-	ntaints = netaints;
+	*taints_io = etaints;
+	*ntaints_io = netaints;
+	return true;
+}
+
+/* shape_group's last step: the group of the pass (arena) with the Node
+ * `node` as its template and what its creation needs (nap_new). NULL with
+ * `why` when the Node is not usable or out of memory. */
+static pr_class_group *shape_new_group(const pr_class_host *h, cloud_driver *drv, const prd_cloud_shape *sh,
+				       json_object *node, const char *id, const char *zone,
+				       const prd_cloud_label *labels, size_t nlabels, const prd_cloud_taint *taints,
+				       size_t ntaints, int32_t max, char *why, size_t len)
+{
+	pr_class_group *g;
+	nap_new *nn;
+	prd_err e;
+	size_t i;
 	g = arena_alloc(h->ar, sizeof(*g));
 	nn = arena_alloc(h->ar, sizeof(*nn));
 	if(!g || !nn) {
@@ -344,6 +364,25 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 	}
 	nn->ntaints = ntaints;
 	return g;
+}
+
+/* The group `id` of shape `sh` with the extra labels, taints and zone, in
+ * the pass arena; NULL with `why` filled when the shape cannot carry them
+ * or its node is unusable. */
+static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, const prd_cloud_shape *sh,
+				   const char *id, const char *zone, const prd_cloud_label *labels, size_t nlabels,
+				   const prd_cloud_taint *taints, size_t ntaints, int32_t max, char *why, size_t len)
+{
+	json_object *node = sh->node_json ? json_tokener_parse(sh->node_json) : NULL;
+	if(!node || !json_object_is_type(node, json_type_object) || arena_defer(h->ar, free_json, node)) {
+		json_object_put(node);
+		snprintf(why, len, "its node is not JSON");
+		return NULL;
+	}
+	if(!shape_labels(h, node, id, zone, &labels, &nlabels, why, len) ||
+	   !shape_taints(h, node, &taints, &ntaints, why, len))
+		return NULL;
+	return shape_new_group(h, drv, sh, node, id, zone, labels, nlabels, taints, ntaints, max, why, len);
 }
 
 /* The zone a group of shape `sh` is made in for pods selecting `want`
