@@ -79,67 +79,28 @@ static void unmark(capi *c, const capi_group *g, capi_victim *v, const char *val
 			 g->id, CAPI_DELETE_ANNOTATION, v->name, e.message);
 }
 
-/* Delete particular Machines: find each one in the group (by its node's
- * name, or by instance ID when by_id), then, all against one read:
- *   1. mark each with cluster.x-k8s.io/delete-machine, every mark
- *      conditional on the resourceVersion the Machine was listed with (a
- *      Machine that changed since - being deleted, replaced, marked by
- *      someone else - is a conflict, not a blind overwrite);
- *   2. lower replicas by the number of Machines marked through the scale
- *      subresource, conditional on the resourceVersion of the group read
- *      before the Machines were listed (or the fenced read: a newer
- *      leader's term is refused).
- * Any conflict or failure undoes the marks this call set (conditionally,
- * see unmark) and changes nothing else: the MachineSet controller only
- * acts on a mark when replicas drop, which happens in step 2 or not at
- * all. An instance ID without a Machine is already gone and is skipped; a
- * node name without one is refused.
- *
- * A Machine that carries a delete-machine mark already is left as it is.
- * Whether it counts in the decrement depends on whether replicas already
- * dropped for it: the marked Machines that exceed replicas (more Machines
- * not being deleted than replicas) are ones the MachineSet controller is
- * about to remove - most often this driver's own earlier call, which the
- * caller repeats because the Machine is still listed (a MachineDeployment
- * mid-rollout takes seconds to act) - and are "already being deleted":
- * counting them again would lower replicas a second time and take a
- * Machine nobody chose (seen against the real MachineDeployment
- * controller, e2e 87 rollout). Only a mark no decrement covers counts. */
-static int delete_machines(void *state, const char *group_id, const char *const *names, size_t count, bool by_id,
-			   const char *fkey, uint64_t fterm, prd_cloud_error *err)
+/* delete_machines' first step: the Machines not being deleted (*existing)
+ * and how many of them carry a delete mark (*marked). */
+static void count_marked(json_object *machines, int32_t *existing, int32_t *marked)
 {
-	capi *c = state;
-	capi_group *g = capi__find_group(c, group_id);
-	json_object *machines = NULL;
-	capi_victim *vic = NULL;
-	size_t i, j, n, nactive = 0;
-	int32_t cur, existing = 0, marked = 0, covered;
-	char rv[64], now[64];
-	int rc;
-	if(!g)
-		return capi__no_group(err, group_id);
-	if(!count)
-		return 0;
-	rc = capi__read_for_write(c, g, fterm ? fkey : NULL, fterm, &cur, rv, sizeof(rv), err);
-	if(!rc)
-		rc = capi_group_machines(c, g, true, &machines, err);
-	if(rc)
-		return rc;
-	n = json_object_array_length(machines);
+	size_t i, n = json_object_array_length(machines);
 	for(i = 0; i < n; i++) {
 		json_object *m = json_object_array_get_idx(machines, i);
 		if(capi__machine_deleting(m))
 			continue;
-		existing++;
-		marked += capi_jstr(capi_jobj(capi_jobj(m, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION) != NULL;
+		(*existing)++;
+		*marked += capi_jstr(capi_jobj(capi_jobj(m, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION) != NULL;
 	}
-	/* Marked Machines replicas no longer pay for: being removed. */
-	covered = existing - cur < 0 ? 0 : existing - cur < marked ? existing - cur : marked;
-	vic = calloc(count, sizeof(*vic));
-	if(!vic) {
-		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-		goto done;
-	}
+}
+
+/* delete_machines' second step: the Machine of each of names[0..count)
+ * into vic (name NULL: not marked, not counted), *nactive counting the
+ * ones the decrement pays for. 0, or an error with nothing deleted. */
+static int pick_victims(const capi_group *g, json_object *machines, const char *const *names, size_t count,
+			bool by_id, int32_t covered, capi_victim *vic, size_t *nactive, prd_cloud_error *err)
+{
+	size_t i, j, n = json_object_array_length(machines);
+	int rc = 0;
 	for(i = 0; i < count && !rc; i++) {
 		json_object *found = NULL;
 		for(j = 0; j < n && !found; j++) {
@@ -176,22 +137,28 @@ static int delete_machines(void *state, const char *group_id, const char *const 
 				continue;
 			}
 			vic[i].listed_rv = NULL;
-			nactive++;
+			(*nactive)++;
 			continue;
 		}
-		nactive++;
+		(*nactive)++;
 		if(!vic[i].listed_rv || !vic[i].listed_rv[0])
 			rc = capi_fail(err, PRD_CLOUD_EIO,
 				       "clusterapi: %s: Machine %s was listed without a resourceVersion to make its mark "
 				       "conditional on; nothing deleted",
 				       g->id, vic[i].name);
 	}
-	if(!rc && cur - (int32_t)nactive < g->min)
-		rc = capi_fail(err, PRD_CLOUD_ERANGE,
-			       "clusterapi: %s: deleting %zu nodes would take replicas from %d below its minimum size %d",
-			       g->id, nactive, (int)cur, (int)g->min);
-	if(rc || !nactive)
-		goto done;
+	return rc;
+}
+
+/* delete_machines' last step: mark the victims, then lower replicas by
+ * `nactive` conditionally on `rv`; the marks this call set are taken back
+ * when either fails. */
+static int mark_and_scale(capi *c, capi_group *g, capi_victim *vic, size_t count, int32_t cur, size_t nactive,
+			  const char *rv, prd_cloud_error *err)
+{
+	char now[64];
+	size_t i;
+	int rc = 0;
 	rfc3339_format(c->host->now_ns(c->host->ctx), now, sizeof(now));
 	for(i = 0; i < count && !rc; i++) {
 		if(!vic[i].name || !vic[i].listed_rv)
@@ -205,6 +172,71 @@ static int delete_machines(void *state, const char *group_id, const char *const 
 		for(i = 0; i < count; i++)
 			if(vic[i].marked)
 				unmark(c, g, &vic[i], now);
+	return rc;
+}
+
+/* Delete particular Machines: find each one in the group (by its node's
+ * name, or by instance ID when by_id), then, all against one read:
+ *   1. mark each with cluster.x-k8s.io/delete-machine, every mark
+ *      conditional on the resourceVersion the Machine was listed with (a
+ *      Machine that changed since - being deleted, replaced, marked by
+ *      someone else - is a conflict, not a blind overwrite);
+ *   2. lower replicas by the number of Machines marked through the scale
+ *      subresource, conditional on the resourceVersion of the group read
+ *      before the Machines were listed (or the fenced read: a newer
+ *      leader's term is refused).
+ * Any conflict or failure undoes the marks this call set (conditionally,
+ * see unmark) and changes nothing else: the MachineSet controller only
+ * acts on a mark when replicas drop, which happens in step 2 or not at
+ * all. An instance ID without a Machine is already gone and is skipped; a
+ * node name without one is refused.
+ *
+ * A Machine that carries a delete-machine mark already is left as it is.
+ * Whether it counts in the decrement depends on whether replicas already
+ * dropped for it: the marked Machines that exceed replicas (more Machines
+ * not being deleted than replicas) are ones the MachineSet controller is
+ * about to remove - most often this driver's own earlier call, which the
+ * caller repeats because the Machine is still listed (a MachineDeployment
+ * mid-rollout takes seconds to act) - and are "already being deleted":
+ * counting them again would lower replicas a second time and take a
+ * Machine nobody chose (seen against the real MachineDeployment
+ * controller, e2e 87 rollout). Only a mark no decrement covers counts. */
+static int delete_machines(void *state, const char *group_id, const char *const *names, size_t count, bool by_id,
+			   const char *fkey, uint64_t fterm, prd_cloud_error *err)
+{
+	capi *c = state;
+	capi_group *g = capi__find_group(c, group_id);
+	json_object *machines = NULL;
+	capi_victim *vic = NULL;
+	size_t nactive = 0;
+	int32_t cur, existing = 0, marked = 0, covered;
+	char rv[64];
+	int rc;
+	if(!g)
+		return capi__no_group(err, group_id);
+	if(!count)
+		return 0;
+	rc = capi__read_for_write(c, g, fterm ? fkey : NULL, fterm, &cur, rv, sizeof(rv), err);
+	if(!rc)
+		rc = capi_group_machines(c, g, true, &machines, err);
+	if(rc)
+		return rc;
+	count_marked(machines, &existing, &marked);
+	/* Marked Machines replicas no longer pay for: being removed. */
+	covered = existing - cur < 0 ? 0 : existing - cur < marked ? existing - cur : marked;
+	vic = calloc(count, sizeof(*vic));
+	if(!vic) {
+		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+		goto done;
+	}
+	rc = pick_victims(g, machines, names, count, by_id, covered, vic, &nactive, err);
+	if(!rc && cur - (int32_t)nactive < g->min)
+		rc = capi_fail(err, PRD_CLOUD_ERANGE,
+			       "clusterapi: %s: deleting %zu nodes would take replicas from %d below its minimum size %d",
+			       g->id, nactive, (int)cur, (int)g->min);
+	if(rc || !nactive)
+		goto done;
+	rc = mark_and_scale(c, g, vic, count, cur, nactive, rv, err);
 done:
 	free(vic);
 	json_object_put(machines);
