@@ -244,7 +244,7 @@ done:
 }
 
 int capi__cp_delete_nodes(void *state, const char *group_id, const char *const *names, size_t count,
-			   prd_cloud_error *err)
+			  prd_cloud_error *err)
 {
 	return delete_machines(state, group_id, names, count, false, NULL, 0, err);
 }
@@ -253,7 +253,7 @@ int capi__cp_delete_nodes(void *state, const char *group_id, const char *const *
  * the infrastructure assigned one): a Machine that never got a Node - one
  * still provisioning, or one that failed - can be removed too. */
 int capi__cp_delete_instances(void *state, const char *group_id, const char *const *ids, size_t count,
-			       prd_cloud_error *err)
+			      prd_cloud_error *err)
 {
 	return delete_machines(state, group_id, ids, count, true, NULL, 0, err);
 }

@@ -88,7 +88,7 @@ static int64_t created_ns(json_object *obj)
  * one scale call makes. A MachinePool's providerIDList entries have
  * neither. */
 int capi__cp_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
-			prd_cloud_error *err)
+		       prd_cloud_error *err)
 {
 	capi *c = state;
 	capi_group *g = capi__find_group(c, group_id);

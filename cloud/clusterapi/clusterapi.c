@@ -655,7 +655,7 @@ static int check_expected(const capi_group *g, int32_t cur, int32_t expected, pr
  * (key not NULL), from the object itself with its recorded term judged
  * (capi_read_fenced). */
 int capi__read_for_write(capi *c, capi_group *g, const char *key, uint64_t term, int32_t *cur, char *rv,
-			  size_t rvlen, prd_cloud_error *err)
+			 size_t rvlen, prd_cloud_error *err)
 {
 	capi_view v;
 	int rc;

@@ -259,14 +259,14 @@ bool capi__machine_deleting(json_object *m);
 void capi__machine_id(json_object *m, char *out, size_t n);
 int capi__put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, prd_cloud_error *err);
 int capi__read_for_write(capi *c, capi_group *g, const char *key, uint64_t term, int32_t *cur, char *rv,
-			  size_t rvlen, prd_cloud_error *err);
+			 size_t rvlen, prd_cloud_error *err);
 int capi__cp_delete_nodes(void *state, const char *group_id, const char *const *names, size_t count,
-			   prd_cloud_error *err);
+			  prd_cloud_error *err);
 int capi__cp_delete_instances(void *state, const char *group_id, const char *const *ids, size_t count,
-			       prd_cloud_error *err);
+			      prd_cloud_error *err);
 int capi__cp_delete_fenced(void *state, const prd_cloud_delete *req, prd_cloud_error *err);
 int capi__cp_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
-			prd_cloud_error *err);
+		       prd_cloud_error *err);
 int capi__cp_node_group_for_node(void *state, const char *node_json, char **group_id, prd_cloud_error *err);
 int capi__cp_template_node(void *state, const char *group_id, char **node_json, prd_cloud_error *err);
 

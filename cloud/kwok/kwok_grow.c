@@ -41,7 +41,7 @@ static void sleep_ms(long ms)
  * calls not about one group): sleep for delays, fail for fail entries, and
  * lower *succeed (if given) for partial-success entries. */
 int kwok__apply_faults(kwok *k, int op, const char *group, int32_t *succeed, const char **error_code,
-			prd_cloud_error *err)
+		       prd_cloud_error *err)
 {
 	size_t i;
 	for(i = 0; i < k->nfaults; i++) {
@@ -198,7 +198,7 @@ static int mk_created(kwok *k, kwok_group *g, kwok_mk *m, char **names, int32_t 
  * listed). A random name that already exists is replaced (8 times at
  * most). Stops sending once the host may no longer act. */
 int kwok__create_nodes(kwok *k, kwok_group *g, int32_t n, const char *owner, char ***created, int32_t *ncreated,
-			prd_cloud_error *err)
+		       prd_cloud_error *err)
 {
 	char **names = calloc((size_t)n + 1, sizeof(*names));
 	kwok_mk *v = calloc((size_t)n + 1, sizeof(*v));

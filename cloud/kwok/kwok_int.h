@@ -226,10 +226,10 @@ bool kwok_node_deleting(json_object *node);
 kwok_group *kwok__find_group(kwok *k, const char *id);
 int kwok__no_group(prd_cloud_error *err, const char *id);
 int kwok__apply_faults(kwok *k, int op, const char *group, int32_t *succeed, const char **error_code,
-			prd_cloud_error *err);
+		       prd_cloud_error *err);
 void kwok__free_names(char **names, int32_t n);
 int kwok__create_nodes(kwok *k, kwok_group *g, int32_t n, const char *owner, char ***created, int32_t *ncreated,
-			prd_cloud_error *err);
+		       prd_cloud_error *err);
 int kwok__delete_node(kwok *k, const char *name, const char *uid, prd_cloud_error *err);
 int kwok__kw_increase_size(void *state, const char *group_id, int32_t delta, prd_cloud_error *err);
 int kwok__kw_atomic_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err);

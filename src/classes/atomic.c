@@ -415,7 +415,7 @@ static void hold_existing(const pr_class_host *h, const pr_class_req *req, int64
 }
 
 void at__start_roll_back(const pr_class_host *h, const pr_class_req *req, at_plan *p, const bool *failing,
-			    const char *cause)
+			 const char *cause)
 {
 	char msg[1600], gw[400];
 	size_t i;

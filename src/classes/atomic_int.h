@@ -182,7 +182,7 @@ int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out);
 void at__groups_words(const at_plan *p, char *out, size_t len);
 bool at__roll_back_all(const pr_class_host *h, const pr_class_req *req, at_plan *p);
 void at__start_roll_back(const pr_class_host *h, const pr_class_req *req, at_plan *p, const bool *failing,
-			    const char *cause);
+			 const char *cause);
 void at__succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p);
 bool at__progress(const pr_class_host *h, const pr_class_req *req, at_plan *p);
 
