@@ -1,12 +1,13 @@
 #!/bin/sh
 # Behaviour unchanged? Builds the deterministic simulation (tests/dst/dst)
 # at BASE_REF, in a git worktree under /tmp, and in this tree's build, runs
-# `dst -vv --seeds 1 --first S` for seeds 1..SEEDS in both, strips what
+# `dst -vv --seeds 1 --first S` for SEEDS seeds in both, strips what
 # may differ between two builds of the same behaviour (timings, addresses,
 # the binary's path) and compares the traces byte for byte.
 #
 # Usage: tests/dst/trace-diff.sh BASE_REF [SEEDS]   (run from the top of a
-# configured build tree; SEEDS defaults to 200). Environment:
+# configured build tree; SEEDS defaults to 200, from seed FIRST, default
+# 1). Environment:
 # CONFIGURE_FLAGS for the base build (default: --enable-werror
 # --enable-sanitizers), TRACE_DIR for the traces (default /tmp/trace-diff),
 # BASE_DIR for the base worktree (reused when it is already at BASE_REF).
@@ -15,6 +16,8 @@ set -eu
 [ $# -ge 1 ] || { echo "usage: $0 BASE_REF [SEEDS]" >&2; exit 2; }
 base_ref=$1
 seeds=${2:-200}
+first=${FIRST:-1}
+last=$((first + seeds - 1))
 top=$(pwd)
 [ -f "$top/Makefile" ] || { echo "$0: run from a configured build tree" >&2; exit 2; }
 src=$(git -C "$top" rev-parse --show-toplevel)
@@ -56,21 +59,21 @@ trace() { # TREE SEED
 # the same base only runs this tree.
 cache=$base_dir.traces
 rm -rf "$out" && mkdir -p "$out/this" "$cache"
-s=1
-while [ "$s" -le "$seeds" ]; do
+s=$first
+while [ "$s" -le "$last" ]; do
 	[ -s "$cache/$s" ] || trace "$base_dir" "$s" >"$cache/$s" &
 	trace "$top" "$s" >"$out/this/$s"
 	wait
 	s=$((s + 1))
 done
 mkdir -p "$out/base"
-s=1
-while [ "$s" -le "$seeds" ]; do
+s=$first
+while [ "$s" -le "$last" ]; do
 	cp "$cache/$s" "$out/base/$s"
 	s=$((s + 1))
 done
 if diff -r "$out/base" "$out/this" >"$out.diff"; then
-	echo "trace-diff: $seeds seeds, traces identical ($(cat "$out"/this/* | wc -l | tr -d ' ') lines) against $base_ref ($base_sha)"
+	echo "trace-diff: $seeds seeds ($first..$last), traces identical ($(cat "$out"/this/* | wc -l | tr -d ' ') lines) against $base_ref ($base_sha)"
 	exit 0
 fi
 echo "trace-diff: traces differ against $base_ref: $(grep -c '^diff' "$out.diff" || true) seeds, see $out.diff" >&2
