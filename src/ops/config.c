@@ -1,3 +1,5 @@
+/* provreqd's configuration: one option table behind the YAML config file,
+ * the flags, --help, check-config and the docs check; validation of values. */
 #include "ops/config.h"
 #include "ops/http.h"
 #include "util/err.h"

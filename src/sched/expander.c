@@ -1,3 +1,5 @@
+/* Expanders: a chain of strategies (priority, least-waste, most-pods, ...)
+ * that picks one node-group option among those that fit every pod. */
 #include "sched/expander.h"
 #include "util/rand.h"
 #include "util/str.h"

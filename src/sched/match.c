@@ -1,3 +1,5 @@
+/* Matchers with Kubernetes semantics: label selectors, node affinity terms,
+ * taints and tolerations, host ports, pod affinity terms. */
 #include "sched/match.h"
 #include "util/str.h"
 

@@ -1,3 +1,5 @@
+/* The priority expander's table in cluster-autoscaler's format: parsed from
+ * the ConfigMap's YAML and matched against node-group names. */
 #include "sched/priorities.h"
 #include "util/str.h"
 #include "util/yamljson.h"
