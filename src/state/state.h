@@ -1,4 +1,4 @@
-/* SQLite state store (DESIGN §7): everything provreqd must remember across
+/* SQLite state store (docs/design.md §7): everything provreqd must remember across
  * restarts — per-request retry state, node-group backoff, scale-up intents
  * and capacity bookings.
  *
