@@ -100,7 +100,8 @@ static char *booking_text(const pr_class_host *h, const sched_podset *sets, size
 			buf_append_char(&b, ';');
 		buf_printf(&b, "%zu:", i);
 		for(j = 0; j < res->sets[i].n_assign; j++)
-			buf_printf(&b, "%s%s=%lld", j ? "," : "", sched_snapshot_node_name(h->snapshot(h->ctx), res->sets[i].assign[j].node),
+			buf_printf(&b, "%s%s=%lld", j ? "," : "",
+				   sched_snapshot_node_name(h->snapshot(h->ctx), res->sets[i].assign[j].node),
 				   (long long)res->sets[i].assign[j].count);
 	}
 	return buf_detach(&b);
