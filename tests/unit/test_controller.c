@@ -4018,9 +4018,9 @@ static void test_details_chunking(void)
 
 /* ---- classes a driver serves ------------------------------------------ */
 
-static int dc_mode;            /* what the next provision call answers */
 /* Atomic: a call that timed out runs on in its own thread beside the test
- * (ThreadSanitizer found the plain int and the volatile flag racing). */
+ * (ThreadSanitizer found the plain ints and the volatile flag racing). */
+static atomic_int dc_mode;      /* what the next provision call answers */
 static atomic_int dc_calls;
 static atomic_int dc_release;   /* a hanging call returns once set */
 static char dc_seen[4096];
