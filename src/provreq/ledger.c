@@ -650,7 +650,9 @@ static int ledger_layout_of(const pr_ledger *l, json_object *data, ledger_layout
 		y->head = y->fresh[--y->nfresh];
 		y->head_bytes = y->fresh_bytes[y->nfresh];
 	}
+#if PRD_ASSERTS_ON
 	PRD_ASSERT(layout_complete(l, data, y));
+#endif
 	return 0;
 }
 
