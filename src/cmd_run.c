@@ -207,7 +207,7 @@ static void observe_api(void *ud, const char *verb, const char *resource, long c
 static int64_t waiting_since;
 
 /* Set by the lease thread on every acquisition; the worker rebuilds its
- * local store from the API before its next pass (DESIGN §7). */
+ * local store from the API before its next pass (docs/design.md §7). */
 static atomic_bool acquired;
 
 /* The controller's fence: the lease is ours with a margin right now (see

@@ -243,8 +243,9 @@ static int discover_one(void *ud, json_object *obj)
 	if(json_object_object_get_ex(capi_jobj(obj, "spec"), "replicas", &rep) && rep) {
 		if(!json_object_is_type(rep, json_type_int) || json_object_get_int64(rep) < 0 ||
 		   json_object_get_int64(rep) > INT32_MAX) {
-			capi_log(c, PRD_CLOUD_LOG_WARN, "clusterapi: %s %s/%s is not a node group: spec.replicas is not a non-negative integer",
-				 kind, ns, name);
+			capi_log(c, PRD_CLOUD_LOG_WARN,
+				 "clusterapi: %s %s/%s is not a node group: spec.replicas is not a non-negative integer", kind,
+				 ns, name);
 			return 0;
 		}
 		g.replicas = (int32_t)json_object_get_int64(rep);

@@ -473,7 +473,7 @@ int kwok_nap_shapes(void *state, prd_cloud_shape **out, size_t *count, prd_cloud
 		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	for(i = 0; i < k->nap->nshapes; i++) {
 		const kwok_shape *s = &k->nap->shapes[i];
-		size_t len = 1;
+		size_t len = 1, at;
 		v[i].name = kwok_strdup(s->name);
 		v[i].node_json = kwok_strdup(json_object_to_json_string_ext(s->node, JSON_C_TO_STRING_PLAIN));
 		for(z = 0; z < s->nzones; z++)
@@ -485,11 +485,8 @@ int kwok_nap_shapes(void *state, prd_cloud_shape **out, size_t *count, prd_cloud
 			kwok_nap_release_shapes(k, v, i + 1);
 			return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 		}
-		for(z = 0; z < s->nzones; z++) {
-			if(z)
-				strcat(v[i].zones, ",");
-			strcat(v[i].zones, s->zones[z]);
-		}
+		for(z = 0, at = 0; z < s->nzones; z++)
+			at += (size_t)snprintf(v[i].zones + at, len - at, "%s%s", z ? "," : "", s->zones[z]);
 	}
 	*out = v;
 	*count = k->nap->nshapes;

@@ -3,7 +3,7 @@
 # existing nodes is Provisioned=True/CapacityIsFound at once; one that does
 # not fit is Provisioned=False/CapacityIsNotFound, and turns True on a
 # retry after kwok nodes are added. provreqd runs without a cloud driver
-# (check-capacity only), as DESIGN §10 allows.
+# (check-capacity only), as docs/design.md §10 allows.
 set -euo pipefail
 # shellcheck source=../testlib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"

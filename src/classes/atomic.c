@@ -511,8 +511,8 @@ static void target_moved(const pr_class_host *h, const pr_class_req *req, at_pla
 	char msg[1100];
 	size_t k;
 	metrics_counter_add(M_PLAN_CONFLICTS, METRICS_L(p->v[i].node_group, "target_moved"), 1);
-	log_warn("scale-up not made: the group's target moved since the plan was made (or a newer leader fenced it); planning again", "group",
-		 p->v[i].node_group, "plan", p->v[i].plan_id, "cause", why);
+	log_warn("scale-up not made: the group's target moved since the plan was made (or a newer leader fenced it); "
+		 "planning again", "group", p->v[i].node_group, "plan", p->v[i].plan_id, "cause", why);
 	for(k = i; k < p->n; k++) {
 		at_close_without_effect(h, at_find_group(h, p->v[k].node_group), &p->v[k],
 					k == i ? "the group's target moved before the call took effect"

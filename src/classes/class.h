@@ -1,4 +1,4 @@
-/* Provisioning-class modules (DESIGN §3).
+/* Provisioning-class modules (docs/design.md §3).
  *
  * A class module serves one or more provisioningClassName values. The
  * controller owns the pass: it reads the cluster, orders the requests,

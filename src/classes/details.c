@@ -1,3 +1,5 @@
+/* provisioningClassDetails values of any length: a long value split into
+ * `key`, `key.2`, ... pieces under the CRD's per-value cap, and read back whole. */
 #include "classes/details.h"
 #include "classes/vocab.h"
 #include "state/state.h"

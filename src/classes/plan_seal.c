@@ -1,3 +1,5 @@
+/* The plan record's seal: an HMAC-SHA256 under the plan key over the
+ * fields of a request's scale-up plan record, computed and verified here. */
 #include "classes/plan_seal.h"
 #include "classes/details.h"
 #include "classes/vocab.h"

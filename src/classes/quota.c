@@ -57,7 +57,8 @@ static bool cross_namespace(const json_object *spec)
 				json_object *t = json_object_array_get_idx(terms, i);
 				if(l == 1)
 					t = jget(t, "podAffinityTerm");
-				if(jget(t, "namespaceSelector") || (jget(t, "namespaces") && json_object_array_length(jget(t, "namespaces"))))
+				if(jget(t, "namespaceSelector") ||
+				   (jget(t, "namespaces") && json_object_array_length(jget(t, "namespaces"))))
 					return true;
 			}
 		}

@@ -1,3 +1,5 @@
+/* The services table handed to drivers (prd_cloud_host): logging, apiserver
+ * requests through the daemon's transport, and the injectable clock. */
 #include "driver/host.h"
 #include "ops/log.h"
 

@@ -1,3 +1,5 @@
+/* The driver host's request functions over a real apiserver (kube_client)
+ * or the in-memory API, with HTTP statuses mapped to PRD_CLOUD_E* codes. */
 #include "driver/host_kube.h"
 #include "kube/client.h"
 #include "kube/memapi.h"

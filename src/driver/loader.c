@@ -1,3 +1,5 @@
+/* Loading node-group drivers (.so files): permission, entry-symbol, ABI and
+ * name checks, and the set of loaded drivers that owns them. */
 #include "driver/loader.h"
 #include "util/str.h"
 

@@ -1,3 +1,5 @@
+/* kube_api: the request seam between controller code and the API server,
+ * backed by the REST client or by the in-memory API. */
 #include "kube/api.h"
 #include "util/str.h"
 

@@ -1,3 +1,5 @@
+/* The decoder's string interner: reference-counted shared copies of
+ * strings and arrays (blobs) of decoded objects, behind one mutex. */
 #include "kube/objects.h"
 
 #include <pthread.h>

@@ -1,3 +1,5 @@
+/* Informer: a reflector feeding a cache of typed objects of one kind,
+ * looked up by namespace/name or walked whole, with change handlers. */
 #include "kube/informer.h"
 
 #include <pthread.h>

@@ -62,7 +62,7 @@ int kube_lease_step(kube_lease *le, bool *leading, int64_t *next_ns, prd_err *er
 int kube_lease_release(kube_lease *le, prd_err *err);
 
 bool kube_lease_is_leader(kube_lease *le);
-/* Fencing (DESIGN §7): true only while this process leads AND the last
+/* Fencing (docs/design.md §7): true only while this process leads AND the last
  * successful renewal was sent less than the renew deadline ago on the
  * lease's clock. Others take the lease over only a full lease duration
  * after they saw that renewal, so a true answer leaves at least

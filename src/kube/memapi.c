@@ -1,3 +1,5 @@
+/* The in-memory Kubernetes API: kube-apiserver's REST behaviour (verbs,
+ * resourceVersions, selectors, subresources, watches) for simulate and tests. */
 #include "kube/memapi.h"
 #include "kube/jscan.h"
 #include "kube/reflector.h"

@@ -1,3 +1,5 @@
+/* Reflector: keeps a store in step with one apiserver collection by list
+ * and watch on a thread of its own, as client-go's Reflector does. */
 #include "kube/reflector.h"
 
 #include <pthread.h>

@@ -1,3 +1,5 @@
+/* provreqd's configuration: one option table behind the YAML config file,
+ * the flags, --help, check-config and the docs check; validation of values. */
 #include "ops/config.h"
 #include "ops/http.h"
 #include "util/err.h"
@@ -36,7 +38,8 @@ const cfg_option cfg_options[] = {
 	{ "config", NULL, CFG_STRING, O(config_file), "",
 	  "YAML config file; flags given as well override its values", 0, 0, NULL },
 	{ "kubeconfig", "kube.kubeconfig", CFG_STRING, O(kubeconfig), "",
-	  "kubeconfig file; empty = $KUBECONFIG (a :-separated list), else ~/.kube/config, else the in-cluster service account", 0, 0, NULL },
+	  "kubeconfig file; empty = $KUBECONFIG (a :-separated list), else ~/.kube/config, "
+	  "else the in-cluster service account", 0, 0, NULL },
 	{ "context", "kube.context", CFG_STRING, O(context), "",
 	  "kubeconfig context to use; empty = the current context", 0, 0, NULL },
 	{ "cloud-driver", "cloud.drivers", CFG_STRINGS, O(cloud_drivers), "",

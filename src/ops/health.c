@@ -1,3 +1,5 @@
+/* Liveness (the worker's heartbeat) and readiness (named checks) behind
+ * /healthz and /readyz. */
 #include "ops/health.h"
 #include "util/err.h"
 #include "util/str.h"

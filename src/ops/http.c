@@ -1,3 +1,5 @@
+/* The operational HTTP endpoint (libmicrohttpd): /metrics, /healthz and
+ * /readyz, with /metrics access control. */
 #include "ops/http.h"
 #include "ops/log.h"
 #include "ops/metrics.h"

@@ -1,3 +1,5 @@
+/* The process-wide structured logger: one line per event, key=value text or
+ * JSON, secrets redacted, safe from any thread. */
 #include "ops/log.h"
 #include "util/buf.h"
 #include "util/clock.h"

@@ -1,3 +1,5 @@
+/* The process-wide metrics registry (counters, gauges, histograms) and its
+ * rendering in the Prometheus text format 0.0.4. */
 #include "ops/metrics.h"
 #include <config.h> /* autoconf's; "config.h" would find ops/config.h */
 #include "ops/log.h"

@@ -78,8 +78,8 @@ enum metrics_id {
 	M_FOREIGN_INSTANCES,       /* provreqd_node_group_foreign_instances{node_group}: not an open plan's, appeared while it runs */
 	M_PLAN_CONFLICTS,          /* provreqd_scaleup_conflicts_total{node_group,cause} cause=target_moved|duplicate_instances|late_call */
 	M_API_BOOKINGS,            /* provreqd_bookings_from_api: bookings counted from requests' statuses, not the local store */
-	M_SHARD_ORDER,
-	M_LEDGER_WRITES,           /* provreqd_booking_ledger_writes_total{outcome} outcome=booked|released|conflict|error */             /* provreqd_placed_for_other_shards_total: older requests of other shards placed first */
+	M_SHARD_ORDER,             /* provreqd_placed_for_other_shards_total: older requests of other shards placed first */
+	M_LEDGER_WRITES,           /* provreqd_booking_ledger_writes_total{outcome} outcome=booked|released|conflict|error */
 	M_LEDGER_OBJECTS,          /* provreqd_booking_ledger_objects: the head and its overflow objects, as last read or written */
 	M_LEDGER_BYTES,            /* provreqd_booking_ledger_bytes: bytes of entries in them */
 	M_PROCESS_CPU,             /* process_cpu_seconds_total (ops/procstat.c, the Prometheus client's names) */

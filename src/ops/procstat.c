@@ -1,3 +1,5 @@
+/* The process_* metrics (CPU time, start time, memory, file descriptors)
+ * read from procfs before each /metrics answer. */
 #include "ops/procstat.h"
 #include "ops/log.h"
 #include "ops/metrics.h"

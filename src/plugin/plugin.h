@@ -21,7 +21,7 @@
 #define PLUG_PROGRAM "kubectl-create-provisioningrequest"
 #define PLUG_COMMAND "kubectl create provisioningrequest"
 
-/* Limits of the ProvisioningRequest CRD (DESIGN §4). */
+/* Limits of the ProvisioningRequest CRD (docs/design.md §4). */
 #define PLUG_MAX_PODSETS 32
 #define PLUG_MAX_PARAMS 100
 #define PLUG_MAX_PARAM_VALUE 255

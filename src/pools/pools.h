@@ -1,4 +1,4 @@
-/* ResourcePool node population (DESIGN §8): keep the spec.quota.hard of a
+/* ResourcePool node population (docs/design.md §8): keep the spec.quota.hard of a
  * Capsule ResourcePool (capsule.clastix.io/v1beta2) equal to the
  * allocatable capacity of the nodes a label selector picks.
  *
@@ -173,7 +173,7 @@ bool pool_node_counts(const kube_node *node, const pool_filter *f);
 
 /* ------------------------------------------------------------ pool_ctl */
 
-/* Metrics hooks, one per family of DESIGN's metrics (provreqd_pool_*).
+/* Metrics hooks, one per family of docs/metrics.md's provreqd_pool_*.
  * Each may be NULL. Called on the worker thread; strings are borrowed for
  * the call. `amount` is the populated value in base units (cores, bytes). */
 typedef struct pool_metrics_ops {

@@ -1,4 +1,4 @@
-/* The ProvisioningRequest controller (DESIGN §4).
+/* The ProvisioningRequest controller (docs/design.md §5).
  *
  * pr_ctl_pass() is one level-triggered pass: it reads the cluster through
  * a kube_api (every Node, Pod, PodTemplate and ProvisioningRequest), the
@@ -166,7 +166,7 @@ typedef struct pr_informers {
 
 void pr_ctl_use_informers(pr_ctl *c, const pr_informers *inf);
 
-/* Fencing (DESIGN §7): `may_act` is asked before every cloud call and
+/* Fencing (docs/design.md §7): `may_act` is asked before every cloud call and
  * every status write; when it answers false (the lease may have expired)
  * the pass stops acting at once: nothing more is written or asked of the
  * cloud until a later pass finds it true again. Every cloud action is

@@ -10,6 +10,7 @@
 #include "provreq/convert.h"
 #include "provreq/ctl_int.h"
 #include "provreq/scaledown.h"
+#include "util/assert.h"
 #include "util/buf.h"
 #include "util/rfc3339.h"
 #include "util/str.h"
@@ -99,7 +100,8 @@ static char *booking_text(const pr_class_host *h, const sched_podset *sets, size
 			buf_append_char(&b, ';');
 		buf_printf(&b, "%zu:", i);
 		for(j = 0; j < res->sets[i].n_assign; j++)
-			buf_printf(&b, "%s%s=%lld", j ? "," : "", sched_snapshot_node_name(h->snapshot(h->ctx), res->sets[i].assign[j].node),
+			buf_printf(&b, "%s%s=%lld", j ? "," : "",
+				   sched_snapshot_node_name(h->snapshot(h->ctx), res->sets[i].assign[j].node),
 				   (long long)res->sets[i].assign[j].count);
 	}
 	return buf_detach(&b);
@@ -203,6 +205,10 @@ int pr__store_bookings(pr_ctl *c, const kube_provreq *pr, const sched_podset *se
 			goto done;
 		}
 	}
+	/* The store keys a booking by (request, node): one row per node. */
+	for(i = 0; PRD_ASSERTS_ON && i < nv; i++)
+		for(j = i + 1; j < nv; j++)
+			PRD_ASSERT(strcmp(v[i].node_name, v[j].node_name) != 0);
 	if(c->db)
 		rc = state_booking_set(c->db, pr->meta.uid, v, nv, expires, err);
 done:
@@ -252,6 +258,7 @@ static int h_book_until(pr_class_ctx *x, const sched_podset *sets, size_t n, con
 		for(j = 0; j < res->sets[i].n_assign; j++) {
 			items[ni].set = i;
 			items[ni].node = sched_snapshot_node_name(x->w->snap, res->sets[i].assign[j].node);
+			PRD_ASSERT(items[ni].node); /* a placement names nodes of this snapshot */
 			items[ni++].pods = res->sets[i].assign[j].count;
 		}
 	rc = pr__store_bookings(x->c, x->pr, sets, items, ni, until_ns, x->w->snap, res, n, err);

@@ -67,6 +67,7 @@
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "provreq/ctl_int.h"
+#include "util/assert.h"
 #include "util/buf.h"
 #include "util/str.h"
 
@@ -402,6 +403,9 @@ int pr__ledger_rows(pr_ctl *c, const state_booking *own, size_t nown, const hmap
 	size_t nv = 0, cap = 0;
 	*out = NULL;
 	*n = 0;
+	/* bsearch below: the store lists its rows by request uid. */
+	for(size_t i = 1; PRD_ASSERTS_ON && i < nown; i++)
+		PRD_ASSERT(strcmp(own[i - 1].request_uid, own[i].request_uid) <= 0);
 	if(!l->data)
 		return 0;
 	json_object_object_foreach(l->data, uid, val)
@@ -572,6 +576,25 @@ static int fresh_add(ledger_layout *y)
 	return 0;
 }
 
+#if PRD_ASSERTS_ON
+/* The invariant of a layout: every entry of `data` is in exactly one
+ * place (a kept object, the head or a new object), and a new object over
+ * l->obj_max holds one entry alone. */
+static bool layout_complete(const pr_ledger *l, json_object *data, const ledger_layout *y)
+{
+	size_t i, placed = (size_t)json_object_object_length(y->head);
+	for(i = 0; i < l->nobjs; i++)
+		if(y->keep[i])
+			placed += (size_t)json_object_object_length(l->objs[i].data);
+	for(i = 0; i < y->nfresh; i++) {
+		placed += (size_t)json_object_object_length(y->fresh[i]);
+		if(y->fresh_bytes[i] > l->obj_max && json_object_object_length(y->fresh[i]) != 1)
+			return false;
+	}
+	return placed == (size_t)json_object_object_length(data);
+}
+#endif
+
 /* Lay `data` out: the overflow objects it leaves unchanged stay (but the
  * small ones join a spill, so objects do not multiply); every other entry
  * goes to the head while they all fit in l->inline_max, else they are
@@ -627,6 +650,9 @@ static int ledger_layout_of(const pr_ledger *l, json_object *data, ledger_layout
 		y->head = y->fresh[--y->nfresh];
 		y->head_bytes = y->fresh_bytes[y->nfresh];
 	}
+#if PRD_ASSERTS_ON
+	PRD_ASSERT(layout_complete(l, data, y));
+#endif
 	return 0;
 }
 

@@ -1,5 +1,5 @@
 /* A new leader term (or a restart) rebuilds what the local store keeps
- * from what the API records, the truth (DESIGN §7): each request's booking
+ * from what the API records, the truth (docs/design.md §7): each request's booking
  * (the booking ledger first, then the request's status), its attempts and
  * next attempt, and node-group backoffs the last leader recorded.
  *
@@ -133,7 +133,7 @@ static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool
 		}
 		state_booking_list_free(rows, nrows);
 	}
-	/* The API is the truth (DESIGN §7): a live booking the status
+	/* The API is the truth (docs/design.md §7): a live booking the status
 	 * records replaces the local one (another replica may have booked the
 	 * request anew while this one did not lead: its old rows would hold
 	 * the wrong nodes and leave the right ones to be handed out twice). A

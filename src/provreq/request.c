@@ -1,3 +1,5 @@
+/* ProvisioningRequest semantics that need no cluster: class names, parameters,
+ * terminal states, ordering and the condition list. */
 #include "provreq/request.h"
 #include "sched/sched.h"
 #include "util/rfc3339.h"

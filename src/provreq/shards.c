@@ -1,4 +1,4 @@
-/* The API as the one truth across shards and replicas (DESIGN.md section 7):
+/* The API as the one truth across shards and replicas (docs/design.md §7):
  * the bookings and open scale-up plans the requests' statuses record, kept
  * as a view of the request cache.
  *

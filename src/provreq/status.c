@@ -21,6 +21,7 @@
 #include "classes/vocab.h"
 #include "ops/log.h"
 #include "provreq/ctl_int.h"
+#include "util/assert.h"
 #include "util/buf.h"
 #include "util/str.h"
 
@@ -165,6 +166,9 @@ static void seal_details(pr_class_ctx *x)
 		   !(x->sent && json_object_object_get_ex(x->sent, f, NULL)))
 			inherits = true;
 	}
+	/* vals[0] is the plan id a seal needs, and the seal is not a field
+	 * of what it seals. */
+	PRD_ASSERT(!strcmp(pr_plan_seal_fields[0], PR_DETAIL_PLAN) && !pr_plan_seal_covers(PR_DETAIL_PLAN_SEAL));
 	if(inherits && c->plan_key_set)
 		base_ok = pr_plan_seal_verify(c->plan_key, x->pr, why, sizeof(why)) == PR_SEAL_OK;
 	ok = !oom && vals[0] && c->plan_key_set && base_ok &&

@@ -69,7 +69,7 @@ static int match_matrix(const sched_device *devs, size_t nd, const sched_pod_spe
  * pick[*np]. false when a request cannot be met (avail is then partly
  * cleared: the caller stops). */
 static bool alloc_copy(const uint8_t *m, size_t nd, const sched_pod_spec *pod, uint8_t *avail,
-                       const int32_t *holder, uint32_t *pick, size_t *np)
+		       const int32_t *holder, uint32_t *pick, size_t *np)
 {
 	size_t r, d;
 	for(r = 0; r < pod->n_dev_requests; r++) {
@@ -100,8 +100,8 @@ static bool alloc_copy(const uint8_t *m, size_t nd, const sched_pod_spec *pod, u
 }
 
 int sched__dra_fit(const sched_device *devs, size_t nd, const int32_t *holder,
-                   const sched_pod_spec *pod, int64_t limit, int64_t *fit, uint32_t **picks,
-                   size_t *n_picks)
+		   const sched_pod_spec *pod, int64_t limit, int64_t *fit, uint32_t **picks,
+		   size_t *n_picks)
 {
 	uint8_t *m = NULL, *avail = NULL;
 	uint32_t *pick = NULL;
@@ -155,7 +155,7 @@ done:
 }
 
 int sched__dra_take(sched_snapshot *s, size_t ni, const sched_pod_spec *pod, int64_t count,
-                    int32_t holder)
+		    int32_t holder)
 {
 	const sched__ndev *v = s->nodes[ni].dev;
 	uint32_t *pick = NULL;

@@ -30,7 +30,7 @@ void sched_est_result_free(sched_est_result *r)
 }
 
 static int check_input(const sched_snapshot *s, const sched_node_spec *tmpl,
-                       const sched_podset *sets, size_t n, prd_err *e)
+		       const sched_podset *sets, size_t n, prd_err *e)
 {
 	size_t i;
 	int rc;
@@ -51,7 +51,7 @@ static int check_input(const sched_snapshot *s, const sched_node_spec *tmpl,
 /* Add the template inside the caller's fork, copy its interned form into
  * *proto and take it out again. */
 static int make_proto(sched_snapshot *s, const sched_node_spec *tmpl, sched__node *proto,
-                      sched__ndev *hdr, prd_err *e)
+		      sched__ndev *hdr, prd_err *e)
 {
 	sched_node_spec t = *tmpl;
 	char name[300];
@@ -78,7 +78,7 @@ static int make_proto(sched_snapshot *s, const sched_node_spec *tmpl, sched__nod
 }
 
 int sched_estimate_order(const sched_snapshot *s, const sched_node_spec *tmpl,
-                         const sched_podset *sets, size_t n, size_t *order, prd_err *e)
+			 const sched_podset *sets, size_t n, size_t *order, prd_err *e)
 {
 	int64_t ref[SCHED_RES_MAX] = { 0 };
 	size_t i;
@@ -97,7 +97,7 @@ int sched_estimate_order(const sched_snapshot *s, const sched_node_spec *tmpl,
 
 /* Upper bound on the copies of `pod` one fresh node can take. */
 static int64_t fresh_bound(const sched_snapshot *s, const sched__node *proto,
-                           const sched_pod_spec *pod)
+			   const sched_pod_spec *pod)
 {
 	int64_t req[SCHED_RES_MAX], cap = INT64_MAX;
 	bool impossible;
@@ -145,7 +145,7 @@ static bool has_host_spread(const sched_pod_spec *pod)
 }
 
 static int add_fresh(sched_snapshot *s, const sched__node *proto, const char *tname,
-                     size_t ordinal)
+		     size_t ordinal)
 {
 	char name[300];
 	const char *copy;
@@ -187,9 +187,9 @@ static int64_t limit_of(const sched_est_limits *lim, sched_est_limit *kind)
  * then on fresh nodes opened as needed, at most max_new in all. Records in
  * out->limited_by when the limit stopped it. */
 static int estimate_set(sched_snapshot *s, sched__ws *w, const sched__node *proto,
-                        const char *tname, size_t first_new, int64_t max_new,
-                        sched_est_limit kind, const sched_podset *set, sched_set_result *r,
-                        sched_est_result *out)
+			const char *tname, size_t first_new, int64_t max_new,
+			sched_est_limit kind, const sched_podset *set, sched_set_result *r,
+			sched_est_result *out)
 {
 	const sched_pod_spec *pod = set->pod;
 	bool hs = has_host_spread(pod);
@@ -243,7 +243,7 @@ static void rebase_new(sched_place_result *pr, size_t first_new)
 }
 
 int sched_estimate(sched_snapshot *s, const sched_node_spec *tmpl, const sched_podset *sets,
-                   size_t n, const sched_est_limits *lim, sched_est_result *out, prd_err *e)
+		   size_t n, const sched_est_limits *lim, sched_est_result *out, prd_err *e)
 {
 	sched_place_result *pr;
 	sched__ws *w = NULL;

@@ -39,12 +39,12 @@ void sched_est_result_free(sched_est_result *r);
 
 /* Order podSets largest first relative to the template's allocatable. */
 int sched_estimate_order(const sched_snapshot *s, const sched_node_spec *tmpl,
-                         const sched_podset *sets, size_t n, size_t *order, prd_err *e);
+			 const sched_podset *sets, size_t n, size_t *order, prd_err *e);
 
 /* Estimate. The snapshot is used read-only in effect: the estimator works
  * in a fork it reverts before returning. *out is the caller's to free with
  * sched_est_result_free(). Fresh nodes are named "<template>/new-<i>". */
 int sched_estimate(sched_snapshot *s, const sched_node_spec *tmpl, const sched_podset *sets,
-                   size_t n, const sched_est_limits *lim, sched_est_result *out, prd_err *e);
+		   size_t n, const sched_est_limits *lim, sched_est_result *out, prd_err *e);
 
 #endif

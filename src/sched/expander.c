@@ -1,3 +1,5 @@
+/* Expanders: a chain of strategies (priority, least-waste, most-pods, ...)
+ * that picks one node-group option among those that fit every pod. */
 #include "sched/expander.h"
 #include "util/rand.h"
 #include "util/str.h"
@@ -84,7 +86,7 @@ static void free_prio(prio_re *v, size_t n)
 /* Compile a priority table into *out and *nout (caller frees with free_prio;
  * NULL/0 for an empty table). */
 static int compile_prio(const sched_priority *prio, size_t n_prio, prio_re **out, size_t *nout,
-                        prd_err *e)
+			prd_err *e)
 {
 	prio_re *v = NULL;
 	size_t i, j, total = 0, k = 0;
@@ -126,7 +128,7 @@ static int compile_prio(const sched_priority *prio, size_t n_prio, prio_re **out
 }
 
 int sched_expander_new(const char *chain, const sched_priority *prio, size_t n_prio,
-                       uint64_t seed, sched_expander **out, prd_err *e)
+		       uint64_t seed, sched_expander **out, prd_err *e)
 {
 	sched_expander *x;
 	int rc;
@@ -149,7 +151,7 @@ int sched_expander_new(const char *chain, const sched_priority *prio, size_t n_p
 }
 
 int sched_expander_set_priorities(sched_expander *x, const sched_priority *prio, size_t n_prio,
-                                  prd_err *e)
+				  prd_err *e)
 {
 	prio_re *v;
 	size_t n;
@@ -211,7 +213,7 @@ static bool prio_of(const sched_expander *x, const char *id, int64_t *out)
 
 /* Keep in idx[0..*n) only the options best by strategy st. */
 static void filter(sched_expander *x, enum strat st, const sched_option *o, size_t *idx,
-                   size_t *n)
+		   size_t *n)
 {
 	size_t i, k = 0;
 	double best_d = 0;
@@ -283,7 +285,7 @@ static void filter(sched_expander *x, enum strat st, const sched_option *o, size
 }
 
 int sched_expander_choose(sched_expander *x, const sched_option *opts, size_t n, size_t *best,
-                          prd_err *e)
+			  prd_err *e)
 {
 	size_t *idx, m = 0, i;
 

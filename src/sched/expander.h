@@ -58,14 +58,14 @@ typedef struct sched_expander sched_expander;
  * call only). PRD_EINVAL for unknown names or bad regular expressions.
  * Free with sched_expander_free(). */
 int sched_expander_new(const char *chain, const sched_priority *prio, size_t n_prio,
-                       uint64_t seed, sched_expander **out, prd_err *e);
+		       uint64_t seed, sched_expander **out, prd_err *e);
 void sched_expander_free(sched_expander *x);
 
 /* Replace the priority table (compiled and copied; `prio` is borrowed for
  * the call). On error the old table stays. Not thread-safe: call from the
  * thread that calls sched_expander_choose. */
 int sched_expander_set_priorities(sched_expander *x, const sched_priority *prio, size_t n_prio,
-                                  prd_err *e);
+				  prd_err *e);
 
 /* Does the chain name "priority"? */
 bool sched_expander_uses_priority(const sched_expander *x);
@@ -73,6 +73,6 @@ bool sched_expander_uses_priority(const sched_expander *x);
 /* Choose; *best gets the index into opts. PRD_ENOTFOUND when no option
  * fits all pods, PRD_EINVAL on bad input (negative figures, NULL ids). */
 int sched_expander_choose(sched_expander *x, const sched_option *opts, size_t n, size_t *best,
-                          prd_err *e);
+			  prd_err *e);
 
 #endif

@@ -1,3 +1,5 @@
+/* Matchers with Kubernetes semantics: label selectors, node affinity terms,
+ * taints and tolerations, host ports, pod affinity terms. */
 #include "sched/match.h"
 #include "util/str.h"
 
@@ -29,7 +31,7 @@ static bool in_values(const sched_requirement *r, const char *v)
 }
 
 bool sched_requirement_matches(const sched_requirement *r, const sched_label *labels,
-                               size_t n)
+			       size_t n)
 {
 	const char *v = sched_label_get(labels, n, r->key);
 	int64_t lv, rv;
@@ -55,7 +57,7 @@ bool sched_requirement_matches(const sched_requirement *r, const sched_label *la
 }
 
 bool sched_selector_matches(const sched_label_selector *sel, const sched_label *labels,
-                            size_t n)
+			    size_t n)
 {
 	size_t i;
 	if(!sel)
@@ -83,7 +85,7 @@ bool sched_node_term_matches(const sched_node_term *t, const sched_label *labels
 }
 
 bool sched_node_affinity_matches(const sched_pod_spec *pod, const sched_label *labels,
-                                 size_t n)
+				 size_t n)
 {
 	size_t i;
 	for(i = 0; i < pod->n_node_selector; i++) {
@@ -157,7 +159,7 @@ bool sched_host_ports_conflict(const sched_host_port *a, const sched_host_port *
 }
 
 bool sched_pod_term_matches(const sched_pod_term *t, const char *owner_ns,
-                            const char *ns, const sched_label *labels, size_t n)
+			    const char *ns, const sched_label *labels, size_t n)
 {
 	size_t i;
 	bool ns_ok = false;

@@ -14,18 +14,18 @@ const char *sched_label_get(const sched_label *labels, size_t n, const char *key
  * NotIn: absent or not listed; Exists / DoesNotExist; Gt / Lt: present and
  * both the label and the single value parse as integers and compare. */
 bool sched_requirement_matches(const sched_requirement *r, const sched_label *labels,
-                               size_t n);
+			       size_t n);
 
 /* NULL selector: nothing. Empty selector: everything. */
 bool sched_selector_matches(const sched_label_selector *sel, const sched_label *labels,
-                            size_t n);
+			    size_t n);
 
 /* A node selector term: AND of its expressions; no expressions: no match. */
 bool sched_node_term_matches(const sched_node_term *t, const sched_label *labels, size_t n);
 
 /* nodeSelector (every pair equal) and required node affinity (any term). */
 bool sched_node_affinity_matches(const sched_pod_spec *pod, const sched_label *labels,
-                                 size_t n);
+				 size_t n);
 
 /* v1.Toleration.ToleratesTaint. */
 bool sched_toleration_tolerates(const sched_toleration *t, const sched_taint *taint);
@@ -44,6 +44,6 @@ bool sched_host_ports_conflict(const sched_host_port *a, const sched_host_port *
 /* Does a pod (namespace + labels) fall under a pod term owned by a pod in
  * `owner_ns`? */
 bool sched_pod_term_matches(const sched_pod_term *t, const char *owner_ns,
-                            const char *ns, const sched_label *labels, size_t n);
+			    const char *ns, const sched_label *labels, size_t n);
 
 #endif

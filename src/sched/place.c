@@ -571,7 +571,7 @@ no:
 }
 
 int sched_check_pod(sched_snapshot *s, const sched_pod_spec *pod, size_t idx,
-                    sched_fit *why, prd_err *e)
+		    sched_fit *why, prd_err *e)
 {
 	sched__ws *w;
 	pctx c;
@@ -722,7 +722,7 @@ static size_t first_feasible(const pctx *c, sched__ws *w, size_t nz)
  * such a node and it can take R more copies, R rounds are identical: place
  * them at once. Returns whether it did (and took them off *rem). */
 static bool place_rounds(pctx *c, sched__ws *w, size_t nz, spread_st *round_sp,
-                         int64_t *rem, size_t *n_touched)
+			 int64_t *rem, size_t *n_touched)
 {
 	size_t heads = 0, g;
 	int64_t rounds;
@@ -782,7 +782,7 @@ static int64_t batch_size(const pctx *c, const sched__ws *w, size_t best, int32_
 /* Place `take` copies on `best`: capacities, spread counts and minima,
  * the first-pod rule. Returns whether a hostname minimum rose. */
 static bool apply_batch(pctx *c, sched__ws *w, size_t best, int32_t z, int64_t take,
-                        size_t *n_touched)
+			size_t *n_touched)
 {
 	bool host_phase = false;
 	size_t k;
@@ -819,7 +819,7 @@ static bool apply_batch(pctx *c, sched__ws *w, size_t best, int32_t z, int64_t t
 /* Add the copies placed on the touched nodes to the snapshot as group *gi
  * (created when SIZE_MAX), in node order, and append them to res. */
 static int commit_placed(const pctx *c, sched_snapshot *s, sched__ws *w, size_t n_touched,
-                         size_t *gi, sched_set_result *res)
+			 size_t *gi, sched_set_result *res)
 {
 	size_t i;
 	int rc;
@@ -850,8 +850,8 @@ static int commit_placed(const pctx *c, sched_snapshot *s, sched__ws *w, size_t 
 }
 
 int sched__place_set(sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod,
-                     int64_t count, size_t lo, size_t hi, size_t *gi, int64_t *placed,
-                     sched_set_result *res)
+		     int64_t count, size_t lo, size_t hi, size_t *gi, int64_t *placed,
+		     sched_set_result *res)
 {
 	size_t nz = s->n_zones, ng = nz + 1, n_touched = 0;
 	int64_t rem = count;
@@ -916,7 +916,7 @@ void sched__set_result_normalize(sched_set_result *r)
 
 /* Largest-first key: dominant share against `ref`, then the raw vector. */
 static double dominant_share(const int64_t req[SCHED_RES_MAX], const int64_t ref[SCHED_RES_MAX],
-                             size_t nres)
+			     size_t nres)
 {
 	double best = 0;
 	size_t r;
@@ -935,7 +935,7 @@ static double dominant_share(const int64_t req[SCHED_RES_MAX], const int64_t ref
 
 /* Is set a placed before set b? */
 static bool bigger(double sa, const int64_t *ra, size_t ia, double sb, const int64_t *rb,
-                   size_t ib)
+		   size_t ib)
 {
 	size_t r;
 	if(sa != sb)
@@ -947,7 +947,7 @@ static bool bigger(double sa, const int64_t *ra, size_t ia, double sb, const int
 }
 
 void sched__order(const sched_snapshot *s, const sched_podset *sets, size_t n,
-                  const int64_t ref[SCHED_RES_MAX], size_t *order)
+		  const int64_t ref[SCHED_RES_MAX], size_t *order)
 {
 	int64_t(*req)[SCHED_RES_MAX] = NULL;
 	double *share = NULL;
@@ -1000,7 +1000,7 @@ static int check_sets(const sched_podset *sets, size_t n, prd_err *e)
 }
 
 int sched_place_order(const sched_snapshot *s, const sched_podset *sets, size_t n,
-                      size_t *order, prd_err *e)
+		      size_t *order, prd_err *e)
 {
 	int64_t total[SCHED_RES_MAX] = { 0 };
 	size_t i, r;
@@ -1029,7 +1029,7 @@ void sched_place_result_free(sched_place_result *r)
 }
 
 int sched_place(sched_snapshot *s, const sched_podset *sets, size_t n,
-                sched_place_result *out, prd_err *e)
+		sched_place_result *out, prd_err *e)
 {
 	sched__ws *w = NULL;
 	size_t i;

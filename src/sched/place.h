@@ -64,14 +64,14 @@ const char *sched_fit_str(sched_fit f);
 /* Would one copy of `pod` fit node `idx` now? *why gets SCHED_FIT_OK or
  * the first failing predicate. Does not change the snapshot. */
 int sched_check_pod(sched_snapshot *s, const sched_pod_spec *pod, size_t idx,
-                    sched_fit *why, prd_err *e);
+		    sched_fit *why, prd_err *e);
 
 /* Placement order, largest first: by dominant share of the cluster's total
  * allocatable (max over resources of request / total), ties by the request
  * vector (cpu, memory, ...) descending, then by input position. Writes a
  * permutation of 0..n-1 into `order`. */
 int sched_place_order(const sched_snapshot *s, const sched_podset *sets, size_t n,
-                      size_t *order, prd_err *e);
+		      size_t *order, prd_err *e);
 
 /* Place every podSet (largest first) onto the snapshot's nodes, mutating
  * the snapshot: placed pods become bound pods that later podSets and later
@@ -81,12 +81,12 @@ int sched_place_order(const sched_snapshot *s, const sched_podset *sets, size_t 
  * and revert on failure. *out is owned by the caller
  * (sched_place_result_free). */
 int sched_place(sched_snapshot *s, const sched_podset *sets, size_t n,
-                sched_place_result *out, prd_err *e);
+		sched_place_result *out, prd_err *e);
 
 /* The devices (DRA) the placement `r` (one podSet of a sched_place
  * result, before the snapshot is reverted) allocated on node idx:
  * fn(ud, device) for each. */
 void sched_snapshot_placed_devices(const sched_snapshot *s, const sched_set_result *r, size_t idx,
-                                   void (*fn)(void *ud, const sched_device *d), void *ud);
+				   void (*fn)(void *ud, const sched_device *d), void *ud);
 
 #endif

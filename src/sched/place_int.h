@@ -20,14 +20,14 @@ void sched__ws_free(sched__ws *w);
  * to res->assign (not merged with earlier entries); *placed gets the
  * number. */
 int sched__place_set(sched_snapshot *s, sched__ws *w, const sched_pod_spec *pod,
-                     int64_t count, size_t lo, size_t hi, size_t *gi, int64_t *placed,
-                     sched_set_result *res);
+		     int64_t count, size_t lo, size_t hi, size_t *gi, int64_t *placed,
+		     sched_set_result *res);
 
 /* Sort res->assign by node and merge duplicates. */
 void sched__set_result_normalize(sched_set_result *res);
 
 /* Order podSets largest first relative to `ref` (see sched_place_order). */
 void sched__order(const sched_snapshot *s, const sched_podset *sets, size_t n,
-                  const int64_t ref[SCHED_RES_MAX], size_t *order);
+		  const int64_t ref[SCHED_RES_MAX], size_t *order);
 
 #endif

@@ -32,7 +32,7 @@ static int check_res(const sched_res *r, prd_err *e)
  * SCHED_QTY_MAX each, and sums of at most a few hundred containers cannot
  * overflow int64, but stay saturating to be safe against many. */
 static int accumulate(sched_res acc[SCHED_RES_MAX], size_t *n, const sched_res *r,
-                      size_t nr, bool take_max, prd_err *e)
+		      size_t nr, bool take_max, prd_err *e)
 {
 	size_t i;
 	for(i = 0; i < nr; i++) {
@@ -54,15 +54,15 @@ static int accumulate(sched_res acc[SCHED_RES_MAX], size_t *n, const sched_res *
 
 /* Merge `b` into `a` with max per resource. */
 static int max_into(sched_res a[SCHED_RES_MAX], size_t *na, const sched_res *b, size_t nb,
-                    prd_err *e)
+		    prd_err *e)
 {
 	return accumulate(a, na, b, nb, true, e);
 }
 
 int sched_pod_requests(const sched_container *containers, size_t n_containers,
-                       const sched_container *init_containers, size_t n_init,
-                       const sched_res *overhead, size_t n_overhead,
-                       sched_res out[SCHED_RES_MAX], size_t *n_out, prd_err *e)
+		       const sched_container *init_containers, size_t n_init,
+		       const sched_res *overhead, size_t n_overhead,
+		       sched_res out[SCHED_RES_MAX], size_t *n_out, prd_err *e)
 {
 	sched_res regular[SCHED_RES_MAX], sidecars[SCHED_RES_MAX], initmax[SCHED_RES_MAX];
 	sched_res step[SCHED_RES_MAX];
@@ -122,7 +122,7 @@ static int check_labels(const sched_label *l, size_t n, const char *what, prd_er
 }
 
 static int check_reqs(const sched_requirement *r, size_t n, bool node, const char *what,
-                      prd_err *e)
+		      prd_err *e)
 {
 	size_t i, j;
 	int64_t v;

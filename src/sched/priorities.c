@@ -1,3 +1,5 @@
+/* The priority expander's table in cluster-autoscaler's format: parsed from
+ * the ConfigMap's YAML and matched against node-group names. */
 #include "sched/priorities.h"
 #include "util/str.h"
 #include "util/yamljson.h"
@@ -26,7 +28,7 @@ static int by_priority_desc(const void *a, const void *b)
 
 /* One "PRIORITY: [regex, ...]" entry into p->v[p->n]. */
 static int add_entry(sched_priorities *p, const char *where, const char *key, json_object *list,
-                     prd_err *e)
+		     prd_err *e)
 {
 	sched_priority *s = &p->v[p->n];
 	const char **rv;
@@ -71,7 +73,7 @@ static int add_entry(sched_priorities *p, const char *where, const char *key, js
 
 /* The map itself (`table`, owned by `holder`). */
 static int parse_table(json_object *holder, json_object *table, const char *where,
-                       sched_priorities *out, prd_err *e)
+		       sched_priorities *out, prd_err *e)
 {
 	sched_priorities p;
 	size_t n;

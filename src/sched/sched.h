@@ -275,9 +275,9 @@ typedef struct sched_container {
  * order of first appearance. PRD_EINVAL on negative or oversized values or
  * NULL names, PRD_ERANGE when more than SCHED_RES_MAX names appear. */
 int sched_pod_requests(const sched_container *containers, size_t n_containers,
-                       const sched_container *init_containers, size_t n_init,
-                       const sched_res *overhead, size_t n_overhead,
-                       sched_res out[SCHED_RES_MAX], size_t *n_out, prd_err *e);
+		       const sched_container *init_containers, size_t n_init,
+		       const sched_res *overhead, size_t n_overhead,
+		       sched_res out[SCHED_RES_MAX], size_t *n_out, prd_err *e);
 
 /* Check a pod spec for values the simulator refuses (negative or oversized
  * quantities, unknown operators or effects, malformed Gt/Lt values,
@@ -297,7 +297,7 @@ void sched_snapshot_free(sched_snapshot *s);
  * first-fit placement visits nodes) goes to *idx when idx is not NULL.
  * PRD_EEXIST for a duplicate name, PRD_ERANGE beyond the limits. */
 int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *node,
-                            size_t *idx, prd_err *e);
+			    size_t *idx, prd_err *e);
 /* Room for n nodes in all (a builder that knows how many are coming: the
  * node array otherwise doubles, and a snapshot kept between passes kept
  * up to half of it unused). PRD_ENOMEM, or 0. */
@@ -318,12 +318,12 @@ const char *sched_snapshot_node_label(const sched_snapshot *s, size_t idx, const
  * is honoured symmetrically). Pods may overcommit a node: the simulator
  * records what is there. */
 int sched_snapshot_add_pods(sched_snapshot *s, size_t idx, const sched_pod_spec *pod,
-                            int64_t count, prd_err *e);
+			    int64_t count, prd_err *e);
 
 /* Hold capacity on a node for a request uid (a Provisioned request whose
  * pods have not arrived yet). Several bookings per uid are allowed. */
 int sched_snapshot_book(sched_snapshot *s, const char *uid, size_t idx,
-                        const sched_res *res, size_t n_res, prd_err *e);
+			const sched_res *res, size_t n_res, prd_err *e);
 /* Which nodes hold a booking now: mask[idx] = 1 for each node idx < n that
  * some active booking holds room on, else 0. */
 void sched_snapshot_booked_mask(const sched_snapshot *s, uint8_t *mask, size_t n);
@@ -340,20 +340,20 @@ int sched_snapshot_take_device(sched_snapshot *s, size_t idx, const char *id, pr
  * still free are held until unbooked; *missing (optional) counts the rest
  * (gone, or taken by a claim meanwhile). */
 int sched_snapshot_book_devices(sched_snapshot *s, const char *uid, size_t idx,
-                                const char *const *ids, size_t n, size_t *missing, prd_err *e);
+				const char *const *ids, size_t n, size_t *missing, prd_err *e);
 /* Book for uid the devices `count` pods like `pod` would be allocated on
  * node idx now (a booking rebuilt from pod counts); *booked (optional)
  * gets for how many pods devices were found. */
 int sched_snapshot_book_pod_devices(sched_snapshot *s, const char *uid, size_t idx,
-                                    const sched_pod_spec *pod, int64_t count, int64_t *booked,
-                                    prd_err *e);
+				    const sched_pod_spec *pod, int64_t count, int64_t *booked,
+				    prd_err *e);
 /* Devices on node idx, and (optional) how many of them are free. */
 size_t sched_snapshot_node_devices(const sched_snapshot *s, size_t idx, size_t *free_out);
 
 /* Free (allocatable - used - booked, floored at 0) of resource `name` on
  * node `idx`; a resource the snapshot has never seen is 0. */
 int sched_snapshot_node_free(const sched_snapshot *s, size_t idx, const char *name,
-                             int64_t *out);
+			     int64_t *out);
 
 /* Fork / commit / revert. Every change made after a fork (nodes, pods,
  * bookings, placements) is recorded in an undo log; revert undoes back to

@@ -135,17 +135,17 @@ int sched__res_find(const sched_snapshot *s, const char *name);
 /* Map a request list onto a vector (pods slot set to 1). *impossible is set
  * when a positive request names a resource no node has. */
 void sched__req_vector(const sched_snapshot *s, const sched_res *req, size_t n,
-                       int64_t out[SCHED_RES_MAX], bool *impossible);
+		       int64_t out[SCHED_RES_MAX], bool *impossible);
 /* A new group holding pods like `pod` with per-pod vector `req` (not
  * interned); its index goes to *gi. */
 int sched__group_new(sched_snapshot *s, const sched_pod_spec *pod,
-                     const int64_t req[SCHED_RES_MAX], size_t *gi);
+		     const int64_t req[SCHED_RES_MAX], size_t *gi);
 /* Record `count` pods of group gi on node ni (resources, ports, entry). */
 int sched__group_place(sched_snapshot *s, size_t gi, size_t ni, int64_t count);
 /* Add a node sharing already-copied labels/taints (the estimator's fresh
  * template nodes). */
 int sched__node_add_copied(sched_snapshot *s, const sched__node *proto, const char *name,
-                           size_t *idx);
+			   size_t *idx);
 /* Remove the most recently added node, which must hold no pods or
  * bookings, and drop its undo record (the estimator trims unused fresh
  * nodes with it). */
@@ -160,11 +160,11 @@ int sched__dev_hold(sched_snapshot *s, size_t ni, size_t di, int32_t holder);
  * copy after copy, request after request. A selector that fails to
  * evaluate on a device makes the node serve none (the allocator aborts). */
 int sched__dra_fit(const sched_device *devs, size_t nd, const int32_t *holder,
-                   const sched_pod_spec *pod, int64_t limit, int64_t *fit, uint32_t **picks,
-                   size_t *n_picks);
+		   const sched_pod_spec *pod, int64_t limit, int64_t *fit, uint32_t **picks,
+		   size_t *n_picks);
 /* Allocate the devices of `count` copies of `pod` on node ni to `holder`. */
 int sched__dra_take(sched_snapshot *s, size_t ni, const sched_pod_spec *pod, int64_t count,
-                    int32_t holder);
+		    int32_t holder);
 /* Deep copy of a device list into the arena; NULL when out of memory. */
 sched_device *sched__copy_devices(sched__arena *a, const sched_device *d, size_t n);
 

@@ -167,7 +167,7 @@ static int grow(void **arr, size_t *cap, size_t n, size_t size)
 #define GROW(arr, cap, n) grow((void **)&(arr), &(cap), (n), sizeof(*(arr)))
 
 static int undo_push(sched_snapshot *s, uint8_t kind, uint32_t a, uint32_t b, int64_t count,
-                     bool appended)
+		     bool appended)
 {
 	sched__undo *u;
 	if(s->depth == 0)
@@ -249,7 +249,7 @@ static int res_intern(sched_snapshot *s, const char *name, prd_err *e)
 }
 
 void sched__req_vector(const sched_snapshot *s, const sched_res *req, size_t n,
-                       int64_t out[SCHED_RES_MAX], bool *impossible)
+		       int64_t out[SCHED_RES_MAX], bool *impossible)
 {
 	size_t i;
 	memset(out, 0, sizeof(int64_t) * SCHED_RES_MAX);
@@ -287,7 +287,7 @@ static int zone_intern(sched_snapshot *s, const char *zone, int32_t *out)
 }
 
 int sched__node_add_copied(sched_snapshot *s, const sched__node *proto, const char *name,
-                           size_t *idx)
+			   size_t *idx)
 {
 	sched__node *n;
 	if(s->n_nodes >= SCHED_NODES_MAX)
@@ -375,7 +375,7 @@ static int check_devices(const sched_node_spec *spec, prd_err *e)
 }
 
 int sched_snapshot_add_node(sched_snapshot *s, const sched_node_spec *spec, size_t *idx,
-                            prd_err *e)
+			    prd_err *e)
 {
 	sched__node proto;
 	sched__ndev hdr;
@@ -556,7 +556,7 @@ static char *group_key(const sched_pod_spec *pod, const int64_t req[SCHED_RES_MA
 }
 
 int sched__group_new(sched_snapshot *s, const sched_pod_spec *pod,
-                     const int64_t req[SCHED_RES_MAX], size_t *gi)
+		     const int64_t req[SCHED_RES_MAX], size_t *gi)
 {
 	sched__group *g;
 	if(s->n_groups >= UINT32_MAX - 1)
@@ -633,7 +633,7 @@ int sched__group_place(sched_snapshot *s, size_t gi, size_t ni, int64_t count)
 }
 
 int sched_snapshot_add_pods(sched_snapshot *s, size_t idx, const sched_pod_spec *pod,
-                            int64_t count, prd_err *e)
+			    int64_t count, prd_err *e)
 {
 	int64_t req[SCHED_RES_MAX];
 	bool impossible;
@@ -686,7 +686,7 @@ int sched_snapshot_add_pods(sched_snapshot *s, size_t idx, const sched_pod_spec 
 }
 
 int sched_snapshot_book(sched_snapshot *s, const char *uid, size_t idx, const sched_res *res,
-                        size_t n_res, prd_err *e)
+			size_t n_res, prd_err *e)
 {
 	sched__booking *b;
 	size_t i;
@@ -836,7 +836,7 @@ int sched_snapshot_take_device(sched_snapshot *s, size_t idx, const char *id, pr
 }
 
 int sched_snapshot_book_devices(sched_snapshot *s, const char *uid, size_t idx,
-                                const char *const *ids, size_t n, size_t *missing, prd_err *e)
+				const char *const *ids, size_t n, size_t *missing, prd_err *e)
 {
 	size_t i, di, bi, miss = 0;
 	int rc;
@@ -862,8 +862,8 @@ int sched_snapshot_book_devices(sched_snapshot *s, const char *uid, size_t idx,
 }
 
 int sched_snapshot_book_pod_devices(sched_snapshot *s, const char *uid, size_t idx,
-                                    const sched_pod_spec *pod, int64_t count, int64_t *booked,
-                                    prd_err *e)
+				    const sched_pod_spec *pod, int64_t count, int64_t *booked,
+				    prd_err *e)
 {
 	const sched__node *n;
 	uint32_t *pick = NULL;
@@ -895,7 +895,7 @@ int sched_snapshot_book_pod_devices(sched_snapshot *s, const char *uid, size_t i
 }
 
 void sched_snapshot_placed_devices(const sched_snapshot *s, const sched_set_result *r, size_t idx,
-                                   void (*fn)(void *ud, const sched_device *d), void *ud)
+				   void (*fn)(void *ud, const sched_device *d), void *ud)
 {
 	const sched__node *n;
 	size_t d;
@@ -922,7 +922,7 @@ size_t sched_snapshot_node_devices(const sched_snapshot *s, size_t idx, size_t *
 }
 
 int sched_snapshot_node_free(const sched_snapshot *s, size_t idx, const char *name,
-                             int64_t *out)
+			     int64_t *out)
 {
 	int id;
 	int64_t f;

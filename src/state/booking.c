@@ -42,7 +42,7 @@ void state_booking_list_free(state_booking *v, size_t n)
 
 /* Bind and run one insert or upsert of a booking row. */
 static int write_row(state_db *db, const char *sql, const char *uid, const char *node,
-                     const char *json, int64_t created, int64_t expires, prd_err *err)
+		     const char *json, int64_t created, int64_t expires, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = state__need(node, "booking node name", err);
@@ -71,7 +71,7 @@ static int write_row(state_db *db, const char *sql, const char *uid, const char 
 }
 
 int state_booking_add(state_db *db, const char *request_uid, const char *node_name,
-                      const char *resources_json, int64_t expires_ns, prd_err *err)
+		      const char *resources_json, int64_t expires_ns, prd_err *err)
 {
 	int rc = state__need(request_uid, "request uid", err);
 
@@ -82,8 +82,8 @@ int state_booking_add(state_db *db, const char *request_uid, const char *node_na
 }
 
 int state_booking_set(state_db *db, const char *request_uid,
-                      const state_booking *items, size_t n, int64_t expires_ns,
-                      prd_err *err)
+		      const state_booking *items, size_t n, int64_t expires_ns,
+		      prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t now = state__now(db);
@@ -138,7 +138,7 @@ static void clear_row(void *row)
 }
 
 static int list_rows(state_db *db, const char *sql, const char *text, int64_t num,
-                     state_booking **out, size_t *n, prd_err *err)
+		     state_booking **out, size_t *n, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
 	int rc;
@@ -153,7 +153,7 @@ static int list_rows(state_db *db, const char *sql, const char *text, int64_t nu
 }
 
 int state_booking_list_request(state_db *db, const char *request_uid,
-                               state_booking **out, size_t *n, prd_err *err)
+			       state_booking **out, size_t *n, prd_err *err)
 {
 	int rc = state__need(request_uid, "request uid", err);
 
@@ -169,7 +169,7 @@ int state_booking_list_active(state_db *db, state_booking **out, size_t *n, prd_
 
 /* Run a DELETE whose parameter 1 is `text` (or `num` when text is NULL). */
 static int delete_rows(state_db *db, const char *sql, const char *text, int64_t num,
-                       size_t *deleted, prd_err *err)
+		       size_t *deleted, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = state__prep(db, sql, &st, err);
@@ -185,7 +185,7 @@ static int delete_rows(state_db *db, const char *sql, const char *text, int64_t 
 }
 
 int state_booking_delete_request(state_db *db, const char *request_uid,
-                                 size_t *deleted, prd_err *err)
+				 size_t *deleted, prd_err *err)
 {
 	int rc = state__need(request_uid, "request uid", err);
 

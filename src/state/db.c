@@ -495,7 +495,7 @@ done:
 }
 
 int state_open(const char *path, const clk *clock, const state_config *cfg,
-               state_db **out, prd_err *err)
+	       state_db **out, prd_err *err)
 {
 	state_db *db = NULL;
 	bool memory, loose = false;

@@ -55,7 +55,7 @@ static int read_row(sqlite3_stmt *st, state_group_backoff *g)
 
 /* Read the group's row into *out; *found says whether there was one. */
 static int get_row(state_db *db, const char *group_id, state_group_backoff *out,
-                   bool *found, prd_err *err)
+		   bool *found, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
 	int src, rc = 0;
@@ -85,7 +85,7 @@ done:
 }
 
 int state_group_fail(state_db *db, const char *group_id, const char *reason,
-                     int64_t *until_ns, prd_err *err)
+		     int64_t *until_ns, prd_err *err)
 {
 	const state_config *c = &db->cfg;
 	state_group_backoff g;
@@ -161,7 +161,7 @@ int state_group_success(state_db *db, const char *group_id, prd_err *err)
 }
 
 int state_group_backed_off(state_db *db, const char *group_id, bool *backed_off,
-                           int64_t *until_ns, prd_err *err)
+			   int64_t *until_ns, prd_err *err)
 {
 	state_group_backoff g;
 	bool found = false;
@@ -186,7 +186,7 @@ int state_group_backed_off(state_db *db, const char *group_id, bool *backed_off,
 }
 
 int state_group_get(state_db *db, const char *group_id, state_group_backoff *out,
-                    prd_err *err)
+		    prd_err *err)
 {
 	bool found = false;
 	int rc = 0;
@@ -227,7 +227,7 @@ int state_group_list(state_db *db, state_group_backoff **out, size_t *n, prd_err
 }
 
 int state_group_restore(state_db *db, const char *group_id, int64_t failures, int64_t until_ns,
-                        const char *reason, prd_err *err)
+			const char *reason, prd_err *err)
 {
 	state_group_backoff g;
 	sqlite3_stmt *st = NULL;

@@ -277,7 +277,7 @@ done:
 }
 
 int state_intent_advance(state_db *db, const char *plan_id, state_phase to,
-                         const char *error, prd_err *err)
+			 const char *error, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
 	state_phase from = STATE_PHASE_PLANNED;
@@ -321,7 +321,7 @@ done:
 }
 
 int state_intent_close(state_db *db, const char *plan_id, state_phase final_phase,
-                       const char *error, prd_err *err)
+		       const char *error, prd_err *err)
 {
 	if(!state_phase_is_terminal(final_phase))
 		return prd_err_set(err, PRD_EINVAL,
@@ -444,7 +444,7 @@ done:
 }
 
 int state_intent_add_node(state_db *db, const char *plan_id, const char *node_name,
-                          prd_err *err)
+			  prd_err *err)
 {
 	int rc = state__need(node_name, "node name", err);
 	return rc ? rc : state_intent_add_nodes(db, plan_id, &node_name, 1, err);

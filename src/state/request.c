@@ -114,7 +114,7 @@ int state_request_get(state_db *db, const char *uid, state_request *out, prd_err
 }
 
 int state_request_ensure(state_db *db, const char *uid, const char *ns,
-                         const char *name, state_request *out, prd_err *err)
+			 const char *name, state_request *out, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = 0;
@@ -193,7 +193,7 @@ int state_request_put(state_db *db, const state_request *r, prd_err *err)
 }
 
 int state_request_bump(state_db *db, const char *uid, const char *outcome,
-                       int64_t *next_attempt_ns, prd_err *err)
+		       int64_t *next_attempt_ns, prd_err *err)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t attempts = 0, next = 0;

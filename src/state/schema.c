@@ -4,8 +4,9 @@
  * verbatim copy of version 1 to prove that old databases still upgrade. */
 #include "state/state_int.h"
 
-/* Version 1: the four tables of DESIGN §7. Times are nanoseconds since the
- * Unix epoch; phase is stored as text so the file reads well in sqlite3. */
+/* Version 1: request state, node-group backoff, scale-up intents and
+ * bookings (docs/design.md §7). Times are nanoseconds since the Unix
+ * epoch; phase is stored as text so the file reads well in sqlite3. */
 static const char schema_v1[] =
 	"CREATE TABLE request_state ("
 	" uid             TEXT NOT NULL PRIMARY KEY,"

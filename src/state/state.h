@@ -1,4 +1,4 @@
-/* SQLite state store (DESIGN §7): everything provreqd must remember across
+/* SQLite state store (docs/design.md §7): everything provreqd must remember across
  * restarts — per-request retry state, node-group backoff, scale-up intents
  * and capacity bookings.
  *
@@ -83,7 +83,7 @@ void state_config_default(state_config *cfg);
  * On success *out owns the connection: close it with state_close. On
  * failure *out is NULL. */
 int state_open(const char *path, const clk *clock, const state_config *cfg,
-               state_db **out, prd_err *err);
+	       state_db **out, prd_err *err);
 
 /* Finalize cached statements and close the connection. NULL is a no-op. */
 void state_close(state_db *db);
@@ -127,7 +127,7 @@ int state_request_get(state_db *db, const char *uid, state_request *out, prd_err
  * When `out` is not NULL it receives the row as stored (caller releases
  * with state_request_clear). */
 int state_request_ensure(state_db *db, const char *uid, const char *ns,
-                         const char *name, state_request *out, prd_err *err);
+			 const char *name, state_request *out, prd_err *err);
 
 /* Insert or replace the row for r->uid with exactly the fields of `r`
  * (uid, ns and name must be non-NULL; last_outcome NULL stores ""). */
@@ -138,7 +138,7 @@ int state_request_put(state_db *db, const state_request *r, prd_err *err);
  * `outcome` (NULL keeps the old text). *next_attempt_ns (optional) gets the
  * new next-attempt time. PRD_ENOTFOUND if there is no row. */
 int state_request_bump(state_db *db, const char *uid, const char *outcome,
-                       int64_t *next_attempt_ns, prd_err *err);
+		       int64_t *next_attempt_ns, prd_err *err);
 
 /* Delete the row for `uid`. PRD_ENOTFOUND if there was none (callers that
  * garbage-collect may ignore that code). */
@@ -169,7 +169,7 @@ typedef struct state_group_backoff {
  * NULL) is kept for metrics and events. *until_ns (optional) gets the end
  * of the new backoff. */
 int state_group_fail(state_db *db, const char *group_id, const char *reason,
-                     int64_t *until_ns, prd_err *err);
+		     int64_t *until_ns, prd_err *err);
 
 /* Record a success: the group's backoff and failure streak are forgotten
  * (like cluster-autoscaler's RemoveBackoff). Not an error if there was no
@@ -180,17 +180,17 @@ int state_group_success(state_db *db, const char *group_id, prd_err *err);
  * backed off until `until_ns` after `failures` failures, unless the local
  * row already says so for longer. A time in the past is a no-op. */
 int state_group_restore(state_db *db, const char *group_id, int64_t failures, int64_t until_ns,
-                        const char *reason, prd_err *err);
+			const char *reason, prd_err *err);
 
 /* Is the group backed off now? *backed_off is set; *until_ns (optional)
  * gets the end of the backoff, or 0 when the group is not backed off. */
 int state_group_backed_off(state_db *db, const char *group_id, bool *backed_off,
-                           int64_t *until_ns, prd_err *err);
+			   int64_t *until_ns, prd_err *err);
 
 /* Fetch the group's row (caller releases with state_group_clear).
  * PRD_ENOTFOUND if the group never failed or succeeded since. */
 int state_group_get(state_db *db, const char *group_id, state_group_backoff *out,
-                    prd_err *err);
+		    prd_err *err);
 
 /* Every group row (expired backoffs included, for metrics), ordered by
  * group id. Caller releases with state_group_list_free. */
@@ -263,13 +263,13 @@ int state_intent_begin(state_db *db, const state_intent *in, prd_err *err);
  * diagram forbids (the row is unchanged), PRD_ENOTFOUND for an unknown
  * plan. */
 int state_intent_advance(state_db *db, const char *plan_id, state_phase to,
-                         const char *error, prd_err *err);
+			 const char *error, prd_err *err);
 
 /* Close the intent: advance it to a terminal phase (done or rolled-back;
  * anything else is PRD_EINVAL). Closed intents stay readable with
  * state_intent_get until state_intent_prune removes them. */
 int state_intent_close(state_db *db, const char *plan_id, state_phase final_phase,
-                       const char *error, prd_err *err);
+		       const char *error, prd_err *err);
 
 /* Close the intent as `final_phase` (done or rolled-back) from whatever
  * phase it is in: only for what another replica's record proves (the API
@@ -293,7 +293,7 @@ int state_intent_set_known(state_db *db, const char *plan_id, const char *names,
  * knows exactly what to delete. Adding the same name twice is a no-op.
  * PRD_EINVAL if the intent is closed, PRD_ENOTFOUND if unknown. */
 int state_intent_add_node(state_db *db, const char *plan_id, const char *node_name,
-                          prd_err *err);
+			  prd_err *err);
 /* The same for n nodes in one transaction (all or none recorded). */
 int state_intent_add_nodes(state_db *db, const char *plan_id, const char *const *node_names, size_t n,
 			   prd_err *err);
@@ -339,19 +339,19 @@ typedef struct state_booking {
  * `expires_ns` (created = now). An existing booking of the same request on
  * the same node is replaced, so repeating a reconcile is harmless. */
 int state_booking_add(state_db *db, const char *request_uid, const char *node_name,
-                      const char *resources_json, int64_t expires_ns, prd_err *err);
+		      const char *resources_json, int64_t expires_ns, prd_err *err);
 
 /* Replace all bookings of `request_uid` with the `n` bookings in `items`
  * (their request_uid and created_ns are ignored), in one transaction: a
  * request books all of its nodes or none. */
 int state_booking_set(state_db *db, const char *request_uid,
-                      const state_booking *items, size_t n, int64_t expires_ns,
-                      prd_err *err);
+		      const state_booking *items, size_t n, int64_t expires_ns,
+		      prd_err *err);
 
 /* Bookings of one request (expired ones included), ordered by node name.
  * Caller releases with state_booking_list_free. */
 int state_booking_list_request(state_db *db, const char *request_uid,
-                               state_booking **out, size_t *n, prd_err *err);
+			       state_booking **out, size_t *n, prd_err *err);
 
 /* Every booking with expires > now, ordered by request uid then node
  * name: the capacity other requests must not count. */
@@ -359,7 +359,7 @@ int state_booking_list_active(state_db *db, state_booking **out, size_t *n, prd_
 
 /* Delete all bookings of a request; *deleted (optional) gets the count. */
 int state_booking_delete_request(state_db *db, const char *request_uid,
-                                 size_t *deleted, prd_err *err);
+				 size_t *deleted, prd_err *err);
 
 /* Delete bookings with expires <= now; *deleted (optional) gets the count. */
 int state_booking_delete_expired(state_db *db, size_t *deleted, prd_err *err);

@@ -1,3 +1,5 @@
+/* Bump allocator for many small allocations released together by
+ * arena_free(), with deferred destructors. Not thread-safe. */
 #include "util/arena.h"
 
 #include <stdint.h>

@@ -1,3 +1,5 @@
+/* Growable NUL-terminated byte buffer that frees itself and stays failed
+ * when an append runs out of memory. */
 #include "util/buf.h"
 #include "util/err.h"
 

@@ -1,3 +1,5 @@
+/* The injectable clock: wall and monotonic nanoseconds and sleeping, real or
+ * fake (moved by hand or by clk_sleep in tests and simulate). */
 #include "util/clock.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* Error codes (PRD_E*) and the prd_err message every module fills in. */
 #include "util/err.h"
 
 #include <stdarg.h>

@@ -1,3 +1,5 @@
+/* String-keyed hash map (open addressing, linear probing) that owns copies
+ * of its keys. */
 #include "util/hmap.h"
 #include "util/err.h"
 #include "util/str.h"

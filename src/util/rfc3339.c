@@ -1,3 +1,5 @@
+/* RFC 3339 timestamps as Kubernetes writes (metav1.Time, MicroTime) and
+ * reads them. */
 #include "util/rfc3339.h"
 #include "util/clock.h"
 

@@ -1,3 +1,5 @@
+/* Small string helpers: copies, formatting, numbers, durations, hashing,
+ * edit distance, Kubernetes name and label-value checks. */
 #include "util/str.h"
 #include "util/err.h"
 

@@ -1,3 +1,5 @@
+/* YAML to JSON: every object, config file and fixture is read into a json-c
+ * tree here, with YAML 1.2 core-schema scalars. */
 #include "util/yamljson.h"
 #include "util/str.h"
 

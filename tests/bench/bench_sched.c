@@ -161,7 +161,7 @@ static sched_snapshot *build_cluster(int nodes, int64_t *running)
 }
 
 static void report(const char *bench, const char *extra, double *ms, int reps, double build_ms,
-                   int64_t pods, int64_t placed, bool fits)
+		   int64_t pods, int64_t placed, bool fits)
 {
 	double best, median;
 	qsort(ms, (size_t)reps, sizeof(double), cmp_d);

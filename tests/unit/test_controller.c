@@ -13,6 +13,7 @@
 #include "util/yamljson.h"
 
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -4081,9 +4082,11 @@ static void test_details_chunking(void)
 
 /* ---- classes a driver serves ------------------------------------------ */
 
-static int dc_mode;            /* what the next provision call answers */
-static int dc_calls;
-static volatile int dc_release; /* a hanging call returns once set */
+/* Atomic: a call that timed out runs on in its own thread beside the test
+ * (ThreadSanitizer found the plain ints and the volatile flag racing). */
+static atomic_int dc_mode;      /* what the next provision call answers */
+static atomic_int dc_calls;
+static atomic_int dc_release;   /* a hanging call returns once set */
 static char dc_seen[4096];
 
 static const char *const dc_names[] = { "instant.example.test", NULL };

@@ -22,8 +22,8 @@
 /* A node with cpu (millicores), memory (GiB), pods, optional zone and
  * extra labels/taints. */
 static size_t add_node(sched_snapshot *s, const char *name, const char *zone, int64_t cpu,
-                       int64_t mem_gi, int64_t pods, const sched_label *extra, size_t n_extra,
-                       const sched_taint *taints, size_t n_taints, bool unsched)
+		       int64_t mem_gi, int64_t pods, const sched_label *extra, size_t n_extra,
+		       const sched_taint *taints, size_t n_taints, bool unsched)
 {
 	sched_label labels[8];
 	sched_res alloc[] = { { "cpu", cpu }, { "memory", mem_gi * GI }, { "pods", pods },

@@ -82,7 +82,7 @@ static void make_pod(gpod *g, const sched_cel *cls, const sched_cel *extra, int6
 }
 
 static int64_t place(sched_snapshot *s, const sched_pod_spec *pod, int64_t count,
-                     sched_place_result *keep)
+		     sched_place_result *keep)
 {
 	sched_podset set = { pod, count };
 	sched_place_result r;

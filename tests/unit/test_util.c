@@ -1,4 +1,7 @@
+/* Unit tests of src/util: buffers, strings, the hash map, clocks, RFC 3339
+ * times, errors and PRD_ASSERT. */
 #include "testutil.h"
+#include "util/assert.h"
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -6,10 +9,13 @@
 #include "util/rfc3339.h"
 #include "util/str.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void test_buf_basic(void)
 {
@@ -339,6 +345,48 @@ static void test_err(void)
 	CU_ASSERT_STRING_EQUAL(prd_strerror(-999), "EUNKNOWN");
 }
 
+/* PRD_ASSERT: a false invariant aborts with file:line and the expression
+ * in a checking build (this one, when configured with sanitizers), and is
+ * not evaluated in a release build. */
+static int assert_calls;
+static int assert_arg(int v)
+{
+	assert_calls++;
+	return v;
+}
+
+static void test_prd_assert(void)
+{
+	int fds[2], status = 0;
+	char out[512] = "";
+	ssize_t n;
+	pid_t pid;
+	PRD_ASSERT(assert_arg(1) == 1);
+	CU_ASSERT_EQUAL(assert_calls, PRD_ASSERTS_ON ? 1 : 0);
+	if(!PRD_ASSERTS_ON)
+		return;
+	CU_ASSERT_FATAL(pipe(fds) == 0);
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if(pid == 0) {
+		dup2(fds[1], 2);
+		close(fds[0]);
+		/* The child's abort is the point: keep ASan's and the core's
+		 * reports out of the way. */
+		signal(SIGABRT, SIG_DFL);
+		PRD_ASSERT(assert_arg(2) == 3);
+		_exit(0);
+	}
+	close(fds[1]);
+	n = read(fds[0], out, sizeof(out) - 1);
+	out[n > 0 ? n : 0] = '\0';
+	close(fds[0]);
+	CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+	CU_ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "test_util.c:"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "assertion failed: assert_arg(2) == 3"));
+}
+
 static const test_case cases[] = {
 	{ "buf basic", test_buf_basic },
 	{ "buf max and sticky failure", test_buf_max_sticky },
@@ -352,6 +400,7 @@ static const test_case cases[] = {
 	{ "rfc3339 parse", test_rfc3339_parse },
 	{ "rfc3339 format", test_rfc3339_format },
 	{ "error messages", test_err },
+	{ "PRD_ASSERT", test_prd_assert },
 	{ NULL, NULL }
 };
 
