@@ -114,6 +114,7 @@
 #include "util/rand.h"
 #include "util/yamljson.h"
 
+#include <dlfcn.h>
 #include <json-c/json.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -357,6 +358,10 @@ static void setup_cluster(void)
 	post("/api/v1/namespaces/d/podtemplates",
 	     "metadata: {name: huge}\ntemplate:\n  metadata: {labels: {app: huge}}\n"
 	     "  spec: {containers: [{name: c, image: x, resources: {requests: {cpu: \"12\", memory: 1Gi}}}]}\n");
+	if(dst.profile != PROF_ABSTRACT) {
+		world_setup();
+		return;
+	}
 	for(gi = 0; gi < NGROUPS; gi++) {
 		int running = (int)rnd_in(0, 2);
 		cloud_initial(&dst.g[gi], running, pct(30));
@@ -412,6 +417,8 @@ static bool nap_multi;
 static long ledger_objects;
 /* --burst: bursts of atomic requests (create_burst). */
 static bool burst_mode;
+/* --driver: the cloud this run simulates (enum dst_profile). */
+static int profile;
 
 static void setup_replica(replica *r, int idx, const char *name, const char *shard, int lease)
 {
@@ -448,6 +455,8 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.trace = trace;
 	dst.argv0 = argv0;
 	dst.seed = seed;
+	dst.profile = profile;
+	dst.fenced_cloud = profile == PROF_ABSTRACT || profile == PROF_CAPI;
 	rng = (uint64_t)seed * 0x2545f4914f6cdd1dULL + 1;
 	dst.multi = actors >= 2 || (actors == 0 && seed % 5 != 0);
 	dst.shards = dst.multi && actors != 3;
@@ -471,6 +480,10 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.outside_on = dst.shards && pct(75);
 	/* (Decided last: the seeds of old draw what they drew before.) */
 	dst.nap = (!dst.multi || nap_multi) && pct(60);
+	/* The shipped drivers' profiles do not auto-provision yet (their
+	 * worlds have no shapes). */
+	if(dst.profile != PROF_ABSTRACT)
+		dst.nap = false;
 	dst.burst = burst_mode;
 	if(dst.burst)
 		dst.p_inst_fail = (int)rnd_in(10, 35);
@@ -783,7 +796,9 @@ static int selftest(const char *dir)
 {
 	const char *what = NULL;
 	bool marks_lost = no_marks;
+	int prof = profile;
 	no_marks = false; /* the cloud as built, not as --no-owner-marks breaks it */
+	profile = PROF_ABSTRACT;
 	if(setup_seed(0, 1, false, dir) == 0)
 		what = cloud_selftest(&dst.r[0]);
 	else
@@ -791,17 +806,34 @@ static int selftest(const char *dir)
 	teardown_seed();
 	metrics_shutdown();
 	no_marks = marks_lost;
+	profile = prof;
 	dst.violations = 0;
 	if(what)
 		fprintf(stderr, "dst: the simulated cloud is broken: %s\n", what);
 	return what != NULL;
 }
 
+/* Keep the profile's module loaded across seeds (each replica's process
+ * loads and unloads it; without this handle every seed would map and
+ * relocate it anew). */
+static int pin_driver(void)
+{
+	char path[1024];
+	const char *b = getenv("PRD_BUILDDIR"), *name = profile_name(profile);
+	snprintf(path, sizeof(path), "%s/cloud/%s/.libs/%s.so", b ? b : ".", name, name);
+	if(!dlopen(path, RTLD_NOW | RTLD_LOCAL)) {
+		fprintf(stderr, "dst: cannot load the %s driver (%s): %s; build it first (make %s)\n", name, path,
+			dlerror(), "cloud/kwok/kwok.la cloud/clusterapi/clusterapi.la cloud/karpenter/karpenter.la");
+		return -1;
+	}
+	return 0;
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
 			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N] [--no-term] "
-			"[--no-owner-marks] [--nap] [--burst] [--skip vi,viii]\n");
+			"[--no-owner-marks] [--nap] [--burst] [--driver abstract|kwok|clusterapi|karpenter] [--skip vi,viii]\n");
 	return 2;
 }
 
@@ -809,7 +841,7 @@ int main(int argc, char **argv)
 {
 	run_opts o = { 1000, 1, 120, 1, 0, false, NULL };
 	struct timespec t0, t1;
-	static char flags[200], ledger_flag[40];
+	static char flags[260], ledger_flag[40], driver_flag[40];
 	double secs;
 	int a, violations;
 	FILE *devnull = fopen("/dev/null", "w");
@@ -851,6 +883,14 @@ int main(int argc, char **argv)
 			nap_multi = true;
 		else if(!strcmp(argv[a], "--burst"))
 			burst_mode = true;
+		else if(!strcmp(argv[a], "--driver") && a + 1 < argc) {
+			a++;
+			for(profile = PROF_ABSTRACT; profile <= PROF_KARP; profile++)
+				if(!strcmp(argv[a], profile_name(profile)))
+					break;
+			if(profile > PROF_KARP)
+				return usage();
+		}
 		else if(!strcmp(argv[a], "-v"))
 			dst.verbose = true;
 		else if(!strcmp(argv[a], "-vv"))
@@ -866,7 +906,8 @@ int main(int argc, char **argv)
 	}
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
 	snprintf(ledger_flag, sizeof(ledger_flag), " --ledger-objects %ld", ledger_objects);
-	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%s%.*s",
+	snprintf(driver_flag, sizeof(driver_flag), " --driver %s", profile_name(profile));
+	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%s%s%.*s", profile != PROF_ABSTRACT ? driver_flag : "",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
 		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", ledger_objects > 0 ? ledger_flag : "",
 		 no_term ? " --no-term" : "", no_marks ? " --no-owner-marks" : "", nap_multi ? " --nap" : "",
@@ -876,14 +917,16 @@ int main(int argc, char **argv)
 	log_setup(dst.verbose ? PRD_LOG_INFO : PRD_LOG_ERROR, PRD_LOG_TEXT, dst.verbose ? stderr : devnull);
 	if(selftest(o.dir))
 		return 2;
+	if(profile != PROF_ABSTRACT && pin_driver())
+		return 2;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	violations = run_batches(&o);
 	if(violations < 0)
 		return 2;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	printf("dst: %lld seeds, %d invariant violations, %.1f seeds/s\n", (long long)o.seeds, violations,
-	       secs > 0 ? (double)o.seeds / secs : 0.0);
+	printf("dst: %lld seeds, %d invariant violations, %.1f seeds/s (driver %s)\n", (long long)o.seeds, violations,
+	       secs > 0 ? (double)o.seeds / secs : 0.0, profile_name(profile));
 	metrics_shutdown();
 	if(devnull)
 		fclose(devnull);
