@@ -422,7 +422,9 @@ static void capi_sync(replica *by, grp *g, bool lease_ok, bool fenced)
 	if(want > cw.replicas[gi]) {
 		int32_t d = want - cw.replicas[gi];
 		char plan[128] = "";
-		if(by)
+		if(by && by->call_owner[0])
+			snprintf(plan, sizeof(plan), "%s", by->call_owner);
+		else if(by)
 			api_increasing(by, g->id, d, plan, sizeof(plan));
 		vlog("capi: %s replicas %d -> %d by %s%s%s", g->id, cw.replicas[gi], want, by ? by->name : "outside",
 		     plan[0] ? " for " : "", plan);
@@ -437,11 +439,14 @@ static void capi_sync(replica *by, grp *g, bool lease_ok, bool fenced)
 	cw.replicas[gi] = want;
 	for(i = 0; i < g->n; i++)
 		have += !g->v[i].gone;
-	for(i = g->n; i-- > 0 && have > want;)
-		if(!g->v[i].gone && !g->v[i].appeared) {
-			capi_remove(by, g, &g->v[i], "cancelled by a replicas decrease");
-			have--;
-		}
+	/* Requested instances are a count, not objects: those provreqd may
+	 * cancel go first (newest first), then the rest. */
+	for(int k = 0; k < 2; k++)
+		for(i = g->n; i-- > 0 && have > want;)
+			if(!g->v[i].gone && !g->v[i].appeared && (k || (by && may_delete(&g->v[i])))) {
+				capi_remove(by, g, &g->v[i], "cancelled by a replicas decrease");
+				have--;
+			}
 	for(int pass = 0; pass < 3 && have > want; pass++)
 		for(i = g->n; i-- > 0 && have > want;) {
 			inst *x = &g->v[i];
@@ -800,6 +805,33 @@ static int drv_request(void *ud, const char *method, const char *path, const cha
 	return rc;
 }
 
+/* The controller's increase() through a shipped driver: the owner token
+ * it passes names the plan the call is for (what the abstract cloud
+ * records from the same argument), for worlds whose API writes carry no
+ * token (a Cluster API scale write). */
+static replica *replica_of_state(void *state)
+{
+	int i;
+	for(i = 0; i < NREP; i++)
+		if(dst.r[i].loaded.n && dst.r[i].loaded.v[0]->state == state)
+			return &dst.r[i];
+	return NULL;
+}
+
+static int shim_increase(void *state, const prd_cloud_increase *req, prd_cloud_error *err)
+{
+	replica *r = replica_of_state(state);
+	char saved[128];
+	int rc;
+	if(!r)
+		return PRD_CLOUD_EINVAL;
+	memcpy(saved, r->call_owner, sizeof(saved));
+	snprintf(r->call_owner, sizeof(r->call_owner), "%s", req && req->owner ? req->owner : "");
+	rc = r->real->increase(state, req, err);
+	memcpy(r->call_owner, saved, sizeof(saved));
+	return rc;
+}
+
 static int may_act(void *ud)
 {
 	return dst.unfenced || fence_says(ud);
@@ -843,6 +875,13 @@ int driver_load(replica *r)
 	if(rc) {
 		fprintf(stderr, "dst: %s: loading %s: %s\n", r->name, path, e.msg);
 		return -1;
+	}
+	r->real = d->api;
+	r->call_owner[0] = '\0';
+	if(d->api->increase) {
+		r->shim = *d->api;
+		r->shim.increase = shim_increase;
+		d->api = &r->shim;
 	}
 	r->drivers = r->loaded;
 	return 0;

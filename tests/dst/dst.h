@@ -109,6 +109,9 @@ typedef struct replica {
 	cloud_drivers loaded; /* ... and the shipped driver loaded for this process */
 	int incarnation;      /* processes started so far (a shipped driver's name seed) */
 	int64_t pass_seq;     /* passes begun so far, over its incarnations */
+	prd_cloud_driver shim; /* the shipped driver's descriptor, its increase() seen first (drivers.c) */
+	const prd_cloud_driver *real;
+	char call_owner[128]; /* the owner token of the increase() under way ("" none) */
 	cloud_driver *drvp;
 	cloud_drivers drivers;
 	kube_api api;         /* the API, with this replica as the caller */
@@ -273,6 +276,7 @@ plan_rec *ledger_find(const char *token);
 void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d, bool lease_ok, bool fenced);
 void judge_delete(const replica *r, const grp *g, const inst *x, const char *how);
 void judge_create(const replica *r, const grp *g);
+bool may_delete(const inst *x);
 bool api_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len);
 void check(bool final);
 void room_lost(const char *node);

@@ -398,6 +398,21 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 			  dst.r[x->creator].shard ? " of shard-b" : "", x->plan, p->req, p->phase[0] ? p->phase : "without a phase");
 }
 
+/* Would judge_delete let replica r's delete of x pass (without saying
+ * anything)? For the requested instances a replicas decrease cancels
+ * (drivers.c): they are a count, not objects, so the cancelled ones are
+ * those provreqd may cancel when there are such. */
+bool may_delete(const inst *x)
+{
+	const plan_rec *p;
+	if(x->creator < 0 || x->creator >= NREP || !x->plan[0])
+		return false;
+	ledger_scan();
+	if(!(p = find(x->plan)))
+		return false;
+	return undoing(p) || made_for(x->plan, true) > p->delta;
+}
+
 /* Live instances of each ledger plan, counted once per check. */
 static int64_t live_of[MAXPLANS];
 
