@@ -692,6 +692,283 @@ static void capi_written(replica *r, const char *method, const char *path, json_
 	}
 }
 
+/* -------------------------------------------------------- karpenter */
+
+/* Karpenter as the driver meets it: two NodePools (ga, gb), each allowing
+ * one instance type, so each is one node group ("ga/c-4/zone-a/on-demand").
+ * The driver creates NodeClaims (owner label, do-not-disrupt); Karpenter
+ * launches them later (status Launched, a providerID), their Nodes
+ * register later still (status.nodeName, Registered), or the launch fails
+ * (Launched False, InsufficientCapacity) and Karpenter deletes the
+ * NodeClaim after a while; Karpenter consolidates a registered NodeClaim
+ * that does not say karpenter.sh/do-not-disrupt (an empty node, to
+ * Karpenter: nothing here runs pods). Consolidating a Node a Provisioned,
+ * unexpired request books is a violation (xii): the driver's hold was
+ * lifted too early or never set. A consolidated instance of a plan stays
+ * counted as the plan's (it held it; Karpenter took it back after). */
+#define KARP_API "/apis/karpenter.sh/v1"
+
+static const kube_resource KARP_POOLS = {"karpenter.sh", "v1", "nodepools", "NodePool", false};
+static const kube_resource KARP_CLAIMS = {"karpenter.sh", "v1", "nodeclaims", "NodeClaim", false};
+
+static struct karp_world {
+	char gid[NGROUPS][48];
+	char type[NGROUPS][16];
+	bool consolidate;          /* Karpenter consolidates this seed */
+	int64_t consolidate_after;
+} kw;
+
+static int karp_gi_of_pool(const char *pool)
+{
+	int gi;
+	for(gi = 0; pool && gi < NGROUPS; gi++)
+		if(!strncmp(dst.g[gi].id, pool, strlen(pool)) && dst.g[gi].id[strlen(pool)] == '/')
+			return gi;
+	return -1;
+}
+
+static void karp_pool_name(const grp *g, char *out, size_t len)
+{
+	snprintf(out, len, "%.*s", (int)strcspn(g->id, "/"), g->id);
+}
+
+
+static void karp_node_gone(inst *x)
+{
+	char path[200];
+	if(!x->node[0])
+		return;
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", x->node);
+	api_send("DELETE", path, NULL, NULL);
+}
+
+static bool karp_claim_held(const inst *x)
+{
+	char path[200];
+	json_object *c;
+	bool held;
+	snprintf(path, sizeof(path), KARP_API "/nodeclaims/%s", x->obj);
+	if(!(c = api_get(path)))
+		return true;
+	held = jstr(jobj(jobj(c, "metadata"), "annotations"), "karpenter.sh/do-not-disrupt") != NULL;
+	json_object_put(c);
+	return held;
+}
+
+/* Karpenter launches, registers, fails, deletes failed NodeClaims and
+ * consolidates unheld ones, as their times come. */
+static void karp_progress_now(void)
+{
+	int64_t now = now_ns();
+	size_t gi, i;
+	for(gi = 0; gi < NGROUPS; gi++) {
+		grp *g = &dst.g[gi];
+		char pool[16];
+		karp_pool_name(g, pool, sizeof(pool));
+		for(i = 0; i < g->n; i++) {
+			inst *x = &g->v[i];
+			char path[200], body[1400];
+			if(x->gone)
+				continue;
+			if(x->errclass) {
+				if(!x->appeared && now >= x->t_appear) {
+					x->appeared = true;
+					snprintf(path, sizeof(path), KARP_API "/nodeclaims/%s/status", x->obj);
+					api_send("PATCH", path, "application/merge-patch+json",
+						 "{\"status\":{\"conditions\":[{\"type\":\"Launched\",\"status\":\"False\","
+						 "\"reason\":\"InsufficientCapacity\",\"message\":\"simulated: no capacity\"}]}}");
+				} else if(x->appeared && now >= x->t_gone) {
+					snprintf(path, sizeof(path), KARP_API "/nodeclaims/%s", x->obj);
+					api_send("DELETE", path, NULL, NULL);
+					vlog("karpenter: deleted NodeClaim %s, which could not launch", x->obj);
+					record_gone(g, x);
+				}
+				continue;
+			}
+			if(!x->ready && now >= x->t_register) {
+				snprintf(x->node, sizeof(x->node), "%s-n%d", pool, ++dst.seq);
+				snprintf(body, sizeof(body),
+					 "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"kubernetes.io/hostname\":\"%s\","
+					 "\"karpenter.sh/nodepool\":\"%s\",\"node.kubernetes.io/instance-type\":\"%s\","
+					 "\"topology.kubernetes.io/zone\":\"zone-a\",\"karpenter.sh/capacity-type\":\"on-demand\"%s%s%s}},"
+					 "\"spec\":{\"providerID\":\"kwok://%s\"},\"status\":{\"allocatable\":{\"cpu\":\"%s\","
+					 "\"memory\":\"32Gi\",\"pods\":\"110\"},\"capacity\":{\"cpu\":\"%s\",\"memory\":\"32Gi\",\"pods\":"
+					 "\"110\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+					 x->node, x->node, pool, kw.type[gi], x->owner[0] ? ",\"provreqd.io/owner\":\"" : "",
+					 x->owner, x->owner[0] ? "\"" : "", x->node, g->cpu, g->cpu);
+				api_send("POST", "/api/v1/nodes", "application/json", body);
+				snprintf(path, sizeof(path), KARP_API "/nodeclaims/%s/status", x->obj);
+				snprintf(body, sizeof(body),
+					 "{\"status\":{\"nodeName\":\"%s\",\"providerID\":\"kwok://%s\",\"conditions\":["
+					 "{\"type\":\"Launched\",\"status\":\"True\",\"reason\":\"Launched\"},"
+					 "{\"type\":\"Registered\",\"status\":\"True\",\"reason\":\"Registered\"}]}}",
+					 x->node, x->node);
+				api_send("PATCH", path, "application/merge-patch+json", body);
+				x->appeared = x->ready = true;
+				continue;
+			}
+			if(x->ready && kw.consolidate && now >= x->t_register + kw.consolidate_after && !karp_claim_held(x)) {
+				const plan_rec *p = x->plan[0] ? ledger_find(x->plan) : NULL;
+				/* The driver holds the NodeClaims it makes for the
+				 * booking of the request they were made for; any other
+				 * booking on a node (a check-capacity request's) is
+				 * revoked by a consolidation, as on Karpenter's own
+				 * nodes (room_lost). */
+				if(x->creator >= 0 && x->creator < NREP && p && booked_by(x->node, p->req))
+					violation("(xii) Karpenter consolidated NodeClaim %s (Node %s) of %s, made for request %s, "
+						  "whose booking holds it: nothing held it (karpenter.sh/do-not-disrupt)", x->obj,
+						  x->node, g->id, p->req);
+				vlog("karpenter: consolidated NodeClaim %s (Node %s)", x->obj, x->node);
+				room_lost(x->node);
+				snprintf(path, sizeof(path), KARP_API "/nodeclaims/%s", x->obj);
+				api_send("DELETE", path, NULL, NULL);
+				karp_node_gone(x);
+				x->reclaimed = x->creator >= 0 && x->creator < NREP;
+				record_gone(g, x);
+			}
+		}
+	}
+}
+
+static void karp_times(inst *x)
+{
+	if(dst.faults && pct(dst.p_inst_fail)) {
+		x->errclass = PRD_CLOUD_ERRCLASS_OUT_OF_RESOURCES;
+		x->t_appear = now_ns() + rnd_in(2, 30) * SEC;
+		x->t_gone = x->t_appear + rnd_in(10, 90) * SEC;
+	} else {
+		x->t_register = now_ns() + rnd_in(5, 120) * SEC;
+	}
+}
+
+/* A NodeClaim the driver created (its name from the API's answer, its
+ * owner mark from the body sent). */
+static void karp_created(replica *r, json_object *sent, const char *resp, bool lease_ok, bool fenced)
+{
+	json_object *made = resp ? json_tokener_parse(resp) : NULL;
+	const char *name = jstr(jobj(made, "metadata"), "name");
+	const char *pool = jstr(jobj(jobj(sent, "metadata"), "labels"), "karpenter.sh/nodepool");
+	const char *owner = jstr(jobj(jobj(sent, "metadata"), "labels"), "provreqd.io/owner");
+	int gi = karp_gi_of_pool(pool);
+	grp *g;
+	inst *x;
+	if(!name || gi < 0) {
+		violation("(i) replica %s created NodeClaim %s of no group this world has (pool %s)", r->name,
+			  name ? name : "?", pool ? pool : "none");
+		json_object_put(made);
+		return;
+	}
+	g = &dst.g[gi];
+	if(!(x = new_record(g, name, r->idx))) {
+		json_object_put(made);
+		return;
+	}
+	x->appeared = false;
+	snprintf(x->id, sizeof(x->id), "%s", name);
+	snprintf(x->owner, sizeof(x->owner), "%s", owner ? owner : "");
+	if(owner)
+		snprintf(x->plan, sizeof(x->plan), "%s", owner);
+	else
+		api_increasing(r, g->id, 1, x->plan, sizeof(x->plan));
+	x->lease_ok = lease_ok;
+	x->fenced = fenced;
+	x->made_pass = r->in_pass ? r->pass_seq : -1;
+	karp_times(x);
+	vlog("karpenter: %s created NodeClaim %s of %s for %s%s%s", r->name, name, g->id, x->plan[0] ? x->plan : "no plan",
+	     lease_ok ? "" : " (its lease had expired)", fenced ? " (decided past its renew deadline)" : "");
+	json_object_put(made);
+	judge_increase(r, g, x->plan, 1, lease_ok, fenced);
+}
+
+static void karp_deleted(replica *r, const char *name)
+{
+	grp *g = NULL;
+	inst *x = record_of(name, &g);
+	if(!x)
+		return;
+	vlog("karpenter: %s deleted NodeClaim %s of %s", r->name, name, g->id);
+	if(x->creator == r->idx && r->in_pass && x->made_pass == r->pass_seq)
+		x->undone = true;
+	else
+		judge_delete(r, g, x, "deleted");
+	karp_node_gone(x);
+	record_gone(g, x);
+}
+
+/* Karpenter's own NodeClaims for pods it schedules (no owner mark), at
+ * most two per group; consolidation takes them back. */
+static void karp_outside(void)
+{
+	grp *g = &dst.g[rnd_in(0, NGROUPS - 1)];
+	size_t i, n = 0;
+	char body[1024], name[48], pool[16];
+	inst *x;
+	int gi = (int)(g - dst.g);
+	for(i = 0; i < g->n; i++)
+		n += g->v[i].creator == BY_OUTSIDE && !g->v[i].gone;
+	if(n >= 2)
+		return;
+	karp_pool_name(g, pool, sizeof(pool));
+	snprintf(name, sizeof(name), "%s-k%d", pool, ++dst.seq);
+	snprintf(body, sizeof(body),
+		 "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"karpenter.sh/nodepool\":\"%s\","
+		 "\"node.kubernetes.io/instance-type\":\"%s\"}},\"spec\":{\"nodeClassRef\":{\"group\":"
+		 "\"karpenter.kwok.sh\",\"kind\":\"KWOKNodeClass\",\"name\":\"default\"},\"requirements\":[]}}",
+		 name, pool, kw.type[gi]);
+	if(api_send("POST", KARP_API "/nodeclaims", "application/json", body) || !(x = new_record(g, name, BY_OUTSIDE)))
+		return;
+	x->appeared = false;
+	snprintf(x->id, sizeof(x->id), "%s", name);
+	karp_times(x);
+	vlog("outside: Karpenter made NodeClaim %s of %s", name, g->id);
+}
+
+static void karp_setup(void)
+{
+	char body[2048], pool[16];
+	size_t gi;
+	memset(&kw, 0, sizeof(kw));
+	memapi_add_kind(dst.m, &KARP_POOLS, MEMAPI_STATUS | MEMAPI_GENERATION);
+	memapi_add_kind(dst.m, &KARP_CLAIMS, MEMAPI_STATUS | MEMAPI_GENERATION);
+	kw.consolidate = pct(70);
+	kw.consolidate_after = rnd_in(20, 180) * SEC;
+	for(gi = 0; gi < NGROUPS; gi++) {
+		grp *g = &dst.g[gi];
+		int running = (int)rnd_in(0, 2), k;
+		snprintf(pool, sizeof(pool), "%s", g->id);
+		snprintf(kw.type[gi], sizeof(kw.type[gi]), "c-%s", g->cpu);
+		snprintf(kw.gid[gi], sizeof(kw.gid[gi]), "%s/%s/zone-a/on-demand", pool, kw.type[gi]);
+		g->id = kw.gid[gi];
+		snprintf(body, sizeof(body),
+			 "{\"metadata\":{\"name\":\"%s\",\"annotations\":{\"karpenter.sh/nodepool-hash\":\"h1\"}},"
+			 "\"spec\":{\"template\":{\"spec\":{\"nodeClassRef\":{\"group\":\"karpenter.kwok.sh\",\"kind\":"
+			 "\"KWOKNodeClass\",\"name\":\"default\"},\"requirements\":[{\"key\":\"node.kubernetes.io/instance-type\","
+			 "\"operator\":\"In\",\"values\":[\"%s\"]},{\"key\":\"karpenter.sh/capacity-type\",\"operator\":\"In\","
+			 "\"values\":[\"on-demand\"]},{\"key\":\"topology.kubernetes.io/zone\",\"operator\":\"In\",\"values\":"
+			 "[\"zone-a\"]}]}},\"limits\":{\"cpu\":\"%d\"}}}",
+			 pool, kw.type[gi], g->max * atoi(g->cpu));
+		api_send("POST", KARP_API "/nodepools", "application/json", body);
+		/* Nodes of Karpenter's own there at the start (its claims). */
+		for(k = 0; k < running; k++) {
+			char name[48], node[1024];
+			inst *x;
+			snprintf(name, sizeof(name), "%s-start-%d", pool, ++dst.seq);
+			snprintf(body, sizeof(body),
+				 "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"karpenter.sh/nodepool\":\"%s\","
+				 "\"node.kubernetes.io/instance-type\":\"%s\"}},\"spec\":{\"nodeClassRef\":{\"group\":"
+				 "\"karpenter.kwok.sh\",\"kind\":\"KWOKNodeClass\",\"name\":\"default\"},\"requirements\":[]}}",
+				 name, pool, kw.type[gi]);
+			if(api_send("POST", KARP_API "/nodeclaims", "application/json", body) || !(x = new_record(g, name, BY_START)))
+				continue;
+			snprintf(x->id, sizeof(x->id), "%s", name);
+			x->appeared = false;
+			x->t_register = 0;
+			(void)node;
+		}
+	}
+	karp_progress_now();
+}
+
 /* ------------------------------------------------ the host's requests */
 
 static int answer(long code, const char *reason, const char *msg, long *status, char **resp, size_t *resp_len,
@@ -710,7 +987,8 @@ static int answer(long code, const char *reason, const char *msg, long *status, 
 
 /* The profile's record of a write the API took. `sent` is the body as
  * the driver made it (before --no-owner-marks took the marks out). */
-static void written(replica *r, const char *method, const char *path, json_object *sent, bool lease_ok, bool fenced)
+static void written(replica *r, const char *method, const char *path, json_object *sent, const char *resp,
+		    bool lease_ok, bool fenced)
 {
 	if(dst.profile == PROF_KWOK) {
 		if(!strcmp(method, "POST") && !strcmp(path, "/api/v1/nodes") && sent)
@@ -722,6 +1000,15 @@ static void written(replica *r, const char *method, const char *path, json_objec
 		}
 	} else if(dst.profile == PROF_CAPI) {
 		capi_written(r, method, path, sent, lease_ok, fenced);
+	} else if(dst.profile == PROF_KARP) {
+		if(!strcmp(method, "POST") && !strcmp(path, KARP_API "/nodeclaims") && sent)
+			karp_created(r, sent, resp, lease_ok, fenced);
+		else if(!strcmp(method, "DELETE") && starts(path, KARP_API "/nodeclaims/")) {
+			const char *n = path + strlen(KARP_API "/nodeclaims/");
+			char name[128];
+			snprintf(name, sizeof(name), "%.*s", (int)strcspn(n, "?/"), n);
+			karp_deleted(r, name);
+		}
 	}
 }
 
@@ -787,7 +1074,7 @@ static int drv_request(void *ud, const char *method, const char *path, const cha
 		dst.api_writes++;
 	rc = cloud_host_memapi_request(dst.m, method, path, ct, send, send_len, status, resp, resp_len, err);
 	if(write && rc == 0)
-		written(r, method, path, sent, lease_ok, fenced);
+		written(r, method, path, sent, *resp, lease_ok, fenced);
 	json_object_put(sent);
 	json_object_put(copy);
 	if(write) {
@@ -864,6 +1151,16 @@ int driver_load(replica *r)
 	case PROF_CAPI:
 		snprintf(cfg, sizeof(cfg), "namespace: " CAPI_NS "\nwatch: false\n");
 		break;
+	case PROF_KARP:
+		snprintf(cfg, sizeof(cfg),
+			 "shapes:\n- instanceType: c-4\n  zone: zone-a\n  capacityType: on-demand\n  maxSize: %d\n"
+			 "  capacity: {cpu: \"4\", memory: 32Gi, pods: \"110\"}\n"
+			 "  allocatable: {cpu: \"4\", memory: 32Gi, pods: \"110\"}\n"
+			 "- instanceType: c-8\n  zone: zone-a\n  capacityType: on-demand\n  maxSize: %d\n"
+			 "  capacity: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n"
+			 "  allocatable: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n",
+			 dst.g[0].max, dst.g[1].max);
+		break;
 	default:
 		fprintf(stderr, "dst: profile %s is not built yet\n", profile_name(dst.profile));
 		return -1;
@@ -895,6 +1192,8 @@ void world_setup(void)
 		kwok_setup();
 	else if(dst.profile == PROF_CAPI)
 		capi_setup();
+	else if(dst.profile == PROF_KARP)
+		karp_setup();
 }
 
 void world_progress(void)
@@ -903,6 +1202,8 @@ void world_progress(void)
 		kwok_progress();
 	else if(dst.profile == PROF_CAPI)
 		capi_progress();
+	else if(dst.profile == PROF_KARP)
+		karp_progress_now();
 }
 
 bool world_settled(void)
@@ -912,6 +1213,9 @@ bool world_settled(void)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
 			if(!x->gone && !x->errclass && !x->ready)
+				return false;
+			/* Karpenter deletes a NodeClaim that could not launch. */
+			if(dst.profile == PROF_KARP && !x->gone && x->errclass)
 				return false;
 			/* A failed Machine waits for its MachineHealthCheck. */
 			if(dst.profile == PROF_CAPI && cw.mhc && !x->gone && x->errclass)
@@ -926,4 +1230,6 @@ void world_outside(void)
 		kwok_outside();
 	else if(dst.profile == PROF_CAPI)
 		capi_outside();
+	else if(dst.profile == PROF_KARP)
+		karp_outside();
 }

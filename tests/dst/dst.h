@@ -83,6 +83,7 @@ typedef struct inst {
 	bool ready;
 	int64_t made_pass;    /* the creating replica's pass (replica.pass_seq) */
 	bool undone;          /* deleted by the call that made it (an atomic increase's part): never counted as made */
+	bool reclaimed;       /* a plan's, taken back by Karpenter's consolidation after its hold: still counted as held */
 } inst;
 
 typedef struct grp {
@@ -277,6 +278,8 @@ void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d,
 void judge_delete(const replica *r, const grp *g, const inst *x, const char *how);
 void judge_create(const replica *r, const grp *g);
 bool may_delete(const inst *x);
+bool booked_by_any(const char *node, char *who, size_t len);
+bool booked_by(const char *node, const char *req);
 bool api_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len);
 void check(bool final);
 void room_lost(const char *node);

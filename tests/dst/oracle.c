@@ -190,7 +190,7 @@ static int64_t made_for(const char *token, bool live_only)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
 			k += x->creator >= 0 && x->creator < NREP && !x->undone && !strcmp(x->plan, token) &&
-			     (!live_only || !x->gone);
+			     (!live_only || !x->gone || x->reclaimed);
 		}
 	return k;
 }
@@ -413,6 +413,28 @@ bool may_delete(const inst *x)
 	return undoing(p) || made_for(x->plan, true) > p->delta;
 }
 
+/* Does a Provisioned, unexpired request book room on `node`? Its name to
+ * `who`. */
+bool booked_by_any(const char *node, char *who, size_t len)
+{
+	ledger_scan();
+	return booked_elsewhere(node, "", who, len);
+}
+
+/* Does request `req` (Provisioned, unexpired) book room on `node`? */
+bool booked_by(const char *node, const char *req)
+{
+	char who[64];
+	size_t i;
+	ledger_scan();
+	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
+		const char *name = str_at(json_object_array_get_idx(reqs, i), "metadata", "name");
+		if(name && strcmp(name, req) && booked_elsewhere(node, name, who, sizeof(who)) && !strcmp(who, req))
+			return true;
+	}
+	return false;
+}
+
 /* Live instances of each ledger plan, counted once per check. */
 static int64_t live_of[MAXPLANS];
 
@@ -424,7 +446,7 @@ static void count_live(void)
 	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
-			if(x->gone || x->creator < 0 || x->creator >= NREP || !x->plan[0])
+			if((x->gone && !x->reclaimed) || x->creator < 0 || x->creator >= NREP || !x->plan[0])
 				continue;
 			for(k = 0; k < dst.nplans; k++)
 				if(!strcmp(dst.plans[k].token, x->plan)) {
