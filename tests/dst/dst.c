@@ -35,19 +35,30 @@
  *    room stalls on its way while the other shard, or the replica that
  *    takes its lease, books room on the same nodes.
  *
- * What it does not simulate yet (issue 37): the shipped drivers. The cloud
- * is abstract (cloud.c: conditional writes, owner marks, creation times
- * and fencing all at once, which no shipped driver has together), and the
- * lease is a model (replica.c), not src/kube/lease.c. The production lease
- * code can be stepped without its thread (kube_lease_step) on an injected
- * clock, but it speaks only through a kube_client, which is libcurl over
- * HTTP: there is no in-process transport to put the in-memory API behind
- * it, so driving it here needs either a loopback HTTP server thread in
- * front of memapi (as test_kube_lease.c does), which would put a second
- * thread and a socket into every seed and take its calls out of reach of
- * the crash and stall points, or a transport hook in kube_client. A
- * restarted replica here still gets a new identity (HOLDER_DEAD) where a
- * real pod keeps its POD_NAME.
+ * The cloud is one of four profiles (--driver). `abstract` (the default)
+ * is cloud.c: conditional writes, owner marks, creation times and fencing
+ * all at once, which no shipped driver has together. `kwok`, `clusterapi`
+ * and `karpenter` load the shipped driver's built module
+ * (cloud/NAME/.libs/NAME.so, under PRD_BUILDDIR or the current
+ * directory) in every replica through the production loader, with a host
+ * whose kube_request is that replica's way to the in-memory API (crash,
+ * stall and fault points on its writes), and simulate what the driver
+ * drives on the simulated clock (drivers.c): kwok's controller making
+ * Nodes Ready, Cluster API's MachineDeployment/MachineSet/Machine
+ * controllers and a MachineHealthCheck, Karpenter launching, failing and
+ * consolidating NodeClaims. Their record is kept from the API writes the
+ * driver made (who created each Node, Machine or NodeClaim, for which
+ * plan), never from the driver's or the controller's word. The shipped
+ * drivers' profiles do not auto-provision (no shapes in their worlds).
+ *
+ * What it does not simulate yet (issue 37): the lease is a model
+ * (replica.c), not src/kube/lease.c, which speaks only through a
+ * kube_client (libcurl): driving it here needs an in-process transport in
+ * kube_client. A restarted replica here still gets a new identity
+ * (HOLDER_DEAD) where a real pod keeps its POD_NAME. The drivers need no
+ * such transport: they reach the API only through the host's
+ * kube_request (clusterapi's own client is for a separate management
+ * cluster, which these worlds do not have; its watch is off).
  *
  * After every step (and inside stalls) the oracle (oracle.c) checks, from
  * the cloud's own record of every instance and from the API (the plans the
@@ -72,9 +83,17 @@
  *         shards;
  *  (ix)   (--burst) a rollback deletes no instance whose Node another
  *         Provisioned, unexpired request books (its status says so);
+ *  (xi)   (clusterapi) a Machine the driver marks provreqd.io/owner is
+ *         the marked plan's in the record;
+ *  (xii)  (karpenter) Karpenter never consolidates a NodeClaim provreqd
+ *         made while its request's booking holds it;
  * and once the faults stop and everything settled:
  *  (ii)   every plan that succeeded holds exactly its delta of its own
  *         instances, every other none; every group's target is its size;
+ *         with a driver that cannot refuse a late call (kwok, karpenter:
+ *         no fencing, a request on its way when its caller stalls lands
+ *         when the stall ends) a plan may hold more than its delta for a
+ *         while, and (i)'s bound is checked here instead;
  *  (iv)   every plan the API showed has ended (done or rolled back, or a
  *         later plan of its request replaced it).
  * A seed stops at its first violation.
@@ -82,6 +101,7 @@
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
  *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N]
  *            [--no-term] [--no-owner-marks] [--nap] [--burst] [--skip vi,viii]
+ *            [--driver abstract|kwok|clusterapi|karpenter]
  * 1000 seeds by default, what make check runs (DST_SEEDS=N and
  * DST_ACTORS=mode override);
  * mixed runs every fifth seed in the single-controller mode, the others
@@ -104,7 +124,7 @@
  * in batches of 500 in child processes, J at a time. Every replica loads
  * the plan key from the Secret setup_plan_key makes, as `provreqd run`
  * does, so plans recorded by one are adopted by another only sealed. Prints one line:
- * "dst: N seeds, V invariant violations, R seeds/s"; a violation prints
+ * "dst: N seeds, V invariant violations, R seeds/s (driver D)"; a violation prints
  * "dst: seed S step K: WHAT" and the command that reproduces it. Exit
  * status 1 when any invariant was violated. */
 #include "config.h"
@@ -763,7 +783,10 @@ static int run_batches(const run_opts *o)
 	int running = 0, violations = 0;
 	while(next < o->seeds || running > 0) {
 		while(next < o->seeds && running < o->jobs) {
-			int64_t n = o->seeds - next < DST_BATCH ? o->seeds - next : DST_BATCH;
+			/* Batches of DST_BATCH, smaller when that leaves jobs idle. */
+			int64_t per = (o->seeds + o->jobs - 1) / o->jobs;
+			int64_t batch = per < DST_BATCH ? (per > 0 ? per : 1) : DST_BATCH;
+			int64_t n = o->seeds - next < batch ? o->seeds - next : batch;
 			if((ch[running].pid = start_batch(o, o->first + next, n, &ch[running].fd)) < 0)
 				return -1;
 			running++;
