@@ -605,8 +605,10 @@ static void capi_progress(void)
 				snprintf(plan, sizeof(plan), "%s", creator == BY_OUTSIDE ? "" : x->plan);
 				vlog("capi: a MachineHealthCheck replaces failed Machine %s of %s", x->obj, g->id);
 				capi_remove(NULL, g, x, "deleted by a MachineHealthCheck");
-				if((y = capi_request_one(g, creator, plan, lease_ok, false)))
+				if((y = capi_request_one(g, creator, plan, lease_ok, false))) {
 					y->t_appear = now + rnd_in(1, 15) * SEC;
+					y->mhc = creator == BY_OUTSIDE;
+				}
 				x = &g->v[i];
 			}
 		}

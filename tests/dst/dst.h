@@ -83,6 +83,7 @@ typedef struct inst {
 	bool ready;
 	int64_t made_pass;    /* the creating replica's pass (replica.pass_seq) */
 	bool undone;          /* deleted by the call that made it (an atomic increase's part): never counted as made */
+	bool mhc;             /* a MachineHealthCheck's replacement (clusterapi) */
 	bool reclaimed;       /* a plan's, taken back by Karpenter's consolidation after its hold: still counted as held */
 } inst;
 

@@ -361,7 +361,8 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 	int64_t live;
 	if(x->creator < 0 || x->creator >= NREP) {
 		violation("(vii) replica %s %s instance %s of %s, which %s made: no plan of provreqd's", r->name, how,
-			  x->id, g->id, x->creator == BY_START ? "nobody (there at the start)" : "the outside actor");
+			  x->id, g->id, x->creator == BY_START ? "nobody (there at the start)"
+					: x->mhc ? "a MachineHealthCheck (a replacement)" : "the outside actor");
 		return;
 	}
 	if(!x->plan[0]) {
