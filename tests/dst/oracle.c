@@ -231,6 +231,15 @@ void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d,
 			  g->id, d);
 		return;
 	}
+	/* A cloud that cannot refuse a late call (no fencing) takes a request
+	 * that was on its way when its caller stalled: what it makes must be
+	 * gone once settled (check_plans), not refused now. */
+	if(!lease_ok && !dst.fenced_cloud && (p = ledger_find(plan)) && !strcmp(p->group, g->id) &&
+	   (p->seen_done || ended_unsuccessfully(p) || !strcmp(p->phase, "done") || made_for(plan, false) > p->delta)) {
+		vlog("oracle: a late call of replica %s made %d for plan %s of request %s (%s): it must be gone once settled",
+		     r->name, d, plan, p->req, p->phase);
+		return;
+	}
 	if(!(p = ledger_find(plan)))
 		violation("%s replica %s scaled %s up by %d for plan %s, which no request's status records%s", inv, r->name,
 			  g->id, d, plan, late);
@@ -561,7 +570,8 @@ static void check_plans(bool final)
 		if(live > p->delta && (final || dst.fenced_cloud))
 			violation("(i) plan %s of request %s holds %lld instances of %s, more than the %lld it asked for",
 				  p->token, p->req, (long long)live, p->group, (long long)p->delta);
-		else if(live && !strcmp(p->phase, "rolled-back") && !p->superseded && !p->seen_done)
+		else if(live && !strcmp(p->phase, "rolled-back") && !p->superseded && !p->seen_done &&
+			(final || dst.fenced_cloud || !late_for(p->token)))
 			leftover(p, live, "is rolled back but holds");
 		else if(final && p->seen_done && live != p->delta)
 			violation("(ii) plan %s of request %s succeeded, and holds %lld of the %lld instances it asked for "
@@ -765,7 +775,7 @@ bool settled(void)
 	count_live();
 	for(i = 0; i < dst.nplans; i++) {
 		const plan_rec *p = &dst.plans[i];
-		if((!p->seen_done && live_of[i] && !gone_maybe_done(p, live_of[i])) ||
+		if((!p->seen_done && live_of[i] && !gone_maybe_done(p, live_of[i])) || live_of[i] > p->delta ||
 		   (!p->request_gone && !p->superseded && !phase_terminal(p->phase)))
 			return false;
 	}
