@@ -825,9 +825,9 @@ static void karp_progress_now(void)
 				snprintf(path, sizeof(path), KARP_API "/nodeclaims/%s", x->obj);
 				api_send("DELETE", path, NULL, NULL);
 				karp_node_gone(x);
-				/* A plan's own instance stays counted as held; one a
-				 * late call made beyond it is simply gone. */
-				x->reclaimed = x->creator >= 0 && x->creator < NREP && x->lease_ok;
+				/* A plan's instance within its delta stays counted as
+				 * held; a surplus one (a late call's) is simply gone. */
+				x->reclaimed = x->creator >= 0 && x->creator < NREP && p && plan_live(x->plan) <= p->delta;
 				record_gone(g, x);
 			}
 		}

@@ -281,6 +281,7 @@ void judge_create(const replica *r, const grp *g);
 bool may_delete(const inst *x);
 bool booked_by_any(const char *node, char *who, size_t len);
 bool booked_by(const char *node, const char *req);
+int64_t plan_live(const char *token);
 bool api_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len);
 void check(bool final);
 void room_lost(const char *node);

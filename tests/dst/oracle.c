@@ -423,6 +423,12 @@ bool may_delete(const inst *x)
 	return undoing(p) || made_for(x->plan, true) > p->delta;
 }
 
+/* The live instances the record gives to plan `token`. */
+int64_t plan_live(const char *token)
+{
+	return made_for(token, true);
+}
+
 /* Does a Provisioned, unexpired request book room on `node`? Its name to
  * `who`. */
 bool booked_by_any(const char *node, char *who, size_t len)
