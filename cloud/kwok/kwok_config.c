@@ -307,6 +307,13 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 				break;
 			}
 			k->create_parallelism = (unsigned)json_object_get_int64(v);
+		} else if(!strcmp(key, "nameSeed")) {
+			if(!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0) {
+				rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: nameSeed must be an integer >= 0");
+				break;
+			}
+			k->name_seeded = true;
+			k->name_rng = (uint64_t)json_object_get_int64(v);
 		} else if(!strcmp(key, "autoProvisioning")) {
 			rc = kwok_nap_parse(k, v, err);
 		} else if(!strcmp(key, "async")) {
@@ -319,7 +326,7 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 			rc = kwok_fail(err, PRD_CLOUD_EINVAL,
 				       "kwok config: unknown key '%s' (known: templateDir, templateConfigMap, "
 				       "createInitialNodes, createParallelism, faults, async, resourceSlices, "
-				       "autoProvisioning)",
+				       "autoProvisioning, nameSeed)",
 				       key);
 		}
 	}

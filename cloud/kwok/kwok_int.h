@@ -176,6 +176,12 @@ typedef struct kwok {
 	kwok_group *groups;
 	size_t ngroups;
 	uint64_t rng;           /* fallback when getrandom() is unavailable */
+	/* nameSeed: Node name suffixes come from a splitmix64 stream of this
+	 * seed instead of getrandom(), so a simulation replays the same names
+	 * (tests/dst). Not for production: two processes with one seed draw
+	 * the same names (apiserver refuses the second, the driver retries). */
+	bool name_seeded;
+	uint64_t name_rng;
 	kwok_async *async;      /* NULL: every increase creates its Nodes at once */
 	json_object *slices;    /* resourceSlices: group → ResourceSlice specs (owned), or NULL */
 	kwok_view view;         /* Nodes told by the host; not used until view.on */

@@ -18,7 +18,14 @@ void kwok_random_suffix(kwok *k, char out[6])
 {
 	unsigned char b[5];
 	size_t i;
-	if(getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+	if(k->name_seeded) {
+		uint64_t z = (k->name_rng += 0x9e3779b97f4a7c15ULL);
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+		z ^= z >> 31;
+		for(i = 0; i < sizeof(b); i++)
+			b[i] = (unsigned char)(z >> (8 * i));
+	} else if(getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
 		/* No entropy yet (early boot): an xorshift seeded from the clock
 		 * still differs between calls; apiserver refuses duplicates and
 		 * the caller retries with another name. */

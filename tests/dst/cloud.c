@@ -769,6 +769,10 @@ void cloud_progress(void)
 {
 	int64_t now = now_ns();
 	size_t gi, i;
+	if(dst.profile != PROF_ABSTRACT) {
+		world_progress();
+		return;
+	}
 	for(gi = 0; gi < NGALL; gi++) {
 		grp *g = &dst.g[gi];
 		for(i = 0; i < g->n; i++) {
@@ -802,6 +806,8 @@ void cloud_progress(void)
 bool cloud_settled(void)
 {
 	size_t gi, i;
+	if(dst.profile != PROF_ABSTRACT)
+		return world_settled();
 	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
@@ -822,6 +828,10 @@ void outside_act(void)
 	inst *own[MAXI];
 	size_t i, n = 0;
 	int op = (int)rnd_in(0, 2);
+	if(dst.profile != PROF_ABSTRACT) {
+		world_outside();
+		return;
+	}
 	for(i = 0; i < g->n; i++)
 		if(g->v[i].creator == BY_OUTSIDE && !g->v[i].gone && !g->v[i].deleting)
 			own[n++] = &g->v[i];

@@ -35,19 +35,30 @@
  *    room stalls on its way while the other shard, or the replica that
  *    takes its lease, books room on the same nodes.
  *
- * What it does not simulate yet (issue 37): the shipped drivers. The cloud
- * is abstract (cloud.c: conditional writes, owner marks, creation times
- * and fencing all at once, which no shipped driver has together), and the
- * lease is a model (replica.c), not src/kube/lease.c. The production lease
- * code can be stepped without its thread (kube_lease_step) on an injected
- * clock, but it speaks only through a kube_client, which is libcurl over
- * HTTP: there is no in-process transport to put the in-memory API behind
- * it, so driving it here needs either a loopback HTTP server thread in
- * front of memapi (as test_kube_lease.c does), which would put a second
- * thread and a socket into every seed and take its calls out of reach of
- * the crash and stall points, or a transport hook in kube_client. A
- * restarted replica here still gets a new identity (HOLDER_DEAD) where a
- * real pod keeps its POD_NAME.
+ * The cloud is one of four profiles (--driver). `abstract` (the default)
+ * is cloud.c: conditional writes, owner marks, creation times and fencing
+ * all at once, which no shipped driver has together. `kwok`, `clusterapi`
+ * and `karpenter` load the shipped driver's built module
+ * (cloud/NAME/.libs/NAME.so, under PRD_BUILDDIR or the current
+ * directory) in every replica through the production loader, with a host
+ * whose kube_request is that replica's way to the in-memory API (crash,
+ * stall and fault points on its writes), and simulate what the driver
+ * drives on the simulated clock (drivers.c): kwok's controller making
+ * Nodes Ready, Cluster API's MachineDeployment/MachineSet/Machine
+ * controllers and a MachineHealthCheck, Karpenter launching, failing and
+ * consolidating NodeClaims. Their record is kept from the API writes the
+ * driver made (who created each Node, Machine or NodeClaim, for which
+ * plan), never from the driver's or the controller's word. The shipped
+ * drivers' profiles do not auto-provision (no shapes in their worlds).
+ *
+ * What it does not simulate yet (issue 37): the lease is a model
+ * (replica.c), not src/kube/lease.c, which speaks only through a
+ * kube_client (libcurl): driving it here needs an in-process transport in
+ * kube_client. A restarted replica here still gets a new identity
+ * (HOLDER_DEAD) where a real pod keeps its POD_NAME. The drivers need no
+ * such transport: they reach the API only through the host's
+ * kube_request (clusterapi's own client is for a separate management
+ * cluster, which these worlds do not have; its watch is off).
  *
  * After every step (and inside stalls) the oracle (oracle.c) checks, from
  * the cloud's own record of every instance and from the API (the plans the
@@ -72,9 +83,17 @@
  *         shards;
  *  (ix)   (--burst) a rollback deletes no instance whose Node another
  *         Provisioned, unexpired request books (its status says so);
+ *  (xi)   (clusterapi) a Machine the driver marks provreqd.io/owner is
+ *         the marked plan's in the record;
+ *  (xii)  (karpenter) Karpenter never consolidates a NodeClaim provreqd
+ *         made while its request's booking holds it;
  * and once the faults stop and everything settled:
  *  (ii)   every plan that succeeded holds exactly its delta of its own
  *         instances, every other none; every group's target is its size;
+ *         with a driver that cannot refuse a late call (kwok, karpenter:
+ *         no fencing, a request on its way when its caller stalls lands
+ *         when the stall ends) a plan may hold more than its delta for a
+ *         while, and (i)'s bound is checked here instead;
  *  (iv)   every plan the API showed has ended (done or rolled back, or a
  *         later plan of its request replaced it).
  * A seed stops at its first violation.
@@ -82,6 +101,7 @@
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
  *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N]
  *            [--no-term] [--no-owner-marks] [--nap] [--burst] [--skip vi,viii]
+ *            [--driver abstract|kwok|clusterapi|karpenter]
  * 1000 seeds by default, what make check runs (DST_SEEDS=N and
  * DST_ACTORS=mode override);
  * mixed runs every fifth seed in the single-controller mode, the others
@@ -104,7 +124,7 @@
  * in batches of 500 in child processes, J at a time. Every replica loads
  * the plan key from the Secret setup_plan_key makes, as `provreqd run`
  * does, so plans recorded by one are adopted by another only sealed. Prints one line:
- * "dst: N seeds, V invariant violations, R seeds/s"; a violation prints
+ * "dst: N seeds, V invariant violations, R seeds/s (driver D)"; a violation prints
  * "dst: seed S step K: WHAT" and the command that reproduces it. Exit
  * status 1 when any invariant was violated. */
 #include "config.h"
@@ -114,6 +134,7 @@
 #include "util/rand.h"
 #include "util/yamljson.h"
 
+#include <dlfcn.h>
 #include <json-c/json.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -357,6 +378,10 @@ static void setup_cluster(void)
 	post("/api/v1/namespaces/d/podtemplates",
 	     "metadata: {name: huge}\ntemplate:\n  metadata: {labels: {app: huge}}\n"
 	     "  spec: {containers: [{name: c, image: x, resources: {requests: {cpu: \"12\", memory: 1Gi}}}]}\n");
+	if(dst.profile != PROF_ABSTRACT) {
+		world_setup();
+		return;
+	}
 	for(gi = 0; gi < NGROUPS; gi++) {
 		int running = (int)rnd_in(0, 2);
 		cloud_initial(&dst.g[gi], running, pct(30));
@@ -412,6 +437,8 @@ static bool nap_multi;
 static long ledger_objects;
 /* --burst: bursts of atomic requests (create_burst). */
 static bool burst_mode;
+/* --driver: the cloud this run simulates (enum dst_profile). */
+static int profile;
 
 static void setup_replica(replica *r, int idx, const char *name, const char *shard, int lease)
 {
@@ -448,6 +475,8 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.trace = trace;
 	dst.argv0 = argv0;
 	dst.seed = seed;
+	dst.profile = profile;
+	dst.fenced_cloud = profile == PROF_ABSTRACT || profile == PROF_CAPI;
 	rng = (uint64_t)seed * 0x2545f4914f6cdd1dULL + 1;
 	dst.multi = actors >= 2 || (actors == 0 && seed % 5 != 0);
 	dst.shards = dst.multi && actors != 3;
@@ -471,6 +500,10 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.outside_on = dst.shards && pct(75);
 	/* (Decided last: the seeds of old draw what they drew before.) */
 	dst.nap = (!dst.multi || nap_multi) && pct(60);
+	/* The shipped drivers' profiles do not auto-provision yet (their
+	 * worlds have no shapes). */
+	if(dst.profile != PROF_ABSTRACT)
+		dst.nap = false;
 	dst.burst = burst_mode;
 	if(dst.burst)
 		dst.p_inst_fail = (int)rnd_in(10, 35);
@@ -750,7 +783,10 @@ static int run_batches(const run_opts *o)
 	int running = 0, violations = 0;
 	while(next < o->seeds || running > 0) {
 		while(next < o->seeds && running < o->jobs) {
-			int64_t n = o->seeds - next < DST_BATCH ? o->seeds - next : DST_BATCH;
+			/* Batches of DST_BATCH, smaller when that leaves jobs idle. */
+			int64_t per = (o->seeds + o->jobs - 1) / o->jobs;
+			int64_t batch = per < DST_BATCH ? (per > 0 ? per : 1) : DST_BATCH;
+			int64_t n = o->seeds - next < batch ? o->seeds - next : batch;
 			if((ch[running].pid = start_batch(o, o->first + next, n, &ch[running].fd)) < 0)
 				return -1;
 			running++;
@@ -783,7 +819,9 @@ static int selftest(const char *dir)
 {
 	const char *what = NULL;
 	bool marks_lost = no_marks;
+	int prof = profile;
 	no_marks = false; /* the cloud as built, not as --no-owner-marks breaks it */
+	profile = PROF_ABSTRACT;
 	if(setup_seed(0, 1, false, dir) == 0)
 		what = cloud_selftest(&dst.r[0]);
 	else
@@ -791,17 +829,34 @@ static int selftest(const char *dir)
 	teardown_seed();
 	metrics_shutdown();
 	no_marks = marks_lost;
+	profile = prof;
 	dst.violations = 0;
 	if(what)
 		fprintf(stderr, "dst: the simulated cloud is broken: %s\n", what);
 	return what != NULL;
 }
 
+/* Keep the profile's module loaded across seeds (each replica's process
+ * loads and unloads it; without this handle every seed would map and
+ * relocate it anew). */
+static int pin_driver(void)
+{
+	char path[1024];
+	const char *b = getenv("PRD_BUILDDIR"), *name = profile_name(profile);
+	snprintf(path, sizeof(path), "%s/cloud/%s/.libs/%s.so", b ? b : ".", name, name);
+	if(!dlopen(path, RTLD_NOW | RTLD_LOCAL)) {
+		fprintf(stderr, "dst: cannot load the %s driver (%s): %s; build it first (make %s)\n", name, path,
+			dlerror(), "cloud/kwok/kwok.la cloud/clusterapi/clusterapi.la cloud/karpenter/karpenter.la");
+		return -1;
+	}
+	return 0;
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
 			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N] [--no-term] "
-			"[--no-owner-marks] [--nap] [--burst] [--skip vi,viii]\n");
+			"[--no-owner-marks] [--nap] [--burst] [--driver abstract|kwok|clusterapi|karpenter] [--skip vi,viii]\n");
 	return 2;
 }
 
@@ -809,7 +864,7 @@ int main(int argc, char **argv)
 {
 	run_opts o = { 1000, 1, 120, 1, 0, false, NULL };
 	struct timespec t0, t1;
-	static char flags[200], ledger_flag[40];
+	static char flags[260], ledger_flag[40], driver_flag[40];
 	double secs;
 	int a, violations;
 	FILE *devnull = fopen("/dev/null", "w");
@@ -851,6 +906,14 @@ int main(int argc, char **argv)
 			nap_multi = true;
 		else if(!strcmp(argv[a], "--burst"))
 			burst_mode = true;
+		else if(!strcmp(argv[a], "--driver") && a + 1 < argc) {
+			a++;
+			for(profile = PROF_ABSTRACT; profile <= PROF_KARP; profile++)
+				if(!strcmp(argv[a], profile_name(profile)))
+					break;
+			if(profile > PROF_KARP)
+				return usage();
+		}
 		else if(!strcmp(argv[a], "-v"))
 			dst.verbose = true;
 		else if(!strcmp(argv[a], "-vv"))
@@ -866,7 +929,8 @@ int main(int argc, char **argv)
 	}
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
 	snprintf(ledger_flag, sizeof(ledger_flag), " --ledger-objects %ld", ledger_objects);
-	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%s%.*s",
+	snprintf(driver_flag, sizeof(driver_flag), " --driver %s", profile_name(profile));
+	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%s%s%.*s", profile != PROF_ABSTRACT ? driver_flag : "",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
 		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", ledger_objects > 0 ? ledger_flag : "",
 		 no_term ? " --no-term" : "", no_marks ? " --no-owner-marks" : "", nap_multi ? " --nap" : "",
@@ -876,14 +940,16 @@ int main(int argc, char **argv)
 	log_setup(dst.verbose ? PRD_LOG_INFO : PRD_LOG_ERROR, PRD_LOG_TEXT, dst.verbose ? stderr : devnull);
 	if(selftest(o.dir))
 		return 2;
+	if(profile != PROF_ABSTRACT && pin_driver())
+		return 2;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	violations = run_batches(&o);
 	if(violations < 0)
 		return 2;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	printf("dst: %lld seeds, %d invariant violations, %.1f seeds/s\n", (long long)o.seeds, violations,
-	       secs > 0 ? (double)o.seeds / secs : 0.0);
+	printf("dst: %lld seeds, %d invariant violations, %.1f seeds/s (driver %s)\n", (long long)o.seeds, violations,
+	       secs > 0 ? (double)o.seeds / secs : 0.0, profile_name(profile));
 	metrics_shutdown();
 	if(devnull)
 		fclose(devnull);

@@ -10,6 +10,7 @@
 #ifndef PRD_TESTS_DST_H
 #define PRD_TESTS_DST_H
 
+#include "driver/host.h"
 #include "driver/loader.h"
 #include "kube/api.h"
 #include "kube/memapi.h"
@@ -61,9 +62,9 @@
 #define STALL_BOOKING (-2)
 
 typedef struct inst {
-	char id[48];          /* what instances() reports: a placeholder until the provider assigns `provider` */
-	char provider[48];
-	char node[48];
+	char id[112];         /* what instances() reports: a placeholder until the provider assigns `provider` */
+	char provider[112];
+	char node[80];
 	bool appeared;        /* created (else: requested, pending) */
 	bool gone;            /* deleted or cancelled: no longer exists */
 	bool deleting;
@@ -76,6 +77,14 @@ typedef struct inst {
 	char plan[128];       /* the plan it is of, as an owner token ("" none; see cloud.c) */
 	bool lease_ok;        /* the creating replica's lease was valid when the call took effect */
 	bool fenced;          /* ... and its fence said no when it decided the call (--unfenced) */
+	/* The shipped drivers' worlds (drivers.c): the object that is the
+	 * instance (a Node, a Machine, a NodeClaim) and whether it is Ready. */
+	char obj[64];
+	bool ready;
+	int64_t made_pass;    /* the creating replica's pass (replica.pass_seq) */
+	bool undone;          /* deleted by the call that made it (an atomic increase's part): never counted as made */
+	bool mhc;             /* a MachineHealthCheck's replacement (clusterapi) */
+	bool reclaimed;       /* a plan's, taken back by Karpenter's consolidation after its hold: still counted as held */
 } inst;
 
 typedef struct grp {
@@ -98,6 +107,13 @@ typedef struct replica {
 	const char *shard;    /* its processor_instance, NULL for the default shard */
 	int lease;            /* the lease it competes for */
 	cloud_driver drv;     /* the simulated cloud, with this replica as its state */
+	cloud_host_impl host; /* a shipped driver's host (drivers.c): its requests are this replica's */
+	cloud_drivers loaded; /* ... and the shipped driver loaded for this process */
+	int incarnation;      /* processes started so far (a shipped driver's name seed) */
+	int64_t pass_seq;     /* passes begun so far, over its incarnations */
+	prd_cloud_driver shim; /* the shipped driver's descriptor, its increase() seen first (drivers.c) */
+	const prd_cloud_driver *real;
+	char call_owner[128]; /* the owner token of the increase() under way ("" none) */
 	cloud_driver *drvp;
 	cloud_drivers drivers;
 	kube_api api;         /* the API, with this replica as the caller */
@@ -142,9 +158,21 @@ typedef struct plan_rec {
 	bool request_gone;
 } plan_rec;
 
+/* Which cloud a run simulates (--driver): the abstract one of cloud.c, or
+ * a shipped driver's module against the in-memory API with simulated
+ * controllers for what it drives (drivers.c). */
+enum dst_profile { PROF_ABSTRACT, PROF_KWOK, PROF_CAPI, PROF_KARP };
+
 typedef struct dst_sim {
 	/* This seed's settings. */
 	int64_t seed;
+	int profile;          /* enum dst_profile */
+	/* The cloud refuses a late call (fencing, ABI 1.4): a call that took
+	 * effect late made nothing beyond its plan's delta even for a moment.
+	 * Without it (kwok, karpenter: a request already on its way when the
+	 * caller stalls lands when the stall ends) the surplus must be gone
+	 * once settled instead (oracle.c). */
+	bool fenced_cloud;
 	bool multi;           /* several replicas (else the single controller of old) */
 	bool shards;          /* ... and a second shard, the outside actor, placeholder ids */
 	bool unfenced;        /* the fence always says yes (shows that the oracle catches it) */
@@ -214,6 +242,14 @@ void outside_act(void);
 void plan_token(const char *intent_id, char *out, size_t len);
 const char *cloud_selftest(replica *r);
 
+/* drivers.c: the shipped drivers' worlds (dispatched from cloud.c) */
+const char *profile_name(int profile);
+int driver_load(replica *r);
+void world_setup(void);
+void world_progress(void);
+bool world_settled(void);
+void world_outside(void);
+
 /* replica.c */
 int replica_start(replica *r);
 enum db_fate { DB_KEEP, DB_STALE, DB_LOST };
@@ -242,6 +278,10 @@ plan_rec *ledger_find(const char *token);
 void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d, bool lease_ok, bool fenced);
 void judge_delete(const replica *r, const grp *g, const inst *x, const char *how);
 void judge_create(const replica *r, const grp *g);
+bool may_delete(const inst *x);
+bool booked_by_any(const char *node, char *who, size_t len);
+bool booked_by(const char *node, const char *req);
+int64_t plan_live(const char *token);
 bool api_increasing(const replica *r, const char *group, int64_t d, char *out, size_t len);
 void check(bool final);
 void room_lost(const char *node);

@@ -189,7 +189,8 @@ static int64_t made_for(const char *token, bool live_only)
 	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
-			k += x->creator >= 0 && x->creator < NREP && !strcmp(x->plan, token) && (!live_only || !x->gone);
+			k += x->creator >= 0 && x->creator < NREP && !x->undone && !strcmp(x->plan, token) &&
+			     (!live_only || !x->gone || x->reclaimed);
 		}
 	return k;
 }
@@ -230,6 +231,15 @@ void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d,
 			  g->id, d);
 		return;
 	}
+	/* A cloud that cannot refuse a late call (no fencing) takes a request
+	 * that was on its way when its caller stalled: what it makes must be
+	 * gone once settled (check_plans), not refused now. */
+	if(!lease_ok && !dst.fenced_cloud && (p = ledger_find(plan)) && !strcmp(p->group, g->id) &&
+	   (p->seen_done || ended_unsuccessfully(p) || !strcmp(p->phase, "done") || made_for(plan, false) > p->delta)) {
+		vlog("oracle: a late call of replica %s made %d for plan %s of request %s (%s): it must be gone once settled",
+		     r->name, d, plan, p->req, p->phase);
+		return;
+	}
 	if(!(p = ledger_find(plan)))
 		violation("%s replica %s scaled %s up by %d for plan %s, which no request's status records%s", inv, r->name,
 			  g->id, d, plan, late);
@@ -240,6 +250,10 @@ void judge_increase(const replica *r, const grp *g, const char *plan, int32_t d,
 		violation("%s replica %s scaled %s up by %d for plan %s of request %s, which had already ended (%s%s)%s",
 			  inv, r->name, g->id, d, plan, p->req, p->phase, p->superseded ? ", a later plan replaced it" : "",
 			  late);
+	else if(made_for(plan, false) > p->delta && !dst.fenced_cloud)
+		vlog("oracle: replica %s made %lld for plan %s of request %s, which asked for %lld: the surplus must be "
+		     "gone once settled (the cloud cannot refuse a late call)", r->name, (long long)made_for(plan, false),
+		     plan, p->req, (long long)p->delta);
 	else if(made_for(plan, false) > p->delta)
 		violation("%s replica %s scaled %s up by %d for plan %s of request %s, which asked for %lld: the cloud has "
 			  "now made %lld for it%s",
@@ -356,7 +370,8 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 	int64_t live;
 	if(x->creator < 0 || x->creator >= NREP) {
 		violation("(vii) replica %s %s instance %s of %s, which %s made: no plan of provreqd's", r->name, how,
-			  x->id, g->id, x->creator == BY_START ? "nobody (there at the start)" : "the outside actor");
+			  x->id, g->id, x->creator == BY_START ? "nobody (there at the start)"
+					: x->mhc ? "a MachineHealthCheck (a replacement)" : "the outside actor");
 		return;
 	}
 	if(!x->plan[0]) {
@@ -393,6 +408,49 @@ void judge_delete(const replica *r, const grp *g, const inst *x, const char *how
 			  dst.r[x->creator].shard ? " of shard-b" : "", x->plan, p->req, p->phase[0] ? p->phase : "without a phase");
 }
 
+/* Would judge_delete let replica r's delete of x pass (without saying
+ * anything)? For the requested instances a replicas decrease cancels
+ * (drivers.c): they are a count, not objects, so the cancelled ones are
+ * those provreqd may cancel when there are such. */
+bool may_delete(const inst *x)
+{
+	const plan_rec *p;
+	if(x->creator < 0 || x->creator >= NREP || !x->plan[0])
+		return false;
+	ledger_scan();
+	if(!(p = find(x->plan)))
+		return false;
+	return undoing(p) || made_for(x->plan, true) > p->delta;
+}
+
+/* The live instances the record gives to plan `token`. */
+int64_t plan_live(const char *token)
+{
+	return made_for(token, true);
+}
+
+/* Does a Provisioned, unexpired request book room on `node`? Its name to
+ * `who`. */
+bool booked_by_any(const char *node, char *who, size_t len)
+{
+	ledger_scan();
+	return booked_elsewhere(node, "", who, len);
+}
+
+/* Does request `req` (Provisioned, unexpired) book room on `node`? */
+bool booked_by(const char *node, const char *req)
+{
+	char who[64];
+	size_t i;
+	ledger_scan();
+	for(i = 0; reqs && i < json_object_array_length(reqs); i++) {
+		const char *name = str_at(json_object_array_get_idx(reqs, i), "metadata", "name");
+		if(name && strcmp(name, req) && booked_elsewhere(node, name, who, sizeof(who)) && !strcmp(who, req))
+			return true;
+	}
+	return false;
+}
+
 /* Live instances of each ledger plan, counted once per check. */
 static int64_t live_of[MAXPLANS];
 
@@ -404,7 +462,7 @@ static void count_live(void)
 	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
-			if(x->gone || x->creator < 0 || x->creator >= NREP || !x->plan[0])
+			if((x->gone && !x->reclaimed) || x->creator < 0 || x->creator >= NREP || !x->plan[0])
 				continue;
 			for(k = 0; k < dst.nplans; k++)
 				if(!strcmp(dst.plans[k].token, x->plan)) {
@@ -515,10 +573,11 @@ static void check_plans(bool final)
 	for(i = 0; i < dst.nplans; i++) {
 		const plan_rec *p = &dst.plans[i];
 		int64_t live = live_of[i];
-		if(live > p->delta)
+		if(live > p->delta && (final || dst.fenced_cloud))
 			violation("(i) plan %s of request %s holds %lld instances of %s, more than the %lld it asked for",
 				  p->token, p->req, (long long)live, p->group, (long long)p->delta);
-		else if(live && !strcmp(p->phase, "rolled-back") && !p->superseded && !p->seen_done)
+		else if(live && !strcmp(p->phase, "rolled-back") && !p->superseded && !p->seen_done &&
+			(final || dst.fenced_cloud || !late_for(p->token)))
 			leftover(p, live, "is rolled back but holds");
 		else if(final && p->seen_done && live != p->delta)
 			violation("(ii) plan %s of request %s succeeded, and holds %lld of the %lld instances it asked for "
@@ -722,7 +781,7 @@ bool settled(void)
 	count_live();
 	for(i = 0; i < dst.nplans; i++) {
 		const plan_rec *p = &dst.plans[i];
-		if((!p->seen_done && live_of[i] && !gone_maybe_done(p, live_of[i])) ||
+		if((!p->seen_done && live_of[i] && !gone_maybe_done(p, live_of[i])) || live_of[i] > p->delta ||
 		   (!p->request_gone && !p->superseded && !phase_terminal(p->phase)))
 			return false;
 	}

@@ -156,11 +156,15 @@ replica *pick_leader(void)
 int replica_start(replica *r)
 {
 	prd_err e;
-	r->drv.api = &sim_driver;
-	r->drv.state = r;
-	r->drvp = &r->drv;
-	r->drivers.v = &r->drvp;
-	r->drivers.n = 1;
+	if(dst.profile == PROF_ABSTRACT) {
+		r->drv.api = &sim_driver;
+		r->drv.state = r;
+		r->drvp = &r->drv;
+		r->drivers.v = &r->drvp;
+		r->drivers.n = 1;
+	} else if(driver_load(r)) {
+		return -1;
+	}
 	r->api.request = sim_api;
 	r->api.ud = r;
 	if(state_open(r->dbpath, &dst.clock, &dst.sc, &r->db, &e)) {
@@ -229,6 +233,12 @@ void replica_close(replica *r)
 	if(r->ctl && !r->in_pass)
 		pr_ctl_free(r->ctl);
 	r->ctl = NULL;
+	/* A shipped driver goes with its process; one a crash left in the
+	 * middle of a call is abandoned with the pass (a killed process runs
+	 * no fini). */
+	if(!r->in_pass)
+		cloud_drivers_free(&r->loaded);
+	memset(&r->loaded, 0, sizeof(r->loaded));
 	state_close(r->db);
 	r->db = NULL;
 	if(r->ro)
@@ -274,6 +284,7 @@ void replica_pass(replica *r)
 	if(!r->ctl)
 		return;
 	r->calls = 0;
+	r->pass_seq++;
 	r->in_pass = true;
 	vlog("pass of %s%s", r->name, fence_says(r) ? "" : " (past its renew deadline)");
 	if(setjmp(r->jb) == 0) {

@@ -1914,12 +1914,50 @@ static void test_parallel_creates(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(pe.msg, "createParallelism"));
 }
 
+/* nameSeed: the same seed draws the same Node names in a fresh world (what
+ * the deterministic simulation replays a seed by); another seed others. */
+static void names_for_seed(const char *seed, char out[3][64])
+{
+	prd_cloud_error e = {0, ""};
+	json_object *items;
+	size_t i;
+	char cfg[64];
+	snprintf(cfg, sizeof(cfg), "createParallelism: 1\nnameSeed: %s\n", seed);
+	start(cfg);
+	CU_ASSERT_EQUAL_FATAL(drv->api->increase_size(drv->state, "general", 3, &e), 0);
+	items = group_nodes("general");
+	CU_ASSERT_EQUAL_FATAL(json_object_array_length(items), 3);
+	for(i = 0; i < 3; i++)
+		snprintf(out[i], 64, "%s", name_of(json_object_array_get_idx(items, i)));
+	json_object_put(items);
+}
+
+static void test_name_seed(void)
+{
+	char a[3][64], b[3][64], c[3][64];
+	prd_err e;
+	size_t i;
+	names_for_seed("42", a);
+	names_for_seed("42", b);
+	names_for_seed("43", c);
+	for(i = 0; i < 3; i++) {
+		CU_ASSERT_STRING_EQUAL(a[i], b[i]);
+		CU_ASSERT_STRING_NOT_EQUAL(a[i], c[i]);
+		CU_ASSERT_EQUAL(strncmp(a[i], "general-", 8), 0);
+	}
+	fresh_api();
+	CU_ASSERT_EQUAL(load_cfg(&e, "templateDir: %s\nnameSeed: -1\n", nodegroups_dir()), PRD_CLOUD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "nameSeed must be an integer >= 0"));
+	teardown();
+}
+
 static const test_case cases[] = {
 	{ "auto-provisioned groups (ABI 1.5)", test_auto_provisioned_groups },
 	{ "an increase stops when the host may no longer act", test_increase_stops_when_the_host_may_not_act },
 	{ "resourceSlices of a node group", test_resource_slices },
 	{ "an increase creates its Nodes in parallel, bounded", test_parallel_creates },
 	{"increase creates nodes from the template", test_increase_creates_nodes},
+	{"nameSeed replays Node names", test_name_seed},
 	{"instance states follow the Nodes", test_instances_states},
 	{"delete removes exactly the named nodes", test_delete_exact},
 	{"min and max are enforced", test_min_max},
