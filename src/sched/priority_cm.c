@@ -1,4 +1,4 @@
-#include "ops/priority_cm.h"
+#include "sched/priority_cm.h"
 #include "ops/log.h"
 #include "util/str.h"
 

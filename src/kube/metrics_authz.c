@@ -1,4 +1,4 @@
-#include "ops/metrics_authz.h"
+#include "kube/metrics_authz.h"
 #include "ops/log.h"
 
 #include <string.h>
