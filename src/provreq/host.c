@@ -2,7 +2,11 @@
  * ask of the controller while it decides one request (src/classes/class.h),
  * the bookings it stores (and records in the request's status so that a
  * replica taking over the lease loses nothing: rebuild.c reads them back),
- * and the modules' slots and hooks of a pass. */
+ * and the modules' slots and hooks of a pass.
+ *
+ * One of the bookings core (host.c, shards.c, snapshot_book.c), the one
+ * cycle left among the files of src/provreq: they call each other and are
+ * read and changed together (docs/development.md, "Layers"). */
 #include "classes/details.h"
 #include "kube/events.h"
 #include "ops/log.h"

@@ -42,7 +42,11 @@
  * A pass walks the live bookings, open plans and other instances' waiting
  * requests only, not every request.
  * Everything here runs on the controller's worker; the request cache's
- * read lock is held during pr__shards_sync. */
+ * read lock is held during pr__shards_sync.
+ *
+ * One of the bookings core (host.c, shards.c, snapshot_book.c), the one
+ * cycle left among the files of src/provreq: they call each other and are
+ * read and changed together (docs/development.md, "Layers"). */
 #include "classes/details.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
