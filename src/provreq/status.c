@@ -1,4 +1,5 @@
-/* Status writes of the requests a pass decided.
+/* Status writes of the requests a pass decided, and provreqd's finalizer
+ * on a request (pr__hold), which is ordered with them.
  *
  * A decision ends with one merge patch of the request's status subresource,
  * with the version it was based on as a precondition. A write in the middle
