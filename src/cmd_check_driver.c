@@ -1,10 +1,14 @@
-/* `provreqd check-driver PATH [--cloud-config FILE]`: load a driver the way
- * `run` would, and show what it reports, so an integrator can check a new
- * .so without a cluster. Exit 0 when the driver loads and every listing
+/* `provreqd check-driver PATH [--cloud-config FILE] [--kubeconfig FILE
+ * [--context NAME]]`: load a driver the way `run` would, and show what it
+ * reports, so an integrator can check a new .so without a cluster, or a
+ * real configuration against one. Exit 0 when the driver loads and every listing
  * call succeeds, 1 otherwise. */
 #include "cmd.h"
 #include "driver/host.h"
+#include "driver/host_kube.h"
 #include "driver/loader.h"
+#include "kube/client.h"
+#include "kube/config.h"
 #include "ops/log.h"
 #include "sim/sim.h"
 #include "util/yamljson.h"
@@ -16,13 +20,18 @@
 #include <string.h>
 
 static const char check_driver_usage[] =
-	"Usage: provreqd check-driver PATH [--cloud-config FILE]\n"
+	"Usage: provreqd check-driver PATH [--cloud-config FILE] [--kubeconfig FILE [--context NAME]]\n"
 	"\n"
-	"Load the cloud driver at PATH (a .so built against provreqd/cloud.h),\n"
-	"check its ABI, initialise it with FILE's contents, and list its node\n"
-	"groups with their sizes, template node capacity and instances, and the\n"
-	"machine shapes it can auto-provision node groups of (ABI 1.5).\n"
-	"Requests the driver makes to kube-apiserver fail: no cluster is used.\n"
+	"Load the cloud driver at PATH (a .so built against provreqd/cloud.h; a\n"
+	"path, checked as `run` checks it), check its ABI, initialise it with\n"
+	"FILE's contents, and list its node groups with their sizes, template\n"
+	"node capacity and instances, and the machine shapes it can\n"
+	"auto-provision node groups of (ABI 1.5).\n"
+	"Without --kubeconfig the requests the driver makes to kube-apiserver\n"
+	"fail: no cluster is used. With it they go to that cluster (the\n"
+	"context NAME, else the current one), so the clusterapi and karpenter\n"
+	"drivers list what a real configuration sees. check-driver only reads:\n"
+	"it calls no increase, delete or fence.\n"
 	"Exit status: 0 loaded and listed, 1 it failed, 2 usage error.\n";
 
 static void print_template(const prd_cloud_driver *a, void *state, const char *id)
@@ -117,10 +126,14 @@ int cmd_check_driver(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "cloud-config", required_argument, NULL, 'c' },
+		{ "kubeconfig", required_argument, NULL, 'k' },
+		{ "context", required_argument, NULL, 'x' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *cfg_path = NULL;
+	const char *cfg_path = NULL, *kubeconfig = NULL, *context = NULL;
+	kube_config *kc = NULL;
+	kube_client *client = NULL;
 	char *config = NULL;
 	size_t len, i, n = 0;
 	cloud_host_impl host;
@@ -138,6 +151,12 @@ int cmd_check_driver(int argc, char **argv)
 		case 'c':
 			cfg_path = optarg;
 			break;
+		case 'k':
+			kubeconfig = optarg;
+			break;
+		case 'x':
+			context = optarg;
+			break;
 		case 'h':
 			fputs(check_driver_usage, stdout);
 			return 0;
@@ -146,7 +165,7 @@ int cmd_check_driver(int argc, char **argv)
 			return 2;
 		}
 	}
-	if(optind != argc - 1) {
+	if(optind != argc - 1 || (context && !kubeconfig)) {
 		fputs(check_driver_usage, stderr);
 		return 2;
 	}
@@ -163,7 +182,17 @@ int cmd_check_driver(int argc, char **argv)
 			return 1;
 		}
 	}
-	cloud_host_init(&host, "check-driver", clk_real(), NULL, NULL);
+	if(kubeconfig) {
+		kube_client_opts copts;
+		memset(&copts, 0, sizeof(copts));
+		if(kube_config_auto(kubeconfig, context, &kc, &e) || kube_client_new(kc, &copts, &client, &e)) {
+			fprintf(stderr, "provreqd: --kubeconfig %s: %s\n", kubeconfig, e.msg);
+			free(config);
+			kube_config_free(kc);
+			return 1;
+		}
+	}
+	cloud_host_init(&host, "check-driver", clk_real(), client ? cloud_host_kube_request : NULL, client);
 	cloud_drivers_init(&set);
 	if(cloud_drivers_load(&set, argv[optind], &host.host, config, &d, &e)) {
 		fprintf(stderr, "provreqd: %s\n", e.msg);
@@ -202,6 +231,8 @@ int cmd_check_driver(int argc, char **argv)
 		rc = 1;
 done:
 	cloud_drivers_free(&set);
+	kube_client_free(client);
+	kube_config_free(kc);
 	free(config);
 	return rc;
 }

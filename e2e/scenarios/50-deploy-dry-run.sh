@@ -19,6 +19,8 @@ created_ns=
 cleanup() {
 	kubectl delete -f "$deploy/driver-kwok.yaml" --ignore-not-found >/dev/null 2>&1 || true
 	kubectl delete -f "$deploy/driver-clusterapi.yaml" --ignore-not-found >/dev/null 2>&1 || true
+	kubectl delete -f "$deploy/driver-kwok-configmaps.yaml" --ignore-not-found >/dev/null 2>&1 || true
+	kubectl delete -f "$deploy/driver-clusterapi-nap.yaml" --ignore-not-found >/dev/null 2>&1 || true
 	kubectl delete -f "$deploy/rbac.yaml" --ignore-not-found >/dev/null 2>&1 || true
 	if [[ -n "$created_ns" ]]; then
 		kubectl delete namespace "$ns" --ignore-not-found --wait=false >/dev/null 2>&1 || true
@@ -49,7 +51,7 @@ for obj in "namespace/$ns" "serviceaccount/provreqd" "clusterrole.rbac.authoriza
 done
 [[ "$out" != *Warning* ]] || t_fail "dry-run printed warnings: $out"
 t_pass "kubectl apply --dry-run=server -k templates/deploy passes with no warnings"
-for f in driver-kwok.yaml driver-clusterapi.yaml; do
+for f in driver-kwok.yaml driver-kwok-configmaps.yaml driver-clusterapi.yaml driver-clusterapi-nap.yaml; do
 	out=$(kubectl apply --dry-run=server -f "$deploy/$f" 2>&1) || t_fail "server dry-run of $f: $out"
 done
 t_pass "the driver role files pass a server dry-run"
@@ -195,15 +197,29 @@ t_pass "the core role grants nothing more (no secret but its plan key, no node w
 kubectl apply -f "$deploy/driver-kwok.yaml" >/dev/null
 t_wait 20 "the kwok driver binding is in effect" is_allowed create nodes
 for v in create delete get list; do expect_yes "$v" nodes; done
-expect_yes get configmaps -n kube-system
 for v in create delete; do expect_yes "$v" resourceslices.resource.k8s.io; done
 for v in get update; do expect_no "$v" resourceslices.resource.k8s.io; done
 expect_no update nodes
 expect_no list configmaps -A
 expect_no get secrets -n kube-system
-kubectl delete -f "$deploy/driver-kwok.yaml" >/dev/null
+# No ConfigMap at all with a templateDir config (the base's): a kwok pod
+# taken over could edit none in kube-system.
+for v in get create update; do expect_no "$v" configmaps/provreqd-kwok-groups -n kube-system; done
+expect_no update configmaps/kube-proxy -n kube-system
+t_pass "the kwok driver role adds node create/delete/get/list and ResourceSlice create/delete only, no ConfigMap"
+kubectl apply -f "$deploy/driver-kwok-configmaps.yaml" >/dev/null
+t_wait 20 "the kwok ConfigMap binding is in effect" is_allowed update configmaps/provreqd-kwok-groups -n kube-system
+expect_yes get configmaps/provreqd-kwok-templates -n kube-system
+expect_no update configmaps/provreqd-kwok-templates -n kube-system
+expect_yes get configmaps/provreqd-kwok-groups -n kube-system
+expect_yes create configmaps -n kube-system
+for v in get update; do expect_no "$v" configmaps/kube-proxy -n kube-system; done
+expect_no get configmaps/provreqd-kwok-groups -n default
+expect_no create configmaps -n default
+expect_no delete configmaps/provreqd-kwok-groups -n kube-system
+kubectl delete -f "$deploy/driver-kwok-configmaps.yaml" -f "$deploy/driver-kwok.yaml" >/dev/null
 t_wait 20 "the kwok driver binding is gone" is_denied create nodes
-t_pass "the kwok driver role adds node create/delete, configmap get and ResourceSlice create/delete only"
+t_pass "driver-kwok-configmaps.yaml adds get of the template ConfigMap, get/update of the groups ConfigMap, by name, and create in their namespace only"
 
 kubectl apply -f "$deploy/driver-clusterapi.yaml" >/dev/null
 t_wait 20 "the clusterapi driver binding is in effect" is_allowed list machinedeployments.cluster.x-k8s.io -A
@@ -214,16 +230,24 @@ for r in machinedeployments machinesets machinepools; do
 	for v in watch update; do expect_no "$v" "$r.cluster.x-k8s.io" -n default; done
 	for v in get patch update; do expect_yes "$v" "$r.cluster.x-k8s.io" --subresource=scale -n default; done
 done
-# create and delete: the MachineDeployments of auto-provisioned groups only.
-for v in create delete; do expect_yes "$v" machinedeployments.cluster.x-k8s.io -n default; done
-for r in machinesets machinepools; do
+# create and delete: the MachineDeployments of auto-provisioned groups,
+# and only with driver-clusterapi-nap.yaml.
+for r in machinedeployments machinesets machinepools; do
 	for v in create delete; do expect_no "$v" "$r.cluster.x-k8s.io" -n default; done
 done
 for v in get list patch; do expect_yes "$v" machines.cluster.x-k8s.io -n default; done
 for v in watch delete; do expect_no "$v" machines.cluster.x-k8s.io -n default; done
 expect_yes get nodes
 expect_no create nodes
-t_pass "the clusterapi driver role adds the Cluster API calls the driver makes (fence annotation, conditional scale and auto-provisioned MachineDeployments included) and node get only"
+t_pass "the clusterapi driver role adds the Cluster API calls the driver makes (fence annotation, conditional scale) and node get only, no MachineDeployment create/delete"
+kubectl apply -f "$deploy/driver-clusterapi-nap.yaml" >/dev/null
+t_wait 20 "the clusterapi auto-provisioning binding is in effect" is_allowed create machinedeployments.cluster.x-k8s.io -n default
+expect_yes delete machinedeployments.cluster.x-k8s.io -n default
+for r in machinesets machinepools; do
+	for v in create delete; do expect_no "$v" "$r.cluster.x-k8s.io" -n default; done
+done
+kubectl delete -f "$deploy/driver-clusterapi-nap.yaml" >/dev/null
+t_pass "driver-clusterapi-nap.yaml adds MachineDeployment create/delete only"
 
 # Every resource a role names is one the code uses (no stale grants).
 for r in nodes pods podtemplates provisioningrequests resourcepools leases events configmaps \

@@ -87,7 +87,7 @@
 #     MachineDeployment after --scale-down-idle. check-driver lists the
 #     shapes from the management cluster.
 # CAPI_REAL_PATHS (space-separated) picks paths: broken ok delete tpl calls
-# bad part mhc mhc-rb rollout rollout-rb hold k9 failover nap; default: all but mhc-rb.
+# bad part mhc mhc-rb rollout rollout-rb hold k9 failover nap; default: all.
 # CAPI_REAL_WATCH=false makes the driver poll instead of watching (the
 # "before" figure of calls).
 #
@@ -120,13 +120,7 @@ set -euo pipefail
 PR_DRIVER_SO="$PROVREQD_BUILDDIR/cloud/clusterapi/.libs/clusterapi.so"
 [[ -f "$PR_DRIVER_SO" ]] || t_fail "build first: $PR_DRIVER_SO is missing (make all)"
 [[ -x "$CAPI_DIR/bin/capi-manager" ]] || t_skip "capi-manager is not built (e2e/build-binaries.sh builds it)"
-# mhc-rb is not in the default set yet: in its first run (2026-12-07) the
-# rollback deleted exactly the plan's two marked Machines and kept the
-# Machine from before and the MachineHealthCheck's replacement, but the
-# replacement stayed Pending (its E2EMachine never provisioned: the path's
-# own quota fault), so the "settled at 2 Ready" wait timed out before the
-# bench lines. Run it with CAPI_REAL_PATHS=mhc-rb.
-paths=" ${CAPI_REAL_PATHS:-broken ok delete tpl calls bad part mhc rollout rollout-rb hold k9 failover nap} "
+paths=" ${CAPI_REAL_PATHS:-broken ok delete tpl calls bad part mhc mhc-rb rollout rollout-rb hold k9 failover nap} "
 want() { [[ "$paths" == *" $1 "* ]]; }
 
 capi_work=$(mktemp -d "${TMPDIR:-/tmp}/provreqd-e2e-capi.XXXXXX")

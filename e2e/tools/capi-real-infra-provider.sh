@@ -23,11 +23,14 @@
 #     provisioning delay has passed since its creation (template annotation
 #     e2e.provreqd.io/provision-delay, default $CAPI_E2E_DELAY or 2 s):
 #       - when the template carries e2e.provreqd.io/fail: "REASON: MESSAGE"
-#         (and, when e2e.provreqd.io/fail-count is set, fewer than that many
-#         of its machines failed, counting those decided before it - oldest
-#         first - in the same pass): the machine fails, Ready condition False with
-#         that reason and message (InsufficientCapacity is a stockout,
-#         QuotaExceeded a quota error), it is never provisioned;
+#         (and, when e2e.provreqd.io/fail-count is set, fewer machines
+#         decided before it - oldest first - in the same pass than that
+#         count): the machine fails, Ready condition False with that reason
+#         and message (InsufficientCapacity is a stockout, QuotaExceeded a
+#         quota error), it is never provisioned, and the provider lowers
+#         fail-count by one: a budget of failures, which a rollback that
+#         deletes the failed machine does not give back (a
+#         MachineHealthCheck's replacement made after it provisions);
 #       - else it creates the kwok Node NAME (shape of the template: cpu,
 #         memory, pods, gpu, labels, taints; providerID e2e:///NS/NAME) in
 #         the workload cluster - unless the template carries
@@ -86,8 +89,6 @@ plan() {
 	          if $d == "" then $dd else ($d | tonumber) end) then empty
 	    else
 	      ($m | ann("cluster.x-k8s.io/cloned-from-name")) as $tn |
-	      ($ms | map(select((.status.failed // false) and ann("cluster.x-k8s.io/cloned-from-name") == $tn)) |
-	        length) as $nfailed |
 	      # Machines of the template still undecided that come before this
 	      # one: decided in this same pass, they count against fail-count too.
 	      ($ms | map(select(ann("cluster.x-k8s.io/cloned-from-name") == $tn and (.spec.providerID // "") == "" and
@@ -95,7 +96,7 @@ plan() {
 	        ([.metadata.creationTimestamp, .metadata.name] < [$m.metadata.creationTimestamp, $m.metadata.name]))) |
 	        length) as $rank |
 	      ($tp | ann("e2e.provreqd.io/fail")) as $fail | ($tp | ann("e2e.provreqd.io/fail-count")) as $fc |
-	      if $fail != "" and ($fc == "" or $nfailed + $rank < ($fc | tonumber)) then ["fail", $m.metadata.name, $fail]
+	      if $fail != "" and ($fc == "" or $rank < ($fc | tonumber)) then ["fail", $m.metadata.name, $fail, $tn]
 	      else ["provision", $m.metadata.name,
 	            (if ($tp | ann("e2e.provreqd.io/hold")) != "" then "hold"
 	             elif ($tp | ann("e2e.provreqd.io/sick")) != "" and $rank == 0 then "sick"
@@ -157,6 +158,10 @@ step() {
 				'{status: {failed: true, conditions: [{type: "Ready", status: "False", reason: $r,
 				  message: $msg, lastTransitionTime: $t}]}}')" >/dev/null
 			log "E2EMachine $a failed: $b"
+			fc=$(m get "e2emachinetemplates.$grp" "$c" -o 'jsonpath={.metadata.annotations.e2e\.provreqd\.io/fail-count}')
+			if [[ -n $fc ]]; then
+				m annotate --overwrite "e2emachinetemplates.$grp" "$c" "e2e.provreqd.io/fail-count=$((fc > 0 ? fc - 1 : 0))" >/dev/null
+			fi
 			;;
 		provision)
 			if [[ $b == sick ]]; then

@@ -88,6 +88,11 @@
 /* What a Provisioned request booked, per podSet and node, so a replica
  * that takes over the lease rebuilds the booking. */
 #define PR_DETAIL_BOOKING "provreqd.io/booking"
+/* The end of a leftover booking this controller released: written,
+ * conditional on a status that shows no booking, before the room goes
+ * back, so a late status write that booked it is refused (decide.c,
+ * leftover_fenced). */
+#define PR_DETAIL_RELEASE "provreqd.io/booking-released"
 /* The room a request with a scale-up in flight holds on existing nodes
  * (PR_DETAIL_BOOKING) lasts this long past the plan's deadline; a plan ends
  * within it (a rollback gives the room back at once). */

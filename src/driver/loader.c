@@ -3,9 +3,12 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Size of the descriptor as ABI 1.0 defines it: every field up to and
  * including `provision`. Drivers built against 1.0 or later have at least
@@ -18,6 +21,39 @@ void cloud_drivers_init(cloud_drivers *set)
 	set->n = 0;
 }
 
+/* The checked file of each loaded driver stays open while it is loaded:
+ * the dynamic linker knows the module by the name /proc/self/fd/N, and a
+ * later driver loaded through a reused N would be taken for it. (Kept
+ * here rather than in cloud_driver, which tests and in-process drivers
+ * build with positional initializers.) Worker thread only. */
+#define HELD_FDS 64
+static struct {
+	const cloud_driver *d;
+	int fd;
+} held_fds[HELD_FDS];
+
+static bool held_fd_put(const cloud_driver *d, int fd)
+{
+	size_t i;
+	for(i = 0; i < HELD_FDS; i++)
+		if(!held_fds[i].d) {
+			held_fds[i].d = d;
+			held_fds[i].fd = fd;
+			return true;
+		}
+	return false;
+}
+
+static void held_fd_close(const cloud_driver *d)
+{
+	size_t i;
+	for(i = 0; i < HELD_FDS; i++)
+		if(held_fds[i].d == d) {
+			close(held_fds[i].fd);
+			held_fds[i].d = NULL;
+		}
+}
+
 static void driver_free(cloud_driver *d)
 {
 	if(!d)
@@ -26,6 +62,7 @@ static void driver_free(cloud_driver *d)
 		d->api->fini(d->state);
 	if(d->handle)
 		dlclose(d->handle);
+	held_fd_close(d);
 	free(d->path);
 	free(d);
 }
@@ -145,36 +182,136 @@ static int check_api(const char *path, const prd_cloud_driver *a, prd_err *err)
 	return 0;
 }
 
+void (*cloud_loader__between)(const char *path);
+
+/* Whom a driver file or its directory may belong to: root or the user
+ * provreqd runs as (anyone else could change the code it runs). */
+static bool trusted_owner(uid_t uid)
+{
+	return uid == 0 || uid == geteuid();
+}
+
+/* The directory holding `path` may not let anyone else replace the file:
+ * owned by a trusted user, and not writable by group or others unless
+ * sticky (then only the file's owner may rename or remove it). */
+static int check_dir(const char *path, prd_err *err)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	struct stat st;
+	size_t n = slash == path ? 1 : (size_t)(slash - path);
+	if(n >= sizeof(dir))
+		return prd_err_set(err, PRD_EINVAL, "cloud driver %s: path too long", path);
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	if(stat(dir, &st) != 0)
+		return prd_err_set(err, PRD_EIO, "cloud driver %s: directory %s: %s", path, dir, strerror(errno));
+	if(!trusted_owner(st.st_uid))
+		return prd_err_set(err, PRD_EPERM,
+				   "cloud driver %s: refusing a file in directory %s owned by uid %u (neither root nor "
+				   "provreqd's uid %u: its owner could replace the file)",
+				   path, dir, (unsigned)st.st_uid, (unsigned)geteuid());
+	if((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+		return prd_err_set(err, PRD_EPERM,
+				   "cloud driver %s: refusing a file in directory %s writable by %s (mode %04o; chmod "
+				   "go-w %s)",
+				   path, dir, (st.st_mode & S_IWOTH) ? "others" : "its group",
+				   (unsigned)(st.st_mode & 07777), dir);
+	return 0;
+}
+
+/* Open the driver file for loading and check what was opened: a path
+ * (not a bare name, which dlopen would look up on the library path
+ * instead of where it was checked), not a symbolic link, a regular file
+ * owned by root or provreqd's user and writable by neither its group nor
+ * others, in a directory no one else may change. *fd gets the open file,
+ * which is what is loaded (through /proc/self/fd), so a file swapped in
+ * after the check is never the one run. */
+static int open_checked(const char *path, int *fd, prd_err *err)
+{
+	struct stat st;
+	int rc;
+	*fd = -1;
+	if(!strchr(path, '/'))
+		return prd_err_set(err, PRD_EINVAL,
+				   "cloud driver %s: give a path (./%s or an absolute one): a bare name would be looked up "
+				   "on the library path, not where it was checked",
+				   path, path);
+	*fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if(*fd < 0) {
+		int e = errno;
+		if(e == ELOOP)
+			return prd_err_set(err, PRD_EPERM,
+					   "cloud driver %s: refusing a symbolic link (give the file it points to)", path);
+		return prd_err_set(err, e == ENOENT ? PRD_ENOTFOUND : PRD_EIO, "cloud driver %s: %s", path,
+				   strerror(e));
+	}
+	if(fstat(*fd, &st) != 0)
+		rc = prd_err_set(err, PRD_EIO, "cloud driver %s: %s", path, strerror(errno));
+	else if(!S_ISREG(st.st_mode))
+		rc = prd_err_set(err, PRD_EINVAL, "cloud driver %s: not a regular file", path);
+	else if(st.st_mode & (S_IWGRP | S_IWOTH))
+		rc = prd_err_set(err, PRD_EPERM, "cloud driver %s: refusing a file writable by %s (mode %04o; chmod go-w)",
+				 path, (st.st_mode & S_IWOTH) ? "others" : "its group", (unsigned)(st.st_mode & 07777));
+	else if(!trusted_owner(st.st_uid))
+		rc = prd_err_set(err, PRD_EPERM,
+				 "cloud driver %s: refusing a file owned by uid %u (neither root nor provreqd's uid %u)",
+				 path, (unsigned)st.st_uid, (unsigned)geteuid());
+	else
+		rc = check_dir(path, err);
+	if(rc) {
+		close(*fd);
+		*fd = -1;
+	}
+	return rc;
+}
+
+int cloud_driver_check_file(const char *path, prd_err *err)
+{
+	int fd, rc = open_checked(path, &fd, err);
+	if(fd >= 0)
+		close(fd);
+	return rc;
+}
+
 int cloud_drivers_load(cloud_drivers *set, const char *path, const prd_cloud_host *host,
 		       const char *config, cloud_driver **out, prd_err *err)
 {
-	struct stat st;
 	cloud_driver *d = NULL, *dup;
 	cloud_driver **nv;
 	prd_cloud_entry_fn entry;
 	prd_cloud_error derr;
+	char fdpath[64];
 	void *sym;
-	int rc = 0;
+	int rc = 0, fd;
 
-	if(stat(path, &st) != 0)
-		return prd_err_set(err, errno == ENOENT ? PRD_ENOTFOUND : PRD_EIO,
-				   "cloud driver %s: %s", path, strerror(errno));
-	if(!S_ISREG(st.st_mode))
-		return prd_err_set(err, PRD_EINVAL, "cloud driver %s: not a regular file", path);
-	if(st.st_mode & (S_IWGRP | S_IWOTH))
-		return prd_err_set(err, PRD_EPERM,
-				   "cloud driver %s: refusing a file writable by %s (mode %04o; chmod go-w)",
-				   path, (st.st_mode & S_IWOTH) ? "others" : "its group",
-				   (unsigned)(st.st_mode & 07777));
-
-	d = calloc(1, sizeof(*d));
-	if(!d || !(d->path = str_dup(path))) {
+	if((rc = open_checked(path, &fd, err)))
+		return rc;
+	if(cloud_loader__between)
+		cloud_loader__between(path);
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+	if(access(fdpath, R_OK) != 0) {
+		close(fd);
+		return prd_err_set(err, PRD_EIO,
+				   "cloud driver %s: cannot load the checked file through %s (%s): is /proc mounted?", path,
+				   fdpath, strerror(errno));
+	}
+	if(!(d = calloc(1, sizeof(*d)))) {
+		close(fd);
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+	}
+	if(!held_fd_put(d, fd)) {
+		close(fd);
+		free(d);
+		return prd_err_set(err, PRD_ERANGE, "cloud driver %s: more than %d drivers loaded at once", path, HELD_FDS);
+	}
+	if(!(d->path = str_dup(path))) {
 		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 		goto done;
 	}
 	d->host = host;
 	dlerror();
-	d->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	d->handle = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
 	if(!d->handle) {
 		const char *e = dlerror();
 		rc = prd_err_set(err, PRD_EINVAL, "cloud driver %s: cannot load: %s", path, e ? e : "unknown error");

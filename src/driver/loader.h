@@ -1,7 +1,8 @@
 /* Loading node-group drivers (.so files built against provreqd/cloud.h).
  *
- * A cloud_drivers set owns the loaded modules: it refuses files that are
- * writable by group or others, files without the entry symbol, ABI
+ * A cloud_drivers set owns the loaded modules: it refuses bare names,
+ * symbolic links, files (or their directories) that someone other than
+ * root or provreqd's user could change, files without the entry symbol, ABI
  * mismatches (different major, newer minor, struct too small, required
  * functions missing), invalid and duplicate driver names — each with a
  * message that names the file and the reason. Functions here are called
@@ -87,7 +88,19 @@ void cloud_drivers_init(cloud_drivers *set);
 /* Call every driver's fini, dlclose them and free the set's memory. */
 void cloud_drivers_free(cloud_drivers *set);
 
-/* Load the driver at `path`, check it, and call its init with `config`
+/* The checks the loader makes on a driver file before loading it, alone
+ * (check-config): a path, not a bare name; not a symbolic link; a regular
+ * file owned by root or provreqd's user, writable by neither group nor
+ * others; its directory owned by such a user and not writable by group or
+ * others unless sticky. 0 or a PRD_E* code with a message naming the file. */
+int cloud_driver_check_file(const char *path, prd_err *err);
+
+/* Test hook: when set, called between the checks on the opened file and
+ * its load (a test swaps the file there; what loads is what was checked). */
+extern void (*cloud_loader__between)(const char *path);
+
+/* Load the driver at `path` (checked as cloud_driver_check_file says, then
+ * loaded from the very file checked), check it, and call its init with `config`
  * (may be NULL). `host` is borrowed and must outlive the set. On success
  * the driver is added to the set and, if `out` is given, returned there
  * (owned by the set). */

@@ -237,6 +237,49 @@ static sched_podset *podsets_or_wait(pr_class_ctx *x, const state_request *rs)
 /* Everything the controller decides before a class gets the request.
  * Returns the podSets for the class, or NULL when the request is answered
  * (or waits) without it. */
+/* A leftover booking (rows of a request the status shows neither
+ * Provisioned nor scaling up) is released only once no status write that
+ * booked it can still land. The write that booked it may be on its way:
+ * a former leader's, stalled past its lease (it checked the lease before
+ * sending), or this replica's own that timed out. Every status write is
+ * conditional on the resourceVersion its writer read, so one write of
+ * ours, conditional on a status that shows no booking, settles it: if it
+ * lands, any write made on an older read is refused (409); if the
+ * booking's write lands first, ours is refused and the next pass reads
+ * the request Provisioned. Until our write is seen, the room stays held
+ * and the request waits: the stamp names the booking (its end), so a
+ * later booking of the same request needs its own. Released at once
+ * without the store's rows (nothing held) or when they have expired.
+ * True when the rows are held this pass (the stamp goes out with the
+ * request's status; c->details). (DST replicas seed 150, (viii): a
+ * stalled leader's CapacityIsFound landed after the new leader had
+ * handed the same room to another request.) */
+static bool leftover_fenced(pr_ctl *c, const kube_provreq *pr)
+{
+	state_booking *b = NULL;
+	size_t nb = 0, k;
+	int64_t end = 0;
+	char stamp[32], *have;
+	bool hold;
+	if(!c->db || state_booking_list_request(c->db, pr->meta.uid, &b, &nb, NULL))
+		return false;
+	for(k = 0; k < nb; k++)
+		if(b[k].expires_ns > c->now && b[k].expires_ns > end)
+			end = b[k].expires_ns;
+	state_booking_list_free(b, nb);
+	if(!end)
+		return false;
+	snprintf(stamp, sizeof(stamp), "%lld", (long long)end);
+	have = pr_details_get(pr, PR_DETAIL_RELEASE);
+	hold = !have || strcmp(have, stamp);
+	free(have);
+	if(hold && c->details) {
+		pr_details_put(c->details, PR_DETAIL_RELEASE, stamp, NULL);
+		pr__wake_at(c, c->now);
+	}
+	return hold;
+}
+
 static sched_podset *gate(pr_class_ctx *x, const pr_params *pp, int prc, const prd_err *pe, const state_request *rs,
 			  const pr_pclass_use *use)
 {
@@ -376,18 +419,23 @@ static sched_podset *sets_in_flight(pr_world *w, const kube_provreq *pr)
  * while its status shows a plan open that the local store does not carry
  * yet (a new leader waits to adopt it): what is held then are the Nodes
  * that plan brought up (shards.c), and releasing them handed them to
- * younger requests of the same pass (DST mixed seed 30908, (iii)). */
-static void drop_leftovers(pr_ctl *c, pr_world *w, const kube_provreq *pr)
+ * younger requests of the same pass (DST mixed seed 30908, (iii)). A
+ * leftover whose booking's status write may still land stays held
+ * (leftover_fenced): true then, and the request waits this pass. */
+static bool drop_leftovers(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 {
 	sched_snapshot *snap;
 	size_t released = 0;
 	if(pr_cond_true(pr, PR_COND_PROVISIONED) || pr_details_plan_open(pr))
-		return;
+		return false;
+	if(leftover_fenced(c, pr))
+		return true;
 	snap = pr__snap(c, w); /* (NULL: fenced, nothing is written) */
 	if(snap)
 		sched_snapshot_unbook(snap, pr->meta.uid, &released);
 	if(released && c->db)
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
+	return false;
 }
 
 /* The gates a new decision passes (quota, the shards' order, one
@@ -457,8 +505,7 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	if(in_flight) {
 		req.sets = sets_in_flight(w, pr);
 	} else {
-		drop_leftovers(c, w, pr);
-		req.sets = gate(&x, &pp, prc, &e, &rs, use);
+		req.sets = drop_leftovers(c, w, pr) ? NULL : gate(&x, &pp, prc, &e, &rs, use);
 	}
 	gates_and_decide(&x, &h, &req, m, in_flight);
 	pr__status_defer(&x);

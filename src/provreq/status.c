@@ -246,6 +246,24 @@ static int status_outcome(pr_ctl *c, const kube_provreq *pr, const char *based_o
 	return 0;
 }
 
+/* A write that books and is known never to land (refused with 409, held
+ * back by the ledger, or not sent: fenced) leaves the rows it was to show
+ * in the store; they go now, so the next pass decides the request again
+ * at once (as decide.c would for a request that shows neither a booking
+ * nor a plan in flight). Rows of a write whose fate is unknown (a timeout, a 5xx) stay:
+ * the write may still land, and decide.c releases them only after a
+ * status write of its own shuts it out (leftover_fenced). */
+static void drop_unwritten(pr_ctl *c, const kube_provreq *pr, json_object *patch, int rc, bool sent)
+{
+	bool books = false;
+	/* (A plan's end is not dropped: the store writes it again from its
+	 * rows, finish_recorded.) */
+	if(!c->db || !patch || pr_details_plan_open(pr) || !pr__ledger_change_of(patch, false, &books) || !books)
+		return;
+	if(!sent || rc == PRD_ECONFLICT)
+		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
+}
+
 /* The conditions a write that landed changed, logged as the request's
  * news: a condition decided but not written (the pass was fenced, the
  * write refused) is not news, and is decided again. */
@@ -401,6 +419,8 @@ int pr__write_status(pr_class_ctx *x, prd_err *err)
 	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, &answer, NULL, err);
 	if(rc == 0)
 		log_written(c, x->pr, patch);
+	else if(rc == PRD_ECONFLICT)
+		drop_unwritten(c, x->pr, patch, rc, true);
 	json_object_put(patch);
 	rc = status_outcome(c, x->pr, x->rv, rc, answer, err, &new_rv);
 	if(rc == PRD_ENOTFOUND)
@@ -557,6 +577,8 @@ void pr__status_flush(pr_ctl *c)
 					    : PRD_EAGAIN;
 		if(rc == 0)
 			log_written(c, w->pr, w->patch);
+		else
+			drop_unwritten(c, w->pr, w->patch, rc, sent && !w->fenced);
 		if(rc == 0 && w->release && pr__hold(c, w->pr, false, &e) && e.code != PRD_ENOTFOUND)
 			log_warn("cannot remove provreqd's finalizer; it is removed when the request is deleted",
 				 "request", w->pr->meta.name, "error", e.msg);

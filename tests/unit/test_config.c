@@ -577,7 +577,7 @@ static void test_check_config_command(void)
 		 f, test_tmpdir());
 	CU_ASSERT_EQUAL(run_provreqd(args, &out), 1);
 	CU_ASSERT_PTR_NOT_NULL(
-		strstr(out, "--cloud-driver (cloud.drivers): /nonexistent/kwok.so: No such file or directory\n"));
+		strstr(out, "--cloud-driver (cloud.drivers): cloud driver /nonexistent/kwok.so: No such file or directory\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, ": not a regular file\n"));
 	CU_ASSERT_PTR_NOT_NULL(
 		strstr(out, "--cloud-config (cloud.config): /nonexistent/cloud.yaml: No such file or directory\n"));

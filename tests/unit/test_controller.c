@@ -401,6 +401,70 @@ static const char *uid_of(const char *ns, const char *name);
 static int patch_json(const char *path, const char *json);
 static bool held(const char *ns, const char *name);
 
+/* A booking whose status write may still land (it timed out or met a
+ * 5xx: the apiserver may have applied it, or a stalled former leader's
+ * write is on its way) keeps its room until a status write of ours,
+ * conditional on the status that shows no booking, has landed: after it,
+ * the late write is refused (409). Broken controller caught: one that
+ * frees such rows at once when the request is not due (here its next
+ * attempt is an hour away), so "second" books n1 and the late write,
+ * still based on the current resourceVersion, lands beside it: two
+ * bookings of one node's four cpus (DST replicas seed 150, (viii)). */
+static void test_unknown_write_holds_room_until_fenced(void)
+{
+	state_request rs;
+	state_booking *b = NULL;
+	size_t nb = 0;
+	char uid[100], rv[64], path[300], late[700];
+	json_object *o = NULL;
+	prd_err e;
+	start(NULL, NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "first", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "Provisioned"), "False/CapacityIsNotFound");
+	snprintf(uid, sizeof(uid), "%s", uid_of("t", "first"));
+	add_node("n1", "4", NULL);
+	clk_fake_advance(&fake, 10 * MIN);
+	memapi_inject_fault(m, "PATCH", "/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/first/status",
+			    500, 1);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_EQUAL(state_booking_list_request(db, uid, &b, &nb, NULL), 0);
+	CU_ASSERT_EQUAL(nb, 1);
+	state_booking_list_free(b, nb);
+	/* The request is not due again for an hour. */
+	CU_ASSERT_EQUAL(state_request_ensure(db, uid, "t", "first", &rs, NULL), 0);
+	rs.next_attempt_ns = clk_wall(&fake) + 60 * MIN;
+	CU_ASSERT_EQUAL(state_request_put(db, &rs, NULL), 0);
+	state_request_clear(&rs);
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/first");
+	CU_ASSERT_EQUAL(kube_api_call(&api, "GET", path, NULL, NULL, &o, NULL, &e), 0);
+	snprintf(rv, sizeof(rv), "%s",
+		 json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "resourceVersion")));
+	json_object_put(o);
+	clk_fake_advance(&fake, SEC);
+	add_pr("t", "second", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_NOT_EQUAL(cond("t", "second", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_NOT_EQUAL(detail_of("t", "first", "provreqd.io/booking-released"), "-");
+	/* The write that booked it lands late, on the version it read. */
+	snprintf(late, sizeof(late),
+		 "{\"metadata\":{\"resourceVersion\":\"%s\"},\"status\":{\"conditions\":[{\"type\":\"Provisioned\","
+		 "\"status\":\"True\",\"reason\":\"CapacityIsFound\",\"message\":\"late\","
+		 "\"lastTransitionTime\":\"2024-05-01T10:00:00Z\"}]}}",
+		 rv);
+	strcat(path, "/status");
+	CU_ASSERT_EQUAL(patch_json(path, late), PRD_ECONFLICT);
+	CU_ASSERT_STRING_NOT_EQUAL(cond("t", "first", "Provisioned"), "True/CapacityIsFound");
+	/* Shut out: the room goes back, to the older request when due. */
+	clk_fake_advance(&fake, 61 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "first", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_STRING_NOT_EQUAL(cond("t", "second", "Provisioned"), "True/CapacityIsFound");
+	stop();
+}
+
 /* A booking goes into the ledger before its status, and a booking the
  * ledger refuses is not written. Broken controllers caught: one that
  * writes the status when the ledger's conditional write was refused
@@ -6597,6 +6661,8 @@ static const test_case cases[] = {
 	{ "unreadable bookings stop the pass", test_unreadable_bookings_stop_the_pass },
 	{ "booking consumed, expired, revoked and GC", test_booking_consumed_expired_revoked },
 	{ "an ended booking's room is held until its status is written", test_ended_booking_held_until_written },
+	{ "a booking whose status write may still land holds its room until a write of ours shuts it out",
+	  test_unknown_write_holds_room_until_fenced },
 	{ "booking ledger: recorded first, a refused booking is not written", test_ledger_records_and_refuses },
 	{ "booking ledger: an entry holds its room before any status shows it", test_ledger_entry_holds_room },
 	{ "booking ledger: a deleted request's entry goes at once", test_ledger_deleted_request_frees_room },

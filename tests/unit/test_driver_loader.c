@@ -103,6 +103,66 @@ static void test_writable_and_garbage(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(m, "cannot load"));
 }
 
+/* The swap the hook makes between the checks and the load: the checked
+ * file's path now names another driver (through a symbolic link). */
+static void swap_to_example(const char *path)
+{
+	CU_ASSERT_EQUAL(unlink(path), 0);
+	CU_ASSERT_EQUAL(symlink(drv("example"), path), 0);
+}
+
+/* What is loaded is the file that was checked, and only a file nobody but
+ * root or provreqd's user can change. Broken loaders caught: one that
+ * checks a path and dlopens it again (the swap loads "example", and a
+ * bare name is looked up on the library path, not where it was checked),
+ * one that follows symbolic links, one that ignores the file's owner or
+ * a directory anyone may write to. */
+static void test_file_checks(void)
+{
+	char path[1100], dir[1024];
+	const char *m;
+	cloud_drivers set;
+	cloud_driver *d = NULL;
+	prd_err e;
+	m = load_fails("drv_good.so", NULL, PRD_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "give a path"));
+	CU_ASSERT_EQUAL(cloud_driver_check_file("drv_good.so", &e), PRD_EINVAL);
+	snprintf(path, sizeof(path), "%s/link.so", test_tmpdir());
+	CU_ASSERT_EQUAL(symlink(drv("good"), path), 0);
+	m = load_fails(path, NULL, PRD_EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "symbolic link"));
+	/* Swapped between the checks and the load. */
+	snprintf(path, sizeof(path), "%s/swap.so", test_tmpdir());
+	copy_file(drv("good"), path, 0755);
+	cloud_loader__between = swap_to_example;
+	cloud_drivers_init(&set);
+	CU_ASSERT_EQUAL(cloud_drivers_load(&set, path, &host.host, NULL, &d, &e), 0);
+	cloud_loader__between = NULL;
+	if(d)
+		CU_ASSERT_STRING_EQUAL(d->api->name, "variant");
+	cloud_drivers_free(&set);
+	/* A directory others may write to (they could replace the file). */
+	snprintf(dir, sizeof(dir), "%s/open", test_tmpdir());
+	CU_ASSERT_EQUAL(mkdir(dir, 0700), 0);
+	CU_ASSERT_EQUAL(chmod(dir, 0777), 0);
+	snprintf(path, sizeof(path), "%s/drv.so", dir);
+	copy_file(drv("good"), path, 0755);
+	m = load_fails(path, NULL, PRD_EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "writable by others"));
+	CU_ASSERT_EQUAL(cloud_driver_check_file(path, &e), PRD_EPERM);
+	/* ... unless sticky: then only the file's owner may replace it. */
+	CU_ASSERT_EQUAL(chmod(dir, 01777), 0);
+	CU_ASSERT_EQUAL(cloud_driver_check_file(path, &e), 0);
+	/* A file owned by another user (only root can make one here). */
+	if(geteuid() == 0) {
+		snprintf(path, sizeof(path), "%s/other.so", test_tmpdir());
+		copy_file(drv("good"), path, 0755);
+		CU_ASSERT_EQUAL(chown(path, 4242, 4242), 0);
+		m = load_fails(path, NULL, PRD_EPERM);
+		CU_ASSERT_PTR_NOT_NULL(strstr(m, "owned by uid 4242"));
+	}
+}
+
 static void test_good_and_duplicate(void)
 {
 	cloud_drivers set;
@@ -231,6 +291,7 @@ static void test_host_services(void)
 static const test_case cases[] = {
 	{ "ABI rejections", test_rejections },
 	{ "writable and garbage files", test_writable_and_garbage },
+	{ "bare names, links, swaps, owners and directories", test_file_checks },
 	{ "good driver and duplicate name", test_good_and_duplicate },
 	{ "example driver end to end", test_example_driver },
 	{ "host services", test_host_services },
