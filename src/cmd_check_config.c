@@ -7,7 +7,8 @@
  *
  * A few flags are meant for tooling rather than people and are left out of
  * the help: --list-options prints the option table (flag, key, type,
- * default; tab-separated), --list-aliases cluster-autoscaler's flag names
+ * default; tab-separated), --list-ignored the cluster-autoscaler flags
+ * accepted and ignored (flag, why), --list-aliases cluster-autoscaler's flag names
  * provreqd accepts (alias, option; tab-separated), --list-metrics the names of the metric
  * families provreqd registers and --list-metric-labels each family's name,
  * type and label names (tab-separated; labels comma-separated, "-" for
@@ -156,6 +157,12 @@ int cmd_check_config(int argc, char **argv)
 			cfg_list_aliases(&out);
 			return print_buf(&out, stdout, 0);
 		}
+		if(strcmp(a, "--list-ignored") == 0) {
+			buf_init(&out);
+			for(size_t k = 0; k < cfg_n_ignored; k++)
+				buf_printf(&out, "%s\t%s\n", cfg_ignored[k].flag, cfg_ignored[k].why);
+			return print_buf(&out, stdout, 0);
+		}
 		if(strcmp(a, "--list-metrics") == 0)
 			return list_metrics(false);
 		if(strcmp(a, "--list-metric-labels") == 0)
@@ -170,6 +177,8 @@ int cmd_check_config(int argc, char **argv)
 	if(rc == 0)
 		rc = cfg_to_yaml(&c, &out);
 	bad_usage = c.usage_error;
+	for(size_t k = 0; k < c.ignored.n; k++)
+		fprintf(stderr, "provreqd check-config: warning: %s\n", c.ignored.v[k]);
 	cfg_free(&c);
 	if(rc != 0) {
 		buf_free(&out);

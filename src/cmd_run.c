@@ -419,6 +419,8 @@ static bool run_start(run_ctx *r, int argc, char **argv, int *exit_code)
 	buf_free(&errs);
 	log_parse_format(r->c.log_format, &fmt);
 	log_setup((int)r->c.v, fmt, stderr);
+	for(size_t k = 0; k < r->c.ignored.n; k++)
+		log_warn("flag ignored", "flag", r->c.ignored.v[k]);
 	if(metrics_init()) {
 		fprintf(stderr, "provreqd run: out of memory\n");
 		cfg_free(&r->c);

@@ -506,16 +506,17 @@ static bool sim_duration(int c, const char *arg, sim_opts *o)
 	return true;
 }
 
-/* --v as `run` reads it (the option table's row): an integer 0..4. */
+/* --v as `run` reads it (the option table's row): any level klog takes,
+ * 0 and up; 4 and above is trace. */
 static bool sim_level(const char *arg, int *level)
 {
 	int64_t v;
-	if(str_to_int64(arg, &v) || v < PRD_LOG_ERROR || v > PRD_LOG_TRACE) {
-		fprintf(stderr, "provreqd simulate: --v: want an integer 0..4 (0 error, 1 warn, 2 info, 3 debug, "
-			"4 trace), got '%s'\n", arg);
+	if(str_to_int64(arg, &v) || v < PRD_LOG_ERROR || v > 2147483647) {
+		fprintf(stderr, "provreqd simulate: --v: want an integer 0..2147483647 (0 error, 1 warn, 2 info, 3 debug, "
+			"4 and above trace), got '%s'\n", arg);
 		return false;
 	}
-	*level = (int)v;
+	*level = v > PRD_LOG_TRACE ? PRD_LOG_TRACE : (int)v;
 	return true;
 }
 
@@ -529,6 +530,81 @@ static bool chain_has_priority(const char *chain)
 		chain += n + (chain[n] == ',');
 	}
 	return false;
+}
+
+/* --max-autoprovisioned-groups: an integer in [0, 10000]. */
+static bool sim_max_groups(const char *arg, sim_opts *o)
+{
+	char *end;
+	long long v = strtoll(arg, &end, 10);
+	if(!*arg || *end || v < 0 || v > 10000) {
+		fprintf(stderr, "provreqd simulate: --max-autoprovisioned-groups: \"%s\" is not a number in "
+			"[0, 10000]\n", arg);
+		return false;
+	}
+	o->cfg.nap_max_groups = v;
+	return true;
+}
+
+/* --cores-total (c 'X'), --memory-total ('Y'): the last one given counts;
+ * --gpu-total ('G'): each one adds a limit. Checked later (sim_check). */
+static void sim_limit(int c, const char *arg, sim_opts *o)
+{
+	char **slot = c == 'X' ? &o->limits.cores_total : c == 'Y' ? &o->limits.memory_total : NULL;
+	if(slot) {
+		free(*slot);
+		*slot = str_dup(arg);
+	} else {
+		char **nv = realloc(o->limits.gpu_total.v, (o->limits.gpu_total.n + 1) * sizeof(*nv));
+		if(nv) {
+			o->limits.gpu_total.v = nv;
+			nv[o->limits.gpu_total.n] = str_dup(arg);
+			if(nv[o->limits.gpu_total.n])
+				o->limits.gpu_total.n++;
+		}
+	}
+}
+
+/* -o: text, json or yaml. */
+static bool sim_output(const char *arg, sim_opts *o)
+{
+	if(!strcmp(arg, "text"))
+		o->output = SIM_OUT_TEXT;
+	else if(!strcmp(arg, "json"))
+		o->output = SIM_OUT_JSON;
+	else if(!strcmp(arg, "yaml"))
+		o->output = SIM_OUT_YAML;
+	else {
+		fprintf(stderr, "provreqd simulate: -o: \"%s\" is not text, json or yaml\n", arg);
+		return false;
+	}
+	return true;
+}
+
+/* After the options: the cluster-wide limits parsed, and a priority
+ * expander given its table. */
+static bool sim_check(sim_opts *o)
+{
+	{
+		buf why;
+		size_t n = 0;
+		buf_init(&why);
+		if(cfg_res_limits(&o->limits, &o->res, &n, &why)) {
+			fprintf(stderr, "provreqd simulate: %s\n", why.len ? buf_str(&why) : "out of memory");
+			buf_free(&why);
+			return false;
+		}
+		buf_free(&why);
+		o->cfg.res_limits = o->res;
+		o->cfg.nres_limits = n;
+	}
+	if(chain_has_priority(o->cfg.expander) && !o->prio_file) {
+		fprintf(stderr, "provreqd simulate: --expander %s: 'priority' needs a priority table: give "
+			"--priority-file FILE (a cluster-autoscaler-priority-expander ConfigMap, or its "
+			"priorities map: integer priority -> list of node-group name regexes)\n", o->cfg.expander);
+		return false;
+	}
+	return true;
 }
 
 /* Parse the command line into `o` (o->requests is allocated: the caller
@@ -579,46 +655,18 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 		case 'e': o->cfg.expander = optarg; break;
 		case 'P': o->prio_file = optarg; break;
 		case 'N': o->cfg.nap = true; break;
-		case 'M': {
-			char *end;
-			long long v = strtoll(optarg, &end, 10);
-			if(!*optarg || *end || v < 0 || v > 10000) {
-				fprintf(stderr, "provreqd simulate: --max-autoprovisioned-groups: \"%s\" is not a number in "
-					"[0, 10000]\n", optarg);
+		case 'M':
+			if(!sim_max_groups(optarg, o))
 				return false;
-			}
-			o->cfg.nap_max_groups = v;
 			break;
-		}
 		case 'X':
 		case 'Y':
-		case 'G': {
-			char **slot = c == 'X' ? &o->limits.cores_total : c == 'Y' ? &o->limits.memory_total : NULL;
-			if(slot) {
-				free(*slot);
-				*slot = str_dup(optarg);
-			} else {
-				char **nv = realloc(o->limits.gpu_total.v, (o->limits.gpu_total.n + 1) * sizeof(*nv));
-				if(nv) {
-					o->limits.gpu_total.v = nv;
-					nv[o->limits.gpu_total.n] = str_dup(optarg);
-					if(nv[o->limits.gpu_total.n])
-						o->limits.gpu_total.n++;
-				}
-			}
+		case 'G':
+			sim_limit(c, optarg, o);
 			break;
-		}
 		case 'o':
-			if(!strcmp(optarg, "text"))
-				o->output = SIM_OUT_TEXT;
-			else if(!strcmp(optarg, "json"))
-				o->output = SIM_OUT_JSON;
-			else if(!strcmp(optarg, "yaml"))
-				o->output = SIM_OUT_YAML;
-			else {
-				fprintf(stderr, "provreqd simulate: -o: \"%s\" is not text, json or yaml\n", optarg);
+			if(!sim_output(optarg, o))
 				return false;
-			}
 			break;
 		case 'u':
 		case 'b':
@@ -650,26 +698,7 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 		fputs(simulate_usage, stderr);
 		return false;
 	}
-	{
-		buf why;
-		size_t n = 0;
-		buf_init(&why);
-		if(cfg_res_limits(&o->limits, &o->res, &n, &why)) {
-			fprintf(stderr, "provreqd simulate: %s\n", why.len ? buf_str(&why) : "out of memory");
-			buf_free(&why);
-			return false;
-		}
-		buf_free(&why);
-		o->cfg.res_limits = o->res;
-		o->cfg.nres_limits = n;
-	}
-	if(chain_has_priority(o->cfg.expander) && !o->prio_file) {
-		fprintf(stderr, "provreqd simulate: --expander %s: 'priority' needs a priority table: give "
-			"--priority-file FILE (a cluster-autoscaler-priority-expander ConfigMap, or its "
-			"priorities map: integer priority -> list of node-group name regexes)\n", o->cfg.expander);
-		return false;
-	}
-	return true;
+	return sim_check(o);
 }
 
 /* What sim_setup() creates and sim_teardown() frees. It stays on

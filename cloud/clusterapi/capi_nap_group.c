@@ -114,48 +114,14 @@ static void append_csv(json_object *ann, const char *key, const char *text)
 	free(joined);
 }
 
-/* The new MachineDeployment (caller puts), or NULL with err set. */
-static json_object *new_md(capi *c, json_object *tpl, const prd_cloud_group_create *req, const char *key,
-			   uint64_t term, prd_cloud_error *err)
+/* new_md's annotations: what says what a new node is like carries over
+ * from the template's own annotations `tann` (not its sizes, fences or
+ * marks); then the sizes, the owner, the shape and zone, and the fence
+ * (`key` non-NULL). */
+static void md_annotations(json_object *ann, json_object *tann, const prd_cloud_group_create *req, const char *key,
+			   uint64_t term)
 {
-	json_object *md = json_object_new_object(), *meta = json_object_new_object();
-	json_object *labels = json_object_new_object(), *ann = json_object_new_object(), *spec = NULL;
-	json_object *tmpl, *tmeta, *tlabels, *tspec, *sel_obj, *ml, *tsel;
-	json_object *tann = capi_nap_annotations(tpl);
-	const char *ns = capi_jstr(capi_jobj(tpl, "metadata"), "namespace");
-	const char *cluster = capi_jstr(capi_jobj(tpl, "spec"), "clusterName");
-	char num[24], gv[128], fence_ann[100], text[700];
-	sel *tpl_sel = NULL;
-	prd_err pe = {0};
-	size_t i;
-
-	if(!md || !meta || !labels || !ann || !cluster ||
-	   json_object_deep_copy(capi_jobj(tpl, "spec"), &spec, NULL) || !spec ||
-	   !(tmpl = capi_jobj(spec, "template")) || !(tspec = capi_jobj(tmpl, "spec"))) {
-		json_object_put(md);
-		json_object_put(meta);
-		json_object_put(labels);
-		json_object_put(ann);
-		json_object_put(spec);
-		capi_fail(err, PRD_CLOUD_EINVAL,
-			  "clusterapi: create_group: template MachineDeployment %s/%s has no spec.clusterName or "
-			  "spec.template.spec",
-			  ns ? ns : "", req->shape);
-		return NULL;
-	}
-	snprintf(gv, sizeof(gv), CAPI_GROUP "/%s", c->version);
-	json_object_object_add(md, "apiVersion", json_object_new_string(gv));
-	json_object_object_add(md, "kind", json_object_new_string("MachineDeployment"));
-	json_object_object_add(md, "metadata", meta);
-	json_object_object_add(md, "spec", spec);
-	json_object_object_add(meta, "name", json_object_new_string(req->group_id));
-	json_object_object_add(meta, "namespace", json_object_new_string(ns));
-	json_object_object_add(meta, "labels", labels);
-	json_object_object_add(meta, "annotations", ann);
-	json_object_object_add(labels, CLUSTER_LABEL, json_object_new_string(cluster));
-	json_object_object_add(labels, CAPI_NAP_GROUP_LABEL, json_object_new_string(req->group_id));
-	/* Only what says what a new node is like carries over from the
-	 * template's own annotations (not its sizes, fences or marks). */
+	char num[24], fence_ann[100];
 	json_object_object_foreach(tann, ak, av) {
 		if(!strncmp(ak, CAPI_CAPACITY_PREFIX, strlen(CAPI_CAPACITY_PREFIX)))
 			json_object_object_add(ann, ak, json_object_get(av));
@@ -172,19 +138,15 @@ static json_object *new_md(capi *c, json_object *tpl, const prd_cloud_group_crea
 		snprintf(num, sizeof(num), "%llu", (unsigned long long)term);
 		json_object_object_add(ann, fence_ann, json_object_new_string(num));
 	}
-	json_object_object_del(spec, "replicas");
-	json_object_object_del(spec, "paused");
-	json_object_object_add(spec, "replicas", json_object_new_int(0));
-	/* Its own selector: the template's would also pick the new group's
-	 * Machines (and the template's group would count them). */
-	tsel = capi_jobj(spec, "selector");
-	if(tsel && sel_from_json(tsel, &tpl_sel, &pe))
-		tpl_sel = NULL;
-	sel_obj = json_object_new_object();
-	ml = json_object_new_object();
-	json_object_object_add(ml, DEPLOYMENT_LABEL, json_object_new_string(req->group_id));
-	json_object_object_add(ml, CLUSTER_LABEL, json_object_new_string(cluster));
-	json_object_object_add(sel_obj, "matchLabels", ml);
+}
+
+/* The labels of new_md's Machine template (made when missing), without
+ * the template selector's own labels (but the cluster's), the topology
+ * labels and the rollout's hash. */
+static json_object *md_template_labels(json_object *tmpl, json_object *tsel)
+{
+	json_object *tmeta, *tlabels;
+	size_t i;
 	tmeta = capi_jobj(tmpl, "metadata");
 	if(!tmeta) {
 		tmeta = json_object_new_object();
@@ -215,9 +177,17 @@ static json_object *new_md(capi *c, json_object *tpl, const prd_cloud_group_crea
 		for(i = 0; i < nd; i++)
 			json_object_object_del(tlabels, drop[i]);
 	}
-	json_object_object_add(spec, "selector", sel_obj);
-	json_object_object_add(tlabels, DEPLOYMENT_LABEL, json_object_new_string(req->group_id));
-	json_object_object_add(tlabels, CLUSTER_LABEL, json_object_new_string(cluster));
+	return tlabels;
+}
+
+/* The labels and taints the pods need go on new_md's Machine template
+ * (labels `tlabels`, spec `tspec`) and are said in its capacity
+ * annotations. */
+static void md_labels_taints(json_object *ann, json_object *tlabels, json_object *tspec,
+			     const prd_cloud_group_create *req)
+{
+	char text[700];
+	size_t i;
 	for(i = 0; i < req->nlabels; i++) {
 		json_object_object_add(tlabels, req->labels[i].key, json_object_new_string(req->labels[i].value));
 		snprintf(text, sizeof(text), "%s=%s", req->labels[i].key, req->labels[i].value);
@@ -241,6 +211,66 @@ static json_object *new_md(capi *c, json_object *tpl, const prd_cloud_group_crea
 			 t->effect);
 		append_csv(ann, CAP_TAINTS, text);
 	}
+}
+
+/* The new MachineDeployment (caller puts), or NULL with err set. */
+static json_object *new_md(capi *c, json_object *tpl, const prd_cloud_group_create *req, const char *key,
+			   uint64_t term, prd_cloud_error *err)
+{
+	json_object *md = json_object_new_object(), *meta = json_object_new_object();
+	json_object *labels = json_object_new_object(), *ann = json_object_new_object(), *spec = NULL;
+	json_object *tmpl, *tlabels, *tspec, *sel_obj, *ml, *tsel;
+	json_object *tann = capi_nap_annotations(tpl);
+	const char *ns = capi_jstr(capi_jobj(tpl, "metadata"), "namespace");
+	const char *cluster = capi_jstr(capi_jobj(tpl, "spec"), "clusterName");
+	char gv[128];
+	sel *tpl_sel = NULL;
+	prd_err pe = {0};
+
+	if(!md || !meta || !labels || !ann || !cluster ||
+	   json_object_deep_copy(capi_jobj(tpl, "spec"), &spec, NULL) || !spec ||
+	   !(tmpl = capi_jobj(spec, "template")) || !(tspec = capi_jobj(tmpl, "spec"))) {
+		json_object_put(md);
+		json_object_put(meta);
+		json_object_put(labels);
+		json_object_put(ann);
+		json_object_put(spec);
+		capi_fail(err, PRD_CLOUD_EINVAL,
+			  "clusterapi: create_group: template MachineDeployment %s/%s has no spec.clusterName or "
+			  "spec.template.spec",
+			  ns ? ns : "", req->shape);
+		return NULL;
+	}
+	snprintf(gv, sizeof(gv), CAPI_GROUP "/%s", c->version);
+	json_object_object_add(md, "apiVersion", json_object_new_string(gv));
+	json_object_object_add(md, "kind", json_object_new_string("MachineDeployment"));
+	json_object_object_add(md, "metadata", meta);
+	json_object_object_add(md, "spec", spec);
+	json_object_object_add(meta, "name", json_object_new_string(req->group_id));
+	json_object_object_add(meta, "namespace", json_object_new_string(ns));
+	json_object_object_add(meta, "labels", labels);
+	json_object_object_add(meta, "annotations", ann);
+	json_object_object_add(labels, CLUSTER_LABEL, json_object_new_string(cluster));
+	json_object_object_add(labels, CAPI_NAP_GROUP_LABEL, json_object_new_string(req->group_id));
+	md_annotations(ann, tann, req, key, term);
+	json_object_object_del(spec, "replicas");
+	json_object_object_del(spec, "paused");
+	json_object_object_add(spec, "replicas", json_object_new_int(0));
+	/* Its own selector: the template's would also pick the new group's
+	 * Machines (and the template's group would count them). */
+	tsel = capi_jobj(spec, "selector");
+	if(tsel && sel_from_json(tsel, &tpl_sel, &pe))
+		tpl_sel = NULL;
+	sel_obj = json_object_new_object();
+	ml = json_object_new_object();
+	json_object_object_add(ml, DEPLOYMENT_LABEL, json_object_new_string(req->group_id));
+	json_object_object_add(ml, CLUSTER_LABEL, json_object_new_string(cluster));
+	json_object_object_add(sel_obj, "matchLabels", ml);
+	tlabels = md_template_labels(tmpl, tsel);
+	json_object_object_add(spec, "selector", sel_obj);
+	json_object_object_add(tlabels, DEPLOYMENT_LABEL, json_object_new_string(req->group_id));
+	json_object_object_add(tlabels, CLUSTER_LABEL, json_object_new_string(cluster));
+	md_labels_taints(ann, tlabels, tspec, req);
 	if(tpl_sel && sel_matches_json(tpl_sel, tlabels)) {
 		sel_free(tpl_sel);
 		json_object_put(md);

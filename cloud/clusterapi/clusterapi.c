@@ -44,7 +44,7 @@ static void capi_free(capi *c)
 	free(c);
 }
 
-static capi_group *find_group(capi *c, const char *id)
+capi_group *capi__find_group(capi *c, const char *id)
 {
 	size_t i;
 	for(i = 0; id && i < c->ngroups; i++)
@@ -55,10 +55,10 @@ static capi_group *find_group(capi *c, const char *id)
 
 capi_group *capi_find_group(capi *c, const char *id)
 {
-	return find_group(c, id);
+	return capi__find_group(c, id);
 }
 
-static int no_group(prd_cloud_error *err, const char *id)
+int capi__no_group(prd_cloud_error *err, const char *id)
 {
 	return capi_fail(err, PRD_CLOUD_ENOTFOUND,
 			 "clusterapi: no node group '%s' (groups are Kind/namespace/name of a MachineDeployment, "
@@ -325,7 +325,7 @@ void capi_group_clear(capi_group *g)
 
 int capi_groups_put(capi *c, capi_group *g, prd_cloud_error *err)
 {
-	capi_group *old = find_group(c, g->id), *bigger;
+	capi_group *old = capi__find_group(c, g->id), *bigger;
 	if(old) {
 		capi_group_clear(old);
 		*old = *g;
@@ -343,7 +343,7 @@ int capi_groups_put(capi *c, capi_group *g, prd_cloud_error *err)
 
 void capi_groups_drop(capi *c, const char *id)
 {
-	capi_group *g = find_group(c, id);
+	capi_group *g = capi__find_group(c, id);
 	size_t i;
 	if(!g)
 		return;
@@ -548,273 +548,6 @@ static int cp_node_groups(void *state, prd_cloud_node_group **out, size_t *count
 	return 0;
 }
 
-/* ---- Machines ------------------------------------------------------- */
-
-static int push_item(void *ud, json_object *item)
-{
-	return json_object_array_add(ud, json_object_get(item)) ? PRD_CLOUD_ENOMEM : 0;
-}
-
-int capi_group_machines(capi *c, const capi_group *g, bool live, json_object **machines, prd_cloud_error *err)
-{
-	char path[1400], query[800], gv[128];
-	char *text;
-	json_object *arr;
-	int rc;
-	if(!live) {
-		snprintf(gv, sizeof(gv), CAPI_GROUP "/%s", c->version);
-		rc = capi_watch_list(c, gv, c->ns, "machines", g->ns, g->machines, machines);
-		if(rc == 0)
-			return 0;
-		if(rc == PRD_CLOUD_ENOMEM)
-			return capi_fail(err, rc, "out of memory");
-	}
-	text = sel_to_string(g->machines);
-	if(!text || !capi_query_escape(text, query, sizeof(query))) {
-		free(text);
-		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the Machine selector is too long", g->id);
-	}
-	free(text);
-	capi_path(c, path, 1000, "machines", g->ns, NULL, NULL);
-	snprintf(path + strlen(path), sizeof(path) - strlen(path), "?labelSelector=%s", query);
-	arr = json_object_new_array();
-	if(!arr)
-		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-	rc = capi_list(c, path, push_item, arr, err);
-	if(rc) {
-		json_object_put(arr);
-		return rc;
-	}
-	*machines = arr;
-	return 0;
-}
-
-static const char *machine_node(json_object *m)
-{
-	return capi_jstr(capi_jobj(capi_jobj(m, "status"), "nodeRef"), "name");
-}
-
-static bool machine_deleting(json_object *m)
-{
-	return capi_jstr(capi_jobj(m, "metadata"), "deletionTimestamp") != NULL;
-}
-
-/* The instance ID of a Machine: its providerID, or a stable stand-in
- * while the infrastructure has not assigned one. */
-static void machine_id(json_object *m, char *out, size_t n)
-{
-	const char *pid = capi_jstr(capi_jobj(m, "spec"), "providerID");
-	json_object *md = capi_jobj(m, "metadata");
-	if(pid && pid[0])
-		snprintf(out, n, "%s", pid);
-	else
-		snprintf(out, n, CAPI_PENDING_PREFIX "%s/%s", capi_jstr(md, "namespace") ? capi_jstr(md, "namespace") : "",
-			 capi_jstr(md, "name") ? capi_jstr(md, "name") : "");
-}
-
-/* metadata.creationTimestamp in ns since the epoch; 0 when unreadable. */
-static int64_t created_ns(json_object *obj)
-{
-	const char *ts = capi_jstr(capi_jobj(obj, "metadata"), "creationTimestamp");
-	prd_err pe;
-	int64_t ns = 0;
-	if(!ts || rfc3339_parse(ts, &ns, &pe) || ns < 0)
-		return 0;
-	return ns;
-}
-
-/* A Machine's instance: its creation time is the Machine's (ABI 1.3); its
- * owner token is the mark this driver put on it once it proved the Machine
- * a plan's (capi_claim.c), else none: Cluster API cannot mark the Machines
- * one scale call makes. A MachinePool's providerIDList entries have
- * neither. */
-static int cp_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
-			prd_cloud_error *err)
-{
-	capi *c = state;
-	capi_group *g = find_group(c, group_id);
-	json_object *machines = NULL, *pids = NULL;
-	prd_cloud_instance *v;
-	size_t i, n, k = 0, np = 0;
-	int rc;
-	if(!g)
-		return no_group(err, group_id);
-	rc = capi_group_machines(c, g, false, &machines, err);
-	if(rc)
-		return rc;
-	capi_claim_mark(c, g, machines);
-	n = json_object_array_length(machines);
-	/* A MachinePool whose provider has no MachinePool Machines lists its
-	 * instances in spec.providerIDList only. */
-	if(g->kind == CAPI_MACHINE_POOL && !n &&
-	   json_object_object_get_ex(capi_jobj(g->obj, "spec"), "providerIDList", &pids) &&
-	   json_object_is_type(pids, json_type_array))
-		np = json_object_array_length(pids);
-	v = calloc(n + np + 1, sizeof(*v));
-	if(!v) {
-		json_object_put(machines);
-		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-	}
-	for(i = 0; i < n; i++) {
-		json_object *m = json_object_array_get_idx(machines, i);
-		const char *node = machine_node(m), *fcode = NULL, *fmsg = NULL;
-		int fclass = capi_machine_failure(m, &fcode, &fmsg);
-		char id[600];
-		machine_id(m, id, sizeof(id));
-		v[k].id = capi_strdup(id);
-		v[k].node_name = node ? capi_strdup(node) : NULL;
-		v[k].state = machine_deleting(m) ? PRD_CLOUD_INSTANCE_DELETING
-			     : node		 ? PRD_CLOUD_INSTANCE_RUNNING
-						 : PRD_CLOUD_INSTANCE_CREATING;
-		v[k].created_ns = created_ns(m);
-		if(capi_machine_owner(m) && drv_owner_token_ok(capi_machine_owner(m)) &&
-		   !(v[k].owner = capi_strdup(capi_machine_owner(m))))
-			rc = PRD_CLOUD_ENOMEM;
-		if(fclass != PRD_CLOUD_ERRCLASS_NONE) {
-			v[k].error_class = fclass;
-			v[k].error_code = capi_strdup(fcode);
-			v[k].error_message = capi_strdup(fmsg);
-			if(!v[k].error_code || !v[k].error_message)
-				rc = PRD_CLOUD_ENOMEM;
-		}
-		if(!v[k].id || (node && !v[k].node_name))
-			rc = PRD_CLOUD_ENOMEM;
-		k++;
-	}
-	for(i = 0; i < np; i++) {
-		json_object *p = json_object_array_get_idx(pids, i);
-		if(!json_object_is_type(p, json_type_string))
-			continue;
-		v[k].id = capi_strdup(json_object_get_string(p));
-		v[k].state = PRD_CLOUD_INSTANCE_RUNNING;
-		if(!v[k].id)
-			rc = PRD_CLOUD_ENOMEM;
-		k++;
-	}
-	json_object_put(machines);
-	if(rc) {
-		drv_instances_free(v, k);
-		return capi_fail(err, rc, "out of memory");
-	}
-	*out = v;
-	*count = k;
-	return 0;
-}
-
-/* The group whose Machine selector matches this Machine (same namespace). */
-static capi_group *group_of_machine(capi *c, json_object *m)
-{
-	json_object *md = capi_jobj(m, "metadata");
-	const char *ns = capi_jstr(md, "namespace");
-	size_t i;
-	for(i = 0; ns && i < c->ngroups; i++)
-		if(!strcmp(c->groups[i].ns, ns) && sel_matches_json(c->groups[i].machines, capi_jobj(md, "labels")))
-			return &c->groups[i];
-	return NULL;
-}
-
-typedef struct by_provider {
-	const char *pid;
-	json_object *found;
-} by_provider;
-
-static int match_provider(void *ud, json_object *m)
-{
-	by_provider *b = ud;
-	const char *pid = capi_jstr(capi_jobj(m, "spec"), "providerID");
-	if(pid && !strcmp(pid, b->pid)) {
-		b->found = json_object_get(m);
-		return 1;
-	}
-	return 0;
-}
-
-/* A Node belongs to the group of its Machine: named by the Node's
- * cluster.x-k8s.io/machine annotation (Cluster API sets it), else found
- * by providerID; a MachinePool also claims the IDs in its providerIDList. */
-static int cp_node_group_for_node(void *state, const char *node_json, char **group_id, prd_cloud_error *err)
-{
-	capi *c = state;
-	json_object *node, *md, *ann, *machine = NULL;
-	const char *mname, *mns, *pid;
-	capi_group *g = NULL;
-	char gv[128];
-	size_t i;
-	int rc = 0;
-	*group_id = NULL;
-	node = node_json ? json_tokener_parse(node_json) : NULL;
-	if(!node || !json_object_is_type(node, json_type_object)) {
-		json_object_put(node);
-		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: node_group_for_node: the Node is not a JSON object");
-	}
-	md = capi_jobj(node, "metadata");
-	ann = capi_jobj(md, "annotations");
-	mname = capi_jstr(ann, CAPI_NODE_MACHINE_ANNOTATION);
-	mns = capi_jstr(ann, CAPI_NODE_NAMESPACE_ANNOTATION);
-	pid = capi_jstr(capi_jobj(node, "spec"), "providerID");
-	snprintf(gv, sizeof(gv), CAPI_GROUP "/%s", c->version);
-	if(mname && mns) {
-		char path[800];
-		rc = capi_watch_get(c, gv, c->ns, "machines", mns, mname, &machine);
-		if(rc == PRD_CLOUD_EAGAIN) {
-			capi_path(c, path, sizeof(path), "machines", mns, mname, NULL);
-			rc = capi_request(c, "GET", path, NULL, NULL, &machine, NULL, err);
-		}
-		if(rc == PRD_CLOUD_ENOTFOUND)
-			rc = 0; /* the Machine is gone: try the providerID */
-	}
-	if(!rc && !machine && pid && pid[0]) {
-		by_provider b = {pid, NULL};
-		json_object *all = NULL;
-		char path[600];
-		rc = capi_watch_list(c, gv, c->ns, "machines", NULL, NULL, &all);
-		if(rc == 0) {
-			size_t j, n = json_object_array_length(all);
-			for(j = 0; j < n && !b.found; j++)
-				match_provider(&b, json_object_array_get_idx(all, j));
-			json_object_put(all);
-		} else if(rc == PRD_CLOUD_ENOTFOUND) {
-			rc = 0;
-		} else {
-			capi_path(c, path, sizeof(path), "machines", c->ns, NULL, NULL);
-			rc = capi_list(c, path, match_provider, &b, err);
-			if(rc == 1)
-				rc = 0;
-		}
-		machine = b.found;
-	}
-	if(!rc && machine)
-		g = group_of_machine(c, machine);
-	for(i = 0; !rc && !g && pid && i < c->ngroups; i++) {
-		json_object *list, *p;
-		size_t j, n;
-		if(c->groups[i].kind != CAPI_MACHINE_POOL ||
-		   !json_object_object_get_ex(capi_jobj(c->groups[i].obj, "spec"), "providerIDList", &list) ||
-		   !json_object_is_type(list, json_type_array))
-			continue;
-		n = json_object_array_length(list);
-		for(j = 0; j < n && !g; j++) {
-			p = json_object_array_get_idx(list, j);
-			if(json_object_is_type(p, json_type_string) && !strcmp(json_object_get_string(p), pid))
-				g = &c->groups[i];
-		}
-	}
-	if(!rc && g && !(*group_id = capi_strdup(g->id)))
-		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-	json_object_put(machine);
-	json_object_put(node);
-	return rc;
-}
-
-static int cp_template_node(void *state, const char *group_id, char **node_json, prd_cloud_error *err)
-{
-	capi *c = state;
-	capi_group *g = find_group(c, group_id);
-	if(!g)
-		return no_group(err, group_id);
-	return capi_template_node(c, g, node_json, err);
-}
-
 /* ---- sizes ---------------------------------------------------------- */
 
 /* Read the scale subresource: replicas and the resourceVersion to patch
@@ -869,7 +602,7 @@ static int set_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, p
 /* PUT the Scale back with the resourceVersion it was read with, for the
  * conditional calls (ABI 1.3): whoever wrote the object since makes the
  * apiserver answer 409, which is PRD_CLOUD_ECONFLICT, nothing changed. */
-static int put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, prd_cloud_error *err)
+int capi__put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, prd_cloud_error *err)
 {
 	char path[800];
 	json_object *sc, *md, *spec;
@@ -921,8 +654,8 @@ static int check_expected(const capi_group *g, int32_t cur, int32_t expected, pr
  * from the scale subresource, or, for a call carrying a fencing token
  * (key not NULL), from the object itself with its recorded term judged
  * (capi_read_fenced). */
-static int read_for_write(capi *c, capi_group *g, const char *key, uint64_t term, int32_t *cur, char *rv,
-			  size_t rvlen, prd_cloud_error *err)
+int capi__read_for_write(capi *c, capi_group *g, const char *key, uint64_t term, int32_t *cur, char *rv,
+			 size_t rvlen, prd_cloud_error *err)
 {
 	capi_view v;
 	int rc;
@@ -939,12 +672,12 @@ static int read_for_write(capi *c, capi_group *g, const char *key, uint64_t term
 static int cp_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
 {
 	capi *c = state;
-	capi_group *g = find_group(c, group_id);
+	capi_group *g = capi__find_group(c, group_id);
 	int32_t cur;
 	char rv[64];
 	int rc;
 	if(!g)
-		return no_group(err, group_id);
+		return capi__no_group(err, group_id);
 	if(delta <= 0)
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the increase must be positive, got %d", g->id,
 				 (int)delta);
@@ -981,8 +714,8 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: increase: the request is %u bytes, older than "
 							"ABI 1.3's",
 				 req ? (unsigned)req->struct_size : 0u);
-	if(!(g = find_group(c, req->group_id)))
-		return no_group(err, req->group_id);
+	if(!(g = capi__find_group(c, req->group_id)))
+		return capi__no_group(err, req->group_id);
 	if(req->atomic)
 		return capi_fail(err, PRD_CLOUD_EUNSUPPORTED,
 				 "clusterapi: %s: Cluster API makes no all-or-nothing promise for the Machines of a "
@@ -1008,7 +741,7 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 	 * the call as before; anything else is written again, conditional on
 	 * the new read. */
 	for(attempt = 0;; attempt++) {
-		rc = read_for_write(c, g, key, key ? req->fence_term : 0, &cur, rv, sizeof(rv), err);
+		rc = capi__read_for_write(c, g, key, key ? req->fence_term : 0, &cur, rv, sizeof(rv), err);
 		if(!rc)
 			rc = check_expected(g, cur, req->expected_target, err);
 		if(rc)
@@ -1025,7 +758,7 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 			json_object_put(before);
 			before = NULL;
 		}
-		rc = put_scale(c, g, cur + req->delta, rv, err);
+		rc = capi__put_scale(c, g, cur + req->delta, rv, err);
 		if(!rc && before)
 			capi_claim_note(c, g, req->owner, cur, req->delta, before);
 		json_object_put(before);
@@ -1042,18 +775,18 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 static int decrease(capi *c, const char *group_id, int32_t delta, int32_t expected, const char *key, uint64_t term,
 		    prd_cloud_error *err)
 {
-	capi_group *g = find_group(c, group_id);
+	capi_group *g = capi__find_group(c, group_id);
 	json_object *machines = NULL;
 	int32_t cur, existing = 0;
 	size_t i, n;
 	char rv[64];
 	int rc;
 	if(!g)
-		return no_group(err, group_id);
+		return capi__no_group(err, group_id);
 	if(delta <= 0)
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: the decrease must be positive, got %d", g->id,
 				 (int)delta);
-	rc = read_for_write(c, g, key, term, &cur, rv, sizeof(rv), err);
+	rc = capi__read_for_write(c, g, key, term, &cur, rv, sizeof(rv), err);
 	if(!rc)
 		rc = check_expected(g, cur, expected, err);
 	if(!rc)
@@ -1062,14 +795,14 @@ static int decrease(capi *c, const char *group_id, int32_t delta, int32_t expect
 		return rc;
 	n = json_object_array_length(machines);
 	for(i = 0; i < n; i++)
-		existing += !machine_deleting(json_object_array_get_idx(machines, i));
+		existing += !capi__machine_deleting(json_object_array_get_idx(machines, i));
 	json_object_put(machines);
 	if(cur - delta < existing)
 		return capi_fail(err, PRD_CLOUD_ERANGE,
 				 "clusterapi: %s: lowering replicas from %d by %d would go below its %d existing "
 				 "Machines; delete nodes instead",
 				 g->id, (int)cur, (int)delta, (int)existing);
-	return expected >= 0 || key ? put_scale(c, g, cur - delta, rv, err) : set_scale(c, g, cur - delta, rv, err);
+	return expected >= 0 || key ? capi__put_scale(c, g, cur - delta, rv, err) : set_scale(c, g, cur - delta, rv, err);
 }
 
 static int cp_decrease_target(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
@@ -1106,13 +839,13 @@ static int cp_decrease_req(void *state, const prd_cloud_decrease *req, prd_cloud
 static int cp_fence(void *state, const char *group_id, const char *key, uint64_t term, prd_cloud_error *err)
 {
 	capi *c = state;
-	capi_group *g = find_group(c, group_id);
+	capi_group *g = capi__find_group(c, group_id);
 	if(!group_id)
 		return capi_nap_fence(c, key, term, err);
 	capi_view v;
 	int rc;
 	if(!g)
-		return no_group(err, group_id);
+		return capi__no_group(err, group_id);
 	/* The size node_groups reports from now on is the one the fence read
 	 * (the host reads the targets again after fencing: a former leader's
 	 * increase that landed before the fence is in it, and none can land
@@ -1127,244 +860,13 @@ static int cp_fence_recorded(void *state, const char *group_id, const char *key,
 			     prd_cloud_error *err)
 {
 	capi *c = state;
-	capi_group *g = find_group(c, group_id);
+	capi_group *g = capi__find_group(c, group_id);
 	*term = 0;
 	if(!group_id)
 		return capi_nap_fence_recorded(c, key, term, err);
 	if(!g)
-		return no_group(err, group_id);
+		return capi__no_group(err, group_id);
 	return capi_fence_read(c, g, CAPI_FENCE_PREFIX, key, term, err);
-}
-
-/* One Machine a delete call takes away: its name, the resourceVersion it
- * was listed with (the mark is conditional on it) and, once marked, the
- * value and resourceVersion of our mark (the undo is conditional on them). */
-typedef struct capi_victim {
-	const char *name;      /* borrowed from the Machine listing */
-	const char *listed_rv; /* borrowed from the Machine listing */
-	bool marked;           /* this call set the mark */
-	char mark_rv[64];      /* the Machine's resourceVersion after our mark */
-} capi_victim;
-
-/* Merge-patch the delete-machine annotation of Machine `name` to `value`
- * (NULL removes it), conditional on resourceVersion `rv`. A 409 is
- * PRD_CLOUD_ECONFLICT. On success *new_rv (if given) is the Machine's new
- * resourceVersion. */
-static int patch_mark(capi *c, const capi_group *g, const char *name, const char *value, const char *rv,
-		      char *new_rv, size_t n, prd_cloud_error *err)
-{
-	char path[800];
-	json_object *patch = json_object_new_object(), *md = json_object_new_object(), *ann = json_object_new_object();
-	json_object *out = NULL;
-	long status = 0;
-	int rc;
-	capi_path(c, path, sizeof(path), "machines", g->ns, name, NULL);
-	json_object_object_add(ann, CAPI_DELETE_ANNOTATION, value ? json_object_new_string(value) : NULL);
-	json_object_object_add(md, "annotations", ann);
-	json_object_object_add(md, "resourceVersion", json_object_new_string(rv));
-	json_object_object_add(patch, "metadata", md);
-	rc = capi_request(c, "PATCH", path, "application/merge-patch+json", patch, &out, &status, err);
-	json_object_put(patch);
-	if(rc && status == 409)
-		rc = capi_fail(err, PRD_CLOUD_ECONFLICT,
-			       "clusterapi: %s: Machine %s changed between this call's read and its %s (409 Conflict)",
-			       g->id, name, value ? "delete mark" : "removal of its delete mark");
-	if(!rc && new_rv) {
-		const char *r = capi_jstr(capi_jobj(out, "metadata"), "resourceVersion");
-		snprintf(new_rv, n, "%s", r ? r : "");
-	}
-	json_object_put(out);
-	return rc;
-}
-
-/* Take back the mark this call set on v, unless someone changed it since:
- * conditional on the resourceVersion our mark produced; after a 409 the
- * Machine is read again and the mark removed only if it still holds our
- * value (a mark another actor set, or set again, stays). */
-static void unmark(capi *c, const capi_group *g, capi_victim *v, const char *value)
-{
-	prd_cloud_error e = {0, ""};
-	json_object *m = NULL;
-	char path[800];
-	const char *now_value, *rv;
-	int rc = patch_mark(c, g, v->name, NULL, v->mark_rv, NULL, 0, &e);
-	if(rc == PRD_CLOUD_ECONFLICT) {
-		capi_path(c, path, sizeof(path), "machines", g->ns, v->name, NULL);
-		rc = capi_request(c, "GET", path, NULL, NULL, &m, NULL, &e);
-		if(rc == PRD_CLOUD_ENOTFOUND)
-			rc = 0; /* gone: nothing to take back */
-		else if(!rc) {
-			now_value = capi_jstr(capi_jobj(capi_jobj(m, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION);
-			rv = capi_jstr(capi_jobj(m, "metadata"), "resourceVersion");
-			if(now_value && !strcmp(now_value, value) && rv)
-				rc = patch_mark(c, g, v->name, NULL, rv, NULL, 0, &e);
-		}
-		json_object_put(m);
-	}
-	if(rc)
-		capi_log(c, PRD_CLOUD_LOG_ERROR,
-			 "clusterapi: %s: removing %s from Machine %s failed: %s (remove it by hand, or the next "
-			 "scale-down of the group takes that Machine first)",
-			 g->id, CAPI_DELETE_ANNOTATION, v->name, e.message);
-}
-
-/* Delete particular Machines: find each one in the group (by its node's
- * name, or by instance ID when by_id), then, all against one read:
- *   1. mark each with cluster.x-k8s.io/delete-machine, every mark
- *      conditional on the resourceVersion the Machine was listed with (a
- *      Machine that changed since - being deleted, replaced, marked by
- *      someone else - is a conflict, not a blind overwrite);
- *   2. lower replicas by the number of Machines marked through the scale
- *      subresource, conditional on the resourceVersion of the group read
- *      before the Machines were listed (or the fenced read: a newer
- *      leader's term is refused).
- * Any conflict or failure undoes the marks this call set (conditionally,
- * see unmark) and changes nothing else: the MachineSet controller only
- * acts on a mark when replicas drop, which happens in step 2 or not at
- * all. An instance ID without a Machine is already gone and is skipped; a
- * node name without one is refused.
- *
- * A Machine that carries a delete-machine mark already is left as it is.
- * Whether it counts in the decrement depends on whether replicas already
- * dropped for it: the marked Machines that exceed replicas (more Machines
- * not being deleted than replicas) are ones the MachineSet controller is
- * about to remove - most often this driver's own earlier call, which the
- * caller repeats because the Machine is still listed (a MachineDeployment
- * mid-rollout takes seconds to act) - and are "already being deleted":
- * counting them again would lower replicas a second time and take a
- * Machine nobody chose (seen against the real MachineDeployment
- * controller, e2e 87 rollout). Only a mark no decrement covers counts. */
-static int delete_machines(void *state, const char *group_id, const char *const *names, size_t count, bool by_id,
-			   const char *fkey, uint64_t fterm, prd_cloud_error *err)
-{
-	capi *c = state;
-	capi_group *g = find_group(c, group_id);
-	json_object *machines = NULL;
-	capi_victim *vic = NULL;
-	size_t i, j, n, nactive = 0;
-	int32_t cur, existing = 0, marked = 0, covered;
-	char rv[64], now[64];
-	int rc;
-	if(!g)
-		return no_group(err, group_id);
-	if(!count)
-		return 0;
-	rc = read_for_write(c, g, fterm ? fkey : NULL, fterm, &cur, rv, sizeof(rv), err);
-	if(!rc)
-		rc = capi_group_machines(c, g, true, &machines, err);
-	if(rc)
-		return rc;
-	n = json_object_array_length(machines);
-	for(i = 0; i < n; i++) {
-		json_object *m = json_object_array_get_idx(machines, i);
-		if(machine_deleting(m))
-			continue;
-		existing++;
-		marked += capi_jstr(capi_jobj(capi_jobj(m, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION) != NULL;
-	}
-	/* Marked Machines replicas no longer pay for: being removed. */
-	covered = existing - cur < 0 ? 0 : existing - cur < marked ? existing - cur : marked;
-	vic = calloc(count, sizeof(*vic));
-	if(!vic) {
-		rc = capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-		goto done;
-	}
-	for(i = 0; i < count && !rc; i++) {
-		json_object *found = NULL;
-		for(j = 0; j < n && !found; j++) {
-			json_object *m = json_object_array_get_idx(machines, j);
-			const char *node = machine_node(m);
-			char id[600];
-			machine_id(m, id, sizeof(id));
-			if(names[i] && ((!by_id && node && !strcmp(node, names[i])) || !strcmp(id, names[i])))
-				found = m;
-		}
-		if(!found && by_id && names[i])
-			continue; /* gone already */
-		if(!found) {
-			rc = capi_fail(err, PRD_CLOUD_ENOTFOUND, "clusterapi: %s has no Machine for node %s; nothing deleted",
-				       g->id, names[i] ? names[i] : "(null)");
-			break;
-		}
-		vic[i].name = capi_jstr(capi_jobj(found, "metadata"), "name");
-		vic[i].listed_rv = capi_jstr(capi_jobj(found, "metadata"), "resourceVersion");
-		for(j = 0; j < i; j++)
-			if(vic[j].name && !strcmp(vic[j].name, vic[i].name))
-				rc = capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: %s: node %s is listed twice", g->id,
-					       names[i]);
-		if(machine_deleting(found)) {
-			vic[i].name = NULL; /* already going: neither mark nor count it */
-			continue;
-		}
-		/* A mark set before (by anyone) is not touched; replicas already
-		 * dropped for it while `covered` lasts, else it is counted. */
-		if(capi_jstr(capi_jobj(capi_jobj(found, "metadata"), "annotations"), CAPI_DELETE_ANNOTATION)) {
-			if(covered > 0) {
-				covered--;
-				vic[i].name = NULL;
-				continue;
-			}
-			vic[i].listed_rv = NULL;
-			nactive++;
-			continue;
-		}
-		nactive++;
-		if(!vic[i].listed_rv || !vic[i].listed_rv[0])
-			rc = capi_fail(err, PRD_CLOUD_EIO,
-				       "clusterapi: %s: Machine %s was listed without a resourceVersion to make its mark "
-				       "conditional on; nothing deleted",
-				       g->id, vic[i].name);
-	}
-	if(!rc && cur - (int32_t)nactive < g->min)
-		rc = capi_fail(err, PRD_CLOUD_ERANGE,
-			       "clusterapi: %s: deleting %zu nodes would take replicas from %d below its minimum size %d",
-			       g->id, nactive, (int)cur, (int)g->min);
-	if(rc || !nactive)
-		goto done;
-	rfc3339_format(c->host->now_ns(c->host->ctx), now, sizeof(now));
-	for(i = 0; i < count && !rc; i++) {
-		if(!vic[i].name || !vic[i].listed_rv)
-			continue;
-		rc = patch_mark(c, g, vic[i].name, now, vic[i].listed_rv, vic[i].mark_rv, sizeof(vic[i].mark_rv), err);
-		vic[i].marked = !rc;
-	}
-	if(!rc)
-		rc = put_scale(c, g, cur - (int32_t)nactive, rv, err);
-	if(rc)
-		for(i = 0; i < count; i++)
-			if(vic[i].marked)
-				unmark(c, g, &vic[i], now);
-done:
-	free(vic);
-	json_object_put(machines);
-	return rc;
-}
-
-static int cp_delete_nodes(void *state, const char *group_id, const char *const *names, size_t count,
-			   prd_cloud_error *err)
-{
-	return delete_machines(state, group_id, names, count, false, NULL, 0, err);
-}
-
-/* Instances by ID (a Machine's providerID, or its pending stand-in before
- * the infrastructure assigned one): a Machine that never got a Node - one
- * still provisioning, or one that failed - can be removed too. */
-static int cp_delete_instances(void *state, const char *group_id, const char *const *ids, size_t count,
-			       prd_cloud_error *err)
-{
-	return delete_machines(state, group_id, ids, count, true, NULL, 0, err);
-}
-
-/* ABI 1.4: delete_instances carrying a fencing token. */
-static int cp_delete_fenced(void *state, const prd_cloud_delete *req, prd_cloud_error *err)
-{
-	if(!req || req->struct_size < offsetof(prd_cloud_delete, fence_term) + sizeof(req->fence_term))
-		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: delete: the request is %u bytes, older than ABI 1.4's",
-				 req ? (unsigned)req->struct_size : 0u);
-	if(req->count && !req->instance_ids)
-		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: delete: no instance ids");
-	return delete_machines(state, req->group_id, req->instance_ids, req->count, true, req->fence_key,
-			       req->fence_term, err);
 }
 
 static const prd_cloud_driver descriptor = {
@@ -1377,18 +879,18 @@ static const prd_cloud_driver descriptor = {
 	.refresh = cp_refresh,
 	.node_groups = cp_node_groups,
 	.release_node_groups = drv_release_node_groups,
-	.node_group_for_node = cp_node_group_for_node,
-	.instances = cp_instances,
+	.node_group_for_node = capi__cp_node_group_for_node,
+	.instances = capi__cp_instances,
 	.release_instances = drv_release_instances,
-	.template_node = cp_template_node,
+	.template_node = capi__cp_template_node,
 	.increase_size = cp_increase,
 	/* No atomic increase: replicas move at once, but Cluster API gives
 	 * no all-or-nothing promise for the Machines behind them. */
 	.atomic_increase_size = NULL,
-	.delete_nodes = cp_delete_nodes,
+	.delete_nodes = capi__cp_delete_nodes,
 	.decrease_target_size = cp_decrease_target,
 	.release_string = drv_release_string,
-	.delete_instances = cp_delete_instances,
+	.delete_instances = capi__cp_delete_instances,
 	.instance_size = sizeof(prd_cloud_instance),
 	/* No PRD_CLOUD_CAP_OWNER_MARK (not every Machine an increase makes
 	 * can be marked): see cp_increase_req and capi_claim.c. */
@@ -1397,7 +899,7 @@ static const prd_cloud_driver descriptor = {
 	.decrease_target_size_if = cp_decrease_target_if,
 	.fence = cp_fence,
 	.decrease = cp_decrease_req,
-	.delete_fenced = cp_delete_fenced,
+	.delete_fenced = capi__cp_delete_fenced,
 	/* Node auto-provisioning from template MachineDeployments
 	 * (capi_nap.c); without `autoProvisioning` there are no shapes. */
 	.shape_size = sizeof(prd_cloud_shape),

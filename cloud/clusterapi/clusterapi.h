@@ -250,4 +250,24 @@ int capi_template_zero(capi *c, const capi_group *g, char **node_json, prd_cloud
  * write is planned from). */
 int capi_group_machines(capi *c, const capi_group *g, bool live, json_object **machines, prd_cloud_error *err);
 
+/* Shared by clusterapi.c (groups, sizes), capi_machines.c and
+ * capi_delete.c, said at their definitions. */
+capi_group *capi__find_group(capi *c, const char *id);
+int capi__no_group(prd_cloud_error *err, const char *id);
+const char *capi__machine_node(json_object *m);
+bool capi__machine_deleting(json_object *m);
+void capi__machine_id(json_object *m, char *out, size_t n);
+int capi__put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, prd_cloud_error *err);
+int capi__read_for_write(capi *c, capi_group *g, const char *key, uint64_t term, int32_t *cur, char *rv,
+			 size_t rvlen, prd_cloud_error *err);
+int capi__cp_delete_nodes(void *state, const char *group_id, const char *const *names, size_t count,
+			  prd_cloud_error *err);
+int capi__cp_delete_instances(void *state, const char *group_id, const char *const *ids, size_t count,
+			      prd_cloud_error *err);
+int capi__cp_delete_fenced(void *state, const prd_cloud_delete *req, prd_cloud_error *err);
+int capi__cp_instances(void *state, const char *group_id, prd_cloud_instance **out, size_t *count,
+		       prd_cloud_error *err);
+int capi__cp_node_group_for_node(void *state, const char *node_json, char **group_id, prd_cloud_error *err);
+int capi__cp_template_node(void *state, const char *group_id, char **node_json, prd_cloud_error *err);
+
 #endif

@@ -222,6 +222,46 @@ static int parse_fault(json_object *f, size_t index, kwok_fault *out, prd_cloud_
 	return fault_check(out, index, has_effect, err);
 }
 
+/* The config's templateConfigMap, "NAMESPACE/NAME", into k. */
+static int config_cm(kwok *k, json_object *v, prd_cloud_error *err)
+{
+	const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+	const char *slash = strchr(s, '/');
+	if(!slash || slash == s || strchr(slash + 1, '/') || !str_is_dns_subdomain(slash + 1) ||
+	   (size_t)(slash - s) > 63)
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: templateConfigMap '%s' must be NAMESPACE/NAME", s);
+	free(k->cm_namespace);
+	free(k->cm_name);
+	k->cm_namespace = str_ndup(s, (size_t)(slash - s));
+	k->cm_name = kwok_strdup(slash + 1);
+	if(!k->cm_namespace || !k->cm_name)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	if(!str_is_dns_label(k->cm_namespace))
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: templateConfigMap namespace '%s' is not a DNS label",
+				 k->cm_namespace);
+	return 0;
+}
+
+/* The config's faults list into k (replacing any before). */
+static int config_faults(kwok *k, json_object *v, prd_cloud_error *err)
+{
+	size_t i, n;
+	int rc = 0;
+	if(!json_object_is_type(v, json_type_array))
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: faults must be a list");
+	n = json_object_array_length(v);
+	kwok_faults_free(k->faults, k->nfaults);
+	k->nfaults = 0;
+	k->faults = calloc(n + 1, sizeof(*k->faults));
+	if(!k->faults)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	for(i = 0; i < n && !rc; i++) {
+		rc = parse_fault(json_object_array_get_idx(v, i), i, &k->faults[i], err);
+		k->nfaults = i + 1; /* free what parse_fault filled, even on error */
+	}
+	return rc;
+}
+
 int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 {
 	json_object *doc = NULL;
@@ -250,24 +290,7 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 			if(!k->template_dir)
 				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 		} else if(!strcmp(key, "templateConfigMap")) {
-			const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-			const char *slash = strchr(s, '/');
-			if(!slash || slash == s || strchr(slash + 1, '/') || !str_is_dns_subdomain(slash + 1) ||
-			   (size_t)(slash - s) > 63) {
-				rc = kwok_fail(err, PRD_CLOUD_EINVAL,
-					       "kwok config: templateConfigMap '%s' must be NAMESPACE/NAME", s);
-				break;
-			}
-			free(k->cm_namespace);
-			free(k->cm_name);
-			k->cm_namespace = str_ndup(s, (size_t)(slash - s));
-			k->cm_name = kwok_strdup(slash + 1);
-			if(!k->cm_namespace || !k->cm_name)
-				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-			else if(!str_is_dns_label(k->cm_namespace))
-				rc = kwok_fail(err, PRD_CLOUD_EINVAL,
-					       "kwok config: templateConfigMap namespace '%s' is not a DNS label",
-					       k->cm_namespace);
+			rc = config_cm(k, v, err);
 		} else if(!strcmp(key, "createInitialNodes")) {
 			if(!json_object_is_type(v, json_type_boolean)) {
 				rc = kwok_fail(err, PRD_CLOUD_EINVAL,
@@ -291,23 +314,7 @@ int kwok_parse_config(kwok *k, const char *config, prd_cloud_error *err)
 		} else if(!strcmp(key, "resourceSlices")) {
 			rc = kwok_slices_parse(k, v, err);
 		} else if(!strcmp(key, "faults")) {
-			size_t i, n;
-			if(!json_object_is_type(v, json_type_array)) {
-				rc = kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: faults must be a list");
-				break;
-			}
-			n = json_object_array_length(v);
-			kwok_faults_free(k->faults, k->nfaults);
-			k->nfaults = 0;
-			k->faults = calloc(n + 1, sizeof(*k->faults));
-			if(!k->faults) {
-				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-				break;
-			}
-			for(i = 0; i < n && !rc; i++) {
-				rc = parse_fault(json_object_array_get_idx(v, i), i, &k->faults[i], err);
-				k->nfaults = i + 1; /* free what parse_fault filled, even on error */
-			}
+			rc = config_faults(k, v, err);
 		} else {
 			rc = kwok_fail(err, PRD_CLOUD_EINVAL,
 				       "kwok config: unknown key '%s' (known: templateDir, templateConfigMap, "

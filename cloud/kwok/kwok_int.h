@@ -15,6 +15,8 @@
  *                  (its autoProvisioning key is parsed by kwok_nap_parse)
  *   kwok_nap.c     kwok_nap.h: node auto-provisioning (ABI 1.5): machine
  *                  shapes and the groups made of them
+ *   kwok_grow.c    the group look-up and injected faults every operation
+ *                  starts with; creating Nodes (increases)
  *   kwok.c         the driver's operations (provreqd_cloud_driver); no
  *                  other file calls into it */
 #ifndef PRD_CLOUD_KWOK_INT_H
@@ -219,5 +221,18 @@ int kwok_check_target(kwok *k, kwok_group *g, int32_t expected, int32_t pending,
 int kwok_template_group(json_object *node, const char *where, kwok_group *g, prd_cloud_error *err);
 /* Whether the Node JSON carries a deletionTimestamp. */
 bool kwok_node_deleting(json_object *node);
+
+/* kwok_grow.c, for kwok.c (said at their definitions). */
+kwok_group *kwok__find_group(kwok *k, const char *id);
+int kwok__no_group(prd_cloud_error *err, const char *id);
+int kwok__apply_faults(kwok *k, int op, const char *group, int32_t *succeed, const char **error_code,
+		       prd_cloud_error *err);
+void kwok__free_names(char **names, int32_t n);
+int kwok__create_nodes(kwok *k, kwok_group *g, int32_t n, const char *owner, char ***created, int32_t *ncreated,
+		       prd_cloud_error *err);
+int kwok__delete_node(kwok *k, const char *name, const char *uid, prd_cloud_error *err);
+int kwok__kw_increase_size(void *state, const char *group_id, int32_t delta, prd_cloud_error *err);
+int kwok__kw_atomic_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err);
+int kwok__kw_increase(void *state, const prd_cloud_increase *in, prd_cloud_error *err);
 
 #endif

@@ -93,10 +93,85 @@ bad:
 			 shape);
 }
 
+/* parse_shape's Node: named `name`, with its labels, spec and status
+ * objects (borrowed, into the out parameters) to be filled; sh->node owns
+ * it. false when out of memory. */
+static bool shape_node(kwok_shape *sh, const char *name, json_object **labels_out, json_object **spec_out,
+		       json_object **status_out)
+{
+	json_object *node, *md, *labels, *spec, *status;
+	node = json_object_new_object();
+	md = json_object_new_object();
+	labels = json_object_new_object();
+	spec = json_object_new_object();
+	status = json_object_new_object();
+	if(!node || !md || !labels || !spec || !status) {
+		json_object_put(node);
+		json_object_put(md);
+		json_object_put(labels);
+		json_object_put(spec);
+		json_object_put(status);
+		return false;
+	}
+	sh->node = node;
+	json_object_object_add(node, "apiVersion", json_object_new_string("v1"));
+	json_object_object_add(node, "kind", json_object_new_string("Node"));
+	json_object_object_add(node, "metadata", md);
+	json_object_object_add(md, "name", json_object_new_string(name));
+	json_object_object_add(md, "labels", labels);
+	json_object_object_add(node, "spec", spec);
+	json_object_object_add(node, "status", status);
+	*labels_out = labels;
+	*spec_out = spec;
+	*status_out = status;
+	return true;
+}
+
+/* A shape's labels (a mapping of strings) onto its Node's `labels`. */
+static int shape_labels(json_object *val, json_object *labels, const char *name, prd_cloud_error *err)
+{
+	if(!json_object_is_type(val, json_type_object))
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: autoProvisioning shape %s: labels must be a mapping",
+				 name);
+	json_object_object_foreach(val, lk, lv) {
+		/* (Well-known labels such as kubernetes.io/arch describe
+		 * the machine: a shape may carry them.) */
+		if(!json_object_is_type(lv, json_type_string))
+			return kwok_fail(err, PRD_CLOUD_EINVAL,
+					 "kwok config: autoProvisioning shape %s: label %s must be a string", name, lk);
+		json_object_object_add(labels, lk, json_object_get(lv));
+	}
+	return 0;
+}
+
+/* A shape's zones (a list of DNS labels) into sh. */
+static int shape_zones(kwok_shape *sh, json_object *val, const char *name, prd_cloud_error *err)
+{
+	size_t z, nz;
+	int rc = 0;
+	if(!json_object_is_type(val, json_type_array))
+		return kwok_fail(err, PRD_CLOUD_EINVAL, "kwok config: autoProvisioning shape %s: zones must be a list",
+				 name);
+	nz = json_object_array_length(val);
+	sh->zones = calloc(nz + 1, sizeof(*sh->zones));
+	if(!sh->zones)
+		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	for(z = 0; z < nz && !rc; z++) {
+		json_object *zv = json_object_array_get_idx(val, z);
+		const char *zs = json_object_is_type(zv, json_type_string) ? json_object_get_string(zv) : "";
+		if(!str_is_dns_label(zs) || strchr(zs, ','))
+			rc = kwok_fail(err, PRD_CLOUD_EINVAL,
+				       "kwok config: autoProvisioning shape %s: zone '%s' is not a DNS label", name, zs);
+		else if(!(sh->zones[sh->nzones++] = kwok_strdup(zs)))
+			rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
+	}
+	return rc;
+}
+
 static int parse_shape(kwok_nap *n, json_object *v, size_t index, prd_cloud_error *err)
 {
 	kwok_shape *sh = &n->shapes[index];
-	json_object *node, *md, *labels, *spec, *status, *cap = NULL;
+	json_object *node, *labels, *spec, *status, *cap = NULL;
 	const char *name = json_object_is_type(v, json_type_object) ? kwok_jstr(v, "name") : NULL;
 	kwok_group check;
 	char where[200];
@@ -116,27 +191,9 @@ static int parse_shape(kwok_nap *n, json_object *v, size_t index, prd_cloud_erro
 					 name);
 	if(!(sh->name = kwok_strdup(name)))
 		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-	node = json_object_new_object();
-	md = json_object_new_object();
-	labels = json_object_new_object();
-	spec = json_object_new_object();
-	status = json_object_new_object();
-	if(!node || !md || !labels || !spec || !status) {
-		json_object_put(node);
-		json_object_put(md);
-		json_object_put(labels);
-		json_object_put(spec);
-		json_object_put(status);
+	if(!shape_node(sh, name, &labels, &spec, &status))
 		return kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-	}
-	sh->node = node;
-	json_object_object_add(node, "apiVersion", json_object_new_string("v1"));
-	json_object_object_add(node, "kind", json_object_new_string("Node"));
-	json_object_object_add(node, "metadata", md);
-	json_object_object_add(md, "name", json_object_new_string(name));
-	json_object_object_add(md, "labels", labels);
-	json_object_object_add(node, "spec", spec);
-	json_object_object_add(node, "status", status);
+	node = sh->node;
 	json_object_object_foreach(v, key, val) {
 		if(rc)
 			break;
@@ -151,22 +208,7 @@ static int parse_shape(kwok_nap *n, json_object *v, size_t index, prd_cloud_erro
 			json_object_object_add(status, "capacity", cap);
 			json_object_object_add(status, "allocatable", json_object_get(cap));
 		} else if(!strcmp(key, "labels")) {
-			if(!json_object_is_type(val, json_type_object)) {
-				rc = kwok_fail(err, PRD_CLOUD_EINVAL,
-					       "kwok config: autoProvisioning shape %s: labels must be a mapping", name);
-				break;
-			}
-			json_object_object_foreach(val, lk, lv) {
-				/* (Well-known labels such as kubernetes.io/arch describe
-				 * the machine: a shape may carry them.) */
-				if(!json_object_is_type(lv, json_type_string)) {
-					rc = kwok_fail(err, PRD_CLOUD_EINVAL,
-						       "kwok config: autoProvisioning shape %s: label %s must be a string",
-						       name, lk);
-					break;
-				}
-				json_object_object_add(labels, lk, json_object_get(lv));
-			}
+			rc = shape_labels(val, labels, name, err);
 		} else if(!strcmp(key, "taints")) {
 			json_object *copy = NULL;
 			if(!json_object_is_type(val, json_type_array) || json_object_deep_copy(val, &copy, NULL)) {
@@ -176,28 +218,7 @@ static int parse_shape(kwok_nap *n, json_object *v, size_t index, prd_cloud_erro
 			}
 			json_object_object_add(spec, "taints", copy);
 		} else if(!strcmp(key, "zones")) {
-			size_t z, nz;
-			if(!json_object_is_type(val, json_type_array)) {
-				rc = kwok_fail(err, PRD_CLOUD_EINVAL,
-					       "kwok config: autoProvisioning shape %s: zones must be a list", name);
-				break;
-			}
-			nz = json_object_array_length(val);
-			sh->zones = calloc(nz + 1, sizeof(*sh->zones));
-			if(!sh->zones) {
-				rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-				break;
-			}
-			for(z = 0; z < nz && !rc; z++) {
-				json_object *zv = json_object_array_get_idx(val, z);
-				const char *zs = json_object_is_type(zv, json_type_string) ? json_object_get_string(zv) : "";
-				if(!str_is_dns_label(zs) || strchr(zs, ','))
-					rc = kwok_fail(err, PRD_CLOUD_EINVAL,
-						       "kwok config: autoProvisioning shape %s: zone '%s' is not a DNS label",
-						       name, zs);
-				else if(!(sh->zones[sh->nzones++] = kwok_strdup(zs)))
-					rc = kwok_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
-			}
+			rc = shape_zones(sh, val, name, err);
 		} else if(!strcmp(key, "pricePerHour")) {
 			rc = parse_price(val, name, &sh->price_micros, err);
 		} else if(!strcmp(key, "maxSize")) {

@@ -150,7 +150,7 @@ t_pass "the chart's controller, kwok, clusterapi, karpenter, edit and view roles
 
 # A real install and uninstall: helm's own ordering and ownership work,
 # and uninstall leaves nothing behind (cluster-scoped roles included).
-out=$("$helm" install provreqd "$chart" -n "$ns" --set replicas=1 2>&1) || t_fail "helm install: $out"
+out=$("$helm" install provreqd "$chart" -n "$ns" --set replicaCount=1 2>&1) || t_fail "helm install: $out"
 installed=1
 t_eq "helm install: the release is deployed" deployed \
 	"$("$helm" status provreqd -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["info"]["status"])')"
@@ -187,6 +187,32 @@ out=$(kubectl create --dry-run=server -f - -o 'jsonpath={.spec.priorityClassName
 	t_fail "a Pod of the chart's Deployment is not admitted in $ns: $out"
 [[ "$out" != *Warning* ]] || t_fail "admitting the Pod printed warnings: $out"
 t_eq "the Pod is admitted at priority system-cluster-critical (2000000000)" "system-cluster-critical/2000000000" "$out"
+
+# Values as cluster-autoscaler's chart takes them: replicaCount and
+# extraArgs as a map. The Deployment has 2 replicas and the flags, and the
+# command line it gives provreqd is one provreqd accepts (check-config on
+# the rendered arguments: --scan-interval is accepted and ignored with a
+# warning; the config file is the chart's, checked above).
+ca_values=$(mktemp)
+cat >"$ca_values" <<-'VALUES'
+	replicaCount: 2
+	extraArgs: {v: 4, scan-interval: 10s}
+VALUES
+out=$(render -f "$ca_values" | kubectl apply --dry-run=server -f - 2>&1) || { rm -f "$ca_values"; t_fail "server dry-run with cluster-autoscaler-style values: $out"; }
+dep=$(render -f "$ca_values" --show-only templates/deployment.yaml)
+rm -f "$ca_values"
+t_contains "replicaCount: 2 gives 2 replicas" "replicas: 2" "$dep"
+t_contains "extraArgs' v: 4 is --v=4" '- "--v=4"' "$dep"
+t_contains "extraArgs' scan-interval is --scan-interval=10s" '- "--scan-interval=10s"' "$dep"
+mapfile -t ca_args < <(kubectl create --dry-run=client -f - -o json <<<"$dep" | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+for a in d["spec"]["template"]["spec"]["containers"][0]["args"][1:]:
+    if not a.startswith("--config="):
+        print(a)')
+out=$("$PROVREQD_BUILDDIR/provreqd" check-config "${ca_args[@]}" 2>&1 >/dev/null) ||
+	t_fail "provreqd refuses the chart's arguments with extraArgs {v: 4, scan-interval: 10s}: $out"
+t_contains "and provreqd says it ignores --scan-interval" "warning: --scan-interval: a cluster-autoscaler flag provreqd accepts and ignores" "$out"
+t_pass "cluster-autoscaler-style values (replicaCount, extraArgs map) render a Deployment whose arguments provreqd accepts"
 
 # kwok: the projected volume puts drivers/cloud-config.yaml and
 # nodegroups/NAME.yaml under /etc/provreqd, where the flags point.

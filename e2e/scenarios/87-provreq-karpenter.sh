@@ -163,8 +163,8 @@ pr_start --provision-timeout 2m --booking-ttl 120s --scale-down=false
 # their NodeClaims as the running driver sees them.
 out=$("$PR_BIN" check-driver "$PR_DRIVER_SO" --cloud-config "$PR_WORK/cloud.yaml" --kubeconfig "$KUBECONFIG" 2>&1) ||
 	t_fail "check-driver --kubeconfig: $out"
-t_contains "check-driver --kubeconfig lists NodePool $np_ok" "- $np_ok " "$out"
-t_contains "check-driver --kubeconfig lists NodePool $np_crash" "- $np_crash " "$out"
+t_contains "check-driver --kubeconfig lists NodePool $np_ok" "- $np_ok/$it/e2e-a/on-demand min=0 max=" "$out"
+t_contains "check-driver --kubeconfig lists NodePool $np_crash" "- $np_crash/" "$out"
 tmpl t-ok "$np_ok" "$it" 1500m
 tmpl t-bad "$np_bad" c-9x-amd64-linux 1500m
 tmpl t-cap "$np_cap" "$it" 1500m

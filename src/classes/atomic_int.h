@@ -1,7 +1,8 @@
 /* Internals of the atomic scale-up class, shared by atomic.c (the module:
- * starting and progressing plans), atomic_plan.c (what the cloud shows of a
- * plan, the plan in the API, rollback steps) and atomic_choose.c (which
- * node groups, by how much). */
+ * starting and progressing plans), the atomic_plan_*.c files (what the
+ * cloud shows of a plan, the plan in the API, rollback steps; their own
+ * internals are in atomic_plan_int.h) and atomic_choose.c (which node
+ * groups, by how much). */
 #ifndef PRD_CLASSES_ATOMIC_INT_H
 #define PRD_CLASSES_ATOMIC_INT_H
 
@@ -171,5 +172,18 @@ typedef struct at_choice {
  * *out filled, 0 when no choice exists (the request is answered here), or
  * 2 when everything already fits (booked and answered here). */
 int at_choose(const pr_class_host *h, const pr_class_req *req, at_choice *out);
+
+/* The cause a plan's other groups close with when one group fails. */
+#define FOLLOWER "another group of the plan failed"
+/* Causes that begin so are provreqd's own interruption, not a failure. */
+#define INTERRUPTED "provreqd was interrupted"
+
+/* Shared by atomic.c and atomic_progress.c (said at their definitions). */
+void at__groups_words(const at_plan *p, char *out, size_t len);
+bool at__roll_back_all(const pr_class_host *h, const pr_class_req *req, at_plan *p);
+void at__start_roll_back(const pr_class_host *h, const pr_class_req *req, at_plan *p, const bool *failing,
+			 const char *cause);
+void at__succeed(const pr_class_host *h, const pr_class_req *req, at_plan *p);
+bool at__progress(const pr_class_host *h, const pr_class_req *req, at_plan *p);
 
 #endif

@@ -13,7 +13,8 @@
  * driver, shape, zone, labels, taints, max, owner (the plan's owner
  * token, which the cloud keeps with the group), plan (the intent id),
  * created, emptySince (wall ns, 0 while not empty). */
-#include "classes/nap.h"
+#include "classes/nap_int.h"
+#include "classes/atomic_plan_int.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "util/buf.h"
@@ -26,7 +27,6 @@
 #include <string.h>
 
 #define NAP_ID_MAX 40
-#define NAP_RETRY_NS (5 * AT_NS_PER_S)
 
 void nap_shape_key(const char *driver, const char *shape, char *out, size_t len)
 {
@@ -212,25 +212,17 @@ static bool taint_present(json_object *tv, const prd_cloud_taint *t)
 	return false;
 }
 
-/* The group `id` of shape `sh` with the extra labels, taints and zone, in
- * the pass arena; NULL with `why` filled when the shape cannot carry them
- * or its node is unusable. */
-static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, const prd_cloud_shape *sh,
-				   const char *id, const char *zone, const prd_cloud_label *labels, size_t nlabels,
-				   const prd_cloud_taint *taints, size_t ntaints, int32_t max, char *why, size_t len)
+/* shape_group's first step: the Node `node` is named `id` and labelled
+ * with what the pods select that its nodes do not carry yet (those become
+ * *labels, *nlabels, in the pass arena) and the zone. false with `why`
+ * when a label conflicts or cannot be given. */
+static bool shape_labels(const pr_class_host *h, json_object *node, const char *id, const char *zone,
+			 const prd_cloud_label **labels_io, size_t *nlabels_io, char *why, size_t len)
 {
-	json_object *node = sh->node_json ? json_tokener_parse(sh->node_json) : NULL, *md, *lab, *spec, *tv;
-	pr_class_group *g;
-	nap_new *nn;
+	const prd_cloud_label *labels = *labels_io;
+	size_t nlabels = *nlabels_io, i, nextra = 0;
+	json_object *md, *lab;
 	prd_cloud_label *extra;
-	prd_cloud_taint *etaints;
-	prd_err e;
-	size_t i, nextra = 0, netaints = 0;
-	if(!node || !json_object_is_type(node, json_type_object) || arena_defer(h->ar, free_json, node)) {
-		json_object_put(node);
-		snprintf(why, len, "its node is not JSON");
-		return NULL;
-	}
 	if(!json_object_object_get_ex(node, "metadata", &md) || !json_object_is_type(md, json_type_object)) {
 		md = json_object_new_object();
 		json_object_object_add(node, "metadata", md);
@@ -243,7 +235,7 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 	extra = arena_array(h->ar, nlabels + 1, sizeof(*extra));
 	if(!extra) {
 		snprintf(why, len, "out of memory");
-		return NULL;
+		return false;
 	}
 	for(i = 0; i < nlabels; i++) {
 		json_object *have;
@@ -251,22 +243,35 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 			if(strcmp(json_object_get_string(have), labels[i].value)) {
 				snprintf(why, len, "its nodes carry %s=%s, the pods select %s", labels[i].key,
 					 json_object_get_string(have), labels[i].value);
-				return NULL;
+				return false;
 			}
 			continue;
 		}
 		if(reserved_key(labels[i].key)) {
 			snprintf(why, len, "the pods select %s=%s, which its nodes do not carry (a kubelet's label: "
 				 "no group can be given it)", labels[i].key, labels[i].value);
-			return NULL;
+			return false;
 		}
 		json_object_object_add(lab, labels[i].key, json_object_new_string(labels[i].value));
 		extra[nextra++] = labels[i];
 	}
-	labels = extra;
-	nlabels = nextra;
+	*labels_io = extra;
+	*nlabels_io = nextra;
 	if(zone)
 		json_object_object_add(lab, SCHED_KEY_ZONE, json_object_new_string(zone));
+	return true;
+}
+
+/* shape_group's second step: the taints the pods tolerate go on the Node,
+ * but for those its nodes already carry; the ones added become *taints,
+ * *ntaints (pass arena). false with `why` when out of memory. */
+static bool shape_taints(const pr_class_host *h, json_object *node, const prd_cloud_taint **taints_io,
+			 size_t *ntaints_io, char *why, size_t len)
+{
+	const prd_cloud_taint *taints = *taints_io;
+	size_t ntaints = *ntaints_io, i, netaints = 0;
+	json_object *spec, *tv;
+	prd_cloud_taint *etaints;
 	if(!json_object_object_get_ex(node, "spec", &spec) || !json_object_is_type(spec, json_type_object)) {
 		spec = json_object_new_object();
 		json_object_object_add(node, "spec", spec);
@@ -282,7 +287,7 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 	etaints = arena_array(h->ar, ntaints + 1, sizeof(*etaints));
 	if(!etaints) {
 		snprintf(why, len, "out of memory");
-		return NULL;
+		return false;
 	}
 	for(i = 0; i < ntaints; i++) {
 		json_object *t;
@@ -296,8 +301,23 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 		json_object_object_add(t, "effect", json_object_new_string(taints[i].effect));
 		json_object_array_add(tv, t);
 	}
-	taints = etaints;
-	ntaints = netaints;
+	*taints_io = etaints;
+	*ntaints_io = netaints;
+	return true;
+}
+
+/* shape_group's last step: the group of the pass (arena) with the Node
+ * `node` as its template and what its creation needs (nap_new). NULL with
+ * `why` when the Node is not usable or out of memory. */
+static pr_class_group *shape_new_group(const pr_class_host *h, cloud_driver *drv, const prd_cloud_shape *sh,
+				       json_object *node, const char *id, const char *zone,
+				       const prd_cloud_label *labels, size_t nlabels, const prd_cloud_taint *taints,
+				       size_t ntaints, int32_t max, char *why, size_t len)
+{
+	pr_class_group *g;
+	nap_new *nn;
+	prd_err e;
+	size_t i;
 	g = arena_alloc(h->ar, sizeof(*g));
 	nn = arena_alloc(h->ar, sizeof(*nn));
 	if(!g || !nn) {
@@ -344,6 +364,25 @@ static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, co
 	}
 	nn->ntaints = ntaints;
 	return g;
+}
+
+/* The group `id` of shape `sh` with the extra labels, taints and zone, in
+ * the pass arena; NULL with `why` filled when the shape cannot carry them
+ * or its node is unusable. */
+static pr_class_group *shape_group(const pr_class_host *h, cloud_driver *drv, const prd_cloud_shape *sh,
+				   const char *id, const char *zone, const prd_cloud_label *labels, size_t nlabels,
+				   const prd_cloud_taint *taints, size_t ntaints, int32_t max, char *why, size_t len)
+{
+	json_object *node = sh->node_json ? json_tokener_parse(sh->node_json) : NULL;
+	if(!node || !json_object_is_type(node, json_type_object) || arena_defer(h->ar, free_json, node)) {
+		json_object_put(node);
+		snprintf(why, len, "its node is not JSON");
+		return NULL;
+	}
+	if(!shape_labels(h, node, id, zone, &labels, &nlabels, why, len) ||
+	   !shape_taints(h, node, &taints, &ntaints, why, len))
+		return NULL;
+	return shape_new_group(h, drv, sh, node, id, zone, labels, nlabels, taints, ntaints, max, why, len);
 }
 
 /* The zone a group of shape `sh` is made in for pods selecting `want`
@@ -509,91 +548,6 @@ void nap_candidates(const pr_class_host *h, const char *req_uid, const sched_pod
 	*out = v;
 }
 
-/* ---- cluster-wide limits -------------------------------------------- */
-
-/* What one node of g has of `res` (capacity, else allocatable), base
- * units. */
-static int64_t node_has(const pr_class_group *g, const char *res)
-{
-	json_object *st, *cap, *v;
-	size_t i;
-	if(g->tmpl_json && json_object_object_get_ex(g->tmpl_json, "status", &st) &&
-	   json_object_object_get_ex(st, "capacity", &cap) && json_object_object_get_ex(cap, res, &v)) {
-		qty q;
-		int64_t out = 0;
-		const char *s = json_object_get_string(v);
-		if(s && qty_parse(s, &q, NULL) == 0 &&
-		   (!strcmp(res, "cpu") ? qty_milli_value(&q, &out) : qty_value(&q, &out)) == 0)
-			return out;
-	}
-	for(i = 0; i < g->tmpl.n_allocatable; i++)
-		if(!strcmp(g->tmpl.allocatable[i].name, res))
-			return g->tmpl.allocatable[i].value;
-	return 0;
-}
-
-static void amount_words(const cfg_res_limit *l, int64_t v, char *out, size_t len)
-{
-	if(!strcmp(l->resource, "cpu"))
-		snprintf(out, len, v % 1000 ? "%lld.%03lld cores" : "%lld cores", (long long)(v / 1000),
-			 (long long)(v % 1000));
-	else if(!strcmp(l->resource, "memory"))
-		snprintf(out, len, "%.2f GiB", (double)v / (double)(1LL << 30));
-	else
-		snprintf(out, len, "%lld %.60s", (long long)v, l->resource);
-}
-
-static int64_t sat_add(int64_t a, int64_t b)
-{
-	return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
-static int64_t sat_mul(int64_t a, int64_t b)
-{
-	return a && b > INT64_MAX / a ? INT64_MAX : a * b;
-}
-
-bool nap_within_limits(const pr_class_host *h, const at_choice *ch, bool count_coming, char *msg, size_t len)
-{
-	const state_intent *open = NULL;
-	size_t nopen = 0, l, i;
-	if(!h->limits->nres_limits || !h->res_totals)
-		return true;
-	if(h->db && count_coming)
-		at_open_intents(h, &open, &nopen);
-	for(l = 0; l < h->limits->nres_limits; l++) {
-		const cfg_res_limit *lim = &h->limits->res_limits[l];
-		int64_t now = h->res_totals[l], coming = 0, need = 0;
-		char a[64], b[64], c[64], m[64];
-		for(i = 0; i < nopen; i++) {
-			const state_intent *in = &open[i];
-			pr_class_group *g;
-			int64_t left = in->delta - (int64_t)in->n_nodes;
-			/* Nodes a plan in flight still adds (its named ones are
-			 * Nodes already). */
-			if(left <= 0 || (in->phase != STATE_PHASE_PLANNED && in->phase != STATE_PHASE_INCREASING &&
-					 in->phase != STATE_PHASE_WAITING_FOR_NODES))
-				continue;
-			if((g = at_find_group(h, in->node_group)))
-				coming = sat_add(coming, sat_mul(left, node_has(g, lim->resource)));
-		}
-		for(i = 0; i < ch->n; i++)
-			need = sat_add(need, sat_mul(ch->parts[i].delta, node_has(ch->parts[i].g, lim->resource)));
-		if(need > 0 && sat_add(sat_add(now, coming), need) > lim->max) {
-			amount_words(lim, now, a, sizeof(a));
-			amount_words(lim, coming, b, sizeof(b));
-			amount_words(lim, need, c, sizeof(c));
-			amount_words(lim, lim->max, m, sizeof(m));
-			snprintf(msg, len, "the scale-up would pass the cluster-wide limit %s (%s at most): the cluster's "
-				 "nodes have %s%s%s%s, the request's new nodes need %s more; no node was added",
-				 lim->flag, m, a, coming ? " (plus " : "", coming ? b : "",
-				 coming ? " coming for plans in flight)" : "", c);
-			return false;
-		}
-	}
-	return true;
-}
-
 /* ---- records ---------------------------------------------------------- */
 
 static json_object *record_of(const pr_class_group *g, bool created, int64_t empty_since)
@@ -624,7 +578,7 @@ static json_object *record_of(const pr_class_group *g, bool created, int64_t emp
 	return o;
 }
 
-static int put_record(state_db *db, const char *id, json_object *o, prd_err *e)
+int nap__put_record(state_db *db, const char *id, json_object *o, prd_err *e)
 {
 	return state_nap_put(db, id, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), e);
 }
@@ -642,13 +596,11 @@ int nap_record(const pr_class_host *h, pr_class_group *g, const char *plan_id, p
 	if(!g->nap_new->plan_id || !g->nap_new->owner)
 		return prd_err_set(e, PRD_ENOMEM, "out of memory");
 	o = record_of(g, false, 0);
-	rc = put_record(h->db, g->id, o, e);
+	rc = nap__put_record(h->db, g->id, o, e);
 	json_object_put(o);
 	return rc;
 }
 
-static const char *jstr(json_object *o, const char *k);
-static int64_t jint(json_object *o, const char *k);
 
 char *nap_spec_of(const at_choice *ch, size_t nparts)
 {
@@ -701,12 +653,12 @@ bool nap_adopt_specs(const pr_class_host *h, const kube_provreq *pr, const char 
 	}
 	json_object_object_foreach(all, id, rec) {
 		char intent[400], token[PR_OWNER_MAX];
-		const char *dname = jstr(rec, "driver");
+		const char *dname = nap__jstr(rec, "driver");
 		cloud_driver *drv = dname ? cloud_drivers_find(h->drivers, dname) : NULL;
 		int at = place_of(groups, id);
 		json_object *copy = NULL;
-		if(at < 0 || !json_object_is_type(rec, json_type_object) || !jstr(rec, "shape") || !drv ||
-		   !cloud_driver_naps(drv->api) || jint(rec, "max") < 1) {
+		if(at < 0 || !json_object_is_type(rec, json_type_object) || !nap__jstr(rec, "shape") || !drv ||
+		   !cloud_driver_naps(drv->api) || nap__jint(rec, "max") < 1) {
 			snprintf(why, len, "its auto-provisioned group %.100s is not one of its groups or not one a loaded "
 				 "driver can make", id);
 			ok = false;
@@ -714,8 +666,8 @@ bool nap_adopt_specs(const pr_class_host *h, const kube_provreq *pr, const char 
 		}
 		snprintf(intent, sizeof(intent), "%s#%d", plan, at);
 		pr_owner_token(intent, token);
-		if(!jstr(rec, "owner") || strcmp(jstr(rec, "owner"), token) || !jstr(rec, "plan") ||
-		   strcmp(jstr(rec, "plan"), intent)) {
+		if(!nap__jstr(rec, "owner") || strcmp(nap__jstr(rec, "owner"), token) || !nap__jstr(rec, "plan") ||
+		   strcmp(nap__jstr(rec, "plan"), intent)) {
 			snprintf(why, len, "its auto-provisioned group %.100s names another plan", id);
 			ok = false;
 			break;
@@ -728,7 +680,7 @@ bool nap_adopt_specs(const pr_class_host *h, const kube_provreq *pr, const char 
 			prd_err e;
 			json_object_object_add(copy, "created", json_object_new_boolean(false));
 			json_object_object_add(copy, "emptySince", json_object_new_int64(0));
-			if(put_record(h->db, id, copy, &e))
+			if(nap__put_record(h->db, id, copy, &e))
 				log_warn("cannot take up an auto-provisioned group from a request's status", "group", id,
 					 "error", e.msg);
 			else
@@ -784,7 +736,7 @@ int nap_create(pr_class_group *g, prd_cloud_error *de)
 		 nn->zone ? nn->zone : "", "plan", nn->plan_id ? nn->plan_id : "");
 	if(nn->db) {
 		json_object *o = record_of(g, true, 0);
-		if(put_record(nn->db, g->id, o, &e))
+		if(nap__put_record(nn->db, g->id, o, &e))
 			log_warn("cannot note the creation of an auto-provisioned group (the next pass finds it listed)",
 				 "group", g->id, "error", e.msg);
 		json_object_put(o);
@@ -796,7 +748,7 @@ int nap_create(pr_class_group *g, prd_cloud_error *de)
 }
 
 /* A record's JSON (caller puts), or NULL. */
-static json_object *record_get(state_db *db, const char *id)
+json_object *nap__record_get(state_db *db, const char *id)
 {
 	state_nap r;
 	json_object *o = NULL;
@@ -807,7 +759,7 @@ static json_object *record_get(state_db *db, const char *id)
 	return o;
 }
 
-static const char *jstr(json_object *o, const char *k)
+const char *nap__jstr(json_object *o, const char *k)
 {
 	json_object *v;
 	return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
@@ -815,13 +767,13 @@ static const char *jstr(json_object *o, const char *k)
 		       : NULL;
 }
 
-static int64_t jint(json_object *o, const char *k)
+int64_t nap__jint(json_object *o, const char *k)
 {
 	json_object *v;
 	return o && json_object_object_get_ex(o, k, &v) ? json_object_get_int64(v) : 0;
 }
 
-static bool jbool(json_object *o, const char *k)
+bool nap__jbool(json_object *o, const char *k)
 {
 	json_object *v;
 	return o && json_object_object_get_ex(o, k, &v) && json_object_get_boolean(v);
@@ -829,8 +781,8 @@ static bool jbool(json_object *o, const char *k)
 
 void nap_fail_shape(const pr_class_host *h, const char *id, const char *cause)
 {
-	json_object *o = h->db ? record_get(h->db, id) : NULL;
-	const char *drv = jstr(o, "driver"), *shape = jstr(o, "shape");
+	json_object *o = h->db ? nap__record_get(h->db, id) : NULL;
+	const char *drv = nap__jstr(o, "driver"), *shape = nap__jstr(o, "shape");
 	char key[300];
 	if(drv && shape) {
 		nap_shape_key(drv, shape, key, sizeof(key));
@@ -871,13 +823,13 @@ pr_class_group *nap_pending_group(const pr_class_host *h, const char *id)
 	/* Only a group the cloud surely does not have: every driver listed
 	 * its groups and the record says it was never created. Anything else
 	 * is a group whose instances cannot be told now (wait for a listing). */
-	if(!h->db || !h->drivers || !h->groups_complete || !(o = record_get(h->db, id)))
+	if(!h->db || !h->drivers || !h->groups_complete || !(o = nap__record_get(h->db, id)))
 		return NULL;
-	if(jbool(o, "created"))
+	if(nap__jbool(o, "created"))
 		goto done;
-	dname = jstr(o, "driver");
-	shape = jstr(o, "shape");
-	zone = jstr(o, "zone");
+	dname = nap__jstr(o, "driver");
+	shape = nap__jstr(o, "shape");
+	zone = nap__jstr(o, "zone");
 	drv = dname ? cloud_drivers_find(h->drivers, dname) : NULL;
 	if(!drv || !shape || !cloud_driver_naps(drv->api))
 		goto done;
@@ -895,9 +847,9 @@ pr_class_group *nap_pending_group(const pr_class_host *h, const char *id)
 		taints = arena_array(h->ar, count + 1, sizeof(*taints));
 		for(i = 0; taints && i < count; i++) {
 			json_object *t = json_object_array_get_idx(tv, i);
-			taints[nt].key = arena_strdup(h->ar, jstr(t, "key") ? jstr(t, "key") : "");
-			taints[nt].value = arena_strdup(h->ar, jstr(t, "value") ? jstr(t, "value") : "");
-			taints[nt++].effect = arena_strdup(h->ar, jstr(t, "effect") ? jstr(t, "effect") : "NoSchedule");
+			taints[nt].key = arena_strdup(h->ar, nap__jstr(t, "key") ? nap__jstr(t, "key") : "");
+			taints[nt].value = arena_strdup(h->ar, nap__jstr(t, "value") ? nap__jstr(t, "value") : "");
+			taints[nt++].effect = arena_strdup(h->ar, nap__jstr(t, "effect") ? nap__jstr(t, "effect") : "NoSchedule");
 		}
 	}
 	memset(&de, 0, sizeof(de));
@@ -906,20 +858,42 @@ pr_class_group *nap_pending_group(const pr_class_host *h, const char *id)
 	for(i = 0; i < ns && !g; i++) {
 		const prd_cloud_shape *sh = cloud_shape_at(drv->api, sv, i);
 		if(sh->name && !strcmp(sh->name, shape))
-			g = shape_group(h, drv, sh, id, zone, labels, nl, taints, nt, (int32_t)jint(o, "max"), why,
+			g = shape_group(h, drv, sh, id, zone, labels, nl, taints, nt, (int32_t)nap__jint(o, "max"), why,
 					sizeof(why));
 	}
 	drv->api->release_shapes(drv->state, sv, ns);
 	if(g && defer_unlist(h, g, 1))
 		g = NULL;
 	if(g) {
-		g->nap_new->plan_id = arena_strdup(h->ar, jstr(o, "plan") ? jstr(o, "plan") : "");
-		g->nap_new->owner = arena_strdup(h->ar, jstr(o, "owner") ? jstr(o, "owner") : "");
+		g->nap_new->plan_id = arena_strdup(h->ar, nap__jstr(o, "plan") ? nap__jstr(o, "plan") : "");
+		g->nap_new->owner = arena_strdup(h->ar, nap__jstr(o, "owner") ? nap__jstr(o, "owner") : "");
 		if(!g->nap_new->plan_id || !g->nap_new->owner || !g->nap_new->owner[0])
 			g = NULL;
 	}
 done:
 	json_object_put(o);
+	return g;
+}
+
+/* A group of the pass by id, or one a plan creates that the cloud does
+ * not list yet (here, below the plan's files, since those groups are this
+ * file's records): at_find_group in atomic_int.h. */
+pr_class_group *at_find_group(const pr_class_host *h, const char *id)
+{
+	size_t i;
+	hmap *nap;
+	pr_class_group *g;
+	for(i = 0; i < h->ngroups; i++)
+		if(!strcmp(h->groups[i].id, id))
+			return &h->groups[i];
+	/* A group a plan creates (node auto-provisioning) that the cloud
+	 * does not list yet: the same object for the whole pass. */
+	nap = at__pass_nap(h);
+	if(nap && (g = hmap_get(nap, id)))
+		return g;
+	g = nap_pending_group(h, id);
+	if(g && nap)
+		hmap_put(nap, g->id, g);
 	return g;
 }
 
@@ -931,184 +905,4 @@ const char *nap_words(const pr_class_group *g, char *out, size_t len)
 	else
 		snprintf(out, len, "%s", g->id);
 	return out;
-}
-
-/* ---- deleting empty groups -------------------------------------------- */
-
-/* Did plan `plan_id` end without success (rolled back, or closed before
- * the cloud took it)? */
-static bool plan_rolled_back(const pr_class_host *h, const char *plan_id)
-{
-	at_plan p;
-	bool open = false, done = false;
-	size_t i;
-	if(!plan_id || !plan_id[0] || !at_plan_id_open(h, plan_id, &open) || open)
-		return false;
-	memset(&p, 0, sizeof(p));
-	if(!at_plan_all(h, plan_id, &p)) {
-		at_plan_free(&p);
-		return false;
-	}
-	for(i = 0; i < p.n; i++)
-		done = done || p.v[i].phase == STATE_PHASE_DONE;
-	at_plan_free(&p);
-	return !done;
-}
-
-static bool plan_open(const pr_class_host *h, const char *plan_id)
-{
-	bool open = false;
-	return plan_id && plan_id[0] && at_plan_id_open(h, plan_id, &open) && open;
-}
-
-/* Ask the driver to delete the group (refused unless it is empty); true
- * when it is gone (its record is then forgotten). */
-static bool delete_group(const pr_class_host *h, cloud_driver *drv, const char *id, const char *why)
-{
-	prd_cloud_error de;
-	prd_err e;
-	int rc;
-	if(!h->may_act(h->ctx))
-		return false;
-	memset(&de, 0, sizeof(de));
-	rc = drv->api->delete_group(drv->state, id, &de);
-	de.message[sizeof(de.message) - 1] = '\0';
-	if(rc == 0) {
-		log_info("deleted an auto-provisioned node group", "group", id, "why", why);
-		metrics_counter_add(M_SCALEUPS, METRICS_L(id, "group_deleted"), 1);
-		if(state_nap_delete(h->db, id, &e))
-			log_warn("cannot forget a deleted auto-provisioned group", "group", id, "error", e.msg);
-		return true;
-	}
-	if(rc != PRD_CLOUD_ERANGE)
-		log_warn("cannot delete an auto-provisioned node group; retrying", "group", id, "error", de.message);
-	h->wake_at(h->ctx, h->now + NAP_RETRY_NS);
-	return false;
-}
-
-/* A group this store has no record of (another replica made it, or the
- * store was lost): is the plan its owner token names over, as the API
- * tells? Its request is gone (deleted), or its status shows that plan
- * rolled back, or a later plan (the group's plan ended before it; the
- * group, empty, served nothing that is still booked). */
-static bool owner_plan_over(const char *owner, const kube_provreq *const *prs, size_t nprs)
-{
-	char base[200], token[PR_OWNER_MAX];
-	const char *dot = owner ? strchr(owner, '.') : NULL;
-	size_t i, ulen;
-	if(!dot || dot == owner || !prs)
-		return false;
-	ulen = (size_t)(dot - owner);
-	for(i = 0; i < nprs; i++) {
-		const kube_provreq *pr = prs[i];
-		char *plan, *phase;
-		bool over = false;
-		if(strlen(pr->meta.uid) != ulen || strncmp(pr->meta.uid, owner, ulen))
-			continue;
-		plan = pr_details_get(pr, PR_DETAIL_PLAN);
-		phase = pr_details_get(pr, PR_DETAIL_PHASE);
-		if(plan && phase) {
-			snprintf(base, sizeof(base), "%s#", plan);
-			pr_owner_token(base, token);
-			over = strncmp(owner, token, strlen(token)) || !strcmp(phase, "rolled-back");
-		}
-		free(plan);
-		free(phase);
-		return over;
-	}
-	/* Its request is gone: the plan ended with it (its own store rolled
-	 * it back, or none will: the group is empty either way). */
-	return true;
-}
-
-/* One listed auto-provisioned group. */
-static void sweep_group(const pr_class_host *h, pr_class_group *g, const kube_provreq *const *prs, size_t nprs)
-{
-	json_object *o = record_get(h->db, g->id);
-	int64_t since;
-	prd_err e;
-	if(g->busy || g->target_stale) {
-		json_object_put(o);
-		return;
-	}
-	if(!o && g->target == 0 && owner_plan_over(g->nap_owner, prs, nprs)) {
-		delete_group(h, g->drv, g->id, "the plan that created it is over (the API says so)");
-		return;
-	}
-	if(!o) {
-		/* Made by another replica or before the store was lost: kept
-		 * from now on like one of ours. */
-		o = json_object_new_object();
-		json_object_object_add(o, "driver", json_object_new_string(g->drv->api->name));
-		json_object_object_add(o, "owner", json_object_new_string(g->nap_owner));
-		json_object_object_add(o, "plan", json_object_new_string(""));
-		json_object_object_add(o, "created", json_object_new_boolean(true));
-		json_object_object_add(o, "emptySince", json_object_new_int64(0));
-	}
-	since = jint(o, "emptySince");
-	if(g->target > 0) {
-		if(since) {
-			json_object_object_add(o, "emptySince", json_object_new_int64(0));
-			put_record(h->db, g->id, o, &e);
-		}
-		json_object_put(o);
-		return;
-	}
-	if(plan_rolled_back(h, jstr(o, "plan"))) {
-		json_object_put(o);
-		delete_group(h, g->drv, g->id, "the plan that created it was rolled back");
-		return;
-	}
-	if(!since) {
-		json_object_object_add(o, "emptySince", json_object_new_int64(h->now));
-		json_object_object_add(o, "created", json_object_new_boolean(true));
-		put_record(h->db, g->id, o, &e);
-		since = h->now;
-	}
-	json_object_put(o);
-	if(h->now >= since + h->limits->scale_down_idle_ns)
-		delete_group(h, g->drv, g->id, "empty for the scale-down idle time");
-	else
-		h->wake_at(h->ctx, since + h->limits->scale_down_idle_ns);
-}
-
-void nap_sweep(const pr_class_host *h, const kube_provreq *const *prs, size_t nprs)
-{
-	state_nap *v = NULL;
-	size_t n = 0, i, k;
-	if(!h->db || !h->drivers || !h->may_act(h->ctx))
-		return;
-	for(i = 0; i < h->ngroups; i++)
-		if(h->groups[i].nap_owner && cloud_driver_naps(h->groups[i].drv->api))
-			sweep_group(h, &h->groups[i], prs, nprs);
-	if(!h->groups_complete || state_nap_list(h->db, &v, &n, NULL))
-		return;
-	/* Records of groups the cloud did not list when the pass began: a
-	 * plan that ended before creating its group, one that created it in
-	 * this pass and rolled back, or a group gone. Once the plan is over
-	 * the driver is asked to delete it (a group that is gone is no error,
-	 * a created one must be empty), and the record goes with it. */
-	for(i = 0; i < n; i++) {
-		json_object *o;
-		cloud_driver *drv;
-		bool listed = false;
-		for(k = 0; k < h->ngroups && !listed; k++)
-			listed = !strcmp(h->groups[k].id, v[i].group_id);
-		if(listed || !(o = json_tokener_parse(v[i].spec)))
-			continue;
-		drv = jstr(o, "driver") ? cloud_drivers_find(h->drivers, jstr(o, "driver")) : NULL;
-		if(!plan_open(h, jstr(o, "plan"))) {
-			if(!drv || !cloud_driver_naps(drv->api)) {
-				log_info("forgetting an auto-provisioned group whose driver is not loaded", "group",
-					 v[i].group_id);
-				state_nap_delete(h->db, v[i].group_id, NULL);
-			} else {
-				delete_group(h, drv, v[i].group_id,
-					     jbool(o, "created") ? "its plan ended and the cloud no longer lists it"
-								 : "its plan ended before it was created");
-			}
-		}
-		json_object_put(o);
-	}
-	state_nap_list_free(v, n);
 }

@@ -59,7 +59,8 @@ const cfg_option cfg_options[] = {
 	{ "log-format", "log.format", CFG_STRING, O(log_format), "text",
 	  "log line format: text (key=value) or json", 0, 0, check_log_format },
 	{ "v", "log.level", CFG_INT, O(v), "2",
-	  "log level: 0 error, 1 warn, 2 info, 3 debug, 4 trace", 0, 4, NULL },
+	  "log level, any level as klog takes it: 0 error, 1 warn, 2 info, 3 debug, 4 and above trace", 0,
+	  2147483647, NULL },
 	{ "leader-elect", "leaderElection.enabled", CFG_BOOL, O(leader_elect), "true",
 	  "take a coordination.k8s.io Lease before acting (required with more than one replica)", 0, 0, NULL },
 	{ "lease-name", "leaderElection.leaseName", CFG_STRING, O(lease_name), "provreqd",
@@ -176,6 +177,34 @@ const cfg_alias cfg_aliases[] = {
 	{ "leader-elect-resource-namespace", "lease-namespace" },
 };
 const size_t cfg_n_aliases = sizeof(cfg_aliases) / sizeof(cfg_aliases[0]);
+
+const cfg_ignored_flag cfg_ignored[] = {
+	{ "scan-interval", false, "provreqd runs a pass when the cluster changes, not on an interval" },
+	{ "cloud-provider", false, "provreqd's node groups come from its --cloud-driver modules" },
+	{ "scale-down-delay-after-add", false,
+	  "provreqd scales down only its own nodes, once idle for --scale-down-idle after their booking ended" },
+	{ "scale-down-delay-after-delete", false, "as --scale-down-delay-after-add" },
+	{ "scale-down-delay-after-failure", false, "as --scale-down-delay-after-add" },
+	{ "scale-down-utilization-threshold", false, "provreqd removes only empty nodes it added" },
+	{ "skip-nodes-with-local-storage", true, "provreqd removes only empty nodes it added" },
+	{ "skip-nodes-with-system-pods", true, "provreqd removes only empty nodes it added" },
+	{ "balance-similar-node-groups", true, "an atomic scale-up takes one plan's groups as the expander picks" },
+	{ "max-graceful-termination-sec", false, "provreqd evicts nothing: it removes only empty nodes" },
+	{ "enable-provisioning-requests", true, "provreqd always serves ProvisioningRequests" },
+	{ "logtostderr", true, "provreqd always logs to stderr (--log-format)" },
+	{ "stderrthreshold", false, "provreqd always logs to stderr at --v's level" },
+};
+const size_t cfg_n_ignored = sizeof(cfg_ignored) / sizeof(cfg_ignored[0]);
+
+/* A cluster-autoscaler flag provreqd ignores, or NULL. */
+static const cfg_ignored_flag *by_ignored(const char *name, size_t len)
+{
+	size_t i;
+	for(i = 0; i < cfg_n_ignored; i++)
+		if(strlen(cfg_ignored[i].flag) == len && strncmp(cfg_ignored[i].flag, name, len) == 0)
+			return &cfg_ignored[i];
+	return NULL;
+}
 _Static_assert(sizeof(cfg_options) / sizeof(cfg_options[0]) <= 64, "cfg.refused has one bit per option");
 
 #define REFUSE(c, o) ((c)->refused |= (uint64_t)1 << ((o) - cfg_options))
@@ -222,6 +251,7 @@ void cfg_free(cfg *c)
 	size_t i;
 	if(!c)
 		return;
+	strv_clear(&c->ignored);
 	for(i = 0; i < cfg_n_options; i++) {
 		const cfg_option *o = &cfg_options[i];
 		if(o->type == CFG_STRING) {
@@ -661,6 +691,25 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 		o = by_flag(name, nlen);
 		if(!o)
 			o = by_alias(name, nlen, &typed);
+		if(!o && by_ignored(name, nlen)) {
+			const cfg_ignored_flag *ig = by_ignored(name, nlen);
+			buf m;
+			if(!eq && !ig->boolean && i + 1 < argc)
+				i++; /* its value */
+			else if(!eq && !ig->boolean) {
+				buf_printf(errs, "--%s: needs a value\n", ig->flag);
+				rc = PRD_EINVAL;
+				c->usage_error = true;
+				continue;
+			}
+			buf_init(&m);
+			buf_printf(&m, "--%s: a cluster-autoscaler flag provreqd accepts and ignores: %s", ig->flag, ig->why);
+			r = buf_str(&m)[0] ? strv_push(&c->ignored, buf_str(&m)) : PRD_ENOMEM;
+			buf_free(&m);
+			if(r)
+				return r;
+			continue;
+		}
 		if(!o) {
 			buf m;
 			buf_init(&m);
@@ -1250,6 +1299,9 @@ int cfg_help(buf *out)
 				buf_printf(out, " (cluster-autoscaler: --%s)", cfg_aliases[j].flag);
 		buf_append_char(out, '\n');
 	}
+	buf_append_str(out, "  cluster-autoscaler flags accepted and ignored, with a warning:\n     ");
+	for(i = 0; i < cfg_n_ignored; i++)
+		buf_printf(out, " --%s%s", cfg_ignored[i].flag, i + 1 < cfg_n_ignored ? "," : "\n");
 	return out->failed ? out->failed : PRD_OK;
 }
 

@@ -87,6 +87,9 @@ typedef struct cfg {
 	 * a flag without its value, a stray argument): a usage error, exit 2,
 	 * as opposed to a value that is refused (an invalid configuration). */
 	bool usage_error;
+	/* cluster-autoscaler flags given that provreqd accepts and ignores
+	 * (cfg_ignored), each "--FLAG: why", for the caller to warn about. */
+	cfg_strv ignored;
 } cfg;
 
 /* An idle `provreqd run` wakes, and reports to /healthz, at least this
@@ -128,6 +131,19 @@ typedef struct cfg_alias {
 
 extern const cfg_alias cfg_aliases[];
 extern const size_t cfg_n_aliases;
+
+/* cluster-autoscaler flags for behaviour provreqd does not have, accepted
+ * (with their value) and ignored, so a command line moved over keeps
+ * starting; each goes to cfg.ignored with the reason. `boolean`: given
+ * without a value it takes none (--flag alone means true). */
+typedef struct cfg_ignored_flag {
+	const char *flag;
+	bool boolean;
+	const char *why;
+} cfg_ignored_flag;
+
+extern const cfg_ignored_flag cfg_ignored[];
+extern const size_t cfg_n_ignored;
 
 /* The type's name as printed in help and docs ("duration", …). */
 const char *cfg_type_name(enum cfg_type t);

@@ -320,7 +320,7 @@ static void test_bad_values(void)
 				  "requests:\n"
 				  "  bookingTTL: ten minutes\n"
 				  "log:\n"
-				  "  level: 9\n"
+				  "  level: -9\n"
 				  "  format: 1\n"
 				  "cloud:\n"
 				  "  drivers: a.so\n");
@@ -330,7 +330,7 @@ static void test_bad_values(void)
 		 "%s: leaderElection.leaseDuration: want a duration such as 10m, got a number "
 		 "(add a unit: 500ms, 90s, 10m, 3h, 7d)\n"
 		 "%s: requests.bookingTTL: bad duration 'ten minutes' (want e.g. 500ms, 90s, 1m30s, 10m, 3h, 7d)\n"
-		 "%s: log.level: 9 is out of range 0..4\n"
+		 "%s: log.level: -9 is out of range 0..2147483647\n"
 		 "%s: log.format: want a string, got a number (quote it)\n"
 		 "%s: cloud.drivers: want a list of strings, got a string\n",
 		 f, f, f, f, f, f);
@@ -380,9 +380,9 @@ static void test_cross_checks_with_key_errors(void)
 	cfg c;
 	buf errs;
 	const char *f = write_tmp("cross.yaml", "requests:\n  bookingTTL2: 20m\n");
-	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f, "--lease-renew-deadline=20s", "--v=9")), PRD_EINVAL);
+	CU_ASSERT_EQUAL(load(&c, &errs, ARGS("--config", (char *)f, "--lease-renew-deadline=20s", "--v=-1")), PRD_EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), ": requests.bookingTTL2: unknown key"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--v: 9 is out of range 0..4\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--v: -1 is out of range 0..2147483647\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&errs), "--lease-renew-deadline (20s) must be shorter than --lease-duration (15s)" MARGIN_WHY "\n"));
 	cfg_free(&c);
 	buf_free(&errs);
@@ -558,11 +558,11 @@ static void test_check_config_command(void)
 	free(out);
 
 	f = write_tmp("cc-bad.yaml", "requests:\n  bookingTTL2: 20m\n");
-	snprintf(args, sizeof(args), "check-config --config '%s' --v=7", f);
+	snprintf(args, sizeof(args), "check-config --config '%s' --v=-7", f);
 	CU_ASSERT_EQUAL(run_provreqd(args, &out), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "the configuration is not valid:\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, ": requests.bookingTTL2: unknown key (did you mean requests.bookingTTL?)\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: 7 is out of range 0..4\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: -7 is out of range 0..2147483647\n"));
 	CU_ASSERT_PTR_NULL(strstr(out, "# provreqd effective configuration"));
 	free(out);
 
@@ -771,14 +771,33 @@ static void test_commands_agree(void)
 	CU_ASSERT_EQUAL(run_provreqd("help no-such-command", &out), 2);
 	free(out);
 	/* A value check-config judges is its verdict, not a usage error. */
-	CU_ASSERT_EQUAL(run_provreqd("check-config --v=9", &out), 1);
+	CU_ASSERT_EQUAL(run_provreqd("check-config --v=-9", &out), 1);
 	free(out);
-	/* --v: one rule (0..4) in run and simulate. */
-	CU_ASSERT_EQUAL(run_provreqd("run --v 9", &out), 2);
-	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: 9 is out of range 0..4"));
+	/* --v: one rule (0 and up) in run and simulate. */
+	CU_ASSERT_EQUAL(run_provreqd("run --v -9", &out), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: -9 is out of range 0..2147483647"));
 	free(out);
-	CU_ASSERT_EQUAL(run_provreqd("simulate --cluster /nonexistent --v 9", &out), 2);
-	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: want an integer 0..4"));
+	CU_ASSERT_EQUAL(run_provreqd("simulate --cluster /nonexistent --v -9", &out), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--v: want an integer 0..2147483647"));
+	free(out);
+	/* Any level klog takes; cluster-autoscaler flags provreqd does not
+	 * have are accepted with their value and a warning saying why; an
+	 * unknown flag is still a usage error. */
+	CU_ASSERT_EQUAL(run_provreqd("check-config --v=9 --scan-interval 10s --skip-nodes-with-local-storage "
+				     "--scale-down-delay-after-add=10m",
+				     &out),
+			0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "warning: --scan-interval: a cluster-autoscaler flag provreqd accepts and "
+					   "ignores: provreqd runs a pass when the cluster changes"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "warning: --skip-nodes-with-local-storage:"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "warning: --scale-down-delay-after-add:"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n  level: 9\n"));
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("check-config --scan-interval", &out), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--scan-interval: needs a value"));
+	free(out);
+	CU_ASSERT_EQUAL(run_provreqd("check-config --scale-down-delay-after-nothing=1m", &out), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown flag"));
 	free(out);
 	CU_ASSERT_EQUAL(run_provreqd("simulate --cluster /nonexistent --v info", &out), 2);
 	free(out);

@@ -62,9 +62,25 @@ while IFS='	' read -r alias opt; do
 		bad "docs/config.md has no row for cluster-autoscaler's --$alias (--$opt)"
 done <"$tmp/aliases"
 
+# cluster-autoscaler flags accepted and ignored: each named in a row of
+# docs/config.md's table of them.
+"$bin" check-config --list-ignored >"$tmp/ignored" || { echo "check-config --list-ignored failed"; exit 99; }
+[ -s "$tmp/ignored" ] || bad "check-config --list-ignored lists nothing"
+while IFS='	' read -r flag why; do
+	grep -q -- "^| .*\`--$flag\`.* | " "$docs/config.md" ||
+		bad "docs/config.md has no row for the ignored cluster-autoscaler flag --$flag ($why)"
+done <"$tmp/ignored"
+
+# The chart's README has a row for every top-level value of values.yaml.
+for v in $(sed -n 's/^\([a-zA-Z][a-zA-Z0-9]*\):.*/\1/p' "$PRD_SRCDIR/charts/provreqd/values.yaml"); do
+	grep -q -- "^| .*\`$v\`.* | " "$PRD_SRCDIR/charts/provreqd/README.md" ||
+		bad "charts/provreqd/README.md has no row for the value $v"
+done
+
 # No documented flag that the code does not have.
-sed -n 's/^| `--\([a-z0-9-]*\)` |.*/\1/p' "$docs/config.md" | while read -r flag; do
-	grep -q "^$flag	" "$tmp/options" || grep -q "^$flag	" "$tmp/aliases" || echo "$flag"
+sed -n 's/^| `--\([a-z0-9-]*\)`.*/\1/p' "$docs/config.md" | while read -r flag; do
+	grep -q "^$flag	" "$tmp/options" || grep -q "^$flag	" "$tmp/aliases" || grep -q "^$flag	" "$tmp/ignored" ||
+		echo "$flag"
 done >"$tmp/stale-flags"
 while read -r flag; do bad "docs/config.md documents --$flag, which the code does not have"; done <"$tmp/stale-flags"
 

@@ -147,3 +147,27 @@ false and 0 included), or a string given as config, whole.
 {{- if or (eq $p $m) (hasPrefix (printf "%s/" $m) $p) -}}true{{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The replica count: replicaCount, or its older name replicas (which
+     wins when both are set). */}}
+{{- define "provreqd.replicas" -}}
+{{- if and (hasKey .Values "replicas") (not (kindIs "invalid" .Values.replicas)) -}}
+{{- .Values.replicas -}}
+{{- else -}}
+{{- .Values.replicaCount -}}
+{{- end -}}
+{{- end -}}
+
+{{/* extraArgs as a JSON list of container arguments: a map's keys in
+     order as --KEY=VALUE, or a list's items as they are. */}}
+{{- define "provreqd.extraArgs" -}}
+{{- $l := list -}}
+{{- if kindIs "map" .Values.extraArgs -}}
+{{- range $k := keys .Values.extraArgs | sortAlpha -}}
+{{- $l = append $l (printf "--%s=%v" (trimPrefix "--" $k) (index $.Values.extraArgs $k)) -}}
+{{- end -}}
+{{- else -}}
+{{- $l = .Values.extraArgs | default list -}}
+{{- end -}}
+{{- toJson $l -}}
+{{- end -}}
