@@ -3,6 +3,7 @@
  * jumps from one pending timer to the next, then print what happened. */
 #include "config.h"
 #include "cmd.h"
+#include "classes/class.h"
 #include "driver/host.h"
 #include "driver/host_kube.h"
 #include "driver/loader.h"
@@ -147,6 +148,14 @@ static const char *cond_reason(const kube_provreq *pr, const char *type)
 /* The final per-request summary as JSON rows (caller releases): class,
  * state, each condition's status, and the newest condition's reason and
  * message. */
+/* The report's class column: the built-in class's short name, else
+ * "other" (a driver's class, or one nobody serves). */
+static const char *class_label(const char *class_name)
+{
+	const pr_class_module *m = pr_class_builtin(class_name);
+	return m ? m->short_name : "other";
+}
+
 static json_object *request_rows(const kube_api *api)
 {
 	json_object *list = NULL, *items, *rows = json_object_new_array();
@@ -174,7 +183,7 @@ static json_object *request_rows(const kube_api *api)
 		if((row = json_object_new_object())) {
 			json_object_object_add(row, "namespace", json_object_new_string(pr->meta.ns));
 			json_object_object_add(row, "name", json_object_new_string(pr->meta.name));
-			json_object_object_add(row, "class", json_object_new_string(pr_class_name(pr_class_of(pr->class_name))));
+			json_object_object_add(row, "class", json_object_new_string(class_label(pr->class_name)));
 			json_object_object_add(row, "state", json_object_new_string(sim_state_name(sim_state_of(
 				cond_col(pr, PR_COND_PROVISIONED), cond_reason(pr, PR_COND_PROVISIONED),
 				cond_col(pr, PR_COND_FAILED), cond_col(pr, PR_COND_BOOKING_EXPIRED)))));
@@ -801,7 +810,7 @@ static int record_baseline(sim_ctx *s)
 static bool class_served(const cloud_drivers *drivers, const char *cls)
 {
 	size_t i, k;
-	if(pr_class_of(cls) != PR_CLASS_OTHER)
+	if(pr_class_builtin(cls))
 		return true;
 	for(i = 0; i < drivers->n; i++) {
 		const cloud_driver *d = drivers->v[i];

@@ -62,5 +62,7 @@ const pr_class_module pr_class_check_capacity = {
 	.name = PR_CLASS_CHECK,
 	.aliases = check_aliases,
 	.short_name = "check-capacity",
+	.existing_nodes_only = true,
+	.placed_for_others = true,
 	.decide = check_decide,
 };

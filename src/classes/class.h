@@ -297,6 +297,24 @@ struct pr_class_module {
 	const char *short_name;         /* metric label and plugin short name */
 	void *ud;                       /* the module's own (a driver, for driver classes) */
 
+	/* What the controller knows of the class without calling it (the
+	 * shards view reads it of another instance's requests, the topology
+	 * gate before the module decides, `simulate` in its report). All
+	 * false for a driver's class: nothing here can foresee its answer. */
+	/* It answers from the nodes that exist and never adds one, all of a
+	 * request's pods or none (check-capacity): another instance's waiting
+	 * request of it is placed whole or not at all, and the topology gate
+	 * counts no room on new nodes for it. */
+	bool existing_nodes_only;
+	/* It scales up through plans it records in the request's
+	 * provisioningClassDetails (phase, node groups): a plan the status
+	 * shows open holds its groups busy for every instance. */
+	bool records_plans;
+	/* Another instance's request of it that waits for an answer takes
+	 * room in decision order: the shards view places it ahead of this
+	 * instance's younger requests, as its instance will place it. */
+	bool placed_for_others;
+
 	/* Optional. Before any request is decided: adopt and index state. */
 	void (*pass_begin)(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p);
 	/* Optional. Reserve capacity in the pass's snapshot that no request
@@ -345,5 +363,14 @@ void pr_class_caveats(const sched_podset *sets, size_t n, char *msg, size_t len)
 /* Built-in modules. */
 extern const pr_class_module pr_class_check_capacity;
 extern const pr_class_module pr_class_atomic;
+
+/* Every built-in module, NULL-terminated, in the order the controller
+ * registers them (before any driver's class). A new built-in class is
+ * added here (registry.c) and nowhere else in the controller. */
+extern const pr_class_module *const pr_class_builtins[];
+
+/* The built-in module serving a class name or alias, or NULL: for code
+ * that has no registry (`simulate` labels and checks what-if requests). */
+const pr_class_module *pr_class_builtin(const char *class_name);
 
 #endif

@@ -128,3 +128,14 @@ size_t pr_class_modules(const pr_class_registry *r, const pr_class_module *const
 	*out = r ? r->mods : NULL;
 	return r ? r->n : 0;
 }
+
+const pr_class_module *const pr_class_builtins[] = { &pr_class_check_capacity, &pr_class_atomic, NULL };
+
+const pr_class_module *pr_class_builtin(const char *class_name)
+{
+	size_t i;
+	for(i = 0; class_name && pr_class_builtins[i]; i++)
+		if(serves(pr_class_builtins[i], class_name))
+			return pr_class_builtins[i];
+	return NULL;
+}

@@ -39,10 +39,8 @@ static int register_classes(pr_ctl *c, prd_err *err)
 {
 	size_t i, k;
 	int rc = pr_class_registry_new(&c->classes, err);
-	if(!rc)
-		rc = pr_class_register(c->classes, &pr_class_check_capacity, "built-in", err);
-	if(!rc)
-		rc = pr_class_register(c->classes, &pr_class_atomic, "built-in", err);
+	for(i = 0; !rc && pr_class_builtins[i]; i++)
+		rc = pr_class_register(c->classes, pr_class_builtins[i], "built-in", err);
 	for(i = 0; !rc && c->drivers && i < c->drivers->n; i++) {
 		cloud_driver *d = c->drivers->v[i];
 		const char *const *names;
@@ -254,20 +252,29 @@ void pr_ctl_set_term(pr_ctl *c, const char *key, const char *identity, int64_t t
 	pr__term_apply(c, key, identity, transitions);
 }
 
-void pr__term_apply(pr_ctl *c, const char *key, const char *identity, int64_t transitions)
+/* The world and its snapshot. The world stage reads (in informer mode it
+ * returns with the caches locked); from what the locks still guard, the
+ * local store is rebuilt on a new term, the shards' view synced and the
+ * snapshot built; then the world stage lets the caches go. */
+static int load(pr_ctl *c, pr_world *w, prd_err *err)
 {
-	uint64_t t = key && key[0] && transitions >= 0 ? (uint64_t)transitions + 1 : 0;
-	if(identity && identity[0])
-		snprintf(c->term, sizeof(c->term), "%s#%lld", identity, (long long)transitions);
-	else
-		c->term[0] = '\0';
-	str_copy(c->term_id, sizeof(c->term_id), identity ? identity : "");
-	if(t != c->fence_term || strcmp(c->fence_key, key && t ? key : "")) {
-		hmap_free(&c->fenced_groups);
-		hmap_init(&c->fenced_groups, NULL);
+	int rc = pr__world_read(c, w, err);
+	if(!rc) {
+		pr__rebuild_on_new_term(c, w);
+		pr__shards_sync(c, w);
+		/* (The bookings go in when the pass first asks for it: pr__snap.) */
+		rc = pr__snapshot_build(c, w, err);
 	}
-	str_copy(c->fence_key, sizeof(c->fence_key), key && t ? key : "");
-	c->fence_term = t;
+	return pr__world_done(c, w, rc, err);
+}
+
+/* What the pass made, in the reverse order of the stages: the snapshot's
+ * base given back, the decide stage's gate answers, the world. */
+static void end_pass(pr_ctl *c, pr_world *w)
+{
+	pr__snapshot_release(c, w);
+	pr__quota_world_free(w);
+	pr__world_free(w);
 }
 
 /* One pass: read the world (and build its snapshot), decide every request,
@@ -288,18 +295,16 @@ int pr_ctl_pass(pr_ctl *c, int64_t *next_wake_ns, prd_err *err)
 	hmap_init(&c->conds_logged, NULL);
 	c->stats.requests_seen = 0;
 	c->stats.requests_decided = 0;
-	rc = pr__world_load(c, &w, err); /* (and the snapshot built from it) */
+	rc = load(c, &w, err);
 	if(rc) {
-		pr__snapshot_release(c, &w);
-		pr__world_free(&w);
+		end_pass(c, &w);
 		metrics_counter_add(M_RECONCILE_ERRORS, METRICS_L("provreq", prd_strerror(rc)), 1);
 		return prd_err_prefix(err, "reading the cluster");
 	}
 	pr__decide(c, &w);
 	pr__write(c, &w);
 	pr__housekeeping(c, &w);
-	pr__snapshot_release(c, &w);
-	pr__world_free(&w);
+	end_pass(c, &w);
 	pr__bres_trim(c); /* (the snapshot no longer borrows them) */
 	metrics_observe(M_RECONCILE_DURATION, METRICS_L("provreq"),
 			(double)(clk_mono(clk_real()) - t0) / (double)PRD_NS_PER_SEC);

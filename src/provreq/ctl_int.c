@@ -1,13 +1,18 @@
 /* The helpers every part of the controller uses (ctl_int.h): fencing
- * (pr__may_act), the time of the next pass (pr__wake_at), and forgetting
- * what vanished (pr__forget_vanished). They read and write pr_ctl's fields
- * and nothing else. */
+ * (pr__may_act), the leader term applied (pr__term_apply), the time of
+ * the next pass (pr__wake_at), forgetting what vanished
+ * (pr__forget_vanished) and the parallel runner (pr__parallel). They read
+ * and write pr_ctl's fields and nothing else, and call no other file of
+ * src/provreq. */
 #include "provreq/ctl_int.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "util/str.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 bool pr__may_act(pr_ctl *c)
 {
@@ -60,4 +65,60 @@ void pr__forget_vanished(hmap *m, const hmap *live)
 		free(drop[i]);
 	}
 	free(drop);
+}
+
+typedef struct par_job {
+	void (*fn)(void *ud, size_t i);
+	void *ud;
+	size_t n;
+	pthread_mutex_t mu;
+	size_t next;
+} par_job;
+
+static void *par_worker(void *ud)
+{
+	par_job *j = ud;
+	for(;;) {
+		size_t i;
+		pthread_mutex_lock(&j->mu);
+		i = j->next++;
+		pthread_mutex_unlock(&j->mu);
+		if(i >= j->n)
+			return NULL;
+		j->fn(j->ud, i);
+	}
+}
+
+void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *ud)
+{
+	pthread_t tid[PR_STATUS_WRITERS_MAX];
+	par_job j = { fn, ud, n, PTHREAD_MUTEX_INITIALIZER, 0 };
+	unsigned k, made = 0;
+	if(par > PR_STATUS_WRITERS_MAX)
+		par = PR_STATUS_WRITERS_MAX;
+	if(par > n)
+		par = (unsigned)n;
+	for(k = 1; k < par; k++)
+		if(pthread_create(&tid[made], NULL, par_worker, &j) == 0)
+			made++;
+	par_worker(&j);
+	for(k = 0; k < made; k++)
+		pthread_join(tid[k], NULL);
+	pthread_mutex_destroy(&j.mu);
+}
+
+void pr__term_apply(pr_ctl *c, const char *key, const char *identity, int64_t transitions)
+{
+	uint64_t t = key && key[0] && transitions >= 0 ? (uint64_t)transitions + 1 : 0;
+	if(identity && identity[0])
+		snprintf(c->term, sizeof(c->term), "%s#%lld", identity, (long long)transitions);
+	else
+		c->term[0] = '\0';
+	str_copy(c->term_id, sizeof(c->term_id), identity ? identity : "");
+	if(t != c->fence_term || strcmp(c->fence_key, key && t ? key : "")) {
+		hmap_free(&c->fenced_groups);
+		hmap_init(&c->fenced_groups, NULL);
+	}
+	str_copy(c->fence_key, sizeof(c->fence_key), key && t ? key : "");
+	c->fence_term = t;
 }

@@ -7,11 +7,13 @@
  * driver (pr_ctl_pass). Under "the stages" below, each file also declares
  * what later stages use from it and what the driver frees at the end of
  * the pass with:
- *   world.c         pr__world_load    caches (or the API) -> pr_world
- *                                     (world_nodes.c: groups, node table)
+ *   world.c         pr__world_read    caches (or the API) -> pr_world
+ *                   pr__world_done    (world_nodes.c: groups, node table)
  *   snapshot.c      pr__snapshot_build  pr_world -> w->snap (kept base,
  *                                     fingerprints, verify mode), called by
- *                                     world.c while the caches are locked;
+ *                                     the driver between the two world
+ *                                     calls, while the caches are locked
+ *                                     (after rebuild.c and shards.c);
  *                                     snapshot_book.c: bookings on first
  *                                     use (pr__snap)
  *   decide.c        pr__decide        each request through the class
@@ -20,9 +22,11 @@
  *                                     modules' pass_end; scale-down
  *   housekeeping.c  pr__housekeeping  pruning, gauges, end of pass
  * The state they share is the data below (pr_world for one pass, pr_ctl
- * across passes). The stages and the helpers they share (ctl_int.c,
- * host.c, status.c, dirty.c, shards.c, scaledown.c, and pclass_use.c,
- * quota_use.c, topology_use.c) never call controller.c. */
+ * across passes). Every call goes to a file of the same or a lower layer
+ * (src/provreq/layers.txt, checked by tests/check-layers.sh): the
+ * look-ups of a pass (lookup.c, pclass_use.c) and the helpers (ctl_int.c,
+ * dirty.c, ledger.c, status.c, scaledown.c) sit below the stages, and no
+ * file calls controller.c. */
 #ifndef PRD_PROVREQ_CTL_INT_H
 #define PRD_PROVREQ_CTL_INT_H
 
@@ -91,6 +95,7 @@ typedef struct pr_world {
 	 * base) and reused while they do not change; a pass works in a fork
 	 * of it, reverted at the end. */
 	bool cacheable;
+	bool locked;              /* the four caches' read locks are held (pr__world_read) */
 	uint64_t gen_nodes, gen_pods, gen_tpls;
 	bool snap_shared;         /* w->snap is the controller's base */
 	/* pr__snap prepared w->snap (bookings and reservations in it), or
@@ -324,12 +329,15 @@ bool pr__may_act(pr_ctl *c);
  * verify under this controller's plan key (classes/plan_seal.h)? */
 bool pr__plan_sealed(const pr_ctl *c, const kube_provreq *pr);
 
-/* pr_ctl_set_term without starting the count of raises again (the term
- * raised above a recorded one: world_nodes.c). */
+/* src/provreq/ctl_int.c. pr_ctl_set_term without starting the count of
+ * raises again (the term raised above a recorded one: world_nodes.c). */
 void pr__term_apply(pr_ctl *c, const char *key, const char *identity, int64_t transitions);
 
 /* Ask for another pass by wall time t (the earliest request wins). */
 void pr__wake_at(pr_ctl *c, int64_t t);
+/* Run fn(ud, 0..n-1) on up to `par` threads (the caller's among them; fewer
+ * when threads cannot be made), each index once; returns when all ran. */
+void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *ud);
 /* Remove the keys of `m` that are not in `live`. */
 void pr__forget_vanished(hmap *m, const hmap *live);
 /* A json_object as a free function (hmap values, arena_defer). */
@@ -351,23 +359,35 @@ static inline bool pr__incremental(const pr_ctl *c, const pr_world *w)
 	return w->cacheable && !c->cfg.full_passes;
 }
 
+/* ---- the look-ups of a pass (lookup.c) ----------------------------------- */
+
+/* The module serving a class name, or NULL. */
+const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);
+/* Resolve the request's PodTemplates into sched podSets. Returns 0, or
+ * PRD_ENOTFOUND naming the first missing template in `missing`, or another
+ * code when a template cannot be simulated. */
+int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
+			prd_err *err);
+/* The node group `id` of the pass, or NULL. */
+pr_group *pr__find_group(pr_world *w, const char *id);
+
 /* ---- the stages ---------------------------------------------------------- */
 
-/* src/provreq/world.c: read the pass's world (and build its snapshot). On
- * an error the world is still freed with pr__world_free after
- * pr__snapshot_release. */
-int pr__world_load(pr_ctl *c, pr_world *w, prd_err *err);
+/* src/provreq/world.c: read the pass's world. In informer mode it returns
+ * with the caches' read locks held (w->locked), also on an error; the
+ * caller builds from what they guard, then calls pr__world_done with its
+ * own result, which lets them go and (when rc is 0) puts the requests in
+ * decision order and applies the ProvisioningClasses; it returns rc or
+ * its own error. On an error the world is still freed with
+ * pr__world_free after pr__snapshot_release. */
+int pr__world_read(pr_ctl *c, pr_world *w, prd_err *err);
+int pr__world_done(pr_ctl *c, pr_world *w, int rc, prd_err *err);
 void pr__world_free(pr_world *w);
 /* The kept copies of the cached requests (c->prs), dropped. */
 void pr__drop_kept_requests(pr_ctl *c);
 /* In informer mode the pods are borrowed from the cache only when a pass
  * needs them: when they changed, or the snapshot is built anew. */
 int pr__need_pods(pr_ctl *c, pr_world *w, prd_err *err);
-/* Resolve the request's PodTemplates into sched podSets. Returns 0, or
- * PRD_ENOTFOUND naming the first missing template in `missing`, or another
- * code when a template cannot be simulated. */
-int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
-			prd_err *err);
 
 /* src/provreq/world_nodes.c (for world.c): the node groups of the loaded
  * drivers, each driver told about the Nodes and its groups fenced first;
@@ -379,8 +399,6 @@ int pr__marked_nodes(pr_ctl *c, pr_world *w);
 /* w->res_totals: each limited resource's capacity summed over every Node
  * (none without limits). 0 or PRD_ENOMEM. */
 int pr__node_totals(pr_ctl *c, pr_world *w);
-/* The node group `id` of the pass, or NULL. */
-pr_group *pr__find_group(pr_world *w, const char *id);
 
 /* src/provreq/snapshot.c: the snapshot of nodes and pods for the pass
  * (world.c calls it with the caches locked) and, at the end of the pass,
@@ -430,13 +448,19 @@ int pr__write_status(pr_class_ctx *x, prd_err *err);
 void pr__status_defer(pr_class_ctx *x);
 void pr__status_flush(pr_ctl *c);
 void pr__status_discard(pr_ctl *c);
-/* Run fn(ud, 0..n-1) on up to `par` threads (the caller's among them; fewer
- * when threads cannot be made), each index once; returns when all ran. */
-void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *ud);
+/* provreqd's finalizer on a request with cloud work in flight, added or
+ * removed (status.c, beside the status writes it is ordered with). */
+#define PR_FINALIZER KUBE_PR_FINALIZER
+int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err);
 /* src/provreq/rebuild.c: the bookings (ledger, statuses), attempts and
  * backoffs the API records, into the local store (after a restart or a
  * failover). 0, or the error that keeps the term from acting. */
 int pr__rebuild_from_api(pr_ctl *c, pr_world *w);
+/* The same when this pass begins a term that has not rebuilt yet (not in
+ * a pass that may not act: a term whose groups are not all fenced yet
+ * rebuilds in the first pass that may); a failure fences the pass and
+ * asks for another in a second. */
+void pr__rebuild_on_new_term(pr_ctl *c, pr_world *w);
 /* src/provreq/shards.c: when the booking a request's status records ends
  * (0: none holds): a Provisioned request's, the booking TTL after it was
  * Provisioned; the room a scale-up in flight holds, the plan's deadline
@@ -458,9 +482,6 @@ typedef struct pr_booked {
 int pr__store_bookings(pr_ctl *c, const kube_provreq *pr, const sched_podset *sets, const pr_booked *items,
 		       size_t nitems, int64_t expires, const sched_snapshot *snap, const sched_place_result *res,
 		       size_t nsets, prd_err *err);
-/* provreqd's finalizer on a request with cloud work in flight. */
-#define PR_FINALIZER KUBE_PR_FINALIZER
-int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err);
 
 /* src/provreq/dirty.c: which requests a pass decides. */
 void pr__dirty_init(pr_ctl *c);
@@ -594,8 +615,5 @@ int pr__ledger_commit(pr_ctl *c, pr_ledger_change *ch, size_t n, prd_err *err);
 size_t pr__ledger_entry_bytes(pr_ctl *c, const char *uid, const char *key);
 /* Does a status patch (or the details alone) change a booking? */
 bool pr__ledger_change_of(json_object *patch_or_details, bool is_details, bool *add);
-
-/* The module serving a class name, or NULL. */
-const pr_class_module *pr__module_for(const pr_ctl *c, const char *class_name);
 
 #endif

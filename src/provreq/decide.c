@@ -312,11 +312,164 @@ static sched_podset *gate(pr_class_ctx *x, const pr_params *pp, int prc, const p
 	return podsets_or_wait(x, rs);
 }
 
+/* Is the request this instance's to decide in this pass? It is counted
+ * seen and decided on the way; false when it is another class's or
+ * instance's, or left for a later pass. */
+static bool decides_now(pr_class_ctx *x, const pr_class_module *m, const pr_pclass_use *use)
+{
+	pr_ctl *c = x->c;
+	const kube_provreq *pr = x->pr;
+	const char *seen;
+	if(!m) {
+		note_unowned(c, pr);
+		return false;
+	}
+	if(!pr__class_ours(x, pr))
+		return false;
+	c->stats.requests_seen++;
+	if(!pr__dirty_decide(c, pr))
+		return false;
+	c->stats.requests_decided++;
+	if(use && use->later) {
+		/* Its namespace could not be read (allowedNamespaces): ask again. */
+		pr__wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
+		return false;
+	}
+	seen = hmap_get(&c->written, pr->meta.uid);
+	if(seen && !strcmp(seen, pr->meta.rv)) {
+		pr__wake_at(c, c->now + PRD_NS_PER_SEC);
+		return false;
+	}
+	if(seen)
+		hmap_del(&c->written, pr->meta.uid);
+	return true;
+}
+
+/* A request being deleted or final with nothing in flight: let go of it
+ * (or wait for a store that knows its plan). True when that is all this
+ * pass does with it. */
+static bool settled(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool in_flight)
+{
+	prd_err e;
+	if(in_flight)
+		return false;
+	if(pr->meta.deleted_ns && pr_details_plan_open(pr) && w->groups_incomplete) {
+		/* Its status shows a plan in flight that this store could not
+		 * take up yet (the node groups are not all listed): the plan's
+		 * instances may be in the cloud, and only a store that knows
+		 * the plan rolls them back. The finalizer stays until it does
+		 * (a plan refused as implausible, once the groups are listed,
+		 * lets the request go). */
+		pr__wake_at(c, c->now + PRD_NS_PER_SEC);
+		return true;
+	}
+	if(pr->meta.deleted_ns) {
+		/* Being deleted with nothing in flight: let it go. */
+		if(pr__hold(c, pr, false, &e) && e.code != PRD_ENOTFOUND)
+			log_warn("cannot release a deleted request", "request", pr->meta.name, "error", e.msg);
+		return true;
+	}
+	if(pr_is_terminal(pr)) {
+		gc_terminal(c, pr);
+		return true;
+	}
+	return false;
+}
+
+/* The decision's provisioningClassDetails start empty, with the
+ * ProvisioningClass it was served through recorded. */
+static void details_begin(pr_ctl *c, const pr_pclass_use *use)
+{
+	json_object_put(c->details);
+	c->details = json_object_new_object();
+	if(use && !use->reason && use->params_json && c->details) {
+		pr_details_put(c->details, PR_DETAIL_PCLASS, use->pclass, NULL);
+		pr_details_put(c->details, PR_DETAIL_EFFECTIVE_PARAMS, use->params_json, NULL);
+	}
+}
+
+/* The request as its module sees it, its podSets not resolved yet. */
+static void req_init(pr_class_req *req, const kube_provreq *pr, const pr_params *pp)
+{
+	memset(req, 0, sizeof(*req));
+	req->pr = pr;
+	req->class_name = pr->class_name;
+	req->no_retry = pp->no_retry;
+	req->deleting = pr->meta.deleted_ns != 0;
+	req->terminal = pr_is_terminal(pr) || req->deleting;
+	req->nsets = pr->npod_sets;
+}
+
+/* The podSets of a request in flight: NULL when its templates are gone
+ * (its module finishes the work all the same). */
+static sched_podset *sets_in_flight(pr_world *w, const kube_provreq *pr)
+{
+	char missing[300];
+	prd_err e;
+	sched_podset *sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
+	if(sets && pr__resolve_podsets(w, pr, sets, missing, sizeof(missing), &e))
+		sets = NULL;
+	return sets;
+}
+
+/* Bookings of a request that is neither Provisioned nor scaling up are
+ * leftovers (a status write that failed after booking, the room an ended
+ * plan held): gone before it is decided, which books again if it
+ * provisions. Requests decided earlier in this pass saw them held. Not
+ * while its status shows a plan open that the local store does not carry
+ * yet (a new leader waits to adopt it): what is held then are the Nodes
+ * that plan brought up (shards.c), and releasing them handed them to
+ * younger requests of the same pass (DST mixed seed 30908, (iii)). A
+ * leftover whose booking's status write may still land stays held
+ * (leftover_fenced): true then, and the request waits this pass. */
+static bool drop_leftovers(pr_ctl *c, pr_world *w, const kube_provreq *pr)
+{
+	sched_snapshot *snap;
+	size_t released = 0;
+	if(pr_cond_true(pr, PR_COND_PROVISIONED) || pr_details_plan_open(pr))
+		return false;
+	if(leftover_fenced(c, pr))
+		return true;
+	snap = pr__snap(c, w); /* (NULL: fenced, nothing is written) */
+	if(snap)
+		sched_snapshot_unbook(snap, pr->meta.uid, &released);
+	if(released && c->db)
+		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
+	return false;
+}
+
+/* The gates a new decision passes (quota, the shards' order, one
+ * topology domain; a request in flight only keeps its domain), the
+ * module's decision, and what the gates note of it. */
+static void gates_and_decide(pr_class_ctx *x, pr_class_host *h, pr_class_req *req, const pr_class_module *m,
+			     bool in_flight)
+{
+	const char *domain = NULL;
+	if(req->sets && !in_flight && pr__quota_gate(x, h, req))
+		req->sets = NULL;
+	if(req->sets && !in_flight)
+		pr__shards_before(x->c, x->w, x->pr);
+	if(req->sets && !in_flight && pr__topology_gate(x, h, req, &domain)) {
+		req->sets = NULL;
+		pr__topology_after(x, NULL);
+	}
+	if(req->sets && in_flight && pr__topology_pin(x, req))
+		req->sets = NULL;
+	if(req->sets || in_flight)
+		m->decide(m, h, req);
+	if(req->sets && !in_flight) {
+		pr__quota_note(x, req);
+		pr__topology_after(x, domain);
+	}
+}
+
+/* Decide one request: whether to, its deletion or end, the checks before
+ * its class (gate), the gates and its class module's decision; the status
+ * write is queued. */
 static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 {
 	const pr_class_module *m = pr__module_for(c, pr->class_name);
 	const pr_pclass_use *use = pr__pclass_use(w, pr);
-	const char *domain = NULL;
 	pr_class_ctx x;
 	pr_class_host h;
 	pr_class_req req;
@@ -331,120 +484,30 @@ static void reconcile(pr_ctl *c, pr_world *w, const kube_provreq *pr)
 	x.c = c;
 	x.w = w;
 	x.pr = pr;
-	if(!m) {
-		note_unowned(c, pr);
+	if(!decides_now(&x, m, use))
 		return;
-	}
-	if(!pr__class_ours(&x, pr))
-		return;
-	c->stats.requests_seen++;
-	if(!pr__dirty_decide(c, pr))
-		return;
-	c->stats.requests_decided++;
-	if(use && use->later) {
-		/* Its namespace could not be read (allowedNamespaces): ask again. */
-		pr__wake_at(c, c->now + 10 * PRD_NS_PER_SEC);
-		return;
-	}
-	{
-		const char *seen = hmap_get(&c->written, pr->meta.uid);
-		if(seen && !strcmp(seen, pr->meta.rv)) {
-			pr__wake_at(c, c->now + PRD_NS_PER_SEC);
-			return;
-		}
-		if(seen)
-			hmap_del(&c->written, pr->meta.uid);
-	}
 	prc = pr_params_parse(pr, &pp, &e);
 	pr__host_init(&h, &x);
 	h.pass_data = pr__class_slot(w, m);
 	h.kept = pr__class_kept(c, m);
 	in_flight = m->in_flight && m->in_flight(m, &h, pr);
 	c->req_in_flight = in_flight;
-	if(pr->meta.deleted_ns && !in_flight && pr_details_plan_open(pr) && w->groups_incomplete) {
-		/* Its status shows a plan in flight that this store could not
-		 * take up yet (the node groups are not all listed): the plan's
-		 * instances may be in the cloud, and only a store that knows
-		 * the plan rolls them back. The finalizer stays until it does
-		 * (a plan refused as implausible, once the groups are listed,
-		 * lets the request go). */
-		pr__wake_at(c, c->now + PRD_NS_PER_SEC);
-		return;
-	}
-	if(pr->meta.deleted_ns && !in_flight) {
-		/* Being deleted with nothing in flight: let it go. */
-		if(pr__hold(c, pr, false, &e) && e.code != PRD_ENOTFOUND)
-			log_warn("cannot release a deleted request", "request", pr->meta.name, "error", e.msg);
-		return;
-	}
-	if(pr_is_terminal(pr) && !in_flight) {
-		gc_terminal(c, pr);
-		return;
-	}
-	if(pr_conds_init(&conds, pr, NULL))
+	if(settled(c, w, pr, in_flight) || pr_conds_init(&conds, pr, NULL))
 		return;
 	x.pp = &pp;
 	x.conds = &conds;
 	x.rv = pr->meta.rv;
-	json_object_put(c->details);
-	c->details = json_object_new_object();
-	if(use && !use->reason && use->params_json && c->details) {
-		pr_details_put(c->details, PR_DETAIL_PCLASS, use->pclass, NULL);
-		pr_details_put(c->details, PR_DETAIL_EFFECTIVE_PARAMS, use->params_json, NULL);
-	}
+	details_begin(c, use);
 	memset(&rs, 0, sizeof(rs));
 	if(c->db && state_request_ensure(c->db, pr->meta.uid, pr->meta.ns, pr->meta.name, &rs, &e))
 		log_error("state store: cannot record request", "request", pr->meta.name, "error", e.msg);
-	memset(&req, 0, sizeof(req));
-	req.pr = pr;
-	req.class_name = pr->class_name;
-	req.no_retry = pp.no_retry;
-	req.deleting = pr->meta.deleted_ns != 0;
-	req.terminal = pr_is_terminal(pr) || req.deleting;
-	req.nsets = pr->npod_sets;
+	req_init(&req, pr, &pp);
 	if(in_flight) {
-		char missing[300];
-		req.sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*req.sets));
-		if(req.sets && pr__resolve_podsets(w, pr, req.sets, missing, sizeof(missing), &e))
-			req.sets = NULL;
+		req.sets = sets_in_flight(w, pr);
 	} else {
-		/* Bookings of a request that is neither Provisioned nor scaling
-		 * up are leftovers (a status write that failed after booking, the
-		 * room an ended plan held): gone before it is decided, which books
-		 * again if it provisions. Requests decided earlier in this pass
-		 * saw them held. Not while its status shows a plan open that the
-		 * local store does not carry yet (a new leader waits to adopt it):
-		 * what is held then are the Nodes that plan brought up
-		 * (shards.c), and releasing them handed them to younger requests
-		 * of the same pass (DST mixed seed 30908, (iii)). */
-		bool held = false;
-		if(!pr_cond_true(pr, PR_COND_PROVISIONED) && !pr_details_plan_open(pr) &&
-		   !(held = leftover_fenced(c, pr))) {
-			sched_snapshot *snap = pr__snap(c, w); /* (NULL: fenced, nothing is written) */
-			size_t released = 0;
-			if(snap)
-				sched_snapshot_unbook(snap, pr->meta.uid, &released);
-			if(released && c->db)
-				state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
-		}
-		req.sets = held ? NULL : gate(&x, &pp, prc, &e, &rs, use);
+		req.sets = drop_leftovers(c, w, pr) ? NULL : gate(&x, &pp, prc, &e, &rs, use);
 	}
-	if(req.sets && !in_flight && pr__quota_gate(&x, &h, &req))
-		req.sets = NULL;
-	if(req.sets && !in_flight)
-		pr__shards_before(c, w, pr);
-	if(req.sets && !in_flight && pr__topology_gate(&x, &h, &req, &domain)) {
-		req.sets = NULL;
-		pr__topology_after(&x, NULL);
-	}
-	if(req.sets && in_flight && pr__topology_pin(&x, &req))
-		req.sets = NULL;
-	if(req.sets || in_flight)
-		m->decide(m, &h, &req);
-	if(req.sets && !in_flight) {
-		pr__quota_note(&x, &req);
-		pr__topology_after(&x, domain);
-	}
+	gates_and_decide(&x, &h, &req, m, in_flight);
 	pr__status_defer(&x);
 	free(x.rv_owned);
 	json_object_put(x.sent);

@@ -2,7 +2,11 @@
  * ask of the controller while it decides one request (src/classes/class.h),
  * the bookings it stores (and records in the request's status so that a
  * replica taking over the lease loses nothing: rebuild.c reads them back),
- * and the modules' slots and hooks of a pass. */
+ * and the modules' slots and hooks of a pass.
+ *
+ * One of the bookings core (host.c, shards.c, snapshot_book.c), the one
+ * cycle left among the files of src/provreq: they call each other and are
+ * read and changed together (docs/development.md, "Layers"). */
 #include "classes/details.h"
 #include "kube/events.h"
 #include "ops/log.h"
@@ -18,11 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-const pr_class_module *pr__module_for(const pr_ctl *c, const char *name)
-{
-	return pr_class_lookup(c->classes, name);
-}
 
 /* ---- conditions and Events -------------------------------------------- */
 
@@ -450,55 +449,6 @@ static void h_mark_node(pr_class_ctx *x, const char *node)
 {
 	if(x->pr)
 		pr__mark_node(x->c, x->w, x->pr, node);
-}
-
-/* Add or remove provreqd's finalizer: read the object fresh (its current
- * finalizers), write the whole list back with its resourceVersion as a
- * precondition. */
-int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err)
-{
-	char path[700];
-	json_object *o = NULL, *fin, *list, *patch, *md;
-	size_t i, n;
-	bool have = false;
-	int rc;
-	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", pr->meta.ns,
-		 pr->meta.name);
-	if(!pr__may_act(c))
-		return prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
-	rc = kube_api_call(&c->api, "GET", path, NULL, NULL, &o, NULL, err);
-	if(rc)
-		return rc;
-	md = json_object_object_get(o, "metadata");
-	fin = json_object_object_get(md, "finalizers");
-	n = fin && json_object_is_type(fin, json_type_array) ? json_object_array_length(fin) : 0;
-	list = json_object_new_array();
-	for(i = 0; i < n; i++) {
-		const char *f = json_object_get_string(json_object_array_get_idx(fin, i));
-		if(f && !strcmp(f, PR_FINALIZER)) {
-			have = true;
-			if(!on)
-				continue;
-		}
-		json_object_array_add(list, json_object_new_string(f ? f : ""));
-	}
-	if(have == on) {
-		json_object_put(list);
-		json_object_put(o);
-		return 0;
-	}
-	if(on)
-		json_object_array_add(list, json_object_new_string(PR_FINALIZER));
-	patch = json_object_new_object();
-	md = json_object_new_object();
-	json_object_object_add(md, "resourceVersion",
-			       json_object_get(json_object_object_get(json_object_object_get(o, "metadata"), "resourceVersion")));
-	json_object_object_add(md, "finalizers", list);
-	json_object_object_add(patch, "metadata", md);
-	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, err);
-	json_object_put(patch);
-	json_object_put(o);
-	return rc == PRD_ENOTFOUND && !on ? 0 : rc;
 }
 
 static int h_hold(pr_class_ctx *x, bool on, prd_err *err)

@@ -46,7 +46,7 @@
  * named above, the one every decision writes conditionally) and overflow
  * objects it names under PR_LEDGER_OBJECTS_KEY: ConfigMaps created
  * immutable, with generated names, that hold whole entries and are never
- * changed. A write lays the entries out again (ledger_layout): overflow
+ * changed. A write lays the entries out again (pr_ledger_layout): overflow
  * objects whose entries are unchanged stay; the others' remaining entries,
  * the new ones and the head's go to the head while they fit in
  * l->inline_max, else into new overflow objects of up to l->obj_max. The
@@ -67,6 +67,7 @@
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "provreq/ctl_int.h"
+#include "provreq/ledger_layout.h"
 #include "util/assert.h"
 #include "util/buf.h"
 #include "util/str.h"
@@ -83,13 +84,6 @@
 #define PR_LEDGER_LABEL "provreqd.io/booking-ledger"
 /* Reads that met a named overflow object gone before one gives up. */
 #define PR_LEDGER_READ_TRIES 4
-
-/* An overflow object the head names: its data is shared with l->cache. */
-typedef struct pr_ledger_obj {
-	char *name;
-	json_object *data;
-	size_t bytes;
-} pr_ledger_obj;
 
 void pr__ledger_init(pr_ctl *c, const char *where, size_t obj_max)
 {
@@ -144,13 +138,6 @@ static void path_of(const pr_ledger *l, char *path, size_t len, bool item)
 		snprintf(path, len, "/api/v1/namespaces/%s/configmaps/%s", l->ns, l->name);
 	else
 		snprintf(path, len, "/api/v1/namespaces/%s/configmaps", l->ns);
-}
-
-/* Bytes an entry takes in an object (what the apiserver's limit counts
- * is the values; the key is counted too, to stay on the safe side). */
-static size_t entry_size(const char *uid, json_object *val)
-{
-	return strlen(uid) + (size_t)json_object_get_string_len(val);
 }
 
 /* An overflow object's data: from the cache, else fetched (and cached).
@@ -229,7 +216,7 @@ static int assemble(pr_ctl *c, json_object *head, prd_err *err)
 				continue;
 			}
 			json_object_object_add(l->data, uid, json_object_get(val));
-			bytes += entry_size(uid, val);
+			bytes += pr__ledger_entry_size(uid, val);
 		}
 	}
 	for(p = names ? json_object_get_string(names) : NULL; p && *p && !rc;) {
@@ -257,12 +244,12 @@ static int assemble(pr_ctl *c, json_object *head, prd_err *err)
 				{
 					/* One entry per request: the head's (or the
 					 * first object's) stands. */
-					v->bytes += entry_size(uid, val);
+					v->bytes += pr__ledger_entry_size(uid, val);
 					if(json_object_object_get_ex(l->data, uid, NULL))
 						continue;
 					json_object_object_add(l->data, uid, json_object_get(val));
 					hmap_put(&l->where, uid, (void *)(uintptr_t)l->nobjs);
-					bytes += entry_size(uid, val);
+					bytes += pr__ledger_entry_size(uid, val);
 				}
 			}
 		}
@@ -524,138 +511,6 @@ static bool same_entry(const char *a, const char *b)
 	return same;
 }
 
-/* Where a write puts the entries (see "Layout"). */
-typedef struct ledger_layout {
-	json_object *head;        /* the head's entries */
-	size_t head_bytes;
-	bool *keep;               /* per l->objs: named again, unchanged */
-	json_object **fresh;      /* the new overflow objects' entries */
-	size_t *fresh_bytes;
-	size_t nfresh;
-} ledger_layout;
-
-static void layout_free(ledger_layout *y)
-{
-	size_t i;
-	json_object_put(y->head);
-	for(i = 0; i < y->nfresh; i++)
-		json_object_put(y->fresh[i]);
-	free(y->fresh);
-	free(y->fresh_bytes);
-	free(y->keep);
-	memset(y, 0, sizeof(*y));
-}
-
-/* Overflow object i holds exactly what `data` says of its entries, and
- * is where they were read from. */
-static bool obj_unchanged(const pr_ledger *l, size_t i, json_object *data)
-{
-	json_object_object_foreach(l->objs[i].data, uid, val)
-	{
-		json_object *now;
-		if((uintptr_t)hmap_get(&l->where, uid) != i + 1 || !json_object_object_get_ex(data, uid, &now) ||
-		   strcmp(json_object_get_string(now), json_object_get_string(val)))
-			return false;
-	}
-	return true;
-}
-
-static int fresh_add(ledger_layout *y)
-{
-	json_object **f = realloc(y->fresh, (y->nfresh + 1) * sizeof(*f));
-	size_t *b;
-	if(!f)
-		return PRD_ENOMEM;
-	y->fresh = f;
-	if(!(b = realloc(y->fresh_bytes, (y->nfresh + 1) * sizeof(*b))))
-		return PRD_ENOMEM;
-	y->fresh_bytes = b;
-	if(!(y->fresh[y->nfresh] = json_object_new_object()))
-		return PRD_ENOMEM;
-	y->fresh_bytes[y->nfresh++] = 0;
-	return 0;
-}
-
-#if PRD_ASSERTS_ON
-/* The invariant of a layout: every entry of `data` is in exactly one
- * place (a kept object, the head or a new object), and a new object over
- * l->obj_max holds one entry alone. */
-static bool layout_complete(const pr_ledger *l, json_object *data, const ledger_layout *y)
-{
-	size_t i, placed = (size_t)json_object_object_length(y->head);
-	for(i = 0; i < l->nobjs; i++)
-		if(y->keep[i])
-			placed += (size_t)json_object_object_length(l->objs[i].data);
-	for(i = 0; i < y->nfresh; i++) {
-		placed += (size_t)json_object_object_length(y->fresh[i]);
-		if(y->fresh_bytes[i] > l->obj_max && json_object_object_length(y->fresh[i]) != 1)
-			return false;
-	}
-	return placed == (size_t)json_object_object_length(data);
-}
-#endif
-
-/* Lay `data` out: the overflow objects it leaves unchanged stay (but the
- * small ones join a spill, so objects do not multiply); every other entry
- * goes to the head while they all fit in l->inline_max, else they are
- * packed in order into new objects of up to l->obj_max, the last one kept
- * in the head when it fits there. */
-static int ledger_layout_of(const pr_ledger *l, json_object *data, ledger_layout *y)
-{
-	size_t i, pool = 0, names = 0;
-	bool spill;
-	memset(y, 0, sizeof(*y));
-	if(!(y->head = json_object_new_object()) || (l->nobjs && !(y->keep = calloc(l->nobjs, sizeof(*y->keep)))))
-		return PRD_ENOMEM;
-	for(i = 0; i < l->nobjs; i++)
-		if((y->keep[i] = obj_unchanged(l, i, data)))
-			names += strlen(l->objs[i].name) + 1;
-	/* What the kept objects do not hold. */
-	json_object_object_foreach(data, uid, val)
-	{
-		uintptr_t at = (uintptr_t)hmap_get(&l->where, uid);
-		if(!(at && y->keep[at - 1]))
-			pool += entry_size(uid, val);
-	}
-	spill = pool + names > l->inline_max;
-	if(spill)
-		for(i = 0; i < l->nobjs; i++)
-			if(y->keep[i] && l->objs[i].bytes < l->obj_max / 4) {
-				y->keep[i] = false;
-				pool += l->objs[i].bytes;
-			}
-	{
-		json_object_object_foreach(data, u, v)
-		{
-			uintptr_t at = (uintptr_t)hmap_get(&l->where, u);
-			size_t sz = entry_size(u, v);
-			if(at && y->keep[at - 1])
-				continue;
-			if(!spill) {
-				json_object_object_add(y->head, u, json_object_get(v));
-				y->head_bytes += sz;
-				continue;
-			}
-			if((!y->nfresh ||
-			    (y->fresh_bytes[y->nfresh - 1] && y->fresh_bytes[y->nfresh - 1] + sz > l->obj_max)) &&
-			   fresh_add(y))
-				return PRD_ENOMEM;
-			json_object_object_add(y->fresh[y->nfresh - 1], u, json_object_get(v));
-			y->fresh_bytes[y->nfresh - 1] += sz;
-		}
-	}
-	/* The last one, when the head has room for it. */
-	if(y->nfresh && y->fresh_bytes[y->nfresh - 1] <= l->inline_max) {
-		json_object_put(y->head);
-		y->head = y->fresh[--y->nfresh];
-		y->head_bytes = y->fresh_bytes[y->nfresh];
-	}
-#if PRD_ASSERTS_ON
-	PRD_ASSERT(layout_complete(l, data, y));
-#endif
-	return 0;
-}
-
 /* Delete an overflow object (best effort: one left is deleted on a new
  * term, ledger_sweep). */
 static void obj_delete(pr_ctl *c, const char *name)
@@ -715,11 +570,101 @@ static int obj_create(pr_ctl *c, json_object *data, char **name, prd_err *err)
  * precondition, then delete the objects it no longer names. `term` (NULL
  * none) is noted on the head, which makes the write a change even when the
  * data is not. On success the ledger is `data` at the new version. */
+/* The head ConfigMap to write: `data` (a reference is taken), the version
+ * last read as the precondition, and the leader term when there is one. */
+static json_object *head_body(const pr_ledger *l, json_object *data, const char *term)
+{
+	json_object *body = json_object_new_object(), *md = json_object_new_object(),
+		    *labels = json_object_new_object();
+	json_object_object_add(md, "name", json_object_new_string(l->name));
+	json_object_object_add(md, "namespace", json_object_new_string(l->ns));
+	if(l->exists)
+		json_object_object_add(md, "resourceVersion", json_object_new_string(l->rv));
+	json_object_object_add(labels, "app.kubernetes.io/managed-by", json_object_new_string("provreqd"));
+	json_object_object_add(md, "labels", labels);
+	if(term) {
+		json_object *ann = json_object_new_object();
+		json_object_object_add(ann, "provreqd.io/leader-term", json_object_new_string(term));
+		json_object_object_add(md, "annotations", ann);
+	}
+	json_object_object_add(body, "apiVersion", json_object_new_string("v1"));
+	json_object_object_add(body, "kind", json_object_new_string("ConfigMap"));
+	json_object_object_add(body, "metadata", md);
+	json_object_object_add(body, "data", json_object_get(data));
+	return body;
+}
+
+/* The head write was refused (rc): the next pass that places reads the
+ * ledger anew; a conflict is counted and said. */
+static void head_refused(pr_ctl *c, int rc, const prd_err *err)
+{
+	pr_ledger *l = &c->ledger;
+	l->read_pass = 0;
+	if(rc == PRD_ECONFLICT)
+		l->conflict_pass = c->stats.passes + 1;
+	c->stats.ledger_conflicts += rc == PRD_ECONFLICT;
+	metrics_counter_add(M_LEDGER_WRITES, METRICS_L(rc == PRD_ECONFLICT ? "conflict" : "error"), 1);
+	if(rc == PRD_ECONFLICT)
+		log_info("the booking ledger changed since this pass read it; its new bookings are decided again",
+			 "ledger", l->name, "namespace", l->ns);
+	else
+		log_error("cannot write the booking ledger; its new bookings are decided again", "ledger", l->name,
+			  "namespace", l->ns, "error", err->msg);
+}
+
+/* After the head was written: the objects it no longer names go, the new
+ * ones (made[], taken) are known and cached. */
+static void objs_written(pr_ctl *c, const pr_ledger_layout *y, char **made, size_t nmade)
+{
+	pr_ledger *l = &c->ledger;
+	pr_ledger_obj *v = calloc(l->nobjs + nmade + 1, sizeof(*v));
+	size_t i, nv = 0, bytes = y->head_bytes;
+	for(i = 0; i < l->nobjs; i++) {
+		if(!y->keep[i]) {
+			if(pr__may_act(c))
+				obj_delete(c, l->objs[i].name);
+			continue;
+		}
+		if(v) {
+			v[nv].name = str_dup(l->objs[i].name);
+			v[nv].data = json_object_get(l->objs[i].data);
+			v[nv++].bytes = l->objs[i].bytes;
+		}
+	}
+	for(i = 0; v && i < nmade; i++) {
+		v[nv].name = made[i];
+		made[i] = NULL;
+		v[nv].data = json_object_get(y->fresh[i]);
+		v[nv++].bytes = y->fresh_bytes[i];
+	}
+	objs_clear(l);
+	l->objs = v;
+	l->nobjs = v ? nv : 0;
+	for(i = 0; i < l->nobjs; i++) {
+		json_object_object_foreach(l->objs[i].data, uid, val)
+		{
+			(void)val;
+			hmap_put(&l->where, uid, (void *)(uintptr_t)(i + 1));
+		}
+		bytes += l->objs[i].bytes;
+		if(!hmap_has(&l->cache, l->objs[i].name))
+			hmap_put(&l->cache, l->objs[i].name, json_object_get(l->objs[i].data));
+	}
+	cache_trim(l);
+	ledger_sizes(c, bytes);
+	if(!v) {
+		/* (Out of memory: read everything again.) */
+		l->read_pass = 0;
+		hmap_free(&l->cache);
+		hmap_init(&l->cache, pr__put_json);
+	}
+}
+
 static int ledger_put(pr_ctl *c, json_object *data, const char *term, prd_err *err)
 {
 	pr_ledger *l = &c->ledger;
-	json_object *body = NULL, *md, *answer = NULL, *labels;
-	ledger_layout y;
+	json_object *body = NULL, *answer = NULL;
+	pr_ledger_layout y;
 	char path[600], **made = NULL;
 	const char *rv;
 	size_t i, nmade = 0, sent = 0;
@@ -730,7 +675,7 @@ static int ledger_put(pr_ctl *c, json_object *data, const char *term, prd_err *e
 		json_object_put(data);
 		return prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
 	}
-	if(ledger_layout_of(l, data, &y) || (y.nfresh && !(made = calloc(y.nfresh, sizeof(*made))))) {
+	if(pr__ledger_layout_of(l, data, &y) || (y.nfresh && !(made = calloc(y.nfresh, sizeof(*made))))) {
 		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -752,24 +697,7 @@ static int ledger_put(pr_ctl *c, json_object *data, const char *term, prd_err *e
 	}
 	if(names.len)
 		json_object_object_add(y.head, PR_LEDGER_OBJECTS_KEY, json_object_new_string(names.data));
-	body = json_object_new_object();
-	md = json_object_new_object();
-	labels = json_object_new_object();
-	json_object_object_add(md, "name", json_object_new_string(l->name));
-	json_object_object_add(md, "namespace", json_object_new_string(l->ns));
-	if(l->exists)
-		json_object_object_add(md, "resourceVersion", json_object_new_string(l->rv));
-	json_object_object_add(labels, "app.kubernetes.io/managed-by", json_object_new_string("provreqd"));
-	json_object_object_add(md, "labels", labels);
-	if(term) {
-		json_object *ann = json_object_new_object();
-		json_object_object_add(ann, "provreqd.io/leader-term", json_object_new_string(term));
-		json_object_object_add(md, "annotations", ann);
-	}
-	json_object_object_add(body, "apiVersion", json_object_new_string("v1"));
-	json_object_object_add(body, "kind", json_object_new_string("ConfigMap"));
-	json_object_object_add(body, "metadata", md);
-	json_object_object_add(body, "data", json_object_get(y.head));
+	body = head_body(l, y.head, term);
 	if(!pr__may_act(c)) {
 		rc = prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
 		goto fail;
@@ -779,18 +707,7 @@ static int ledger_put(pr_ctl *c, json_object *data, const char *term, prd_err *e
 	if(rc == PRD_EEXIST)
 		rc = PRD_ECONFLICT;
 	if(rc) {
-		/* Read anew by the next pass that places. */
-		l->read_pass = 0;
-		if(rc == PRD_ECONFLICT)
-			l->conflict_pass = c->stats.passes + 1;
-		c->stats.ledger_conflicts += rc == PRD_ECONFLICT;
-		metrics_counter_add(M_LEDGER_WRITES, METRICS_L(rc == PRD_ECONFLICT ? "conflict" : "error"), 1);
-		if(rc == PRD_ECONFLICT)
-			log_info("the booking ledger changed since this pass read it; its new bookings are decided again",
-				 "ledger", l->name, "namespace", l->ns);
-		else
-			log_error("cannot write the booking ledger; its new bookings are decided again", "ledger",
-				  l->name, "namespace", l->ns, "error", err->msg);
+		head_refused(c, rc, err);
 		goto fail;
 	}
 	rv = json_object_get_string(json_object_object_get(json_object_object_get(answer, "metadata"), "resourceVersion"));
@@ -801,56 +718,13 @@ static int ledger_put(pr_ctl *c, json_object *data, const char *term, prd_err *e
 		l->read_pass = 0;
 	c->stats.ledger_objects_written += 1 + nmade;
 	c->stats.ledger_bytes_written += sent + y.head_bytes;
-	/* The objects the head no longer names go; the new ones are known. */
-	{
-		pr_ledger_obj *v = calloc(l->nobjs + nmade + 1, sizeof(*v));
-		size_t nv = 0, bytes = y.head_bytes;
-		for(i = 0; i < l->nobjs; i++) {
-			if(!y.keep[i]) {
-				if(pr__may_act(c))
-					obj_delete(c, l->objs[i].name);
-				continue;
-			}
-			if(v) {
-				v[nv].name = str_dup(l->objs[i].name);
-				v[nv].data = json_object_get(l->objs[i].data);
-				v[nv++].bytes = l->objs[i].bytes;
-			}
-		}
-		for(i = 0; v && i < nmade; i++) {
-			v[nv].name = made[i];
-			made[i] = NULL;
-			v[nv].data = json_object_get(y.fresh[i]);
-			v[nv++].bytes = y.fresh_bytes[i];
-		}
-		objs_clear(l);
-		l->objs = v;
-		l->nobjs = v ? nv : 0;
-		for(i = 0; i < l->nobjs; i++) {
-			json_object_object_foreach(l->objs[i].data, uid, val)
-			{
-				(void)val;
-				hmap_put(&l->where, uid, (void *)(uintptr_t)(i + 1));
-			}
-			bytes += l->objs[i].bytes;
-			if(!hmap_has(&l->cache, l->objs[i].name))
-				hmap_put(&l->cache, l->objs[i].name, json_object_get(l->objs[i].data));
-		}
-		cache_trim(l);
-		ledger_sizes(c, bytes);
-		if(!v) {
-			/* (Out of memory: read everything again.) */
-			l->read_pass = 0;
-			hmap_free(&l->cache);
-			hmap_init(&l->cache, pr__put_json);
-		}
-	}
+	objs_written(c, &y, made, nmade);
 	json_object_put(l->data);
 	l->data = data;
 	json_object_put(answer);
 	json_object_put(body);
 	buf_free(&names);
-	layout_free(&y);
+	pr__ledger_layout_free(&y);
 	for(i = 0; i < nmade; i++)
 		free(made[i]);
 	free(made);
@@ -866,7 +740,7 @@ fail:
 	json_object_put(body);
 	json_object_put(data);
 	buf_free(&names);
-	layout_free(&y);
+	pr__ledger_layout_free(&y);
 	return rc;
 }
 

@@ -80,127 +80,146 @@ static bool done_here_unwritten(const pr_ctl *c, const kube_provreq *pr)
 	return r;
 }
 
-/* Rebuild the local bookings of a request from its status: a Provisioned
- * request's, and the room a request with a scale-up in flight holds. */
+/* The booking ledger first: every booking is entered there before its
+ * status is written, so a live entry is at least as new as what the
+ * status shows (a former leader's status write may still be on its way,
+ * or lost). True when that settled the request's booking: rebuilt from
+ * its entry, or this store's own live rows kept (below). */
+static bool from_ledger(pr_ctl *c, const kube_provreq *pr)
+{
+	state_booking *rows = NULL, *have = NULL;
+	size_t nrows = 0, nhave = 0, k;
+	bool live_here = false;
+	prd_err e;
+	/* ... unless this store's live rows are the booking of a plan it
+	 * closed as done, whose ledger and status writes a crash cut off
+	 * (the plan's end, written again from the store, books it anew). Not
+	 * merely rows newer than the entry: those may be this replica's own
+	 * decision of an earlier term that was never written (another
+	 * leader's is the one that holds). */
+	if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0) {
+		for(k = 0; k < nhave; k++)
+			if(have[k].expires_ns > c->now)
+				live_here = true;
+		state_booking_list_free(have, nhave);
+	}
+	if(pr__ledger_entry_rows(c, pr->meta.uid, &rows, &nrows) == 0 && nrows && live_here &&
+	   done_here_unwritten(c, pr)) {
+		state_booking_list_free(rows, nrows);
+		return true;
+	}
+	if(nrows && state_booking_set(c->db, pr->meta.uid, rows, nrows, rows[0].expires_ns, &e) == 0) {
+		log_info("booking rebuilt from the booking ledger", "request", pr->meta.name, "namespace", pr->meta.ns,
+			 "nodes", LOGI(nrows));
+		state_booking_list_free(rows, nrows);
+		return true;
+	}
+	state_booking_list_free(rows, nrows);
+	return false;
+}
+
+/* The API is the truth (docs/design.md §7): a live booking the status records
+ * (`text`, or NULL) replaces the local one (another replica may have
+ * booked the request anew while this one did not lead: its old rows would
+ * hold the wrong nodes and leave the right ones to be handed out twice).
+ * True when the live local booking stays: where the status records none
+ * (the status write may be the one lost in a crash: the room is held
+ * either way). Otherwise the local rows are dropped. */
+static bool local_stays(pr_ctl *c, const kube_provreq *pr, const char *text, bool ledger_read)
+{
+	state_booking *have = NULL;
+	size_t nhave = 0, k;
+	bool live = false;
+	if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) || !nhave)
+		return false;
+	for(k = 0; k < nhave; k++)
+		live |= have[k].expires_ns > c->now;
+	state_booking_list_free(have, nhave);
+	/* ... unless the booking ledger, read for this rebuild, lists nothing
+	 * for the request: every booking a status may show is entered there
+	 * first, so the local rows are a booking another leader ended while
+	 * this one did not lead (or one never announced). Held, it would keep
+	 * room from a request booked there meanwhile. Kept all the same: the
+	 * booking of a plan this store closed as done, whose end the status
+	 * does not show yet (it is written from the store); dropped all the
+	 * same: rows of a booking the status says is over. */
+	if(live && !booking_over(c, pr) &&
+	   ((!text && !(ledger_read && !pr__ledger_lists(c, pr->meta.uid))) || done_here_unwritten(c, pr)))
+		return true;
+	if(live && !text)
+		log_info("dropped a local booking that neither the request's status nor the booking ledger records",
+			 "request", pr->meta.name, "namespace", pr->meta.ns);
+	state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
+	return false;
+}
+
+/* The booking a status records ("set:node=pods,node=pods;set:..."), into
+ * items (node names in the pass arena; caller frees *items). 0, or -1 when
+ * the text is malformed or memory runs out. */
+static int parse_booking_text(pr_world *w, const kube_provreq *pr, const char *text, pr_booked **items,
+			      size_t *ni)
+{
+	size_t cap = 0;
+	const char *p;
+	for(p = text; *p;) {
+		size_t set = 0;
+		char *end;
+		set = strtoul(p, &end, 10);
+		if(*end != ':' || set >= pr->npod_sets)
+			return -1;
+		for(p = end + 1; *p && *p != ';';) {
+			const char *eq = strchr(p, '='), *stop = p + strcspn(p, ",;");
+			int64_t pods;
+			char *nm;
+			if(!eq || eq > stop || str_to_int64_n(eq + 1, (size_t)(stop - eq - 1), &pods) || pods <= 0)
+				return -1;
+			if(*ni == cap) {
+				pr_booked *nv = realloc(*items, (cap = cap ? cap * 2 : 16) * sizeof(*nv));
+				if(!nv)
+					return -1;
+				*items = nv;
+			}
+			(*items)[*ni].set = set;
+			(*items)[*ni].pods = pods;
+			nm = str_ndup(p, (size_t)(eq - p));
+			(*items)[(*ni)++].node = nm ? arena_strdup(&w->ar, nm) : NULL;
+			free(nm);
+			if(!(*items)[*ni - 1].node)
+				return -1;
+			p = *stop == ',' ? stop + 1 : stop;
+		}
+		if(*p == ';')
+			p++;
+	}
+	return 0;
+}
+
+/* Rebuild the local bookings of a request: from the booking ledger, else
+ * from its status (a Provisioned request's, and the room a request with a
+ * scale-up in flight holds). The ledger is asked only for this instance's
+ * requests when the status does not say no booking can hold (a plan
+ * rolling back, a request being deleted: their room went back, whatever
+ * the entry, not yet removed, says): another shard's booking is read from
+ * the ledger and its status on every pass, never from rows here (which
+ * would hide its entry: pr__ledger_rows). */
 static void rebuild_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, bool ledger_read)
 {
 	int64_t expires = recorded_booking_end(c, pr);
 	char *text = NULL, missing[300];
 	sched_podset *sets;
 	pr_booked *items = NULL;
-	size_t ni = 0, cap = 0;
-	state_booking *have = NULL;
-	size_t nhave = 0;
+	size_t ni = 0;
 	prd_err e;
-	const char *p;
-	/* The booking ledger first: every booking is entered there before
-	 * its status is written, so a live entry is at least as new as what
-	 * the status shows (a former leader's status write may still be on
-	 * its way, or lost), unless the status says no booking can hold (a
-	 * plan rolling back, a request being deleted: their room went back,
-	 * whatever the entry, not yet removed, says). Only this
-	 * instance's requests: another shard's booking is read from the
-	 * ledger and its status on every pass, never from rows here (which
-	 * would hide its entry: pr__ledger_rows). */
-	if(ledger_read && !booking_over(c, pr) && pr__shards_ours(c, pr)) {
-		state_booking *rows = NULL;
-		size_t nrows = 0, k;
-		bool live_here = false;
-		/* ... unless this store's live rows are the booking of a plan
-		 * it closed as done, whose ledger and status writes a crash
-		 * cut off (the plan's end, written again from the store, books
-		 * it anew). Not merely rows newer than the entry: those may be
-		 * this replica's own decision of an earlier term that was
-		 * never written (another leader's is the one that holds). */
-		if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0) {
-			for(k = 0; k < nhave; k++)
-				if(have[k].expires_ns > c->now)
-					live_here = true;
-			state_booking_list_free(have, nhave);
-			have = NULL;
-			nhave = 0;
-		}
-		if(pr__ledger_entry_rows(c, pr->meta.uid, &rows, &nrows) == 0 && nrows && live_here &&
-		   done_here_unwritten(c, pr)) {
-			state_booking_list_free(rows, nrows);
-			return;
-		}
-		if(nrows && state_booking_set(c->db, pr->meta.uid, rows, nrows, rows[0].expires_ns, &e) == 0) {
-			log_info("booking rebuilt from the booking ledger", "request", pr->meta.name, "namespace",
-				 pr->meta.ns, "nodes", LOGI(nrows));
-			state_booking_list_free(rows, nrows);
-			return;
-		}
-		state_booking_list_free(rows, nrows);
-	}
-	/* The API is the truth (docs/design.md §7): a live booking the status
-	 * records replaces the local one (another replica may have booked the
-	 * request anew while this one did not lead: its old rows would hold
-	 * the wrong nodes and leave the right ones to be handed out twice). A
-	 * live local booking stays only where the status records none (the
-	 * status write may be the one lost in a crash: the room is held
-	 * either way). */
+	if(ledger_read && !booking_over(c, pr) && pr__shards_ours(c, pr) && from_ledger(c, pr))
+		return;
 	if(expires > c->now)
 		text = pr_details_get(pr, PR_DETAIL_BOOKING);
-	if(state_booking_list_request(c->db, pr->meta.uid, &have, &nhave, NULL) == 0 && nhave) {
-		size_t k;
-		bool live = false;
-		for(k = 0; k < nhave; k++)
-			live |= have[k].expires_ns > c->now;
-		state_booking_list_free(have, nhave);
-		/* ... unless the booking ledger, read for this rebuild, lists
-		 * nothing for the request: every booking a status may show
-		 * is entered there first, so the local rows are a booking
-		 * another leader ended while this one did not lead (or one
-		 * never announced). Held, it would keep room from a request
-		 * booked there meanwhile. Kept all the same: the booking of a
-		 * plan this store closed as done, whose end the status does
-		 * not show yet (it is written from the store); dropped all the
-		 * same: rows of a booking the status says is over. */
-		if(live && !booking_over(c, pr) &&
-		   ((!text && !(ledger_read && !pr__ledger_lists(c, pr->meta.uid))) || done_here_unwritten(c, pr)))
-			return;
-		if(live && !text)
-			log_info("dropped a local booking that neither the request's status nor the booking ledger records",
-				 "request", pr->meta.name, "namespace", pr->meta.ns);
-		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
-	}
-	if(!text)
-		return;
-	sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
-	if(!sets || pr__resolve_podsets(w, pr, sets, missing, sizeof(missing), &e))
+	if(local_stays(c, pr, text, ledger_read) || !text)
 		goto out;
-	for(p = text; *p;) {
-		size_t set = 0;
-		char *end;
-		set = strtoul(p, &end, 10);
-		if(*end != ':' || set >= pr->npod_sets)
-			goto out;
-		for(p = end + 1; *p && *p != ';';) {
-			const char *eq = strchr(p, '='), *stop = p + strcspn(p, ",;");
-			int64_t pods;
-			if(!eq || eq > stop || str_to_int64_n(eq + 1, (size_t)(stop - eq - 1), &pods) || pods <= 0)
-				goto out;
-			if(ni == cap) {
-				pr_booked *nv = realloc(items, (cap = cap ? cap * 2 : 16) * sizeof(*nv));
-				if(!nv)
-					goto out;
-				items = nv;
-			}
-			items[ni].set = set;
-			items[ni].pods = pods;
-			{
-				char *nm = str_ndup(p, (size_t)(eq - p));
-				items[ni++].node = nm ? arena_strdup(&w->ar, nm) : NULL;
-				free(nm);
-				if(!items[ni - 1].node)
-					goto out;
-			}
-			p = *stop == ',' ? stop + 1 : stop;
-		}
-		if(*p == ';')
-			p++;
-	}
+	sets = arena_array(&w->ar, pr->npod_sets + 1, sizeof(*sets));
+	if(!sets || pr__resolve_podsets(w, pr, sets, missing, sizeof(missing), &e) ||
+	   parse_booking_text(w, pr, text, &items, &ni))
+		goto out;
 	if(pr__store_bookings(c, pr, sets, items, ni, expires, NULL, NULL, 0, &e) == 0)
 		log_info("booking rebuilt from the request's status", "request", pr->meta.name, "namespace", pr->meta.ns,
 			 "nodes", LOGI(ni));
@@ -269,4 +288,17 @@ int pr__rebuild_from_api(pr_ctl *c, pr_world *w)
 	}
 	log_info("local state rebuilt from the apiserver", "requests", LOGI(w->nprs));
 	return 0;
+}
+
+void pr__rebuild_on_new_term(pr_ctl *c, pr_world *w)
+{
+	if(!c->need_rebuild || !c->db || c->fenced)
+		return;
+	if(pr__rebuild_from_api(c, w)) {
+		c->fenced = true;
+		pr__wake_at(c, c->now + PRD_NS_PER_SEC);
+	} else {
+		c->need_rebuild = false;
+		w->term_began = true;
+	}
 }

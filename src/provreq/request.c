@@ -8,26 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-pr_class pr_class_of(const char *name)
-{
-	if(!name)
-		return PR_CLASS_OTHER;
-	if(!strcmp(name, PR_CLASS_CHECK) || !strcmp(name, "check-capacity.kubernetes.io"))
-		return PR_CLASS_CHECK_CAPACITY;
-	if(!strcmp(name, PR_CLASS_ATOMIC) || !strcmp(name, "atomic-scale-up.kubernetes.io"))
-		return PR_CLASS_ATOMIC_SCALE_UP;
-	return PR_CLASS_OTHER;
-}
-
-const char *pr_class_name(pr_class c)
-{
-	switch(c) {
-	case PR_CLASS_CHECK_CAPACITY: return "check-capacity";
-	case PR_CLASS_ATOMIC_SCALE_UP: return "atomic-scale-up";
-	default: return "other";
-	}
-}
-
 int pr_params_parse(const kube_provreq *pr, pr_params *out, prd_err *err)
 {
 	size_t i;

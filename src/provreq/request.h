@@ -1,6 +1,7 @@
-/* ProvisioningRequest semantics that do not need the cluster: class names
- * and their aliases, parameters, terminal states, ordering, and the
- * condition list with Kubernetes' lastTransitionTime rules. */
+/* ProvisioningRequest semantics that do not need the cluster: parameters,
+ * terminal states, ordering, and the condition list with Kubernetes'
+ * lastTransitionTime rules. (Class names and what a class does are the
+ * class modules', src/classes/class.h.) */
 #ifndef PRD_PROVREQ_REQUEST_H
 #define PRD_PROVREQ_REQUEST_H
 
@@ -12,17 +13,6 @@
 #include "util/err.h"
 
 #include "classes/vocab.h"
-
-typedef enum pr_class {
-	PR_CLASS_OTHER = 0,   /* not ours: leave the request alone */
-	PR_CLASS_CHECK_CAPACITY,
-	PR_CLASS_ATOMIC_SCALE_UP
-} pr_class;
-
-/* Map a class name (current names and the older aliases
- * check-capacity.kubernetes.io and atomic-scale-up.kubernetes.io). */
-pr_class pr_class_of(const char *name);
-const char *pr_class_name(pr_class c);
 
 typedef struct pr_params {
 	bool has_valid_until;

@@ -42,7 +42,11 @@
  * A pass walks the live bookings, open plans and other instances' waiting
  * requests only, not every request.
  * Everything here runs on the controller's worker; the request cache's
- * read lock is held during pr__shards_sync. */
+ * read lock is held during pr__shards_sync.
+ *
+ * One of the bookings core (host.c, shards.c, snapshot_book.c), the one
+ * cycle left among the files of src/provreq: they call each other and are
+ * read and changed together (docs/development.md, "Layers"). */
 #include "classes/details.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
@@ -178,7 +182,8 @@ bool pr__shards_foreign(const pr_ctl *c, const char *uid)
  * frees. */
 static char *open_plan_groups(const pr_ctl *c, const kube_provreq *pr)
 {
-	if(pr_class_of(pr__effective_class(c, pr)) != PR_CLASS_ATOMIC_SCALE_UP || !pr_details_plan_open(pr))
+	const pr_class_module *m = pr__module_for(c, pr__effective_class(c, pr));
+	if(!m || !m->records_plans || !pr_details_plan_open(pr))
 		return NULL;
 	return pr_details_get(pr, PR_DETAIL_GROUP);
 }
@@ -207,16 +212,18 @@ int64_t pr__status_booking_end(const pr_ctl *c, const kube_provreq *pr, char **p
 	return end;
 }
 
-/* Another instance's request that it has yet to answer: of a built-in
- * class, not final, not being deleted, not Provisioned, no plan open.
+/* Another instance's request that it has yet to answer: of a class whose
+ * requests are placed for others (pr_class_module.placed_for_others), not
+ * final, not being deleted, not Provisioned, no plan open.
  * *due: when it decides it (its recorded retry time, else when it was last
  * answered or created). */
 static bool waiting_at(const pr_ctl *c, const kube_provreq *pr, bool open_plan, int64_t *due)
 {
 	const kube_condition *prov = pr_cond(pr, PR_COND_PROVISIONED);
+	const pr_class_module *m = pr__module_for(c, pr__effective_class(c, pr));
 	char *next;
 	int64_t t = 0;
-	if(pr_class_of(pr__effective_class(c, pr)) == PR_CLASS_OTHER || pr_is_terminal(pr) || pr->meta.deleted_ns || open_plan ||
+	if(!m || !m->placed_for_others || pr_is_terminal(pr) || pr->meta.deleted_ns || open_plan ||
 	   pr_cond_true(pr, PR_COND_PROVISIONED))
 		return false;
 	if(prov && (next = pr_details_get(pr, PR_DETAIL_NEXT_ATTEMPT))) {
@@ -382,11 +389,12 @@ static sh_entry *derive(pr_ctl *c, const char *key, const kube_provreq *pr, int 
 	e->plan = foreign ? NULL : plan;
 	e->pr = pr;
 	if(foreign) {
+		const pr_class_module *m = pr__module_for(c, pr__effective_class(c, pr));
 		bool open = pr_details_plan_open(pr);
 		free(plan);
 		e->groups = held_groups(c, pr);
 		e->waiting = !until && waiting_at(c, pr, open, &e->due);
-		e->all_or_none = pr_class_of(pr__effective_class(c, pr)) == PR_CLASS_CHECK_CAPACITY;
+		e->all_or_none = m && m->existing_nodes_only;
 	}
 	if(until && (text = pr_details_get(pr, PR_DETAIL_BOOKING))) {
 		int prc = parse_booking(e, text, pr->npod_sets);

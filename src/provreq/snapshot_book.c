@@ -8,7 +8,11 @@
  * the ledger, the other instances' bookings.
  * Writes: the bookings into w->snap, c->stats.bookings_held, the parsed
  * bookings kept in c->bres (pr__bres_trim lets go of the unused ones); a
- * booking of a deleted request is removed from the store. */
+ * booking of a deleted request is removed from the store.
+ *
+ * One of the bookings core (host.c, shards.c, snapshot_book.c), the one
+ * cycle left among the files of src/provreq: they call each other and are
+ * read and changed together (docs/development.md, "Layers"). */
 #include "provreq/ctl_int.h"
 #include "provreq/convert.h"
 #include "ops/log.h"

@@ -1,4 +1,5 @@
-/* Status writes of the requests a pass decided.
+/* Status writes of the requests a pass decided, and provreqd's finalizer
+ * on a request (pr__hold), which is ordered with them.
  *
  * A decision ends with one merge patch of the request's status subresource,
  * with the version it was based on as a precondition. A write in the middle
@@ -25,7 +26,6 @@
 #include "util/buf.h"
 #include "util/str.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,44 +481,53 @@ in_line:
 			 x->pr->meta.name, "error", e.msg);
 }
 
-typedef struct par_job {
-	void (*fn)(void *ud, size_t i);
-	void *ud;
-	size_t n;
-	pthread_mutex_t mu;
-	size_t next;
-} par_job;
-
-static void *par_worker(void *ud)
+/* Add or remove provreqd's finalizer: read the object fresh (its current
+ * finalizers), write the whole list back with its resourceVersion as a
+ * precondition. */
+int pr__hold(pr_ctl *c, const kube_provreq *pr, bool on, prd_err *err)
 {
-	par_job *j = ud;
-	for(;;) {
-		size_t i;
-		pthread_mutex_lock(&j->mu);
-		i = j->next++;
-		pthread_mutex_unlock(&j->mu);
-		if(i >= j->n)
-			return NULL;
-		j->fn(j->ud, i);
+	char path[700];
+	json_object *o = NULL, *fin, *list, *patch, *md;
+	size_t i, n;
+	bool have = false;
+	int rc;
+	snprintf(path, sizeof(path), "/apis/autoscaling.x-k8s.io/v1/namespaces/%s/provisioningrequests/%s", pr->meta.ns,
+		 pr->meta.name);
+	if(!pr__may_act(c))
+		return prd_err_set(err, PRD_EAGAIN, "fenced: this replica may no longer hold the lease");
+	rc = kube_api_call(&c->api, "GET", path, NULL, NULL, &o, NULL, err);
+	if(rc)
+		return rc;
+	md = json_object_object_get(o, "metadata");
+	fin = json_object_object_get(md, "finalizers");
+	n = fin && json_object_is_type(fin, json_type_array) ? json_object_array_length(fin) : 0;
+	list = json_object_new_array();
+	for(i = 0; i < n; i++) {
+		const char *f = json_object_get_string(json_object_array_get_idx(fin, i));
+		if(f && !strcmp(f, PR_FINALIZER)) {
+			have = true;
+			if(!on)
+				continue;
+		}
+		json_object_array_add(list, json_object_new_string(f ? f : ""));
 	}
-}
-
-void pr__parallel(unsigned par, size_t n, void (*fn)(void *ud, size_t i), void *ud)
-{
-	pthread_t tid[PR_STATUS_WRITERS_MAX];
-	par_job j = { fn, ud, n, PTHREAD_MUTEX_INITIALIZER, 0 };
-	unsigned k, made = 0;
-	if(par > PR_STATUS_WRITERS_MAX)
-		par = PR_STATUS_WRITERS_MAX;
-	if(par > n)
-		par = (unsigned)n;
-	for(k = 1; k < par; k++)
-		if(pthread_create(&tid[made], NULL, par_worker, &j) == 0)
-			made++;
-	par_worker(&j);
-	for(k = 0; k < made; k++)
-		pthread_join(tid[k], NULL);
-	pthread_mutex_destroy(&j.mu);
+	if(have == on) {
+		json_object_put(list);
+		json_object_put(o);
+		return 0;
+	}
+	if(on)
+		json_object_array_add(list, json_object_new_string(PR_FINALIZER));
+	patch = json_object_new_object();
+	md = json_object_new_object();
+	json_object_object_add(md, "resourceVersion",
+			       json_object_get(json_object_object_get(json_object_object_get(o, "metadata"), "resourceVersion")));
+	json_object_object_add(md, "finalizers", list);
+	json_object_object_add(patch, "metadata", md);
+	rc = kube_api_call(&c->api, "PATCH", path, "application/merge-patch+json", patch, NULL, NULL, err);
+	json_object_put(patch);
+	json_object_put(o);
+	return rc == PRD_ENOTFOUND && !on ? 0 : rc;
 }
 
 static void send_one(void *ud, size_t i)

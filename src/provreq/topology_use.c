@@ -180,9 +180,10 @@ static int64_t fits(sched_snapshot *snap, const sched_podset *sets, size_t n, ch
 	return placed;
 }
 
-static bool adds_nodes(const pr_class_req *req)
+static bool adds_nodes(const pr_class_ctx *x, const pr_class_req *req)
 {
-	return pr_class_of(req->class_name) != PR_CLASS_CHECK_CAPACITY;
+	const pr_class_module *m = pr__module_for(x->c, req->class_name);
+	return !m || !m->existing_nodes_only;
 }
 
 int pr__topology_gate(pr_class_ctx *x, const pr_class_host *h, pr_class_req *req, const char **domain)
@@ -240,7 +241,7 @@ int pr__topology_gate(pr_class_ctx *x, const pr_class_host *h, pr_class_req *req
 				memcpy(best_sets, try_, req->nsets * sizeof(*try_));
 		}
 	}
-	if(best == total || (required && adds_nodes(req) && best_sets && (best > 0 || group_in(h, label, dv[best_i])))) {
+	if(best == total || (required && adds_nodes(x, req) && best_sets && (best > 0 || group_in(h, label, dv[best_i])))) {
 		buf_free(&why);
 		if(!best_sets)
 			return 0;
@@ -255,12 +256,12 @@ int pr__topology_gate(pr_class_ctx *x, const pr_class_host *h, pr_class_req *req
 	}
 	if(nd == 0)
 		snprintf(msg, sizeof(msg), "the pods must share one %s domain (%s), and no node%s carries that label", label,
-			 PR_ANN_REQUIRED_TOPOLOGY, adds_nodes(req) ? " or node group" : "");
+			 PR_ANN_REQUIRED_TOPOLOGY, adds_nodes(x, req) ? " or node group" : "");
 	else
 		snprintf(msg, sizeof(msg),
 			 "no single %s domain has room for all %lld pods (%s); pods that fit in each: %.600s%s", label,
 			 (long long)total, PR_ANN_REQUIRED_TOPOLOGY, buf_str(&why),
-			 adds_nodes(req) ? "; and no node group carries that label" : "");
+			 adds_nodes(x, req) ? "; and no node group carries that label" : "");
 	buf_free(&why);
 	h->not_provisioned(h->ctx, PR_R_NOT_FOUND, msg);
 	return 1;

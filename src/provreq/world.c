@@ -1,6 +1,6 @@
 /* The world stage: everything a pass reads, into pr_world (see
- * docs/development.md, "The pass"). Entry point: pr__world_load (and
- * pr__world_free at the end of the pass).
+ * docs/development.md, "The pass"). Entry points: pr__world_read, then
+ * pr__world_done (and pr__world_free at the end of the pass).
  *
  * Reads: the node groups from the drivers first (world_nodes.c: no cache
  * lock is held while a cloud answers); then, under the caches' read locks,
@@ -12,10 +12,12 @@
  * provreqd made, the nodes a pod blocks); the controller's copies kept
  * between passes (c->prs, c->tpls, c->consumers, c->pod_blocked, and
  * world_nodes.c's node table); what changed for dirty.c
- * (pr__dirty_collect); the shards' view (pr__shards_sync); the local store
- * rebuilt from the API on a new term (pr__rebuild_from_api). Last, with
- * the locks still held, the snapshot stage builds w->snap
- * (pr__snapshot_build). */
+ * (pr__dirty_collect). In informer mode pr__world_read returns with the
+ * caches' read locks held: the pass driver rebuilds the local store on a
+ * new term, syncs the shards' view and builds the snapshot from what the
+ * locks still guard, then pr__world_done lets them go and puts the
+ * requests in decision order. This file calls only files below it
+ * (tests/check-layers.sh). */
 #include "provreq/ctl_int.h"
 #include "provreq/convert.h"
 #include "provreq/scaledown.h"
@@ -32,7 +34,6 @@ void pr__world_free(pr_world *w)
 {
 	size_t i;
 	pr__pclass_world_free(w);
-	pr__quota_world_free(w);
 	for(i = 0; i < w->nobjs; i++)
 		kube_obj_free(w->in, w->objs[i]);
 	if(w->inf && !w->prs_kept) {
@@ -304,7 +305,8 @@ static int copy_templates(pr_ctl *c, pr_world *w, void **tp, size_t ntp)
 
 /* Everything the pass needs from the objects, in memory the world owns:
  * node presence and readiness, scheduled consumer pods per request, the
- * PodTemplates' templates, and the scheduling snapshot. */
+ * PodTemplates' templates. (The snapshot is built from them next, while
+ * the caches are still locked: pr__world_read's caller.) */
 static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 {
 	size_t i;
@@ -322,20 +324,7 @@ static int digest(pr_ctl *c, pr_world *w, void **tp, size_t ntp, prd_err *err)
 			return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	if((rc = copy_templates(c, w, tp, ntp)))
 		return prd_err_set(err, rc, "out of memory");
-	/* (Not in a pass that may not act: a term whose groups are not all
-	 * fenced yet rebuilds in the first pass that may.) */
-	if(c->need_rebuild && c->db && !c->fenced) {
-		if(pr__rebuild_from_api(c, w)) {
-			c->fenced = true;
-			pr__wake_at(c, c->now + PRD_NS_PER_SEC);
-		} else {
-			c->need_rebuild = false;
-			w->term_began = true;
-		}
-	}
-	pr__shards_sync(c, w);
-	/* (The bookings go in when the pass first asks for it: pr__snap.) */
-	return pr__snapshot_build(c, w, err);
+	return 0;
 }
 
 /* ---- resource.k8s.io ------------------------------------------------------ */
@@ -525,11 +514,74 @@ static int kept_requests(pr_ctl *c, pr_world *w, prd_err *err)
 
 /* ---- the stage ------------------------------------------------------------ */
 
-int pr__world_load(pr_ctl *c, pr_world *w, prd_err *err)
+/* Informer mode: read the four caches under their read locks, which stay
+ * held when this returns 0 (w->locked). */
+static int read_caches(pr_ctl *c, pr_world *w, prd_err *err)
 {
 	size_t i;
 	void **tp = NULL, **cached = NULL;
 	size_t ntp = 0;
+	int rc;
+	kube_informer_rdlock(c->inf.nodes);
+	kube_informer_rdlock(c->inf.pods);
+	kube_informer_rdlock(c->inf.podtemplates);
+	kube_informer_rdlock(c->inf.provreqs);
+	w->locked = true;
+	w->cacheable = true;
+	w->gen_nodes = kube_informer_generation(c->inf.nodes);
+	w->gen_pods = kube_informer_generation(c->inf.pods);
+	w->gen_tpls = kube_informer_generation(c->inf.podtemplates);
+	rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err);
+	if(!rc)
+		rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err);
+	if(!rc && pr__incremental(c, w))
+		rc = kept_requests(c, w, err);
+	else if(!rc)
+		rc = borrow_all(c->inf.provreqs, &cached, &w->nprs, err);
+	if(!rc && !w->prs_kept) {
+		w->prs = calloc(w->nprs + 1, sizeof(*w->prs));
+		w->inf = &c->inf;
+		for(i = 0; w->prs && i < w->nprs; i++) {
+			w->prs[i] = (kube_provreq *)kube_obj_clone(c->inf.intern, cached[i]);
+			if(!w->prs[i])
+				break;
+		}
+		if(!w->prs || i < w->nprs) {
+			w->nprs = w->prs ? i : 0;
+			rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
+		}
+	}
+	if(!rc)
+		rc = dra_from_informers(c, w, err);
+	if(!rc) {
+		pr__dirty_collect(c);
+		rc = digest(c, w, tp, ntp, err);
+	}
+	free(cached);
+	free(tp);
+	return rc;
+}
+
+/* Without informers: list the same kinds from the API. */
+static int read_api(pr_ctl *c, pr_world *w, prd_err *err)
+{
+	void **tp = NULL;
+	size_t ntp = 0;
+	int rc;
+	w->pods_read = true;
+	if(!(rc = list_kind(c, w, "/api/v1/nodes", KUBE_KIND_NODE, (void ***)&w->nodes, &w->nnodes, err)) &&
+	   !(rc = list_kind(c, w, "/api/v1/pods", KUBE_KIND_POD, (void ***)&w->pods, &w->npods, err)) &&
+	   !(rc = list_kind(c, w, "/api/v1/podtemplates", KUBE_KIND_PODTEMPLATE, &tp, &ntp, err)) &&
+	   !(rc = list_kind(c, w, "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", KUBE_KIND_PROVREQ,
+			    (void ***)&w->prs, &w->nprs, err)) &&
+	   !(rc = dra_from_api(c, w, err)))
+		rc = digest(c, w, tp, ntp, err);
+	free(tp);
+	return rc;
+}
+
+int pr__world_read(pr_ctl *c, pr_world *w, prd_err *err)
+{
 	int rc;
 
 	memset(w, 0, sizeof(*w));
@@ -549,106 +601,26 @@ int pr__world_load(pr_ctl *c, pr_world *w, prd_err *err)
 		return rc;
 	if((rc = pr__pclass_read(c, err)))
 		return rc;
-	if(c->use_inf) {
-		kube_informer_rdlock(c->inf.nodes);
-		kube_informer_rdlock(c->inf.pods);
-		kube_informer_rdlock(c->inf.podtemplates);
-		kube_informer_rdlock(c->inf.provreqs);
-		w->cacheable = true;
-		w->gen_nodes = kube_informer_generation(c->inf.nodes);
-		w->gen_pods = kube_informer_generation(c->inf.pods);
-		w->gen_tpls = kube_informer_generation(c->inf.podtemplates);
-		rc = borrow_all(c->inf.nodes, (void ***)&w->nodes, &w->nnodes, err);
-		if(!rc)
-			rc = borrow_all(c->inf.podtemplates, &tp, &ntp, err);
-		if(!rc && pr__incremental(c, w))
-			rc = kept_requests(c, w, err);
-		else if(!rc)
-			rc = borrow_all(c->inf.provreqs, &cached, &w->nprs, err);
-		if(!rc && !w->prs_kept) {
-			w->prs = calloc(w->nprs + 1, sizeof(*w->prs));
-			w->inf = &c->inf;
-			for(i = 0; w->prs && i < w->nprs; i++) {
-				w->prs[i] = (kube_provreq *)kube_obj_clone(c->inf.intern, cached[i]);
-				if(!w->prs[i])
-					break;
-			}
-			if(!w->prs || i < w->nprs) {
-				w->nprs = w->prs ? i : 0;
-				rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-			}
-		}
-		if(!rc)
-			rc = dra_from_informers(c, w, err);
-		if(!rc) {
-			pr__dirty_collect(c);
-			rc = digest(c, w, tp, ntp, err);
-		}
+	return c->use_inf ? read_caches(c, w, err) : read_api(c, w, err);
+}
+
+int pr__world_done(pr_ctl *c, pr_world *w, int rc, prd_err *err)
+{
+	if(w->locked) {
 		kube_informer_rdunlock(c->inf.provreqs);
 		kube_informer_rdunlock(c->inf.podtemplates);
 		kube_informer_rdunlock(c->inf.pods);
 		kube_informer_rdunlock(c->inf.nodes);
-		free(cached);
+		w->locked = false;
 		/* The borrowed arrays point into the caches: gone now. */
 		free(w->nodes);
 		free(w->pods);
 		w->nodes = NULL;
 		w->pods = NULL;
-		if(rc)
-			goto done;
-	} else {
-		w->pods_read = true;
-		if((rc = list_kind(c, w, "/api/v1/nodes", KUBE_KIND_NODE, (void ***)&w->nodes, &w->nnodes, err)) ||
-		   (rc = list_kind(c, w, "/api/v1/pods", KUBE_KIND_POD, (void ***)&w->pods, &w->npods, err)) ||
-		   (rc = list_kind(c, w, "/api/v1/podtemplates", KUBE_KIND_PODTEMPLATE, &tp, &ntp, err)) ||
-		   (rc = list_kind(c, w, "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", KUBE_KIND_PROVREQ,
-				   (void ***)&w->prs, &w->nprs, err)) ||
-		   (rc = dra_from_api(c, w, err)) ||
-		   (rc = digest(c, w, tp, ntp, err)))
-			goto done;
 	}
+	if(rc)
+		return rc;
 	qsort(w->prs, w->nprs, sizeof(*w->prs), pr_order_cmp);
-	rc = pr__pclass_resolve(c, w, err);
-done:
-	free(tp);
-	return rc;
+	return pr__pclass_resolve(c, w, err);
 }
 
-/* Resolve the request's PodTemplates into sched podSets. Returns 0, or
- * PRD_ENOTFOUND naming the first missing template in `missing`, or another
- * code when a template cannot be simulated. */
-int pr__resolve_podsets(pr_world *w, const kube_provreq *pr, sched_podset *sets, char *missing, size_t mlen,
-			   prd_err *err)
-{
-	size_t i;
-	int rc;
-	for(i = 0; i < pr->npod_sets; i++) {
-		char key[600];
-		json_object *t;
-		sched_pod_spec *ps;
-		json_object *md;
-		snprintf(key, sizeof(key), "%s/%s", pr->meta.ns, pr->pod_sets[i].template_name);
-		t = hmap_get(w->tpls, key);
-		if(!t) {
-			snprintf(missing, mlen, "%s", pr->pod_sets[i].template_name);
-			return PRD_ENOTFOUND;
-		}
-		ps = arena_alloc(&w->ar, sizeof(*ps));
-		if(!ps)
-			return prd_err_set(err, PRD_ENOMEM, "out of memory");
-		md = json_object_object_get(t, "metadata");
-		if((rc = pr_conv_pod_dra(&w->ar, json_object_object_get(t, "spec"), md, pr->meta.ns, &w->dra, ps,
-					 err))) {
-			if(rc == PRD_ENOTFOUND) {
-				/* A ResourceClaimTemplate or DeviceClass: waited for like a
-				 * PodTemplate. */
-				snprintf(missing, mlen, "%s", err ? err->msg : "?");
-				return PRD_ENOTFOUND;
-			}
-			return prd_err_prefix(err, "PodTemplate %s", pr->pod_sets[i].template_name);
-		}
-		sets[i].pod = ps;
-		sets[i].count = pr->pod_sets[i].count;
-	}
-	return 0;
-}

@@ -460,15 +460,6 @@ int pr__load_groups(pr_ctl *c, pr_world *w, prd_err *err)
 	return 0;
 }
 
-pr_group *pr__find_group(pr_world *w, const char *id)
-{
-	size_t i;
-	for(i = 0; i < w->ngroups; i++)
-		if(!strcmp(w->groups[i].id, id))
-			return &w->groups[i];
-	return NULL;
-}
-
 /* ---- the node table ------------------------------------------------------ */
 
 static bool made_by_us(const kube_node *n)

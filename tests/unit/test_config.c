@@ -4,7 +4,7 @@
 #include "testutil.h"
 #include "kube/memapi.h"
 #include "ops/config.h"
-#include "ops/priority_cm.h"
+#include "sched/priority_cm.h"
 #include "util/err.h"
 
 #include <stdio.h>

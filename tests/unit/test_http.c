@@ -5,7 +5,7 @@
 #include "ops/health.h"
 #include "ops/http.h"
 #include "ops/metrics.h"
-#include "ops/metrics_authz.h"
+#include "kube/metrics_authz.h"
 #include "test_kube_fakesrv.h"
 
 #include <arpa/inet.h>

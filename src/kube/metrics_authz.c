@@ -1,6 +1,6 @@
 /* --metrics-access=tokenreview: a scraper's bearer token checked with a
  * TokenReview and a SubjectAccessReview for `get` on /metrics. */
-#include "ops/metrics_authz.h"
+#include "kube/metrics_authz.h"
 #include "ops/log.h"
 
 #include <string.h>

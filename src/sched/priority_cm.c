@@ -1,6 +1,6 @@
 /* The priority expander's table kept up to date from its ConfigMap by a
  * periodic re-read, handed on only when the resourceVersion changes. */
-#include "ops/priority_cm.h"
+#include "sched/priority_cm.h"
 #include "ops/log.h"
 #include "util/str.h"
 

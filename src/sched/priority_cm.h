@@ -16,8 +16,8 @@
  *
  * Ownership: a prio_cm is a plain value the caller owns (prio_cm_free);
  * not thread-safe (the worker thread uses it). */
-#ifndef PRD_OPS_PRIORITY_CM_H
-#define PRD_OPS_PRIORITY_CM_H
+#ifndef PRD_SCHED_PRIORITY_CM_H
+#define PRD_SCHED_PRIORITY_CM_H
 
 #include <stdbool.h>
 #include <stdint.h>

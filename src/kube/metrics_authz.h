@@ -12,8 +12,8 @@
  * Nothing is cached: each scrape costs two small API requests, which at
  * Prometheus' usual 15-60 s interval is noise next to the controller's
  * own traffic, and a revoked binding takes effect at the next scrape. */
-#ifndef PRD_OPS_METRICS_AUTHZ_H
-#define PRD_OPS_METRICS_AUTHZ_H
+#ifndef PRD_KUBE_METRICS_AUTHZ_H
+#define PRD_KUBE_METRICS_AUTHZ_H
 
 #include "kube/client.h"
 #include "util/buf.h"
