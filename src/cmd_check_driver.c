@@ -122,6 +122,30 @@ static void print_caps(const cloud_driver *d)
 	}
 }
 
+/* One node group: sizes, template, instances. 0, or 1 when its instances
+ * could not be listed. */
+static int print_group(const cloud_driver *d, const prd_cloud_node_group *g)
+{
+	prd_cloud_instance *inst = NULL;
+	prd_cloud_error de;
+	size_t ni = 0, k, running = 0, errored = 0;
+	printf("  - %s min=%d max=%d target=%d\n", g->id, (int)g->min_size, (int)g->max_size, (int)g->target_size);
+	print_template(d->api, d->state, g->id);
+	memset(&de, 0, sizeof(de));
+	if(d->api->instances(d->state, g->id, &inst, &ni, &de)) {
+		printf("    instances: error: %s\n", de.message);
+		return 1;
+	}
+	for(k = 0; k < ni; k++) {
+		const prd_cloud_instance *x = cloud_instance_at(d->api, inst, k);
+		running += x->state == PRD_CLOUD_INSTANCE_RUNNING;
+		errored += x->error_class != PRD_CLOUD_ERRCLASS_NONE;
+	}
+	printf("    instances: %zu (%zu running, %zu with errors)\n", ni, running, errored);
+	d->api->release_instances(d->state, inst, ni);
+	return 0;
+}
+
 int cmd_check_driver(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -208,24 +232,8 @@ int cmd_check_driver(int argc, char **argv)
 	}
 	printf("  node groups: %zu\n", n);
 	rc = 0;
-	for(i = 0; i < n; i++) {
-		prd_cloud_instance *inst = NULL;
-		size_t ni = 0, k, running = 0, errored = 0;
-		printf("  - %s min=%d max=%d target=%d\n", groups[i].id, (int)groups[i].min_size,
-		       (int)groups[i].max_size, (int)groups[i].target_size);
-		print_template(d->api, d->state, groups[i].id);
-		if(d->api->instances(d->state, groups[i].id, &inst, &ni, &de)) {
-			printf("    instances: error: %s\n", de.message);
-			rc = 1;
-			continue;
-		}
-		for(k = 0; k < ni; k++) {
-			running += inst[k].state == PRD_CLOUD_INSTANCE_RUNNING;
-			errored += inst[k].error_class != PRD_CLOUD_ERRCLASS_NONE;
-		}
-		printf("    instances: %zu (%zu running, %zu with errors)\n", ni, running, errored);
-		d->api->release_instances(d->state, inst, ni);
-	}
+	for(i = 0; i < n; i++)
+		rc |= print_group(d, &groups[i]);
 	d->api->release_node_groups(d->state, groups, n);
 	if(print_shapes(d))
 		rc = 1;

@@ -2,8 +2,8 @@
 # docs/development.md's checklists, checked: every in-tree cloud driver and
 # every built-in provisioning class is in each place the checklist for it
 # names. The drivers are the directories under cloud/ whose sources define
-# provreqd_cloud_driver(); the built-in classes are the modules
-# src/provreq/controller.c registers as "built-in". A new driver or class
+# provreqd_cloud_driver(); the built-in classes are the modules of
+# src/classes/registry.c's pr_class_builtins[]. A new driver or class
 # that misses a place fails here with the place and the checklist's item.
 set -u
 top=${PRD_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -49,9 +49,11 @@ for d in $drivers; do
 	has README.md "$d" || miss "$d" "docs: README.md's feature table"
 done
 
-# Built-in classes: the module symbols controller.c registers.
-mods=$(sed -n 's/.*pr_class_register([^,]*, *&\(pr_class_[a-z_0-9]*\), *"built-in".*/\1/p' src/provreq/controller.c)
-[ -n "$mods" ] || { echo "no built-in classes registered in src/provreq/controller.c"; exit 99; }
+# Built-in classes: the module symbols of the registry's list
+# (src/classes/registry.c, pr_class_builtins[]).
+mods=$(sed -n 's/.*pr_class_builtins\[\] *= *{\(.*\)}.*/\1/p' src/classes/registry.c | tr ',&' '\n ' |
+	sed -n 's/^ *\(pr_class_[a-z_0-9]*\) *$/\1/p')
+[ -n "$mods" ] || { echo "no built-in classes in src/classes/registry.c's pr_class_builtins[]"; exit 99; }
 for m in $mods; do
 	file=$(grep -l "^const pr_class_module $m = {" src/classes/*.c | head -1)
 	[ -n "$file" ] || { miss "$m" "module: const pr_class_module $m in src/classes/*.c"; continue; }
@@ -62,7 +64,6 @@ for m in $mods; do
 		{ miss "$m" "module: .name = PR_CLASS_* (src/classes/vocab.h) and .short_name in $file"; continue; }
 	has src/classes/class.h "extern const pr_class_module $m;" || miss "$name" "src/classes/class.h declares $m"
 	in_am "$file" || miss "$name" "built: $file in src/provreq/local.am"
-	has src/provreq/request.c "$macro" || miss "$name" "the pr_class enum: pr_class_of in src/provreq/request.c"
 	has src/plugin/plugin_args.c "$macro" || miss "$name" "the kubectl plugin's --class in src/plugin/plugin_args.c"
 	has crd/provisioningrequests.yaml "$name" || miss "$name" "CRD: crd/provisioningrequests.yaml's class list"
 	has charts/provreqd/crds/provisioningrequests.yaml "$name" ||
