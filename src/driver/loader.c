@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,39 +24,6 @@ void cloud_drivers_init(cloud_drivers *set)
 	set->n = 0;
 }
 
-/* The checked file of each loaded driver stays open while it is loaded:
- * the dynamic linker knows the module by the name /proc/self/fd/N, and a
- * later driver loaded through a reused N would be taken for it. (Kept
- * here rather than in cloud_driver, which tests and in-process drivers
- * build with positional initializers.) Worker thread only. */
-#define HELD_FDS 64
-static struct {
-	const cloud_driver *d;
-	int fd;
-} held_fds[HELD_FDS];
-
-static bool held_fd_put(const cloud_driver *d, int fd)
-{
-	size_t i;
-	for(i = 0; i < HELD_FDS; i++)
-		if(!held_fds[i].d) {
-			held_fds[i].d = d;
-			held_fds[i].fd = fd;
-			return true;
-		}
-	return false;
-}
-
-static void held_fd_close(const cloud_driver *d)
-{
-	size_t i;
-	for(i = 0; i < HELD_FDS; i++)
-		if(held_fds[i].d == d) {
-			close(held_fds[i].fd);
-			held_fds[i].d = NULL;
-		}
-}
-
 static void driver_free(cloud_driver *d)
 {
 	if(!d)
@@ -64,7 +32,6 @@ static void driver_free(cloud_driver *d)
 		d->api->fini(d->state);
 	if(d->handle)
 		dlclose(d->handle);
-	held_fd_close(d);
 	free(d->path);
 	free(d);
 }
@@ -276,6 +243,45 @@ int cloud_driver_check_file(const char *path, prd_err *err)
 	return rc;
 }
 
+/* The dynamic linker knows a module loaded through /proc/self/fd/N by
+ * that name, and would hand it out again for the next file loaded
+ * through the same N while it is still loaded (another driver, or one a
+ * killed pass abandoned in the simulation). *lfd gets a descriptor of the
+ * checked file whose name no loaded module has (the file's own, or a
+ * duplicate of it at a higher number; the caller closes a duplicate) and
+ * fdpath its name. A module found by the file's identity rather than its
+ * name is this same file: loading it again is harmless (the set then
+ * refuses the duplicate name). */
+static int free_fd_name(int fd, int *lfd, char *fdpath, size_t len, prd_err *err, const char *path)
+{
+	int tries;
+	*lfd = fd;
+	for(tries = 0; tries < 4096; tries++) {
+		struct link_map *lm = NULL;
+		void *h;
+		bool taken;
+		snprintf(fdpath, len, "/proc/self/fd/%d", *lfd);
+		if(!(h = dlopen(fdpath, RTLD_LAZY | RTLD_NOLOAD)))
+			return 0;
+		taken = dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name || !strcmp(lm->l_name, fdpath);
+		dlclose(h);
+		if(!taken)
+			return 0;
+		{
+			int next = fcntl(fd, F_DUPFD_CLOEXEC, *lfd + 1);
+			if(*lfd != fd)
+				close(*lfd);
+			*lfd = next;
+			if(next < 0)
+				return prd_err_set(err, PRD_EIO, "cloud driver %s: cannot duplicate its descriptor: %s", path,
+						   strerror(errno));
+		}
+	}
+	if(*lfd != fd)
+		close(*lfd);
+	return prd_err_set(err, PRD_ERANGE, "cloud driver %s: no free /proc/self/fd name to load it through", path);
+}
+
 int cloud_drivers_load(cloud_drivers *set, const char *path, const prd_cloud_host *host,
 		       const char *config, cloud_driver **out, prd_err *err)
 {
@@ -285,7 +291,7 @@ int cloud_drivers_load(cloud_drivers *set, const char *path, const prd_cloud_hos
 	prd_cloud_error derr;
 	char fdpath[64];
 	void *sym;
-	int rc = 0, fd;
+	int rc = 0, fd, lfd;
 
 	if((rc = open_checked(path, &fd, err)))
 		return rc;
@@ -298,22 +304,23 @@ int cloud_drivers_load(cloud_drivers *set, const char *path, const prd_cloud_hos
 				   "cloud driver %s: cannot load the checked file through %s (%s): is /proc mounted?", path,
 				   fdpath, strerror(errno));
 	}
-	if(!(d = calloc(1, sizeof(*d)))) {
+	if((rc = free_fd_name(fd, &lfd, fdpath, sizeof(fdpath), err, path))) {
 		close(fd);
-		return prd_err_set(err, PRD_ENOMEM, "out of memory");
+		return rc;
 	}
-	if(!held_fd_put(d, fd)) {
+	if(!(d = calloc(1, sizeof(*d))) || !(d->path = str_dup(path))) {
+		if(lfd != fd)
+			close(lfd);
 		close(fd);
 		free(d);
-		return prd_err_set(err, PRD_ERANGE, "cloud driver %s: more than %d drivers loaded at once", path, HELD_FDS);
-	}
-	if(!(d->path = str_dup(path))) {
-		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
-		goto done;
+		return prd_err_set(err, PRD_ENOMEM, "out of memory");
 	}
 	d->host = host;
 	dlerror();
 	d->handle = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
+	if(lfd != fd)
+		close(lfd);
+	close(fd);
 	if(!d->handle) {
 		const char *e = dlerror();
 		rc = prd_err_set(err, PRD_EINVAL, "cloud driver %s: cannot load: %s", path, e ? e : "unknown error");

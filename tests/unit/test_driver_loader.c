@@ -141,6 +141,20 @@ static void test_file_checks(void)
 	if(d)
 		CU_ASSERT_STRING_EQUAL(d->api->name, "variant");
 	cloud_drivers_free(&set);
+	/* Two drivers loaded one after the other, the first still loaded:
+	 * the second is the file asked for, not the module the dynamic
+	 * linker knows by the first one's /proc/self/fd name. */
+	cloud_drivers_init(&set);
+	d = NULL;
+	CU_ASSERT_EQUAL(cloud_drivers_load(&set, drv("good"), &host.host, NULL, &d, &e), 0);
+	if(d)
+		CU_ASSERT_STRING_EQUAL(d->api->name, "variant");
+	d = NULL;
+	CU_ASSERT_EQUAL(cloud_drivers_load(&set, drv("example"), &host.host, "small 0 3 1 4 16Gi 110\n", &d, &e), 0);
+	if(d)
+		CU_ASSERT_STRING_EQUAL(d->api->name, "example");
+	CU_ASSERT_EQUAL(set.n, 2);
+	cloud_drivers_free(&set);
 	/* A directory others may write to (they could replace the file). */
 	snprintf(dir, sizeof(dir), "%s/open", test_tmpdir());
 	CU_ASSERT_EQUAL(mkdir(dir, 0700), 0);
