@@ -525,11 +525,33 @@ static void cp_fini(void *state)
 	capi_free(state);
 }
 
+static int get_scale(capi *c, capi_group *g, int32_t *replicas, char *rv, size_t rvlen, prd_cloud_error *err);
+
+/* Reported sizes are the last listing's and this driver's own writes',
+ * except after a write whose outcome is unknown (its answer lost to a
+ * timeout, the write perhaps made): that group's replicas are read again
+ * here, and a read that fails fails the call, so the host never takes
+ * the replicas from before such a write for the group's target (it would
+ * close a plan as "nothing was made" while the MachineSet makes its
+ * Machines). */
 static int cp_node_groups(void *state, prd_cloud_node_group **out, size_t *count, prd_cloud_error *err)
 {
 	capi *c = state;
-	prd_cloud_node_group *v = calloc(c->ngroups + 1, sizeof(*v));
+	prd_cloud_node_group *v;
 	size_t i;
+	for(i = 0; i < c->ngroups; i++) {
+		capi_group *g = &c->groups[i];
+		char rv[64];
+		int32_t r;
+		int rc;
+		if(!g->replicas_unsure)
+			continue;
+		if((rc = get_scale(c, g, &r, rv, sizeof(rv), err)))
+			return rc;
+		g->replicas = r;
+		g->replicas_unsure = false;
+	}
+	v = calloc(c->ngroups + 1, sizeof(*v));
 	if(!v)
 		return capi_fail(err, PRD_CLOUD_ENOMEM, "out of memory");
 	for(i = 0; i < c->ngroups; i++) {
@@ -595,7 +617,10 @@ static int set_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, p
 		rc = PRD_CLOUD_EAGAIN;
 	if(!rc) {
 		g->replicas = replicas;
+		g->replicas_unsure = false;
 		note_write(c, g, rv);
+	} else if(status != 409) {
+		g->replicas_unsure = true;
 	}
 	return rc;
 }
@@ -628,6 +653,8 @@ int capi__put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, pr
 	json_object_object_add(sc, "spec", spec);
 	rc = capi_request(c, "PUT", path, "application/json", sc, NULL, &status, err);
 	json_object_put(sc);
+	if(rc && status != 409)
+		g->replicas_unsure = true; /* (the answer may be lost, the write made) */
 	if(rc && status == 409)
 		return capi_fail(err, PRD_CLOUD_ECONFLICT,
 				 "clusterapi: %s: the object was changed by another writer (its replicas, or a newer "
@@ -635,6 +662,7 @@ int capi__put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, pr
 				 g->id);
 	if(!rc) {
 		g->replicas = replicas;
+		g->replicas_unsure = false;
 		note_write(c, g, rv);
 	}
 	return rc;

@@ -49,6 +49,10 @@ typedef struct capi_group {
 	capi_kind kind;
 	char *ns, *name;
 	int32_t min, max, replicas;
+	/* A write of replicas failed without a refusal (a timeout, a lost
+	 * answer): it may have taken effect, so `replicas` is read again
+	 * before it is reported. */
+	bool replicas_unsure;
 	json_object *obj;      /* the scalable resource as last listed (owned) */
 	sel *machines;         /* selects the group's Machines (owned) */
 } capi_group;

@@ -1949,6 +1949,11 @@ static int m_increase(void *st, const prd_cloud_increase *rq, prd_cloud_error *e
 		m_calls[m_ncalls++].delta = rq->delta;
 	}
 	a_sync_out();
+	if(g->ambiguous > 0) {
+		g->ambiguous--;
+		snprintf(err->message, sizeof(err->message), "timed out waiting for the answer");
+		return PRD_CLOUD_EIO;
+	}
 	return 0;
 }
 
@@ -6554,6 +6559,106 @@ static void test_time_owned_rollback_prefers_marked(void)
 	stop_async();
 }
 
+/* Issue 37 item 1 (simulation, clusterapi profile, seeds 2, 11, 14): a
+ * rollback by creation time where cluster-autoscaler raised the target
+ * after the plan's increase and its Machine is still coming up. The plan
+ * added two unmarked Machines (the driver's claim was dropped when the
+ * replicas moved): p1 Ready and idle, p2 failed. The rollback deletes p1
+ * and p2 and ends; the autoscaler's newer Nodeless Machine stays. Broken
+ * controllers caught: one that deletes as many as the target stands above
+ * where the plan began (the autoscaler's raise counted as the plan's), and
+ * one that picks the Nodeless newcomer before the plan's older Ready one
+ * (readiness does not tell whose a Machine is). */
+static void test_time_owned_rollback_spares_a_newer_foreign(void)
+{
+	agroup *g = &ac.grp[0];
+	char p1[40], p2[40], f[40];
+	int k;
+	start_capi_like();
+	ac.target = 1;
+	a_create(1, 0);
+	a_register(1);
+	add_pod_cpu("b", "web-1", g->v[0].node, "3500m", NULL);
+	clk_fake_advance(&fake, MIN);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 4, NULL);
+	pass();
+	CU_ASSERT_EQUAL_FATAL(ac.target, 3);
+	g->next_owner[0] = '\0';
+	a_create(2, 0);
+	snprintf(p1, sizeof(p1), "%s", g->v[1].id);
+	snprintf(p2, sizeof(p2), "%s", g->v[2].id);
+	g->v[2].errclass = PRD_CLOUD_ERRCLASS_OTHER; /* (registers no Node) */
+	a_register(1);
+	g->v[2].errclass = PRD_CLOUD_ERRCLASS_NONE;
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "waiting-for-nodes");
+	/* The autoscaler raises the target; its Machine has no Node yet. */
+	clk_fake_advance(&fake, 10 * SEC);
+	a_create_foreign(1);
+	snprintf(f, sizeof(f), "%s", g->v[g->n - 1].id);
+	/* p2 fails. */
+	g->v[2].errclass = PRD_CLOUD_ERRCLASS_OTHER;
+	clk_fake_advance(&fake, 10 * SEC);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("a", "job", "Provisioned"), "False/ScaleUpFailed");
+	for(k = 0; k < 4; k++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		a_finish_deletes();
+	}
+	CU_ASSERT_TRUE(a_alive(f));
+	CU_ASSERT_FALSE(a_alive(p1));
+	CU_ASSERT_FALSE(a_alive(p2));
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	CU_ASSERT_STRING_EQUAL(detail_of("a", "job", "scaleUpPhase"), "rolled-back");
+	stop_async();
+}
+
+/* Issue 37 item 3 (simulation seed 16): an increase whose answer was lost
+ * after it took effect is rolled back by lowering the target again; the
+ * rollback is over in the pass whose decrease takes the target back where
+ * the plan found it. Broken controller caught: one that leaves the close
+ * to a later pass, which then finds cluster-autoscaler's raise made in
+ * between, counts it as the plan's and deletes the autoscaler's Machine. */
+static void test_time_owned_rollback_ends_with_its_decrease(void)
+{
+	agroup *g = &ac.grp[0];
+	char f[40];
+	int k;
+	start_capi_like();
+	ac.target = 1;
+	a_create(1, 0);
+	a_register(1);
+	add_pod_cpu("b", "web-1", g->v[0].node, "3500m", NULL);
+	clk_fake_advance(&fake, MIN);
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 2, NULL);
+	g->ambiguous = 1;
+	pass();
+	CU_ASSERT_EQUAL(g->increases, 1);
+	for(k = 0; k < 3 && ac.target != 1; k++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+	}
+	CU_ASSERT_EQUAL_FATAL(ac.target, 1);
+	CU_ASSERT_EQUAL(ac.decreases, 1);
+	/* The autoscaler raises the target right after. */
+	a_create_foreign(1);
+	snprintf(f, sizeof(f), "%s", g->v[g->n - 1].id);
+	for(k = 0; k < 3; k++) {
+		clk_fake_advance(&fake, 10 * SEC);
+		pass();
+		a_finish_deletes();
+	}
+	CU_ASSERT_TRUE(a_alive(f));
+	CU_ASSERT_EQUAL(ac.target, 2);
+	CU_ASSERT_EQUAL(open_plans(), 0);
+	stop_async();
+}
+
 /* Issue 37 item 3: a new leader fences a group before it decides from the
  * group's target. Leader A recorded a plan (increasing) and stalled inside
  * its increase; B takes over; A's increase lands after B read the groups
@@ -6757,6 +6862,10 @@ static const test_case cases[] = {
 	  test_time_owned_rollback_spares_a_busy_replacement },
 	{ "actors: a rollback by creation times keeps instances running others' pods",
 	  test_time_owned_rollback_keeps_busy_instances },
+	{ "actors: a rollback by creation times spares another actor's newer instance",
+	  test_time_owned_rollback_spares_a_newer_foreign },
+	{ "actors: a rollback by creation times ends with the decrease that takes the target back",
+	  test_time_owned_rollback_ends_with_its_decrease },
 	{ "actors: a rollback by creation times takes the driver's marked instances first",
 	  test_time_owned_rollback_prefers_marked },
 	{ "actors: a new leader fences a group before it decides from its target", test_fence_before_reading_targets },

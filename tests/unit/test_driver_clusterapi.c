@@ -838,6 +838,74 @@ static void test_conflict_on_write(void)
 	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 9);
 }
 
+/* When set, the next write of a scale subresource takes effect and its
+ * answer is lost (a timeout after the apiserver wrote it). */
+static bool lose_scale_answer;
+static int losing_request(void *ud, const char *method, const char *path, const char *content_type,
+			  const char *body, size_t body_len, long *status, char **resp, size_t *resp_len,
+			  prd_cloud_error *err)
+{
+	int rc = cloud_host_memapi_request(ud, method, path, content_type, body, body_len, status, resp, resp_len, err);
+	if(lose_scale_answer && strcmp(method, "GET") && strstr(path, "/scale")) {
+		lose_scale_answer = false;
+		free(*resp);
+		*resp = NULL;
+		*resp_len = 0;
+		*status = 0;
+		snprintf(err->message, sizeof(err->message), "simulated: timeout awaiting the answer");
+		err->code = PRD_CLOUD_EIO;
+		return PRD_CLOUD_EIO;
+	}
+	return rc;
+}
+
+/* Issue 37 item (iii). A scale write that took effect but whose answer was
+ * lost fails the call; node_groups must then report the replicas the
+ * apiserver has, not the ones from before the write. Catches a driver that
+ * reports its cached replicas after such a failure: the host reads the
+ * target again after a failed increase, sees it where the plan began, and
+ * closes the plan "the cloud shows none of its instances" while the
+ * MachineSet makes its Machines. */
+static void test_lost_scale_answer_reads_replicas_again(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	int32_t min = 0, max = 0, target = 0;
+	fresh_api();
+	cloud_host_init(&host, "driver/clusterapi", &fake, losing_request, m);
+	host.host.log = capture_log;
+	md("md-a", SIZES("0", "9"), 1);
+	machine("m-1", "md-a", "node-1", "");
+	load(NULL);
+	lose_scale_answer = true;
+	CU_ASSERT_NOT_EQUAL(increase_if(id, 2, 0, 1, &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 3);
+	CU_ASSERT_EQUAL_FATAL(group_sizes(id, &min, &max, &target), 1);
+	CU_ASSERT_EQUAL(target, 3);
+	/* The same for a decrease, and for a plain increase. */
+	lose_scale_answer = true;
+	CU_ASSERT_NOT_EQUAL(drv->api->decrease_target_size_if(drv->state, id, 1, 3, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(group_sizes(id, &min, &max, &target), 1);
+	CU_ASSERT_EQUAL(target, 2);
+	lose_scale_answer = true;
+	CU_ASSERT_NOT_EQUAL(drv->api->increase_size(drv->state, id, 1, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(group_sizes(id, &min, &max, &target), 1);
+	CU_ASSERT_EQUAL(target, 3);
+	/* A read that cannot be made fails node_groups rather than guess. */
+	lose_scale_answer = true;
+	CU_ASSERT_NOT_EQUAL(drv->api->increase_size(drv->state, id, 1, &e), 0);
+	memapi_inject_fault(m, "GET", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 503, 1);
+	{
+		prd_cloud_node_group *v = NULL;
+		size_t n = 0;
+		CU_ASSERT_NOT_EQUAL(drv->api->node_groups(drv->state, &v, &n, &e), 0);
+		if(v)
+			drv->api->release_node_groups(drv->state, v, n);
+	}
+	CU_ASSERT_EQUAL_FATAL(group_sizes(id, &min, &max, &target), 1);
+	CU_ASSERT_EQUAL(target, 4);
+}
+
 /* Each Machine's instance reports the Machine's creationTimestamp.
  * Catches created_ns left 0. */
 static void test_creation_times(void)
@@ -1886,6 +1954,7 @@ static const test_case cases[] = {
 	{"a stale conditional call changes nothing", test_conditional},
 	{"a write racing another writer is a conflict", test_conflict_on_write},
 	{"instances report creation times", test_creation_times},
+	{"a scale write whose answer was lost: replicas read again", test_lost_scale_answer_reads_replicas_again},
 	{"fence: a late call with an older term is refused", test_fence_refuses_older_terms},
 	{"fence: a late delete with an older term is refused", test_fenced_delete_refuses_older_terms},
 	{"fence: a fence between read and write is a conflict", test_fence_stale_resource_version},
