@@ -569,10 +569,13 @@ EOF
 	capi_k -n "$PR_NS" patch machinedeployment md-mrb --type=merge -p '{"spec":{"replicas":2}}' >/dev/null
 	t_wait 60 "mhc-rb: md-mrb holds 2 Machines with Ready Nodes (from before the plan)" machines_ready md-mrb 2
 	mrb_old=$(machines md-mrb | awk '{ print $1 }' | sort)
-	# From now on the template's Machines take 15 s, and the first to be
+	# From now on the template's Machines take 45 s, and the first to be
 	# decided fails (the plan's oldest): the replacement comes while the
-	# plan waits, and is still coming when the plan is rolled back.
-	capi_k -n "$PR_NS" annotate e2emachinetemplate md-mrb --overwrite e2e.provreqd.io/provision-delay=15 \
+	# plan waits, and is still coming when the plan is rolled back. (With
+	# 15 s the plan could fail, and its rollback lower the replicas, before
+	# the MachineHealthCheck had its Machine deleted on a loaded machine:
+	# then the MachineSet needed no replacement.)
+	capi_k -n "$PR_NS" annotate e2emachinetemplate md-mrb --overwrite e2e.provreqd.io/provision-delay=45 \
 		'e2e.provreqd.io/fail=QuotaExceeded: vCPU quota of project e2e exhausted' e2e.provreqd.io/fail-count=1 >/dev/null
 	mwatch md-mrb
 	# 4 pods of 3 CPUs: the 2 Nodes from before hold 2, the plan adds 2.
