@@ -671,6 +671,7 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 		const char *a = argv[i], *name, *eq, *val = NULL, *typed = NULL;
 		const cfg_option *o;
 		size_t nlen;
+		const cfg_ignored_flag *ig;
 		buf why;
 		int r;
 
@@ -694,8 +695,8 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 		o = by_flag(name, nlen);
 		if(!o)
 			o = by_alias(name, nlen, &typed);
-		if(!o && by_ignored(name, nlen)) {
-			const cfg_ignored_flag *ig = by_ignored(name, nlen);
+		ig = o ? NULL : by_ignored(name, nlen);
+		if(ig) {
 			buf m;
 			if(!eq && !ig->boolean && i + 1 < argc)
 				i++; /* its value */

@@ -257,14 +257,12 @@ static int status_outcome(pr_ctl *c, const kube_provreq *pr, const char *based_o
  * nor a plan in flight). Rows of a write whose fate is unknown (a timeout, a 5xx) stay:
  * the write may still land, and decide.c releases them only after a
  * status write of its own shuts it out (leftover_fenced). */
-static void drop_unwritten(pr_ctl *c, const kube_provreq *pr, json_object *patch, int rc, bool sent)
+static void drop_unwritten(pr_ctl *c, const kube_provreq *pr, json_object *patch)
 {
 	bool books = false;
 	/* (A plan's end is not dropped: the store writes it again from its
 	 * rows, finish_recorded.) */
-	if(!c->db || !patch || pr_details_plan_open(pr) || !pr__ledger_change_of(patch, false, &books) || !books)
-		return;
-	if(!sent || rc == PRD_ECONFLICT)
+	if(c->db && patch && !pr_details_plan_open(pr) && pr__ledger_change_of(patch, false, &books) && books)
 		state_booking_delete_request(c->db, pr->meta.uid, NULL, NULL);
 }
 
@@ -424,7 +422,7 @@ int pr__write_status(pr_class_ctx *x, prd_err *err)
 	if(rc == 0)
 		log_written(c, x->pr, patch);
 	else if(rc == PRD_ECONFLICT)
-		drop_unwritten(c, x->pr, patch, rc, true);
+		drop_unwritten(c, x->pr, patch);
 	json_object_put(patch);
 	rc = status_outcome(c, x->pr, x->rv, rc, answer, err, &new_rv);
 	if(rc == PRD_ENOTFOUND)
@@ -581,8 +579,8 @@ void pr__status_flush(pr_ctl *c)
 					    : PRD_EAGAIN;
 		if(rc == 0)
 			log_written(c, w->pr, w->patch);
-		else
-			drop_unwritten(c, w->pr, w->patch, rc, sent && !w->fenced);
+		else if(!sent || w->fenced || rc == PRD_ECONFLICT)
+			drop_unwritten(c, w->pr, w->patch);
 		if(rc == 0 && w->release && pr__hold(c, w->pr, false, &e) && e.code != PRD_ENOTFOUND)
 			log_warn("cannot remove provreqd's finalizer; it is removed when the request is deleted",
 				 "request", w->pr->meta.name, "error", e.msg);
