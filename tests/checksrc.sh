@@ -19,7 +19,9 @@ set -u
 top=${1:-${PRD_SRCDIR:-.}}
 cd "$top" || exit 99
 
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+# Only when $top is the top of a git work tree: a distdir made inside the
+# repository (make distcheck's provreqd-X.Y/) is untracked there.
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$(pwd -P)" ]; then
 	all=$(git ls-files 'src/*.[ch]' 'cloud/*.[ch]' 'tests/*.[ch]' 'e2e/tools/*.[ch]')
 else
 	all=$(find src cloud tests e2e/tools -name '*.[ch]' 2>/dev/null | sort)
