@@ -190,7 +190,11 @@ int cmd_check_driver(int argc, char **argv)
 		}
 	}
 	if(optind != argc - 1 || (context && !kubeconfig)) {
-		fputs(check_driver_usage, stderr);
+		fprintf(stderr, "provreqd check-driver: usage error (see provreqd check-driver --help):\n%s%s\n",
+			optind < argc - 1 ? argv[optind + 1] : "",
+			optind < argc - 1 ? ": unexpected argument (one driver PATH)"
+			: optind == argc ? "the driver PATH is missing"
+					 : "--context needs --kubeconfig");
 		return 2;
 	}
 	if(cfg_path) {

@@ -488,11 +488,15 @@ enum { SIM_OUT_TEXT, SIM_OUT_JSON, SIM_OUT_YAML };
  * after saying why, when the value is not a positive duration. */
 static bool sim_duration(int c, const char *arg, sim_opts *o)
 {
+	const char *flag = c == 'u' ? "until" : c == 'b' ? "booking-ttl" : c == 'I' ? "scale-down-idle" : "provision-timeout";
 	int64_t d;
-	if(str_parse_duration(arg, &d) || d <= 0) {
-		fprintf(stderr, "provreqd simulate: --%s: \"%s\" is not a positive duration (e.g. 30m, 2h)\n",
-			c == 'u' ? "until" : c == 'b' ? "booking-ttl" : c == 'I' ? "scale-down-idle" : "provision-timeout",
-			arg);
+	int rc = str_parse_duration(arg, &d);
+	if(rc == PRD_ERANGE) {
+		fprintf(stderr, "provreqd simulate: --%s: \"%s\" is too long\n", flag, arg);
+		return false;
+	}
+	if(rc || d <= 0) {
+		fprintf(stderr, "provreqd simulate: --%s: \"%s\" is not a positive duration (e.g. 30m, 2h)\n", flag, arg);
 		return false;
 	}
 	if(c == 'u')
@@ -598,6 +602,17 @@ static bool sim_check(sim_opts *o)
 		o->cfg.res_limits = o->res;
 		o->cfg.nres_limits = n;
 	}
+	if(o->cfg.expander) {
+		buf why;
+		int bad;
+		buf_init(&why);
+		bad = cfg_check_expander(o->cfg.expander, &why);
+		if(bad)
+			fprintf(stderr, "provreqd simulate: --expander: %s\n", why.len ? buf_str(&why) : "out of memory");
+		buf_free(&why);
+		if(bad)
+			return false;
+	}
 	if(chain_has_priority(o->cfg.expander) && !o->prio_file) {
 		fprintf(stderr, "provreqd simulate: --expander %s: 'priority' needs a priority table: give "
 			"--priority-file FILE (a cluster-autoscaler-priority-expander ConfigMap, or its "
@@ -694,8 +709,13 @@ static bool sim_parse(int argc, char **argv, sim_opts *o, int *exit_code)
 			return false;
 		}
 	}
-	if(!o->cluster || optind != argc) {
-		fputs(simulate_usage, stderr);
+	if(optind != argc) {
+		fprintf(stderr, "provreqd simulate: usage error (see provreqd simulate --help):\n%s: unexpected argument\n",
+			argv[optind]);
+		return false;
+	}
+	if(!o->cluster) {
+		fprintf(stderr, "provreqd simulate: usage error (see provreqd simulate --help):\n--cluster PATH is required\n");
 		return false;
 	}
 	return sim_check(o);

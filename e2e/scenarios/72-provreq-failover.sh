@@ -77,7 +77,9 @@ pr_request r2 check-capacity wr 2
 t_wait 20 "B: r2 does not fit (one node for two pods)" pr_cond_is r2 Provisioned False/CapacityIsNotFound
 t_wait 10 "B: r2's next attempt is recorded" bash -c "kubectl get provreq -n $PR_NS r2 -o json |
 	jq -e '.status.provisioningClassDetails[\"provreqd.io/next-attempt\"]' >/dev/null"
-next_ns=$(kubectl get provreq -n "$PR_NS" r2 -o json | jq -r '.status.provisioningClassDetails["provreqd.io/next-attempt"]')
+next_at=$(kubectl get provreq -n "$PR_NS" r2 -o json | jq -r '.status.provisioningClassDetails["provreqd.io/next-attempt"]')
+# An RFC 3339 time (with microseconds); date reads it.
+next_ns=$(date -d "$next_at" +%s%N) || t_fail "B: r2's next attempt '$next_at' is not an RFC 3339 time"
 kill -9 "${PR_REPLICA_PID[one]}"
 t0=$(date +%s%N)
 t_pass "B: the leader was killed with SIGKILL"

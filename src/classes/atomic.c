@@ -37,6 +37,7 @@
 #include "ops/log.h"
 #include "ops/metrics.h"
 #include "util/buf.h"
+#include "util/rfc3339.h"
 #include "util/str.h"
 
 #include <stdio.h>
@@ -443,9 +444,9 @@ void at__start_roll_back(const pr_class_host *h, const pr_class_req *req, at_pla
 			}
 			/* Recorded with the request, so a new leader keeps it. */
 			if(req && !req->terminal && state_group_get(h->db, in->node_group, &gb, NULL) == 0) {
-				char v[400];
-				snprintf(v, sizeof(v), "%s %lld %lld", in->node_group, (long long)gb.until_ns,
-					 (long long)gb.failures);
+				char v[400], when[RFC3339_MAX];
+				rfc3339_format_micro(gb.until_ns, when, sizeof(when));
+				snprintf(v, sizeof(v), "%s %s %lld", in->node_group, when, (long long)gb.failures);
 				h->set_detail(h->ctx, PR_DETAIL_GROUP_BACKOFF, v);
 				state_group_clear(&gb);
 			}

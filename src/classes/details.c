@@ -4,6 +4,7 @@
 #include "classes/vocab.h"
 #include "state/state.h"
 #include "util/buf.h"
+#include "util/rfc3339.h"
 #include "util/str.h"
 
 #include <stdio.h>
@@ -80,4 +81,13 @@ bool pr_details_plan_open(const kube_provreq *pr)
 		    ph != STATE_PHASE_DONE;
 	free(phase);
 	return open;
+}
+
+bool pr_details_time(const char *text, int64_t *ns)
+{
+	if(!text || !*text)
+		return false;
+	if(rfc3339_parse(text, ns, NULL) == 0)
+		return true;
+	return str_to_int64(text, ns) == 0 && *ns >= 0;
 }

@@ -27,6 +27,12 @@ int pr_details_put(json_object *patch, const char *key, const char *value, prd_e
  * or when a piece is missing. Caller frees. */
 char *pr_details_get(const kube_provreq *pr, const char *key);
 
+/* A time of provisioningClassDetails: written as RFC 3339 with
+ * microseconds (rfc3339_format_micro); read from that, or from the whole
+ * number of nanoseconds since the epoch that earlier builds wrote, so a
+ * status written by an older leader still counts. false when neither. */
+bool pr_details_time(const char *text, int64_t *ns);
+
 /* Does the request's status show a scale-up plan that has not ended
  * (phase planned, increasing, waiting-for-nodes or rolling-back)? */
 bool pr_details_plan_open(const kube_provreq *pr);

@@ -360,6 +360,11 @@ static int set_text(cfg *c, const cfg_option *o, const char *text, buf *why)
 		return PRD_OK;
 	case CFG_INT:
 		rc = str_to_int64(text, &n);
+		if(rc == PRD_ERANGE) {
+			buf_printf(why, "'%s' is too %s (the range is %lld..%lld)", text, text[0] == '-' ? "small" : "large",
+				   (long long)o->min, (long long)o->max);
+			return PRD_EINVAL;
+		}
 		if(rc != PRD_OK) {
 			buf_printf(why, "want an integer, got '%s'", text);
 			return PRD_EINVAL;
@@ -373,6 +378,10 @@ static int set_text(cfg *c, const cfg_option *o, const char *text, buf *why)
 		return PRD_OK;
 	case CFG_DURATION:
 		rc = str_parse_duration(text, &n);
+		if(rc == PRD_ERANGE) {
+			buf_printf(why, "'%s' is too long (at most %s)", text, cfg_format_duration(o->max, d3));
+			return PRD_EINVAL;
+		}
 		if(rc != PRD_OK) {
 			buf_printf(why, "bad duration '%s' (want e.g. 500ms, 90s, 1m30s, 10m, 3h, 7d)", text);
 			return PRD_EINVAL;
@@ -759,46 +768,64 @@ int cfg_apply_flags(cfg *c, int argc, char *const *argv, buf *errs)
 	return rc;
 }
 
-/* "MIN:MAX" of non-negative integers, MIN <= MAX, scaled by `unit`. */
-static int parse_min_max(const char *s, int64_t unit, int64_t *min, int64_t *max, buf *why)
+/* One whole number of "MIN:MAX", p up to end, times `unit`: PRD_EINVAL
+ * when it is not digits, PRD_ERANGE when it does not fit. */
+static int min_max_part(const char *p, const char *end, int64_t unit, int64_t *out)
+{
+	const char *q;
+	int64_t v = 0;
+	if(p == end)
+		return PRD_EINVAL;
+	for(q = p; q < end; q++)
+		if(*q < '0' || *q > '9')
+			return PRD_EINVAL;
+	for(; p < end; p++) {
+		if(v > (INT64_MAX / unit - (*p - '0')) / 10)
+			return PRD_ERANGE;
+		v = v * 10 + (*p - '0');
+	}
+	*out = v * unit;
+	return PRD_OK;
+}
+
+/* "MIN:MAX" of non-negative integers, MIN <= MAX, scaled by `unit`; the
+ * messages quote `whole` (the flag's text) and name its `form`. */
+static int parse_min_max(const char *s, const char *whole, const char *form, int64_t unit, int64_t *min, int64_t *max,
+			 buf *why)
 {
 	const char *colon = strchr(s, ':');
-	int64_t a = 0, b = 0;
-	const char *p;
-	if(!colon || colon == s || !colon[1] || strchr(colon + 1, ':'))
+	int ra, rb;
+	if(!colon || strchr(colon + 1, ':'))
 		goto bad;
-	for(p = s; p < colon; p++) {
-		if(*p < '0' || *p > '9' || a > INT64_MAX / 10 / unit - 10)
-			goto bad;
-		a = a * 10 + (*p - '0');
-	}
-	for(p = colon + 1; *p; p++) {
-		if(*p < '0' || *p > '9' || b > INT64_MAX / 10 / unit - 10)
-			goto bad;
-		b = b * 10 + (*p - '0');
-	}
-	if(a > b) {
-		buf_printf(why, "'%s': MIN is above MAX", s);
+	ra = min_max_part(s, colon, unit, min);
+	rb = min_max_part(colon + 1, colon + strlen(colon), unit, max);
+	if(ra == PRD_EINVAL || rb == PRD_EINVAL)
+		goto bad;
+	if(ra == PRD_ERANGE || rb == PRD_ERANGE) {
+		buf_printf(why, "'%s': %s is too large (at most %lld)", whole, ra == PRD_ERANGE ? "MIN" : "MAX",
+			   (long long)(INT64_MAX / unit));
 		return PRD_EINVAL;
 	}
-	*min = a * unit;
-	*max = b * unit;
+	if(*min > *max) {
+		buf_printf(why, "'%s': MIN is above MAX", whole);
+		return PRD_EINVAL;
+	}
 	return PRD_OK;
 bad:
-	buf_printf(why, "'%s' is not MIN:MAX (two whole numbers)", s);
+	buf_printf(why, "'%s' is not %s (whole numbers)", whole, form);
 	return PRD_EINVAL;
 }
 
 static int check_cores_total(const cfg *c, buf *why)
 {
 	int64_t a, b;
-	return c->cores_total[0] ? parse_min_max(c->cores_total, 1000, &a, &b, why) : PRD_OK;
+	return c->cores_total[0] ? parse_min_max(c->cores_total, c->cores_total, "MIN:MAX", 1000, &a, &b, why) : PRD_OK;
 }
 
 static int check_memory_total(const cfg *c, buf *why)
 {
 	int64_t a, b;
-	return c->memory_total[0] ? parse_min_max(c->memory_total, 1LL << 30, &a, &b, why) : PRD_OK;
+	return c->memory_total[0] ? parse_min_max(c->memory_total, c->memory_total, "MIN:MAX", 1LL << 30, &a, &b, why) : PRD_OK;
 }
 
 /* One "TYPE:MIN:MAX": the resource name into out (size 254). */
@@ -816,7 +843,7 @@ static int parse_gpu(const char *s, char *name, int64_t *min, int64_t *max, buf 
 		buf_printf(why, "'%s': TYPE must be an extended resource name with a domain (nvidia.com/gpu)", s);
 		return PRD_EINVAL;
 	}
-	return parse_min_max(colon + 1, 1, min, max, why);
+	return parse_min_max(colon + 1, s, "TYPE:MIN:MAX", 1, min, max, why);
 }
 
 static int check_gpu_total(const cfg *c, buf *why)
@@ -845,12 +872,12 @@ int cfg_res_limits(const cfg *c, cfg_res_limit **out, size_t *n, buf *why)
 	*n = 0;
 	if(!v)
 		return PRD_ENOMEM;
-	if(c->cores_total[0] && !(rc = parse_min_max(c->cores_total, 1000, &v[k].min, &v[k].max, why))) {
+	if(c->cores_total[0] && !(rc = parse_min_max(c->cores_total, c->cores_total, "MIN:MAX", 1000, &v[k].min, &v[k].max, why))) {
 		snprintf(v[k].resource, sizeof(v[k].resource), "cpu");
 		snprintf(v[k++].flag, sizeof(v[0].flag), "--cores-total");
 	}
 	if(!rc && c->memory_total[0] &&
-	   !(rc = parse_min_max(c->memory_total, 1LL << 30, &v[k].min, &v[k].max, why))) {
+	   !(rc = parse_min_max(c->memory_total, c->memory_total, "MIN:MAX", 1LL << 30, &v[k].min, &v[k].max, why))) {
 		snprintf(v[k].resource, sizeof(v[k].resource), "memory");
 		snprintf(v[k++].flag, sizeof(v[0].flag), "--memory-total");
 	}
@@ -898,9 +925,9 @@ static int check_metrics_access(const cfg *c, buf *why)
 
 static const char *const expanders[] = { "least-waste", "most-pods", "least-nodes", "priority", "random", "price" };
 
-static int check_expander(const cfg *c, buf *why)
+int cfg_check_expander(const char *chain, buf *why)
 {
-	const char *p = c->expander;
+	const char *p = chain;
 	int rc = PRD_OK;
 	if(!*p) {
 		buf_append_str(why, "empty (want least-waste, most-pods, least-nodes, priority, random or price)");
@@ -922,6 +949,11 @@ static int check_expander(const cfg *c, buf *why)
 			p++;
 	}
 	return rc;
+}
+
+static int check_expander(const cfg *c, buf *why)
+{
+	return cfg_check_expander(c->expander, why);
 }
 
 /* "[NAMESPACE/]NAME" of a ConfigMap. */

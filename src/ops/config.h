@@ -178,6 +178,10 @@ bool cfg_booking_ledger(const cfg *c, const char *pod_namespace, char out[510]);
  * PRD_EINVAL (with why) or PRD_ENOMEM. */
 int cfg_res_limits(const cfg *c, cfg_res_limit **out, size_t *n, buf *why);
 
+/* An expander chain ("least-waste", "priority,least-waste"): 0, or
+ * PRD_EINVAL with the unknown name and the valid ones in why. */
+int cfg_check_expander(const char *chain, buf *why);
+
 /* Check the values together (ranges, enums, addresses, ordering of lease
  * and backoff durations). */
 int cfg_validate(const cfg *c, buf *errs);

@@ -12,6 +12,7 @@
 #include "kube/config.h"
 #include "ops/log.h"
 #include "plugin/plugin.h"
+#include "sched/sched.h"
 #include "util/yamljson.h"
 #include "util/buf.h"
 #include "util/err.h"
@@ -200,6 +201,39 @@ static void delete_template(kube_client *c, const char *ns, const char *tmpl_nam
 			e.msg);
 }
 
+/* A --template that does not exist (yet) is no error: a request may come
+ * before its PodTemplate. But it is usually a typo, and the request would
+ * wait for it and then fail: say so. Only a 404 is reported; a user who
+ * may not read PodTemplates is told nothing. */
+static void warn_missing_templates(kube_client *c, const plug_opts *o, const char *ns)
+{
+	size_t i;
+	for(i = 0; i < o->n_podsets; i++) {
+		const char *t = o->podsets[i].template_name;
+		json_object *got = NULL;
+		kube_status st;
+		prd_err e;
+		memset(&st, 0, sizeof(st));
+		if(kube_get(c, &KUBE_PODTEMPLATES, ns, t, &got, &st, &e) == PRD_ENOTFOUND)
+			fprintf(stderr, "warning: podtemplate/%s does not exist in namespace %s: the request waits for it, "
+					"and provreqd fails it if it is not created within --missing-template-grace (default 5m)\n",
+				t, ns);
+		json_object_put(got);
+	}
+}
+
+/* A count above what provreqd can plan is valid for the CRD (and maybe for
+ * another autoscaler), so it is a warning, not a refusal. */
+static void warn_counts(const plug_opts *o)
+{
+	size_t i;
+	for(i = 0; i < o->n_podsets; i++)
+		if((int64_t)o->podsets[i].count > SCHED_COUNT_MAX)
+			fprintf(stderr, "warning: --count %ld: provreqd plans at most %lld pods of one pod set and fails "
+					"this request at once (Failed=True/InvalidRequest)\n",
+				(long)o->podsets[i].count, (long long)SCHED_COUNT_MAX);
+}
+
 static int run(const plug_opts *o)
 {
 	kube_config *kc = NULL;
@@ -238,6 +272,7 @@ static int run(const plug_opts *o)
 	}
 	/* Like kubectl, a client-side dry run shows metadata.namespace only
 	 * when -n was given. */
+	warn_counts(o);
 	req = plug_build_request(o, o->dry_run == PLUG_DRY_CLIENT ? o->namespace_ : ns);
 	if(o->make_template)
 		tmpl = plug_build_template(o, o->dry_run == PLUG_DRY_CLIENT ? o->namespace_ : ns);
@@ -260,6 +295,8 @@ static int run(const plug_opts *o)
 		fprintf(stderr, "error: %s\n", e.msg);
 		goto done;
 	}
+	if(!tmpl)
+		warn_missing_templates(c, o, ns);
 	if(tmpl && create(c, o, &KUBE_PODTEMPLATES, ns, tmpl, &tmpl_out, &st, &e)) {
 		report_api_error(&KUBE_PODTEMPLATES, &st, &e, kc->server);
 		goto done;

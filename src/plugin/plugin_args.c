@@ -187,6 +187,23 @@ static int add_kv(plug_opts *o, kv_kind kind, const char *kv, buf *errs)
 			   (int)kl, kv, strlen(eq + 1), PLUG_MAX_PARAM_VALUE);
 		return PRD_EINVAL;
 	}
+	if(kind == KV_PARAM) {
+		/* The parameters provreqd reads are checked by its own rules, so a
+		 * bad value is refused here, not failed later by the controller. */
+		pr_params parsed;
+		prd_err pe;
+		char *k = str_ndup(kv, kl);
+		int bad;
+		if(!k)
+			return PRD_ENOMEM;
+		memset(&parsed, 0, sizeof(parsed));
+		bad = pr_param_parse(k, eq + 1, &parsed, &pe);
+		free(k);
+		if(bad) {
+			buf_printf(errs, "--param %s\n", strncmp(pe.msg, "parameter ", 10) ? pe.msg : pe.msg + 10);
+			return PRD_EINVAL;
+		}
+	}
 	if(kind != KV_PARAM && !str_is_qualified_name(kv, kl)) {
 		buf_printf(errs, "%s %.*s: not a valid key (an optional DNS subdomain prefix and '/', then at most "
 				 "63 letters, digits, '-', '_' or '.', beginning and ending with a letter or digit)\n",

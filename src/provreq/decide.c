@@ -16,6 +16,7 @@
 #include "classes/pclass.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
+#include "util/rfc3339.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,7 +260,7 @@ static bool leftover_fenced(pr_ctl *c, const kube_provreq *pr)
 	state_booking *b = NULL;
 	size_t nb = 0, k;
 	int64_t end = 0;
-	char stamp[32], *have;
+	char stamp[RFC3339_MAX], *have;
 	bool hold;
 	if(!c->db || state_booking_list_request(c->db, pr->meta.uid, &b, &nb, NULL))
 		return false;
@@ -269,7 +270,7 @@ static bool leftover_fenced(pr_ctl *c, const kube_provreq *pr)
 	state_booking_list_free(b, nb);
 	if(!end)
 		return false;
-	snprintf(stamp, sizeof(stamp), "%lld", (long long)end);
+	rfc3339_format_micro(end, stamp, sizeof(stamp));
 	have = pr_details_get(pr, PR_DETAIL_RELEASE);
 	hold = !have || strcmp(have, stamp);
 	free(have);

@@ -329,12 +329,12 @@ static void h_not_provisioned(pr_class_ctx *x, const char *reason, const char *m
 	pr__set_cond(c, x->pr, x->conds, PR_COND_PROVISIONED, "False", reason, msg, false);
 	if(c->db && state_request_bump(c->db, x->pr->meta.uid, reason, &next, NULL) == 0 &&
 	   state_request_get(c->db, x->pr->meta.uid, &rs, NULL) == 0) {
-		char num[32];
+		char num[32], when[RFC3339_MAX];
 		pr__wake_at(c, next);
 		snprintf(num, sizeof(num), "%lld", (long long)rs.attempts);
 		pr_details_put(c->details, PR_DETAIL_ATTEMPTS, num, NULL);
-		snprintf(num, sizeof(num), "%lld", (long long)rs.next_attempt_ns);
-		pr_details_put(c->details, PR_DETAIL_NEXT_ATTEMPT, num, NULL);
+		rfc3339_format_micro(rs.next_attempt_ns, when, sizeof(when));
+		pr_details_put(c->details, PR_DETAIL_NEXT_ATTEMPT, when, NULL);
 		state_request_clear(&rs);
 	}
 }

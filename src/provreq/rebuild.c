@@ -231,9 +231,10 @@ out:
 /* A node-group backoff the last leader recorded with a failed scale-up. */
 static void rebuild_group_backoff(pr_ctl *c, const kube_provreq *pr)
 {
-	char *v = pr_details_get(pr, PR_DETAIL_GROUP_BACKOFF), group[256];
-	long long until = 0, failures = 0;
-	if(v && sscanf(v, "%255s %lld %lld", group, &until, &failures) == 3 &&
+	char *v = pr_details_get(pr, PR_DETAIL_GROUP_BACKOFF), group[256], when[64];
+	long long failures = 0;
+	int64_t until = 0;
+	if(v && sscanf(v, "%255s %63s %lld", group, when, &failures) == 3 && pr_details_time(when, &until) &&
 	   state_group_restore(c->db, group, failures, until, "recorded by the previous leader", NULL) == 0 &&
 	   until > c->now)
 		log_info("node-group backoff rebuilt from a request's status", "group", group, "request", pr->meta.name);
@@ -246,7 +247,7 @@ static void rebuild_attempts(pr_ctl *c, const kube_provreq *pr)
 	char *a = pr_details_get(pr, PR_DETAIL_ATTEMPTS), *n = pr_details_get(pr, PR_DETAIL_NEXT_ATTEMPT);
 	int64_t attempts = 0, next = 0;
 	state_request rs;
-	if(a && n && str_to_int64(a, &attempts) == 0 && str_to_int64(n, &next) == 0 && attempts > 0 &&
+	if(a && n && str_to_int64(a, &attempts) == 0 && pr_details_time(n, &next) && attempts > 0 &&
 	   state_request_ensure(c->db, pr->meta.uid, pr->meta.ns, pr->meta.name, &rs, NULL) == 0) {
 		if(rs.attempts < attempts) {
 			rs.attempts = attempts;

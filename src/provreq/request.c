@@ -21,21 +21,26 @@ int pr_params_parse(const kube_provreq *pr, pr_params *out, prd_err *err)
 			return prd_err_set(err, PRD_EINVAL,
 					   "podSet %zu: count %ld is above %lld, the most pods of one podSet provreqd can plan",
 					   i, (long)pr->pod_sets[i].count, (long long)SCHED_COUNT_MAX);
-	for(i = 0; i < pr->nparameters; i++) {
-		const char *k = pr->parameters[i].key, *v = pr->parameters[i].value;
-		if(!strcmp(k, "ValidUntilSeconds")) {
-			int64_t s;
-			if(str_to_int64(v, &s) || s <= 0)
-				return prd_err_set(err, PRD_EINVAL,
-						   "parameter ValidUntilSeconds: \"%.64s\" is not a positive whole number of seconds", v);
-			out->has_valid_until = true;
-			out->valid_until_s = s;
-		} else if(!strcmp(k, "noRetry")) {
-			if(str_to_bool(v, &out->no_retry))
-				return prd_err_set(err, PRD_EINVAL, "parameter noRetry: \"%.64s\" is not true or false", v);
-		} else if(!strcmp(k, "processorInstance")) {
-			out->processor = v;
-		}
+	for(i = 0; i < pr->nparameters; i++)
+		if(pr_param_parse(pr->parameters[i].key, pr->parameters[i].value, out, err))
+			return PRD_EINVAL;
+	return 0;
+}
+
+int pr_param_parse(const char *k, const char *v, pr_params *out, prd_err *err)
+{
+	if(!strcmp(k, "ValidUntilSeconds")) {
+		int64_t s;
+		if(str_to_int64(v, &s) || s <= 0)
+			return prd_err_set(err, PRD_EINVAL,
+					   "parameter ValidUntilSeconds: \"%.64s\" is not a positive whole number of seconds", v);
+		out->has_valid_until = true;
+		out->valid_until_s = s;
+	} else if(!strcmp(k, "noRetry")) {
+		if(str_to_bool(v, &out->no_retry))
+			return prd_err_set(err, PRD_EINVAL, "parameter noRetry: \"%.64s\" is not true or false", v);
+	} else if(!strcmp(k, "processorInstance")) {
+		out->processor = v;
 	}
 	return 0;
 }

@@ -25,6 +25,9 @@ typedef struct pr_params {
  * integer, noRetry not true/false) are PRD_EINVAL with a message naming the
  * parameter; the caller fails the request with reason InvalidRequest. */
 int pr_params_parse(const kube_provreq *pr, pr_params *out, prd_err *err);
+/* One parameter into *out, by the same rules (unknown keys are left to
+ * their class: 0). The kubectl plugin checks --param with it. */
+int pr_param_parse(const char *key, const char *value, pr_params *out, prd_err *err);
 
 /* The condition of a type, or NULL. */
 const kube_condition *pr_cond(const kube_provreq *pr, const char *type);

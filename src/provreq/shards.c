@@ -227,7 +227,7 @@ static bool waiting_at(const pr_ctl *c, const kube_provreq *pr, bool open_plan, 
 	   pr_cond_true(pr, PR_COND_PROVISIONED))
 		return false;
 	if(prov && (next = pr_details_get(pr, PR_DETAIL_NEXT_ATTEMPT))) {
-		if(str_to_int64(next, &t) || t < 0)
+		if(!pr_details_time(next, &t))
 			t = 0;
 		free(next);
 	}

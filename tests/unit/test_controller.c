@@ -400,6 +400,7 @@ static const char *ledger_entry(const char *uid)
 
 static const char *uid_of(const char *ns, const char *name);
 static int patch_json(const char *path, const char *json);
+static pr_ctl *replica2(state_db **db2, const char *tag);
 static bool held(const char *ns, const char *name);
 
 /* A booking whose status write may still land (it timed out or met a
@@ -634,6 +635,57 @@ static void test_ledger_rebuild_drops_ended_booking(void)
 static void test_ledger_rebuild_keeps_recorded_booking(void)
 {
 	ledger_rebuild_case(false, "False/CapacityIsNotFound");
+}
+
+/* The next attempt a leader recorded holds for the replica that takes
+ * over, whether written as RFC 3339 (what provreqd writes: a user reads
+ * it) or as nanoseconds since the epoch (what earlier builds wrote).
+ * Broken controllers caught: one that writes the nanoseconds (the first
+ * assert), and one whose new leader cannot read the form and retries at
+ * once (r is Provisioned before its next attempt). */
+static void next_attempt_case(bool legacy)
+{
+	state_db *db2 = NULL;
+	pr_ctl *ctl2;
+	int64_t next = 0;
+	char body[300];
+	prd_err e;
+	start(NULL, NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "r", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "r", "Provisioned"), "False/CapacityIsNotFound");
+	CU_ASSERT_EQUAL_FATAL(rfc3339_parse(detail_of("t", "r", PR_DETAIL_NEXT_ATTEMPT), &next, NULL), 0);
+	CU_ASSERT_TRUE(next > clk_wall(&fake) + 5 * SEC);
+	if(legacy) {
+		snprintf(body, sizeof(body), "{\"status\":{\"provisioningClassDetails\":{\"%s\":\"%lld\"}}}",
+			 PR_DETAIL_NEXT_ATTEMPT, (long long)next);
+		CU_ASSERT_EQUAL(patch_json("/apis/autoscaling.x-k8s.io/v1/namespaces/t/provisioningrequests/r/status", body),
+				0);
+	}
+	/* Room comes; another replica takes over with a store of its own. */
+	add_node("n1", "4", NULL);
+	ctl2 = replica2(&db2, legacy ? "next-legacy" : "next-rfc3339");
+	pr_ctl_rebuild_from_api(ctl2);
+	clk_fake_advance(&fake, SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("t", "r", "Provisioned"), "False/CapacityIsNotFound");
+	clk_fake_advance(&fake, next - clk_wall(&fake) + SEC);
+	CU_ASSERT_EQUAL(pr_ctl_pass(ctl2, NULL, &e), 0);
+	CU_ASSERT_STRING_EQUAL(cond("t", "r", "Provisioned"), "True/CapacityIsFound");
+	pr_ctl_free(ctl2);
+	state_close(db2);
+	stop();
+}
+
+static void test_next_attempt_rfc3339_kept_by_new_leader(void)
+{
+	next_attempt_case(false);
+}
+
+static void test_next_attempt_legacy_ns_kept_by_new_leader(void)
+{
+	next_attempt_case(true);
 }
 
 /* A new term writes the ledger first (its term noted), so a write a
@@ -6842,6 +6894,8 @@ static const test_case cases[] = {
 	{ "a new leader keeps the room a scale-up in flight holds", test_async_failover_keeps_held_room },
 	{ "booking ledger: a new term drops a local booking the status and the ledger ended", test_ledger_rebuild_drops_ended_booking },
 	{ "booking ledger: a new term keeps a local booking the ledger records", test_ledger_rebuild_keeps_recorded_booking },
+	{ "a new leader keeps the next attempt recorded as RFC 3339", test_next_attempt_rfc3339_kept_by_new_leader },
+	{ "a new leader keeps the next attempt an earlier build recorded in ns", test_next_attempt_legacy_ns_kept_by_new_leader },
 	{ "booking ledger: a new term fences the ledger and rebuilds from it", test_ledger_new_term_fences_and_rebuilds },
 	{ "booking ledger: another shard's entry counts after a rebuild", test_ledger_other_shards_entry_after_rebuild },
 	{ "booking ledger: a request being deleted books nothing", test_deleting_request_books_nothing },
