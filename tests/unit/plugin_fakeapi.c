@@ -11,7 +11,9 @@
  *   nocrd        POSTs of provisioningrequests answer 404 with the generic
  *                Status the apiserver gives for a resource it does not serve
  *   nocrd-plain  the same 404 as bare "404 page not found" text
- *   exists       POSTs of provisioningrequests answer 409 AlreadyExists */
+ *   exists       POSTs of provisioningrequests answer 409 AlreadyExists
+ * In every mode a GET of a PodTemplate whose name begins with "missing"
+ * answers 404; other GETs answer 200 with an empty object. */
 #include "test_kube_fakesrv.h"
 
 #include <json-c/json.h>
@@ -82,6 +84,9 @@ static void handle(void *ud, const fake_req *rq, fake_resp *r)
 		r->status = 201;
 		r->body = fake_strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 		json_object_put(o);
+	} else if(strcmp(rq->method, "GET") == 0 && strstr(rq->url, "/podtemplates/missing")) {
+		r->status = 404;
+		r->body = status_body(404, "NotFound", "podtemplates \"missing\" not found");
 	} else {
 		r->status = 200;
 		r->body = fake_strdup("{}");

@@ -205,6 +205,14 @@ static void test_parse_params(void)
 
 	REFUSED("--param noRetry: expected KEY=VALUE", "x", "--class=check-capacity", "--template=t", "--count=1",
 		"--param", "noRetry");
+	/* The parameters provreqd reads, by its own rules (pr_param_parse):
+	 * refused here, not failed later by the controller. */
+	REFUSED("--param ValidUntilSeconds: \"abc\" is not a positive whole number of seconds", "x",
+		"--class=check-capacity", "--template=t", "--count=1", "--param", "ValidUntilSeconds=abc");
+	REFUSED("--param ValidUntilSeconds: \"0\" is not a positive whole number of seconds", "x",
+		"--class=check-capacity", "--template=t", "--count=1", "--param", "ValidUntilSeconds=0");
+	REFUSED("--param noRetry: \"maybe\" is not true or false", "x", "--class=check-capacity", "--template=t",
+		"--count=1", "--param", "noRetry=maybe");
 	REFUSED("--param =v: expected KEY=VALUE", "x", "--class=check-capacity", "--template=t", "--count=1",
 		"--param", "=v");
 	REFUSED("--param a: given twice", "x", "--class=check-capacity", "--template=t", "--count=1", "--param",

@@ -241,6 +241,15 @@ KUBECONFIG="$tmp/kubeconfig2"
 cp "$tmp/api.log" "$tmp/log"
 has log "POST /apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests"
 has log "auth: Bearer t4"
+# A --template that does not exist is created anyway, with a warning
+# naming it; one that exists gets none.
+expect_status 0 j4b --server="$url" --class=check-capacity --template=missing-t --count=1 --template=t --count=2
+has err "warning: podtemplate/missing-t does not exist in namespace from-context"
+checks=$((checks + 1))
+grep -q "podtemplate/t " "$tmp/err" && bad "a warning for the PodTemplate that exists: $(cat "$tmp/err")"
+# A count above what provreqd plans is created with a warning.
+expect_status 0 j4c --server="$url" --class=check-capacity --template=t --count=16777217
+has err "warning: --count 16777217: provreqd plans at most 16777216 pods of one pod set"
 # a connection error names the server actually used
 expect_status 1 j5 --server https://127.0.0.1:1 --class=check-capacity --template=t --count=1 --request-timeout=2s
 has err "error: cannot reach the apiserver at https://127.0.0.1:1:"
