@@ -613,6 +613,9 @@ static bool sim_check(sim_opts *o)
 		if(bad)
 			return false;
 	}
+	if(o->prio_file && !chain_has_priority(o->cfg.expander))
+		fprintf(stderr, "provreqd simulate: warning: --priority-file: given, but --expander (%s) does not name "
+			"'priority': the table is not used\n", o->cfg.expander ? o->cfg.expander : "least-waste");
 	if(chain_has_priority(o->cfg.expander) && !o->prio_file) {
 		fprintf(stderr, "provreqd simulate: --expander %s: 'priority' needs a priority table: give "
 			"--priority-file FILE (a cluster-autoscaler-priority-expander ConfigMap, or its "

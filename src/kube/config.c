@@ -917,6 +917,15 @@ int kube_config_auto_with(const char *path, const kube_config_overrides *ov, kub
 			return kube_config_load_with(NULL, ov, out, err);
 	}
 	rc = kube_config_in_cluster(NULL, out, err);
+	if(rc == PRD_ENOTFOUND && !(getenv("KUBERNETES_SERVICE_HOST") && *getenv("KUBERNETES_SERVICE_HOST"))) {
+		/* Nothing was found anywhere: say every place looked at, not
+		 * only the last. */
+		return prd_err_set(err, PRD_ENOTFOUND,
+				   "no cluster configuration found: no --kubeconfig, $KUBECONFIG is not set, %s%s "
+				   "does not exist, and not running in a cluster (KUBERNETES_SERVICE_HOST and "
+				   "KUBERNETES_SERVICE_PORT are not set)",
+				   home && *home ? home : "$HOME", "/.kube/config");
+	}
 	if(!rc && ov) {
 		rc = apply_overrides(*out, ov, err);
 		if(rc) {

@@ -196,6 +196,12 @@ const cfg_ignored_flag cfg_ignored[] = {
 	{ "enable-provisioning-requests", true, "provreqd always serves ProvisioningRequests" },
 	{ "logtostderr", true, "provreqd always logs to stderr (--log-format)" },
 	{ "stderrthreshold", false, "provreqd always logs to stderr at --v's level" },
+	{ "nodes", false,
+	  "provreqd's node groups and their sizes come from its driver's configuration (docs/drivers.md), "
+	  "not from this flag: check them with provreqd check-driver" },
+	{ "node-group-auto-discovery", false,
+	  "provreqd's driver finds its node groups (clusterapi: namespace, clusterName and labels in the cloud "
+	  "config; docs/drivers.md), not this flag: check them with provreqd check-driver" },
 };
 const size_t cfg_n_ignored = sizeof(cfg_ignored) / sizeof(cfg_ignored[0]);
 
@@ -1199,6 +1205,31 @@ static const char *find_config_flag(int argc, char *const *argv)
 	return found;
 }
 
+/* A priority table given while the expander chain does not use it would
+ * be silently ignored: a note for the caller to warn with. */
+static int note_unused_priority_table(cfg *c)
+{
+	const char *p = c->expander;
+	bool wants = false;
+	buf m;
+	int r;
+	if(!*c->priority_file && !*c->priority_configmap)
+		return PRD_OK;
+	while(*p) {
+		size_t n = strcspn(p, ",");
+		wants |= n == 8 && strncmp(p, "priority", 8) == 0;
+		p += n + (p[n] == ',');
+	}
+	if(wants)
+		return PRD_OK;
+	buf_init(&m);
+	buf_printf(&m, "--%s: given, but --expander (%s) does not name 'priority': the table is not used",
+		   *c->priority_file ? "priority-file" : "priority-configmap", c->expander);
+	r = buf_str(&m)[0] ? strv_push(&c->ignored, buf_str(&m)) : PRD_ENOMEM;
+	buf_free(&m);
+	return r;
+}
+
 int cfg_load(cfg *c, int argc, char *const *argv, buf *errs)
 {
 	int rc = cfg_defaults(c), r;
@@ -1225,6 +1256,8 @@ int cfg_load(cfg *c, int argc, char *const *argv, buf *errs)
 		return r;
 	if(r != PRD_OK)
 		rc = r;
+	if(rc == PRD_OK && (r = note_unused_priority_table(c)) != PRD_OK)
+		return r;
 	return rc;
 }
 

@@ -87,8 +87,10 @@ typedef struct cfg {
 	 * a flag without its value, a stray argument): a usage error, exit 2,
 	 * as opposed to a value that is refused (an invalid configuration). */
 	bool usage_error;
-	/* cluster-autoscaler flags given that provreqd accepts and ignores
-	 * (cfg_ignored), each "--FLAG: why", for the caller to warn about. */
+	/* Settings given that have no effect, each "--FLAG: why", for the
+	 * caller to warn about: cluster-autoscaler flags provreqd accepts and
+	 * ignores (cfg_ignored), and (cfg_load) a priority table the expander
+	 * chain does not use. */
 	cfg_strv ignored;
 } cfg;
 

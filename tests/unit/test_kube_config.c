@@ -481,8 +481,17 @@ static void test_in_cluster(void)
 	setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
 	CU_ASSERT_NOT_EQUAL(kube_config_auto(NULL, NULL, &cfg, &e), 0); /* default root absent */
 	kube_config_free(cfg);
+	cfg = NULL;
 	unsetenv("KUBERNETES_SERVICE_HOST");
 	unsetenv("KUBERNETES_SERVICE_PORT");
+	/* Nothing anywhere: the error names every place looked at (it once
+	 * named only the in-cluster variables). */
+	CU_ASSERT_EQUAL(kube_config_auto(NULL, NULL, &cfg, &e), PRD_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "no --kubeconfig"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "$KUBECONFIG is not set"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "/.kube/config does not exist"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "KUBERNETES_SERVICE_HOST"));
+	kube_config_free(cfg);
 }
 
 
