@@ -1052,6 +1052,30 @@ static int write_file(const char *path, const buf *b)
 	return rc;
 }
 
+/* Can --plot's file be written? Asked before the run, so a bad path is
+ * said at once rather than after the whole simulation: the file itself if
+ * it exists, else its directory. 0, or 1 after saying why not. */
+static int plot_writable(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	if(access(path, F_OK) == 0) {
+		if(access(path, W_OK) == 0)
+			return 0;
+	} else {
+		if(!slash)
+			snprintf(dir, sizeof(dir), ".");
+		else if(slash == path)
+			snprintf(dir, sizeof(dir), "/");
+		else
+			snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+		if(access(dir, W_OK) == 0)
+			return 0;
+	}
+	fprintf(stderr, "provreqd simulate: --plot %s: %s\n", path, strerror(errno));
+	return 1;
+}
+
 /* The report at the end of the simulated time, in the chosen format, and
  * the plot. 0, or 1 after saying what failed. */
 static int sim_report(sim_ctx *s, const sim_opts *o)
@@ -1142,6 +1166,10 @@ int cmd_simulate(int argc, char **argv)
 			rc = 1;
 		sim_free_opts(&o);
 		return rc;
+	}
+	if(o.plot && plot_writable(o.plot)) {
+		sim_free_opts(&o);
+		return 1;
 	}
 	memset(&s, 0, sizeof(s));
 	sim_objs_init(&s.input);
