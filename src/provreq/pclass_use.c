@@ -153,6 +153,15 @@ static const char *unusable(pr_ctl *c, const pr_pclass *p, char *msg, size_t len
 		snprintf(msg, len, "ProvisioningClass %s cannot be used: %s", p->name, p->error);
 		return PR_R_PCLASS_INVALID;
 	}
+	if(pr__module_for(c, p->name)) {
+		/* Requests naming it go to the built-in (or driver) class of
+		 * that name, never through this object: say so, not nothing. */
+		snprintf(msg, len,
+			 "ProvisioningClass %s has the name of a provisioning class provreqd serves itself: requests "
+			 "naming %s are served by that class and never read this object; give it another name",
+			 p->name, p->name);
+		return PR_R_PCLASS_INVALID;
+	}
 	if(!pr__module_for(c, p->target)) {
 		snprintf(msg, len,
 			 "ProvisioningClass %s names provisioning class %s, which no module or driver of this provreqd "

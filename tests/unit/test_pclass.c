@@ -243,6 +243,28 @@ static void test_unusable_classes(void)
 	stop();
 }
 
+/* A ProvisioningClass with the name of a class provreqd serves itself is
+ * never read (requests naming it go to the built-in class): the
+ * administrator is told, with a Warning Event on the object, and it counts
+ * as unusable. Broken controller caught: one that ignores it silently
+ * (issue 41), and one that lets it take over the built-in name (the
+ * request would scale up through the atomic target). */
+static void test_class_named_like_builtin(void)
+{
+	double v = -1;
+	start(NULL);
+	add_node("n1", "4");
+	add_template("team", "one", "1");
+	add_pclass(PR_CLASS_CHECK, "{provisioningClassName: " PR_CLASS_ATOMIC "}");
+	add_pr("team", "a", PR_CLASS_CHECK, "one", 1, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("team", "a", "Provisioned"), "True/CapacityIsFound");
+	CU_ASSERT_TRUE(has_event("default", "ProvisioningClass", PR_R_PCLASS_INVALID));
+	CU_ASSERT_TRUE(metrics_get(M_PCLASSES, METRICS_L("false"), &v));
+	CU_ASSERT_EQUAL(v, 1);
+	stop();
+}
+
 /* A request of an atomic class through a ProvisioningClass scales up once,
  * and later passes follow the plan rather than start another. Broken
  * controllers caught: one that leaves a request naming a class whose
@@ -406,6 +428,7 @@ static const test_case cases[] = {
 	{ "a fixed parameter cannot be overridden", test_fixed_parameter },
 	{ "allowedNamespaces", test_allowed_namespaces },
 	{ "malformed classes and unknown targets are refused and reported", test_unusable_classes },
+	{ "a class named like a built-in one is reported, never used", test_class_named_like_builtin },
 	{ "an atomic scale-up through a class", test_atomic_through_class },
 	{ "informer mode: class changes apply to requests not yet decided", test_changes_apply_to_undecided },
 	{ NULL, NULL }
