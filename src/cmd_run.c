@@ -314,17 +314,32 @@ static int start_lease(const cfg *c, kube_client *client, health *hl, kube_lease
 
 /* Wait for the first list of every informer, beating the liveness clock
  * and giving up at once on SIGTERM/SIGINT. false = stop asked. */
-static bool wait_caches(kube_informer *const *inf, size_t n, health *hl)
+static bool wait_caches(kube_informer *const *inf, const kube_kind *kinds, size_t n, health *hl)
 {
 	size_t i;
+	uint64_t said = 0;
 	for(i = 0; i < n;) {
 		struct timespec step = { 0, RUN_QUIET_NS };
+		kube_reflector_stats st;
 		if(stop_requested)
 			return false;
 		health_beat(hl);
 		if(!inf[i] || kube_informer_has_synced(inf[i])) {
 			i++;
+			said = 0;
 			continue;
+		}
+		/* Lists that keep failing (an apiserver that cannot be reached
+		 * or refuses): readiness says which and how often, not only
+		 * that the caches still list. */
+		kube_informer_get_stats(inf[i], &st);
+		if(st.list_errors > said) {
+			char why[200];
+			said = st.list_errors;
+			snprintf(why, sizeof(why),
+				 "the informer caches are still listing: listing %ss failed (attempts so far: %llu; the log says why)",
+				 kube_kind_name(kinds[i]), (unsigned long long)said);
+			health_set_flag(hl, "caches-synced", false, why);
 		}
 		nanosleep(&step, NULL);
 	}
@@ -943,7 +958,7 @@ static void run_loop(run_ctx *r)
 
 	memset(&pi, 0, sizeof(pi));
 	health_add_flag(r->hl, "caches-synced", false, "the informer caches are still listing");
-	if(!wait_caches(r->inf, RUN_FIRST_DRA, r->hl)) {
+	if(!wait_caches(r->inf, inf_kinds, RUN_FIRST_DRA, r->hl)) {
 		log_info("shutting down before the caches synced");
 		return;
 	}
@@ -954,7 +969,7 @@ static void run_loop(run_ctx *r)
 		if(!stop_requested && pclasses_readable(r) && start_informers(r, RUN_PCLASS, RUN_NINF, &e))
 			return;
 	}
-	if(!wait_caches(r->inf, RUN_NINF, r->hl)) {
+	if(!wait_caches(r->inf, inf_kinds, RUN_NINF, r->hl)) {
 		log_info("shutting down before the caches synced");
 		return;
 	}
