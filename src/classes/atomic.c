@@ -451,7 +451,14 @@ void at__start_roll_back(const pr_class_host *h, const pr_class_req *req, at_pla
 				state_group_clear(&gb);
 			}
 		}
-		log_warn("scale-up failed; rolling back", "group", in->node_group, "plan", in->plan_id, "cause", why);
+		/* A request deleted or ended before its nodes came is no
+		 * failure: said at info, not as one. */
+		if(!req || req->terminal)
+			log_info("the request ended before its plan did; rolling back", "group", in->node_group, "plan",
+				 in->plan_id, "cause", why);
+		else
+			log_warn("scale-up failed; rolling back", "group", in->node_group, "plan", in->plan_id, "cause",
+				 why);
 	}
 	if(req && !req->terminal && !strncmp(cause, INTERRUPTED, strlen(INTERRUPTED))) {
 		/* Not the request's failure: no ScaleUpFailed, no backoff. */
