@@ -67,9 +67,17 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 		scheduled = (int64_t)(uintptr_t)hmap_get(&c->consumers, key);
 	}
 	if(c->db && state_booking_list_request(c->db, pr->meta.uid, &b, &nb, NULL) == 0) {
-		for(i = 0; i < nb; i++)
+		int64_t promised = 0;
+		for(i = 0; i < nb; i++) {
 			if(!hmap_has(w->nodes_by_name, b[i].node_name))
 				gone++;
+			if(b[i].expires_ns > promised)
+				promised = b[i].expires_ns;
+		}
+		/* The end the rows were booked with is the one promised: a
+		 * restart with a shorter --booking-ttl does not cut it. */
+		if(promised > expires)
+			expires = promised;
 		state_booking_list_free(b, nb);
 	}
 	if(!nb)
@@ -82,7 +90,8 @@ static void track_booking(pr_ctl *c, pr_world *w, const kube_provreq *pr, pr_con
 		pr__set_cond(c, pr, conds, PR_COND_REVOKED, "True", PR_R_NODES_REMOVED, msg, false);
 	} else if(c->now >= expires) {
 		snprintf(msg, sizeof(msg), "the booking expired after %llds with %lld of %lld pods scheduled",
-			 (long long)(c->cfg.booking_ttl_ns / PRD_NS_PER_SEC), (long long)scheduled, (long long)want);
+			 (long long)((expires - prov->last_transition_ns) / PRD_NS_PER_SEC), (long long)scheduled,
+			 (long long)want);
 		pr__set_cond(c, pr, conds, PR_COND_BOOKING_EXPIRED, "True", PR_R_RESERVATION_EXPIRED, msg, false);
 	} else {
 		pr__wake_at(c, expires);

@@ -401,6 +401,7 @@ static const char *ledger_entry(const char *uid)
 static const char *uid_of(const char *ns, const char *name);
 static int patch_json(const char *path, const char *json);
 static pr_ctl *replica2(state_db **db2, const char *tag);
+static const char *cond_msg(const char *ns, const char *name, const char *type);
 static bool held(const char *ns, const char *name);
 
 /* A booking whose status write may still land (it timed out or met a
@@ -635,6 +636,38 @@ static void test_ledger_rebuild_drops_ended_booking(void)
 static void test_ledger_rebuild_keeps_recorded_booking(void)
 {
 	ledger_rebuild_case(false, "False/CapacityIsNotFound");
+}
+
+/* A booking keeps the end it was promised with: provreqd restarted with a
+ * shorter --booking-ttl does not cut bookings already made (issue 41).
+ * Broken controller caught: one that computes every booking's end from
+ * the TTL of the running process (r's booking would expire 2 minutes in,
+ * not 10). */
+static void test_restart_shorter_ttl_keeps_promised_booking(void)
+{
+	pr_config cfg;
+	prd_err e;
+	start(NULL, NULL);
+	add_node("n1", "4", NULL);
+	add_template("t", "one", "1");
+	add_pr("t", "r", "check-capacity.autoscaling.x-k8s.io", "one", 4, NULL);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "r", "Provisioned"), "True/CapacityIsFound");
+	/* Restarted with a 1-minute TTL, the same state store. */
+	pr_ctl_free(ctl);
+	pr_config_default(&cfg);
+	cfg.booking_ttl_ns = MIN;
+	CU_ASSERT_EQUAL_FATAL(pr_ctl_new(&cfg, &fake, &api, db, &drivers, &ctl, &e), 0);
+	use_plan_key(ctl);
+	pr_ctl_rebuild_from_api(ctl);
+	clk_fake_advance(&fake, 2 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "r", "BookingExpired"), "-");
+	clk_fake_advance(&fake, 9 * MIN);
+	pass();
+	CU_ASSERT_STRING_EQUAL(cond("t", "r", "BookingExpired"), "True/CapacityReservationTimeExpired");
+	CU_ASSERT_TRUE(strstr(cond_msg("t", "r", "BookingExpired"), "after 600s") != NULL);
+	stop();
 }
 
 /* The next attempt a leader recorded holds for the replica that takes
@@ -6895,6 +6928,8 @@ static const test_case cases[] = {
 	{ "booking ledger: a new term drops a local booking the status and the ledger ended", test_ledger_rebuild_drops_ended_booking },
 	{ "booking ledger: a new term keeps a local booking the ledger records", test_ledger_rebuild_keeps_recorded_booking },
 	{ "a new leader keeps the next attempt recorded as RFC 3339", test_next_attempt_rfc3339_kept_by_new_leader },
+	{ "a restart with a shorter booking TTL keeps the end bookings were promised",
+	  test_restart_shorter_ttl_keeps_promised_booking },
 	{ "a new leader keeps the next attempt an earlier build recorded in ns", test_next_attempt_legacy_ns_kept_by_new_leader },
 	{ "booking ledger: a new term fences the ledger and rebuilds from it", test_ledger_new_term_fences_and_rebuilds },
 	{ "booking ledger: another shard's entry counts after a rebuild", test_ledger_other_shards_entry_after_rebuild },
