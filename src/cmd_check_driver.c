@@ -146,6 +146,20 @@ static int print_group(const cloud_driver *d, const prd_cloud_node_group *g)
 	return 0;
 }
 
+/* After the options: exactly one PATH, and --context only with
+ * --kubeconfig. true (after saying which is wrong) when not. */
+static bool usage_wrong(int argc, char **argv, bool context_alone)
+{
+	if(optind == argc - 1 && !context_alone)
+		return false;
+	fprintf(stderr, "provreqd check-driver: usage error (see provreqd check-driver --help):\n%s%s\n",
+		optind < argc - 1 ? argv[optind + 1] : "",
+		optind < argc - 1 ? ": unexpected argument (one driver PATH)"
+		: optind == argc  ? "the driver PATH is missing"
+				  : "--context needs --kubeconfig");
+	return true;
+}
+
 int cmd_check_driver(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -189,14 +203,8 @@ int cmd_check_driver(int argc, char **argv)
 			return 2;
 		}
 	}
-	if(optind != argc - 1 || (context && !kubeconfig)) {
-		fprintf(stderr, "provreqd check-driver: usage error (see provreqd check-driver --help):\n%s%s\n",
-			optind < argc - 1 ? argv[optind + 1] : "",
-			optind < argc - 1 ? ": unexpected argument (one driver PATH)"
-			: optind == argc ? "the driver PATH is missing"
-					 : "--context needs --kubeconfig");
+	if(usage_wrong(argc, argv, context && !kubeconfig))
 		return 2;
-	}
 	if(cfg_path) {
 		/* A relative templateDir is the config file's neighbour, as in run
 		 * and simulate. */

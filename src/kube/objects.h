@@ -254,6 +254,10 @@ typedef struct kube_condition {
 typedef struct kube_provreq {
 	kube_meta meta;           /* meta.generation is the spec generation */
 	const char *class_name;   /* spec.provisioningClassName */
+	/* Set only on the copy the controller decides a request through a
+	 * ProvisioningClass with: the class the request named (class_name is
+	 * then the class it is served as). Logs name both. */
+	const char *named_class;
 	kube_pr_podset *pod_sets;
 	kube_kv *parameters;
 	kube_condition *conditions;

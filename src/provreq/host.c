@@ -79,7 +79,8 @@ void pr__set_cond(pr_ctl *c, const kube_provreq *pr, pr_conds *conds, const char
 		/* Decided only: "request condition" is logged at info when the
 		 * status write carrying it lands (status.c), not before. */
 		log_debug("request condition decided", "namespace", pr->meta.ns, "request", pr->meta.name, "class",
-			  pr->class_name, "condition", type, "status", status, "reason", reason, "message", msg);
+			  pr->named_class ? pr->named_class : pr->class_name, "served_as", pr->class_name, "condition",
+			  type, "status", status, "reason", reason, "message", msg);
 	}
 }
 

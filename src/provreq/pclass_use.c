@@ -368,6 +368,7 @@ static int substitute(pr_world *w, size_t i, const char *cls, kube_kv *params, s
 	if(!copy)
 		return PRD_ENOMEM;
 	*copy = *w->prs[i];
+	copy->named_class = w->prs[i]->class_name;
 	if(!(copy->class_name = arena_strdup(&w->ar, cls)))
 		return PRD_ENOMEM;
 	if(params) {

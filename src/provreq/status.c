@@ -293,7 +293,8 @@ static void log_written(pr_ctl *c, const kube_provreq *pr, json_object *patch)
 		if(hmap_has(&c->conds_logged, key) || hmap_put(&c->conds_logged, key, NULL))
 			continue;
 		log_info("request condition", "namespace", pr->meta.ns, "request", pr->meta.name, "class",
-			 pr->class_name, "condition", type, "status", status, "reason", reason ? reason : "", "message",
+			 pr->named_class ? pr->named_class : pr->class_name, "served_as", pr->class_name,
+			 "condition", type, "status", status, "reason", reason ? reason : "", "message",
 			 json_object_get_string(json_object_object_get(o, "message")));
 	}
 }
