@@ -529,17 +529,9 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 		if(replica_start(&dst.r[i]))
 			return -1;
 	/* A leads the default shard, S its own; B stands by. */
-	dst.lease[0].holder = 0;
-	dst.lease[1].holder = dst.shards ? 2 : HOLDER_NONE;
-	dst.r[0].leading = true;
-	dst.r[2].leading = dst.shards;
-	dst.r[0].last_renew = dst.r[2].last_renew = now_ns();
-	dst.lease[0].renew_time = dst.lease[1].renew_time = now_ns();
-	if(dst.multi) {
-		term_begins(&dst.r[0]);
-		if(dst.shards)
-			term_begins(&dst.r[2]);
-	}
+	dst.lease[0].holder = dst.lease[1].holder = HOLDER_NONE;
+	if(dst.multi)
+		leases_begin();
 	if(dst.verbose)
 		fprintf(stderr, "seed %lld (%s%s): transient %d%%, stockout %d%%, ambiguous %d%%, instance failures %d%%%s%s\n",
 			(long long)seed, dst.shards ? "several actors" : dst.multi ? "two replicas" : "one controller",
@@ -652,8 +644,64 @@ static void multi_step(void)
 		r->renew_fail_until = now_ns() + rnd_in(5, 25) * SEC;
 	else if(k < 94)
 		booking_race();
+	else if(k < 96)
+		lease_delete();
 	else
 		pass_step(0);
+}
+
+/* Does request `name` carry a Provisioned condition (whatever its
+ * status): was it decided? */
+static bool decided(const char *name)
+{
+	char path[200];
+	json_object *pr = NULL, *st, *cs;
+	bool yes = false;
+	size_t i;
+	prd_err e;
+	snprintf(path, sizeof(path), PR_PATH "/%s", name);
+	if(kube_api_call(&dst.raw_api, "GET", path, NULL, NULL, &pr, NULL, &e))
+		return false;
+	if(json_object_object_get_ex(pr, "status", &st) && json_object_object_get_ex(st, "conditions", &cs))
+		for(i = 0; !yes && i < json_object_array_length(cs); i++) {
+			json_object *t = NULL;
+			yes = json_object_object_get_ex(json_object_array_get_idx(cs, i), "type", &t) &&
+			      !strcmp(json_object_get_string(t), "Provisioned");
+		}
+	json_object_put(pr);
+	return yes;
+}
+
+/* (xiii) Liveness, once settled: every shard still serves. A new
+ * check-capacity request for each is decided (Provisioned, True or False)
+ * within 5 simulated minutes of passes by whoever leads. What it catches:
+ * a replica that leads and acts on nothing for good, as one fenced out by
+ * a Lease recreated below a term the groups record and never raised. */
+static void still_serving(void)
+{
+	char probe[2][16];
+	int n = dst.shards ? 2 : 1, i, k;
+	int64_t until = now_ns() + 5 * MIN;
+	bool all = false;
+	for(k = 0; k < n; k++) {
+		snprintf(probe[k], sizeof(probe[k]), "r%d", dst.nreq);
+		create_check_request(k ? SHARD_B : NULL);
+	}
+	while(!all && now_ns() < until && !dst.seed_failed) {
+		advance(rnd_in(5, 20) * SEC);
+		for(i = 0; i < dst.nrep; i++)
+			if(dst.r[i].ctl && (!dst.multi || dst.r[i].leading))
+				replica_pass(&dst.r[i]);
+		check(false);
+		for(all = true, k = 0; k < n && all; k++)
+			all = decided(probe[k]);
+	}
+	for(k = 0; k < n && !dst.seed_failed; k++)
+		if(!decided(probe[k]))
+			violation("(xiii) request %s (%s) was not decided within 5 minutes once everything settled: its "
+				  "shard no longer serves (%d Lease%s deleted this seed)",
+				  probe[k], k ? "shard-b" : "the default shard", dst.lease_deletes,
+				  dst.lease_deletes == 1 ? "" : "s");
 }
 
 /* Faults stop; the cloud and the controllers settle. A plan ends by its
@@ -684,6 +732,8 @@ static void settle(void)
 			break;
 	}
 	check(true);
+	if(!dst.seed_failed)
+		still_serving();
 }
 
 static void teardown_seed(void)
