@@ -18,14 +18,24 @@
  * of old: one replica, nobody else. The multi-actor mode (replica.c) runs
  * what production runs beside it:
  *  - two replicas A and B of the default shard, each on its own state
- *    file, sharing one Lease under the simulated clock; the one that leads
- *    runs passes, fenced by its last renewal and the renew deadline; a new
- *    leader rebuilds from the API;
+ *    file, sharing one Lease under the simulated clock through the
+ *    production lease code (src/kube/lease.c over a kube_client whose
+ *    in-process transport is the replica's way to the in-memory API, with
+ *    its faults: 500, 409, lost answers, stalls, a replica cut off from
+ *    the apiserver); the one that leads runs passes, fenced by
+ *    kube_lease_valid; a new leader rebuilds from the API and takes its
+ *    term as `provreqd run` does (kube_lease_new_term);
+ *  - a Lease deleted (lease_delete: a namespace deleted, a chart
+ *    reinstalled), made again at leaseTransitions 0 while the groups
+ *    record a former, higher term: the holder raises its count past it
+ *    (kube_lease_follow_raise) and goes on serving;
  *  - stalls longer than the lease, between passes and inside a call (the
  *    call is on its way and takes effect when the stall ends, so a
  *    conditional call meets whatever the other replica did meanwhile); a
  *    stalled leader goes on with its pass;
- *  - restarts with an old copy of the state file, or none;
+ *  - restarts with an old copy of the state file, or none; a restarted
+ *    replica keeps its identity (a pod's POD_NAME) and re-takes its own
+ *    lease, or gave it up on the way out (a SIGTERM);
  *  - a replica S of a second shard (processor instance "shard-b"), with
  *    requests of both classes for each shard;
  *  - an outside actor (cluster-autoscaler, MachineHealthChecks) scaling
@@ -51,14 +61,9 @@
  * plan), never from the driver's or the controller's word. The shipped
  * drivers' profiles do not auto-provision (no shapes in their worlds).
  *
- * What it does not simulate yet (issue 37): the lease is a model
- * (replica.c), not src/kube/lease.c, which speaks only through a
- * kube_client (libcurl): driving it here needs an in-process transport in
- * kube_client. A restarted replica here still gets a new identity
- * (HOLDER_DEAD) where a real pod keeps its POD_NAME. The drivers need no
- * such transport: they reach the API only through the host's
- * kube_request (clusterapi's own client is for a separate management
- * cluster, which these worlds do not have; its watch is off).
+ * The drivers reach the API only through the host's kube_request
+ * (clusterapi's own client is for a separate management cluster, which
+ * these worlds do not have; its watch is off).
  *
  * After every step (and inside stalls) the oracle (oracle.c) checks, from
  * the cloud's own record of every instance and from the API (the plans the
@@ -95,12 +100,14 @@
  *         when the stall ends) a plan may hold more than its delta for a
  *         while, and (i)'s bound is checked here instead;
  *  (iv)   every plan the API showed has ended (done or rolled back, or a
- *         later plan of its request replaced it).
+ *         later plan of its request replaced it);
+ *  (xiii) every shard still serves: a new check-capacity request for each
+ *         is decided within 5 minutes (still_serving).
  * A seed stops at its first violation.
  *
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
  *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N]
- *            [--no-term] [--no-owner-marks] [--nap] [--burst] [--skip vi,viii]
+ *            [--no-term] [--no-raise] [--no-owner-marks] [--nap] [--burst] [--skip vi,viii]
  *            [--driver abstract|kwok|clusterapi|karpenter]
  * 1000 seeds by default, what make check runs (DST_SEEDS=N and
  * DST_ACTORS=mode override);
@@ -113,7 +120,9 @@
  * --ledger-objects N gives its objects N bytes (ledger.c, "Layout"), so
  * that overflow objects are made, replaced and swept in every seed; --no-term
  * keeps each replica's own fence but fences no group with its term (a
- * stalled leader's late call is then taken); --no-owner-marks gives a
+ * stalled leader's late call is then taken); --no-raise never raises a
+ * Lease's count past a term the groups record (a recreated Lease then
+ * stops its shard for good, (xiii)); --no-owner-marks gives a
  * cloud that claims owner marks and lists none; --burst
  * adds bursts: three to six atomic requests made at once on the shared
  * groups (several plans on one group, limits reached, the rest waiting),
@@ -429,6 +438,10 @@ static bool no_ledger;
  * claims owner marks and its listings carry none. Each shows what the
  * mechanism prevents. */
 static bool no_term, no_marks;
+/* --no-raise: the replicas never raise their Lease's count past a term
+ * the groups record (kube_lease_follow_raise not given to the
+ * controller), so a recreated Lease fences them out for good. */
+static bool no_raise;
 /* --nap: auto-provisioning in the modes with several actors too. */
 static bool nap_multi;
 /* --ledger-objects N: objects of the booking ledger hold N bytes of
@@ -482,6 +495,7 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.shards = dst.multi && actors != 3;
 	dst.unfenced = unfenced;
 	dst.no_term = no_term;
+	dst.no_raise = no_raise;
 	dst.no_marks = no_marks;
 	dst.dir = dir;
 	dst.g[0].id = "ga";
@@ -906,7 +920,7 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
 			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N] [--no-term] "
-			"[--no-owner-marks] [--nap] [--burst] [--driver abstract|kwok|clusterapi|karpenter] [--skip vi,viii]\n");
+			"[--no-raise] [--no-owner-marks] [--nap] [--burst] [--driver abstract|kwok|clusterapi|karpenter] [--skip vi,viii]\n");
 	return 2;
 }
 
@@ -948,6 +962,8 @@ int main(int argc, char **argv)
 			no_ledger = true;
 		else if(!strcmp(argv[a], "--no-term"))
 			no_term = true;
+		else if(!strcmp(argv[a], "--no-raise"))
+			no_raise = true;
 		else if(!strcmp(argv[a], "--no-owner-marks"))
 			no_marks = true;
 		else if(!strcmp(argv[a], "--ledger-objects") && a + 1 < argc)
@@ -980,10 +996,10 @@ int main(int argc, char **argv)
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
 	snprintf(ledger_flag, sizeof(ledger_flag), " --ledger-objects %ld", ledger_objects);
 	snprintf(driver_flag, sizeof(driver_flag), " --driver %s", profile_name(profile));
-	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%s%s%.*s", profile != PROF_ABSTRACT ? driver_flag : "",
+	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%s%s%s%.*s", profile != PROF_ABSTRACT ? driver_flag : "",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
 		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", ledger_objects > 0 ? ledger_flag : "",
-		 no_term ? " --no-term" : "", no_marks ? " --no-owner-marks" : "", nap_multi ? " --nap" : "",
+		 no_term ? " --no-term" : "", no_raise ? " --no-raise" : "", no_marks ? " --no-owner-marks" : "", nap_multi ? " --nap" : "",
 		 burst_mode ? " --burst" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
 		 skip[0] ? skip + 1 : "");
 	mode_flags = flags;

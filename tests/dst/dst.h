@@ -179,6 +179,7 @@ typedef struct dst_sim {
 	bool shards;          /* ... and a second shard, the outside actor, placeholder ids */
 	bool unfenced;        /* the fence always says yes (shows that the oracle catches it) */
 	bool no_term;         /* --no-term: the fence works, but no term reaches the cloud */
+	bool no_raise;        /* --no-raise: a term recorded above the holder's is never raised past */
 	bool no_marks;        /* --no-owner-marks: the cloud claims owner marks and lists none */
 	bool placeholders;    /* new instances may have a placeholder id first */
 	bool faults;

@@ -343,7 +343,7 @@ int replica_start(replica *r)
 		if(lease_start(r))
 			return -1;
 		pr_ctl_set_fence(r->ctl, fence, r);
-		if(!dst.unfenced && !dst.no_term)
+		if(!dst.unfenced && !dst.no_term && !dst.no_raise)
 			pr_ctl_set_term_raise(r->ctl, raise_term, r);
 	}
 	/* The plan key, as `provreqd run` loads it (setup_plan_key made
