@@ -1,4 +1,5 @@
-/* REST client for kube-apiserver over libcurl.
+/* REST client for kube-apiserver over libcurl (or, for tests and
+ * simulations, over an in-process transport: kube_client_opts.transport).
  *
  * One kube_client is shared by every thread of the process: each call uses
  * its own curl easy handle taken from a small pool (connection reuse
