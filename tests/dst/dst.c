@@ -920,7 +920,8 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
 			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N] [--no-term] "
-			"[--no-raise] [--no-owner-marks] [--nap] [--burst] [--driver abstract|kwok|clusterapi|karpenter] [--skip vi,viii]\n");
+			"[--no-raise] [--no-owner-marks] [--nap] [--burst] [--driver abstract|kwok|clusterapi|karpenter] "
+			"[--skip vi,viii]\n");
 	return 2;
 }
 
@@ -999,7 +1000,8 @@ int main(int argc, char **argv)
 	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%s%s%s%.*s", profile != PROF_ABSTRACT ? driver_flag : "",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
 		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", ledger_objects > 0 ? ledger_flag : "",
-		 no_term ? " --no-term" : "", no_raise ? " --no-raise" : "", no_marks ? " --no-owner-marks" : "", nap_multi ? " --nap" : "",
+		 no_term ? " --no-term" : "", no_raise ? " --no-raise" : "", no_marks ? " --no-owner-marks" : "",
+		 nap_multi ? " --nap" : "",
 		 burst_mode ? " --burst" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
 		 skip[0] ? skip + 1 : "");
 	mode_flags = flags;

@@ -1,10 +1,11 @@
 /* The DST's controller replicas: each a real pr_ctl on its own state file,
  * with its own view of the API and of the cloud (the driver's state is the
  * replica, so the cloud knows who calls), its leader election (the
- * production lease code on the simulated clock), crashes (between passes or at any external call of a
- * pass, before or after it took effect), stalls (between passes, or inside
- * a call that is on its way and takes effect when the stall ends) and
- * restarts with its state file as it was, an older copy of it, or none. */
+ * production lease code on the simulated clock), crashes (between passes
+ * or at any external call of a pass, before or after it took effect),
+ * stalls (between passes, or inside a call that is on its way and takes
+ * effect when the stall ends) and restarts with its state file as it was,
+ * an older copy of it, or none, keeping its identity. */
 #include "config.h"
 #include "dst.h"
 
