@@ -35,7 +35,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,10 +205,6 @@ static void observe_api(void *ud, const char *verb, const char *resource, long c
  * start, and again whenever it loses it): the failover time it reports. */
 static int64_t waiting_since;
 
-/* Set by the lease thread on every acquisition; the worker rebuilds its
- * local store from the API before its next pass (docs/design.md §7). */
-static atomic_bool acquired;
-
 /* The controller's fence: the lease is ours with a margin right now (see
  * kube_lease_valid), asked before every cloud call and API write. */
 static bool lease_fence(void *ud)
@@ -238,8 +233,8 @@ static void on_leading(void *ud)
 	metrics_gauge_set(M_LEADER_ACQUIRE_WAIT, NULL, waited);
 	metrics_gauge_set(M_LEADER, NULL, 1);
 	log_info("became leader", "waited_ms", LOGI((long long)(waited * 1000)));
-	atomic_store(&acquired, true);
-	/* Start now, not at the worker's next resync. */
+	/* Start now, not at the worker's next resync (the worker takes the
+	 * new term: kube_lease_new_term). */
 	note_change(NULL);
 }
 
@@ -385,7 +380,7 @@ typedef struct run_ctx {
 	health *hl;
 	http_server *http;
 	kube_lease *lease;
-	int64_t term_transitions;  /* the leaseTransitions the controller's term was set from (-1 none) */
+	kube_lease_follow term;    /* the term the controller acts in (kube_lease_new_term) */
 	pr_ctl *ctl;
 	bool prio_from_cm;        /* the priority table comes from prio_cm */
 	prio_cm prio_cm;
@@ -618,10 +613,7 @@ static bool nap_capable(const cloud_drivers *d)
 static int raise_term(void *ud, int64_t transitions, prd_err *err)
 {
 	run_ctx *r = ud;
-	int rc = kube_lease_raise(r->lease, transitions, err);
-	if(!rc)
-		r->term_transitions = transitions;
-	return rc;
+	return kube_lease_follow_raise(r->lease, &r->term, transitions, err);
 }
 
 /* The ProvisioningRequest controller and the ResourcePool sync. */
@@ -830,23 +822,6 @@ static void run_pools(run_ctx *r, int64_t now, int64_t *wake, prd_err *e)
 		*wake = now + pool_wait;
 }
 
-/* The fencing key of the election (ABI 1.4): the lease's name, a label
- * value when it is 63 characters or fewer; a longer name keeps its first 54
- * and a hash of the whole. */
-static void fence_key(const char *name, char out[64])
-{
-	size_t n = name ? strlen(name) : 0;
-	uint32_t h = 2166136261u;
-	size_t i;
-	if(n <= 63) {
-		snprintf(out, 64, "%s", name ? name : "");
-		return;
-	}
-	for(i = 0; i < n; i++)
-		h = (h ^ (unsigned char)name[i]) * 16777619u;
-	snprintf(out, 64, "%.54s-%08x", name, h);
-}
-
 /* The plan key (pr_plan_key_load) from the Secret provreqd-plan-key in
  * provreqd's own namespace (the lease's): read, or created when missing.
  * Until it is had, plans run from the local store only and nothing is
@@ -889,17 +864,14 @@ static void run_iteration(run_ctx *r)
 	if(leading && r->lease) {
 		char id[256], term[300], key[64];
 		int64_t transitions = 0;
-		kube_lease_term(r->lease, id, sizeof(id), &transitions);
 		/* A new term: taken now, or the Lease's count changed under
 		 * this holder (the Lease was deleted and this replica made it
 		 * again). The local store may be stale (another replica led
 		 * meanwhile); the API says what is true. */
-		if(atomic_exchange(&acquired, false) || transitions != r->term_transitions) {
+		if(kube_lease_new_term(r->lease, &r->term, key, id, sizeof(id), &transitions)) {
 			snprintf(term, sizeof(term), "%s#%lld", id, (long long)transitions);
-			fence_key(r->c.lease_name, key);
 			pr_ctl_set_term(r->ctl, key, id, transitions);
 			pr_ctl_rebuild_from_api(r->ctl);
-			r->term_transitions = transitions;
 			log_info("leader term begins: the local store is rebuilt from the API and node groups are "
 				 "fenced before acting",
 				 "term", term, "fence_key", key);
@@ -1051,7 +1023,7 @@ int cmd_run(int argc, char **argv)
 	int rc = 1;
 
 	memset(&r, 0, sizeof(r));
-	r.term_transitions = -1;
+	r.term = (kube_lease_follow)KUBE_LEASE_FOLLOW_INIT;
 	hmap_init(&r.pool_children, NULL);
 	cloud_drivers_init(&r.drivers);
 	r.clock = clk_real();

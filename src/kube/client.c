@@ -1,5 +1,6 @@
 /* HTTP transport of the kube client: curl handles, TLS and credentials,
- * pacing, retries and Status decoding. The verbs are in verbs.c and the
+ * pacing, retries and Status decoding (or, for tests and simulations, an
+ * in-process transport in curl's place: kube_client_opts.transport). The verbs are in verbs.c and the
  * watch in watch.c.
  *
  * Threading: the client is shared. Easy handles come from a mutex-guarded
@@ -122,9 +123,14 @@ int kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client 
 	int rc = 0;
 
 	*out = NULL;
-	pthread_once(&curl_once, curl_init_once);
-	if(curl_init_rc != CURLE_OK)
-		return prd_err_set(err, PRD_EIO, "curl_global_init: %s", curl_easy_strerror(curl_init_rc));
+	if(!cfg && !(opts && opts->transport))
+		return prd_err_set(err, PRD_EINVAL, "kube client: no configuration");
+	/* An in-process transport needs no curl at all. */
+	if(!(opts && opts->transport)) {
+		pthread_once(&curl_once, curl_init_once);
+		if(curl_init_rc != CURLE_OK)
+			return prd_err_set(err, PRD_EIO, "curl_global_init: %s", curl_easy_strerror(curl_init_rc));
+	}
 	c = calloc(1, sizeof(*c));
 	if(!c)
 		return prd_err_set(err, PRD_ENOMEM, "out of memory");
@@ -159,6 +165,8 @@ int kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client 
 		rc = prd_err_set(err, PRD_ENOMEM, "out of memory");
 		goto done;
 	}
+	if(c->o.transport)
+		goto done;
 	rc = build_urls(c, err);
 	if(rc)
 		goto done;
@@ -664,6 +672,7 @@ typedef struct req {
 	kube_status *st;
 	prd_err *err;
 	resp r;
+	int no_answer;            /* the in-process transport's code when it got no answer (0: it did) */
 } req;
 
 /* What to do after an attempt. */
@@ -698,6 +707,31 @@ static void set_request_opts(req *q, CURL *h)
 	}
 }
 
+/* One attempt through the in-process transport (kube_client_opts): its
+ * answer goes where curl's would, so everything after is the same; no
+ * answer at all is q->no_answer. */
+static void req_transport(req *q, long *code)
+{
+	kube_client *c = q->c;
+	char *body = NULL;
+	size_t len = 0;
+	int64_t t0 = clk_mono(c->o.clock);
+	int rc;
+
+	*code = 0;
+	rc = c->o.transport(c->o.transport_ud, q->method, q->path, q->body ? q->content_type : NULL, q->body,
+			    q->body ? q->body_len : 0, code, &body, &len);
+	if(*code <= 0) {
+		*code = 0;
+		q->no_answer = rc ? rc : PRD_EIO;
+	} else if(body && len && buf_append(&q->r.body, body, len) && !q->r.body.failed) {
+		q->r.body.failed = PRD_ENOMEM;
+	}
+	free(body);
+	if(c->o.observe)
+		c->o.observe(c->o.observe_ud, q->method, q->path, *code, clk_mono(c->o.clock) - t0);
+}
+
 /* One attempt: pacing, credentials, a pooled handle and the transfer.
  * Returns 0 with *cc and *code set once the transfer ran (the answer is in
  * q->r), or an error when nothing could be sent. */
@@ -711,6 +745,11 @@ static int req_send(req *q, CURLcode *cc, long *code)
 	int rc;
 
 	rate_wait(c);
+	if(c->o.transport) {
+		req_transport(q, code);
+		*cc = CURLE_OK;
+		return 0;
+	}
 	rc = kube_config_credentials(c->cfg, c->o.clock, false, &cr, q->err);
 	if(rc) {
 		prd_err_prefix(q->err, "%s %s: credentials", q->method, q->path);
@@ -755,7 +794,7 @@ static int req_error_answer(req *q, long code, enum req_next *next)
 
 	prd_err_set(q->err, rc, "%s %s: %ld %s: %s", q->method, q->path, code, q->st->reason,
 		    q->st->message);
-	if(code == 401 && !q->refreshed) {
+	if(code == 401 && !q->refreshed && q->c->cfg) {
 		/* Rotated credentials: refresh once and repeat at once. */
 		kube_credentials tmp;
 		q->refreshed = true;
@@ -778,6 +817,14 @@ static int req_outcome(req *q, CURLcode cc, long code, enum req_next *next)
 	int rc;
 
 	*next = REQ_DONE;
+	if(q->no_answer) {
+		/* As a transfer that failed: a lost connection or answer. */
+		prd_err_set(q->err, q->no_answer, "%s %s: no answer from the in-process transport", q->method,
+			    q->path);
+		if(q->idempotent)
+			*next = REQ_RETRY;
+		return q->no_answer;
+	}
 	if(cc == CURLE_ABORTED_BY_CALLBACK)
 		return prd_err_set(q->err, PRD_ETIMEDOUT, "%s %s: aborted, the process is shutting down",
 				   q->method, q->path);
@@ -874,6 +921,7 @@ static int request_loop(req *qp)
 		buf_reset(&q.r.body);
 		q.r.body.failed = 0;
 		q.r.retry_after_s = -1;
+		q.no_answer = 0;
 		memset(q.st, 0, sizeof(*q.st));
 		if(past_deadline(c)) {
 			rc = prd_err_set(err, PRD_ETIMEDOUT, "%s %s: not sent, the process is shutting down", method,
@@ -974,6 +1022,8 @@ int kube__stream_get(kube_client *c, const char *path, kube__stream *s, prd_err 
 	struct stream_ctx x = { s, c };
 
 	s->http_code = 0;
+	if(c->o.transport)
+		return prd_err_set(err, PRD_EUNSUPPORTED, "WATCH %s: not over an in-process transport", path);
 	rate_wait(c);
 	rc = kube_config_credentials(c->cfg, c->o.clock, false, &cr, err);
 	if(rc)

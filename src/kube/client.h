@@ -1,4 +1,5 @@
-/* REST client for kube-apiserver over libcurl.
+/* REST client for kube-apiserver over libcurl (or, for tests and
+ * simulations, over an in-process transport: kube_client_opts.transport).
  *
  * One kube_client is shared by every thread of the process: each call uses
  * its own curl easy handle taken from a small pool (connection reuse
@@ -64,6 +65,21 @@ typedef struct kube_client_opts {
 	 * of earlier ones, so these count handshakes, not requests. */
 	void (*connected)(void *ud, long connections);
 	void *observe_ud;
+	/* For tests and simulations: when set, every request is handed to
+	 * this function on the calling thread instead of being sent over
+	 * HTTP, and the kube_config may be NULL (it is not read: no URL, no
+	 * credentials, no TLS). Everything else is as over HTTP: pacing,
+	 * retries and their backoff on the client's clock, Status decoding
+	 * and the error codes above, observe. The function has kube_api_fn's
+	 * shape (kube/api.h): it sets *status to the HTTP status and *resp
+	 * (malloc'ed, freed by the client; may stay NULL) to the answer's
+	 * body, or leaves *status 0 when no answer came back, which is then
+	 * a transport failure (its return code, PRD_EIO if it returned 0),
+	 * retried like a lost connection. Watches are refused
+	 * (PRD_EUNSUPPORTED). */
+	int (*transport)(void *ud, const char *method, const char *path, const char *content_type, const char *body,
+			 size_t body_len, long *status, char **resp, size_t *resp_len);
+	void *transport_ud;
 } kube_client_opts;
 
 typedef struct kube_client kube_client;
@@ -76,8 +92,8 @@ typedef struct kube_status {
 	int retry_after_s;     /* from Retry-After or details.retryAfterSeconds */
 } kube_status;
 
-/* Create a client. The config is borrowed and must outlive the client.
- * Caller frees with kube_client_free(). */
+/* Create a client. The config is borrowed and must outlive the client
+ * (NULL only with opts->transport). Caller frees with kube_client_free(). */
 int kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client **out, prd_err *err);
 void kube_client_free(kube_client *c);
 kube_config *kube_client_config(kube_client *c);

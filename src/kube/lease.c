@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,6 +31,7 @@ struct kube_lease {
 	 * lease is ours with a margin of (duration - deadline). */
 	int64_t valid_from_mono;
 	int64_t transitions;         /* leaseTransitions of our term (under mu) */
+	uint64_t acquisitions;       /* times this process began leading (under mu) */
 	char problem[PRD_ERR_MSG_MAX]; /* why the lease cannot be used; "" = none (under mu) */
 	/* helper thread */
 	pthread_t thr;
@@ -123,6 +125,52 @@ void kube_lease_term(kube_lease *le, char *identity, size_t n, int64_t *transiti
 	pthread_mutex_unlock(&le->mu);
 }
 
+void kube_lease_fence_key(const kube_lease *le, char out[64])
+{
+	size_t n = strlen(le->name), i;
+	uint32_t h = 2166136261u;
+	if(n <= 63) {
+		str_copy(out, 64, le->name);
+		return;
+	}
+	for(i = 0; i < n; i++)
+		h = (h ^ (unsigned char)le->name[i]) * 16777619u;
+	snprintf(out, 64, "%.54s-%08x", le->name, h);
+}
+
+bool kube_lease_new_term(kube_lease *le, kube_lease_follow *f, char key[64], char *identity, size_t n,
+			 int64_t *transitions)
+{
+	uint64_t acq;
+	int64_t tr;
+	if(!kube_lease_valid(le))
+		return false;
+	pthread_mutex_lock(&le->mu);
+	acq = le->acquisitions;
+	tr = le->transitions;
+	pthread_mutex_unlock(&le->mu);
+	if(acq == f->acquisitions && tr == f->transitions)
+		return false;
+	f->acquisitions = acq;
+	f->transitions = tr;
+	kube_lease_fence_key(le, key);
+	if(identity && n)
+		str_copy(identity, n, le->id);
+	*transitions = tr;
+	return true;
+}
+
+int kube_lease_follow_raise(kube_lease *le, kube_lease_follow *f, int64_t transitions, prd_err *err)
+{
+	int rc = kube_lease_raise(le, transitions, err);
+	if(!rc) {
+		pthread_mutex_lock(&le->mu);
+		f->transitions = le->transitions;
+		pthread_mutex_unlock(&le->mu);
+	}
+	return rc;
+}
+
 bool kube_lease_problem(kube_lease *le, char *out, size_t n)
 {
 	bool p;
@@ -168,6 +216,8 @@ static void set_leading(kube_lease *le, bool leading)
 	pthread_mutex_lock(&le->mu);
 	was = le->leading;
 	le->leading = leading;
+	if(leading && !was)
+		le->acquisitions++;
 	pthread_mutex_unlock(&le->mu);
 	if(was == leading)
 		return;

@@ -84,6 +84,44 @@ void kube_lease_term(kube_lease *le, char *identity, size_t n, int64_t *transiti
  * this process may not act; nothing is changed then. On success the term
  * (kube_lease_term) is the raised one. */
 int kube_lease_raise(kube_lease *le, int64_t transitions, prd_err *err);
+/* The election's fencing key (ABI 1.4 fence_key, a label value): the
+ * lease's name when it is 63 characters or fewer, else its first 54 and
+ * a hash of the whole. */
+void kube_lease_fence_key(const kube_lease *le, char out[64]);
+
+/* The term a leader's controller acts in, as the leader follows it:
+ * `provreqd run` (cmd_run.c) and the deterministic simulation
+ * (tests/dst/replica.c) both do
+ *
+ *   if(kube_lease_new_term(le, &f, key, id, sizeof(id), &tr)) {
+ *           pr_ctl_set_term(ctl, key, id, tr);
+ *           pr_ctl_rebuild_from_api(ctl);
+ *   }
+ *
+ * before each pass, and hand kube_lease_follow_raise to the controller
+ * as its term-raise callback (pr_ctl_set_term_raise). The caller owns f
+ * (one per controller), which starts as KUBE_LEASE_FOLLOW_INIT. */
+typedef struct kube_lease_follow {
+	uint64_t acquisitions;  /* the lease's acquisitions when the term was last taken */
+	int64_t transitions;    /* the leaseTransitions it was taken or raised at; -1 none yet */
+} kube_lease_follow;
+#define KUBE_LEASE_FOLLOW_INIT {0, -1}
+
+/* Whether a new term begins now: false unless kube_lease_valid(); true
+ * when this process began leading since the term f recorded (the local
+ * store may be stale: another process may have led meanwhile), or the
+ * Lease's count changed under this holder (the Lease was deleted and
+ * this process made it again, starting at 0). Then key (the fencing key),
+ * identity (n bytes) and *transitions are the new term, and f records
+ * it. */
+bool kube_lease_new_term(kube_lease *le, kube_lease_follow *f, char key[64], char *identity, size_t n,
+			 int64_t *transitions);
+/* kube_lease_raise, for the controller's term-raise callback: on success
+ * f records the raised count, in which the controller already acts, so
+ * kube_lease_new_term sees no new term in it (a new term would restart
+ * the controller's count of raises, PR_TERM_RAISES_MAX). */
+int kube_lease_follow_raise(kube_lease *le, kube_lease_follow *f, int64_t transitions, prd_err *err);
+
 /* The current problem (see on_problem) copied into out; false when none. */
 bool kube_lease_problem(kube_lease *le, char *out, size_t n);
 

@@ -8,7 +8,9 @@
 #      simulated kwok and Karpenter) over DST_DRIVER_SEEDS seeds each
 #      (default 30) report no violation (the clusterapi profile still finds
 #      the ownership defects docs/development.md lists: make check-dst);
-#   3. the oracle sees each safety mechanism (issue 37): with one disabled
+#   3. the oracle sees each safety mechanism (issue 37), the raise of a
+#      recreated Lease's count (--no-raise: the shard stops serving, xiii)
+#      among them: with one disabled
 #      it reports a violation within the first 200 seeds of the mode where
 #      it matters (an unfenced build within 50). Seeds run in chunks from
 #      seed 1 until the first violation, so a caught mechanism costs only
@@ -62,6 +64,7 @@ caught() {
 caught 50 10 --actors replicas --unfenced || fail=1
 caught 200 5 --actors multi --no-ledger || fail=1
 caught 200 5 --actors replicas --no-term || fail=1
+caught 200 5 --actors replicas --no-raise || fail=1
 caught 200 5 --actors multi --no-owner-marks || fail=1
 caught 200 5 --driver kwok --no-owner-marks || fail=1
 caught 200 5 --driver karpenter --no-owner-marks || fail=1

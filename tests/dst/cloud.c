@@ -227,7 +227,7 @@ static bool token_ok(const char *t)
 	return true;
 }
 
-/* The election a fencing key names (tests/dst/replica.c, term_begins). */
+/* The election a fencing key names (the lease's name: tests/dst/replica.c). */
 static int fence_slot(const char *key)
 {
 	if(key && !strncmp(key, "lease-", 6) && key[6] >= '0' && key[6] < '0' + NLEASES && !key[7])
@@ -684,6 +684,21 @@ static int c_group_owner(void *st, const char *gid, char **owner, prd_cloud_erro
 	return 0;
 }
 
+/* ABI 1.7: the highest term of `key` a group (or, gid NULL, the group
+ * creations) has seen. A read: no crash or stall point. */
+static int c_fence_recorded(void *st, const char *gid, const char *key, uint64_t *term, prd_cloud_error *err)
+{
+	grp *g = gid ? group_of(gid) : NULL;
+	int k = fence_slot(key);
+	(void)st;
+	*term = 0;
+	if(gid && !g)
+		return no_group(gid, err);
+	if(k >= 0)
+		*term = g ? g->fence[k] : dst.create_fence[k];
+	return 0;
+}
+
 const prd_cloud_driver sim_driver = {
 	.abi_major = PRD_CLOUD_ABI_MAJOR,
 	.abi_minor = PRD_CLOUD_ABI_MINOR,
@@ -717,6 +732,8 @@ const prd_cloud_driver sim_driver = {
 	.create_group = c_create_group,
 	.delete_group = c_delete_group,
 	.group_owner = c_group_owner,
+	/* ABI 1.7 */
+	.fence_recorded = c_fence_recorded,
 };
 
 /* ----------------------------------------------- the cloud on its own */

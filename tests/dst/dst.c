@@ -18,14 +18,24 @@
  * of old: one replica, nobody else. The multi-actor mode (replica.c) runs
  * what production runs beside it:
  *  - two replicas A and B of the default shard, each on its own state
- *    file, sharing one Lease under the simulated clock; the one that leads
- *    runs passes, fenced by its last renewal and the renew deadline; a new
- *    leader rebuilds from the API;
+ *    file, sharing one Lease under the simulated clock through the
+ *    production lease code (src/kube/lease.c over a kube_client whose
+ *    in-process transport is the replica's way to the in-memory API, with
+ *    its faults: 500, 409, lost answers, stalls, a replica cut off from
+ *    the apiserver); the one that leads runs passes, fenced by
+ *    kube_lease_valid; a new leader rebuilds from the API and takes its
+ *    term as `provreqd run` does (kube_lease_new_term);
+ *  - a Lease deleted (lease_delete: a namespace deleted, a chart
+ *    reinstalled), made again at leaseTransitions 0 while the groups
+ *    record a former, higher term: the holder raises its count past it
+ *    (kube_lease_follow_raise) and goes on serving;
  *  - stalls longer than the lease, between passes and inside a call (the
  *    call is on its way and takes effect when the stall ends, so a
  *    conditional call meets whatever the other replica did meanwhile); a
  *    stalled leader goes on with its pass;
- *  - restarts with an old copy of the state file, or none;
+ *  - restarts with an old copy of the state file, or none; a restarted
+ *    replica keeps its identity (a pod's POD_NAME) and re-takes its own
+ *    lease, or gave it up on the way out (a SIGTERM);
  *  - a replica S of a second shard (processor instance "shard-b"), with
  *    requests of both classes for each shard;
  *  - an outside actor (cluster-autoscaler, MachineHealthChecks) scaling
@@ -51,14 +61,9 @@
  * plan), never from the driver's or the controller's word. The shipped
  * drivers' profiles do not auto-provision (no shapes in their worlds).
  *
- * What it does not simulate yet (issue 37): the lease is a model
- * (replica.c), not src/kube/lease.c, which speaks only through a
- * kube_client (libcurl): driving it here needs an in-process transport in
- * kube_client. A restarted replica here still gets a new identity
- * (HOLDER_DEAD) where a real pod keeps its POD_NAME. The drivers need no
- * such transport: they reach the API only through the host's
- * kube_request (clusterapi's own client is for a separate management
- * cluster, which these worlds do not have; its watch is off).
+ * The drivers reach the API only through the host's kube_request
+ * (clusterapi's own client is for a separate management cluster, which
+ * these worlds do not have; its watch is off).
  *
  * After every step (and inside stalls) the oracle (oracle.c) checks, from
  * the cloud's own record of every instance and from the API (the plans the
@@ -95,12 +100,14 @@
  *         when the stall ends) a plan may hold more than its delta for a
  *         while, and (i)'s bound is checked here instead;
  *  (iv)   every plan the API showed has ended (done or rolled back, or a
- *         later plan of its request replaced it).
+ *         later plan of its request replaced it);
+ *  (xiii) every shard still serves: a new check-capacity request for each
+ *         is decided within 5 minutes (still_serving).
  * A seed stops at its first violation.
  *
  * Usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v]
  *            [--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N]
- *            [--no-term] [--no-owner-marks] [--nap] [--burst] [--skip vi,viii]
+ *            [--no-term] [--no-raise] [--no-owner-marks] [--nap] [--burst] [--skip vi,viii]
  *            [--driver abstract|kwok|clusterapi|karpenter]
  * 1000 seeds by default, what make check runs (DST_SEEDS=N and
  * DST_ACTORS=mode override);
@@ -113,7 +120,9 @@
  * --ledger-objects N gives its objects N bytes (ledger.c, "Layout"), so
  * that overflow objects are made, replaced and swept in every seed; --no-term
  * keeps each replica's own fence but fences no group with its term (a
- * stalled leader's late call is then taken); --no-owner-marks gives a
+ * stalled leader's late call is then taken); --no-raise never raises a
+ * Lease's count past a term the groups record (a recreated Lease then
+ * stops its shard for good, (xiii)); --no-owner-marks gives a
  * cloud that claims owner marks and lists none; --burst
  * adds bursts: three to six atomic requests made at once on the shared
  * groups (several plans on one group, limits reached, the rest waiting),
@@ -429,6 +438,10 @@ static bool no_ledger;
  * claims owner marks and its listings carry none. Each shows what the
  * mechanism prevents. */
 static bool no_term, no_marks;
+/* --no-raise: the replicas never raise their Lease's count past a term
+ * the groups record (kube_lease_follow_raise not given to the
+ * controller), so a recreated Lease fences them out for good. */
+static bool no_raise;
 /* --nap: auto-provisioning in the modes with several actors too. */
 static bool nap_multi;
 /* --ledger-objects N: objects of the booking ledger hold N bytes of
@@ -482,6 +495,7 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 	dst.shards = dst.multi && actors != 3;
 	dst.unfenced = unfenced;
 	dst.no_term = no_term;
+	dst.no_raise = no_raise;
 	dst.no_marks = no_marks;
 	dst.dir = dir;
 	dst.g[0].id = "ga";
@@ -529,17 +543,9 @@ static int setup_seed(int64_t seed, int actors, bool unfenced, const char *dir)
 		if(replica_start(&dst.r[i]))
 			return -1;
 	/* A leads the default shard, S its own; B stands by. */
-	dst.lease[0].holder = 0;
-	dst.lease[1].holder = dst.shards ? 2 : HOLDER_NONE;
-	dst.r[0].leading = true;
-	dst.r[2].leading = dst.shards;
-	dst.r[0].last_renew = dst.r[2].last_renew = now_ns();
-	dst.lease[0].renew_time = dst.lease[1].renew_time = now_ns();
-	if(dst.multi) {
-		term_begins(&dst.r[0]);
-		if(dst.shards)
-			term_begins(&dst.r[2]);
-	}
+	dst.lease[0].holder = dst.lease[1].holder = HOLDER_NONE;
+	if(dst.multi)
+		leases_begin();
 	if(dst.verbose)
 		fprintf(stderr, "seed %lld (%s%s): transient %d%%, stockout %d%%, ambiguous %d%%, instance failures %d%%%s%s\n",
 			(long long)seed, dst.shards ? "several actors" : dst.multi ? "two replicas" : "one controller",
@@ -652,8 +658,64 @@ static void multi_step(void)
 		r->renew_fail_until = now_ns() + rnd_in(5, 25) * SEC;
 	else if(k < 94)
 		booking_race();
+	else if(k < 96)
+		lease_delete();
 	else
 		pass_step(0);
+}
+
+/* Does request `name` carry a Provisioned condition (whatever its
+ * status): was it decided? */
+static bool decided(const char *name)
+{
+	char path[200];
+	json_object *pr = NULL, *st, *cs;
+	bool yes = false;
+	size_t i;
+	prd_err e;
+	snprintf(path, sizeof(path), PR_PATH "/%s", name);
+	if(kube_api_call(&dst.raw_api, "GET", path, NULL, NULL, &pr, NULL, &e))
+		return false;
+	if(json_object_object_get_ex(pr, "status", &st) && json_object_object_get_ex(st, "conditions", &cs))
+		for(i = 0; !yes && i < json_object_array_length(cs); i++) {
+			json_object *t = NULL;
+			yes = json_object_object_get_ex(json_object_array_get_idx(cs, i), "type", &t) &&
+			      !strcmp(json_object_get_string(t), "Provisioned");
+		}
+	json_object_put(pr);
+	return yes;
+}
+
+/* (xiii) Liveness, once settled: every shard still serves. A new
+ * check-capacity request for each is decided (Provisioned, True or False)
+ * within 5 simulated minutes of passes by whoever leads. What it catches:
+ * a replica that leads and acts on nothing for good, as one fenced out by
+ * a Lease recreated below a term the groups record and never raised. */
+static void still_serving(void)
+{
+	char probe[2][16];
+	int n = dst.shards ? 2 : 1, i, k;
+	int64_t until = now_ns() + 5 * MIN;
+	bool all = false;
+	for(k = 0; k < n; k++) {
+		snprintf(probe[k], sizeof(probe[k]), "r%d", dst.nreq);
+		create_check_request(k ? SHARD_B : NULL);
+	}
+	while(!all && now_ns() < until && !dst.seed_failed) {
+		advance(rnd_in(5, 20) * SEC);
+		for(i = 0; i < dst.nrep; i++)
+			if(dst.r[i].ctl && (!dst.multi || dst.r[i].leading))
+				replica_pass(&dst.r[i]);
+		check(false);
+		for(all = true, k = 0; k < n && all; k++)
+			all = decided(probe[k]);
+	}
+	for(k = 0; k < n && !dst.seed_failed; k++)
+		if(!decided(probe[k]))
+			violation("(xiii) request %s (%s) was not decided within 5 minutes once everything settled: its "
+				  "shard no longer serves (%d Lease%s deleted this seed)",
+				  probe[k], k ? "shard-b" : "the default shard", dst.lease_deletes,
+				  dst.lease_deletes == 1 ? "" : "s");
 }
 
 /* Faults stop; the cloud and the controllers settle. A plan ends by its
@@ -684,6 +746,8 @@ static void settle(void)
 			break;
 	}
 	check(true);
+	if(!dst.seed_failed)
+		still_serving();
 }
 
 static void teardown_seed(void)
@@ -856,7 +920,8 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: dst [--seeds N] [--first S] [--steps K] [--jobs J] [-v|-vv] "
 			"[--actors mixed|single|multi|replicas] [--unfenced] [--no-ledger] [--ledger-objects N] [--no-term] "
-			"[--no-owner-marks] [--nap] [--burst] [--driver abstract|kwok|clusterapi|karpenter] [--skip vi,viii]\n");
+			"[--no-raise] [--no-owner-marks] [--nap] [--burst] [--driver abstract|kwok|clusterapi|karpenter] "
+			"[--skip vi,viii]\n");
 	return 2;
 }
 
@@ -898,6 +963,8 @@ int main(int argc, char **argv)
 			no_ledger = true;
 		else if(!strcmp(argv[a], "--no-term"))
 			no_term = true;
+		else if(!strcmp(argv[a], "--no-raise"))
+			no_raise = true;
 		else if(!strcmp(argv[a], "--no-owner-marks"))
 			no_marks = true;
 		else if(!strcmp(argv[a], "--ledger-objects") && a + 1 < argc)
@@ -930,10 +997,11 @@ int main(int argc, char **argv)
 	o.jobs = o.jobs < 1 ? 1 : o.jobs > 16 ? 16 : o.jobs;
 	snprintf(ledger_flag, sizeof(ledger_flag), " --ledger-objects %ld", ledger_objects);
 	snprintf(driver_flag, sizeof(driver_flag), " --driver %s", profile_name(profile));
-	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%s%s%.*s", profile != PROF_ABSTRACT ? driver_flag : "",
+	snprintf(flags, sizeof(flags), "%s%s%s%s%s%s%s%s%s%s%s%.*s", profile != PROF_ABSTRACT ? driver_flag : "",
 		 o.actors == 1 ? " --actors single" : o.actors == 2 ? " --actors multi" : o.actors == 3 ? " --actors replicas" : "",
 		 o.unfenced ? " --unfenced" : "", no_ledger ? " --no-ledger" : "", ledger_objects > 0 ? ledger_flag : "",
-		 no_term ? " --no-term" : "", no_marks ? " --no-owner-marks" : "", nap_multi ? " --nap" : "",
+		 no_term ? " --no-term" : "", no_raise ? " --no-raise" : "", no_marks ? " --no-owner-marks" : "",
+		 nap_multi ? " --nap" : "",
 		 burst_mode ? " --burst" : "", skip[0] ? " --skip " : "", skip[0] ? (int)strlen(skip) - 2 : 0,
 		 skip[0] ? skip + 1 : "");
 	mode_flags = flags;

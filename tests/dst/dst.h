@@ -13,6 +13,7 @@
 #include "driver/host.h"
 #include "driver/loader.h"
 #include "kube/api.h"
+#include "kube/lease.h"
 #include "kube/memapi.h"
 #include "provreq/controller.h"
 #include "state/state.h"
@@ -50,11 +51,8 @@
 #define BY_START (-1)
 #define BY_OUTSIDE NREP
 
-/* A lease record's holder besides a replica: nobody, or a replica's
- * previous incarnation (a crashed process's identity, which only expiry
- * frees). */
+/* A lease record's holder besides a replica: nobody. */
 #define HOLDER_NONE (-1)
-#define HOLDER_DEAD (-2)
 
 /* A stall inside a call (replica.stall_at) waiting for the first call that
  * changes the cloud, or for the first status write that books room. */
@@ -131,16 +129,20 @@ typedef struct replica {
 	bool crash_after;     /* ... after it took effect */
 	int64_t stall_at;     /* stall at this call of the pass (0 = no, or STALL_MUTATING, STALL_BOOKING) */
 	int64_t stall_ns;
+	kube_client *lc;      /* its lease loop's client (in-process transport, replica.c) */
+	kube_lease *le;       /* its leader election: src/kube/lease.c, identity `name` */
+	kube_lease_follow term; /* the term its controller acts in (kube_lease_new_term) */
 	bool leading;         /* what its lease loop last told it */
 	bool frozen;          /* stalled: does nothing until the stall ends */
-	int64_t last_renew;   /* its last successful acquire or renew */
-	int64_t renew_fail_until; /* its lease writes fail until then */
+	int64_t renew_fail_until; /* its lease requests get no answer until then */
 } replica;
 
+/* A Lease as its writes took effect (replica.c, lease_api): the oracle's
+ * truth of who may act, never a replica's belief. */
 typedef struct lease_rec {
-	int holder;
-	int64_t renew_time;
-	int64_t transitions;  /* leaseTransitions: grows whenever the holder changes */
+	int holder;           /* a replica, or HOLDER_NONE (released, deleted) */
+	int64_t renew_time;   /* when its last write took effect */
+	int64_t transitions;  /* leaseTransitions as last written */
 } lease_rec;
 
 /* A plan as the API showed it (the oracle's ledger): one per intent, that
@@ -177,6 +179,7 @@ typedef struct dst_sim {
 	bool shards;          /* ... and a second shard, the outside actor, placeholder ids */
 	bool unfenced;        /* the fence always says yes (shows that the oracle catches it) */
 	bool no_term;         /* --no-term: the fence works, but no term reaches the cloud */
+	bool no_raise;        /* --no-raise: a term recorded above the holder's is never raised past */
 	bool no_marks;        /* --no-owner-marks: the cloud claims owner marks and lists none */
 	bool placeholders;    /* new instances may have a placeholder id first */
 	bool faults;
@@ -198,6 +201,7 @@ typedef struct dst_sim {
 	replica r[NREP];
 	int nrep;
 	lease_rec lease[NLEASES];
+	int lease_deletes;    /* Leases deleted by the fault (lease_delete) */
 	int stall_depth;
 	int nreq;
 	char live[MAXREQ][16];
@@ -261,7 +265,9 @@ void crash_point(replica *r, bool after);
 void call_begin(replica *r, bool mutating);
 bool lease_valid(const replica *r);
 bool fence_says(const replica *r);
-void term_begins(replica *r);
+void term_follow(replica *r);
+void leases_begin(void);
+void lease_delete(void);
 void advance(int64_t ns);
 void stall(replica *r, int64_t ns, const char *where);
 replica *pick_leader(void);

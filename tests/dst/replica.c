@@ -1,13 +1,15 @@
 /* The DST's controller replicas: each a real pr_ctl on its own state file,
  * with its own view of the API and of the cloud (the driver's state is the
- * replica, so the cloud knows who calls), its leader election on a
- * simulated Lease, crashes (between passes or at any external call of a
- * pass, before or after it took effect), stalls (between passes, or inside
- * a call that is on its way and takes effect when the stall ends) and
- * restarts with its state file as it was, an older copy of it, or none. */
+ * replica, so the cloud knows who calls), its leader election (the
+ * production lease code on the simulated clock), crashes (between passes
+ * or at any external call of a pass, before or after it took effect),
+ * stalls (between passes, or inside a call that is on its way and takes
+ * effect when the stall ends) and restarts with its state file as it was,
+ * an older copy of it, or none, keeping its identity. */
 #include "config.h"
 #include "dst.h"
 
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,120 @@ void call_begin(replica *r, bool mutating)
 
 /* ------------------------------------------------------------- leases */
 
+/* Leadership is the production code: each replica of a multi-actor seed
+ * runs src/kube/lease.c on the simulated clock (kube_lease_step every
+ * retry period from advance(), no thread), over its own kube_client whose
+ * in-process transport is lease_api below, and fences with
+ * kube_lease_valid. Its identity is its name, kept across restarts as a
+ * pod keeps POD_NAME, so a restarted replica re-takes its own lease.
+ * Before each pass it follows the term as `provreqd run` does
+ * (kube_lease_new_term) and gives the controller kube_lease_follow_raise
+ * for a Lease recreated below a term the cloud records.
+ *
+ * The oracle's truth is not what a replica believes but the Lease as its
+ * writes took effect (dst.lease, kept by lease_api): a holder's claim
+ * cannot be taken over before a full lease duration after its last write
+ * took effect, since others count the duration from when they saw it. */
+
+#define LEASE_COLLECTION "/apis/coordination.k8s.io/v1/namespaces/" DST_NS "/leases"
+
+static void lease_name(int k, char *out, size_t n)
+{
+	snprintf(out, n, "lease-%d", k);
+}
+
+/* The replica whose identity is `id` (its name), or HOLDER_NONE. */
+static int replica_named(const char *id)
+{
+	int i;
+	for(i = 0; id && *id && i < NREP; i++)
+		if(dst.r[i].name && !strcmp(dst.r[i].name, id))
+			return i;
+	return HOLDER_NONE;
+}
+
+static const char *jstr(json_object *o, const char *a, const char *b)
+{
+	json_object *x = NULL, *y = NULL;
+	if(!o || !json_object_object_get_ex(o, a, &x) || !json_object_object_get_ex(x, b, &y) ||
+	   json_object_is_type(y, json_type_null))
+		return NULL;
+	return json_object_get_string(y);
+}
+
+/* A write to a Lease took effect with answer `resp`: the record now. */
+static void lease_written(const char *resp)
+{
+	json_object *o = resp ? json_tokener_parse(resp) : NULL, *spec = NULL, *t = NULL;
+	const char *name = jstr(o, "metadata", "name");
+	int k = name && !strncmp(name, "lease-", 6) ? atoi(name + 6) : -1;
+	if(k >= 0 && k < NLEASES) {
+		lease_rec *l = &dst.lease[k];
+		l->holder = replica_named(jstr(o, "spec", "holderIdentity"));
+		l->renew_time = now_ns();
+		l->transitions = json_object_object_get_ex(o, "spec", &spec) &&
+						 json_object_object_get_ex(spec, "leaseTransitions", &t)
+					 ? json_object_get_int64(t)
+					 : 0;
+	}
+	json_object_put(o);
+}
+
+/* A canned answer of the simulated apiserver. */
+static int fail_answer(long code, const char *reason, const char *msg, long *status, char **resp, size_t *resp_len)
+{
+	char b[256];
+	snprintf(b, sizeof(b), "{\"kind\":\"Status\",\"reason\":\"%s\",\"code\":%ld,\"message\":\"%s\"}", reason, code,
+		 msg);
+	*status = code;
+	*resp = strdup(b);
+	*resp_len = *resp ? strlen(*resp) : 0;
+	return code == 409 ? PRD_ECONFLICT : PRD_EAGAIN;
+}
+
+/* r's lease loop's way to the API (its kube_client's transport). While
+ * r->renew_fail_until is ahead nothing gets through (r is cut off from
+ * the apiserver). Writes are external calls of a pass when one runs (a
+ * term raise: crash and stall points, as the controller's own writes),
+ * and while faults are on they may fail (500, 409), stall on their way
+ * (r stands still; the write lands when the stall ends, when another may
+ * have taken over: the resourceVersion it carries then conflicts) or take
+ * effect with their answer lost. The Lease is not what the oracle lists,
+ * so these writes leave dst.api_writes alone. */
+static int lease_api(void *ud, const char *method, const char *path, const char *ct, const char *body, size_t len,
+		     long *status, char **resp, size_t *resp_len)
+{
+	replica *r = ud;
+	bool write = strcmp(method, "GET") != 0;
+	int rc;
+	*status = 0;
+	if(now_ns() < r->renew_fail_until)
+		return PRD_ETIMEDOUT;
+	if(write) {
+		call_begin(r, false);
+		if(dst.faults && pct(3))
+			return pct(50) ? fail_answer(409, "Conflict", "simulated conflict", status, resp, resp_len)
+				       : fail_answer(500, "InternalError", "simulated apiserver failure", status, resp,
+						     resp_len);
+		if(dst.faults && pct(1) && !dst.stall_depth && !r->frozen)
+			stall(r, rnd_in(3, 40) * SEC, "inside a lease write, which lands when the stall ends");
+	}
+	rc = memapi_request(dst.m, method, path, ct, body, len, status, resp, resp_len);
+	if(write && rc == 0)
+		lease_written(*resp);
+	if(write) {
+		crash_point(r, true);
+		if(rc == 0 && dst.faults && pct(2)) {
+			free(*resp);
+			*resp = NULL;
+			*resp_len = 0;
+			*status = 0;
+			return PRD_ETIMEDOUT;
+		}
+	}
+	return rc;
+}
+
 /* Whether r's lease was valid at this moment, as the record says: it holds
  * it and nobody could have taken it over yet. */
 bool lease_valid(const replica *r)
@@ -54,12 +170,13 @@ bool lease_valid(const replica *r)
 	return l->holder == r->idx && now_ns() < l->renew_time + LEASE_DURATION;
 }
 
-/* The fence provreqd asks before acting: what the replica itself knows,
- * its last renewal and the renew deadline (shorter than the lease, so a
- * fenced replica stops before another can take over). */
+/* The fence provreqd asks before acting: kube_lease_valid, what the
+ * replica itself knows (its last renewal and the renew deadline, shorter
+ * than the lease, so a fenced replica stops before another can take
+ * over). */
 bool fence_says(const replica *r)
 {
-	return !dst.multi || (r->leading && now_ns() < r->last_renew + RENEW_DEADLINE);
+	return !dst.multi || (r->le && kube_lease_valid(r->le));
 }
 
 static bool fence(void *ud)
@@ -67,58 +184,106 @@ static bool fence(void *ud)
 	return dst.unfenced || fence_says(ud);
 }
 
-/* What `provreqd run` does when its lease loop says it took the lease:
- * the term (the election's key, the identity and leaseTransitions) goes
- * to the controller, which fences every group with it before acting. */
-void term_begins(replica *r)
+/* The controller's term-raise callback (pr_ctl_set_term_raise), as
+ * `provreqd run` gives it. */
+static int raise_term(void *ud, int64_t transitions, prd_err *err)
 {
-	char key[16];
-	if(dst.unfenced || dst.no_term)
-		return; /* the deliberately broken builds: no fence at all, or no term */
-	snprintf(key, sizeof(key), "lease-%d", r->lease);
-	pr_ctl_set_term(r->ctl, key, r->name, dst.lease[r->lease].transitions);
+	replica *r = ud;
+	int rc = kube_lease_follow_raise(r->le, &r->term, transitions, err);
+	vlog("%s raises lease %d's count to %lld: %s", r->name, r->lease, (long long)transitions, rc ? err->msg : "done");
+	return rc;
 }
 
-static void acquired(replica *r, lease_rec *l, const char *how)
+/* What `provreqd run` does before a pass (run_iteration): a new term
+ * (taken, or the Lease's count changed under this holder) goes to the
+ * controller, which fences every group with it before acting, and the
+ * local store is rebuilt from the API. */
+void term_follow(replica *r)
 {
-	if(l->holder != r->idx)
-		l->transitions++;
-	l->holder = r->idx;
-	term_begins(r);
-	l->renew_time = now_ns();
-	r->last_renew = now_ns();
-	r->leading = true;
+	char key[64], id[64];
+	int64_t tr = 0;
+	if(!dst.multi || !r->le || !kube_lease_new_term(r->le, &r->term, key, id, sizeof(id), &tr))
+		return;
+	/* The deliberately broken builds: no fence at all, or no term. */
+	if(!dst.unfenced && !dst.no_term)
+		pr_ctl_set_term(r->ctl, key, id, tr);
 	pr_ctl_rebuild_from_api(r->ctl);
-	vlog("%s %s lease %d", r->name, how, r->lease);
+	vlog("%s's term begins: %s#%lld", r->name, id, (long long)tr);
 }
 
-/* One turn of r's lease loop (client-go's, every retry period). */
+/* One turn of r's lease loop (every retry period). */
 static void lease_tick(replica *r)
 {
-	lease_rec *l = &dst.lease[r->lease];
-	int64_t now = now_ns();
-	if(r->frozen || !r->ctl)
+	bool leading = false;
+	if(r->frozen || !r->ctl || !r->le)
 		return;
-	if(now < r->renew_fail_until) {
-		if(r->leading && now >= r->last_renew + RENEW_DEADLINE) {
-			r->leading = false;
-			vlog("%s stops leading: no renewal within the renew deadline", r->name);
-		}
-		return;
+	kube_lease_step(r->le, &leading, NULL, NULL);
+	if(leading != r->leading)
+		vlog("%s %s lease %d", r->name, leading ? "leads with" : "no longer leads with", r->lease);
+	r->leading = leading;
+}
+
+/* r's leader election, started with its process. */
+static int lease_start(replica *r)
+{
+	kube_client_opts co;
+	kube_lease_opts lo;
+	char name[16];
+	prd_err e;
+	memset(&co, 0, sizeof(co));
+	/* Never retried: the backoff's jitter is rand(), not the seed's. */
+	co.max_retries = -1;
+	co.qps = 1000;
+	co.burst = 1000;
+	co.clock = &dst.clock;
+	co.transport = lease_api;
+	co.transport_ud = r;
+	memset(&lo, 0, sizeof(lo));
+	lease_name(r->lease, name, sizeof(name));
+	lo.namespace_ = DST_NS;
+	lo.name = name;
+	lo.identity = r->name;
+	lo.lease_duration_ns = LEASE_DURATION;
+	lo.renew_deadline_ns = RENEW_DEADLINE;
+	lo.retry_period_ns = RETRY_PERIOD;
+	lo.clock = &dst.clock;
+	r->term = (kube_lease_follow)KUBE_LEASE_FOLLOW_INIT;
+	r->leading = false;
+	if(kube_client_new(NULL, &co, &r->lc, &e) || kube_lease_new(r->lc, &lo, &r->le, &e)) {
+		fprintf(stderr, "dst: %s: lease: %s\n", r->name, e.msg);
+		return -1;
 	}
-	if(l->holder == r->idx) {
-		l->renew_time = now;
-		r->last_renew = now;
-		if(!r->leading)
-			acquired(r, l, "leads again with");
-		return;
+	return 0;
+}
+
+/* The leases at the start: A leads the default shard, S its own, B
+ * stands by (each takes its first step in that order). */
+void leases_begin(void)
+{
+	int order[NREP] = {0, 2, 1}, i;
+	for(i = 0; i < NREP; i++)
+		if(order[i] < dst.nrep)
+			lease_tick(&dst.r[order[i]]);
+}
+
+/* The fault: a Lease is deleted (its namespace deleted, the chart
+ * reinstalled); the next to step makes it again at leaseTransitions 0,
+ * while the groups it fences record a former, higher term. */
+void lease_delete(void)
+{
+	int k = dst.shards && pct(50) ? 1 : 0;
+	char path[200], name[16];
+	long status = 0;
+	char *resp = NULL;
+	size_t n = 0;
+	lease_name(k, name, sizeof(name));
+	snprintf(path, sizeof(path), LEASE_COLLECTION "/%s", name);
+	if(memapi_request(dst.m, "DELETE", path, NULL, NULL, 0, &status, &resp, &n) == 0) {
+		dst.lease[k].holder = HOLDER_NONE;
+		dst.lease_deletes++;
+		vlog("the Lease %s is deleted (at leaseTransitions %lld)", name, (long long)dst.lease[k].transitions);
 	}
-	if(r->leading) {
-		r->leading = false;
-		vlog("%s finds it lost lease %d", r->name, r->lease);
-	}
-	if(l->holder == HOLDER_NONE || now >= l->renew_time + LEASE_DURATION)
-		acquired(r, l, "takes");
+	free(resp);
 }
 
 /* Time passes: the lease loops of the replicas that run turn, the cloud
@@ -175,8 +340,13 @@ int replica_start(replica *r)
 		fprintf(stderr, "dst: %s: pr_ctl_new: %s\n", r->name, e.msg);
 		return -1;
 	}
-	if(dst.multi)
+	if(dst.multi) {
+		if(lease_start(r))
+			return -1;
 		pr_ctl_set_fence(r->ctl, fence, r);
+		if(!dst.unfenced && !dst.no_term && !dst.no_raise)
+			pr_ctl_set_term_raise(r->ctl, raise_term, r);
+	}
 	/* The plan key, as `provreqd run` loads it (setup_plan_key made
 	 * the Secret). */
 	{
@@ -236,9 +406,15 @@ void replica_close(replica *r)
 	/* A shipped driver goes with its process; one a crash left in the
 	 * middle of a call is abandoned with the pass (a killed process runs
 	 * no fini). */
-	if(!r->in_pass)
+	if(!r->in_pass) {
 		cloud_drivers_free(&r->loaded);
+		kube_lease_free(r->le);
+		kube_client_free(r->lc);
+	}
 	memset(&r->loaded, 0, sizeof(r->loaded));
+	r->le = NULL;
+	r->lc = NULL;
+	r->leading = false;
 	state_close(r->db);
 	r->db = NULL;
 	if(r->ro)
@@ -248,6 +424,12 @@ void replica_close(replica *r)
 
 void replica_restart(replica *r, bool abandoned, enum db_fate fate)
 {
+	/* A process stopped, not killed (a rollout's SIGTERM), gives its
+	 * lease up on the way out, as `provreqd run` does. */
+	if(!abandoned && r->le && pct(40)) {
+		kube_lease_release(r->le, NULL);
+		vlog("%s gives lease %d up", r->name, r->lease);
+	}
 	r->in_pass = abandoned;
 	replica_close(r);
 	r->in_pass = false;
@@ -261,13 +443,8 @@ void replica_restart(replica *r, bool abandoned, enum db_fate fate)
 	} else if(fate == DB_LOST) {
 		unlink_db(r->dbpath);
 	}
-	/* A new process is a new identity: the record of the old one ends
-	 * only when it expires. */
-	if(dst.multi) {
-		r->leading = false;
-		if(dst.lease[r->lease].holder == r->idx)
-			dst.lease[r->lease].holder = HOLDER_DEAD;
-	}
+	/* The new process keeps r's identity (a pod's POD_NAME): its lease
+	 * loop finds the Lease its own and renews it at its first step. */
 	vlog("%s restarts%s%s", r->name, abandoned ? " after a crash inside the pass" : "",
 	     fate == DB_STALE && r->has_snap ? " with an old copy of its state file"
 	     : fate == DB_LOST		  ? " without its state file"
@@ -283,6 +460,7 @@ void replica_pass(replica *r)
 	int64_t wake;
 	if(!r->ctl)
 		return;
+	term_follow(r);
 	r->calls = 0;
 	r->pass_seq++;
 	r->in_pass = true;

@@ -12,6 +12,8 @@
 #include "kube/api.h"
 #include "kube/client.h"
 #include "kube/client_int.h"
+#include "kube/lease.h"
+#include "kube/memapi.h"
 #include "test_kube_fakesrv.h"
 #include "util/str.h"
 
@@ -1125,6 +1127,120 @@ static void test_connection_refused(void)
 	kube_config_free(cfg);
 }
 
+/* ---- in-process transport ---------------------------------------------- */
+
+/* The in-memory store behind a transport that fails on demand: the next
+ * `fail` requests answer 500, the next `lose` get no answer. */
+typedef struct tp {
+	memapi *m;
+	int fail, lose, calls;
+	char last_ct[64];
+} tp;
+
+static int tp_send(void *ud, const char *method, const char *path, const char *ct, const char *body, size_t len,
+		   long *status, char **resp, size_t *resp_len)
+{
+	tp *t = ud;
+	t->calls++;
+	snprintf(t->last_ct, sizeof(t->last_ct), "%s", ct ? ct : "");
+	if(t->fail > 0) {
+		t->fail--;
+		*status = 500;
+		*resp = strdup("{\"kind\":\"Status\",\"reason\":\"InternalError\",\"code\":500,\"message\":\"boom\"}");
+		*resp_len = strlen(*resp);
+		return PRD_EAGAIN;
+	}
+	if(t->lose > 0) {
+		t->lose--;
+		*status = 0;
+		return PRD_ETIMEDOUT;
+	}
+	return memapi_request(t->m, method, path, ct, body, len, status, resp, resp_len);
+}
+
+/* kube_client_opts.transport: no kube_config and no HTTP, and what callers
+ * rely on unchanged: Status decoding into codes and kube_status, retries
+ * of idempotent requests only (after a 500, and after no answer), the
+ * backoff on the client's clock, watches refused, and the lease code on
+ * top of it. Broken transports caught: one that is bypassed (no config:
+ * the client cannot be made), one that takes a lost answer for success or
+ * repeats a POST, one whose 409 is not AlreadyExists. */
+static void test_transport(void)
+{
+	clk fc;
+	tp t;
+	kube_client_opts co;
+	kube_client *c = NULL;
+	kube_status st;
+	json_object *o = NULL;
+	kube_watch_opts wo;
+	kube_lease *le = NULL;
+	kube_lease_opts lo = {.namespace_ = "x", .name = "l", .identity = "me"};
+	bool leading = false;
+	int64_t t0;
+	prd_err e;
+
+	clk_fake_init(&fc, 1700000000LL * PRD_NS_PER_SEC);
+	memset(&t, 0, sizeof(t));
+	CU_ASSERT_EQUAL_FATAL(memapi_new(&fc, 0, &t.m), 0);
+	memset(&co, 0, sizeof(co));
+	CU_ASSERT_EQUAL(kube_client_new(NULL, &co, &c, &e), PRD_EINVAL);
+	co.transport = tp_send;
+	co.transport_ud = &t;
+	co.clock = &fc;
+	co.max_retries = 2;
+	CU_ASSERT_EQUAL_FATAL(kube_client_new(NULL, &co, &c, &e), 0);
+
+	o = json_tokener_parse("{\"metadata\":{\"name\":\"x\"}}");
+	CU_ASSERT_EQUAL(kube_create(c, &KUBE_NAMESPACES, NULL, o, NULL, &st, &e), 0);
+	CU_ASSERT_STRING_EQUAL(t.last_ct, "application/json");
+	CU_ASSERT_EQUAL(kube_create(c, &KUBE_NAMESPACES, NULL, o, NULL, &st, &e), PRD_EEXIST);
+	CU_ASSERT_EQUAL(st.http_code, 409);
+	CU_ASSERT_STRING_EQUAL(st.reason, "AlreadyExists");
+	json_object_put(o);
+	o = NULL;
+	CU_ASSERT_EQUAL(kube_get(c, &KUBE_NAMESPACES, NULL, "nope", &o, &st, &e), PRD_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "GET /api/v1/namespaces/nope: 404 NotFound"));
+
+	/* A GET is retried after a 500 and after no answer, waiting on the
+	 * client's clock. */
+	t.calls = 0;
+	t.fail = 1;
+	t.lose = 1;
+	t0 = clk_mono(&fc);
+	CU_ASSERT_EQUAL(kube_get(c, &KUBE_NAMESPACES, NULL, "x", &o, &st, &e), 0);
+	CU_ASSERT_EQUAL(t.calls, 3);
+	CU_ASSERT_TRUE(clk_mono(&fc) > t0);
+	CU_ASSERT_PTR_NOT_NULL(o);
+	json_object_put(o);
+	o = NULL;
+	/* A POST is not: a 500, and no answer (which may have been applied). */
+	o = json_tokener_parse("{\"metadata\":{\"name\":\"cm\"}}");
+	t.calls = 0;
+	t.fail = 1;
+	CU_ASSERT_EQUAL(kube_create(c, &KUBE_CONFIGMAPS, "x", o, NULL, &st, &e), PRD_EAGAIN);
+	CU_ASSERT_STRING_EQUAL(st.reason, "InternalError");
+	CU_ASSERT_EQUAL(t.calls, 1);
+	t.lose = 1;
+	CU_ASSERT_EQUAL(kube_create(c, &KUBE_CONFIGMAPS, "x", o, NULL, &st, &e), PRD_ETIMEDOUT);
+	CU_ASSERT_EQUAL(st.http_code, 0);
+	CU_ASSERT_EQUAL(t.calls, 2);
+	json_object_put(o);
+
+	memset(&wo, 0, sizeof(wo));
+	CU_ASSERT_EQUAL(kube_watch(c, &KUBE_CONFIGMAPS, "x", &wo, NULL, NULL, &st, &e), PRD_EUNSUPPORTED);
+
+	/* The lease code runs over it. */
+	lo.clock = &fc;
+	CU_ASSERT_EQUAL_FATAL(kube_lease_new(c, &lo, &le, &e), 0);
+	CU_ASSERT_EQUAL(kube_lease_step(le, &leading, NULL, &e), 0);
+	CU_ASSERT_TRUE(leading);
+	CU_ASSERT_TRUE(kube_lease_valid(le));
+	kube_lease_free(le);
+	kube_client_free(c);
+	memapi_free(t.m);
+}
+
 static const test_case cases[] = {
 	{"Status decoding table", test_status_table},
 	{"watch framing: 1-byte, random and whole chunks", test_framer_chunks},
@@ -1145,6 +1261,7 @@ static const test_case cases[] = {
 	{"connection refused is EIO", test_connection_refused},
 	{"requests reuse a connection while watches hold theirs", test_connection_reuse},
 	{"kube_api over the client: answers' bytes, Status, not JSON", test_api_over_client},
+	{"an in-process transport: same codes, retries and decoding", test_transport},
 	{NULL, NULL}
 };
 

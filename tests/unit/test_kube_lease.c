@@ -486,6 +486,98 @@ static void test_recreated_and_raised(void)
 	fake_store_free(st);
 }
 
+/* The term a leader's controller follows (kube_lease_new_term, what
+ * `provreqd run` and the simulation do before each pass): a new term when
+ * the lease is taken, again when it is taken back after a loss, and when
+ * the holder recreates a deleted Lease (its count starts again at 0);
+ * none on a renewal, none while the lease is not valid, none for a raise
+ * made through kube_lease_follow_raise. Broken code caught: a follower
+ * that misses the recreated Lease's restart at 0, one that takes its own
+ * raise for a new term (that restarts the controller's count of raises,
+ * PR_TERM_RAISES_MAX, each time), one that hands a term out past the
+ * renew deadline, a fencing key that is not the lease's name. */
+static void test_follow_term(void)
+{
+	fake_store *st = fake_store_new();
+	fake_srv *srv = fake_start(fake_store_handler, st);
+	kube_config *cfg;
+	kube_client *cl;
+	kube_client_opts co = {.max_retries = -1};
+	kube_lease_follow f = KUBE_LEASE_FOLLOW_INIT;
+	char key[64], id[64];
+	int64_t tr = -1;
+	cand a, b;
+	prd_err e;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_EQUAL_FATAL(fake_client(srv, &co, &cfg, &cl), 0);
+	cand_init(&a, cl, "host-a");
+	cand_init(&b, cl, "host-b");
+	CU_ASSERT_FALSE(kube_lease_new_term(a.le, &f, key, id, sizeof(id), &tr));
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_TRUE(kube_lease_new_term(a.le, &f, key, id, sizeof(id), &tr));
+	CU_ASSERT_STRING_EQUAL(key, "provreqd");
+	CU_ASSERT_STRING_EQUAL(id, "host-a");
+	CU_ASSERT_EQUAL(tr, 0);
+	CU_ASSERT_FALSE(kube_lease_new_term(a.le, &f, key, id, sizeof(id), &tr));
+	advance(&a, &b, 2 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_FALSE(kube_lease_new_term(a.le, &f, key, id, sizeof(id), &tr));
+	/* Its own raise is no new term. */
+	CU_ASSERT_EQUAL(kube_lease_follow_raise(a.le, &f, 7, &e), 0);
+	CU_ASSERT_FALSE(kube_lease_new_term(a.le, &f, key, id, sizeof(id), &tr));
+	advance(&a, &b, 2 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_FALSE(kube_lease_new_term(a.le, &f, key, id, sizeof(id), &tr));
+	/* The Lease deleted and made again by the same holder: a new term
+	 * at 0. */
+	CU_ASSERT_EQUAL(kube_delete(cl, &KUBE_LEASES, "kube-system", "provreqd", NULL, NULL, &e), 0);
+	advance(&a, &b, 2 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_TRUE(kube_lease_new_term(a.le, &f, key, id, sizeof(id), &tr));
+	CU_ASSERT_EQUAL(tr, 0);
+	/* Past the renew deadline nothing is handed out; renewed, the same
+	 * term goes on. */
+	advance(&a, &b, 11 * PRD_NS_PER_SEC);
+	CU_ASSERT_FALSE(kube_lease_new_term(a.le, &f, key, id, sizeof(id), &tr));
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_FALSE(kube_lease_new_term(a.le, &f, key, id, sizeof(id), &tr));
+	/* Lost to b and taken back: a new term, whatever the count. */
+	CU_ASSERT_FALSE(step(&b));
+	advance(&a, &b, 16 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&b));
+	CU_ASSERT_FALSE(step(&a));
+	advance(&a, &b, 16 * PRD_NS_PER_SEC);
+	CU_ASSERT_TRUE(step(&a));
+	CU_ASSERT_TRUE(kube_lease_new_term(a.le, &f, key, id, sizeof(id), &tr));
+	CU_ASSERT_EQUAL(tr, 2);
+	kube_lease_free(a.le);
+	kube_lease_free(b.le);
+	/* A name longer than a label value: its first 54 characters and a
+	 * hash. */
+	{
+		static const char longname[] = "a-lease-name-that-is-much-longer-than-any-label-value-may-ever-be-ok";
+		kube_lease_opts o = {.namespace_ = "kube-system", .name = longname, .identity = "c"};
+		kube_lease *c = NULL;
+		char k2[64];
+		CU_ASSERT_EQUAL_FATAL(kube_lease_new(cl, &o, &c, &e), 0);
+		kube_lease_fence_key(c, key);
+		CU_ASSERT_EQUAL(strlen(key), 63);
+		CU_ASSERT_EQUAL(strncmp(key, longname, 54), 0);
+		CU_ASSERT_EQUAL(key[54], '-');
+		kube_lease_free(c);
+		o.name = "a-lease-name-that-is-much-longer-than-any-label-value-may-ever-be-ko";
+		CU_ASSERT_EQUAL_FATAL(kube_lease_new(cl, &o, &c, &e), 0);
+		kube_lease_fence_key(c, k2);
+		CU_ASSERT_STRING_NOT_EQUAL(key, k2);
+		kube_lease_free(c);
+	}
+	kube_client_free(cl);
+	kube_config_free(cfg);
+	fake_stop(srv);
+	fake_store_free(st);
+}
+
 static const test_case cases[] = {
 	{ "the fence closes at the renew deadline without a step", test_valid_fences_a_stall },
 	{"acquire, renew, take over after expiry, release", test_acquire_takeover_release},
@@ -494,6 +586,7 @@ static const test_case cases[] = {
 	{"a lease that cannot be taken is reported once, and cleared", test_problem_reported_once},
 	{"helper thread acquires and releases on stop", test_thread},
 	{"a recreated Lease restarts the term; the holder raises it", test_recreated_and_raised},
+	{"the term a leader follows: taken, recreated, not raised", test_follow_term},
 	{NULL, NULL}
 };
 
