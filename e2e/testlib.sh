@@ -96,5 +96,11 @@ k_gone() {
 	[[ "$out" == *NotFound* || "$out" == *"not found"* ]]
 }
 
+# t_now: the time now, in seconds with fractions (for t_elapsed).
+t_now() { date +%s.%N; }
+
+# t_elapsed FROM TO: TO - FROM in seconds, one decimal.
+t_elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f\n", b - a }'; }
+
 # t_done: the closing line of a scenario that passed.
 t_done() { t_log "$_t_checks checks passed"; }

@@ -48,53 +48,19 @@ done
 pr_cloud_config
 pr_start --request-backoff-initial 2s --request-backoff-max 4s --group-backoff-initial 2s --group-backoff-max 4s
 
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f\n", b - a }'; }
-
-# burst_yaml PREFIX N TEMPLATE [FIRST]: N atomic requests of $PODS pods.
-burst_yaml() {
-	local i
-	for ((i = ${4:-0}; i < ${4:-0} + $2; i++)); do
-		cat <<EOF
----
-apiVersion: autoscaling.x-k8s.io/v1
-kind: ProvisioningRequest
-metadata:
-  name: $1-$(printf '%02d' "$i")
-spec:
-  provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
-  podSets:
-  - podTemplateRef: {name: $3}
-    count: $PODS
-EOF
-	done
-}
-# "name Status/Reason" for every request whose name begins with PREFIX-.
-states() {
-	kubectl get provreq -n "$PR_NS" -o \
-		'jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Provisioned")].status}/{.status.conditions[?(@.type=="Provisioned")].reason}{"\n"}{end}' |
-		grep -E "^$1-" | sort
-}
-provisioned_count() { states "$1" | grep -c ' True/CapacityIsProvisioned$' || true; }
-all_provisioned() { [[ "$(provisioned_count "$1")" == "$2" ]]; }
-
 # ------------------------------------------------- 1. a burst with room
 pr_template wb 3 1Gi "$burst"
 pr_template ws 3 1Gi "$single"
-burst_yaml b "$NREQ" wb >"$PR_WORK/burst.yaml"
-t0=$(now)
-kubectl create -n "$PR_NS" -f "$PR_WORK/burst.yaml" >/dev/null
-t_wait 600 "all $NREQ requests of the burst are Provisioned" all_provisioned b "$NREQ"
-t1=$(now)
+pr_burst b "$NREQ" wb "$PODS" 600
+burst_s=$PR_BURST_S
 t_eq "the group has exactly the $((NREQ * PODS)) nodes they need" "$((NREQ * PODS))" "$(pr_count "$burst")"
 t_eq "all Ready" "$((NREQ * PODS))" "$(pr_ready "$burst")"
-burst_s=$(elapsed "$t0" "$t1")
 
 pr_request one atomic-scale-up ws $((NREQ * PODS))
-t2=$(now)
+t2=$(t_now)
 t_wait 600 "the single request for $((NREQ * PODS)) nodes is Provisioned" pr_cond_is one Provisioned True/CapacityIsProvisioned
-t3=$(now)
-single_s=$(elapsed "$t2" "$t3")
+t3=$(t_now)
+single_s=$(t_elapsed "$t2" "$t3")
 echo "bench=burst_atomic_requests value=$NREQ"
 echo "bench=burst_atomic_all_provisioned_s value=$burst_s"
 echo "bench=burst_atomic_single_request_s value=$single_s"
@@ -103,7 +69,7 @@ echo "bench=burst_atomic_extra_nodes value=$(($(pr_count "$burst") - NREQ * PODS
 
 # ------------------------------------------------- 2. limits hold the oldest
 pr_template wl 3 1Gi "$limited"
-burst_yaml l "$NREQ" wl >"$PR_WORK/limited.yaml"
+pr_burst_yaml l "$NREQ" wl "$PODS" >"$PR_WORK/limited.yaml"
 kubectl create -n "$PR_NS" -f "$PR_WORK/limited.yaml" >/dev/null
 : >"$PR_WORK/waited"
 # Note which requests say they wait, while the plans are in flight.
@@ -111,13 +77,13 @@ noted_waiting() {
 	kubectl get provreq -n "$PR_NS" -o \
 		'jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Provisioned")].reason}{"\n"}{end}' |
 		awk '$1 ~ /^l-/ && $2 == "WaitingForScaleUp" { print $1 }' >>"$PR_WORK/waited"
-	all_provisioned l "$FIT"
+	pr_all_provisioned l "$FIT"
 }
 t_wait 600 "the $FIT oldest requests are Provisioned" noted_waiting
 t_eq "the $FIT oldest are the Provisioned ones" \
 	"$(for ((i = 0; i < FIT; i++)); do printf 'l-%02d True/CapacityIsProvisioned\n' "$i"; done)" \
-	"$(states l | head -n "$FIT")"
-t_eq "no other is Provisioned" 0 "$(states l | tail -n +$((FIT + 1)) | grep -c ' True/' || true)"
+	"$(pr_states l | head -n "$FIT")"
+t_eq "no other is Provisioned" 0 "$(pr_states l | tail -n +$((FIT + 1)) | grep -c ' True/' || true)"
 over=0
 for ((i = FIT; i < NREQ; i++)); do
 	name=$(printf 'l-%02d' "$i")
@@ -142,7 +108,7 @@ kubectl get nodes -l "$PR_GROUP_LABEL=$failing" --watch --output-watch-events --
 watch_pid=$!
 pr_on_exit "kill $watch_pid 2>/dev/null; wait $watch_pid 2>/dev/null"
 # Wave 1: its plans are in flight (Nodes made, not Ready yet) ...
-burst_yaml f "$WAVE" wf >"$PR_WORK/wave1.yaml"
+pr_burst_yaml f "$WAVE" wf "$PODS" >"$PR_WORK/wave1.yaml"
 kubectl create -n "$PR_NS" -f "$PR_WORK/wave1.yaml" >/dev/null
 t_wait 60 "wave 1's Nodes are made" pr_count_is "$failing" $((WAVE * PODS))
 # ... when provreqd restarts with a fault on the group's next increase:
@@ -150,7 +116,7 @@ t_wait 60 "wave 1's Nodes are made" pr_count_is "$failing" $((WAVE * PODS))
 pr_stop
 pr_cloud_config "- {operation: atomic-increase, group: $failing, succeed: 2, times: 1}"
 pr_start --request-backoff-initial 2s --request-backoff-max 4s --group-backoff-initial 2s --group-backoff-max 4s
-burst_yaml f "$WAVE" wf "$WAVE" >"$PR_WORK/wave2.yaml"
+pr_burst_yaml f "$WAVE" wf "$PODS" "$WAVE" >"$PR_WORK/wave2.yaml"
 kubectl create -n "$PR_NS" -f "$PR_WORK/wave2.yaml" >/dev/null
 # The first increase after the restart is the oldest new request's
 # (wave 1's plans had all their Nodes): the fault hits it.
@@ -158,7 +124,7 @@ fname=$(printf 'f-%02d' "$WAVE")
 fuid=$(kubectl get provreq -n "$PR_NS" "$fname" -o 'jsonpath={.metadata.uid}')
 t_wait 120 "$fname's scale-up failed part-way (2 of 4 Nodes made, then deleted)" \
 	bash -c "awk -v u='$fuid' '\$1 == \"DELETED\" && index(\$3, u) == 1 { n++ } END { exit n < 2 }' '$PR_WORK/watch-fail'"
-t_wait 600 "every request of both waves is Provisioned (the failed one after its retry)" all_provisioned f $((2 * WAVE))
+t_wait 600 "every request of both waves is Provisioned (the failed one after its retry)" pr_all_provisioned f $((2 * WAVE))
 # The Nodes deleted, by owner token: a token begins with its request's uid.
 foreign=$(awk -v u="$fuid" '$1 == "DELETED" && index($3, u) != 1 { n++ } END { print n + 0 }' "$PR_WORK/watch-fail")
 own=$(awk -v u="$fuid" '$1 == "DELETED" && index($3, u) == 1 { n++ } END { print n + 0 }' "$PR_WORK/watch-fail")

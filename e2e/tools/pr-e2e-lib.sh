@@ -22,6 +22,15 @@
 #   pr_consumer NAME REQUEST TMPL  a Pod with the consume annotations
 #   pr_on_exit COMMAND             run COMMAND (eval'd) first when the scenario ends
 #   pr_watch_nodes GROUP           record every ADDED/DELETED node of GROUP in $PR_WORK/watch-GROUP
+#   pr_burst_yaml PREFIX N TMPL PODS [FIRST]
+#                                  N atomic requests PREFIX-NN of PODS pods each, one YAML stream
+#   pr_states PREFIX               "name Status/Reason" of Provisioned, each request PREFIX-*
+#   pr_all_provisioned PREFIX N    for t_wait: N requests PREFIX-* are Provisioned=True
+#   pr_burst PREFIX N TMPL PODS SECONDS
+#                                  a burst made at once, waited for; PR_BURST_S = seconds to the last
+#   pr_first_provisioned PREFIX    the earliest Provisioned=True time of PREFIX-* (RFC 3339)
+#   pr_watch FILE KUBECTL-ARGS...  `kubectl ARGS --watch` events into FILE, from once the watch is open
+#   pr_own_scaleups PREFIX         requests PREFIX-* Provisioned on the new nodes of their own scale-up
 
 PR_BIN="$PROVREQD_BUILDDIR/provreqd"
 PR_KWOK_SO="$PROVREQD_BUILDDIR/cloud/kwok/.libs/kwok.so"
@@ -364,3 +373,79 @@ pr_cpu_seconds() {
 
 # pr_hwm_kb PID: peak resident set size (VmHWM) in KiB.
 pr_hwm_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
+
+# pr_burst_yaml PREFIX N TEMPLATE PODS [FIRST]: N atomic requests named
+# PREFIX-FIRST, PREFIX-FIRST+1, ... (two digits), each of PODS pods of
+# TEMPLATE, as one YAML stream for one `kubectl create`.
+pr_burst_yaml() {
+	local i first=${5:-0}
+	for ((i = first; i < first + $2; i++)); do
+		cat <<EOF
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata:
+  name: $1-$(printf '%02d' "$i")
+spec:
+  provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+  podSets:
+  - podTemplateRef: {name: $3}
+    count: $4
+EOF
+	done
+}
+
+# pr_states PREFIX: "name Status/Reason" of the Provisioned condition of
+# every request whose name begins with PREFIX-, sorted by name.
+pr_states() {
+	kubectl get provreq -n "$PR_NS" -o \
+		'jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Provisioned")].status}/{.status.conditions[?(@.type=="Provisioned")].reason}{"\n"}{end}' |
+		grep -E "^$1-" | sort
+}
+pr_provisioned_count() { pr_states "$1" | grep -c ' True/CapacityIsProvisioned$' || true; }
+pr_all_provisioned() { [[ "$(pr_provisioned_count "$1")" == "$2" ]]; }
+
+# pr_burst PREFIX N TEMPLATE PODS SECONDS: N atomic requests of PODS pods
+# (pr_burst_yaml) created in one call, then waited for (at most SECONDS)
+# until all are Provisioned=True. PR_BURST_S: the seconds from before the
+# create to the poll that saw the last one Provisioned.
+pr_burst() {
+	local t0
+	pr_burst_yaml "$1" "$2" "$3" "$4" >"$PR_WORK/burst-$1.yaml"
+	t0=$(t_now)
+	kubectl create -n "$PR_NS" -f "$PR_WORK/burst-$1.yaml" >/dev/null
+	t_wait "$5" "all $2 requests $1-* (atomic, $4 pods each) are Provisioned" pr_all_provisioned "$1" "$2"
+	PR_BURST_S=$(t_elapsed "$t0" "$(t_now)")
+}
+
+# pr_first_provisioned PREFIX: the earliest lastTransitionTime of a
+# Provisioned=True condition among the requests PREFIX-*.
+pr_first_provisioned() {
+	kubectl get provreq -n "$PR_NS" -o \
+		'jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Provisioned")].status} {.status.conditions[?(@.type=="Provisioned")].lastTransitionTime}{"\n"}{end}' |
+		awk -v p="$1-" 'index($1, p) == 1 && $2 == "True" { print $3 }' | sort | head -n 1
+}
+
+# pr_watch FILE KUBECTL-ARGS...: `kubectl KUBECTL-ARGS --watch
+# --output-watch-events` (ARGS: a get with its own -o) writing to FILE from
+# the background until the scenario ends; returns once the watch is open
+# (kubectl's -v=6 log names the request with watch=true), so every object
+# made from then on has its ADDED event in FILE.
+pr_watch() {
+	local f=$1 pid
+	shift
+	kubectl "$@" --watch --output-watch-events -v=6 >"$f" 2>"$f.log" &
+	pid=$!
+	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
+	t_wait 30 "the watch of $(basename "$f") is open" grep -q 'watch=true' "$f.log"
+}
+
+# pr_own_scaleups PREFIX: how many requests PREFIX-* say they were
+# Provisioned on new nodes of their own scale-up ("N new nodes in GROUP
+# are ready"), not on room that existed ("capacity for all pods already
+# exists": in a burst on an empty group, another plan's Nodes).
+pr_own_scaleups() {
+	kubectl get provreq -n "$PR_NS" -o \
+		'jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Provisioned")].status} {.status.conditions[?(@.type=="Provisioned")].message}{"\n"}{end}' |
+		awk -v p="$1-" 'index($1, p) == 1 && $2 == "True" && / new nodes? .* are ready; capacity for all pods is booked/' | grep -c . || true
+}

@@ -76,22 +76,17 @@ typedef struct reserve_ctx {
 	const state_intent *open; /* every open plan, for their recorded nodes */
 	size_t nopen;
 	const hmap *booked;       /* nodes some request has booked */
+	const hmap *named;        /* node -> 1 + index of the listed group naming it */
+	bool skip_own;            /* the plan's group could not be listed: its names do not count */
 } reserve_ctx;
 
-/* A node some group this pass listed (other than the plan's, which could
- * not be listed) is known not to be the plan's. */
-static bool listed_elsewhere(const pr_class_host *h, const char *group, const char *node)
+/* A node some group this pass listed names (other than the plan's when
+ * that could not be listed) is known: not one the plan may have made
+ * unseen. */
+static bool named_by_listing(const reserve_ctx *r, const char *node)
 {
-	size_t i, k;
-	for(i = 0; i < h->ngroups; i++) {
-		const pr_class_group *g = &h->groups[i];
-		if(!g->listed || g->list_rc || !strcmp(g->id, group))
-			continue;
-		for(k = 0; k < g->ninst; k++)
-			if(g->inst[k].node && !strcmp(g->inst[k].node, node))
-				return true;
-	}
-	return false;
+	uintptr_t at = (uintptr_t)hmap_get(r->named, node);
+	return at && !(r->skip_own && !strcmp(r->h->groups[at - 1].id, r->in->node_group));
 }
 
 static void reserve_cb(void *ud, const char *node)
@@ -104,8 +99,25 @@ static void reserve_cb(void *ud, const char *node)
 				return; /* another plan's */
 	if(hmap_has(r->booked, node))
 		return; /* some request's already (a plan that ended, a Provisioned request) */
-	if(!listed_elsewhere(r->h, r->in->node_group, node))
+	if(!named_by_listing(r, node))
 		reserve_node(r->h, r->in, node);
+}
+
+/* Does the cloud list an instance of the plan, healthy and staying, whose
+ * Node it does not name yet? That Node may have joined already: Cluster
+ * API names a Machine's Node (status.nodeRef) and Karpenter a NodeClaim's
+ * (status.nodeName) only after it registers. */
+static bool has_unnamed(const pr_class_host *h, pr_class_group *g, const state_intent *in)
+{
+	at_view pv;
+	size_t i;
+	if(!g || pr_group_list(g, NULL) || at_view_of(h, g, in, &pv))
+		return false;
+	for(i = 0; i < pv.n; i++)
+		if(!pv.v[i]->node && pv.v[i]->errclass == PRD_CLOUD_ERRCLASS_NONE &&
+		   pv.v[i]->state != PRD_CLOUD_INSTANCE_DELETING)
+			return true;
+	return false;
 }
 
 /* A set of borrowed names, sized once (open addressing): what the intent
@@ -228,19 +240,51 @@ static void atomic_pass_begin(const pr_class_module *m, const pr_class_host *h, 
 	}
 }
 
+/* For the plans marked in `unseen` (UNSEEN_*), hold the Nodes that
+ * registered since they began (an adopted plan: when the previous leader
+ * began it, not when this store took it up), except those another open
+ * plan recorded, a request booked, or a listing names. */
+enum { UNSEEN_NONE, UNSEEN_UNLISTED, UNSEEN_UNNAMED };
+static void hold_unseen(const pr_class_host *h, const state_intent *open, size_t n, const uint8_t *unseen)
+{
+	state_booking *b = NULL;
+	size_t nb = 0, i, k;
+	hmap booked, named;
+	hmap_init(&booked, NULL);
+	hmap_init(&named, NULL);
+	if(state_booking_list_active(h->db, &b, &nb, NULL) == 0) {
+		for(k = 0; k < nb; k++)
+			hmap_put(&booked, b[k].node_name, NULL);
+		state_booking_list_free(b, nb);
+	}
+	for(i = 0; i < h->ngroups; i++)
+		for(k = 0; h->groups[i].listed && !h->groups[i].list_rc && k < h->groups[i].ninst; k++)
+			if(h->groups[i].inst[k].node)
+				hmap_put(&named, h->groups[i].inst[k].node, (void *)(uintptr_t)(i + 1));
+	for(i = 0; i < n; i++) {
+		reserve_ctx r = { h, &open[i], open, n, &booked, &named, unseen[i] == UNSEEN_UNLISTED };
+		if(unseen[i] != UNSEEN_NONE)
+			h->nodes_since(h->ctx, at_plan_began(&open[i]) - AT_CLOCK_SKEW_NS, reserve_cb, &r);
+	}
+	hmap_free(&named);
+	hmap_free(&booked);
+}
+
 /* Hold, in the pass's snapshot, the nodes each open plan made: no other
- * request may count them. When the cloud cannot be asked, every Node that
- * registered since the plan began is held for this pass too: one of them
- * may be the plan's and not yet recorded. */
+ * request may count them. Where a Node may be the plan's though no listing
+ * names it (the cloud cannot be asked, or lists instances of the plan
+ * whose Node it does not name yet), every Node that registered since the
+ * plan began and no listing names is held for this pass too. */
 static void atomic_reserve(const pr_class_module *m, const pr_class_host *h, const pr_class_pass *p)
 {
 	const state_intent *open = NULL;
 	const char **more;
 	size_t n = 0, i, k, nmore;
-	bool *unlisted, any_unlisted = false;
+	uint8_t *unseen;
+	bool any = false;
 	(void)m;
 	(void)p;
-	if(!h->db || at_open_intents(h, &open, &n) || !(unlisted = arena_array(h->ar, n + 1, sizeof(*unlisted))))
+	if(!h->db || at_open_intents(h, &open, &n) || !(unseen = arena_array(h->ar, n + 1, sizeof(*unseen))))
 		return;
 	for(i = 0; i < n; i++) {
 		pr_class_group *g = at_find_group(h, open[i].node_group);
@@ -251,34 +295,19 @@ static void atomic_reserve(const pr_class_module *m, const pr_class_host *h, con
 		 * nodes cannot be told from others, and holding every new Node
 		 * for a plan nothing here can progress would starve the cluster. */
 		if(!unrecorded(h, g, &open[i], &more, &nmore)) {
-			unlisted[i] = g || !h->groups_complete;
-			any_unlisted |= unlisted[i];
+			unseen[i] = g || !h->groups_complete ? UNSEEN_UNLISTED : UNSEEN_NONE;
+			any |= unseen[i] != UNSEEN_NONE;
 			continue;
 		}
 		for(k = 0; k < nmore; k++)
 			reserve_node(h, &open[i], more[k]);
-	}
-	/* Then, for plans whose group could not be listed, the Nodes that
-	 * registered since they began (an adopted plan: when the previous
-	 * leader began it, not when this store took it up), except those
-	 * the other listings show are not theirs. */
-	if(any_unlisted) {
-		state_booking *b = NULL;
-		size_t nb = 0;
-		hmap booked;
-		hmap_init(&booked, NULL);
-		if(state_booking_list_active(h->db, &b, &nb, NULL) == 0) {
-			for(k = 0; k < nb; k++)
-				hmap_put(&booked, b[k].node_name, NULL);
-			state_booking_list_free(b, nb);
+		if(has_unnamed(h, g, &open[i])) {
+			unseen[i] = UNSEEN_UNNAMED;
+			any = true;
 		}
-		for(i = 0; i < n; i++) {
-			reserve_ctx r = { h, &open[i], open, n, &booked };
-			if(unlisted[i])
-				h->nodes_since(h->ctx, at_plan_began(&open[i]) - AT_CLOCK_SKEW_NS, reserve_cb, &r);
-		}
-		hmap_free(&booked);
 	}
+	if(any)
+		hold_unseen(h, open, n, unseen);
 }
 
 static bool atomic_in_flight(const pr_class_module *m, const pr_class_host *h, const kube_provreq *pr)
