@@ -107,6 +107,8 @@ static void print_caps(const cloud_driver *d)
 	       caps & PRD_CLOUD_CAP_FENCE ? "yes" : "no");
 	printf("  owner marks on instances: %s\n", caps & PRD_CLOUD_CAP_OWNER_MARK ? "yes" : "no");
 	printf("  creation times of instances: %s\n", caps & PRD_CLOUD_CAP_CREATION_TIME ? "yes" : "no");
+	printf("  which plan's increase moved the target: %s\n",
+	       caps & PRD_CLOUD_CAP_INCREASE_RECORD ? "recorded" : "not recorded");
 	printf("  a plan's instances are told by: %s\n",
 	       (caps & PRD_CLOUD_CAP_OWNER_MARK) && CLOUD_DRIVER_HAS(d->api, increase) && d->api->increase
 		       ? "owner token"

@@ -103,6 +103,8 @@ static int read_object(capi *c, const capi_group *g, const char *prefix, const c
 		v->replicas = (int32_t)json_object_get_int64(r);
 	rv = capi_jstr(capi_jobj(obj, "metadata"), "resourceVersion");
 	snprintf(v->rv, sizeof(v->rv), "%s", rv ? rv : "");
+	rv = capi_jstr(capi_jobj(capi_jobj(obj, "metadata"), "annotations"), CAPI_INCREASE_ANNOTATION);
+	snprintf(v->increased_by, sizeof(v->increased_by), "%.*s", rv ? (int)strcspn(rv, " ") : 0, rv ? rv : "");
 	if(key) {
 		capi_fence_annotation(prefix, key, ann, sizeof(ann));
 		if(recorded_term(obj, ann, &v->term))
@@ -246,6 +248,11 @@ int capi_fence_view(capi *c, const capi_group *g, const char *prefix, const char
 		*out = v;
 	}
 	return rc;
+}
+
+int capi_read_object(capi *c, const capi_group *g, capi_view *v, prd_cloud_error *err)
+{
+	return read_object(c, g, CAPI_FENCE_PREFIX, NULL, v, err);
 }
 
 int capi_fence_read(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t *term,

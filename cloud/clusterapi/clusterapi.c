@@ -627,11 +627,16 @@ static int set_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, p
 
 /* PUT the Scale back with the resourceVersion it was read with, for the
  * conditional calls (ABI 1.3): whoever wrote the object since makes the
- * apiserver answer 409, which is PRD_CLOUD_ECONFLICT, nothing changed. */
-int capi__put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, prd_cloud_error *err)
+ * apiserver answer 409, which is PRD_CLOUD_ECONFLICT, nothing changed.
+ * With a `record` (an increase's), merge-patch the object itself instead,
+ * under the same resourceVersion: its replicas and the annotation
+ * CAPI_INCREASE_ANNOTATION in one write, so whoever reads the object later
+ * can tell this write's move of the replicas from anyone else's. */
+int capi__put_replicas(capi *c, capi_group *g, int32_t replicas, const char *rv, const char *record,
+		       prd_cloud_error *err)
 {
 	char path[800];
-	json_object *sc, *md, *spec;
+	json_object *sc, *md, *spec, *ann;
 	long status = 0;
 	int rc;
 	if(!rv || !rv[0])
@@ -642,16 +647,22 @@ int capi__put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, pr
 	sc = json_object_new_object();
 	md = json_object_new_object();
 	spec = json_object_new_object();
-	capi_path(c, path, sizeof(path), capi_kind_plural(g->kind), g->ns, g->name, "scale");
-	json_object_object_add(sc, "apiVersion", json_object_new_string("autoscaling/v1"));
-	json_object_object_add(sc, "kind", json_object_new_string("Scale"));
-	json_object_object_add(md, "name", json_object_new_string(g->name));
-	json_object_object_add(md, "namespace", json_object_new_string(g->ns));
+	capi_path(c, path, sizeof(path), capi_kind_plural(g->kind), g->ns, g->name, record ? NULL : "scale");
+	if(!record) {
+		json_object_object_add(sc, "apiVersion", json_object_new_string("autoscaling/v1"));
+		json_object_object_add(sc, "kind", json_object_new_string("Scale"));
+		json_object_object_add(md, "name", json_object_new_string(g->name));
+		json_object_object_add(md, "namespace", json_object_new_string(g->ns));
+	} else if((ann = json_object_new_object())) {
+		json_object_object_add(ann, CAPI_INCREASE_ANNOTATION, json_object_new_string(record));
+		json_object_object_add(md, "annotations", ann);
+	}
 	json_object_object_add(md, "resourceVersion", json_object_new_string(rv));
 	json_object_object_add(sc, "metadata", md);
 	json_object_object_add(spec, "replicas", json_object_new_int(replicas));
 	json_object_object_add(sc, "spec", spec);
-	rc = capi_request(c, "PUT", path, "application/json", sc, NULL, &status, err);
+	rc = capi_request(c, record ? "PATCH" : "PUT", path, record ? "application/merge-patch+json" : "application/json",
+			  sc, NULL, &status, err);
 	json_object_put(sc);
 	if(rc && status != 409)
 		g->replicas_unsure = true; /* (the answer may be lost, the write made) */
@@ -666,6 +677,11 @@ int capi__put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, pr
 		note_write(c, g, rv);
 	}
 	return rc;
+}
+
+int capi__put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, prd_cloud_error *err)
+{
+	return capi__put_replicas(c, g, replicas, rv, NULL, err);
 }
 
 /* The replicas the conditional call was planned from are still there. */
@@ -696,6 +712,14 @@ int capi__read_for_write(capi *c, capi_group *g, const char *key, uint64_t term,
 		snprintf(rv, rvlen, "%s", v.rv);
 	}
 	return rc;
+}
+
+/* The object an increase with an owner token is planned from: as
+ * capi__read_for_write, with the last increase's token. */
+static int read_for_increase(capi *c, capi_group *g, const char *key, uint64_t term, capi_view *v,
+			     prd_cloud_error *err)
+{
+	return key ? capi_read_fenced(c, g, key, term, v, err) : capi_read_object(c, g, v, err);
 }
 
 static int cp_increase(void *state, const char *group_id, int32_t delta, prd_cloud_error *err)
@@ -737,7 +761,6 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 	json_object *before = NULL;
 	prd_cloud_error le = {0, ""};
 	int32_t cur;
-	char rv[64];
 	int rc, attempt;
 	if(!req || req->struct_size < offsetof(prd_cloud_increase, owner) + sizeof(req->owner))
 		return capi_fail(err, PRD_CLOUD_EINVAL, "clusterapi: increase: the request is %u bytes, older than "
@@ -770,7 +793,22 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 	 * the call as before; anything else is written again, conditional on
 	 * the new read. */
 	for(attempt = 0;; attempt++) {
-		rc = capi__read_for_write(c, g, key, key ? req->fence_term : 0, &cur, rv, sizeof(rv), err);
+		capi_view v;
+		char record[160];
+		memset(&v, 0, sizeof(v));
+		rc = req->owner ? read_for_increase(c, g, key, key ? req->fence_term : 0, &v, err)
+				: capi__read_for_write(c, g, key, key ? req->fence_term : 0, &v.replicas, v.rv,
+						       sizeof(v.rv), err);
+		/* The same plan's increase already took effect (a repeated
+		 * call: its answer was lost, or the caller resumes an
+		 * interrupted plan): nothing more to write, whatever the
+		 * replicas are now. */
+		if(!rc && req->owner && !strcmp(v.increased_by, req->owner)) {
+			capi_log(c, PRD_CLOUD_LOG_INFO, "clusterapi: %s: the increase of plan %s took effect before; "
+							"nothing more to write", g->id, req->owner);
+			return 0;
+		}
+		cur = v.replicas;
 		if(!rc)
 			rc = check_expected(g, cur, req->expected_target, err);
 		if(rc)
@@ -787,7 +825,9 @@ static int cp_increase_req(void *state, const prd_cloud_increase *req, prd_cloud
 			json_object_put(before);
 			before = NULL;
 		}
-		rc = capi__put_scale(c, g, cur + req->delta, rv, err);
+		snprintf(record, sizeof(record), "%s %d->%d", req->owner ? req->owner : "", (int)cur,
+			 (int)(cur + req->delta));
+		rc = capi__put_replicas(c, g, cur + req->delta, v.rv, req->owner ? record : NULL, err);
 		if(!rc && before)
 			capi_claim_note(c, g, req->owner, cur, req->delta, before);
 		json_object_put(before);
@@ -923,7 +963,8 @@ static const prd_cloud_driver descriptor = {
 	.instance_size = sizeof(prd_cloud_instance),
 	/* No PRD_CLOUD_CAP_OWNER_MARK (not every Machine an increase makes
 	 * can be marked): see cp_increase_req and capi_claim.c. */
-	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME | PRD_CLOUD_CAP_FENCE,
+	.capabilities = PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME | PRD_CLOUD_CAP_FENCE |
+			PRD_CLOUD_CAP_INCREASE_RECORD,
 	.increase = cp_increase_req,
 	.decrease_target_size_if = cp_decrease_target_if,
 	.fence = cp_fence,

@@ -26,6 +26,9 @@
 #define CAPI_CAPACITY_PREFIX "capacity.cluster-autoscaler.kubernetes.io/"
 #define CAPI_PENDING_PREFIX "clusterapi://"
 #define CAPI_FENCE_PREFIX "provreqd.io/fence-"
+/* The record an increase writes with its replicas (cp_increase_req):
+ * "<owner token> <from>-><to>". */
+#define CAPI_INCREASE_ANNOTATION "provreqd.io/increase"
 /* A conditional write refused (409) for a change that is not the one it
  * is conditional on is tried again this many times in all. */
 #define CAPI_WRITE_ATTEMPTS 3
@@ -210,6 +213,7 @@ typedef struct capi_view {
 	int32_t replicas;      /* spec.replicas (0 when omitted) */
 	char rv[64];           /* the object's resourceVersion */
 	uint64_t term;         /* the term recorded for the key, 0 for none */
+	char increased_by[64]; /* the owner token CAPI_INCREASE_ANNOTATION names, "" for none */
 } capi_view;
 /* EINVAL unless key is 1..63 of [A-Za-z0-9._-], alphanumeric at both ends. */
 int capi_fence_check_key(const char *key, prd_cloud_error *err);
@@ -239,6 +243,9 @@ int capi_fence_recorded(json_object *obj, const char *prefix, const char *key, u
  * none), changing nothing (ABI 1.7 fence_recorded). */
 int capi_fence_read(capi *c, const capi_group *g, const char *prefix, const char *key, uint64_t *term,
 		    prd_cloud_error *err);
+/* Read the group's object (replicas, resourceVersion, the last increase's
+ * owner token) without judging any term. */
+int capi_read_object(capi *c, const capi_group *g, capi_view *v, prd_cloud_error *err);
 /* The annotation name of key's record under prefix (n >= 100). */
 void capi_fence_annotation(const char *prefix, const char *key, char *out, size_t n);
 
@@ -262,6 +269,8 @@ const char *capi__machine_node(json_object *m);
 bool capi__machine_deleting(json_object *m);
 void capi__machine_id(json_object *m, char *out, size_t n);
 int capi__put_scale(capi *c, capi_group *g, int32_t replicas, const char *rv, prd_cloud_error *err);
+int capi__put_replicas(capi *c, capi_group *g, int32_t replicas, const char *rv, const char *record,
+		       prd_cloud_error *err);
 int capi__read_for_write(capi *c, capi_group *g, const char *key, uint64_t term, int32_t *cur, char *rv,
 			 size_t rvlen, prd_cloud_error *err);
 int capi__cp_delete_nodes(void *state, const char *group_id, const char *const *names, size_t count,

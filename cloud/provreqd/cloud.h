@@ -132,7 +132,17 @@ enum prd_cloud_capability {
 	 * one. Value conditions (expected_target) cannot tell a stale
 	 * caller's late call from a current one when the target came back to
 	 * the value it had (a plan closed with nothing made); a term can. */
-	PRD_CLOUD_CAP_FENCE = 1u << 3
+	PRD_CLOUD_CAP_FENCE = 1u << 3,
+	/* The cloud keeps, with the group, which owner token's increase()
+	 * moved its target last: an increase() carrying the token of one that
+	 * already took effect answers 0 and changes nothing (its answer was
+	 * lost, or the caller resumes an interrupted plan), and one whose
+	 * expected_target another writer moved answers PRD_CLOUD_ECONFLICT.
+	 * So the host asks the driver, not the target, whether an interrupted
+	 * conditional increase took effect. (A bit added without a version
+	 * change: a host that does not know it never sets a driver apart by
+	 * it.) */
+	PRD_CLOUD_CAP_INCREASE_RECORD = 1u << 4
 };
 
 /* ABI 1.3: one increase (prd_cloud_driver.increase). */

@@ -166,6 +166,31 @@ static int resume_marked(const pr_class_host *h, pr_class_group *g, const state_
 	return 0;
 }
 
+/* A driver that records which plan's increase moved a group's target
+ * (PRD_CLOUD_CAP_INCREASE_RECORD), and a target above where the plan began:
+ * that is no proof the plan's increase took effect (another actor may have
+ * moved it by as much before the plan's conditional call could land). The
+ * call repeated under the plan's token says: 0, it took effect (or takes
+ * it now, the target being back where the plan began); ECONFLICT, another
+ * writer moved the target and the plan's call never did. Returns 0 with
+ * *took set, or 1: ask again next pass. */
+static int settle_recorded(const pr_class_host *h, pr_class_group *g, const state_intent *in, bool *took)
+{
+	prd_cloud_error de;
+	int rc;
+	if(!h->may_act(h->ctx))
+		return 1;
+	rc = at_increase(g, in, (int32_t)in->delta, (int32_t)in->target_before, &de);
+	if(rc == PRD_CLOUD_ECONFLICT && h->may_act(h->ctx)) {
+		log_warn("the interrupted increase never took effect: another writer moved the group's target",
+			 "group", g->id, "plan", in->plan_id, "cause", de.message);
+		*took = false;
+		return 0;
+	}
+	*took = rc == 0;
+	return rc ? 1 : 0;
+}
+
 /* One intent found increasing: did the cloud take its call (*took), can
  * that not be told yet (return 1), or did a resumed call fail (-1, cause
  * in `cause`)? `part` gets why a legacy plan must be undone. */
@@ -187,6 +212,8 @@ static int settle_one(const pr_class_host *h, const pr_class_req *req, state_int
 		*took = r == 0;
 		return r;
 	}
+	if((cloud_driver_caps(g->drv->api) & PRD_CLOUD_CAP_INCREASE_RECORD) && g->target > in->target_before)
+		return settle_recorded(h, g, in, took);
 	if(g->target > in->target_before || pv.n > 0) {
 		*took = true;
 		/* A cloud takes an increase whole; only one that runs inside

@@ -451,14 +451,19 @@ bool booked_by(const char *node, const char *req)
 	return false;
 }
 
-/* Live instances of each ledger plan, counted once per check. */
-static int64_t live_of[MAXPLANS];
+/* Live instances of each ledger plan, counted once per check: live_of
+ * counts a plan's instances Karpenter consolidated within its delta as
+ * still held (a plan that succeeded keeps its count), held_of only those
+ * the cloud still has (what a plan that did not succeed leaves behind:
+ * one Karpenter reclaimed costs nothing and is no leftover). */
+static int64_t live_of[MAXPLANS], held_of[MAXPLANS];
 
 static void count_live(void)
 {
 	size_t gi, i;
 	int k;
 	memset(live_of, 0, sizeof(live_of));
+	memset(held_of, 0, sizeof(held_of));
 	for(gi = 0; gi < NGALL; gi++)
 		for(i = 0; i < dst.g[gi].n; i++) {
 			const inst *x = &dst.g[gi].v[i];
@@ -467,6 +472,7 @@ static void count_live(void)
 			for(k = 0; k < dst.nplans; k++)
 				if(!strcmp(dst.plans[k].token, x->plan)) {
 					live_of[k]++;
+					held_of[k] += !x->gone;
 					break;
 				}
 		}
@@ -572,21 +578,21 @@ static void check_plans(bool final)
 	int i;
 	for(i = 0; i < dst.nplans; i++) {
 		const plan_rec *p = &dst.plans[i];
-		int64_t live = live_of[i];
+		int64_t live = live_of[i], held = held_of[i];
 		if(live > p->delta && (final || dst.fenced_cloud))
 			violation("(i) plan %s of request %s holds %lld instances of %s, more than the %lld it asked for",
 				  p->token, p->req, (long long)live, p->group, (long long)p->delta);
-		else if(live && !strcmp(p->phase, "rolled-back") && !p->superseded && !p->seen_done &&
+		else if(held && !strcmp(p->phase, "rolled-back") && !p->superseded && !p->seen_done &&
 			(final || dst.fenced_cloud || !late_for(p->token)))
-			leftover(p, live, "is rolled back but holds");
+			leftover(p, held, "is rolled back but holds");
 		else if(final && p->seen_done && live != p->delta)
 			violation("(ii) plan %s of request %s succeeded, and holds %lld of the %lld instances it asked for "
 				  "once settled: %s",
 				  p->token, p->req, (long long)live, (long long)p->delta,
 				  made_for(p->token, false) < p->delta ? "it counted instances it did not make"
 									: "its instances were deleted after it succeeded");
-		else if(final && !p->seen_done && live && !gone_maybe_done(p, live))
-			leftover(p, live, p->request_gone ? "(its request deleted) still holds, once settled," : "still holds, once settled,");
+		else if(final && !p->seen_done && held && !gone_maybe_done(p, live))
+			leftover(p, held, p->request_gone ? "(its request deleted) still holds, once settled," : "still holds, once settled,");
 		check_request(i);
 		if(final && !p->request_gone && !p->superseded && !phase_terminal(p->phase))
 			violation("(iv) plan %s of request %s is still %s once faults stopped and everything settled",
@@ -781,7 +787,7 @@ bool settled(void)
 	count_live();
 	for(i = 0; i < dst.nplans; i++) {
 		const plan_rec *p = &dst.plans[i];
-		if((!p->seen_done && live_of[i] && !gone_maybe_done(p, live_of[i])) || live_of[i] > p->delta ||
+		if((!p->seen_done && held_of[i] && !gone_maybe_done(p, live_of[i])) || live_of[i] > p->delta ||
 		   (!p->request_gone && !p->superseded && !phase_terminal(p->phase)))
 			return false;
 	}

@@ -5,6 +5,7 @@
 #include "ops/metrics.h"
 #include "provreq/controller.h"
 #include "provreq/request.h"
+#include "classes/class.h"
 #include "classes/details.h"
 #include "classes/plan_seal.h"
 #include "classes/vocab.h"
@@ -1695,6 +1696,7 @@ typedef struct agroup {
 	int refused;                /* calls refused for an older term */
 	uint64_t last_term;         /* the term the last increase carried */
 	int32_t late_land;          /* a stalled leader's increase of this many lands right before the next new fence */
+	char recorded[64];          /* (ac.record) the token of the increase that moved the target last */
 } agroup;
 
 /* Group 0 "g": 4 cpu. Group 1 "gpu" (only when ac.ngroups == 2): 8 cpu and
@@ -1710,6 +1712,7 @@ typedef struct acloud {
 	ainst *v;
 	int decreases, deletes, increases;
 	bool mark;                  /* the ABI 1.3 driver (m_driver): owner tokens, conditional calls */
+	bool record;                /* m_increase keeps which plan moved the target (PRD_CLOUD_CAP_INCREASE_RECORD) */
 } acloud;
 
 static acloud ac;
@@ -2020,6 +2023,10 @@ static int m_increase(void *st, const prd_cloud_increase *rq, prd_cloud_error *e
 	g->last_term = rq->fence_term;
 	g->target += g->bump;
 	g->bump = 0;
+	if(ac.record && rq->owner && !strcmp(g->recorded, rq->owner)) {
+		a_sync_out();
+		return 0; /* that plan's increase took effect before */
+	}
 	if(rq->expected_target >= 0 && g->target != rq->expected_target) {
 		snprintf(err->message, sizeof(err->message), "target is %d, not %d", g->target, rq->expected_target);
 		a_sync_out();
@@ -2028,6 +2035,7 @@ static int m_increase(void *st, const prd_cloud_increase *rq, prd_cloud_error *e
 	g->increases++;
 	g->target += rq->delta;
 	snprintf(g->next_owner, sizeof(g->next_owner), "%s", rq->owner ? rq->owner : "");
+	snprintf(g->recorded, sizeof(g->recorded), "%s", rq->owner ? rq->owner : "");
 	if(m_ncalls < 16) {
 		snprintf(m_calls[m_ncalls].owner, sizeof(m_calls[m_ncalls].owner), "%s", rq->owner ? rq->owner : "");
 		m_calls[m_ncalls].expected = rq->expected_target;
@@ -6728,6 +6736,94 @@ static void test_time_owned_rollback_prefers_marked(void)
 	stop_async();
 }
 
+/* A plan left in increasing (the process died around its call), on the
+ * capi-like cloud: delta 1 from target 0, owned by creation time. */
+static void interrupted_plan(const char *plan)
+{
+	state_intent in;
+	json_object *o = NULL;
+	prd_err e;
+	CU_ASSERT_EQUAL_FATAL(kube_api_call(&api, "GET", "/apis/autoscaling.x-k8s.io/v1/namespaces/a/provisioningrequests/job",
+					    NULL, NULL, &o, NULL, &e), 0);
+	memset(&in, 0, sizeof(in));
+	in.plan_id = (char *)plan;
+	in.request_uid = (char *)json_object_get_string(json_object_object_get(json_object_object_get(o, "metadata"), "uid"));
+	in.node_group = "g";
+	in.delta = 1;
+	in.target_before = 0;
+	in.deadline_ns = clk_wall(&fake) + 2 * MIN;
+	CU_ASSERT_EQUAL(state_intent_begin(db, &in, &e), 0);
+	CU_ASSERT_EQUAL(state_intent_set_known(db, plan, "t1:", &e), 0);
+	CU_ASSERT_EQUAL(state_intent_advance(db, plan, STATE_PHASE_INCREASING, NULL, &e), 0);
+	json_object_put(o);
+}
+
+/* Issue 37 (clusterapi simulation, seed 57). A plan interrupted before
+ * its conditional increase landed; another actor then moved the target by
+ * exactly the plan's delta and its Machine came. On a cloud that records
+ * which plan's increase moved the target (PRD_CLOUD_CAP_INCREASE_RECORD,
+ * the clusterapi driver's provreqd.io/increase), the resumed plan asks the
+ * driver: its increase never took effect, the plan closes without effect
+ * and the request plans again, leaving the other actor's Machine alone;
+ * a plan whose own increase did land resumes waiting for its nodes with
+ * no second increase. Broken controller caught: one that takes a target
+ * above where the plan began for proof (the plan "succeeds" with the
+ * other actor's Machine and has none of its own). */
+static void test_capi_resume_asks_whose_increase(void)
+{
+	state_intent in;
+	prd_cloud_error de;
+	prd_err e;
+	char token[PR_OWNER_MAX];
+	start_capi_like();
+	c_driver.capabilities |= PRD_CLOUD_CAP_INCREASE_RECORD;
+	ac.record = true;
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 2, NULL); /* 1 node */
+	interrupted_plan("crash/3");
+	CU_ASSERT_EQUAL(a_increase(NULL, "g", 1, &de), 0); /* another actor's raise */
+	a_create(1, 0);
+	a_register(1);
+	ac.grp[0].v[0].owner[0] = '\0';
+	pass();
+	CU_ASSERT_EQUAL(state_intent_get(db, "crash/3", &in, &e), 0);
+	CU_ASSERT_NOT_EQUAL(in.phase, STATE_PHASE_WAITING_FOR_NODES);
+	CU_ASSERT_NOT_EQUAL(in.phase, STATE_PHASE_DONE);
+	state_intent_clear(&in);
+	/* Nothing of the other actor's is undone (the request may plan again,
+	 * or fit the other actor's Node). */
+	CU_ASSERT_TRUE(a_alive(ac.grp[0].v[0].id));
+	CU_ASSERT_EQUAL(ac.decreases, 0);
+	CU_ASSERT_EQUAL(ac.deletes, 0);
+	CU_ASSERT_TRUE(ac.target >= 1);
+	stop_async();
+
+	start_capi_like();
+	c_driver.capabilities |= PRD_CLOUD_CAP_INCREASE_RECORD;
+	ac.record = true;
+	add_template("a", "two", "2");
+	add_pr("a", "job", PR_CLASS_ATOMIC, "two", 2, NULL);
+	interrupted_plan("crash/4");
+	{
+		prd_cloud_increase rq;
+		memset(&rq, 0, sizeof(rq));
+		pr_owner_token("crash/4", token);
+		rq.struct_size = sizeof(rq);
+		rq.group_id = "g";
+		rq.delta = 1;
+		rq.expected_target = 0;
+		rq.owner = token;
+		CU_ASSERT_EQUAL(m_increase(NULL, &rq, &de), 0); /* it landed; the answer was lost */
+	}
+	CU_ASSERT_EQUAL(a_increase(NULL, "g", 1, &de), 0); /* and another actor raised it since */
+	pass();
+	CU_ASSERT_EQUAL(state_intent_get(db, "crash/4", &in, &e), 0);
+	CU_ASSERT_EQUAL(in.phase, STATE_PHASE_WAITING_FOR_NODES);
+	state_intent_clear(&in);
+	CU_ASSERT_EQUAL(ac.target, 2); /* no second increase */
+	stop_async();
+}
+
 /* Issue 37 item 1 (simulation, clusterapi profile, seeds 2, 11, 14): a
  * rollback by creation time where cluster-autoscaler raised the target
  * after the plan's increase and its Machine is still coming up. The plan
@@ -7043,6 +7139,7 @@ static const test_case cases[] = {
 	  test_time_owned_rollback_ends_with_its_decrease },
 	{ "actors: a rollback by creation times takes the driver's marked instances first",
 	  test_time_owned_rollback_prefers_marked },
+	{ "actors: a resumed plan asks the driver whose increase moved the target", test_capi_resume_asks_whose_increase },
 	{ "actors: a new leader fences a group before it decides from its target", test_fence_before_reading_targets },
 	{ "actors: a plan another writer ended since the term began is closed as it says", test_plan_ended_by_a_late_write_is_followed },
 	{ NULL, NULL }

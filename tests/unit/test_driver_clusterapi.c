@@ -691,16 +691,21 @@ static void test_node_group_for_node(void)
 
 /* ---- ABI 1.3: conditional calls and creation times ------------------------ */
 
+/* Each call is its own plan's: a token of its own (a call repeated with one
+ * token is the same plan's, test_increase_record). */
 static int increase_if(const char *id, int32_t delta, int atomic, int32_t expected, prd_cloud_error *e)
 {
+	static int calls;
+	char token[80];
 	prd_cloud_increase req;
+	snprintf(token, sizeof(token), "3f1c9b7e-0d2a-4c55-9e1b-7a2f0c8d9e10.1764198000123456789-%d", calls++);
 	memset(&req, 0, sizeof(req));
 	req.struct_size = sizeof(req);
 	req.group_id = id;
 	req.delta = delta;
 	req.atomic = atomic;
 	req.expected_target = expected;
-	req.owner = "3f1c9b7e-0d2a-4c55-9e1b-7a2f0c8d9e10.1764198000123456789-0";
+	req.owner = token;
 	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->increase);
 	return drv->api->increase(drv->state, &req, e);
 }
@@ -728,8 +733,8 @@ static void test_conditional(void)
 	md("md-a", SIZES("0", "6"), 1);
 	machine("m-1", "md-a", "node-1", "");
 	load(NULL);
-	CU_ASSERT_EQUAL(drv->api->capabilities,
-			PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME | PRD_CLOUD_CAP_FENCE);
+	CU_ASSERT_EQUAL(drv->api->capabilities, PRD_CLOUD_CAP_CONDITIONAL | PRD_CLOUD_CAP_CREATION_TIME |
+							PRD_CLOUD_CAP_FENCE | PRD_CLOUD_CAP_INCREASE_RECORD);
 	CU_ASSERT_EQUAL(drv->api->instance_size, sizeof(prd_cloud_instance));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(drv->api->decrease_target_size_if);
 	CU_ASSERT_EQUAL(increase_if(id, 2, 0, 1, &e), 0);
@@ -764,6 +769,14 @@ static void other_leader_fences(const char *name, const char *term);
 static const char *race_mark_on_undo; /* when set: another actor marks that Machine before our undo */
 static const char *race_machine; /* when set: another writer changes that Machine before its PATCH */
 static void other_writer_labels(const char *machine);
+/* A write of md-a's replicas: the scale subresource's PUT, or an
+ * increase's merge-patch of the object (with its record). */
+static bool replicas_write(const char *method, const char *path)
+{
+	return (!strcmp(method, "PUT") && strstr(path, "/scale")) ||
+	       (!strcmp(method, "PATCH") && strstr(path, "/machinedeployments/") && !strstr(path, "/scale"));
+}
+
 static int racing_request(void *ud, const char *method, const char *path, const char *content_type,
 			  const char *body, size_t body_len, long *status, char **resp, size_t *resp_len,
 			  prd_cloud_error *err)
@@ -785,12 +798,12 @@ static int racing_request(void *ud, const char *method, const char *path, const 
 		race_machine = NULL;
 		other_writer_labels(mname);
 	}
-	if(race_fence && !strcmp(method, "PUT") && strstr(path, "/scale")) {
+	if(race_fence && replicas_write(method, path) && !(body && strstr(body, "provreqd.io/fence-"))) {
 		const char *t = race_fence;
 		race_fence = NULL;
 		other_leader_fences("md-a", t);
 	}
-	if(race_replicas >= 0 && !strcmp(method, "PUT") && strstr(path, "/scale")) {
+	if(race_replicas >= 0 && replicas_write(method, path) && !(body && strstr(body, "provreqd.io/fence-"))) {
 		int r = race_replicas;
 		race_replicas = -1;
 		other_writer_scales("md-a", r);
@@ -825,12 +838,12 @@ static void test_conflict_on_write(void)
 	 * is read again and written, conditional on the new read: one call.
 	 * Catches a driver that fails the plan for any write to the object
 	 * (e2e 87 path nap: a new group's first increase "target moved"). */
-	memapi_inject_fault(m, "PUT", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 409, 1);
+	memapi_inject_fault(m, "PATCH", CAPI "/namespaces/ns1/machinedeployments/md-a", 409, 1);
 	CU_ASSERT_EQUAL(increase_if(id, 1, 0, 7, &e), 0);
 	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 8);
 	/* ... a bounded number of times: 409 on every attempt is a
 	 * conflict, nothing changed. */
-	memapi_inject_fault(m, "PUT", CAPI "/namespaces/ns1/machinedeployments/md-a/scale", 409, 3 /* CAPI_WRITE_ATTEMPTS */);
+	memapi_inject_fault(m, "PATCH", CAPI "/namespaces/ns1/machinedeployments/md-a", 409, 3 /* CAPI_WRITE_ATTEMPTS */);
 	CU_ASSERT_EQUAL(increase_if(id, 1, 0, 8, &e), PRD_CLOUD_ECONFLICT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "409"));
 	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 8);
@@ -846,7 +859,7 @@ static int losing_request(void *ud, const char *method, const char *path, const 
 			  prd_cloud_error *err)
 {
 	int rc = cloud_host_memapi_request(ud, method, path, content_type, body, body_len, status, resp, resp_len, err);
-	if(lose_scale_answer && strcmp(method, "GET") && strstr(path, "/scale")) {
+	if(lose_scale_answer && strcmp(method, "GET") && (strstr(path, "/scale") || strstr(path, "/machinedeployments/md-a"))) {
 		lose_scale_answer = false;
 		free(*resp);
 		*resp = NULL;
@@ -1176,6 +1189,58 @@ static void test_marks_the_machines_an_increase_made(void)
 	CU_ASSERT_EQUAL(increase_size_of(id, 1), 0);
 	machine("m-6", "md-a", NULL, "");
 	CU_ASSERT_STRING_EQUAL(owner_of(id, "m-6"), "-");
+}
+
+/* Issue 37 (seed 57 of the clusterapi simulation). An increase records,
+ * in the same conditional write as its replicas, which plan moved them
+ * from what to what; the same plan's call repeated (its answer lost, or a
+ * replica resuming the interrupted plan) answers 0 and writes nothing,
+ * whoever moved the replicas since; another plan's call whose expected
+ * target another writer moved by exactly its delta is a conflict. Broken
+ * driver caught: one that cannot tell its own landed increase from another
+ * actor's identical move, so the host takes the other actor's Machine for
+ * the plan's (the plan "succeeds" with nothing of its own). */
+static void test_increase_record(void)
+{
+	prd_cloud_error e = {0, ""};
+	const char *id = "MachineDeployment/ns1/md-a";
+	fresh_api();
+	md("md-a", SIZES("0", "9"), 2);
+	load(NULL);
+	CU_ASSERT_EQUAL(increase_owned(id, 2, 2, "plan-a.1-0", &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
+	CU_ASSERT_STRING_EQUAL(md_annotation("md-a", "provreqd.io/increase"), "plan-a.1-0 2->4");
+	/* The same plan again, planned from where it began: it took effect. */
+	CU_ASSERT_EQUAL(increase_owned(id, 2, 2, "plan-a.1-0", &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 4);
+	other_writer_scales("md-a", 5);
+	CU_ASSERT_EQUAL(increase_owned(id, 2, 2, "plan-a.1-0", &e), 0);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 5);
+	/* Plan b read 5 and was interrupted before its call; another writer
+	 * moved the replicas by b's delta: b's call never took effect. */
+	other_writer_scales("md-a", 6);
+	CU_ASSERT_EQUAL(increase_owned(id, 1, 5, "plan-b.1-0", &e), PRD_CLOUD_ECONFLICT);
+	CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 6);
+	CU_ASSERT_STRING_EQUAL(md_annotation("md-a", "provreqd.io/increase"), "plan-a.1-0 2->4");
+	/* The same under a fencing term (the object read judges the term and
+	 * gives the record). */
+	{
+		prd_cloud_increase req;
+		memset(&req, 0, sizeof(req));
+		req.struct_size = sizeof(req);
+		req.group_id = id;
+		req.delta = 1;
+		req.expected_target = 6;
+		req.owner = "plan-c.1-0";
+		req.fence_key = "provreqd";
+		req.fence_term = 3;
+		CU_ASSERT_EQUAL(drv->api->increase(drv->state, &req, &e), 0);
+		CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 7);
+		other_writer_scales("md-a", 8);
+		CU_ASSERT_EQUAL(drv->api->increase(drv->state, &req, &e), 0);
+		CU_ASSERT_EQUAL(stored_replicas("machinedeployments", "md-a"), 8);
+		CU_ASSERT_STRING_EQUAL(md_annotation("md-a", "provreqd.io/increase"), "plan-c.1-0 6->7");
+	}
 }
 
 /* A group whose Machines are not what its replicas say when the increase
@@ -1942,6 +2007,7 @@ static void test_management_watch(void)
 static const test_case cases[] = {
 	{"fence: the size after it is the one the fence read", test_fence_reads_the_size},
 	{"marks: the Machines an increase made, while they can be proven its own", test_marks_the_machines_an_increase_made},
+	{"an increase records its plan: a repeated call is no second increase", test_increase_record},
 	{"marks: none from a group that was not settled", test_no_marks_without_a_settled_group},
 	{"discovery: annotated groups only, bad values reported", test_discovery},
 	{"bad config", test_bad_config},
