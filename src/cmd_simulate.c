@@ -524,18 +524,6 @@ static bool sim_level(const char *arg, int *level)
 	return true;
 }
 
-/* Does an expander chain name "priority"? */
-static bool chain_has_priority(const char *chain)
-{
-	while(chain && *chain) {
-		size_t n = strcspn(chain, ",");
-		if(n == 8 && strncmp(chain, "priority", 8) == 0)
-			return true;
-		chain += n + (chain[n] == ',');
-	}
-	return false;
-}
-
 /* --max-autoprovisioned-groups: an integer in [0, 10000]. */
 static bool sim_max_groups(const char *arg, sim_opts *o)
 {
@@ -613,10 +601,10 @@ static bool sim_check(sim_opts *o)
 		if(bad)
 			return false;
 	}
-	if(o->prio_file && !chain_has_priority(o->cfg.expander))
+	if(o->prio_file && !cfg_chain_has_priority(o->cfg.expander))
 		fprintf(stderr, "provreqd simulate: warning: --priority-file: given, but --expander (%s) does not name "
 			"'priority': the table is not used\n", o->cfg.expander ? o->cfg.expander : "least-waste");
-	if(chain_has_priority(o->cfg.expander) && !o->prio_file) {
+	if(cfg_chain_has_priority(o->cfg.expander) && !o->prio_file) {
 		fprintf(stderr, "provreqd simulate: --expander %s: 'priority' needs a priority table: give "
 			"--priority-file FILE (a cluster-autoscaler-priority-expander ConfigMap, or its "
 			"priorities map: integer priority -> list of node-group name regexes)\n", o->cfg.expander);

@@ -1034,20 +1034,25 @@ bool cfg_priority_configmap(const cfg *c, const char *pod_namespace, char ns[254
 	return true;
 }
 
+bool cfg_chain_has_priority(const char *chain)
+{
+	while(chain && *chain) {
+		size_t n = strcspn(chain, ",");
+		if(n == 8 && strncmp(chain, "priority", 8) == 0)
+			return true;
+		chain += n + (chain[n] == ',');
+	}
+	return false;
+}
+
 /* "priority" in the chain needs a table, from exactly one source. */
 static int check_priority_source(const cfg *c, buf *errs)
 {
 	const cfg_option *x = by_flag("expander", 8), *m = by_flag("priority-configmap", 18),
 			 *f = by_flag("priority-file", 13);
-	const char *p = c->expander;
-	bool wants = false;
+	bool wants = cfg_chain_has_priority(c->expander);
 	if(REFUSED(c, x) || REFUSED(c, m) || REFUSED(c, f))
 		return PRD_OK;
-	while(*p) {
-		size_t n = strcspn(p, ",");
-		wants |= n == 8 && strncmp(p, "priority", 8) == 0;
-		p += n + (p[n] == ',');
-	}
 	if(*c->priority_configmap && *c->priority_file) {
 		buf_append_str(errs, "--priority-configmap (scaleUp.priorityConfigMap) and --priority-file "
 				     "(scaleUp.priorityFile) are both set: name one source of the priority table\n");
@@ -1209,18 +1214,9 @@ static const char *find_config_flag(int argc, char *const *argv)
  * be silently ignored: a note for the caller to warn with. */
 static int note_unused_priority_table(cfg *c)
 {
-	const char *p = c->expander;
-	bool wants = false;
 	buf m;
 	int r;
-	if(!*c->priority_file && !*c->priority_configmap)
-		return PRD_OK;
-	while(*p) {
-		size_t n = strcspn(p, ",");
-		wants |= n == 8 && strncmp(p, "priority", 8) == 0;
-		p += n + (p[n] == ',');
-	}
-	if(wants)
+	if((!*c->priority_file && !*c->priority_configmap) || cfg_chain_has_priority(c->expander))
 		return PRD_OK;
 	buf_init(&m);
 	buf_printf(&m, "--%s: given, but --expander (%s) does not name 'priority': the table is not used",

@@ -183,6 +183,8 @@ int cfg_res_limits(const cfg *c, cfg_res_limit **out, size_t *n, buf *why);
 /* An expander chain ("least-waste", "priority,least-waste"): 0, or
  * PRD_EINVAL with the unknown name and the valid ones in why. */
 int cfg_check_expander(const char *chain, buf *why);
+/* Does the chain name the priority expander (which needs a table)? */
+bool cfg_chain_has_priority(const char *chain);
 
 /* Check the values together (ranges, enums, addresses, ordering of lease
  * and backoff durations). */
