@@ -243,7 +243,7 @@ watch_machines() {
 	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
 	t_wait 30 "the watch of $1's Machines is open" grep -q 'watch=true' "$PR_WORK/machines-$1.log"
 }
-machines_created() { awk '$1 == "ADDED" { print $2 }' "$PR_WORK/machines-$1" | sort -u | grep -c . || true; }
+machines_created() { pr_watch_added "$PR_WORK/machines-$1"; }
 ts() { date -d "$1" +%s; }
 prov_s() {
 	local created prov
@@ -806,9 +806,9 @@ if want burst; then
 	pr_burst bu 5 w-burst 2 400
 	# (Time for a Machine made beyond them to show.)
 	pr_stays 6 "burst: all 5 stay Provisioned" pr_all_provisioned bu 5
-	created=$(awk '$1 == "ADDED" { print $2 }' "$PR_WORK/mw-burst" | sort -u | grep -c . || true)
+	created=$(pr_watch_added "$PR_WORK/mw-burst")
 	first=$(pr_first_provisioned bu)
-	early=$(awk -v f="$first" '$1 == "ADDED" && $3 < f { print $2 }' "$PR_WORK/mw-burst" | sort -u | grep -c . || true)
+	early=$(pr_watch_added "$PR_WORK/mw-burst" "$first")
 	echo "bench=capi_real_burst_all_provisioned_s value=$PR_BURST_S"
 	echo "bench=capi_real_burst_extra_nodes value=$((created - 10))"
 	echo "bench=capi_real_burst_nodes_before_first_provisioned value=$early"

@@ -301,9 +301,9 @@ pr_watch "$PR_WORK/nc-burst" get nodeclaims -l "karpenter.sh/nodepool=$np_burst"
 pr_burst bu 5 t-burst 2 300
 # (Time for a NodeClaim made beyond them to show.)
 pr_stays 6 "burst: all 5 stay Provisioned" pr_all_provisioned bu 5
-created=$(awk '$1 == "ADDED" { print $2 }' "$PR_WORK/nc-burst" | sort -u | grep -c . || true)
+created=$(pr_watch_added "$PR_WORK/nc-burst")
 first=$(pr_first_provisioned bu)
-early=$(awk -v f="$first" '$1 == "ADDED" && $3 < f { print $2 }' "$PR_WORK/nc-burst" | sort -u | grep -c . || true)
+early=$(pr_watch_added "$PR_WORK/nc-burst" "$first")
 echo "bench=karpenter_burst_all_provisioned_s value=$PR_BURST_S"
 echo "bench=karpenter_burst_extra_nodes value=$((created - 10))"
 echo "bench=karpenter_burst_nodes_before_first_provisioned value=$early"

@@ -30,6 +30,7 @@
 #                                  a burst made at once, waited for; PR_BURST_S = seconds to the last
 #   pr_first_provisioned PREFIX    the earliest Provisioned=True time of PREFIX-* (RFC 3339)
 #   pr_watch FILE KUBECTL-ARGS...  `kubectl ARGS --watch` events into FILE, from once the watch is open
+#   pr_watch_added FILE [BEFORE]   objects a pr_watch FILE saw ADDED (created before the RFC 3339 time BEFORE)
 #   pr_own_scaleups PREFIX         requests PREFIX-* Provisioned on the new nodes of their own scale-up
 
 PR_BIN="$PROVREQD_BUILDDIR/provreqd"
@@ -438,6 +439,13 @@ pr_watch() {
 	pid=$!
 	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
 	t_wait 30 "the watch of $(basename "$f") is open" grep -q 'watch=true' "$f.log"
+}
+
+# pr_watch_added FILE [BEFORE]: how many distinct objects the pr_watch
+# FILE saw ADDED (its -o custom-columns E:.type,N:name,T:creationTimestamp),
+# only those created before the RFC 3339 time BEFORE when given.
+pr_watch_added() {
+	awk -v f="${2:-}" '$1 == "ADDED" && (f == "" || $3 < f) { print $2 }' "$1" | sort -u | grep -c . || true
 }
 
 # pr_own_scaleups PREFIX: how many requests PREFIX-* say they were
