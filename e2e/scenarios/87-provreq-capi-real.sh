@@ -235,13 +235,8 @@ nmachines() { machines "$1" | grep -c . || true; }
 nmachines_is() { [[ "$(nmachines "$1")" == "$2" ]]; }
 # watch_machines MD: record every Machine of MD ever created (from now).
 watch_machines() {
-	local pid
-	capi_k -n "$PR_NS" get machines -l "cluster.x-k8s.io/deployment-name=$1" --watch --output-watch-events \
-		--no-headers -o custom-columns=E:.type,N:.object.metadata.name -v=6 >"$PR_WORK/machines-$1" \
-		2>"$PR_WORK/machines-$1.log" &
-	pid=$!
-	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
-	t_wait 30 "the watch of $1's Machines is open" grep -q 'watch=true' "$PR_WORK/machines-$1.log"
+	pr_watch "$PR_WORK/machines-$1" --kubeconfig "$CAPI_MGMT_KUBECONFIG" -n "$PR_NS" get machines \
+		-l "cluster.x-k8s.io/deployment-name=$1" --no-headers -o custom-columns=E:.type,N:.object.metadata.name
 }
 machines_created() { pr_watch_added "$PR_WORK/machines-$1"; }
 ts() { date -d "$1" +%s; }
@@ -259,12 +254,9 @@ prov_s() {
 # its first events. A scale-up started before that would hide the size
 # it started from (a size history read "3" for "0 3" on a loaded machine).
 cwatch() {
-	local f=$1 pid
+	local f=$1
 	shift
-	capi_k -n "$PR_NS" get "$@" --watch --output-watch-events -o json -v=6 >"$f" 2>"$f.log" &
-	pid=$!
-	pr_on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
-	t_wait 30 "the watch of $* is open" grep -q 'watch=true' "$f.log"
+	pr_watch "$f" --kubeconfig "$CAPI_MGMT_KUBECONFIG" -n "$PR_NS" get "$@" -o json
 }
 # mwatch MD: from now on, every event of MD's Machines and of MD itself.
 mwatch() {

@@ -50,9 +50,9 @@ ex_objects() {
 
 # ex_cleanup JSON: delete what ex_load made, and the groups' Nodes.
 ex_cleanup() {
-	local objs=$1 kinds
-	kinds=$(jq -r '.[] | select(.metadata.namespace != null) | .metadata.namespace' <<<"$objs" | sort -u)
-	for ns in $kinds; do
+	local objs=$1 nss ns
+	nss=$(jq -r '.[] | select(.metadata.namespace != null) | .metadata.namespace' <<<"$objs" | sort -u)
+	for ns in $nss; do
 		kubectl delete provreq,podtemplates,pods,resourceclaimtemplates,resourceclaims --all -n "$ns" \
 			--wait=false >/dev/null 2>&1 || true
 	done
